@@ -1,1 +1,68 @@
+//! ratchet: a git-backed optimization ratchet for accelerator kernels. The modules follow the
+//! loop: config -> vcs -> bench (the only place that spawns processes) -> metrics -> stats ->
+//! store -> report, with `experiment` orchestrating one hypothesis end to end.
 
+pub mod bench;
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod experiment;
+pub mod hardware;
+pub mod metrics;
+pub mod pyhelper;
+pub mod report;
+pub mod signals;
+pub mod stats;
+pub mod store;
+pub mod vcs;
+
+use clap::Parser;
+use cli::{Cli, Command};
+use error::{Error, Result};
+
+/// Parse the command line and run it; returns the process exit code.
+pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { error::exit::USAGE } else { 0 };
+        }
+    };
+    match dispatch(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
+    let dir = match &cli.experiment.repo.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()?,
+    };
+    match cli.command {
+        Some(Command::Init(a)) => commands::init(&dir, &a),
+        Some(Command::Results(a)) => commands::results(&dir, &a),
+        Some(Command::Run(a)) => experiment_cmd(&dir, a.message, a.deep, a.allow_empty, a.pairs),
+        None => {
+            let e = cli.experiment;
+            let Some(message) = e.message else {
+                return Err(Error::usage("no experiment message given")
+                    .hint("ratchet \"experiment: bump BQ to 512\" runs one; ratchet --help lists the subcommands"));
+            };
+            experiment_cmd(&dir, message, e.deep, e.allow_empty, e.pairs)
+        }
+    }
+}
+
+fn experiment_cmd(dir: &std::path::Path, message: String, deep: bool, allow_empty: bool, pairs: Option<u32>) -> Result<()> {
+    signals::install()?;
+    let (message, deep_suffix) = experiment::split_deep_suffix(&message);
+    let opts = experiment::Options { message, deep: deep || deep_suffix, allow_empty, pairs };
+    experiment::run(dir, &opts, &mut bench::executor::ProcessExecutor)?;
+    Ok(())
+}

@@ -1,0 +1,321 @@
+//! Benchmark runs: spawn one (through an [`executor::Executor`]), then read what it reported
+//! into a [`RunRecord`], the raw sample that every decision is made from and that is kept.
+
+pub mod executor;
+pub mod protocol;
+
+use crate::config::{Config, Metric};
+use crate::hardware::Hardware;
+use executor::{Executor, Exit, RunSpec};
+use protocol::{Check, LegacyResult, RESULT_FILE};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Which commit a run measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    Incumbent,
+    Candidate,
+}
+
+impl Side {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Side::Incumbent => "incumbent",
+            Side::Candidate => "candidate",
+        }
+    }
+}
+
+/// How one run ended, as far as measuring goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Ok,
+    /// Non-zero exit or killed by a signal.
+    Crash,
+    Timeout,
+    /// Ran, but reported nothing usable, or its correctness check failed.
+    Invalid,
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Crash => "crash",
+            RunStatus::Timeout => "timeout",
+            RunStatus::Invalid => "invalid",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// One benchmark process: the raw sample, kept in `results/runs.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub experiment: String,
+    pub run: usize,
+    pub side: Side,
+    pub commit: String,
+    pub time: String,
+    pub status: RunStatus,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    pub wall_s: f64,
+    /// The sample's latency: median of its iterations, the trace's kernel time, or as reported.
+    pub latency_ms: Option<f64>,
+    /// `host` (benchmark timings), `trace` (kernel time in the profile) or `reported` (RESULT line).
+    pub latency_source: Option<String>,
+    /// The deciding metric's value for this sample.
+    pub value: Option<f64>,
+    #[serde(default)]
+    pub iter_latencies_ms: Vec<f64>,
+    pub flops: Option<f64>,
+    pub bytes: Option<f64>,
+    pub min_bytes: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reported: Option<LegacyResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hlo: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub out_dir: PathBuf,
+}
+
+/// Everything one run needs besides the config.
+pub struct RunContext<'a> {
+    pub experiment: &'a str,
+    pub run: usize,
+    pub side: Side,
+    pub commit: &'a str,
+    /// The checkout the command runs in.
+    pub dir: &'a Path,
+    /// `RATCHET_OUT` for this run (created empty).
+    pub out_dir: PathBuf,
+    pub repo_root: &'a Path,
+    pub state_dir: &'a Path,
+    /// Directory holding `ratchet_bench.py`, prepended to PYTHONPATH.
+    pub python_dir: &'a Path,
+    pub deep: bool,
+}
+
+/// Run the benchmark once and read its report.
+pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::io::Result<RunRecord> {
+    if ctx.out_dir.exists() {
+        std::fs::remove_dir_all(&ctx.out_dir)?;
+    }
+    std::fs::create_dir_all(&ctx.out_dir)?;
+    let b = &cfg.benchmark;
+    let mut env: Vec<(String, String)> = b.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let py = match std::env::var("PYTHONPATH") {
+        Ok(p) if !p.is_empty() => format!("{}:{p}", ctx.python_dir.display()),
+        _ => ctx.python_dir.display().to_string(),
+    };
+    env.extend([
+        ("RATCHET_OUT".into(), ctx.out_dir.display().to_string()),
+        ("RATCHET_WARMUP".into(), b.warmup.to_string()),
+        ("RATCHET_ITERS".into(), b.iters.to_string()),
+        ("RATCHET_PROFILE_ITERS".into(), b.profile_iters.to_string()),
+        ("RATCHET_SIDE".into(), ctx.side.as_str().into()),
+        ("RATCHET_RUN".into(), ctx.run.to_string()),
+        ("RATCHET_COMMIT".into(), ctx.commit.into()),
+        ("RATCHET_EXPERIMENT".into(), ctx.experiment.into()),
+        ("RATCHET_REPO".into(), ctx.repo_root.display().to_string()),
+        ("RATCHET_STATE_DIR".into(), ctx.state_dir.display().to_string()),
+        ("RATCHET_DEEP".into(), if ctx.deep { "1" } else { "0" }.into()),
+        ("PYTHONPATH".into(), py),
+    ]);
+    let spec = RunSpec {
+        command: b.command.clone(),
+        dir: ctx.dir.to_path_buf(),
+        env,
+        log_dir: ctx.out_dir.clone(),
+        timeout: Duration::from_secs_f64(b.timeout_s),
+        grace: Duration::from_secs_f64(b.kill_grace_s),
+    };
+    let out = exec.run(&spec)?;
+    let mut rec = RunRecord {
+        experiment: ctx.experiment.into(),
+        run: ctx.run,
+        side: ctx.side,
+        commit: ctx.commit.into(),
+        time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        status: RunStatus::Ok,
+        exit_code: None,
+        signal: None,
+        wall_s: out.wall_s,
+        latency_ms: None,
+        latency_source: None,
+        value: None,
+        iter_latencies_ms: vec![],
+        flops: None,
+        bytes: None,
+        min_bytes: None,
+        reported: None,
+        check: None,
+        trace: None,
+        hlo: None,
+        kernel: None,
+        backend: None,
+        device: None,
+        throttled: None,
+        meta: None,
+        error: None,
+        out_dir: ctx.out_dir.clone(),
+    };
+    match out.exit {
+        Exit::Code(0) => {}
+        Exit::Code(c) => {
+            rec.exit_code = Some(c);
+            return Ok(fail(rec, RunStatus::Crash, format!("exited with code {c}"), &out.stderr_path));
+        }
+        Exit::Signal(s) => {
+            rec.signal = Some(s);
+            return Ok(fail(rec, RunStatus::Crash, format!("killed by signal {s}"), &out.stderr_path));
+        }
+        Exit::Timeout => {
+            let msg = format!("ran past the {} s timeout; its process group was killed", b.timeout_s);
+            return Ok(fail(rec, RunStatus::Timeout, msg, &out.stderr_path));
+        }
+        Exit::Interrupted => {
+            rec.status = RunStatus::Interrupted;
+            rec.error = Some("interrupted".into());
+            return Ok(rec);
+        }
+    }
+    rec.exit_code = Some(0);
+    let stdout_tail = executor::tail(&out.stdout_path, 10);
+    if let Err(msg) = read_report(&mut rec, &out.stdout_path) {
+        return Ok(fail(rec, RunStatus::Invalid, msg, &out.stdout_path).with_context_tail(&stdout_tail));
+    }
+    if let Some(c) = &rec.check {
+        if !c.passed {
+            let detail = match (&c.message, c.max_abs_err, c.tolerance) {
+                (Some(m), _, _) => m.clone(),
+                (None, Some(e), Some(t)) => format!("max abs error {e:.3e} > tolerance {t:.3e}"),
+                _ => "the benchmark reported a failed check".into(),
+            };
+            rec.status = RunStatus::Invalid;
+            rec.error = Some(format!("correctness check failed: {detail}"));
+            return Ok(rec);
+        }
+    }
+    match metric_value(&rec, cfg.score.metric, cfg.hardware().as_ref()) {
+        Ok(v) => rec.value = Some(v),
+        Err(msg) => {
+            rec.status = RunStatus::Invalid;
+            rec.error = Some(msg);
+        }
+    }
+    Ok(rec)
+}
+
+impl RunRecord {
+    fn with_context_tail(mut self, tail: &str) -> Self {
+        if !tail.is_empty() {
+            if let Some(e) = &mut self.error {
+                e.push_str("\n--- last lines of stdout ---\n");
+                e.push_str(tail);
+            }
+        }
+        self
+    }
+}
+
+fn fail(mut rec: RunRecord, status: RunStatus, msg: String, log: &Path) -> RunRecord {
+    rec.status = status;
+    let tail = executor::tail(log, 10);
+    let name = log.file_name().and_then(|n| n.to_str()).unwrap_or("log");
+    rec.error =
+        Some(if tail.is_empty() || status == RunStatus::Invalid { msg } else { format!("{msg}\n--- last lines of {name} ---\n{tail}") });
+    rec
+}
+
+/// Fill the record from the result file, or else from RESULT/REGIME lines on stdout.
+fn read_report(rec: &mut RunRecord, stdout_path: &Path) -> Result<(), String> {
+    let result_path = rec.out_dir.join(RESULT_FILE);
+    if result_path.exists() {
+        let r = protocol::read_result_file(&result_path).map_err(|e| e.0)?;
+        let resolve = |p: &String| {
+            let p = PathBuf::from(p);
+            if p.is_absolute() {
+                p
+            } else {
+                rec.out_dir.join(p)
+            }
+        };
+        rec.latency_ms = crate::metrics::median(&r.latencies_ms);
+        rec.latency_source = Some("host".into());
+        rec.iter_latencies_ms = r.latencies_ms.clone();
+        rec.flops = r.flops;
+        rec.bytes = r.bytes;
+        rec.min_bytes = r.min_bytes;
+        rec.check = r.check.clone();
+        rec.trace = r.trace.as_ref().map(resolve);
+        rec.hlo = r.hlo.as_ref().map(resolve);
+        rec.kernel = r.kernel.clone();
+        rec.backend = r.backend.clone();
+        rec.device = r.device.clone();
+        rec.throttled = r.throttled;
+        rec.meta = r.meta.clone();
+        return Ok(());
+    }
+    let stdout = std::fs::read(stdout_path).unwrap_or_default();
+    let stdout = String::from_utf8_lossy(&stdout);
+    match protocol::parse_legacy(&stdout).map_err(|e| e.0)? {
+        Some(l) => {
+            rec.latency_ms = Some(l.latency_ms);
+            rec.latency_source = Some("reported".into());
+            rec.reported = Some(l);
+            Ok(())
+        }
+        None => Err(format!(
+            "the benchmark exited 0 but wrote no {RESULT_FILE} in $RATCHET_OUT and printed no RESULT: line; \
+             see docs/protocol.md for what it must report"
+        )),
+    }
+}
+
+/// The deciding metric of one sample.
+pub fn metric_value(rec: &RunRecord, metric: Metric, hw: Option<&Hardware>) -> Result<f64, String> {
+    let lat = rec.latency_ms.ok_or("no latency")?;
+    let reported = rec.reported.as_ref();
+    let computed = |f: fn(&crate::metrics::Metrics) -> Option<f64>| {
+        let hw = hw?;
+        let m = crate::metrics::roofline(rec.flops, rec.bytes, rec.min_bytes, lat, hw);
+        f(&m)
+    };
+    match metric {
+        Metric::Latency => Ok(lat),
+        Metric::Score => computed(|m| m.score).or_else(|| reported.and_then(|r| r.score)).ok_or_else(|| {
+            "the deciding metric is score (util x 100 / latency), but the run reported no FLOP count \
+             (result file field \"flops\") and no score=; report flops, or set [score] metric = \"latency\""
+                .to_string()
+        }),
+        Metric::Tflops => computed(|m| m.tflops).or_else(|| reported.and_then(|r| r.tflops)).ok_or_else(|| {
+            "the deciding metric is tflops, but the run reported no FLOP count (\"flops\") and no tflops=; \
+             report flops, or set [score] metric = \"latency\""
+                .to_string()
+        }),
+    }
+}

@@ -1,0 +1,242 @@
+//! What a benchmark run reports: the versioned result file (`ratchet-result.json`, see
+//! docs/protocol.md) and, for legacy benchmarks, the article's `RESULT:` / `REGIME:` lines.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+pub const RESULT_FILE: &str = "ratchet-result.json";
+pub const SCHEMA_VERSION: u32 = 1;
+/// A result file larger than this is refused rather than read (a runaway benchmark).
+const MAX_RESULT_BYTES: u64 = 64 << 20;
+
+/// The benchmark's correctness check against its reference.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Check {
+    pub passed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_abs_err: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerance: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Version 1 of the result file.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultFile {
+    pub version: u32,
+    pub latencies_ms: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flops: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_bytes: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hlo: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<serde_json::Value>,
+}
+
+/// Why a result file is unusable; the message names the field and the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct ProtocolError(pub String);
+
+fn perr(msg: impl Into<String>) -> ProtocolError {
+    ProtocolError(msg.into())
+}
+
+/// Read and validate a result file.
+pub fn read_result_file(path: &Path) -> Result<ResultFile, ProtocolError> {
+    let meta = std::fs::metadata(path).map_err(|e| perr(format!("cannot read {}: {e}", path.display())))?;
+    if meta.len() > MAX_RESULT_BYTES {
+        return Err(perr(format!(
+            "{} is {} bytes, more than the {} MiB a result file may have",
+            path.display(),
+            meta.len(),
+            MAX_RESULT_BYTES >> 20
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| perr(format!("cannot read {}: {e}", path.display())))?;
+    parse_result_file(&text)
+}
+
+/// Parse and validate the text of a result file.
+pub fn parse_result_file(text: &str) -> Result<ResultFile, ProtocolError> {
+    // Look at the version first so an unknown version gets a clear message, not a field error.
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| perr(format!("{RESULT_FILE} is not valid JSON: {e}")))?;
+    let obj = value.as_object().ok_or_else(|| perr(format!("{RESULT_FILE} must hold a JSON object")))?;
+    match obj.get("version").and_then(|v| v.as_u64()) {
+        Some(v) if v == SCHEMA_VERSION as u64 => {}
+        Some(v) => return Err(perr(format!("{RESULT_FILE} has version {v}; this ratchet reads version {SCHEMA_VERSION}"))),
+        None => return Err(perr(format!("{RESULT_FILE} has no integer \"version\" field; write \"version\": {SCHEMA_VERSION}"))),
+    }
+    let r: ResultFile = serde_json::from_value(value).map_err(|e| perr(format!("{RESULT_FILE}: {e}")))?;
+    if r.latencies_ms.is_empty() {
+        return Err(perr(format!("{RESULT_FILE}: \"latencies_ms\" is empty; record each measured iteration's time")));
+    }
+    if let Some((i, v)) = r.latencies_ms.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
+        return Err(perr(format!("{RESULT_FILE}: latencies_ms[{i}] = {v} is not a positive finite time in ms")));
+    }
+    for (name, v) in [("flops", r.flops), ("bytes", r.bytes), ("min_bytes", r.min_bytes)] {
+        if let Some(v) = v {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(perr(format!("{RESULT_FILE}: \"{name}\" = {v} must be a positive finite number")));
+            }
+        }
+    }
+    Ok(r)
+}
+
+/// Figures from the article's summary lines, taken as reported.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LegacyResult {
+    pub latency_ms: f64,
+    pub score: Option<f64>,
+    pub util_pct: Option<f64>,
+    pub tflops: Option<f64>,
+    pub regime: Option<String>,
+    pub bw_pct: Option<f64>,
+    pub intensity: Option<f64>,
+}
+
+/// Parse `RESULT:` / `REGIME:` lines from a benchmark's stdout (the last of each wins).
+/// `Ok(None)` when there is no RESULT line; an error when one is there but unusable.
+pub fn parse_legacy(stdout: &str) -> Result<Option<LegacyResult>, ProtocolError> {
+    let result_line = stdout.lines().rev().find_map(|l| l.trim().strip_prefix("RESULT:"));
+    let Some(line) = result_line else { return Ok(None) };
+    let mut out = LegacyResult::default();
+    let mut latency = None;
+    for (k, v) in key_values(line) {
+        match k.as_str() {
+            "latency" => {
+                latency = Some(parse_time_ms(&v).ok_or_else(|| perr(format!("RESULT line: latency={v} is not a time (e.g. 2.12ms)")))?)
+            }
+            "score" => out.score = Some(parse_number(&v, "score")?),
+            "util" => out.util_pct = Some(parse_number(v.trim_end_matches('%'), "util")?),
+            "tflops" => out.tflops = Some(parse_number(&v, "tflops")?),
+            _ => {} // other figures are the benchmark's own business
+        }
+    }
+    out.latency_ms = latency.ok_or_else(|| perr("RESULT line has no latency=...ms field"))?;
+    if !(out.latency_ms.is_finite() && out.latency_ms > 0.0) {
+        return Err(perr(format!("RESULT line: latency {} ms is not a positive time", out.latency_ms)));
+    }
+    if let Some(line) = stdout.lines().rev().find_map(|l| l.trim().strip_prefix("REGIME:")) {
+        let mut words = line.split_whitespace();
+        if let Some(first) = words.next() {
+            if !first.contains('=') {
+                out.regime = Some(first.to_string());
+            }
+        }
+        for (k, v) in key_values(line) {
+            match k.as_str() {
+                "bw" => out.bw_pct = Some(parse_number(v.trim_end_matches('%'), "BW")?),
+                "intensity" => out.intensity = Some(parse_number(&v, "intensity")?),
+                _ => {}
+            }
+        }
+    }
+    Ok(Some(out))
+}
+
+/// `key=value` tokens of a summary line, keys lower-cased.
+fn key_values(line: &str) -> Vec<(String, String)> {
+    line.split_whitespace()
+        .filter_map(|tok| tok.split_once('='))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.trim_end_matches(',').to_string()))
+        .collect()
+}
+
+fn parse_number(s: &str, what: &str) -> Result<f64, ProtocolError> {
+    s.trim().parse::<f64>().ok().filter(|v| v.is_finite()).ok_or_else(|| perr(format!("summary line: {what}={s} is not a number")))
+}
+
+/// A time with its unit (`2.12ms`, `2120us`, `0.002s`; bare numbers are ms) in ms.
+fn parse_time_ms(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix("us").or_else(|| s.strip_suffix("µs")) {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix("ns") {
+        (n, 1e-6)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1e3)
+    } else {
+        (s, 1.0)
+    };
+    num.trim().parse::<f64>().ok().filter(|v| v.is_finite()).map(|v| v * scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn article_lines_parse() {
+        let out = "warming up\nRESULT: score=847.3  latency=2.12ms  util=64.8%  tflops=127.4\nREGIME: COMPUTE-BOUND  BW=38.2%  intensity=682 FLOPs/byte\n";
+        let r = parse_legacy(out).unwrap().unwrap();
+        assert_eq!(r.latency_ms, 2.12);
+        assert_eq!(r.score, Some(847.3));
+        assert_eq!(r.util_pct, Some(64.8));
+        assert_eq!(r.tflops, Some(127.4));
+        assert_eq!(r.regime.as_deref(), Some("COMPUTE-BOUND"));
+        assert_eq!(r.bw_pct, Some(38.2));
+        assert_eq!(r.intensity, Some(682.0));
+    }
+
+    #[test]
+    fn last_result_line_wins_and_units_convert() {
+        let out = "RESULT: latency=5ms\nRESULT: latency=2120us score=1\n";
+        let r = parse_legacy(out).unwrap().unwrap();
+        assert!((r.latency_ms - 2.12).abs() < 1e-12);
+        assert_eq!(r.regime, None);
+    }
+
+    #[test]
+    fn missing_or_broken_result_lines() {
+        assert_eq!(parse_legacy("nothing here\n").unwrap(), None);
+        assert!(parse_legacy("RESULT: score=3\n").unwrap_err().0.contains("latency"));
+        assert!(parse_legacy("RESULT: latency=fast\n").unwrap_err().0.contains("latency=fast"));
+        assert!(parse_legacy("RESULT: latency=-1ms\n").is_err());
+    }
+
+    #[test]
+    fn result_file_round_trip_and_validation() {
+        let ok = r#"{"version":1,"latencies_ms":[1.0,2.0],"flops":1e9,"check":{"passed":true},"meta":{"BQ":128}}"#;
+        let r = parse_result_file(ok).unwrap();
+        assert_eq!(r.latencies_ms, vec![1.0, 2.0]);
+        assert!(r.check.unwrap().passed);
+        let cases = [
+            ("{", "not valid JSON"),
+            ("[1]", "JSON object"),
+            (r#"{"latencies_ms":[1]}"#, "\"version\""),
+            (r#"{"version":2,"latencies_ms":[1]}"#, "version 2"),
+            (r#"{"version":1,"latencies_ms":[]}"#, "empty"),
+            (r#"{"version":1,"latencies_ms":[1,0]}"#, "latencies_ms[1]"),
+            (r#"{"version":1,"latencies_ms":[1],"flops":-3}"#, "flops"),
+            (r#"{"version":1,"latencies_ms":[1],"flop":3}"#, "unknown field `flop`"),
+            (r#"{"version":1}"#, "latencies_ms"),
+        ];
+        for (text, needle) in cases {
+            let e = parse_result_file(text).unwrap_err();
+            assert!(e.0.contains(needle), "{text}: {e}");
+        }
+    }
+}

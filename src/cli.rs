@@ -1,0 +1,111 @@
+//! The command line (clap derive): `ratchet "message"` runs an experiment; subcommands set up,
+//! show results and inspect traces.
+
+use crate::report::Format;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// A git-backed optimization ratchet for accelerator kernels: commit a change as a hypothesis,
+/// benchmark it against the incumbent, keep it only if it is a real gain.
+#[derive(Debug, Parser)]
+#[command(name = "ratchet", version, args_conflicts_with_subcommands = true, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub experiment: ExperimentArgs,
+}
+
+pub const EXIT_CODES: &str = "Exit codes:
+  0    the experiment ran to a decision (keep, revert, crash, timeout, invalid alike)
+  1    failure (I/O, the incumbent's benchmark failing, ...)
+  2    usage error
+  3    configuration error (ratchet.toml)
+  4    unsafe repository state (detached HEAD, merge in progress, nothing to test)
+  5    another ratchet holds the repository's lock
+  130  interrupted (SIGINT/SIGTERM): the hypothesis was reverted and recorded";
+
+#[derive(Debug, Args, Default)]
+pub struct ExperimentArgs {
+    /// The hypothesis, e.g. "experiment: bump BQ to 512" (a trailing " --deep" means --deep).
+    pub message: Option<String>,
+    /// Capture continuous-profiling snapshots for a before/after comparison.
+    #[arg(long)]
+    pub deep: bool,
+    /// Allow a clean working tree: commit an empty hypothesis to re-measure HEAD.
+    #[arg(long)]
+    pub allow_empty: bool,
+    /// Interleaved incumbent/candidate pairs (overrides [decision] pairs).
+    #[arg(long, value_name = "N")]
+    pub pairs: Option<u32>,
+    #[command(flatten)]
+    pub repo: RepoArg,
+}
+
+#[derive(Debug, Args, Default, Clone)]
+pub struct RepoArg {
+    /// Run as if started in DIR.
+    #[arg(short = 'C', long = "repo", value_name = "DIR", global = true)]
+    pub dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one experiment (same as `ratchet MESSAGE`).
+    Run(RunArgs),
+    /// Write a commented ratchet.toml for this repo.
+    Init(InitArgs),
+    /// Print the results table.
+    Results(ResultsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    pub message: String,
+    #[arg(long)]
+    pub deep: bool,
+    #[arg(long)]
+    pub allow_empty: bool,
+    #[arg(long, value_name = "N")]
+    pub pairs: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Overwrite an existing ratchet.toml.
+    #[arg(long)]
+    pub force: bool,
+    /// Hardware preset to write.
+    #[arg(long, default_value = "tpu-v5e")]
+    pub preset: String,
+    /// The benchmark command (default: python3 prepare.py when prepare.py exists).
+    #[arg(long)]
+    pub command: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ResultsArgs {
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn message_and_subcommands_parse() {
+        let c = Cli::try_parse_from(["ratchet", "experiment: bump BQ", "--pairs", "4"]).unwrap();
+        assert!(c.command.is_none());
+        assert_eq!(c.experiment.message.as_deref(), Some("experiment: bump BQ"));
+        assert_eq!(c.experiment.pairs, Some(4));
+        let c = Cli::try_parse_from(["ratchet", "results", "--format", "csv"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Results(ResultsArgs { format: Format::Csv }))));
+    }
+}

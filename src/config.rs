@@ -1,0 +1,418 @@
+//! `ratchet.toml`: the benchmark command and its phases, the hardware, the deciding metric and
+//! the statistical parameters. Parsed strictly: an unknown key or a bad value is an error that
+//! names the key and its line.
+
+use crate::error::{Error, Result};
+use crate::hardware::{self, Hardware};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const FILE_NAME: &str = "ratchet.toml";
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub benchmark: Benchmark,
+    #[serde(default)]
+    pub hardware: HardwareConfig,
+    #[serde(default)]
+    pub score: ScoreConfig,
+    #[serde(default)]
+    pub decision: DecisionConfig,
+    #[serde(default)]
+    pub trace: TraceConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Benchmark {
+    /// Run through `sh -c` from the root of the checkout being measured.
+    pub command: String,
+    /// Wall-clock limit of one run, in seconds.
+    #[serde(default = "defaults::timeout_s")]
+    pub timeout_s: f64,
+    /// Seconds between SIGTERM and SIGKILL when a run is stopped.
+    #[serde(default = "defaults::kill_grace_s")]
+    pub kill_grace_s: f64,
+    #[serde(default = "defaults::warmup")]
+    pub warmup: u32,
+    #[serde(default = "defaults::iters")]
+    pub iters: u32,
+    #[serde(default = "defaults::profile_iters")]
+    pub profile_iters: u32,
+    /// Extra environment for every run.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct HardwareConfig {
+    pub preset: Option<String>,
+    /// Overrides the preset's peak dense FLOP/s (TFLOP/s).
+    pub peak_tflops: Option<f64>,
+    /// Overrides the preset's HBM bandwidth (GB/s).
+    pub hbm_gbps: Option<f64>,
+}
+
+/// The metric that decides keep or revert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// util x 100 / latency_ms (the article's fitness); higher is better.
+    #[default]
+    Score,
+    /// Median latency in ms; lower is better.
+    Latency,
+    /// Achieved TFLOP/s; higher is better.
+    Tflops,
+}
+
+impl Metric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Score => "score",
+            Metric::Latency => "latency",
+            Metric::Tflops => "tflops",
+        }
+    }
+    pub fn natural_direction(self) -> Direction {
+        match self {
+            Metric::Latency => Direction::Lower,
+            Metric::Score | Metric::Tflops => Direction::Higher,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Higher,
+    Lower,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreConfig {
+    #[serde(default)]
+    pub metric: Metric,
+    /// Defaults to the metric's natural direction (latency: lower; score, tflops: higher).
+    pub direction: Option<Direction>,
+}
+
+impl ScoreConfig {
+    pub fn direction(&self) -> Direction {
+        self.direction.unwrap_or(self.metric.natural_direction())
+    }
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionConfig {
+    /// Interleaved (incumbent, candidate) pairs per experiment.
+    #[serde(default = "defaults::pairs")]
+    pub pairs: u32,
+    /// One-sided significance level of the test for a gain.
+    #[serde(default = "defaults::alpha")]
+    pub alpha: f64,
+    /// The smallest gain worth keeping, in percent of the deciding metric.
+    #[serde(default = "defaults::min_effect_pct")]
+    pub min_effect_pct: f64,
+}
+
+impl Default for DecisionConfig {
+    fn default() -> Self {
+        DecisionConfig { pairs: defaults::pairs(), alpha: defaults::alpha(), min_effect_pct: defaults::min_effect_pct() }
+    }
+}
+
+/// Where the latency that feeds the decision comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LatencySource {
+    /// The kernel time read from the trace when one is found, else the benchmark's timings.
+    #[default]
+    Auto,
+    /// Always the benchmark's own timings.
+    Host,
+    /// Always the trace; a run without a readable trace is invalid.
+    Trace,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct TraceConfig {
+    /// Regular expression naming the kernel's module in the trace (overrides the benchmark's).
+    pub kernel: Option<String>,
+    #[serde(default)]
+    pub latency: LatencySource,
+}
+
+mod defaults {
+    pub fn timeout_s() -> f64 {
+        600.0
+    }
+    pub fn kill_grace_s() -> f64 {
+        5.0
+    }
+    pub fn warmup() -> u32 {
+        5
+    }
+    pub fn iters() -> u32 {
+        20
+    }
+    pub fn profile_iters() -> u32 {
+        3
+    }
+    pub fn pairs() -> u32 {
+        5
+    }
+    pub fn alpha() -> f64 {
+        0.05
+    }
+    pub fn min_effect_pct() -> f64 {
+        1.0
+    }
+}
+
+impl Config {
+    /// Read and validate `ratchet.toml` at `path`.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Error::config(format!("no {} in {}", FILE_NAME, path.parent().unwrap_or(Path::new(".")).display()))
+                    .hint("run `ratchet init` to write a commented one")
+            } else {
+                Error::config(format!("cannot read {}: {e}", path.display()))
+            }
+        })?;
+        Self::parse(&text).map_err(|e| Error::config(format!("{}: {}", path.display(), e.message)).hint_opt(e.hint))
+    }
+
+    /// Parse and validate the text of a config file.
+    pub fn parse(text: &str) -> Result<Config> {
+        let cfg: Config = toml::from_str(text).map_err(|e| {
+            let line = e.span().map(|s| line_of(text, s.start));
+            let msg = e.message().trim().to_string();
+            match line {
+                Some(l) => Error::config(format!("line {l}: {msg}")),
+                None => Error::config(msg),
+            }
+        })?;
+        cfg.validate(text)?;
+        Ok(cfg)
+    }
+
+    fn validate(&self, text: &str) -> Result<()> {
+        let bad = |table: &str, key: &str, why: String| {
+            let at = key_line(text, table, key).map(|l| format!("line {l}: ")).unwrap_or_default();
+            Err(Error::config(format!("{at}[{table}] {key}: {why}")))
+        };
+        let b = &self.benchmark;
+        if b.command.trim().is_empty() {
+            return bad("benchmark", "command", "is empty; give the command that runs one benchmark, e.g. \"python3 prepare.py\"".into());
+        }
+        if !(b.timeout_s.is_finite() && b.timeout_s > 0.0) {
+            return bad("benchmark", "timeout_s", format!("must be a positive number of seconds, got {}", b.timeout_s));
+        }
+        if !(b.kill_grace_s.is_finite() && b.kill_grace_s >= 0.0) {
+            return bad("benchmark", "kill_grace_s", format!("must be >= 0 seconds, got {}", b.kill_grace_s));
+        }
+        if b.iters == 0 {
+            return bad("benchmark", "iters", "must be at least 1 measured iteration".into());
+        }
+        let h = &self.hardware;
+        if let Some(p) = &h.preset {
+            if hardware::preset(p).is_none() {
+                return bad("hardware", "preset", format!("unknown preset {p:?}; known: {}", hardware::preset_names().join(", ")));
+            }
+        }
+        for (key, v) in [("peak_tflops", h.peak_tflops), ("hbm_gbps", h.hbm_gbps)] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v > 0.0) {
+                    return bad("hardware", key, format!("must be a positive number, got {v}"));
+                }
+            }
+        }
+        if h.preset.is_none() && (h.peak_tflops.is_some() != h.hbm_gbps.is_some()) {
+            let missing = if h.peak_tflops.is_none() { "peak_tflops" } else { "hbm_gbps" };
+            return Err(Error::config(format!("[hardware] without a preset needs both peak_tflops and hbm_gbps; {missing} is missing")));
+        }
+        if self.hardware().is_none() && self.score.metric != Metric::Latency {
+            return Err(Error::config(format!(
+                "[score] metric = \"{}\" needs the hardware's peak figures, and [hardware] gives none",
+                self.score.metric.as_str()
+            ))
+            .hint(format!(
+                "add [hardware] preset = \"...\" (one of {}) or peak_tflops and hbm_gbps, or use [score] metric = \"latency\"",
+                hardware::preset_names().join(", ")
+            )));
+        }
+        let d = &self.decision;
+        if d.pairs < 2 {
+            return bad("decision", "pairs", format!("must be at least 2 (a paired test needs two pairs), got {}", d.pairs));
+        }
+        if !(d.alpha > 0.0 && d.alpha < 0.5) {
+            return bad("decision", "alpha", format!("must be in (0, 0.5), got {}", d.alpha));
+        }
+        if !(d.min_effect_pct.is_finite() && d.min_effect_pct >= 0.0) {
+            return bad("decision", "min_effect_pct", format!("must be >= 0, got {}", d.min_effect_pct));
+        }
+        if let Some(k) = &self.trace.kernel {
+            if let Err(e) = regex::Regex::new(k) {
+                return bad("trace", "kernel", format!("is not a valid regular expression: {e}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The chip's ceilings: the preset's figures, each overridable.
+    pub fn hardware(&self) -> Option<Hardware> {
+        let h = &self.hardware;
+        let base = h.preset.as_deref().and_then(hardware::preset).map(|p| p.hw);
+        match (base, h.peak_tflops, h.hbm_gbps) {
+            (Some(b), t, g) => Some(Hardware { peak_tflops: t.unwrap_or(b.peak_tflops), hbm_gbps: g.unwrap_or(b.hbm_gbps) }),
+            (None, Some(t), Some(g)) => Some(Hardware { peak_tflops: t, hbm_gbps: g }),
+            _ => None,
+        }
+    }
+}
+
+impl Error {
+    fn hint_opt(self, hint: Option<String>) -> Self {
+        match hint {
+            Some(h) => self.hint(h),
+            None => self,
+        }
+    }
+}
+
+/// 1-based line number of byte offset `pos`.
+fn line_of(text: &str, pos: usize) -> usize {
+    text[..pos.min(text.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+/// The 1-based line where `key` is set inside `[table]`, found by a plain scan (good enough for
+/// the flat tables of this file).
+fn key_line(text: &str, table: &str, key: &str) -> Option<usize> {
+    let mut current = String::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        if let Some(rest) = line.strip_prefix('[') {
+            current = rest.trim_end_matches(']').trim().to_string();
+            continue;
+        }
+        if current == table {
+            if let Some((k, _)) = line.split_once('=') {
+                if k.trim().trim_matches('"') == key {
+                    return Some(i + 1);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Where the config of the repo at `root` lives.
+pub fn path_in(root: &Path) -> PathBuf {
+    root.join(FILE_NAME)
+}
+
+/// A commented `ratchet.toml` for `ratchet init`.
+pub fn template(command: &str, preset: &str) -> String {
+    let presets = hardware::PRESETS
+        .iter()
+        .map(|p| format!("#   {:<8} {:>7.0} TFLOP/s {:>6.0} GB/s  ({})", p.name, p.hw.peak_tflops, p.hw.hbm_gbps, p.source))
+        .collect::<Vec<_>>()
+        .join("\n");
+    format!(
+        r#"# ratchet.toml: how ratchet measures this repo's kernel. Only [benchmark] command is required.
+# The benchmark protocol (environment, result file) is documented in ratchet's docs/protocol.md.
+
+[benchmark]
+# Run through `sh -c` from the root of the checkout being measured (the incumbent runs from a
+# checkout under .ratchet/; $RATCHET_REPO is the repo's own root, for files git ignores).
+command = "{command}"
+timeout_s = 600        # per run; the run's whole process group is killed past it
+warmup = 5             # iterations before measuring (JIT compile, caches)
+iters = 20             # measured iterations per run
+profile_iters = 3      # iterations under jax.profiler (0 = no trace)
+# [benchmark.env]      # extra environment for every run
+# XLA_FLAGS = "--xla_dump_to=/tmp/xla"
+
+[hardware]
+# One of the presets below, or peak_tflops and hbm_gbps (both override a preset's figures).
+{presets}
+preset = "{preset}"
+
+[score]
+metric = "score"       # score (util x 100 / latency_ms) | latency | tflops
+# direction = "higher" # defaults to the metric's natural direction
+
+[decision]
+pairs = 5              # interleaved incumbent/candidate pairs per experiment
+alpha = 0.05           # one-sided significance level for a gain
+min_effect_pct = 1.0   # smallest gain worth keeping, in percent
+
+[trace]
+# kernel = "flash_attention"  # regex naming the kernel's module in the trace
+latency = "auto"       # auto (trace when found, else host timings) | host | trace
+"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_config_is_complete() {
+        let cfg = Config::parse("[benchmark]\ncommand = \"python3 prepare.py\"\n[hardware]\npreset = \"tpu-v5e\"\n").unwrap();
+        assert_eq!(cfg.benchmark.command, "python3 prepare.py");
+        assert_eq!(cfg.benchmark.iters, 20);
+        assert_eq!(cfg.decision.pairs, 5);
+        assert_eq!(cfg.score.metric, Metric::Score);
+        assert_eq!(cfg.score.direction(), Direction::Higher);
+        assert_eq!(cfg.hardware(), Some(Hardware { peak_tflops: 197.0, hbm_gbps: 819.0 }));
+    }
+
+    #[test]
+    fn unknown_key_names_key_and_line() {
+        let e = Config::parse("[benchmark]\ncommand = \"x\"\nitres = 3\n").unwrap_err();
+        assert!(e.message.contains("line 3"), "{}", e.message);
+        assert!(e.message.contains("itres"), "{}", e.message);
+    }
+
+    #[test]
+    fn bad_value_names_key_and_line() {
+        let e = Config::parse("[benchmark]\ncommand = \"x\"\n[hardware]\npreset = \"h100\"\n[decision]\nalpha = 0.7\n").unwrap_err();
+        assert!(e.message.contains("line 6") && e.message.contains("alpha"), "{}", e.message);
+        let e = Config::parse("[benchmark]\ncommand = \"x\"\n[hardware]\npreset = \"tpu-v9\"\n").unwrap_err();
+        assert!(e.message.contains("line 4") && e.message.contains("tpu-v5e"), "{}", e.message);
+        let e = Config::parse("[benchmark]\ncommand = \"x\"\niters = \"many\"\n").unwrap_err();
+        assert!(e.message.contains("line 3"), "{}", e.message);
+    }
+
+    #[test]
+    fn score_without_hardware_is_an_error_latency_is_not() {
+        let e = Config::parse("[benchmark]\ncommand = \"x\"\n").unwrap_err();
+        assert!(e.message.contains("peak figures"), "{}", e.message);
+        let cfg = Config::parse("[benchmark]\ncommand = \"x\"\n[score]\nmetric = \"latency\"\n").unwrap();
+        assert_eq!(cfg.score.direction(), Direction::Lower);
+    }
+
+    #[test]
+    fn explicit_figures_override_preset() {
+        let cfg = Config::parse("[benchmark]\ncommand = \"x\"\n[hardware]\npreset = \"h100\"\nhbm_gbps = 3000\n").unwrap();
+        assert_eq!(cfg.hardware(), Some(Hardware { peak_tflops: 989.0, hbm_gbps: 3000.0 }));
+        let cfg = Config::parse("[benchmark]\ncommand = \"x\"\n[hardware]\npeak_tflops = 10\nhbm_gbps = 100\n").unwrap();
+        assert_eq!(cfg.hardware(), Some(Hardware { peak_tflops: 10.0, hbm_gbps: 100.0 }));
+    }
+
+    #[test]
+    fn template_parses() {
+        let cfg = Config::parse(&template("python3 prepare.py", "tpu-v5e")).unwrap();
+        assert_eq!(cfg.benchmark.command, "python3 prepare.py");
+    }
+}

@@ -1,0 +1,408 @@
+//! One experiment, end to end: commit the working tree's change as a hypothesis, measure it
+//! against the incumbent in interleaved pairs, decide, keep or revert, and record the row.
+
+use crate::bench::executor::Executor;
+use crate::bench::{self, RunContext, RunRecord, RunStatus, Side};
+use crate::config::{self, Config};
+use crate::error::{Error, Result};
+use crate::metrics::{self, Metrics};
+use crate::stats::{Decision, DecisionRule, PairedLogT, Verdict};
+use crate::store::{ResultRow, State, Status, Store};
+use crate::vcs::{self, Repo};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What the user asked for.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub message: String,
+    pub deep: bool,
+    pub allow_empty: bool,
+    /// Overrides `[decision] pairs`.
+    pub pairs: Option<u32>,
+}
+
+/// The message's trailing ` --deep`, as the source article writes it, means the `--deep` flag.
+pub fn split_deep_suffix(message: &str) -> (String, bool) {
+    let t = message.trim_end();
+    match t.strip_suffix("--deep") {
+        Some(rest) if rest.is_empty() || rest.ends_with(char::is_whitespace) => (rest.trim_end().to_string(), true),
+        _ => (t.to_string(), false),
+    }
+}
+
+/// How an experiment ended, for the caller (exit code, tests).
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub row: ResultRow,
+    pub decision: Option<Decision>,
+    pub discarded_ref: Option<String>,
+}
+
+/// Run one experiment in the repo containing `dir`.
+pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcome> {
+    let started = Instant::now();
+    let repo = Repo::discover(dir)?;
+    let (branch, head) = repo.check_safe()?;
+    let cfg = Config::load(&config::path_in(repo.root()))?;
+    if opts.message.trim().is_empty() {
+        return Err(
+            Error::usage("the experiment's message is empty").hint("describe the hypothesis: ratchet \"experiment: bump BQ to 512\"")
+        );
+    }
+    let pairs = opts.pairs.unwrap_or(cfg.decision.pairs);
+    if pairs < 2 {
+        return Err(Error::usage(format!("--pairs {pairs}: a paired test needs at least 2 pairs")));
+    }
+    repo.ensure_excludes()?;
+    let state_dir = repo.state_dir();
+    std::fs::create_dir_all(&state_dir)?;
+    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
+
+    let mut state = State::load(&state_dir);
+    let incumbent = match state.incumbents.get(&branch).and_then(|s| git2::Oid::from_str(s).ok()) {
+        Some(remembered) if remembered == head => head,
+        Some(remembered) => {
+            eprintln!(
+                "note: {branch} moved since ratchet's last kept commit ({}); the incumbent is HEAD ({})",
+                short(&remembered.to_string()),
+                short(&head.to_string())
+            );
+            head
+        }
+        None => head,
+    };
+    if opts.deep {
+        eprintln!("note: --deep (continuous-profiling snapshots) is not available yet; running the experiment without it");
+    }
+    if !opts.allow_empty && repo.changes()?.is_empty() {
+        return Err(Error::repo("nothing to test: the working tree has no change against HEAD")
+            .hint("edit the kernel first, or pass --allow-empty to re-measure HEAD as it is"));
+    }
+
+    let id = store.next_id()?;
+    let id_str = id.to_string();
+    let exp_dir = state_dir.join("experiments").join(&id_str);
+    if exp_dir.exists() {
+        // Left by an experiment that died before recording its row; its runs are stale.
+        std::fs::remove_dir_all(&exp_dir)?;
+    }
+    let python_dir = crate::pyhelper::install(&state_dir)?;
+    let candidate = repo.commit_hypothesis(&opts.message, opts.allow_empty)?;
+    println!("experiment {id}: {}", opts.message);
+    println!(
+        "  candidate {} vs incumbent {} on {branch}; {pairs} interleaved pairs, deciding on {}",
+        short(&candidate.to_string()),
+        short(&incumbent.to_string()),
+        cfg.score.metric.as_str()
+    );
+
+    let measured = measure_pairs(
+        &repo,
+        &cfg,
+        exec,
+        MeasureArgs {
+            id: &id_str,
+            exp_dir: &exp_dir,
+            state_dir: &state_dir,
+            python_dir: &python_dir,
+            candidate,
+            incumbent,
+            pairs,
+            deep: opts.deep,
+            store: &store,
+        },
+    );
+    let (records, stop) = match measured {
+        Ok(v) => v,
+        Err(e) => {
+            // Never leave the hypothesis half-applied: park it and go back to the incumbent.
+            let _ = revert(&repo, &id_str, candidate, incumbent);
+            return Err(e);
+        }
+    };
+
+    let cand_runs: Vec<&RunRecord> = records.iter().filter(|r| r.side == Side::Candidate && r.status == RunStatus::Ok).collect();
+    let inc_runs: Vec<&RunRecord> = records.iter().filter(|r| r.side == Side::Incumbent && r.status == RunStatus::Ok).collect();
+    let (status, decision, note) = match &stop {
+        Some(Stop::Candidate(status, why)) => (*status, None, why.clone()),
+        Some(Stop::Incumbent(why)) => {
+            (Status::Error, None, format!("the incumbent's benchmark failed, so nothing could be compared: {why}"))
+        }
+        Some(Stop::Interrupted) => (Status::Interrupted, None, "interrupted by a signal".to_string()),
+        None => {
+            let paired: Vec<(f64, f64)> = pair_values(&records);
+            let rule = PairedLogT { alpha: cfg.decision.alpha, min_effect_pct: cfg.decision.min_effect_pct };
+            let d = rule.decide(&paired, cfg.score.direction());
+            let status = if d.verdict == Verdict::Keep { Status::Keep } else { Status::Revert };
+            let note = d.reason.clone();
+            (status, Some(d), note)
+        }
+    };
+
+    let m = summary_metrics(&cand_runs, cfg.hardware().as_ref());
+    let value = metrics::median(&cand_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
+    let incumbent_value = metrics::median(&inc_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
+    let row = ResultRow {
+        id,
+        time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        commit: candidate.to_string(),
+        incumbent: incumbent.to_string(),
+        message: opts.message.clone(),
+        status,
+        metric: cfg.score.metric.as_str().into(),
+        value,
+        incumbent_value,
+        delta_pct: decision.as_ref().map(|d| d.effect_pct),
+        ci_low_pct: decision.as_ref().map(|d| d.ci_low_pct),
+        ci_high_pct: decision.as_ref().map(|d| d.ci_high_pct),
+        p_value: decision.as_ref().map(|d| d.p_value),
+        score: m.as_ref().and_then(|m| m.score).or_else(|| reported_median(&cand_runs, |r| r.score)),
+        latency_ms: m.as_ref().map(|m| m.latency_ms),
+        util_pct: m.as_ref().and_then(|m| m.util_pct).or_else(|| reported_median(&cand_runs, |r| r.util_pct)),
+        tflops: m.as_ref().and_then(|m| m.tflops).or_else(|| reported_median(&cand_runs, |r| r.tflops)),
+        intensity: m.as_ref().and_then(|m| m.intensity).or_else(|| reported_median(&cand_runs, |r| r.intensity)),
+        bw_pct: m.as_ref().and_then(|m| m.bw_pct).or_else(|| reported_median(&cand_runs, |r| r.bw_pct)),
+        regime: m
+            .as_ref()
+            .and_then(|m| m.regime.map(|r| r.as_str().to_string()))
+            .or_else(|| cand_runs.iter().rev().find_map(|r| r.reported.as_ref().and_then(|x| x.regime.clone()))),
+        gap_ms: m.as_ref().and_then(|m| m.gap_ms),
+        runs: records.len() as u32,
+        wall_s: started.elapsed().as_secs_f64(),
+        latency_source: cand_runs.first().and_then(|r| r.latency_source.clone()),
+        note,
+    };
+
+    let discarded_ref = if status == Status::Keep {
+        state.incumbents.insert(branch.clone(), candidate.to_string());
+        state.save(&state_dir)?;
+        None
+    } else {
+        let r = revert(&repo, &id_str, candidate, incumbent)?;
+        state.incumbents.insert(branch.clone(), incumbent.to_string());
+        state.save(&state_dir)?;
+        Some(r)
+    };
+    store.append_row(&row)?;
+    print_summary(&row, decision.as_ref(), discarded_ref.as_deref(), &records);
+    if status == Status::Interrupted {
+        return Err(Error::interrupted().hint("the hypothesis was reverted and recorded as interrupted"));
+    }
+    if status == Status::Error {
+        return Err(Error::failure(format!("experiment {id} could not be decided: {}", row.note))
+            .hint("check that the incumbent's benchmark runs (its logs are under .ratchet/experiments/)"));
+    }
+    Ok(Outcome { row, decision, discarded_ref })
+}
+
+/// Park the candidate under refs/ratchet/discarded/<id> (with any edits made meanwhile on top)
+/// and bring the branch and working tree back to the incumbent.
+fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid) -> Result<String> {
+    let head = repo.head_oid()?;
+    if head != candidate {
+        let name = repo.mark_discarded(id, candidate)?;
+        return Err(Error::repo(format!(
+            "HEAD moved during the experiment (now {}), so ratchet did not reset it; the hypothesis is kept at {name}",
+            short(&head.to_string())
+        )));
+    }
+    let tip = match repo.snapshot_edits(&format!("ratchet: edits made during experiment {id}"))? {
+        Some(snap) => {
+            eprintln!("note: files changed while experiment {id} ran; they are saved in {}{id}", vcs::DISCARDED_PREFIX);
+            snap
+        }
+        None => candidate,
+    };
+    let name = repo.mark_discarded(id, tip)?;
+    repo.reset_to(incumbent)?;
+    Ok(name)
+}
+
+enum Stop {
+    Candidate(Status, String),
+    Incumbent(String),
+    Interrupted,
+}
+
+struct MeasureArgs<'a> {
+    id: &'a str,
+    exp_dir: &'a Path,
+    state_dir: &'a Path,
+    python_dir: &'a Path,
+    candidate: git2::Oid,
+    incumbent: git2::Oid,
+    pairs: u32,
+    deep: bool,
+    store: &'a Store,
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    if !std::io::stdout().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template("  {spinner} [{elapsed_precise}] {bar:24.cyan/blue} run {pos}/{len} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.enable_steady_tick(std::time::Duration::from_millis(200));
+    pb
+}
+
+/// Interleave incumbent and candidate runs (AB, BA, AB, ...) until `pairs` pairs are done or a
+/// run fails. Every run is appended to runs.jsonl as soon as it ends.
+fn measure_pairs(repo: &Repo, cfg: &Config, exec: &mut dyn Executor, a: MeasureArgs) -> Result<(Vec<RunRecord>, Option<Stop>)> {
+    let inc_dir = repo.incumbent_worktree(a.incumbent)?;
+    let total = 2 * a.pairs as u64;
+    let pb = progress_bar(total);
+    let plain = pb.is_hidden();
+    let mut records = vec![];
+    let cand_s = a.candidate.to_string();
+    let inc_s = a.incumbent.to_string();
+    for p in 0..a.pairs as usize {
+        let order = if p % 2 == 0 { [Side::Incumbent, Side::Candidate] } else { [Side::Candidate, Side::Incumbent] };
+        for side in order {
+            let run = records.len();
+            let (dir, commit): (&Path, &str) = match side {
+                Side::Candidate => (repo.root(), &cand_s),
+                Side::Incumbent => (&inc_dir, &inc_s),
+            };
+            pb.set_message(format!("pair {}/{}: {}", p + 1, a.pairs, side.as_str()));
+            let ctx = RunContext {
+                experiment: a.id,
+                run,
+                side,
+                commit,
+                dir,
+                out_dir: a.exp_dir.join("runs").join(format!("{run:03}-{}", side.as_str())),
+                repo_root: repo.root(),
+                state_dir: a.state_dir,
+                python_dir: a.python_dir,
+                deep: a.deep,
+            };
+            let rec = bench::measure(exec, cfg, &ctx)?;
+            pb.inc(1);
+            if plain {
+                let v = rec.latency_ms.map(|l| format!("{l:.3} ms")).unwrap_or_else(|| rec.status.as_str().to_string());
+                eprintln!("  run {}/{} {:<9} {} ({:.1} s)", run + 1, total, side.as_str(), v, rec.wall_s);
+            }
+            a.store.append_run(&rec)?;
+            let status = rec.status;
+            let err = rec.error.clone().unwrap_or_default();
+            records.push(rec);
+            let stop = match (status, side) {
+                (RunStatus::Ok, _) => None,
+                (RunStatus::Interrupted, _) => Some(Stop::Interrupted),
+                (s, Side::Candidate) => Some(Stop::Candidate(
+                    match s {
+                        RunStatus::Timeout => Status::Timeout,
+                        RunStatus::Invalid => Status::Invalid,
+                        _ => Status::Crash,
+                    },
+                    err,
+                )),
+                (_, Side::Incumbent) => Some(Stop::Incumbent(err)),
+            };
+            if stop.is_some() {
+                pb.finish_and_clear();
+                return Ok((records, stop));
+            }
+            if crate::signals::interrupted() {
+                pb.finish_and_clear();
+                return Ok((records, Some(Stop::Interrupted)));
+            }
+        }
+    }
+    pb.finish_and_clear();
+    Ok((records, None))
+}
+
+/// (incumbent, candidate) values pair by pair, in run order.
+fn pair_values(records: &[RunRecord]) -> Vec<(f64, f64)> {
+    records
+        .chunks(2)
+        .filter_map(|pair| {
+            let get = |side| pair.iter().find(|r| r.side == side).and_then(|r| r.value);
+            Some((get(Side::Incumbent)?, get(Side::Candidate)?))
+        })
+        .collect()
+}
+
+/// Roofline figures at the candidate's median latency.
+fn summary_metrics(runs: &[&RunRecord], hw: Option<&crate::hardware::Hardware>) -> Option<Metrics> {
+    let lat = metrics::median(&runs.iter().filter_map(|r| r.latency_ms).collect::<Vec<_>>())?;
+    let last = runs.last()?;
+    match hw {
+        Some(hw) => Some(metrics::roofline(last.flops, last.bytes, last.min_bytes, lat, hw)),
+        None => Some(Metrics { latency_ms: lat, ..Default::default() }),
+    }
+}
+
+fn reported_median(runs: &[&RunRecord], f: fn(&bench::protocol::LegacyResult) -> Option<f64>) -> Option<f64> {
+    metrics::median(&runs.iter().filter_map(|r| r.reported.as_ref().and_then(f)).collect::<Vec<_>>())
+}
+
+fn short(s: &str) -> &str {
+    &s[..s.len().min(8)]
+}
+
+fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>, records: &[RunRecord]) {
+    let verdict = match row.status {
+        Status::Keep => "KEEP".to_string(),
+        s => s.as_str().to_uppercase(),
+    };
+    match d {
+        Some(d) => println!(
+            "  {verdict}: {} {:+.2}% [{:.0}% CI {:+.2}, {:+.2}], p = {} over {} pairs: {}",
+            row.metric,
+            d.effect_pct,
+            d.ci_level * 100.0,
+            d.ci_low_pct,
+            d.ci_high_pct,
+            crate::stats::fmt_p(d.p_value),
+            d.pairs,
+            d.reason
+        ),
+        None => println!("  {verdict}: {}", row.note),
+    }
+    if let (Some(v), Some(iv)) = (row.value, row.incumbent_value) {
+        println!("  {}: incumbent {iv:.4} -> candidate {v:.4}", row.metric);
+    }
+    let mut figs = vec![];
+    if let Some(l) = row.latency_ms {
+        figs.push(format!("latency {l:.3} ms ({})", row.latency_source.as_deref().unwrap_or("?")));
+    }
+    if let Some(u) = row.util_pct {
+        figs.push(format!("util {u:.1}%"));
+    }
+    if let Some(t) = row.tflops {
+        figs.push(format!("{t:.2} TFLOP/s"));
+    }
+    if let Some(i) = row.intensity {
+        figs.push(format!("intensity {i:.0} FLOPs/byte"));
+    }
+    if let Some(b) = row.bw_pct {
+        figs.push(format!("BW {b:.1}%"));
+    }
+    if let Some(r) = &row.regime {
+        figs.push(r.clone());
+    }
+    if let Some(g) = row.gap_ms {
+        figs.push(format!("gap {g:.3} ms"));
+    }
+    if !figs.is_empty() {
+        println!("  {}", figs.join(" | "));
+    }
+    if let Some(r) = discarded {
+        println!("  reverted to {}; the hypothesis is kept at {r} (git show {r})", short(&row.incumbent));
+    } else if row.status == Status::Keep {
+        println!("  kept {} as the new incumbent", short(&row.commit));
+    }
+    if let Some(dir) = records.last().map(|r| r.out_dir.clone()).and_then(|p| p.parent().map(PathBuf::from)) {
+        println!("  runs: {} ({} processes, {:.1} s)", dir.display(), row.runs, row.wall_s);
+    }
+}

@@ -1,0 +1,186 @@
+//! The keep/revert decision: a one-sided paired t-test on the log-ratios of interleaved
+//! (incumbent, candidate) pairs, plus a minimum effect. One replaceable piece behind
+//! [`DecisionRule`], so a sequential test can take its place.
+
+use crate::config::Direction;
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Keep,
+    Revert,
+}
+
+/// What a rule concluded and the numbers behind it. Effects are signed so that positive is
+/// better, whichever the metric's direction.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub verdict: Verdict,
+    /// Estimated change of the deciding metric, in percent (positive = better).
+    pub effect_pct: f64,
+    pub ci_low_pct: f64,
+    pub ci_high_pct: f64,
+    /// Confidence level of the interval (1 - 2 alpha: its lower bound is the one-sided test).
+    pub ci_level: f64,
+    /// One-sided p-value for "the candidate is better".
+    pub p_value: f64,
+    pub pairs: usize,
+    pub reason: String,
+}
+
+/// A rule that turns paired samples into a verdict.
+pub trait DecisionRule {
+    /// `pairs` holds (incumbent, candidate) values of the deciding metric.
+    fn decide(&self, pairs: &[(f64, f64)], direction: Direction) -> Decision;
+}
+
+/// Paired one-sided t-test on log-ratios, at level `alpha`, plus a minimum effect.
+pub struct PairedLogT {
+    pub alpha: f64,
+    pub min_effect_pct: f64,
+}
+
+/// Log-ratios oriented so that positive means the candidate is better.
+pub fn log_ratios(pairs: &[(f64, f64)], direction: Direction) -> Vec<f64> {
+    pairs
+        .iter()
+        .map(|&(inc, cand)| match direction {
+            Direction::Higher => (cand / inc).ln(),
+            Direction::Lower => (inc / cand).ln(),
+        })
+        .collect()
+}
+
+/// One-sample t statistics of `d` against 0: (mean, standard error, one-sided p for mean > 0).
+pub fn t_test_greater(d: &[f64]) -> (f64, f64, f64) {
+    let n = d.len() as f64;
+    let mean = d.iter().sum::<f64>() / n;
+    let var = d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    let se = (var / n).sqrt();
+    // Identical log-ratios: no spread to test against; the sign alone decides. A relative
+    // tolerance keeps rounding noise in the mean from passing for a spread.
+    if se <= 1e-12 * mean.abs().max(1e-300) || se == 0.0 {
+        let p = if mean > 1e-12 { 0.0 } else { 1.0 };
+        return (mean, 0.0, p);
+    }
+    let t = mean / se;
+    let dist = StudentsT::new(0.0, 1.0, n - 1.0).expect("n >= 2 gives a valid t distribution");
+    (mean, se, 1.0 - dist.cdf(t))
+}
+
+/// Student's t quantile with `df` degrees of freedom.
+pub fn t_quantile(p: f64, df: f64) -> f64 {
+    StudentsT::new(0.0, 1.0, df).expect("df > 0").inverse_cdf(p)
+}
+
+/// A p-value for people: three decimals, or scientific notation when tiny.
+pub fn fmt_p(p: f64) -> String {
+    if p > 0.0 && p < 0.001 {
+        format!("{p:.1e}")
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+fn pct(log_ratio: f64) -> f64 {
+    (log_ratio.exp() - 1.0) * 100.0
+}
+
+impl DecisionRule for PairedLogT {
+    fn decide(&self, pairs: &[(f64, f64)], direction: Direction) -> Decision {
+        let d = log_ratios(pairs, direction);
+        let n = d.len();
+        assert!(n >= 2, "a paired test needs at least two pairs");
+        let (mean, se, p) = t_test_greater(&d);
+        let q = t_quantile(1.0 - self.alpha, (n - 1) as f64);
+        let (lo, hi) = (mean - q * se, mean + q * se);
+        let effect = pct(mean);
+        let significant = p < self.alpha;
+        let big_enough = effect >= self.min_effect_pct;
+        let (verdict, reason) = match (significant, big_enough) {
+            (true, true) => (
+                Verdict::Keep,
+                format!(
+                    "gain {effect:+.2}% is significant (p = {} < {}) and at least the minimum effect {}%",
+                    fmt_p(p),
+                    self.alpha,
+                    self.min_effect_pct
+                ),
+            ),
+            (true, false) => {
+                (Verdict::Revert, format!("gain {effect:+.2}% is significant but below the minimum effect {}%", self.min_effect_pct))
+            }
+            (false, _) => (Verdict::Revert, format!("no significant gain (p = {} >= {})", fmt_p(p), self.alpha)),
+        };
+        Decision {
+            verdict,
+            effect_pct: effect,
+            ci_low_pct: pct(lo),
+            ci_high_pct: pct(hi),
+            ci_level: 1.0 - 2.0 * self.alpha,
+            p_value: p,
+            pairs: n,
+            reason,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn t_test_matches_scipy() {
+        // Expected: scipy 1.x, stats.ttest_1samp(np.log([1.05,1.02,1.04,1.03,1.06]), 0,
+        // alternative='greater') -> statistic 5.754215754113783, pvalue 0.0022616686878626276.
+        let d: Vec<f64> = [1.05f64, 1.02, 1.04, 1.03, 1.06].iter().map(|x| x.ln()).collect();
+        let (mean, se, p) = t_test_greater(&d);
+        assert!(close(mean / se, 5.754215754113783, 1e-9));
+        assert!(close(p, 0.0022616686878626276, 1e-9), "{p}");
+        // Expected: scipy stats.ttest_1samp([0.01,-0.02,0.015,0.003,0.005,-0.01], 0,
+        // alternative='greater') -> statistic 0.09352195295828249, pvalue 0.4645604127755717.
+        let (_, _, p) = t_test_greater(&[0.01, -0.02, 0.015, 0.003, 0.005, -0.01]);
+        assert!(close(p, 0.4645604127755717, 1e-9), "{p}");
+    }
+
+    #[test]
+    fn t_quantile_matches_tables() {
+        // Student's t table: t(0.95, 4) = 2.1318 (scipy.stats.t.ppf(0.95, 4) = 2.1318467863266495).
+        assert!(close(t_quantile(0.95, 4.0), 2.1318467863266495, 1e-6));
+    }
+
+    #[test]
+    fn clear_gain_is_kept_and_small_gain_is_not() {
+        let rule = PairedLogT { alpha: 0.05, min_effect_pct: 1.0 };
+        let pairs: Vec<(f64, f64)> = [1.05, 1.02, 1.04, 1.03, 1.06].iter().map(|r| (100.0, 100.0 * r)).collect();
+        let d = rule.decide(&pairs, Direction::Higher);
+        assert_eq!(d.verdict, Verdict::Keep, "{}", d.reason);
+        assert!(d.ci_low_pct > 0.0 && d.ci_low_pct < d.effect_pct && d.effect_pct < d.ci_high_pct);
+        // The same ratios on a lower-is-better metric are a loss.
+        assert_eq!(rule.decide(&pairs, Direction::Lower).verdict, Verdict::Revert);
+        // Significant but below the minimum effect.
+        let tiny: Vec<(f64, f64)> = [1.002, 1.003, 1.0025, 1.0031].iter().map(|r| (10.0, 10.0 * r)).collect();
+        let d = PairedLogT { alpha: 0.05, min_effect_pct: 1.0 }.decide(&tiny, Direction::Higher);
+        assert_eq!(d.verdict, Verdict::Revert);
+        assert!(d.p_value < 0.05 && d.reason.contains("minimum effect"));
+    }
+
+    #[test]
+    fn zero_spread_is_decided_by_sign() {
+        let rule = PairedLogT { alpha: 0.05, min_effect_pct: 1.0 };
+        let same = vec![(2.0, 1.0); 4];
+        let d = rule.decide(&same, Direction::Lower);
+        assert_eq!(d.verdict, Verdict::Keep);
+        assert!(close(d.effect_pct, 100.0, 1e-9));
+        let equal = vec![(2.0, 2.0); 4];
+        let d = rule.decide(&equal, Direction::Lower);
+        assert_eq!(d.verdict, Verdict::Revert);
+        assert_eq!(d.p_value, 1.0);
+    }
+}

@@ -1,0 +1,280 @@
+//! Results on disk: one row per experiment in `results/results.csv` (rewritten atomically, so a
+//! crash never leaves a torn row), every raw run in `results/runs.jsonl`, and ratchet's memory of
+//! the incumbent in `.ratchet/state.json`.
+
+use crate::bench::RunRecord;
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+pub const RESULTS_CSV: &str = "results.csv";
+pub const RUNS_JSONL: &str = "runs.jsonl";
+
+/// How an experiment ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Significant gain above the minimum effect: the commit stays.
+    Keep,
+    /// No such gain: back to the incumbent.
+    Revert,
+    /// The candidate's benchmark exited non-zero or was killed.
+    Crash,
+    Timeout,
+    /// The candidate reported nothing usable, or failed its correctness check.
+    Invalid,
+    Interrupted,
+    /// ratchet could not finish the comparison (e.g. the incumbent's benchmark failed).
+    Error,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Keep => "keep",
+            Status::Revert => "revert",
+            Status::Crash => "crash",
+            Status::Timeout => "timeout",
+            Status::Invalid => "invalid",
+            Status::Interrupted => "interrupted",
+            Status::Error => "error",
+        }
+    }
+}
+
+/// One row of `results/results.csv`. Column names are stable (documented in the README).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultRow {
+    pub id: u64,
+    pub time: String,
+    pub commit: String,
+    pub incumbent: String,
+    pub message: String,
+    pub status: Status,
+    /// The deciding metric (score, latency, tflops).
+    pub metric: String,
+    /// Candidate's value of the deciding metric (median over its runs).
+    pub value: Option<f64>,
+    pub incumbent_value: Option<f64>,
+    /// Estimated change of the deciding metric in percent, positive = better.
+    pub delta_pct: Option<f64>,
+    pub ci_low_pct: Option<f64>,
+    pub ci_high_pct: Option<f64>,
+    pub p_value: Option<f64>,
+    pub score: Option<f64>,
+    pub latency_ms: Option<f64>,
+    pub util_pct: Option<f64>,
+    pub tflops: Option<f64>,
+    pub intensity: Option<f64>,
+    pub bw_pct: Option<f64>,
+    pub regime: Option<String>,
+    pub gap_ms: Option<f64>,
+    /// Benchmark processes run (both sides).
+    pub runs: u32,
+    pub wall_s: f64,
+    pub latency_source: Option<String>,
+    /// Why: the decision's reason or the failure.
+    pub note: String,
+}
+
+pub struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    pub fn new(results_dir: &Path) -> Store {
+        Store { dir: results_dir.to_path_buf() }
+    }
+
+    pub fn csv_path(&self) -> PathBuf {
+        self.dir.join(RESULTS_CSV)
+    }
+
+    pub fn runs_path(&self) -> PathBuf {
+        self.dir.join(RUNS_JSONL)
+    }
+
+    /// All rows, oldest first. A missing file is an empty table.
+    pub fn rows(&self) -> Result<Vec<ResultRow>> {
+        let path = self.csv_path();
+        if !path.exists() {
+            return Ok(vec![]);
+        }
+        let mut rdr = csv::Reader::from_path(&path).map_err(|e| Error::failure(format!("cannot read {}: {e}", path.display())))?;
+        rdr.deserialize()
+            .enumerate()
+            .map(|(i, r)| {
+                r.map_err(|e| {
+                    Error::failure(format!("{} row {}: {e}", path.display(), i + 1))
+                        .hint("the file is written only by ratchet; restore it from a backup or move it aside")
+                })
+            })
+            .collect()
+    }
+
+    /// The next experiment id.
+    pub fn next_id(&self) -> Result<u64> {
+        Ok(self.rows()?.iter().map(|r| r.id).max().unwrap_or(0) + 1)
+    }
+
+    /// Append a row: the whole file is written to a temporary file and renamed over the old one,
+    /// so readers see the old table or the new one, never half a row.
+    pub fn append_row(&self, row: &ResultRow) -> Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let mut rows = self.rows()?;
+        rows.push(row.clone());
+        let mut w = csv::Writer::from_writer(vec![]);
+        for r in &rows {
+            w.serialize(r).map_err(|e| Error::failure(format!("cannot encode a results row: {e}")))?;
+        }
+        let bytes = w.into_inner().map_err(|e| Error::failure(format!("cannot encode results: {e}")))?;
+        write_atomic(&self.csv_path(), &bytes)
+    }
+
+    /// Append one raw run to runs.jsonl in a single write. A torn last line left by a crash is cut
+    /// off first, so the file stays one JSON object per line.
+    pub fn append_run(&self, rec: &RunRecord) -> Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let mut line = serde_json::to_vec(rec).map_err(|e| Error::failure(format!("cannot encode a run: {e}")))?;
+        line.push(b'\n');
+        let path = self.runs_path();
+        let mut f = std::fs::OpenOptions::new().read(true).append(true).create(true).open(&path)?;
+        truncate_torn_tail(&mut f)?;
+        f.write_all(&line)?;
+        f.sync_data()?;
+        Ok(())
+    }
+
+    /// All raw runs (lines that do not parse are skipped).
+    pub fn runs(&self) -> Result<Vec<RunRecord>> {
+        let path = self.runs_path();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+    }
+}
+
+fn truncate_torn_tail(f: &mut std::fs::File) -> Result<()> {
+    let len = f.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
+    let window = len.min(1 << 20);
+    f.seek(SeekFrom::Start(len - window))?;
+    let mut buf = vec![0; window as usize];
+    f.read_exact(&mut buf)?;
+    if buf.last() == Some(&b'\n') {
+        return Ok(());
+    }
+    let keep = match buf.iter().rposition(|&b| b == b'\n') {
+        Some(p) => len - window + p as u64 + 1,
+        None if window == len => 0,
+        None => return Ok(()), // one enormous line: leave it, readers skip it
+    };
+    f.set_len(keep)?;
+    Ok(())
+}
+
+/// Write `bytes` to `path` through a temporary file in the same directory and a rename.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let tmp = dir.join(format!(".{}.tmp.{}", path.file_name().unwrap().to_string_lossy(), std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// What ratchet remembers between experiments: the incumbent of each branch.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct State {
+    #[serde(default)]
+    pub incumbents: BTreeMap<String, String>,
+}
+
+impl State {
+    pub fn load(state_dir: &Path) -> State {
+        std::fs::read_to_string(state_dir.join("state.json")).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_default()
+    }
+
+    pub fn save(&self, state_dir: &Path) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(self).expect("state serializes");
+        write_atomic(&state_dir.join("state.json"), &bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: u64) -> ResultRow {
+        ResultRow {
+            id,
+            time: "2026-11-22T00:00:00Z".into(),
+            commit: "abc".into(),
+            incumbent: "def".into(),
+            message: "experiment: a, \"quoted\"\nmessage".into(),
+            status: Status::Keep,
+            metric: "score".into(),
+            value: Some(1.5),
+            incumbent_value: Some(1.0),
+            delta_pct: Some(50.0),
+            ci_low_pct: Some(40.0),
+            ci_high_pct: Some(60.0),
+            p_value: Some(0.001),
+            score: Some(1.5),
+            latency_ms: Some(2.0),
+            util_pct: None,
+            tflops: None,
+            intensity: None,
+            bw_pct: None,
+            regime: None,
+            gap_ms: None,
+            runs: 10,
+            wall_s: 3.5,
+            latency_source: Some("host".into()),
+            note: "why".into(),
+        }
+    }
+
+    #[test]
+    fn rows_round_trip_and_ids_increase() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(d.path());
+        assert_eq!(s.next_id().unwrap(), 1);
+        s.append_row(&row(1)).unwrap();
+        s.append_row(&row(2)).unwrap();
+        let rows = s.rows().unwrap();
+        assert_eq!(rows, vec![row(1), row(2)]);
+        assert_eq!(s.next_id().unwrap(), 3);
+    }
+
+    #[test]
+    fn torn_run_line_is_cut_before_append() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(d.path());
+        std::fs::write(s.runs_path(), b"{\"torn\": tr").unwrap();
+        let rec: RunRecord = serde_json::from_str(
+            r#"{"experiment":"1","run":0,"side":"candidate","commit":"c","time":"t","status":"ok","wall_s":1.0,
+            "latency_ms":1.0,"latency_source":"host","value":1.0,"flops":null,"bytes":null,"min_bytes":null,"out_dir":"/x"}"#,
+        )
+        .unwrap();
+        s.append_run(&rec).unwrap();
+        s.append_run(&rec).unwrap();
+        let text = std::fs::read_to_string(s.runs_path()).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        assert_eq!(s.runs().unwrap().len(), 2);
+    }
+}
