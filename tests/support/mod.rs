@@ -1,0 +1,98 @@
+//! Shared pieces of the integration tests: a throw-away git repo with a fake benchmark, and a
+//! way to run the built `ratchet` binary in it with an empty git configuration.
+
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+pub fn fake_bench() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_bench.py")
+}
+
+pub struct TestRepo {
+    pub dir: tempfile::TempDir,
+    home: tempfile::TempDir,
+}
+
+pub const DEFAULT_CONFIG: &str = "[benchmark]\ncommand = \"python3 {bench}\"\ntimeout_s = 20\nkill_grace_s = 0.5\n\
+warmup = 0\niters = 5\nprofile_iters = 0\n[hardware]\npreset = \"tpu-v5e\"\n[decision]\npairs = 4\n";
+
+impl TestRepo {
+    /// A repo on branch `main` with a committed ratchet.toml, kernel.py and fake.env.
+    pub fn new() -> TestRepo {
+        Self::with_config(DEFAULT_CONFIG)
+    }
+
+    pub fn with_config(config: &str) -> TestRepo {
+        let t = TestRepo { dir: tempfile::tempdir().unwrap(), home: tempfile::tempdir().unwrap() };
+        t.git(&["init", "-q", "-b", "main"]);
+        t.git(&["config", "user.name", "Test"]);
+        t.git(&["config", "user.email", "test@example.com"]);
+        t.write("ratchet.toml", &config.replace("{bench}", &fake_bench().display().to_string()));
+        t.write("kernel.py", "BQ = 128\nBKV = 256\n");
+        t.write("fake.env", "FAKE_LATENCY_MS=10\n");
+        t.git(&["add", "-A"]);
+        t.git(&["commit", "-q", "-m", "baseline"]);
+        t
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path().join(rel)).unwrap()
+    }
+
+    /// Run git in the repo and return its stdout; panics on failure.
+    pub fn git(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(self.path())
+            .env("HOME", self.home.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn head(&self) -> String {
+        self.git(&["rev-parse", "HEAD"]).trim().to_string()
+    }
+
+    /// The built binary, run in the repo with a clean environment for git.
+    pub fn ratchet(&self) -> Command {
+        let mut c = Command::cargo_bin("ratchet").unwrap();
+        c.current_dir(self.path())
+            .env("HOME", self.home.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env_remove("FAKE_MODE")
+            .env_remove("FAKE_LATENCY_MS")
+            .timeout(std::time::Duration::from_secs(120));
+        c
+    }
+
+    /// results/results.csv as (header -> value) maps.
+    pub fn rows(&self) -> Vec<std::collections::HashMap<String, String>> {
+        let p = self.path().join("results/results.csv");
+        if !p.exists() {
+            return vec![];
+        }
+        let mut rdr = csv::Reader::from_path(p).unwrap();
+        let headers = rdr.headers().unwrap().clone();
+        rdr.records().map(|r| headers.iter().zip(r.unwrap().iter()).map(|(h, v)| (h.to_string(), v.to_string())).collect()).collect()
+    }
+
+    pub fn runs(&self) -> Vec<serde_json::Value> {
+        let p = self.path().join("results/runs.jsonl");
+        std::fs::read_to_string(p).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+}
