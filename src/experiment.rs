@@ -370,7 +370,7 @@ fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>,
         None => println!("  {verdict}: {}", row.note),
     }
     if let (Some(v), Some(iv)) = (row.value, row.incumbent_value) {
-        println!("  {}: incumbent {iv:.4} -> candidate {v:.4}", row.metric);
+        println!("  {}: incumbent {} -> candidate {}", row.metric, crate::report::sig(iv, 4), crate::report::sig(v, 4));
     }
     let mut figs = vec![];
     if let Some(l) = row.latency_ms {

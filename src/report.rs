@@ -13,7 +13,19 @@ pub enum Format {
 }
 
 fn num(v: Option<f64>, digits: usize) -> String {
-    v.map(|x| format!("{x:.digits$}")).unwrap_or_else(|| "-".into())
+    v.map(|x| sig(x, digits)).unwrap_or_else(|| "-".into())
+}
+
+/// `x` with `digits` decimals, or more when that would hide a small value's leading figures.
+pub fn sig(x: f64, digits: usize) -> String {
+    let a = x.abs();
+    if a == 0.0 || a >= 1.0 || !a.is_finite() {
+        return format!("{x:.digits$}");
+    }
+    // Keep three significant figures for values below 1.
+    let lead = (-a.log10()).floor() as usize;
+    let d = digits.max(lead + 3).min(12);
+    format!("{x:.d$}")
 }
 
 fn delta(r: &ResultRow) -> String {
@@ -107,7 +119,7 @@ pub fn table(rows: &[ResultRow], color: bool) -> String {
             value,
             Cell::new(num(b, digits)).set_alignment(CellAlignment::Right),
             Cell::new(delta(r)).set_alignment(CellAlignment::Right),
-            Cell::new(r.p_value.map(|p| format!("{p:.3}")).unwrap_or("-".into())).set_alignment(CellAlignment::Right),
+            Cell::new(r.p_value.map(crate::stats::fmt_p).unwrap_or("-".into())).set_alignment(CellAlignment::Right),
             Cell::new(num(r.latency_ms, 3)).set_alignment(CellAlignment::Right),
             Cell::new(num(r.util_pct, 1)).set_alignment(CellAlignment::Right),
             Cell::new(r.regime.clone().unwrap_or("-".into())),
@@ -122,7 +134,7 @@ pub fn table(rows: &[ResultRow], color: bool) -> String {
     out.push_str(&format!("\n{} experiments, {} kept", rows.len(), kept));
     if let (Some(f), Some(l)) = (first, last) {
         let gain = if metric == "latency" { (f / l - 1.0) * 100.0 } else { (l / f - 1.0) * 100.0 };
-        out.push_str(&format!("; {metric} {f:.3} -> {l:.3} ({gain:+.1}% over the first baseline)"));
+        out.push_str(&format!("; {metric} {} -> {} ({gain:+.1}% over the first baseline)", sig(f, 3), sig(l, 3)));
     }
     out
 }
@@ -161,7 +173,7 @@ pub fn markdown(rows: &[ResultRow]) -> String {
             num(r.value, 3),
             r.delta_pct.map(|d| format!("{d:+.2}")).unwrap_or("-".into()),
             ci,
-            r.p_value.map(|p| format!("{p:.3}")).unwrap_or("-".into()),
+            r.p_value.map(crate::stats::fmt_p).unwrap_or("-".into()),
             num(r.latency_ms, 3),
             num(r.util_pct, 1),
             r.regime.as_deref().unwrap_or("-"),
