@@ -34,12 +34,9 @@ SOFTMAX_FLOPS_PER_SCORE = 5
 
 
 def _stats_shape(bq, head_dim):
-    """Shape of the running max / running sum scratch of one Q block.
-
-    Each row holds one value per query, replicated across head_dim columns so that it
-    lines up with the accumulator: simple, but head_dim times more scratch traffic than
-    the statistics need.
-    """
+    """Shape of the running max / running sum scratch of one Q block."""
+    # One value per query row, replicated across head_dim columns so that it lines up
+    # with the accumulator: simple, but head_dim times the scratch the statistics need.
     return (bq, head_dim)
 
 
