@@ -1,0 +1,225 @@
+"""Fused FlashAttention forward pass in Pallas: the kernel that ratchet's example optimises.
+
+Modelled on the kernel of the KernelForge series ("Deep-Dive into TPU Profiling", part 2):
+exact attention without materialising the (seq, seq) score matrix, an online softmax, and
+scratch buffers for the running max, running sum and output accumulator. The block sizes
+`BQ` and `BKV` below are plain constants so that a hypothesis is a one-line edit.
+
+One kernel source, three backends, picked from `jax.default_backend()`:
+  * tpu: Mosaic, grid (heads, Q blocks, KV blocks), state in VMEM scratch (scratch_shapes).
+  * cpu: the same kernel run by the Pallas interpreter (`interpret=True`). The interpreter
+    executes the grid as a loop, so each grid step costs a fixed overhead; bigger blocks
+    mean fewer steps, which is what makes block-size hypotheses visible on a laptop.
+  * gpu: Pallas' Triton backend. Triton grid programs cannot carry state from one grid
+    step to the next, so there the KV axis is a loop inside the kernel and the running
+    state lives in registers (loop carries) instead of scratch buffers.
+
+Inputs are (heads, seq, head_dim); seq must be a multiple of both block sizes.
+"""
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+# Query rows per block: each Q block re-reads all of K and V, so this sets the re-read factor.
+BQ = 32
+# Key/value rows per inner step: the score tile is (BQ, BKV).
+BKV = 32
+
+# exp() runs on the exponent of each score, a few VPU ops per element (article: ~5 per score).
+SOFTMAX_FLOPS_PER_SCORE = 5
+
+
+def _stats_shape(bq, head_dim):
+    """Shape of the running max / running sum scratch of one Q block."""
+    # One value per query row, replicated across head_dim columns so that it lines up
+    # with the accumulator: simple, but head_dim times the scratch the statistics need.
+    return (bq, head_dim)
+
+
+def _fa_kernel_grid(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale):
+    """One (Q block, KV block) grid step; the KV axis is the innermost, sequential one."""
+    kv = pl.program_id(2)
+
+    @pl.when(kv == 0)
+    def _init():
+        m_ref[...] = jnp.full(m_ref.shape, -jnp.inf, jnp.float32)
+        l_ref[...] = jnp.zeros(l_ref.shape, jnp.float32)
+        acc_ref[...] = jnp.zeros(acc_ref.shape, jnp.float32)
+
+    # Pre-scaling: scale the (BQ, D) query tile instead of the (BQ, BKV) score tile.
+    q = (q_ref[...].astype(jnp.float32) * scale).astype(q_ref.dtype)
+    k = k_ref[...]
+    v = v_ref[...]
+    # Precision: inputs stay in their own dtype for the matmuls, accumulation is in f32.
+    s = jax.lax.dot_general(
+        q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32
+    )
+
+    m_prev = m_ref[:, :1]
+    l_prev = l_ref[:, :1]
+    m_new = jnp.maximum(m_prev, jnp.max(s, axis=-1, keepdims=True))
+    alpha = jnp.exp(m_prev - m_new)
+    p = jnp.exp(s - m_new)
+    l_new = alpha * l_prev + jnp.sum(p, axis=-1, keepdims=True)
+    pv = jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32)
+    acc_ref[...] = alpha * acc_ref[...] + pv
+    m_ref[...] = jnp.broadcast_to(m_new, m_ref.shape)
+    l_ref[...] = jnp.broadcast_to(l_new, l_ref.shape)
+
+    @pl.when(kv == pl.num_programs(2) - 1)
+    def _finish():
+        o_ref[...] = (acc_ref[...] / l_ref[:, :1]).astype(o_ref.dtype)
+
+
+def _fa_kernel_loop(q_ref, k_ref, v_ref, o_ref, *, scale, bq, bkv, num_kv_blocks):
+    """One Q block with the KV loop inside: the GPU (Triton) form of the same algorithm."""
+    head_dim = q_ref.shape[-1]
+    q = (q_ref[...].astype(jnp.float32) * scale).astype(q_ref.dtype)
+
+    def step(j, carry):
+        acc, m_prev, l_prev = carry
+        start = pl.multiple_of(j * bkv, bkv)
+        k = k_ref[pl.ds(start, bkv), :]
+        v = v_ref[pl.ds(start, bkv), :]
+        s = jnp.dot(q, k.T, preferred_element_type=jnp.float32)
+        m_new = jnp.maximum(m_prev, jnp.max(s, axis=-1))
+        alpha = jnp.exp(m_prev - m_new)
+        p = jnp.exp(s - m_new[:, None])
+        l_new = alpha * l_prev + jnp.sum(p, axis=-1)
+        pv = jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32)
+        return alpha[:, None] * acc + pv, m_new, l_new
+
+    init = (
+        jnp.zeros((bq, head_dim), jnp.float32),
+        jnp.full((bq,), -jnp.inf, jnp.float32),
+        jnp.zeros((bq,), jnp.float32),
+    )
+    acc, _, l = jax.lax.fori_loop(0, num_kv_blocks, step, init)
+    o_ref[...] = (acc / l[:, None]).astype(o_ref.dtype)
+
+
+def default_variant():
+    """The kernel form for the backend JAX runs on: 'mosaic', 'triton' or 'interpret'."""
+    return {"tpu": "mosaic", "gpu": "triton"}.get(jax.default_backend(), "interpret")
+
+
+@functools.partial(jax.jit, static_argnames=("bq", "bkv", "variant"))
+def flash_attention(q, k, v, *, bq=None, bkv=None, variant=None):
+    """softmax(q k^T / sqrt(d)) v for (heads, seq, head_dim) inputs, fused in one kernel.
+
+    `variant` forces a kernel form ('mosaic', 'triton', 'interpret' for the grid kernel
+    on the interpreter, 'interpret-loop' for the Triton form on the interpreter); the
+    default follows the backend. Block sizes default to the module constants.
+    """
+    bq = BQ if bq is None else bq
+    bkv = BKV if bkv is None else bkv
+    variant = variant or default_variant()
+    heads, seq, head_dim = q.shape
+    seq_kv = k.shape[1]
+    if seq % bq or seq_kv % bkv:
+        raise ValueError(
+            f"seq ({seq}, {seq_kv}) must be a multiple of BQ ({bq}) and BKV ({bkv})"
+        )
+    scale = 1.0 / math.sqrt(head_dim)
+    out_shape = jax.ShapeDtypeStruct(q.shape, q.dtype)
+
+    if variant in ("triton", "interpret-loop"):
+        from jax.experimental.pallas import triton as pl_triton
+
+        kernel = functools.partial(
+            _fa_kernel_loop, scale=scale, bq=bq, bkv=bkv, num_kv_blocks=seq_kv // bkv
+        )
+        return pl.pallas_call(
+            kernel,
+            out_shape=out_shape,
+            grid=(heads, seq // bq),
+            in_specs=[
+                pl.BlockSpec((None, bq, head_dim), lambda h, i: (h, i, 0)),
+                pl.BlockSpec((None, seq_kv, head_dim), lambda h, i: (h, 0, 0)),
+                pl.BlockSpec((None, seq_kv, head_dim), lambda h, i: (h, 0, 0)),
+            ],
+            out_specs=pl.BlockSpec((None, bq, head_dim), lambda h, i: (h, i, 0)),
+            compiler_params=(
+                pl_triton.CompilerParams(num_warps=4, num_stages=2)
+                if variant == "triton"
+                else None
+            ),
+            interpret=variant == "interpret-loop",
+            name="flash_attention",
+        )(q, k, v)
+
+    if variant not in ("mosaic", "interpret"):
+        raise ValueError(f"unknown kernel variant {variant!r}")
+    from jax.experimental.pallas import tpu as pltpu
+
+    return pl.pallas_call(
+        functools.partial(_fa_kernel_grid, scale=scale),
+        out_shape=out_shape,
+        grid=(heads, seq // bq, seq_kv // bkv),
+        in_specs=[
+            pl.BlockSpec((None, bq, head_dim), lambda h, i, j: (h, i, 0)),
+            pl.BlockSpec((None, bkv, head_dim), lambda h, i, j: (h, j, 0)),
+            pl.BlockSpec((None, bkv, head_dim), lambda h, i, j: (h, j, 0)),
+        ],
+        out_specs=pl.BlockSpec((None, bq, head_dim), lambda h, i, j: (h, i, 0)),
+        scratch_shapes=[
+            pltpu.VMEM(_stats_shape(bq, head_dim), jnp.float32),  # m: running max
+            pltpu.VMEM(_stats_shape(bq, head_dim), jnp.float32),  # l: running sum
+            pltpu.VMEM((bq, head_dim), jnp.float32),  # acc: unnormalised output
+        ],
+        compiler_params=(
+            pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "arbitrary"))
+            if variant == "mosaic"
+            else None
+        ),
+        interpret=variant == "interpret",
+        name="flash_attention",
+    )(q, k, v)
+
+
+def reference_attention(q, k, v):
+    """Plain jnp attention in f32: the ground truth every benchmark run is checked against."""
+    q32, k32, v32 = (x.astype(jnp.float32) for x in (q, k, v))
+    s = jnp.einsum("hqd,hkd->hqk", q32, k32) / math.sqrt(q.shape[-1])
+    return jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(s, axis=-1), v32)
+
+
+def get_tiling_meta(heads, seq, head_dim, *, bq=None, bkv=None):
+    """The tiling of one call: block sizes and how many blocks each axis is cut into."""
+    bq = BQ if bq is None else bq
+    bkv = BKV if bkv is None else bkv
+    return {
+        "BQ": bq,
+        "BKV": bkv,
+        "heads": heads,
+        "seq": seq,
+        "head_dim": head_dim,
+        "num_q_blocks": seq // bq,
+        "num_kv_blocks": seq // bkv,
+        "grid_steps": heads * (seq // bq) * (seq // bkv),
+    }
+
+
+def compute_flops(heads, seq, head_dim):
+    """Theoretical FLOPs of one call: two matmuls plus the softmax (the article's count)."""
+    matmuls = 2 * (2 * seq * seq * head_dim)  # Q@K^T and P@V
+    softmax = SOFTMAX_FLOPS_PER_SCORE * seq * seq
+    return heads * (matmuls + softmax)
+
+
+def estimate_actual_memory_traffic(meta, itemsize):
+    """HBM bytes of one call with the tiling's re-reads: K and V are read once per Q block."""
+    tile = meta["heads"] * meta["seq"] * meta["head_dim"] * itemsize
+    q_bytes = tile
+    kv_bytes = 2 * tile * meta["num_q_blocks"]
+    o_bytes = tile
+    return q_bytes + kv_bytes + o_bytes
+
+
+def minimum_memory_traffic(meta, itemsize):
+    """HBM bytes with perfect reuse: Q, K, V read once, O written once."""
+    return 4 * meta["heads"] * meta["seq"] * meta["head_dim"] * itemsize

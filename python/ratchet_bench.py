@@ -1,0 +1,440 @@
+"""ratchet_bench: ratchet's benchmark protocol for JAX kernels, in one call.
+
+ratchet puts this single file on the PYTHONPATH of every benchmark run, so a repo's
+`prepare.py` needs only:
+
+    import ratchet_bench
+    ratchet_bench.run(fn, (q, k, v), flops=..., bytes=..., check=...)
+
+`run` reads the RATCHET_* environment (docs/protocol.md), warms up, times each measured
+iteration, captures a profile with one TraceAnnotation("kernel_step_{i}") per step, dumps
+the compiled HLO, checks correctness, writes `ratchet-result.json` (version 1) atomically,
+and prints the KernelForge article's RESULT / REGIME / HLO-stats summary for humans.
+Run by hand (no RATCHET_OUT) it writes the same artifacts to ./profile_data.
+
+Importing the module turns on JAX's persistent compilation cache under the repo's
+`.ratchet/cache/jax`, so that the many fresh processes of one experiment pay the compile
+once; it must happen before the first compile, which is why it is done at import.
+"""
+
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import time
+import traceback
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "BenchError",
+    "Settings",
+    "compare",
+    "enable_compilation_cache",
+    "hlo_stats",
+    "measure",
+    "peak_figures",
+    "run",
+    "settings_from_env",
+    "summary_lines",
+    "write_result",
+]
+
+RESULT_FILE = "ratchet-result.json"
+HLO_FILE = "kernel.hlo.txt"
+PROFILE_DIR = "profile"
+DEFAULT_OUT = "profile_data"
+DEFAULTS = {"RATCHET_WARMUP": 5, "RATCHET_ITERS": 20, "RATCHET_PROFILE_ITERS": 3}
+
+# Dense bf16 peak TFLOP/s and HBM GB/s by (a substring of) jax's device_kind, for the
+# human-readable roofline figures only; ratchet computes its own from its hardware preset.
+# Sources: Google Cloud TPU system architecture pages, NVIDIA H100/H200/A100 datasheets.
+PEAKS = (
+    ("TPU v6 lite", 918.0, 1640.0),
+    ("TPU v5 lite", 197.0, 819.0),
+    ("TPU v5p", 459.0, 2765.0),
+    ("TPU v5", 459.0, 2765.0),
+    ("TPU v4", 275.0, 1228.0),
+    ("H200", 989.0, 4800.0),
+    ("H100", 989.0, 3350.0),
+    ("A100-SXM4-80GB", 312.0, 2039.0),
+    ("A100", 312.0, 1555.0),
+)
+
+
+class BenchError(Exception):
+    """A benchmark that cannot produce a valid result; `run` exits non-zero with it."""
+
+
+class Settings:
+    """Where and how much to run, as read from the RATCHET_* environment."""
+
+    def __init__(self, out_dir, warmup, iters, profile_iters, under_ratchet):
+        self.out_dir = out_dir
+        self.warmup = warmup
+        self.iters = iters
+        self.profile_iters = profile_iters
+        self.under_ratchet = under_ratchet
+
+    def __repr__(self):
+        return (
+            f"Settings(out_dir={self.out_dir!r}, warmup={self.warmup}, iters={self.iters}, "
+            f"profile_iters={self.profile_iters}, under_ratchet={self.under_ratchet})"
+        )
+
+
+def _env_count(env, name, minimum):
+    raw = env.get(name, "").strip()
+    if not raw:
+        return DEFAULTS[name]
+    try:
+        value = int(raw)
+    except ValueError:
+        raise BenchError(f"{name}={raw!r} is not an integer") from None
+    if value < minimum:
+        raise BenchError(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+def settings_from_env(env=None):
+    """Read RATCHET_OUT / _WARMUP / _ITERS / _PROFILE_ITERS, with the protocol's defaults."""
+    env = os.environ if env is None else env
+    out = env.get("RATCHET_OUT", "").strip()
+    return Settings(
+        out_dir=os.path.abspath(out or DEFAULT_OUT),
+        warmup=_env_count(env, "RATCHET_WARMUP", 0),
+        iters=_env_count(env, "RATCHET_ITERS", 1),
+        profile_iters=_env_count(env, "RATCHET_PROFILE_ITERS", 0),
+        under_ratchet=bool(out),
+    )
+
+
+def enable_compilation_cache(env=None):
+    """Point JAX's persistent compilation cache at the repo's .ratchet/cache/jax.
+
+    The directory is `$RATCHET_STATE_DIR/cache/jax` under ratchet, else `.ratchet/cache/jax`
+    of the working directory. A cache directory the user already chose (the
+    JAX_COMPILATION_CACHE_DIR environment or jax.config) is left alone. The size and
+    compile-time thresholds are dropped so that even a fast compile is cached: a Pallas
+    kernel in interpret mode compiles in well under JAX's default one-second threshold,
+    yet is paid again by every fresh process. Returns the cache directory in use.
+    """
+    env = os.environ if env is None else env
+    current = jax.config.jax_compilation_cache_dir
+    if current:
+        cache_dir = current
+    else:
+        state = env.get("RATCHET_STATE_DIR", "").strip() or os.path.join(os.getcwd(), ".ratchet")
+        cache_dir = os.path.join(state, "cache", "jax")
+        os.makedirs(cache_dir, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    return cache_dir
+
+
+def compare(actual, expected, tolerance):
+    """A check result for `run`: max |actual - expected| in f32 against an absolute tolerance.
+
+    Non-finite outputs fail the check; their error is left out of the figures, since JSON
+    has no NaN.
+    """
+    err = float(jnp.max(jnp.abs(jnp.asarray(actual, jnp.float32) - jnp.asarray(expected, jnp.float32))))
+    result = {"passed": math.isfinite(err) and err <= tolerance, "tolerance": float(tolerance)}
+    if math.isfinite(err):
+        result["max_abs_err"] = err
+    return result
+
+
+def _normalise_check(value):
+    """Accept what a check callable may return: a bool, or a dict with at least `passed`."""
+    if isinstance(value, (bool, np.bool_)):
+        return {"passed": bool(value)}
+    if isinstance(value, dict) and "passed" in value:
+        known = {"passed", "max_abs_err", "tolerance"}
+        unknown = set(value) - known
+        if unknown:
+            raise BenchError(f"check result has unknown keys {sorted(unknown)}; use {sorted(known)}")
+        out = {"passed": bool(value["passed"])}
+        for key in ("max_abs_err", "tolerance"):
+            if value.get(key) is not None and math.isfinite(float(value[key])):
+                out[key] = float(value[key])
+        return out
+    raise BenchError(
+        f"check returned {value!r}; return a bool or a dict like "
+        "{'passed': True, 'max_abs_err': 1e-3, 'tolerance': 2e-2} (see ratchet_bench.compare)"
+    )
+
+
+def peak_figures(device_kind, env=None):
+    """(peak TFLOP/s, HBM GB/s) for the roofline printout, or None where unknown.
+
+    RATCHET_PEAK_TFLOPS and RATCHET_HBM_GBPS override the built-in table; both are needed.
+    """
+    env = os.environ if env is None else env
+    tflops, gbps = env.get("RATCHET_PEAK_TFLOPS"), env.get("RATCHET_HBM_GBPS")
+    if tflops and gbps:
+        try:
+            return float(tflops), float(gbps)
+        except ValueError:
+            raise BenchError(
+                f"RATCHET_PEAK_TFLOPS={tflops!r} / RATCHET_HBM_GBPS={gbps!r} must be numbers"
+            ) from None
+    for key, peak_tflops, peak_gbps in PEAKS:
+        if key.lower() in device_kind.lower():
+            return peak_tflops, peak_gbps
+    return None
+
+
+def hlo_stats(hlo_text):
+    """Counts of the HLO ops the article's protocol looks at (dot, exp, reduce, copy)."""
+
+    def count(op):
+        return len(re.findall(rf"\s{op}\(", hlo_text))
+
+    return {
+        "dot": count("dot"),
+        "exponential": count("exponential"),
+        "reduce": count("reduce"),
+        "copy": count("copy"),
+        "custom-call": count("custom-call"),
+        "lines": hlo_text.count("\n") + 1,
+    }
+
+
+def write_result(out_dir, result):
+    """Write ratchet-result.json atomically: a reader sees the old file or the whole new one."""
+    path = os.path.join(out_dir, RESULT_FILE)
+    tmp = path + ".tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2, allow_nan=False)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
+
+
+def _profile_options(backend):
+    options = jax.profiler.ProfileOptions()
+    options.python_tracer_level = 0  # Python call events only bury the kernel
+    # On CPU the kernel's HLO ops are host events, which need host level 2; on TPU and GPU
+    # they come from the device tracer, and level 1 keeps just our step annotations.
+    options.host_tracer_level = 2 if backend == "cpu" else 1
+    if hasattr(options, "device_tracer_level"):
+        options.device_tracer_level = 1
+    if backend == "tpu":
+        # The article: the default TRACE_ONLY_XLA hides compute and DMA rows.
+        options.advanced_configuration = {"tpu_trace_mode": "TRACE_COMPUTE"}
+    return options
+
+
+def _json_meta(meta):
+    """meta with numpy scalars turned into plain numbers, so json.dump accepts it."""
+    try:
+        return json.loads(json.dumps(meta, default=lambda x: x.item() if hasattr(x, "item") else str(x)))
+    except (TypeError, ValueError) as e:
+        raise BenchError(f"meta is not JSON-serialisable: {e}") from None
+
+
+def _positive_or_none(name, value):
+    if value is None:
+        return None
+    value = float(value)
+    if not math.isfinite(value) or value <= 0:
+        raise BenchError(f"{name}={value} must be a positive number")
+    return value
+
+
+def _compile(fn, args):
+    """AOT-compile fn once: the executable serves the runs and its HLO text is the dump."""
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    try:
+        return jitted.lower(*args).compile()
+    except Exception as e:
+        raise BenchError(f"compiling the kernel failed: {type(e).__name__}: {e}") from e
+
+
+def _call(compiled, args):
+    return jax.block_until_ready(compiled(*args))
+
+
+def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, kernel=None,
+            meta=None, settings=None):
+    """Run the protocol and return the result dict written to ratchet-result.json.
+
+    Raises BenchError on anything that leaves no valid measurement. A failing check is
+    not an error: it is recorded as `passed: false`, and ratchet marks the run invalid.
+    """
+    s = settings or settings_from_env()
+    flops = _positive_or_none("flops", flops)
+    bytes_ = _positive_or_none("bytes", bytes)
+    min_bytes = _positive_or_none("min_bytes", min_bytes)
+    os.makedirs(s.out_dir, exist_ok=True)
+    backend = jax.default_backend()
+    device = jax.devices()[0].device_kind
+
+    compiled = _compile(fn, args)
+    hlo_path = os.path.join(s.out_dir, HLO_FILE)
+    with open(hlo_path, "w", encoding="utf-8") as f:
+        f.write(compiled.as_text() or "")
+
+    out = None
+    try:
+        for _ in range(s.warmup):
+            out = _call(compiled, args)
+        latencies = []
+        for _ in range(s.iters):
+            t0 = time.perf_counter()
+            out = _call(compiled, args)
+            latencies.append((time.perf_counter() - t0) * 1e3)
+    except Exception as e:
+        raise BenchError(f"the kernel raised: {type(e).__name__}: {e}") from e
+
+    trace = None
+    if s.profile_iters:
+        trace_dir = os.path.join(s.out_dir, PROFILE_DIR)
+        try:
+            with jax.profiler.trace(trace_dir, profiler_options=_profile_options(backend)):
+                for i in range(s.profile_iters):
+                    with jax.profiler.TraceAnnotation(f"kernel_step_{i}"):
+                        _call(compiled, args)
+        except Exception as e:
+            raise BenchError(f"profiling failed: {type(e).__name__}: {e}") from e
+        trace = PROFILE_DIR
+
+    check_result = None
+    if check is not None:
+        try:
+            check_result = _normalise_check(check(out))
+        except BenchError:
+            raise
+        except Exception as e:
+            raise BenchError(f"the check raised: {type(e).__name__}: {e}") from e
+
+    if not all(math.isfinite(x) and x > 0 for x in latencies):
+        raise BenchError(f"timer returned unusable latencies: {latencies}")
+
+    result = {"version": 1, "latencies_ms": latencies}
+    for key, value in (("flops", flops), ("bytes", bytes_), ("min_bytes", min_bytes)):
+        if value is not None:
+            result[key] = value
+    if check_result is not None:
+        result["check"] = check_result
+    if trace is not None:
+        result["trace"] = trace
+    result["hlo"] = HLO_FILE
+    kernel = kernel or getattr(fn, "__name__", None)
+    if kernel:
+        result["kernel"] = kernel
+    result["backend"] = backend
+    result["device"] = device
+    if meta is not None:
+        result["meta"] = _json_meta(meta)
+    write_result(s.out_dir, result)
+    return result
+
+
+def summary_lines(result, hlo_text=None, env=None):
+    """The article's human summary: RESULT, REGIME and HLO stats lines."""
+    latency_ms = statistics.median(result["latencies_ms"])
+    flops, bytes_ = result.get("flops"), result.get("bytes")
+    peaks = peak_figures(result.get("device", ""), env)
+    result_fields = [f"latency={latency_ms:.3f}ms"]
+    tflops = flops / (latency_ms * 1e-3) / 1e12 if flops else None
+    if tflops is not None and peaks:
+        util = tflops / peaks[0]
+        # The article's fitness figure: util x 100 / latency.
+        result_fields.insert(0, f"score={util * 100 / latency_ms:.1f}")
+        result_fields.append(f"util={util * 100:.1f}%")
+    if tflops is not None:
+        result_fields.append(f"tflops={tflops:.4g}")
+    lines = ["RESULT: " + "  ".join(result_fields)]
+
+    if flops and bytes_:
+        intensity = flops / bytes_
+        if peaks:
+            ridge = peaks[0] * 1e12 / (peaks[1] * 1e9)
+            regime = "COMPUTE-BOUND" if intensity > ridge else "MEMORY-BOUND"
+            bw = bytes_ / (latency_ms * 1e-3) / (peaks[1] * 1e9)
+            lines.append(f"REGIME: {regime}  BW={bw * 100:.1f}%  intensity={intensity:.0f} FLOPs/byte")
+            compute_ms = flops / (peaks[0] * 1e12) * 1e3
+            memory_ms = bytes_ / (peaks[1] * 1e9) * 1e3
+            lines.append(
+                f"Roofline: compute-only={compute_ms:.3f}ms  memory-only={memory_ms:.3f}ms  "
+                f"gap={latency_ms - max(compute_ms, memory_ms):.3f}ms  ridge={ridge:.0f} FLOPs/byte"
+            )
+        else:
+            lines.append(
+                f"REGIME: UNKNOWN  intensity={intensity:.0f} FLOPs/byte  "
+                f"(no peak figures for {result.get('device')!r}: set RATCHET_PEAK_TFLOPS and RATCHET_HBM_GBPS)"
+            )
+    if result.get("min_bytes") and flops:
+        lines.append(f"Intensity with perfect reuse: {flops / result['min_bytes']:.0f} FLOPs/byte")
+    if hlo_text is not None:
+        st = hlo_stats(hlo_text)
+        lines.append("HLO stats:")
+        for op in ("dot", "exponential", "reduce", "copy", "custom-call"):
+            lines.append(f"    {op + ' ops:':<17}{st[op]}")
+        lines.append(f"    {'total lines:':<17}{st['lines']}")
+    check = result.get("check")
+    if check is not None:
+        err = check.get("max_abs_err")
+        lines.append(
+            f"CHECK: {'passed' if check['passed'] else 'FAILED'}"
+            + (f"  max_abs_err={err:.3g}" if err is not None else "")
+            + (f"  tolerance={check['tolerance']:.3g}" if "tolerance" in check else "")
+        )
+    return lines
+
+
+def run(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, kernel=None, meta=None):
+    """Benchmark `fn(*args)` under ratchet's protocol; print the summary; exit 1 on failure.
+
+    fn:        a jitted callable (a plain function is jitted); compiled once, ahead of time.
+    args:      tuple of its arguments.
+    flops:     FLOPs of one call (compute_flops()).
+    bytes:     estimated HBM bytes of one call, re-reads included.
+    min_bytes: HBM bytes with perfect reuse.
+    check:     callable(output) -> bool or {'passed', 'max_abs_err', 'tolerance'}
+               (ratchet_bench.compare builds the dict); a failure marks the run invalid.
+    kernel:    regular expression naming the kernel's module in the trace
+               (default: fn's __name__).
+    meta:      JSON-serialisable dict stored with the run (block sizes, shapes).
+    Returns the result dict.
+    """
+    try:
+        settings = settings_from_env()
+        result = measure(fn, args, flops=flops, bytes=bytes, min_bytes=min_bytes, check=check,
+                         kernel=kernel, meta=meta, settings=settings)
+        with open(os.path.join(settings.out_dir, HLO_FILE), encoding="utf-8") as f:
+            hlo_text = f.read()
+    except BenchError as e:
+        # The underlying traceback (a Mosaic or Triton lowering error, say) is what the
+        # kernel author needs; the one-line reason comes last so it is what they see.
+        if e.__cause__ is not None:
+            traceback.print_exception(e.__cause__, file=sys.stderr)
+        sys.exit(f"ratchet_bench: error: {e}")
+    for line in summary_lines(result, hlo_text):
+        print(line)
+    print(f"    {'Full HLO:':<17}{os.path.join(settings.out_dir, HLO_FILE)}")
+    print(f"Result file: {os.path.join(settings.out_dir, RESULT_FILE)}")
+    if not settings.under_ratchet and result.get("trace"):
+        print(f"Trace: xprof --port=8791 {os.path.join(settings.out_dir, result['trace'])}")
+    if result.get("check", {}).get("passed") is False:
+        print("ratchet_bench: the correctness check FAILED; ratchet will mark this run invalid",
+              file=sys.stderr)
+    sys.stdout.flush()
+    return result
+
+
+enable_compilation_cache()

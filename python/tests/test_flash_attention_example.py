@@ -1,0 +1,174 @@
+"""Tests of the FlashAttention example: the kernel's numbers, and that its hypotheses apply.
+
+The end-to-end demo and tests apply examples/flash_attention/experiments/*.toml in name
+order on top of the kept ones; these tests replay that sequence with the decisions the
+example is built to produce (bigger blocks kept, smaller blocks reverted, the broken
+kernel invalid) and check each edit lands exactly once and does what it says.
+"""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+EXAMPLE = os.path.join(REPO, "examples", "flash_attention")
+APPLY = os.path.join(REPO, "scripts", "apply-experiment.py")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+# Whether each experiment stays in the tree for the next one (the expected decision).
+EXPECTED_KEPT = {
+    "01-bigger-q-blocks.toml": True,
+    "02-smaller-kv-blocks.toml": False,
+    "03-bigger-kv-blocks.toml": True,
+    "04-compact-softmax-stats.toml": True,
+    "05-skip-accumulator-rescale.toml": False,
+}
+
+
+def load_kernel(path, name):
+    """Import a kernel.py from any directory under a unique module name."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def inputs(heads=1, seq=128, head_dim=32, dtype=jnp.bfloat16):
+    kq, kk, kv = jax.random.split(jax.random.PRNGKey(1), 3)
+    shape = (heads, seq, head_dim)
+    return tuple(jax.random.normal(key, shape, dtype) for key in (kq, kk, kv))
+
+
+def max_err(kernel, q, k, v, **kw):
+    out = kernel.flash_attention(q, k, v, **kw)
+    ref = kernel.reference_attention(q, k, v)
+    return float(jnp.max(jnp.abs(out.astype(jnp.float32) - ref)))
+
+
+class KernelTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.k = load_kernel(os.path.join(EXAMPLE, "kernel.py"), "fa_kernel_base")
+
+    def test_block_constants_are_plain_lines(self):
+        with open(os.path.join(EXAMPLE, "kernel.py")) as f:
+            lines = f.read().splitlines()
+        self.assertIn("BQ = 32", lines)
+        self.assertIn("BKV = 32", lines)
+
+    def test_grid_kernel_matches_reference(self):
+        q, k, v = inputs(heads=2)
+        for bq, bkv in ((32, 32), (64, 16), (128, 128)):
+            with self.subTest(bq=bq, bkv=bkv):
+                self.assertLess(max_err(self.k, q, k, v, bq=bq, bkv=bkv, variant="interpret"), 2e-2)
+
+    def test_loop_kernel_matches_reference(self):
+        # The Triton form, run by the interpreter: same algorithm, KV loop inside.
+        q, k, v = inputs(heads=2)
+        self.assertLess(max_err(self.k, q, k, v, bq=32, bkv=64, variant="interpret-loop"), 2e-2)
+
+    def test_f32_is_tight(self):
+        q, k, v = inputs(dtype=jnp.float32)
+        self.assertLess(max_err(self.k, q, k, v, variant="interpret"), 1e-4)
+
+    def test_rejects_ragged_blocks(self):
+        q, k, v = inputs(seq=96)
+        with self.assertRaisesRegex(ValueError, "multiple of BQ"):
+            self.k.flash_attention(q, k, v, bq=64, bkv=32, variant="interpret")
+
+    def test_article_figures(self):
+        # Single head, seq=16384, d=128: ~138.8 GFLOP; with 16 Q blocks (BQ=1024) K and V
+        # are each read 16 times, 136 MiB in all (4 + 64 + 64 + 4).
+        self.assertAlmostEqual(self.k.compute_flops(1, 16384, 128) / 1e9, 138.8, delta=0.05)
+        meta = self.k.get_tiling_meta(1, 16384, 128, bq=1024, bkv=512)
+        self.assertEqual(meta["num_q_blocks"], 16)
+        self.assertEqual(self.k.estimate_actual_memory_traffic(meta, 2), 136 * 2**20)
+        self.assertEqual(self.k.minimum_memory_traffic(meta, 2), 16 * 2**20)
+        self.assertEqual(meta["grid_steps"], 16 * 32)
+
+
+class ExperimentsTest(unittest.TestCase):
+    """Replay experiments/ in name order on a copy of the example."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="fa-experiments-")
+        cls.root = os.path.join(cls.tmp, "repo")
+        shutil.copytree(EXAMPLE, cls.root, ignore=shutil.ignore_patterns(".ratchet", "__pycache__", "profile_data"))
+        cls.names = sorted(os.listdir(os.path.join(cls.root, "experiments")))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def apply(self, name):
+        return subprocess.run(
+            [sys.executable, APPLY, os.path.join("experiments", name), "--root", "."],
+            cwd=self.root, capture_output=True, text=True,
+        )
+
+    def test_sequence(self):
+        self.assertEqual([n for n in self.names if n.endswith(".toml")], sorted(EXPECTED_KEPT))
+        path = os.path.join(self.root, "kernel.py")
+        # Several KV blocks even at BKV=128, or the missing rescale would go unnoticed.
+        q, k, v = inputs(seq=512)
+        for i, name in enumerate(sorted(EXPECTED_KEPT)):
+            with self.subTest(experiment=name):
+                with open(path) as f:
+                    before = f.read()
+                proc = self.apply(name)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                with open(path) as f:
+                    after = f.read()
+                self.assertNotEqual(before, after)
+                kern = load_kernel(path, f"fa_kernel_exp{i}")
+                err = max_err(kern, q, k, v)
+                if name.startswith("05-"):
+                    self.assertGreater(err, 0.1, "the broken kernel must fail the check")
+                else:
+                    self.assertLess(err, 2e-2)
+                if not EXPECTED_KEPT[name]:
+                    with open(path, "w") as f:
+                        f.write(before)
+        final = load_kernel(path, "fa_kernel_final")
+        self.assertEqual((final.BQ, final.BKV), (128, 128))
+        self.assertEqual(final._stats_shape(128, 64), (128, 1))
+
+    def test_message_and_refusal(self):
+        proc = subprocess.run(
+            [sys.executable, APPLY, os.path.join(EXAMPLE, "experiments", "01-bigger-q-blocks.toml"), "--message"],
+            capture_output=True, text=True,
+        )
+        self.assertEqual(proc.stdout.strip(), "experiment: BQ 32 -> 128 (4x fewer K/V re-reads)")
+        # On a tree where the find string is gone the file must be left untouched.
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "kernel.py"), "w") as f:
+                f.write("BQ = 64\n")
+            proc = subprocess.run(
+                [sys.executable, APPLY, os.path.join(EXAMPLE, "experiments", "01-bigger-q-blocks.toml"), "--root", d],
+                capture_output=True, text=True,
+            )
+            self.assertEqual(proc.returncode, 3)
+            self.assertIn("not found in kernel.py", proc.stderr)
+            with open(os.path.join(d, "kernel.py")) as f:
+                self.assertEqual(f.read(), "BQ = 64\n")
+
+    def test_malformed_file_rejected(self):
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "bad.toml")
+            with open(bad, "w") as f:
+                f.write('message = "x"\n[[edit]]\nfile = "../etc/passwd"\nfind = "a"\nreplace = "b"\n')
+            proc = subprocess.run([sys.executable, APPLY, bad, "--root", d], capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 2)
+            self.assertIn("must be a path inside the repo", proc.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

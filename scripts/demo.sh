@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The one-command demo: ratchet on the FlashAttention example, in a scratch git repo.
+#
+# Builds ratchet, finds a Python that can import jax (or makes ./.venv with jax[cpu] once
+# and reuses it), copies examples/flash_attention into a fresh git repo, checks that the
+# baseline benchmark runs, then applies each experiments/*.toml hypothesis in name order
+# and lets ratchet keep or revert it, and prints the results table. It runs on CPU; the
+# whole demo takes a few minutes.
+#
+# Environment:
+#   RATCHET_DEMO_DIR     where the scratch repo goes (default: target/demo/flash_attention;
+#                        it is deleted and made afresh on every run)
+#   RATCHET_DEMO_PYTHON  a Python with jax to use instead of searching
+#   RATCHET_BIN          a ratchet binary to use instead of building one
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+EXAMPLE="$ROOT/examples/flash_attention"
+APPLY="$ROOT/scripts/apply-experiment.py"
+DEMO="${RATCHET_DEMO_DIR:-$ROOT/target/demo/flash_attention}"
+START=$SECONDS
+
+say() { printf '\n==> %s\n' "$*"; }
+die() { printf 'demo.sh: error: %s\n' "$*" >&2; exit 1; }
+
+# --- 1. ratchet -------------------------------------------------------------------------
+if [[ -n "${RATCHET_BIN:-}" ]]; then
+    RATCHET="$RATCHET_BIN"
+    say "using ratchet at $RATCHET"
+else
+    say "building ratchet (cargo build --release)"
+    command -v cargo >/dev/null || die "cargo not found: install Rust from https://rustup.rs"
+    cargo build --release --manifest-path "$ROOT/Cargo.toml"
+    RATCHET="$ROOT/target/release/ratchet"
+fi
+[[ -x "$RATCHET" ]] || die "no ratchet binary at $RATCHET"
+
+# --- 2. a Python with jax ---------------------------------------------------------------
+# apply-experiment.py reads TOML: tomllib (3.11+) or the tomli package must be there too.
+usable() {
+    "$1" -c 'import jax
+try:
+    import tomllib
+except ImportError:
+    import tomli' >/dev/null 2>&1
+}
+
+PY=""
+if [[ -n "${RATCHET_DEMO_PYTHON:-}" ]]; then
+    usable "$RATCHET_DEMO_PYTHON" || die "RATCHET_DEMO_PYTHON=$RATCHET_DEMO_PYTHON cannot import jax"
+    PY="$RATCHET_DEMO_PYTHON"
+elif command -v python3 >/dev/null && usable python3; then
+    PY="$(command -v python3)"
+elif [[ -x "$ROOT/.venv/bin/python3" ]] && usable "$ROOT/.venv/bin/python3"; then
+    PY="$ROOT/.venv/bin/python3"
+else
+    command -v python3 >/dev/null || die "python3 not found: install Python 3.10 or newer"
+    say "no Python with jax found: creating $ROOT/.venv with jax[cpu] (once; later runs reuse it)"
+    python3 -m venv "$ROOT/.venv" \
+        || die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
+    "$ROOT/.venv/bin/python3" -m pip install --quiet --upgrade pip
+    "$ROOT/.venv/bin/python3" -m pip install "jax[cpu]"
+    if ! "$ROOT/.venv/bin/python3" -c 'import tomllib' >/dev/null 2>&1; then
+        "$ROOT/.venv/bin/python3" -m pip install --quiet tomli
+    fi
+    usable "$ROOT/.venv/bin/python3" || die "jax still does not import in $ROOT/.venv"
+    PY="$ROOT/.venv/bin/python3"
+fi
+if [[ "$PY" == "$ROOT/.venv/bin/python3" ]]; then
+    # The benchmark command is `python3 prepare.py`: make that name the venv's python.
+    export PATH="$ROOT/.venv/bin:$PATH"
+fi
+say "python: $PY (jax $("$PY" -c 'import jax; print(jax.__version__)'), backend $("$PY" -c 'import jax; print(jax.default_backend())'))"
+
+# --- 3. the scratch repo ----------------------------------------------------------------
+say "making a fresh git repo from examples/flash_attention in $DEMO"
+rm -rf "$DEMO"
+mkdir -p "$DEMO"
+cp -R "$EXAMPLE/." "$DEMO/"
+rm -rf "$DEMO/.ratchet" "$DEMO/profile_data" "$DEMO/__pycache__"
+(
+    cd "$DEMO"
+    git init -q
+    git symbolic-ref HEAD refs/heads/main
+    # A scratch repo must commit even where no git identity is configured.
+    git config user.name "ratchet demo"
+    git config user.email "demo@ratchet.invalid"
+    git add -A
+    git commit -q -m "FlashAttention example: baseline (BQ=32, BKV=32)"
+)
+
+# --- 4. baseline check ------------------------------------------------------------------
+say "baseline check: one benchmark run of the incumbent (python3 prepare.py)"
+BASE_OUT="$(dirname "$DEMO")/baseline-run"
+rm -rf "$BASE_OUT"
+mkdir -p "$BASE_OUT"
+(
+    cd "$DEMO"
+    PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" RATCHET_OUT="$BASE_OUT" \
+        RATCHET_STATE_DIR="$DEMO/.ratchet" RATCHET_WARMUP=2 RATCHET_ITERS=10 RATCHET_PROFILE_ITERS=2 \
+        "$PY" prepare.py
+) || die "the baseline benchmark failed: fix the environment before running experiments"
+[[ -s "$BASE_OUT/ratchet-result.json" ]] || die "the baseline wrote no $BASE_OUT/ratchet-result.json"
+
+# --- 5. the experiments -----------------------------------------------------------------
+shopt -s nullglob
+EXPERIMENTS=("$DEMO"/experiments/*.toml)
+[[ ${#EXPERIMENTS[@]} -gt 0 ]] || die "no experiments in $DEMO/experiments"
+i=0
+for exp in "${EXPERIMENTS[@]}"; do
+    i=$((i + 1))
+    name="$(basename "$exp")"
+    msg="$("$PY" "$APPLY" "$exp" --message)"
+    say "experiment $i/${#EXPERIMENTS[@]}: $name: $msg ($((SECONDS - START)) s so far)"
+    rc=0
+    "$PY" "$APPLY" "$exp" --root "$DEMO" || rc=$?
+    if [[ $rc -eq 3 ]]; then
+        # Its find string is gone: an earlier hypothesis went another way than expected.
+        echo "skipped: $name does not apply to the incumbent"
+        continue
+    elif [[ $rc -ne 0 ]]; then
+        die "could not apply $name"
+    fi
+    (cd "$DEMO" && "$RATCHET" "$msg") || die "ratchet failed on $name (exit $?)"
+done
+
+# --- 6. results -------------------------------------------------------------------------
+say "results"
+(cd "$DEMO" && "$RATCHET" results)
+say "done in $((SECONDS - START)) s; the scratch repo is $DEMO (git log, ratchet results there)"
