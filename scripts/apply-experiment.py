@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Apply one hypothesis file (experiments/*.toml) to a working tree, for scripts/demo.sh.
 
-The format is documented in examples/flash_attention/experiments/README.md: `message`,
+The format is documented in experiments/README.md: `message`,
 optional `tags`, and one or more `[[edit]]` tables of literal `find` / `replace` edits.
 Every `find` must occur exactly once in its file (after the experiment's earlier edits);
 otherwise nothing at all is written, so a hypothesis never half-applies.

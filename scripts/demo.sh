@@ -2,8 +2,9 @@
 # The one-command demo: ratchet on the FlashAttention example, in a scratch git repo.
 #
 # Builds ratchet, finds a Python that can import jax (or makes ./.venv with jax[cpu] once
-# and reuses it), copies examples/flash_attention into a fresh git repo, checks that the
-# baseline benchmark runs, then applies each experiments/*.toml hypothesis in name order
+# and reuses it), copies the example (ratchet.toml, experiments/, examples/flash_attention/,
+# laid out as in this repo) into a fresh git repo, checks that the baseline benchmark runs,
+# then applies each experiments/*.toml hypothesis in name order
 # and lets ratchet keep or revert it, and prints the results table. It runs on CPU; the
 # whole demo takes a few minutes.
 #
@@ -73,11 +74,14 @@ fi
 say "python: $PY (jax $("$PY" -c 'import jax; print(jax.__version__)'), backend $("$PY" -c 'import jax; print(jax.default_backend())'))"
 
 # --- 3. the scratch repo ----------------------------------------------------------------
-say "making a fresh git repo from examples/flash_attention in $DEMO"
+say "making a fresh git repo from the example in $DEMO"
 rm -rf "$DEMO"
-mkdir -p "$DEMO"
-cp -R "$EXAMPLE/." "$DEMO/"
-rm -rf "$DEMO/.ratchet" "$DEMO/profile_data" "$DEMO/__pycache__"
+mkdir -p "$DEMO/examples"
+cp "$ROOT/ratchet.toml" "$DEMO/"
+cp -R "$ROOT/experiments" "$DEMO/"
+cp -R "$EXAMPLE" "$DEMO/examples/"
+rm -rf "$DEMO/examples/flash_attention/.ratchet" "$DEMO/examples/flash_attention/profile_data" "$DEMO/examples/flash_attention/__pycache__"
+printf '__pycache__/\n/profile_data/\n' > "$DEMO/.gitignore"
 (
     cd "$DEMO"
     git init -q
@@ -90,7 +94,7 @@ rm -rf "$DEMO/.ratchet" "$DEMO/profile_data" "$DEMO/__pycache__"
 )
 
 # --- 4. baseline check ------------------------------------------------------------------
-say "baseline check: one benchmark run of the incumbent (python3 prepare.py)"
+say "baseline check: one benchmark run of the incumbent (python3 examples/flash_attention/prepare.py)"
 BASE_OUT="$(dirname "$DEMO")/baseline-run"
 rm -rf "$BASE_OUT"
 mkdir -p "$BASE_OUT"
@@ -98,7 +102,7 @@ mkdir -p "$BASE_OUT"
     cd "$DEMO"
     PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}" RATCHET_OUT="$BASE_OUT" \
         RATCHET_STATE_DIR="$DEMO/.ratchet" RATCHET_WARMUP=2 RATCHET_ITERS=10 RATCHET_PROFILE_ITERS=2 \
-        "$PY" prepare.py
+        "$PY" examples/flash_attention/prepare.py
 ) || die "the baseline benchmark failed: fix the environment before running experiments"
 [[ -s "$BASE_OUT/ratchet-result.json" ]] || die "the baseline wrote no $BASE_OUT/ratchet-result.json"
 

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 PY="${RATCHET_TEST_PYTHON:-python3}"
 if [ -d python/tests ]; then
   echo "== python: ratchet_bench tests"
-  "$PY" -m unittest discover -s python/tests -t python -v 2>&1 | tail -n 25
+  "$PY" -m unittest discover -s python/tests
 fi
 echo "== cargo test"
 cargo test --all-targets

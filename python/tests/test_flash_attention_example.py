@@ -1,6 +1,6 @@
 """Tests of the FlashAttention example: the kernel's numbers, and that its hypotheses apply.
 
-The end-to-end demo and tests apply examples/flash_attention/experiments/*.toml in name
+The end-to-end demo and tests apply the repo's experiments/*.toml in name
 order on top of the kept ones; these tests replay that sequence with the decisions the
 example is built to produce (bigger blocks kept, smaller blocks reverted, the broken
 kernel invalid) and check each edit lands exactly once and does what it says.
@@ -17,7 +17,9 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 EXAMPLE = os.path.join(REPO, "examples", "flash_attention")
+EXPERIMENTS = os.path.join(REPO, "experiments")
 APPLY = os.path.join(REPO, "scripts", "apply-experiment.py")
+KERNEL_REL = os.path.join("examples", "flash_attention", "kernel.py")
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -101,7 +103,10 @@ class ExperimentsTest(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="fa-experiments-")
         cls.root = os.path.join(cls.tmp, "repo")
-        shutil.copytree(EXAMPLE, cls.root, ignore=shutil.ignore_patterns(".ratchet", "__pycache__", "profile_data"))
+        # The layout of this repo: the example under examples/, its hypotheses at the top.
+        shutil.copytree(EXAMPLE, os.path.join(cls.root, "examples", "flash_attention"),
+                        ignore=shutil.ignore_patterns(".ratchet", "__pycache__", "profile_data"))
+        shutil.copytree(EXPERIMENTS, os.path.join(cls.root, "experiments"))
         cls.names = sorted(os.listdir(os.path.join(cls.root, "experiments")))
 
     @classmethod
@@ -116,7 +121,7 @@ class ExperimentsTest(unittest.TestCase):
 
     def test_sequence(self):
         self.assertEqual([n for n in self.names if n.endswith(".toml")], sorted(EXPECTED_KEPT))
-        path = os.path.join(self.root, "kernel.py")
+        path = os.path.join(self.root, KERNEL_REL)
         # Several KV blocks even at BKV=128, or the missing rescale would go unnoticed.
         q, k, v = inputs(seq=512)
         for i, name in enumerate(sorted(EXPECTED_KEPT)):
@@ -143,21 +148,22 @@ class ExperimentsTest(unittest.TestCase):
 
     def test_message_and_refusal(self):
         proc = subprocess.run(
-            [sys.executable, APPLY, os.path.join(EXAMPLE, "experiments", "01-bigger-q-blocks.toml"), "--message"],
+            [sys.executable, APPLY, os.path.join(EXPERIMENTS, "01-bigger-q-blocks.toml"), "--message"],
             capture_output=True, text=True,
         )
         self.assertEqual(proc.stdout.strip(), "experiment: BQ 32 -> 128 (4x fewer K/V re-reads)")
         # On a tree where the find string is gone the file must be left untouched.
         with tempfile.TemporaryDirectory() as d:
-            with open(os.path.join(d, "kernel.py"), "w") as f:
+            os.makedirs(os.path.join(d, os.path.dirname(KERNEL_REL)))
+            with open(os.path.join(d, KERNEL_REL), "w") as f:
                 f.write("BQ = 64\n")
             proc = subprocess.run(
-                [sys.executable, APPLY, os.path.join(EXAMPLE, "experiments", "01-bigger-q-blocks.toml"), "--root", d],
+                [sys.executable, APPLY, os.path.join(EXPERIMENTS, "01-bigger-q-blocks.toml"), "--root", d],
                 capture_output=True, text=True,
             )
             self.assertEqual(proc.returncode, 3)
-            self.assertIn("not found in kernel.py", proc.stderr)
-            with open(os.path.join(d, "kernel.py")) as f:
+            self.assertIn("not found in " + KERNEL_REL, proc.stderr)
+            with open(os.path.join(d, KERNEL_REL)) as f:
                 self.assertEqual(f.read(), "BQ = 64\n")
 
     def test_malformed_file_rejected(self):
