@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Independent reference decoder for the .xplane.pb fixtures used by tests/trace_fixtures.rs.
+
+It uses the Python protobuf runtime (upb/C++), with the XSpace schema declared here by hand
+from the field numbers in ../shared/xplane-format.md, so it shares no code with the Rust
+reader. Run it from the repository root:
+
+    python3 tests/helpers/xplane_reference.py            # all shared fixtures
+    python3 tests/helpers/xplane_reference.py FILE.xplane.pb ...
+
+and copy the figures it prints into the constants of tests/trace_fixtures.rs.
+"""
+import os
+import re
+import statistics
+import sys
+from collections import defaultdict
+
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+F = descriptor_pb2.FieldDescriptorProto
+
+
+def _schema():
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="ref_xplane.proto", package="ref", syntax="proto3")
+
+    def msg(name, fields, nested=(), oneof=None):
+        """oneof: (oneof name, field names in it), as in the real schema."""
+        m = fdp.message_type.add(name=name)
+        for n in nested:
+            m.nested_type.add().CopyFrom(n)
+        if oneof:
+            m.oneof_decl.add(name=oneof[0])
+        for fname, num, ftype, label, tname in fields:
+            f = m.field.add(name=fname, number=num, type=ftype, label=label)
+            if tname:
+                f.type_name = tname
+            if oneof and fname in oneof[1]:
+                f.oneof_index = 0
+        return m
+
+    opt, rep = F.LABEL_OPTIONAL, F.LABEL_REPEATED
+
+    def map_entry(name, vtype):
+        e = descriptor_pb2.DescriptorProto(name=name)
+        e.options.map_entry = True
+        e.field.add(name="key", number=1, type=F.TYPE_INT64, label=opt)
+        e.field.add(name="value", number=2, type=F.TYPE_MESSAGE, label=opt, type_name=vtype)
+        return e
+
+    msg("XStat", [
+        ("metadata_id", 1, F.TYPE_INT64, opt, None),
+        ("double_value", 2, F.TYPE_DOUBLE, opt, None),
+        ("uint64_value", 3, F.TYPE_UINT64, opt, None),
+        ("int64_value", 4, F.TYPE_INT64, opt, None),
+        ("str_value", 5, F.TYPE_STRING, opt, None),
+        ("bytes_value", 6, F.TYPE_BYTES, opt, None),
+        ("ref_value", 7, F.TYPE_UINT64, opt, None),
+    ], oneof=("value", ("double_value", "uint64_value", "int64_value", "str_value",
+                        "bytes_value", "ref_value")))
+    msg("XEvent", [
+        ("metadata_id", 1, F.TYPE_INT64, opt, None),
+        ("offset_ps", 2, F.TYPE_INT64, opt, None),
+        ("num_occurrences", 5, F.TYPE_INT64, opt, None),
+        ("duration_ps", 3, F.TYPE_INT64, opt, None),
+        ("stats", 4, F.TYPE_MESSAGE, rep, ".ref.XStat"),
+    ], oneof=("data", ("offset_ps", "num_occurrences")))
+    msg("XLine", [
+        ("id", 1, F.TYPE_INT64, opt, None),
+        ("display_id", 10, F.TYPE_INT64, opt, None),
+        ("name", 2, F.TYPE_STRING, opt, None),
+        ("display_name", 11, F.TYPE_STRING, opt, None),
+        ("timestamp_ns", 3, F.TYPE_INT64, opt, None),
+        ("duration_ps", 9, F.TYPE_INT64, opt, None),
+        ("events", 4, F.TYPE_MESSAGE, rep, ".ref.XEvent"),
+    ])
+    msg("XEventMetadata", [
+        ("id", 1, F.TYPE_INT64, opt, None),
+        ("name", 2, F.TYPE_STRING, opt, None),
+        ("display_name", 4, F.TYPE_STRING, opt, None),
+        ("metadata", 3, F.TYPE_BYTES, opt, None),
+        ("stats", 5, F.TYPE_MESSAGE, rep, ".ref.XStat"),
+        ("child_id", 6, F.TYPE_INT64, rep, None),
+    ])
+    msg("XStatMetadata", [
+        ("id", 1, F.TYPE_INT64, opt, None),
+        ("name", 2, F.TYPE_STRING, opt, None),
+        ("description", 3, F.TYPE_STRING, opt, None),
+    ])
+    msg("XPlane", [
+        ("id", 1, F.TYPE_INT64, opt, None),
+        ("name", 2, F.TYPE_STRING, opt, None),
+        ("lines", 3, F.TYPE_MESSAGE, rep, ".ref.XLine"),
+        ("event_metadata", 4, F.TYPE_MESSAGE, rep, ".ref.XPlane.EventMetadataEntry"),
+        ("stat_metadata", 5, F.TYPE_MESSAGE, rep, ".ref.XPlane.StatMetadataEntry"),
+        ("stats", 6, F.TYPE_MESSAGE, rep, ".ref.XStat"),
+    ], nested=[map_entry("EventMetadataEntry", ".ref.XEventMetadata"),
+               map_entry("StatMetadataEntry", ".ref.XStatMetadata")])
+    msg("XSpace", [
+        ("planes", 1, F.TYPE_MESSAGE, rep, ".ref.XPlane"),
+        ("errors", 2, F.TYPE_STRING, rep, None),
+        ("warnings", 3, F.TYPE_STRING, rep, None),
+        ("hostnames", 4, F.TYPE_STRING, rep, None),
+    ])
+    # xla.HloProto, only the path to the opcodes.
+    msg("HloInstruction", [("name", 1, F.TYPE_STRING, opt, None),
+                           ("opcode", 2, F.TYPE_STRING, opt, None)])
+    msg("HloComputation", [("name", 1, F.TYPE_STRING, opt, None),
+                           ("instructions", 2, F.TYPE_MESSAGE, rep, ".ref.HloInstruction")])
+    msg("HloModule", [("name", 1, F.TYPE_STRING, opt, None),
+                      ("computations", 3, F.TYPE_MESSAGE, rep, ".ref.HloComputation")])
+    msg("HloProto", [("hlo_module", 1, F.TYPE_MESSAGE, opt, ".ref.HloModule")])
+
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    get = lambda n: message_factory.GetMessageClass(pool.FindMessageTypeByName("ref." + n))
+    return get("XSpace"), get("HloProto")
+
+
+XSpace, HloProto = _schema()
+
+
+def stat_value(plane, st):
+    kind = st.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "ref_value":
+        return plane.stat_metadata[st.ref_value].name
+    return getattr(st, kind)
+
+
+def stats_of(plane, stats):
+    """name -> value; a stat given twice keeps its first value."""
+    out = {}
+    for st in stats:
+        name = plane.stat_metadata[st.metadata_id].name
+        out.setdefault(name, stat_value(plane, st))
+    return out
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def report(path):
+    space = XSpace()
+    with open(path, "rb") as f:
+        space.ParseFromString(f.read())
+    n_events = sum(len(l.events) for p in space.planes for l in p.lines)
+    print(f"== {path}")
+    print(f"planes={len(space.planes)} lines={sum(len(p.lines) for p in space.planes)} events={n_events}")
+    for p in space.planes:
+        ne = sum(len(l.events) for l in p.lines)
+        print(f"  plane {p.name!r} id={p.id} lines={len(p.lines)} events={ne} "
+              f"event_metadata={len(p.event_metadata)}")
+    device = [p for p in space.planes if p.name.startswith("/device:TPU:")
+              or p.name.startswith("/device:GPU:")]
+    # Per-execution module time.
+    groups = defaultdict(list)  # (plane, line, module, key) -> [(start, end)]
+    for p in space.planes:
+        is_tpu = p.name.startswith("/device:TPU:")
+        is_gpu = p.name.startswith("/device:GPU:")
+        is_cpu_host = p.name == "/host:CPU"
+        for l in p.lines:
+            if is_tpu and l.name != "XLA Modules":
+                continue
+            if is_gpu and not re.match(r"Stream #\d+\(Kernel\)|Stream #\d+\b", l.name):
+                continue
+            if is_cpu_host and not l.name.startswith("tf_XLAPjRtCpuClient"):
+                continue
+            if not (is_tpu or is_gpu or is_cpu_host):
+                continue
+            for e in l.events:
+                md = p.event_metadata[e.metadata_id]
+                s = stats_of(p, e.stats)
+                start = l.timestamp_ns * 1000 + e.offset_ps
+                end = start + e.duration_ps
+                if is_tpu:
+                    groups[(p.name, l.name, md.name, s.get("run_id"), len(groups))].append((start, end))
+                elif is_gpu:
+                    if "hlo_module" not in s:
+                        continue
+                    groups[(p.name, "gpu", s["hlo_module"], s.get("run_id", s.get("correlation_id")))].append((start, end))
+                else:
+                    if "hlo_op" not in s:
+                        continue
+                    groups[("/host:CPU", "cpu", s.get("hlo_module"), s.get("run_id"))].append((start, end))
+    per_module = defaultdict(list)
+    for (pn, ln, mod, key, *_), iv in groups.items():
+        span = (max(e for _, e in iv) - min(s for s, _ in iv)) / 1e6
+        per_module[(pn, ln, mod)].append((key, span, len(iv)))
+    for k in sorted(per_module):
+        rows = per_module[k]
+        spans = [r[1] for r in rows]
+        print(f"  module {k}: executions={len(rows)} median_us={median(spans):.6f} "
+              f"mean_us={statistics.fmean(spans):.6f} min_us={min(spans):.6f} max_us={max(spans):.6f}")
+    # HLO opcodes from /host:metadata.
+    for p in space.planes:
+        if p.name != "/host:metadata":
+            continue
+        for k, md in sorted(p.event_metadata.items()):
+            for st in md.stats:
+                if p.stat_metadata[st.metadata_id].name == "Hlo Proto":
+                    h = HloProto()
+                    h.ParseFromString(st.bytes_value)
+                    counts = defaultdict(int)
+                    total = 0
+                    for c in h.hlo_module.computations:
+                        for i in c.instructions:
+                            counts[i.opcode] += 1
+                            total += 1
+                    keep = {o: counts.get(o, 0) for o in
+                            ("dot", "exponential", "reduce", "copy", "fusion", "custom-call", "while")}
+                    print(f"  hlo_proto {md.name!r}: total={total} {keep}")
+
+
+if __name__ == "__main__":
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "fixtures")
+    paths = sys.argv[1:] or [
+        os.path.join(root, "jax-cpu-0.10.2", "flash_attention_5iters.xplane.pb"),
+        os.path.join(root, "tpu-v6e-xprof", "tpu_inference_2.xplane.pb"),
+        os.path.join(root, "amd-mi300x-jax0.8", "attention.xplane.pb"),
+    ]
+    for p in paths:
+        report(os.path.normpath(p))
