@@ -154,47 +154,109 @@ def report(path):
         ne = sum(len(l.events) for l in p.lines)
         print(f"  plane {p.name!r} id={p.id} lines={len(p.lines)} events={ne} "
               f"event_metadata={len(p.event_metadata)}")
-    device = [p for p in space.planes if p.name.startswith("/device:TPU:")
-              or p.name.startswith("/device:GPU:")]
-    # Per-execution module time.
-    groups = defaultdict(list)  # (plane, line, module, key) -> [(start, end)]
-    for p in space.planes:
-        is_tpu = p.name.startswith("/device:TPU:")
-        is_gpu = p.name.startswith("/device:GPU:")
-        is_cpu_host = p.name == "/host:CPU"
-        for l in p.lines:
-            if is_tpu and l.name != "XLA Modules":
-                continue
-            if is_gpu and not re.match(r"Stream #\d+\(Kernel\)|Stream #\d+\b", l.name):
-                continue
-            if is_cpu_host and not l.name.startswith("tf_XLAPjRtCpuClient"):
-                continue
-            if not (is_tpu or is_gpu or is_cpu_host):
-                continue
-            for e in l.events:
-                md = p.event_metadata[e.metadata_id]
-                s = stats_of(p, e.stats)
-                start = l.timestamp_ns * 1000 + e.offset_ps
-                end = start + e.duration_ps
-                if is_tpu:
-                    groups[(p.name, l.name, md.name, s.get("run_id"), len(groups))].append((start, end))
-                elif is_gpu:
+    # Per-execution module time: TPU `XLA Modules` events of the first TPU plane that has
+    # them; else GPU kernels (with hlo_module) of the busiest GPU plane, grouped by the host
+    # window (`<module>:XLA GPU module` / `GpuExecutable::ExecuteThunks`) containing their
+    # launch (matched by correlation_id); else CPU op events (with hlo_op) of the
+    # tf_XLA* executor lines grouped by (hlo_module, program_id, run_id).
+    def start_end(l, e):
+        s = l.timestamp_ns * 1000 + e.offset_ps
+        return s, s + e.duration_ps
+
+    def devno(p, prefix):
+        return int(p.name[len(prefix):]) if p.name.startswith(prefix) and p.name[len(prefix):].isdigit() else None
+
+    groups = defaultdict(list)  # (module display name, exec key) -> [(start, end)]
+    source = None
+    tpus = sorted((p for p in space.planes if devno(p, "/device:TPU:") is not None),
+                  key=lambda p: devno(p, "/device:TPU:"))
+    for p in tpus:
+        lines = [l for l in p.lines if l.name == "XLA Modules" and len(l.events)]
+        if lines:
+            for n, e in enumerate(lines[0].events):
+                groups[(p.event_metadata[e.metadata_id].name, n)].append(start_end(lines[0], e))
+            source = f"{p.name} / XLA Modules"
+            break
+    if source is None:
+        gpus = [p for p in space.planes if devno(p, "/device:GPU:") is not None]
+        best, best_n = None, 0
+        for p in gpus:
+            n = sum(1 for l in p.lines if l.name.startswith("Stream #") for e in l.events
+                    if "hlo_module" in stats_of(p, e.stats))
+            if n > best_n:
+                best, best_n = p, n
+        if best is not None:
+            launch, windows = {}, []
+            for h in space.planes:
+                if not h.name.startswith("/host:"):
+                    continue
+                for l in h.lines:
+                    for e in l.events:
+                        name = h.event_metadata[e.metadata_id].name
+                        se = start_end(l, e)
+                        if name.endswith(":XLA GPU module") or name == "GpuExecutable::ExecuteThunks":
+                            windows.append(se)
+                        c = stats_of(h, e.stats).get("correlation_id")
+                        if c is not None:
+                            launch.setdefault(c, se[0])
+            windows.sort(key=lambda w: (w[0], -w[1]))
+            orphan = 0
+            for l in best.lines:
+                if not l.name.startswith("Stream #"):
+                    continue
+                for e in l.events:
+                    s = stats_of(best, e.stats)
                     if "hlo_module" not in s:
                         continue
-                    groups[(p.name, "gpu", s["hlo_module"], s.get("run_id", s.get("correlation_id")))].append((start, end))
-                else:
-                    if "hlo_op" not in s:
+                    t = launch.get(s.get("correlation_id"))
+                    inner = None
+                    if t is not None:
+                        for i, w in enumerate(windows):  # innermost = latest start
+                            if w[0] <= t <= w[1]:
+                                inner = i
+                    if inner is None:
+                        orphan -= 1
+                        inner = orphan
+                    name = f"{s['hlo_module']}({s['program_id']})" if "program_id" in s else s["hlo_module"]
+                    groups[(name, inner)].append(start_end(l, e))
+            source = f"{best.name} / Stream"
+    if source is None:
+        for p in space.planes:
+            if not p.name.startswith("/host:"):
+                continue
+            for l in p.lines:
+                if not l.name.startswith("tf_XLA"):
+                    continue
+                for e in l.events:
+                    s = stats_of(p, e.stats)
+                    if "hlo_op" not in s or "hlo_module" not in s:
                         continue
-                    groups[("/host:CPU", "cpu", s.get("hlo_module"), s.get("run_id"))].append((start, end))
+                    name = f"{s['hlo_module']}({s['program_id']})" if "program_id" in s else s["hlo_module"]
+                    groups[(name, s.get("run_id"))].append(start_end(l, e))
+                    source = f"{p.name} / tf_XLA*"
+    print(f"  source: {source}")
     per_module = defaultdict(list)
-    for (pn, ln, mod, key, *_), iv in groups.items():
+    for (mod, key), iv in groups.items():
         span = (max(e for _, e in iv) - min(s for s, _ in iv)) / 1e6
-        per_module[(pn, ln, mod)].append((key, span, len(iv)))
-    for k in sorted(per_module):
-        rows = per_module[k]
+        per_module[mod].append((min(s for s, _ in iv), span, len(iv)))
+    for k in sorted(per_module, key=lambda k: (-len(per_module[k]), k)):
+        rows = sorted(per_module[k])
         spans = [r[1] for r in rows]
+        ops = statistics.fmean(r[2] for r in rows)
         print(f"  module {k}: executions={len(rows)} median_us={median(spans):.6f} "
-              f"mean_us={statistics.fmean(spans):.6f} min_us={min(spans):.6f} max_us={max(spans):.6f}")
+              f"mean_us={statistics.fmean(spans):.6f} min_us={min(spans):.6f} "
+              f"max_us={max(spans):.6f} ops_per_execution={ops:.3f}")
+        print(f"    per_execution_us={[round(x, 6) for x in spans][:12]}")
+    # Host-side kernel_step annotations.
+    steps = []
+    for p in space.planes:
+        if p.name.startswith("/host:"):
+            for l in p.lines:
+                for e in l.events:
+                    if re.fullmatch(r"kernel_step(_\d+)?", p.event_metadata[e.metadata_id].name):
+                        steps.append((start_end(l, e)[0], e.duration_ps / 1e6))
+    if steps:
+        print(f"  kernel_step_us={[round(d, 3) for _, d in sorted(steps)]}")
     # HLO opcodes from /host:metadata.
     for p in space.planes:
         if p.name != "/host:metadata":
