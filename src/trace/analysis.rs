@@ -9,7 +9,7 @@
 //! of the event list.
 
 use std::cmp::Reverse;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use regex::Regex;
 
@@ -355,28 +355,36 @@ fn collect_gpu(space: &XSpace<'_>) -> Option<Collected> {
     let plane = &space.planes[idx];
     let ids = Ids::of(plane);
 
-    // Host side: launch time per correlation id, and the module execution windows.
+    // Host side: launch time per correlation id, and the module execution windows. Both
+    // window kinds nest around the same execution; using one kind only keeps every kernel of
+    // an execution in the same window.
     let mut launches: HashMap<i64, i64> = HashMap::new();
-    let mut windows: Vec<Window> = Vec::new();
+    let mut module_windows: Vec<Window> = Vec::new();
+    let mut thunk_windows: Vec<Window> = Vec::new();
     for host in space.planes.iter().filter(|p| p.name.starts_with("/host:")) {
         let hids = Ids::of(host);
-        let window_ids: Vec<i64> = host
+        let window_kind: HashMap<i64, bool> = host
             .event_metadata
             .values()
             .filter(|m| is_gpu_window(m.name))
-            .map(|m| m.id)
+            .map(|m| (m.id, m.name.ends_with(":XLA GPU module")))
             .collect();
-        if hids.correlation_id.is_none() && window_ids.is_empty() {
+        if hids.correlation_id.is_none() && window_kind.is_empty() {
             continue;
         }
         for line in &host.lines {
             for ev in line.events() {
                 let start = line.start_ps(&ev);
-                if window_ids.contains(&ev.metadata_id) {
-                    windows.push(Window {
+                if let Some(&is_module) = window_kind.get(&ev.metadata_id) {
+                    let w = Window {
                         start,
                         end: start + ev.duration_ps,
-                    });
+                    };
+                    if is_module {
+                        module_windows.push(w);
+                    } else {
+                        thunk_windows.push(w);
+                    }
                 }
                 if let Some(c) = op_stats(host, &hids, &ev).correlation_id {
                     launches.entry(c).or_insert(start);
@@ -384,6 +392,11 @@ fn collect_gpu(space: &XSpace<'_>) -> Option<Collected> {
             }
         }
     }
+    let mut windows = if module_windows.is_empty() {
+        thunk_windows
+    } else {
+        module_windows
+    };
     windows.sort_by_key(|w| (w.start, Reverse(w.end)));
 
     let mut groups = ExecGroups::default();
@@ -993,7 +1006,8 @@ pub(crate) fn host_steps(space: &XSpace<'_>) -> Vec<f64> {
     let step = Regex::new(r"^kernel_step(_\d+)?$").expect("static regex");
     let mut out: Vec<(i64, f64)> = Vec::new();
     for plane in space.planes.iter().filter(|p| p.name.starts_with("/host:")) {
-        let ids: Vec<i64> = plane
+        // One metadata per step name (`kernel_step_0`, `kernel_step_1`, ...): thousands of ids.
+        let ids: HashSet<i64> = plane
             .event_metadata
             .values()
             .filter(|m| step.is_match(m.name))

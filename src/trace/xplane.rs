@@ -73,7 +73,21 @@ impl<'a> Reader<'a> {
         self.rest.is_empty()
     }
 
+    /// A varint. Most varints in a capture (keys, small ids, lengths) are one byte, so that
+    /// case is inlined; the rest goes through prost's decoder.
+    #[inline(always)]
     fn varint(&mut self) -> Result<u64> {
+        if let Some((&b, tail)) = self.rest.split_first() {
+            if b < 0x80 {
+                self.rest = tail;
+                return Ok(u64::from(b));
+            }
+        }
+        self.varint_slow()
+    }
+
+    #[inline(never)]
+    fn varint_slow(&mut self) -> Result<u64> {
         let before = self.rest;
         decode_varint(&mut self.rest).map_err(|_| {
             self.rest = before;
@@ -82,6 +96,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a field key; the field number and the wire type.
+    #[inline(always)]
     fn key(&mut self) -> Result<(u32, WireType)> {
         let key = self.varint()?;
         let wire = WireType::try_from(key & 7).map_err(|_| self.err("invalid wire type"))?;
@@ -93,6 +108,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A length-delimited payload, bounded by what remains of the enclosing message.
+    #[inline]
     fn len_delimited(&mut self) -> Result<&'a [u8]> {
         let len = self.varint()?;
         if len > self.rest.len() as u64 {

@@ -156,7 +156,7 @@ def report(path):
               f"event_metadata={len(p.event_metadata)}")
     # Per-execution module time: TPU `XLA Modules` events of the first TPU plane that has
     # them; else GPU kernels (with hlo_module) of the busiest GPU plane, grouped by the host
-    # window (`<module>:XLA GPU module` / `GpuExecutable::ExecuteThunks`) containing their
+    # window (`<module>:XLA GPU module`, else `GpuExecutable::ExecuteThunks`) containing their
     # launch (matched by correlation_id); else CPU op events (with hlo_op) of the
     # tf_XLA* executor lines grouped by (hlo_module, program_id, run_id).
     def start_end(l, e):
@@ -186,7 +186,7 @@ def report(path):
             if n > best_n:
                 best, best_n = p, n
         if best is not None:
-            launch, windows = {}, []
+            launch, mod_windows, thunk_windows = {}, [], []
             for h in space.planes:
                 if not h.name.startswith("/host:"):
                     continue
@@ -194,12 +194,15 @@ def report(path):
                     for e in l.events:
                         name = h.event_metadata[e.metadata_id].name
                         se = start_end(l, e)
-                        if name.endswith(":XLA GPU module") or name == "GpuExecutable::ExecuteThunks":
-                            windows.append(se)
+                        if name.endswith(":XLA GPU module"):
+                            mod_windows.append(se)
+                        elif name == "GpuExecutable::ExecuteThunks":
+                            thunk_windows.append(se)
                         c = stats_of(h, e.stats).get("correlation_id")
                         if c is not None:
                             launch.setdefault(c, se[0])
-            windows.sort(key=lambda w: (w[0], -w[1]))
+            # One window kind only (they nest around the same execution).
+            windows = sorted(mod_windows or thunk_windows, key=lambda w: (w[0], -w[1]))
             orphan = 0
             for l in best.lines:
                 if not l.name.startswith("Stream #"):
