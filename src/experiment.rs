@@ -143,6 +143,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     };
 
     let m = summary_metrics(&cand_runs, cfg.hardware().as_ref());
+    let hlo = records.iter().rev().filter(|r| r.side == Side::Candidate).find_map(|r| r.hlo_stats.as_ref());
     let value = metrics::median(&cand_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
     let incumbent_value = metrics::median(&inc_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
     let row = ResultRow {
@@ -173,6 +174,14 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         runs: records.len() as u32,
         wall_s: started.elapsed().as_secs_f64(),
         latency_source: cand_runs.first().and_then(|r| r.latency_source.clone()),
+        host_latency_ms: metrics::median(&cand_runs.iter().filter_map(|r| r.host_latency_ms).collect::<Vec<_>>()),
+        kernel: cand_runs.iter().rev().find_map(|r| r.trace_kernel.as_ref().map(|k| k.name.clone())),
+        hlo_dot: hlo.map(|h| h.dot as u32),
+        hlo_exp: hlo.map(|h| h.exponential as u32),
+        hlo_reduce: hlo.map(|h| h.reduce as u32),
+        hlo_copy: hlo.map(|h| h.copy as u32),
+        hlo_fusion: hlo.map(|h| h.fusion as u32),
+        hlo_custom_call: hlo.map(|h| h.custom_call as u32),
         note,
     };
 
@@ -396,6 +405,10 @@ fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>,
     }
     if !figs.is_empty() {
         println!("  {}", figs.join(" | "));
+    }
+    if let (Some(dot), Some(exp), Some(red), Some(copy)) = (row.hlo_dot, row.hlo_exp, row.hlo_reduce, row.hlo_copy) {
+        let warn = if copy > 0 { "  (copies: possibly defensive copies from aliasing; see `ratchet inspect`)" } else { "" };
+        println!("  HLO: {dot} dot, {exp} exponential, {red} reduce, {copy} copy{warn}");
     }
     if let Some(r) = discarded {
         println!("  reverted to {}; the hypothesis is kept at {r} (git show {r})", short(&row.incumbent));

@@ -1,5 +1,5 @@
 //! ratchet: a git-backed optimization ratchet for accelerator kernels. The modules follow the
-//! loop: config -> vcs -> bench (the only place that spawns processes) -> metrics -> stats ->
+//! loop: config -> vcs -> bench (the only place that spawns processes) -> trace -> metrics -> stats ->
 //! store -> report, with `experiment` orchestrating one hypothesis end to end.
 
 pub mod bench;
@@ -15,6 +15,7 @@ pub mod report;
 pub mod signals;
 pub mod stats;
 pub mod store;
+pub mod trace;
 pub mod vcs;
 
 use clap::Parser;
@@ -47,6 +48,14 @@ fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Some(Command::Init(a)) => commands::init(&dir, &a),
         Some(Command::Results(a)) => commands::results(&dir, &a),
+        Some(Command::Inspect(mut a)) => {
+            // Inside a ratchet repo, its configured hardware completes the roofline.
+            let start = if a.path.is_dir() { a.path.clone() } else { dir.clone() };
+            if let Ok(repo) = vcs::Repo::discover(&start) {
+                a.config_hardware = config::Config::load(&config::path_in(repo.root())).ok().and_then(|c| c.hardware());
+            }
+            trace::inspect::run_inspect(&a).map_err(Error::from)
+        }
         Some(Command::Run(a)) => experiment_cmd(&dir, a.message, a.deep, a.allow_empty, a.pairs),
         None => {
             let e = cli.experiment;

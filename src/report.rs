@@ -210,6 +210,14 @@ pub const COLUMNS: &[&str] = &[
     "runs",
     "wall_s",
     "latency_source",
+    "host_latency_ms",
+    "kernel",
+    "hlo_dot",
+    "hlo_exp",
+    "hlo_reduce",
+    "hlo_copy",
+    "hlo_fusion",
+    "hlo_custom_call",
     "note",
 ];
 
@@ -219,5 +227,36 @@ pub fn render(rows: &[ResultRow], format: Format, color: bool) -> String {
         Format::Csv => csv(rows),
         Format::Json => json(rows),
         Format::Md => markdown(rows),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_match_the_row_type() {
+        let rows = crate::store::Store::new(std::path::Path::new("/nonexistent")).rows().unwrap();
+        assert!(rows.is_empty());
+        let d = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::new(d.path());
+        let row: ResultRow = serde_json::from_value(serde_json::json!({
+            "id": 1, "time": "t", "commit": "c", "incumbent": "i", "message": "m", "status": "keep", "metric": "score",
+            "value": null, "incumbent_value": null, "delta_pct": null, "ci_low_pct": null, "ci_high_pct": null, "p_value": null,
+            "score": null, "latency_ms": null, "util_pct": null, "tflops": null, "intensity": null, "bw_pct": null, "regime": null,
+            "gap_ms": null, "runs": 2, "wall_s": 1.0, "latency_source": null, "note": ""
+        }))
+        .unwrap();
+        store.append_row(&row).unwrap();
+        let text = std::fs::read_to_string(store.csv_path()).unwrap();
+        assert_eq!(text.lines().next().unwrap(), COLUMNS.join(","));
+        assert_eq!(csv(&[]).trim(), COLUMNS.join(","));
+    }
+
+    #[test]
+    fn small_values_keep_their_figures() {
+        assert_eq!(sig(0.004321, 2), "0.00432");
+        assert_eq!(sig(12.345, 2), "12.35");
+        assert_eq!(sig(0.0, 2), "0.00");
     }
 }

@@ -75,6 +75,25 @@ pub struct ResultRow {
     pub runs: u32,
     pub wall_s: f64,
     pub latency_source: Option<String>,
+    /// The candidate's median of its own per-iteration timings (beside a trace-derived latency).
+    #[serde(default)]
+    pub host_latency_ms: Option<f64>,
+    /// The kernel's module in the trace, when the latency came from it.
+    #[serde(default)]
+    pub kernel: Option<String>,
+    /// Op counts of the candidate's compiled HLO (the article's "HLO stats").
+    #[serde(default)]
+    pub hlo_dot: Option<u32>,
+    #[serde(default)]
+    pub hlo_exp: Option<u32>,
+    #[serde(default)]
+    pub hlo_reduce: Option<u32>,
+    #[serde(default)]
+    pub hlo_copy: Option<u32>,
+    #[serde(default)]
+    pub hlo_fusion: Option<u32>,
+    #[serde(default)]
+    pub hlo_custom_call: Option<u32>,
     /// Why: the decision's reason or the failure.
     pub note: String,
 }
@@ -245,6 +264,14 @@ mod tests {
             runs: 10,
             wall_s: 3.5,
             latency_source: Some("host".into()),
+            host_latency_ms: Some(2.1),
+            kernel: Some("jit_flash_attention".into()),
+            hlo_dot: Some(2),
+            hlo_exp: Some(2),
+            hlo_reduce: None,
+            hlo_copy: Some(0),
+            hlo_fusion: None,
+            hlo_custom_call: None,
             note: "why".into(),
         }
     }

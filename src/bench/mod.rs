@@ -4,7 +4,7 @@
 pub mod executor;
 pub mod protocol;
 
-use crate::config::{Config, Metric};
+use crate::config::{Config, LatencySource, Metric};
 use crate::hardware::Hardware;
 use executor::{Executor, Exit, RunSpec};
 use protocol::{Check, LegacyResult, RESULT_FILE};
@@ -97,9 +97,34 @@ pub struct RunRecord {
     pub throttled: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
+    /// The kernel's time as the trace shows it, when a trace was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_kernel: Option<TraceKernel>,
+    /// Why the trace could not give the latency (the host timings were used instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_error: Option<String>,
+    /// Median of the benchmark's own per-iteration timings, whatever the latency source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_latency_ms: Option<f64>,
+    /// Counts of the compiled HLO the benchmark dumped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hlo_stats: Option<crate::trace::HloStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub out_dir: PathBuf,
+}
+
+/// What the trace says about the kernel in one run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TraceKernel {
+    /// The module chosen as the kernel.
+    pub name: String,
+    pub executions: usize,
+    pub median_us: f64,
+    pub per_execution_us: Vec<f64>,
+    /// Plane and line the times come from.
+    pub source: String,
+    pub capture: String,
 }
 
 /// Everything one run needs besides the config.
@@ -145,6 +170,11 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         ("RATCHET_DEEP".into(), if ctx.deep { "1" } else { "0" }.into()),
         ("PYTHONPATH".into(), py),
     ]);
+    if let Some(hw) = cfg.hardware() {
+        // The benchmark's own summary lines can then use the same roofline as ratchet.
+        env.push(("RATCHET_PEAK_TFLOPS".into(), hw.peak_tflops.to_string()));
+        env.push(("RATCHET_HBM_GBPS".into(), hw.hbm_gbps.to_string()));
+    }
     let spec = RunSpec {
         command: b.command.clone(),
         dir: ctx.dir.to_path_buf(),
@@ -180,6 +210,10 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         device: None,
         throttled: None,
         meta: None,
+        trace_kernel: None,
+        trace_error: None,
+        host_latency_ms: None,
+        hlo_stats: None,
         error: None,
         out_dir: ctx.out_dir.clone(),
     };
@@ -220,6 +254,16 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
             return Ok(rec);
         }
     }
+    read_hlo(&mut rec);
+    if rec.trace.is_some() && cfg.trace.latency != LatencySource::Host {
+        read_trace(&mut rec, cfg);
+    }
+    if cfg.trace.latency == LatencySource::Trace && rec.latency_source.as_deref() != Some("trace") {
+        let why = rec.trace_error.clone().unwrap_or_else(|| "the run names no trace (result file field \"trace\")".into());
+        rec.status = RunStatus::Invalid;
+        rec.error = Some(format!("[trace] latency = \"trace\", but no kernel time could be read from the trace: {why}"));
+        return Ok(rec);
+    }
     match metric_value(&rec, cfg.score.metric, cfg.hardware().as_ref()) {
         Ok(v) => rec.value = Some(v),
         Err(msg) => {
@@ -251,6 +295,38 @@ fn fail(mut rec: RunRecord, status: RunStatus, msg: String, log: &Path) -> RunRe
     rec
 }
 
+/// Count the ops of the HLO text the run dumped; a missing or unreadable file only loses the counts.
+fn read_hlo(rec: &mut RunRecord) {
+    if let Some(text) = rec.hlo.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
+        rec.hlo_stats = Some(crate::trace::hlo_stats_from_text(&text));
+    }
+}
+
+/// Take the kernel's time from the run's trace: the device's (or the CPU executor's) view of
+/// the kernel, free of dispatch and host waits. On failure the host timings stay in place.
+fn read_trace(rec: &mut RunRecord, cfg: &Config) {
+    let Some(path) = rec.trace.clone() else { return };
+    let opts = crate::trace::AnalyzeOptions { kernel: cfg.trace.kernel.clone().or_else(|| rec.kernel.clone()) };
+    match crate::trace::analyze(&path, &opts) {
+        Ok(report) => match report.kernel {
+            Some(k) if k.executions > 0 && k.median_us > 0.0 => {
+                rec.latency_ms = Some(k.median_us / 1e3);
+                rec.latency_source = Some("trace".into());
+                rec.trace_kernel = Some(TraceKernel {
+                    name: k.name,
+                    executions: k.executions,
+                    median_us: k.median_us,
+                    per_execution_us: k.per_execution_us,
+                    source: report.source,
+                    capture: report.capture,
+                });
+            }
+            _ => rec.trace_error = Some("the trace holds no execution of the kernel".into()),
+        },
+        Err(e) => rec.trace_error = Some(format!("{e:#}")),
+    }
+}
+
 /// Fill the record from the result file, or else from RESULT/REGIME lines on stdout.
 fn read_report(rec: &mut RunRecord, stdout_path: &Path) -> Result<(), String> {
     let result_path = rec.out_dir.join(RESULT_FILE);
@@ -265,6 +341,7 @@ fn read_report(rec: &mut RunRecord, stdout_path: &Path) -> Result<(), String> {
             }
         };
         rec.latency_ms = crate::metrics::median(&r.latencies_ms);
+        rec.host_latency_ms = rec.latency_ms;
         rec.latency_source = Some("host".into());
         rec.iter_latencies_ms = r.latencies_ms.clone();
         rec.flops = r.flops;

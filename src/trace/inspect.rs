@@ -1,0 +1,401 @@
+//! `ratchet inspect PATH`: the article-style diagnosis of one capture (regime, actual vs
+//! minimum intensity, time decomposition, bandwidth, HLO counts, op breakdown), as text or as
+//! one JSON object.
+//!
+//! The roofline arithmetic here is a small local copy so this module stands alone; the shared
+//! metrics module can replace [`Roofline::compute`] without changing the output.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::locate::{locate, resolve_in_run};
+use super::{analyze_located, hlo_stats_from_text, AnalyzeOptions, HloStats, TraceReport};
+
+/// Arguments of `ratchet inspect`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InspectArgs {
+    /// An .xplane.pb (or .trace.json.gz), a profile log directory, or a ratchet run directory
+    /// (one holding ratchet-result.json)
+    pub path: PathBuf,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Regular expression naming the kernel's module (default: the result file's "kernel",
+    /// else the module executed most often)
+    #[arg(long, value_name = "PATTERN")]
+    pub kernel: Option<String>,
+    /// Compiled HLO text of the kernel, for HLO op counts (default: the result file's "hlo")
+    #[arg(long, value_name = "FILE")]
+    pub hlo: Option<PathBuf>,
+    /// FLOPs of one kernel call (default: the result file's "flops")
+    #[arg(long)]
+    pub flops: Option<f64>,
+    /// Estimated HBM bytes of one call, re-reads included (default: the result file's "bytes")
+    #[arg(long)]
+    pub bytes: Option<f64>,
+    /// HBM bytes with perfect reuse (default: the result file's "min_bytes")
+    #[arg(long)]
+    pub min_bytes: Option<f64>,
+    /// Peak compute of the chip in TFLOP/s (default: from the capture's device plane)
+    #[arg(long, value_name = "TFLOPS")]
+    pub peak_tflops: Option<f64>,
+    /// Peak HBM bandwidth in GB/s (default: from the capture's device plane)
+    #[arg(long, value_name = "GBPS")]
+    pub hbm_gbps: Option<f64>,
+    /// The repo's configured hardware, used when neither a flag nor the capture gives peaks.
+    #[arg(skip)]
+    pub config_hardware: Option<crate::hardware::Hardware>,
+}
+
+/// The roofline diagnosis of one kernel (the article's section 3).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Roofline {
+    /// `COMPUTE-BOUND` or `MEMORY-BOUND`.
+    pub regime: String,
+    /// FLOPs per byte with re-reads (flops / bytes).
+    pub intensity: f64,
+    /// FLOPs per byte with perfect reuse (flops / min_bytes).
+    pub min_traffic_intensity: Option<f64>,
+    /// Peak FLOP/s over peak bandwidth.
+    pub ridge: f64,
+    pub compute_only_ms: f64,
+    pub memory_only_ms: f64,
+    pub actual_ms: f64,
+    /// Actual minus the larger of the two floors.
+    pub gap_ms: f64,
+    pub achieved_gbps: f64,
+    pub bandwidth_fraction: f64,
+    pub tflops: f64,
+    pub utilization: f64,
+}
+
+impl Roofline {
+    /// The diagnosis for `flops` and `bytes` per call taking `actual_ms`, on a chip with
+    /// `peak_tflops` and `hbm_gbps`.
+    pub fn compute(flops: f64, bytes: f64, min_bytes: Option<f64>, actual_ms: f64, peak_tflops: f64, hbm_gbps: f64) -> Roofline {
+        let peak_flops = peak_tflops * 1e12;
+        let peak_bw = hbm_gbps * 1e9;
+        let intensity = flops / bytes;
+        let ridge = peak_flops / peak_bw;
+        let compute_only_ms = flops / peak_flops * 1e3;
+        let memory_only_ms = bytes / peak_bw * 1e3;
+        let secs = actual_ms / 1e3;
+        let tflops = flops / secs / 1e12;
+        Roofline {
+            regime: if intensity < ridge { "MEMORY-BOUND" } else { "COMPUTE-BOUND" }.to_string(),
+            intensity,
+            min_traffic_intensity: min_bytes.filter(|b| *b > 0.0).map(|b| flops / b),
+            ridge,
+            compute_only_ms,
+            memory_only_ms,
+            actual_ms,
+            gap_ms: actual_ms - compute_only_ms.max(memory_only_ms),
+            achieved_gbps: bytes / secs / 1e9,
+            bandwidth_fraction: bytes / secs / peak_bw,
+            tflops,
+            utilization: tflops / peak_tflops,
+        }
+    }
+}
+
+/// Everything `inspect` shows; `--json` prints it as one object (the trace report's fields
+/// at the top level, `modules` among them).
+#[derive(Debug, Clone, Serialize)]
+pub struct InspectOutput {
+    #[serde(flatten)]
+    pub report: TraceReport,
+    /// The HLO text file read, and its counts.
+    pub hlo_file: Option<String>,
+    pub hlo_from_text: Option<HloStats>,
+    /// `trace` (the kernel's median device time) or `benchmark` (median of latencies_ms).
+    pub latency_source: Option<String>,
+    pub latency_ms: Option<f64>,
+    pub flops: Option<f64>,
+    pub bytes: Option<f64>,
+    pub min_bytes: Option<f64>,
+    pub peak_tflops: Option<f64>,
+    pub hbm_gbps: Option<f64>,
+    pub roofline: Option<Roofline>,
+}
+
+/// Reads the capture and gathers the figures `inspect` shows.
+pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
+    let located = locate(&args.path)?;
+    let run = located.run.clone();
+    let report = analyze_located(&located, &AnalyzeOptions { kernel: args.kernel.clone() })?;
+    let info = run.as_ref().map(|(_, i)| i);
+    let hlo_path = args.hlo.clone().or_else(|| {
+        let (dir, i) = run.as_ref()?;
+        i.hlo.as_deref().map(|h| resolve_in_run(dir, h))
+    });
+    let hlo_from_text = match &hlo_path {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read the HLO text {}", p.display()))?;
+            Some(hlo_stats_from_text(&text))
+        }
+        None => None,
+    };
+    let mut report = report;
+    if let Some(w) = hlo_from_text.as_ref().and_then(HloStats::copy_warning) {
+        if !report.warnings.contains(&w) {
+            report.warnings.push(w);
+        }
+    }
+    let flops = args.flops.or(info.and_then(|i| i.flops));
+    let bytes = args.bytes.or(info.and_then(|i| i.bytes));
+    let min_bytes = args.min_bytes.or(info.and_then(|i| i.min_bytes));
+    let device = report.device.as_ref();
+    let peak_tflops = args.peak_tflops.or(device.and_then(|d| d.peak_tflops)).or(args.config_hardware.map(|h| h.peak_tflops));
+    let hbm_gbps = args.hbm_gbps.or(device.and_then(|d| d.hbm_gbps)).or(args.config_hardware.map(|h| h.hbm_gbps));
+    let (latency_source, latency_ms) = match report.kernel.as_ref().map(|k| k.median_us) {
+        Some(us) if us.is_finite() && us > 0.0 => (Some("trace".to_string()), Some(us / 1e3)),
+        _ => match info.map(|i| super::analysis::Summary::of(&i.latencies_ms).median) {
+            Some(ms) if ms.is_finite() => (Some("benchmark".to_string()), Some(ms)),
+            _ => (None, None),
+        },
+    };
+    let roofline = match (flops, bytes, latency_ms, peak_tflops, hbm_gbps) {
+        (Some(f), Some(b), Some(ms), Some(p), Some(bw)) if f > 0.0 && b > 0.0 && p > 0.0 && bw > 0.0 => {
+            Some(Roofline::compute(f, b, min_bytes, ms, p, bw))
+        }
+        _ => None,
+    };
+    Ok(InspectOutput {
+        report,
+        hlo_file: hlo_path.map(|p| p.display().to_string()),
+        hlo_from_text,
+        latency_source,
+        latency_ms,
+        flops,
+        bytes,
+        min_bytes,
+        peak_tflops,
+        hbm_gbps,
+        roofline,
+    })
+}
+
+/// `ratchet inspect`: prints the diagnosis (or `--json`) to stdout.
+pub fn run_inspect(args: &InspectArgs) -> anyhow::Result<()> {
+    let out = build_inspect(args)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print!("{}", render_text(&out));
+    }
+    Ok(())
+}
+
+fn bytes_h(b: f64) -> String {
+    if b >= 1e9 {
+        format!("{:.1} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b:.0} B")
+    }
+}
+
+fn hlo_line(h: &HloStats) -> String {
+    format!(
+        "dot {}  exponential {}  reduce {}  copy {}  fusion {}  custom-call {}  while {}  \
+         ({} instructions)",
+        h.dot, h.exponential, h.reduce, h.copy, h.fusion, h.custom_call, h.while_, h.total_instructions
+    )
+}
+
+/// The human-readable diagnosis.
+pub fn render_text(o: &InspectOutput) -> String {
+    let r = &o.report;
+    let mut s = String::new();
+    // Writing to a String cannot fail; `let _` keeps the formatting code flat.
+    let _ = writeln!(s, "Capture:   {} ({} events)", r.capture, r.events);
+    let _ = writeln!(s, "Source:    {}", r.source);
+    if let Some(d) = &r.device {
+        let _ = writeln!(s, "Device:    {}{}", d.plane, d.device_type.as_deref().map(|t| format!(" ({t})")).unwrap_or_default());
+    }
+    let _ = writeln!(s, "\nModules:");
+    let _ = writeln!(s, "  {:<44} {:>6} {:>12} {:>12} {:>12}", "name", "runs", "median us", "mean us", "min us");
+    for m in &r.modules {
+        let _ = writeln!(s, "  {:<44} {:>6} {:>12.1} {:>12.1} {:>12.1}", m.name, m.executions, m.median_us, m.mean_us, m.min_us);
+    }
+    if let Some(k) = &r.kernel {
+        let _ = writeln!(
+            s,
+            "\nKernel:    {}  {} executions, median {:.1} us (min {:.1}, max {:.1})",
+            k.name, k.executions, k.median_us, k.min_us, k.max_us
+        );
+        if !r.host_steps_us.is_empty() {
+            let med = super::analysis::Summary::of(&r.host_steps_us).median;
+            let _ =
+                writeln!(s, "Host steps: {} kernel_step annotations, median {:.1} us (dispatch + run + wait)", r.host_steps_us.len(), med);
+        }
+        if let (Some(f), Some(b)) = (k.cost_model_flops, k.cost_model_bytes) {
+            let _ = writeln!(s, "Cost model (capture): {:.3e} FLOPs, {} per execution", f, bytes_h(b));
+        }
+    }
+    match &o.roofline {
+        Some(rf) => {
+            let _ = writeln!(s, "\nBottleneck:          {}", rf.regime);
+            let _ = writeln!(s, "Operational intensity:");
+            let _ = writeln!(s, "    Actual (with re-reads):  {:.1} FLOPs/byte", rf.intensity);
+            if let Some(mi) = rf.min_traffic_intensity {
+                let _ = writeln!(s, "    Minimum (perfect reuse): {mi:.1} FLOPs/byte");
+            }
+            let _ = writeln!(s, "    Chip ridge point:        {:.1} FLOPs/byte", rf.ridge);
+            if rf.intensity < rf.ridge {
+                let _ = writeln!(s, "  {:.1}x below ridge point", rf.ridge / rf.intensity);
+            } else {
+                let _ = writeln!(s, "  {:.1}x above ridge point", rf.intensity / rf.ridge);
+            }
+            let _ = writeln!(s, "Memory traffic:");
+            if let Some(mb) = o.min_bytes {
+                let _ = writeln!(s, "    Min (theoretical):  {}", bytes_h(mb));
+            }
+            if let Some(b) = o.bytes {
+                let _ = writeln!(s, "    Est (with tiling):  {}", bytes_h(b));
+            }
+            let _ = writeln!(s, "Time decomposition:");
+            let _ = writeln!(s, "    Compute-only:  {:.2} ms (if 100% of peak FLOP/s)", rf.compute_only_ms);
+            let _ = writeln!(s, "    Memory-only:   {:.2} ms (if 100% BW)", rf.memory_only_ms);
+            let _ = writeln!(s, "    Actual:        {:.2} ms ({})", rf.actual_ms, o.latency_source.as_deref().unwrap_or("?"));
+            let _ = writeln!(s, "    Gap:           {:.2} ms", rf.gap_ms);
+            let _ = writeln!(s, "Bandwidth:");
+            let _ = writeln!(
+                s,
+                "    Achieved:      {:.1} GB/s / {:.0} GB/s ({:.1}%)",
+                rf.achieved_gbps,
+                o.hbm_gbps.unwrap_or(f64::NAN),
+                rf.bandwidth_fraction * 100.0
+            );
+            let _ = writeln!(
+                s,
+                "Throughput:        {:.2} TFLOP/s ({:.1}% of {:.0})",
+                rf.tflops,
+                rf.utilization * 100.0,
+                o.peak_tflops.unwrap_or(f64::NAN)
+            );
+        }
+        None => {
+            let mut missing = Vec::new();
+            if o.flops.is_none() {
+                missing.push("--flops");
+            }
+            if o.bytes.is_none() {
+                missing.push("--bytes");
+            }
+            if o.peak_tflops.is_none() {
+                missing.push("--peak-tflops");
+            }
+            if o.hbm_gbps.is_none() {
+                missing.push("--hbm-gbps");
+            }
+            if o.latency_ms.is_none() {
+                missing.push("a kernel time");
+            }
+            let _ = writeln!(
+                s,
+                "\nRoofline: not computed; missing {} (or a run directory whose \
+                 ratchet-result.json gives flops and bytes)",
+                missing.join(", ")
+            );
+        }
+    }
+    if let Some(h) = &o.hlo_from_text {
+        let _ = writeln!(s, "\nHLO ({}):\n    {}", o.hlo_file.as_deref().unwrap_or("text"), hlo_line(h));
+    }
+    if let Some(h) = &r.hlo_ops_from_proto {
+        let _ = writeln!(s, "\nHLO (embedded in the capture):\n    {}", hlo_line(h));
+    }
+    if let Some(k) = &r.kernel {
+        let _ = writeln!(s, "\nTime by category (self time per execution):");
+        for c in &k.category_breakdown {
+            let _ = writeln!(s, "    {:<20} {:>10.1} us {:>6.1}%  ({} ops)", c.category, c.per_execution_us, c.fraction * 100.0, c.count);
+        }
+        let _ = writeln!(s, "\nTop ops (self time per execution):");
+        for op in k.op_breakdown.iter().take(15) {
+            let cost = match (op.flops, op.bytes) {
+                (Some(f), Some(b)) => format!("  {f:.3e} FLOPs, {}", bytes_h(b)),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                s,
+                "    {:<40} {:<16} {:>10.1} us {:>6.1}%  x{}{}",
+                op.name,
+                op.category,
+                op.per_execution_us,
+                op.fraction * 100.0,
+                op.count,
+                cost
+            );
+        }
+    }
+    if !r.warnings.is_empty() {
+        let _ = writeln!(s, "\nWarnings:");
+        for w in &r.warnings {
+            let _ = writeln!(s, "  - {w}");
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roofline_matches_the_articles_worked_example() {
+        // Section 3.4: 138.8 GFLOP, 1.6 GB with re-reads, 6 MB minimum, 5.20 ms, v5e peaks.
+        let r = Roofline::compute(138.8e9, 1.627e9, Some(6.0e6), 5.20, 197.0, 819.0);
+        assert_eq!(r.regime, "MEMORY-BOUND");
+        assert!((r.intensity - 85.3).abs() < 0.1, "{}", r.intensity);
+        assert!((r.ridge - 240.5).abs() < 0.1);
+        assert!((r.min_traffic_intensity.unwrap() - 23133.3).abs() < 0.1);
+        assert!((r.compute_only_ms - 0.70).abs() < 0.01);
+        assert!((r.memory_only_ms - 1.99).abs() < 0.01);
+        assert!((r.gap_ms - 3.21).abs() < 0.01);
+        assert!((r.achieved_gbps - 312.9).abs() < 0.1);
+    }
+
+    #[test]
+    fn compute_bound_example() {
+        // Section 3.3: 138.8 GFLOP, 136 MB, 2.12 ms.
+        let r = Roofline::compute(138.8e9, 136e6, None, 2.12, 197.0, 819.0);
+        assert_eq!(r.regime, "COMPUTE-BOUND");
+        assert!((r.gap_ms - 1.42).abs() < 0.01);
+        assert!((r.utilization - 0.332).abs() < 0.001);
+    }
+
+    #[test]
+    fn args_parse() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            args: InspectArgs,
+        }
+        let cli = Cli::try_parse_from([
+            "inspect",
+            "run/",
+            "--json",
+            "--kernel",
+            "attn",
+            "--peak-tflops",
+            "197",
+            "--hbm-gbps",
+            "819",
+            "--flops",
+            "1e9",
+        ])
+        .unwrap();
+        assert!(cli.args.json);
+        assert_eq!(cli.args.kernel.as_deref(), Some("attn"));
+        assert_eq!(cli.args.flops, Some(1e9));
+        assert_eq!(cli.args.hbm_gbps, Some(819.0));
+    }
+}

@@ -1,0 +1,245 @@
+//! The trace reader on real captures (../shared/fixtures: CPU jax 0.10.2, TPU v6e, AMD MI300X).
+//!
+//! Expected figures come from an independent decoder, tests/helpers/xplane_reference.py
+//! (Python protobuf runtime with a hand-declared XSpace schema). Re-run it from the repository
+//! root with `python3 tests/helpers/xplane_reference.py` and compare with the constants below.
+
+use std::path::{Path, PathBuf};
+
+use ratchet::trace::inspect::{build_inspect, render_text, InspectArgs};
+use ratchet::trace::{analyze, hlo_stats_from_text, AnalyzeOptions, TraceReport};
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(rel)
+}
+
+const CPU: &str = "jax-cpu-0.10.2/flash_attention_5iters.xplane.pb";
+const CPU_JSON: &str = "jax-cpu-0.10.2/flash_attention_5iters.trace.json.gz";
+const CPU_HLO: &str = "jax-cpu-0.10.2/flash_attention.hlo.txt";
+const TPU: &str = "tpu-v6e-xprof/tpu_inference_2.xplane.pb";
+const AMD: &str = "amd-mi300x-jax0.8/attention.xplane.pb";
+
+fn close(a: f64, b: f64) {
+    assert!((a - b).abs() < 1e-6, "{a} != {b}");
+}
+
+fn kernel_opts(p: &str) -> AnalyzeOptions {
+    AnalyzeOptions { kernel: Some(p.to_string()) }
+}
+
+fn module<'a>(r: &'a TraceReport, name: &str) -> &'a ratchet::trace::ModuleStats {
+    r.modules.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("no module {name}"))
+}
+
+// From xplane_reference.py, CPU fixture.
+const CPU_EVENTS: u64 = 9598;
+const CPU_FLASH_PER_EXEC_US: [f64; 5] = [1083.617, 1095.114, 1092.671, 1056.616, 1107.112];
+const CPU_FLASH_MEDIAN_US: f64 = 1092.671;
+const CPU_FLASH_MEAN_US: f64 = 1087.026;
+const CPU_FLASH_OPS_PER_EXEC: f64 = 632.0;
+const CPU_MATMUL_MEDIAN_US: f64 = 1270.508;
+const CPU_MATMUL_MIN_US: f64 = 857.368;
+const CPU_STEPS_US: [f64; 5] = [2764.02, 2258.862, 2718.562, 2616.709, 2765.783];
+
+#[test]
+fn cpu_capture_kernel_times_match_the_reference() {
+    let r = analyze(&fixture(CPU), &kernel_opts("flash_attention")).unwrap();
+    assert_eq!(r.events, CPU_EVENTS);
+    assert!(r.source.starts_with("/host:CPU / tf_XLAPjRtCpuClient"), "{}", r.source);
+    assert_eq!(r.modules.len(), 2);
+    let flash = module(&r, "jit_flash_attention(12)");
+    assert_eq!(flash.executions, 5);
+    close(flash.median_us, CPU_FLASH_MEDIAN_US);
+    close(flash.mean_us, CPU_FLASH_MEAN_US);
+    close(flash.ops_per_execution.unwrap(), CPU_FLASH_OPS_PER_EXEC);
+    let mm = module(&r, "jit_tiled_matmul(36)");
+    close(mm.median_us, CPU_MATMUL_MEDIAN_US);
+    close(mm.min_us, CPU_MATMUL_MIN_US);
+
+    let k = r.kernel.as_ref().unwrap();
+    assert_eq!(k.name, "jit_flash_attention(12)");
+    for (a, b) in k.per_execution_us.iter().zip(CPU_FLASH_PER_EXEC_US) {
+        close(*a, b);
+    }
+    // Every op event of the kernel lands in the breakdown exactly once.
+    let ops: u64 = k.op_breakdown.iter().map(|o| o.count).sum();
+    assert_eq!(ops as f64, CPU_FLASH_OPS_PER_EXEC * 5.0);
+    // Self times never exceed the executions' spans (nested while bodies are not counted twice).
+    let self_total: f64 = k.category_breakdown.iter().map(|c| c.total_us).sum();
+    let span_total: f64 = CPU_FLASH_PER_EXEC_US.iter().sum();
+    assert!(self_total > 0.5 * span_total && self_total <= span_total, "{self_total}");
+    let cats: Vec<&str> = k.category_breakdown.iter().map(|c| c.category.as_str()).collect();
+    for c in ["fusion", "while", "copy"] {
+        assert!(cats.contains(&c), "{cats:?}");
+    }
+    let while30 = k.op_breakdown.iter().find(|o| o.name == "while.30").unwrap();
+    assert_eq!(while30.count, 5);
+    assert!(while30.inclusive_us > while30.total_us);
+
+    for (a, b) in r.host_steps_us.iter().zip(CPU_STEPS_US) {
+        close(*a, b);
+    }
+    // HloProto of jit_flash_attention(12), per the reference.
+    let h = r.hlo_ops_from_proto.as_ref().unwrap();
+    assert_eq!((h.dot, h.exponential, h.reduce, h.copy, h.fusion, h.custom_call, h.while_), (2, 2, 2, 13, 31, 0, 2));
+    assert_eq!(h.total_instructions, 252);
+    assert!(r.warnings.iter().any(|w| w.contains("13 copy op(s)")));
+}
+
+#[test]
+fn cpu_capture_without_pattern_names_the_candidates() {
+    let err = format!("{:#}", analyze(&fixture(CPU), &AnalyzeOptions::default()).unwrap_err());
+    assert!(err.contains("jit_flash_attention(12) (5 executions)"), "{err}");
+    assert!(err.contains("jit_tiled_matmul(36) (5 executions)"), "{err}");
+    assert!(err.contains("--kernel"), "{err}");
+}
+
+#[test]
+fn hlo_text_fixture_counts() {
+    let text = std::fs::read_to_string(fixture(CPU_HLO)).unwrap();
+    let h = hlo_stats_from_text(&text);
+    // The figures of ../shared/xplane-format.md, and the reference's HloProto count (252).
+    assert_eq!((h.dot, h.exponential, h.reduce, h.copy, h.fusion, h.custom_call, h.while_), (2, 2, 2, 13, 31, 0, 2));
+    assert_eq!(h.total_instructions, 252);
+}
+
+#[test]
+fn json_fallback_agrees_with_the_xplane() {
+    let r = analyze(&fixture(CPU_JSON), &kernel_opts("flash_attention")).unwrap();
+    assert!(r.source.contains("tf_XLAPjRtCpuClient"), "{}", r.source);
+    let k = r.kernel.as_ref().unwrap();
+    assert_eq!(k.name, "jit_flash_attention");
+    for (a, b) in k.per_execution_us.iter().zip(CPU_FLASH_PER_EXEC_US) {
+        assert!((a - b).abs() < 1e-3, "{a} != {b}");
+    }
+    assert!((k.median_us - CPU_FLASH_MEDIAN_US).abs() < 1e-3);
+    assert_eq!(r.host_steps_us.len(), 5);
+    // 9,605 events: far from jax's 1,000,000 cap, so no truncation warning.
+    assert!(!r.warnings.iter().any(|w| w.contains("truncated")));
+}
+
+// From xplane_reference.py, TPU fixture.
+const TPU_F_EXECS: usize = 100;
+const TPU_F_MEDIAN_US: f64 = 784122.780625;
+const TPU_F_MEAN_US: f64 = 784154.407716;
+const TPU_F_MIN_US: f64 = 551121.306250;
+const TPU_PSUM_MEDIAN_US: f64 = 123309.300078;
+
+#[test]
+fn tpu_capture_reads_xla_modules_and_cost_model() {
+    let r = analyze(&fixture(TPU), &AnalyzeOptions::default()).unwrap();
+    assert_eq!(r.source, "/device:TPU:0 / XLA Modules");
+    let d = r.device.as_ref().unwrap();
+    assert_eq!(d.device_type.as_deref(), Some("TPU v6 Lite"));
+    assert_eq!(d.peak_tflops, Some(918.0));
+    close(d.hbm_gbps.unwrap(), 1637.993152512);
+    // Default choice: the module executed most (jit_f, a program id above 2^63).
+    let k = r.kernel.as_ref().unwrap();
+    assert_eq!(k.name, "jit_f(12190760917235803885)");
+    assert_eq!(k.executions, TPU_F_EXECS);
+    close(k.median_us, TPU_F_MEDIAN_US);
+    assert!((k.mean_us - TPU_F_MEAN_US).abs() < 1e-5);
+    close(k.min_us, TPU_F_MIN_US);
+    close(module(&r, "jit__psum(9646411105960254074)").median_us, TPU_PSUM_MEDIAN_US);
+    assert_eq!(module(&r, "jit_f(12190760917235803885)").program_id, Some(12190760917235803885));
+    // Categories come from the capture's hlo_category, costs from the op metadata.
+    let fusion = k.op_breakdown.iter().find(|o| o.name == "broadcast_add_fusion").unwrap();
+    assert_eq!(fusion.category, "loop fusion");
+    assert_eq!(fusion.count, 100);
+    assert!(fusion.flops.unwrap() > 0.0 && fusion.bytes.unwrap() > 0.0);
+    assert!(k.cost_model_flops.unwrap() > 0.0);
+    let h = r.hlo_ops_from_proto.as_ref().unwrap();
+    assert_eq!((h.fusion, h.total_instructions), (3, 31));
+}
+
+#[test]
+fn amd_gpu_capture_groups_kernels_by_host_execution() {
+    let r = analyze(&fixture(AMD), &AnalyzeOptions::default()).unwrap();
+    assert_eq!(r.source, "/device:GPU:0 / Stream #16(Kernel)");
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    // From xplane_reference.py: per (hlo_module, program_id) executions and medians.
+    let expect = [
+        ("jit_matmul(19)", 12, 37.70, 1.0),
+        ("jit_add(71)", 6, 14.64, 1.0),
+        ("jit__reduce_max(49)", 3, 16.52, 2.0),
+        ("jit_matmul(59)", 3, 181.60, 2.0),
+        ("jit_multiply(96)", 3, 56.121, 1.0),
+    ];
+    for (name, n, median, ops) in expect {
+        let m = module(&r, name);
+        assert_eq!(m.executions, n, "{name}");
+        close(m.median_us, median);
+        close(m.ops_per_execution.unwrap(), ops);
+    }
+    assert_eq!(r.modules.len(), 22);
+    let k = r.kernel.as_ref().unwrap();
+    assert_eq!(k.name, "jit_matmul(19)");
+    assert_eq!(k.category_breakdown[0].category, "custom-call");
+    let h = r.hlo_ops_from_proto.as_ref().unwrap();
+    assert_eq!(h.custom_call, 1);
+    // A kernel pattern picks a two-kernel module: both kernels are in its breakdown.
+    let r = analyze(&fixture(AMD), &kernel_opts(r"^jit_matmul\(59\)$")).unwrap();
+    let names: Vec<&str> = r.kernel.as_ref().unwrap().op_breakdown.iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.contains(&"gemm_fusion_dot_general.1") && names.contains(&"loop_reduce_fusion"));
+}
+
+#[test]
+fn truncated_capture_is_a_clear_error() {
+    let data = std::fs::read(fixture(CPU)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for cut in [data.len() / 3, data.len() - 5] {
+        let p = dir.path().join("cut.xplane.pb");
+        std::fs::write(&p, &data[..cut]).unwrap();
+        let err = format!("{:#}", analyze(&p, &AnalyzeOptions::default()).unwrap_err());
+        assert!(err.contains("corrupt or truncated .xplane.pb"), "{err}");
+        assert!(err.contains("cut.xplane.pb"), "{err}");
+    }
+}
+
+#[test]
+fn run_directory_drives_inspect() {
+    let dir = tempfile::tempdir().unwrap();
+    // A run directory whose profile log dir holds the CPU fixture.
+    let session = dir.path().join("profile/plugins/profile/2026_01_01_00_00_00");
+    std::fs::create_dir_all(&session).unwrap();
+    std::fs::copy(fixture(CPU), session.join("host.xplane.pb")).unwrap();
+    std::fs::copy(fixture(CPU_HLO), dir.path().join("kernel.hlo.txt")).unwrap();
+    std::fs::write(
+        dir.path().join("ratchet-result.json"),
+        r#"{"version":1,"latencies_ms":[2.5,2.6],"flops":1.34e8,"bytes":4.0e6,"min_bytes":6.0e5,
+            "trace":"profile","hlo":"kernel.hlo.txt","kernel":"flash_attention","backend":"cpu"}"#,
+    )
+    .unwrap();
+    let args = InspectArgs {
+        path: dir.path().to_path_buf(),
+        json: true,
+        kernel: None,
+        hlo: None,
+        flops: None,
+        bytes: None,
+        min_bytes: None,
+        peak_tflops: Some(1.0),
+        hbm_gbps: Some(10.0),
+        config_hardware: None,
+    };
+    let out = build_inspect(&args).unwrap();
+    assert_eq!(out.latency_source.as_deref(), Some("trace"));
+    close(out.latency_ms.unwrap(), CPU_FLASH_MEDIAN_US / 1e3);
+    let rf = out.roofline.as_ref().unwrap();
+    close(rf.intensity, 1.34e8 / 4.0e6);
+    assert_eq!(rf.regime, "MEMORY-BOUND");
+    assert_eq!(out.hlo_from_text.as_ref().unwrap().copy, 13);
+
+    let json: serde_json::Value = serde_json::to_value(&out).unwrap();
+    let modules = json["modules"].as_array().unwrap();
+    let flash = modules.iter().find(|m| m["name"] == "jit_flash_attention(12)").unwrap();
+    assert_eq!(flash["executions"], 5);
+    close(flash["median_us"].as_f64().unwrap(), CPU_FLASH_MEDIAN_US);
+    assert!(json["roofline"]["gap_ms"].is_f64());
+
+    let text = render_text(&out);
+    for needle in ["Bottleneck:          MEMORY-BOUND", "Time decomposition:", "Gap:", "Bandwidth:", "copy 13", "Top ops"] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+}
