@@ -24,11 +24,17 @@ impl TestRepo {
         Self::with_config(DEFAULT_CONFIG)
     }
 
-    pub fn with_config(config: &str) -> TestRepo {
+    /// An empty repo on branch `main` with an identity, no commits.
+    pub fn empty() -> TestRepo {
         let t = TestRepo { dir: tempfile::tempdir().unwrap(), home: tempfile::tempdir().unwrap() };
         t.git(&["init", "-q", "-b", "main"]);
         t.git(&["config", "user.name", "Test"]);
         t.git(&["config", "user.email", "test@example.com"]);
+        t
+    }
+
+    pub fn with_config(config: &str) -> TestRepo {
+        let t = Self::empty();
         t.write("ratchet.toml", &config.replace("{bench}", &fake_bench().display().to_string()));
         t.write("kernel.py", "BQ = 128\nBKV = 256\n");
         t.write("fake.env", "FAKE_LATENCY_MS=10\n");
