@@ -462,9 +462,10 @@ fn is_obvious_non_kernel(module: &str) -> bool {
 }
 
 /// Chooses the kernel among the executed modules: by name pattern when given, else the module
-/// executed most often among those that are not jax helpers. Returns the index into
-/// `modules`, or an error that names the candidates.
-pub(crate) fn select_kernel(modules: &[ModuleExecs], pattern: Option<&str>) -> anyhow::Result<usize> {
+/// executed most often among those that are not jax helpers; a tie goes to the one module whose
+/// executions the user's `kernel_step` annotations (`steps`, spans in ps) enclose most often.
+/// Returns the index into `modules`, or an error that names the candidates.
+pub(crate) fn select_kernel(modules: &[ModuleExecs], pattern: Option<&str>, steps: &[(i64, i64)]) -> anyhow::Result<usize> {
     let listing = |idx: &[usize]| {
         idx.iter().map(|&i| format!("{} ({} executions)", modules[i].display_name(), modules[i].execs.len())).collect::<Vec<_>>().join(", ")
     };
@@ -493,6 +494,14 @@ pub(crate) fn select_kernel(modules: &[ModuleExecs], pattern: Option<&str>) -> a
     };
     let most = candidates.iter().map(|&i| modules[i].execs.len()).max().unwrap_or(0);
     let top: Vec<usize> = candidates.iter().copied().filter(|&i| modules[i].execs.len() == most).collect();
+    if top.len() > 1 && pattern.is_none() && !steps.is_empty() {
+        let enclosed = |i: usize| modules[i].execs.iter().filter(|e| steps.iter().any(|&(s, t)| s <= e.start_ps && e.end_ps <= t)).count();
+        let counts: Vec<usize> = top.iter().map(|&i| enclosed(i)).collect();
+        let best = counts.iter().copied().max().unwrap_or(0);
+        if best > 0 && counts.iter().filter(|&&c| c == best).count() == 1 {
+            return Ok(top[counts.iter().position(|&c| c == best).unwrap()]);
+        }
+    }
     if top.len() > 1 {
         let how = match pattern {
             Some(p) => format!("the kernel pattern {p:?} matches"),
@@ -837,10 +846,11 @@ pub(crate) fn device_info(space: &XSpace<'_>, c: &Collected) -> Option<DeviceInf
     })
 }
 
-/// Durations (us) of the user's `kernel_step_i` / `kernel_step` annotations on host lines.
-pub(crate) fn host_steps(space: &XSpace<'_>) -> Vec<f64> {
+/// Spans (start, end in ps) of the user's `kernel_step_i` / `kernel_step` annotations on host
+/// lines, in time order.
+pub(crate) fn host_step_windows(space: &XSpace<'_>) -> Vec<(i64, i64)> {
     let step = Regex::new(r"^kernel_step(_\d+)?$").expect("static regex");
-    let mut out: Vec<(i64, f64)> = Vec::new();
+    let mut out: Vec<(i64, i64)> = Vec::new();
     for plane in space.planes.iter().filter(|p| p.name.starts_with("/host:")) {
         // One metadata per step name (`kernel_step_0`, `kernel_step_1`, ...): thousands of ids.
         let ids: HashSet<i64> = plane.event_metadata.values().filter(|m| step.is_match(m.name)).map(|m| m.id).collect();
@@ -850,12 +860,13 @@ pub(crate) fn host_steps(space: &XSpace<'_>) -> Vec<f64> {
         // Executor lines hold the bulk of the events and never the user's annotations.
         for line in plane.lines.iter().filter(|l| !is_cpu_executor_line(l)) {
             for ev in line.events().filter(|e| ids.contains(&e.metadata_id)) {
-                out.push((line.start_ps(&ev), ev.duration_ps as f64 / PS_PER_US));
+                let start = line.start_ps(&ev);
+                out.push((start, start.saturating_add(ev.duration_ps)));
             }
         }
     }
-    out.sort_by_key(|&(s, _)| s);
-    out.into_iter().map(|(_, d)| d).collect()
+    out.sort_unstable();
+    out
 }
 
 /// HLO counts of the kernel from the `Hlo Proto` stat of `/host:metadata`.
@@ -929,14 +940,28 @@ mod tests {
     #[test]
     fn selection_default_pattern_and_ambiguity() {
         let mods = vec![module("jit_convert_element_type", 9), module("jit_attn", 5), module("jit_mm", 5), module("jit_small", 1)];
-        let err = select_kernel(&mods, None).unwrap_err().to_string();
+        let err = select_kernel(&mods, None, &[]).unwrap_err().to_string();
         assert!(err.contains("jit_attn(1) (5 executions), jit_mm(1) (5 executions)"), "{err}");
-        assert_eq!(select_kernel(&mods, Some("attn")).unwrap(), 1);
-        let err = select_kernel(&mods, Some("nope")).unwrap_err().to_string();
+        assert_eq!(select_kernel(&mods, Some("attn"), &[]).unwrap(), 1);
+        let err = select_kernel(&mods, Some("nope"), &[]).unwrap_err().to_string();
         assert!(err.contains("executed modules: jit_convert_element_type(1)"), "{err}");
-        assert!(select_kernel(&mods, Some("(")).is_err());
+        assert!(select_kernel(&mods, Some("("), &[]).is_err());
         let mods = vec![module("jit_convert_element_type", 9), module("jit_attn", 5)];
-        assert_eq!(select_kernel(&mods, None).unwrap(), 1);
+        assert_eq!(select_kernel(&mods, None, &[]).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_tie_goes_to_the_module_inside_the_step_annotations() {
+        let mut attn = module("jit_attn", 3);
+        attn.execs = vec![Exec::new(10, 20), Exec::new(110, 120), Exec::new(210, 220)];
+        let mut mm = module("jit_mm", 3);
+        mm.execs = vec![Exec::new(30, 40), Exec::new(130, 140), Exec::new(230, 240)];
+        let mods = vec![mm, attn];
+        // Steps enclose attn's executions only (as when setup work runs outside the steps).
+        let steps = [(5, 25), (105, 125), (205, 225)];
+        assert_eq!(select_kernel(&mods, None, &steps).unwrap(), 1);
+        // Steps that enclose both leave the tie, and the error.
+        assert!(select_kernel(&mods, None, &[(0, 300)]).is_err());
     }
 
     #[test]

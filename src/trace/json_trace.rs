@@ -134,7 +134,7 @@ fn analyze_events(path: &Path, trace: TraceFile, opts: &AnalyzeOptions) -> anyho
     }
     let modules = groups.finish(true);
     let kernel_pattern = opts.kernel.as_deref();
-    let idx = select_kernel(&modules, kernel_pattern)?;
+    let idx = select_kernel(&modules, kernel_pattern, &[])?;
     let k = &modules[idx];
     let mut table = OpTable::default();
     for &(pid, tid) in &threads {

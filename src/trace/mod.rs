@@ -178,8 +178,9 @@ pub fn analyze_space(space: &xplane::XSpace<'_>, capture: &str, opts: &AnalyzeOp
             planes.join(", ")
         )
     })?;
-    let idx =
-        analysis::select_kernel(&collected.modules, opts.kernel.as_deref()).with_context(|| format!("{capture}: choosing the kernel"))?;
+    let steps = analysis::host_step_windows(space);
+    let idx = analysis::select_kernel(&collected.modules, opts.kernel.as_deref(), &steps)
+        .with_context(|| format!("{capture}: choosing the kernel"))?;
     let k = &collected.modules[idx];
     let kernel = analysis::kernel_stats(space, &collected, k);
     let mut warnings = collected.warnings.clone();
@@ -203,7 +204,7 @@ pub fn analyze_space(space: &xplane::XSpace<'_>, capture: &str, opts: &AnalyzeOp
         modules: collected.modules.iter().map(|m| m.stats()).collect(),
         kernel: Some(kernel),
         hlo_ops_from_proto,
-        host_steps_us: analysis::host_steps(space),
+        host_steps_us: steps.iter().map(|&(s, e)| (e - s) as f64 / 1e6).collect(),
         warnings,
     })
 }
