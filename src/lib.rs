@@ -9,6 +9,7 @@ pub mod config;
 pub mod error;
 pub mod experiment;
 pub mod hardware;
+pub mod lock;
 pub mod metrics;
 pub mod pyhelper;
 pub mod report;
@@ -68,8 +69,16 @@ fn dispatch(cli: Cli) -> Result<()> {
     }
 }
 
+/// Take the repo's lock for a command that changes the branch or the results.
+fn lock_repo(dir: &std::path::Path) -> Result<lock::RepoLock> {
+    let repo = vcs::Repo::discover(dir)?;
+    let args: Vec<String> = std::env::args().collect();
+    lock::RepoLock::acquire(&repo.state_dir(), &args.join(" "))
+}
+
 fn experiment_cmd(dir: &std::path::Path, message: String, deep: bool, allow_empty: bool, pairs: Option<u32>) -> Result<()> {
     signals::install()?;
+    let _lock = lock_repo(dir)?;
     let (message, deep_suffix) = experiment::split_deep_suffix(&message);
     let opts = experiment::Options { message, deep: deep || deep_suffix, allow_empty, pairs };
     experiment::run(dir, &opts, &mut bench::executor::ProcessExecutor)?;

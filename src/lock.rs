@@ -1,0 +1,99 @@
+//! One ratchet per repository: an advisory lock (flock) on `.ratchet/lock`, which the kernel
+//! releases when its holder dies however it dies. The file records who holds it, so a second
+//! ratchet can say who is in the way, and a lock left by a dead process is reported as cleared.
+
+use crate::error::{Error, Kind, Result};
+use serde::{Deserialize, Serialize};
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// Who holds the lock.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    pub started: String,
+    pub command: String,
+}
+
+/// Held until dropped.
+#[derive(Debug)]
+pub struct RepoLock {
+    file: File,
+    path: PathBuf,
+}
+
+impl RepoLock {
+    /// Take the lock of the repo whose state directory is `state_dir`, or fail with
+    /// [`Kind::Locked`] naming the holder.
+    pub fn acquire(state_dir: &Path, command: &str) -> Result<RepoLock> {
+        std::fs::create_dir_all(state_dir)?;
+        let path = state_dir.join("lock");
+        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let mut previous = String::new();
+        let _ = file.read_to_string(&mut previous);
+        let previous: Option<Holder> = serde_json::from_str(&previous).ok();
+        // SAFETY: flock on a descriptor we own; no memory is shared with the kernel.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            let who = match &previous {
+                Some(h) => format!("pid {} since {} (`{}`)", h.pid, h.started, h.command),
+                None => "another process".to_string(),
+            };
+            return Err(Error::new(Kind::Locked, format!("another ratchet is working on this repository: {who}"))
+                .hint("wait for it to finish, or stop it (Ctrl-C or kill PID: it rolls back cleanly)"));
+        }
+        if let Some(h) = previous.filter(|h| h.pid != std::process::id() && !crate::bench::executor::alive(h.pid as i32)) {
+            eprintln!("note: cleared a stale lock left by ratchet pid {} (started {}), which is no longer running", h.pid, h.started);
+        }
+        let me = Holder {
+            pid: std::process::id(),
+            started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            command: command.to_string(),
+        };
+        file.set_len(0)?;
+        file.rewind()?;
+        file.write_all(serde_json::to_string(&me).expect("holder serializes").as_bytes())?;
+        file.sync_data()?;
+        Ok(RepoLock { file, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for RepoLock {
+    fn drop(&mut self) {
+        // Empty the record first so no one reports us as its holder; closing the file drops the flock.
+        let _ = self.file.set_len(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_lock_is_refused_and_released_on_drop() {
+        let d = tempfile::tempdir().unwrap();
+        let first = RepoLock::acquire(d.path(), "ratchet one").unwrap();
+        // flock locks belong to open file descriptions: a second open in this process conflicts too.
+        let err = RepoLock::acquire(d.path(), "ratchet two").unwrap_err();
+        assert_eq!(err.kind, Kind::Locked);
+        assert!(err.message.contains(&format!("pid {}", std::process::id())), "{}", err.message);
+        assert!(err.message.contains("ratchet one"));
+        drop(first);
+        RepoLock::acquire(d.path(), "ratchet three").unwrap();
+    }
+
+    #[test]
+    fn stale_record_of_a_dead_process_does_not_block() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("lock"), r#"{"pid":999999999,"started":"yesterday","command":"ratchet x"}"#).unwrap();
+        let lock = RepoLock::acquire(d.path(), "ratchet y").unwrap();
+        let text = std::fs::read_to_string(lock.path()).unwrap();
+        assert!(text.contains(&std::process::id().to_string()));
+    }
+}
