@@ -44,6 +44,10 @@ pub struct Benchmark {
     /// Extra environment for every run.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Files (or directories, ending in `/`) of the measuring harness that a hypothesis may not
+    /// change, besides ratchet.toml and the scripts the command names.
+    #[serde(default)]
+    pub protect: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -314,6 +318,32 @@ fn key_line(text: &str, table: &str, key: &str) -> Option<usize> {
     None
 }
 
+/// The harness a hypothesis may not touch: ratchet.toml, the files the benchmark command names
+/// (e.g. `prepare.py` in `python3 prepare.py`) and `[benchmark] protect`. Paths are relative
+/// to the repo root; a trailing `/` protects a whole directory.
+pub fn protected_paths(cfg: &Config, root: &Path) -> Vec<String> {
+    let mut out = vec![FILE_NAME.to_string()];
+    for tok in cfg.benchmark.command.split(|c: char| c.is_whitespace() || c == ';' || c == '&' || c == '|') {
+        let tok = tok.trim_matches(|c| c == '"' || c == '\'');
+        if tok.is_empty() || tok.starts_with('-') || tok.contains('$') {
+            continue;
+        }
+        let rel = tok.trim_start_matches("./");
+        if !Path::new(rel).is_absolute() && root.join(rel).is_file() {
+            out.push(rel.to_string());
+        }
+    }
+    out.extend(cfg.benchmark.protect.iter().map(|p| p.trim_start_matches("./").to_string()));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Whether `path` (relative to the repo root) falls under one of `protected`.
+pub fn is_protected(path: &str, protected: &[String]) -> bool {
+    protected.iter().any(|p| if p.ends_with('/') { path.starts_with(p.as_str()) } else { path == p })
+}
+
 /// Where the config of the repo at `root` lives.
 pub fn path_in(root: &Path) -> PathBuf {
     root.join(FILE_NAME)
@@ -408,6 +438,22 @@ mod tests {
         assert_eq!(cfg.hardware(), Some(Hardware { peak_tflops: 989.0, hbm_gbps: 3000.0 }));
         let cfg = Config::parse("[benchmark]\ncommand = \"x\"\n[hardware]\npeak_tflops = 10\nhbm_gbps = 100\n").unwrap();
         assert_eq!(cfg.hardware(), Some(Hardware { peak_tflops: 10.0, hbm_gbps: 100.0 }));
+    }
+
+    #[test]
+    fn protected_paths_come_from_the_command_and_the_list() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("bench")).unwrap();
+        std::fs::write(d.path().join("bench/prepare.py"), "").unwrap();
+        let cfg = Config::parse(
+            "[benchmark]\ncommand = \"cd . && python3 ./bench/prepare.py --fast $X\"\nprotect = [\"data/\", \"ref.py\"]\n[score]\nmetric = \"latency\"\n",
+        )
+        .unwrap();
+        let p = protected_paths(&cfg, d.path());
+        assert_eq!(p, vec!["bench/prepare.py", "data/", "ratchet.toml", "ref.py"]);
+        assert!(is_protected("data/inputs.npy", &p));
+        assert!(is_protected("bench/prepare.py", &p));
+        assert!(!is_protected("bench/kernel.py", &p));
     }
 
     #[test]

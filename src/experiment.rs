@@ -77,9 +77,20 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     if opts.deep {
         eprintln!("note: --deep (continuous-profiling snapshots) is not available yet; running the experiment without it");
     }
-    if !opts.allow_empty && repo.changes()?.is_empty() {
+    let changes = repo.changes()?;
+    if !opts.allow_empty && changes.is_empty() {
         return Err(Error::repo("nothing to test: the working tree has no change against HEAD")
             .hint("edit the kernel first, or pass --allow-empty to re-measure HEAD as it is"));
+    }
+    let protected = config::protected_paths(&cfg, repo.root());
+    let touched: Vec<&String> = changes.iter().filter(|p| config::is_protected(p, &protected)).collect();
+    if !touched.is_empty() {
+        let list: Vec<&str> = touched.iter().map(|s| s.as_str()).collect();
+        return Err(Error::repo(format!(
+            "the hypothesis changes the benchmark harness ({}): a gain could then come from changing the measuring stick, not the kernel",
+            list.join(", ")
+        ))
+        .hint("commit harness changes on their own first (git commit), then run the experiment with only the kernel change"));
     }
 
     let id = store.next_id()?;

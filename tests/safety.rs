@@ -56,3 +56,29 @@ fn a_lock_left_by_a_killed_ratchet_is_cleared() {
     t.write("fake.env", "FAKE_LATENCY_MS=5\n");
     t.ratchet().arg("experiment: go").assert().success().stderr(predicate::str::contains("cleared a stale lock"));
 }
+
+#[test]
+fn a_hypothesis_that_changes_the_harness_is_refused() {
+    let t = TestRepo::with_config(
+        &support::DEFAULT_CONFIG.replace("command = \"python3 {bench}\"", "command = \"python3 {bench} bench.py\"\nprotect = [\"data/\"]"),
+    );
+    t.write("bench.py", "# the harness\n");
+    t.write("data/inputs.txt", "1 2 3\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-qm", "harness"]);
+    let base = t.head();
+    let tweaked_config = t.read("ratchet.toml").replace("pairs = 4", "pairs = 3");
+    for (file, text) in [("bench.py", "# a faster clock\n"), ("data/inputs.txt", "1\n"), ("ratchet.toml", tweaked_config.as_str())] {
+        let before = t.read(file);
+        t.write(file, text);
+        t.write("kernel.py", "BQ = 256\n");
+        t.ratchet()
+            .arg("experiment: sneaky")
+            .assert()
+            .code(4)
+            .stderr(predicate::str::contains("benchmark harness").and(predicate::str::contains(file)));
+        assert_eq!(t.head(), base, "nothing committed for {file}");
+        assert_eq!(t.read(file), text, "the working tree is left as it was");
+        t.write(file, &before);
+    }
+}
