@@ -126,6 +126,16 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
             store: &store,
         },
     );
+    // Whatever appeared untracked while the benchmark ran was written by it (the hypothesis's
+    // own new files are committed by now): keep it out of every later hypothesis.
+    let outputs = repo.untracked_entries().unwrap_or_default();
+    if !outputs.is_empty() {
+        eprintln!(
+            "note: the benchmark wrote into the repo: {}; ratchet leaves these out of hypotheses (.git/info/exclude)",
+            outputs.join(", ")
+        );
+        repo.exclude_benchmark_outputs(&outputs)?;
+    }
     let (records, stop) = match measured {
         Ok(v) => v,
         Err(e) => {

@@ -113,6 +113,40 @@ impl Repo {
             .collect())
     }
 
+    /// Untracked, not ignored entries (a new directory is one entry, `dir/`), ratchet's own left out.
+    pub fn untracked_entries(&self) -> Result<Vec<String>> {
+        let mut opts = StatusOptions::new();
+        opts.include_untracked(true).recurse_untracked_dirs(false).include_ignored(false).exclude_submodules(true);
+        let statuses = self.repo.statuses(Some(&mut opts))?;
+        Ok(statuses
+            .iter()
+            .filter(|s| s.status().is_wt_new())
+            .filter_map(|s| s.path().map(str::to_string))
+            .filter(|p| !is_ratchet_path(p))
+            .collect())
+    }
+
+    /// Add `paths` (written into the repo by the benchmark) to `.git/info/exclude`, so that they
+    /// never leak into a hypothesis commit; they are left on disk.
+    pub fn exclude_benchmark_outputs(&self, paths: &[String]) -> Result<()> {
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let path = self.repo.commondir().join("info").join("exclude");
+        let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str("# written into the repo by the benchmark (ratchet keeps them out of hypotheses)\n");
+        for p in paths {
+            text.push('/');
+            text.push_str(p);
+            text.push('\n');
+        }
+        std::fs::create_dir_all(path.parent().unwrap())?;
+        crate::store::write_atomic(&path, text.as_bytes())
+    }
+
     /// Tracked files whose content differs from HEAD (what a hard reset would overwrite).
     pub fn tracked_changes(&self) -> Result<Vec<String>> {
         let mut opts = StatusOptions::new();

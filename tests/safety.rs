@@ -82,3 +82,35 @@ fn a_hypothesis_that_changes_the_harness_is_refused() {
         t.write(file, &before);
     }
 }
+
+#[test]
+fn files_the_benchmark_writes_into_the_repo_never_leak_and_are_kept() {
+    let t = TestRepo::new();
+    t.write("fake.env", "FAKE_LATENCY_MS=10\nFAKE_WRITE_DIR=profile_data\n");
+    t.git(&["commit", "-qam", "benchmark dumps profile_data"]);
+    t.write("fake.env", "FAKE_LATENCY_MS=5\nFAKE_WRITE_DIR=profile_data\n");
+    t.ratchet().arg("experiment: faster").assert().success().stderr(predicate::str::contains("profile_data"));
+    assert!(t.path().join("profile_data/run1.txt").exists(), "the benchmark's output is left on disk");
+    t.write("fake.env", "FAKE_LATENCY_MS=4\nFAKE_WRITE_DIR=profile_data\n");
+    t.ratchet().arg("experiment: faster still").assert().success();
+    let files = t.git(&["show", "--name-only", "--format=", "HEAD"]);
+    assert_eq!(files.trim(), "fake.env", "profile_data/ never enters a hypothesis commit");
+    assert_eq!(t.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn submodules_are_never_part_of_a_hypothesis_and_survive_a_revert() {
+    let sub = TestRepo::new();
+    let t = TestRepo::new();
+    t.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.path().to_str().unwrap(), "vendor/lib"]);
+    t.git(&["commit", "-qm", "add submodule"]);
+    let base = t.head();
+    // A local edit inside the submodule, and a slower kernel: the revert must keep the edit.
+    t.write("vendor/lib/kernel.py", "BQ = 999  # local experiment in the submodule\n");
+    t.write("fake.env", "FAKE_LATENCY_MS=20\n");
+    t.ratchet().arg("experiment: slower").assert().success();
+    assert_eq!(t.head(), base);
+    let files = t.git(&["show", "--name-only", "--format=", "refs/ratchet/discarded/1"]);
+    assert_eq!(files.trim(), "fake.env", "the submodule is not part of the hypothesis");
+    assert_eq!(t.read("vendor/lib/kernel.py"), "BQ = 999  # local experiment in the submodule\n");
+}

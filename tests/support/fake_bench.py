@@ -9,6 +9,8 @@ FAKE_MODE         result | legacy | crash | hang | garbage | silent | badcheck |
 FAKE_SPAWN_CHILD  1: start a sleeping grandchild first and write its pid to $FAKE_PID_FILE
 FAKE_FLOPS        FLOPs to report (default 1e9); FAKE_BYTES likewise (default 1e7)
 FAKE_SLEEP_S      seconds to sleep before reporting (default 0)
+FAKE_WRITE_DIR    a directory (relative to the checkout) to write a file into, as benchmarks
+                  that dump ./profile_data do
 """
 import json
 import os
@@ -42,6 +44,10 @@ def main():
         with open(cfg["FAKE_PID_FILE"], "w") as f:
             f.write(str(child.pid))
     time.sleep(float(cfg.get("FAKE_SLEEP_S", "0")))
+    if cfg.get("FAKE_WRITE_DIR"):
+        os.makedirs(cfg["FAKE_WRITE_DIR"], exist_ok=True)
+        with open(os.path.join(cfg["FAKE_WRITE_DIR"], f"run{run}.txt"), "w") as f:
+            f.write("benchmark output\n")
     print(f"fake benchmark: mode={mode} side={os.environ.get('RATCHET_SIDE')} run={run}")
     if mode == "crash":
         print("Traceback (most recent call last):\nRuntimeError: fake kernel exploded", file=sys.stderr)
