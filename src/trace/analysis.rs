@@ -192,7 +192,8 @@ struct OpStats<'s> {
 
 fn op_stats<'s>(plane: &XPlane<'s>, ids: &Ids, ev: &super::xplane::XEvent<'s>) -> OpStats<'s> {
     let mut s = OpStats::default();
-    for st in ev.stats() {
+    let wanted = [ids.hlo_op, ids.hlo_module, ids.run_id, ids.program_id, ids.correlation_id];
+    for st in ev.stats_where(|id| wanted.contains(&Some(id))) {
         let id = Some(st.metadata_id);
         if id == ids.hlo_op && s.op.is_none() {
             s.op = plane.stat_str(&st.value);
@@ -574,10 +575,11 @@ impl OpTable {
     }
 
     fn record(&mut self, op: &LineOp<'_>, child_ps: i64) {
-        let agg = self
-            .ops
-            .entry(op.name.to_string())
-            .or_insert_with(|| OpAgg { category: op_category(op.name, op.category), ..OpAgg::default() });
+        // Look up by &str first: an owned key is made once per distinct op, not once per event.
+        if !self.ops.contains_key(op.name) {
+            self.ops.insert(op.name.to_string(), OpAgg { category: op_category(op.name, op.category), ..OpAgg::default() });
+        }
+        let agg = self.ops.get_mut(op.name).expect("inserted above");
         agg.count += 1;
         agg.inclusive_ps += op.dur;
         agg.self_ps += (op.dur - child_ps).max(0);

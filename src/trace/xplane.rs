@@ -236,6 +236,46 @@ fn decode_stat<'a>(mut r: Reader<'a>) -> Result<XStat<'a>> {
     Ok(stat)
 }
 
+/// The metadata id of a stat body, found without decoding its value (skipping a
+/// length-delimited value is a pointer move; decoding a string checks its UTF-8).
+fn stat_id_only(mut r: Reader<'_>) -> Option<i64> {
+    while !r.is_empty() {
+        let (field, wire) = r.key().ok()?;
+        if field == 1 {
+            return r.int64(wire, "XStat.metadata_id").ok();
+        }
+        r.skip(wire).ok()?;
+    }
+    Some(0)
+}
+
+/// The stats of an event whose metadata id `want` accepts; the others are skipped undecoded.
+/// The hot loops of the analysis read a few stats of millions of events.
+pub struct WantedStats<'a, F> {
+    reader: Reader<'a>,
+    want: F,
+}
+
+impl<'a, F: Fn(i64) -> bool> Iterator for WantedStats<'a, F> {
+    type Item = XStat<'a>;
+
+    fn next(&mut self) -> Option<XStat<'a>> {
+        while !self.reader.is_empty() {
+            let (field, wire) = self.reader.key().ok()?;
+            if field == 4 && wire == WireType::LengthDelimited {
+                let bytes = self.reader.len_delimited().ok()?;
+                let body = self.reader.sub(bytes);
+                if (self.want)(stat_id_only(body.clone())?) {
+                    return decode_stat(body).ok();
+                }
+                continue;
+            }
+            self.reader.skip(wire).ok()?;
+        }
+        None
+    }
+}
+
 /// Iterates the stats stored under `field` in a message body that [`parse`] has validated.
 #[derive(Clone)]
 pub struct StatIter<'a> {
@@ -275,6 +315,11 @@ impl<'a> XEvent<'a> {
     /// The event's stats, in file order (the same stat may appear twice).
     pub fn stats(&self) -> StatIter<'a> {
         StatIter { reader: self.body.clone(), field: 4 }
+    }
+
+    /// The event's stats whose metadata id `want` accepts, without decoding the others.
+    pub fn stats_where<F: Fn(i64) -> bool>(&self, want: F) -> WantedStats<'a, F> {
+        WantedStats { reader: self.body.clone(), want }
     }
 }
 
