@@ -243,3 +243,32 @@ fn run_directory_drives_inspect() {
         assert!(text.contains(needle), "missing {needle:?} in\n{text}");
     }
 }
+
+// A capture made by this project's own example benchmark (examples/flash_attention/prepare.py,
+// BQ=BKV=128, 2 profile iterations, jax 0.10.2 on CPU), kept with its result file and HLO
+// dump as a ratchet run directory. Expected figures: tests/helpers/xplane_reference.py
+// tests/fixtures/example-cpu/flash_attention_bq128_bkv128.xplane.pb
+#[test]
+fn own_example_capture_matches_the_reference_decoder() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/example-cpu");
+    // The run directory: the kernel name and the trace path come from its ratchet-result.json.
+    let report = ratchet::trace::analyze(&dir, &Default::default()).unwrap();
+    assert_eq!(report.events, 2243);
+    assert!(report.source.contains("/host:CPU"), "{}", report.source);
+    let k = report.kernel.as_ref().unwrap();
+    assert_eq!(k.name, "jit_flash_attention(18)");
+    assert_eq!(k.executions, 2);
+    close(k.median_us, 3215.9925);
+    close(k.per_execution_us[0], 3239.7);
+    close(k.per_execution_us[1], 3192.285);
+    assert_eq!(report.host_steps_us.len(), 2);
+    close(report.host_steps_us[0], 3516.193);
+    close(report.host_steps_us[1], 3362.566);
+    let proto = report.hlo_ops_from_proto.as_ref().unwrap();
+    assert_eq!((proto.dot, proto.exponential, proto.reduce, proto.copy, proto.fusion, proto.while_), (2, 2, 2, 13, 33, 1));
+    assert_eq!(proto.total_instructions, 283);
+    // The HLO text the benchmark dumped is the same module.
+    let text = std::fs::read_to_string(dir.join("flash_attention_bq128_bkv128.hlo.txt")).unwrap();
+    let from_text = ratchet::trace::hlo_stats_from_text(&text);
+    assert_eq!((from_text.dot, from_text.exponential, from_text.reduce, from_text.copy), (2, 2, 2, 13));
+}
