@@ -17,6 +17,9 @@ pub struct RunSpec {
     pub timeout: Duration,
     /// Time between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// Where to record the run's process group while it runs, so that a ratchet started after
+    /// this one died can kill what it left behind.
+    pub pgid_file: Option<PathBuf>,
 }
 
 /// How a run ended.
@@ -69,6 +72,9 @@ impl Executor for ProcessExecutor {
         let start = Instant::now();
         let handle = expr.start()?;
         let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
+        if let Some(f) = &spec.pgid_file {
+            std::fs::write(f, pgid.to_string())?;
+        }
         let mut sleep = Duration::from_millis(2);
         let exit = loop {
             if let Some(out) = handle.try_wait()? {
@@ -87,6 +93,9 @@ impl Executor for ProcessExecutor {
         };
         // The leader is gone; whatever it left behind in its group goes too.
         kill_group(pgid, libc::SIGKILL);
+        if let Some(f) = &spec.pgid_file {
+            let _ = std::fs::remove_file(f);
+        }
         Ok(RunOutput { exit, wall_s: start.elapsed().as_secs_f64(), stdout_path, stderr_path })
     }
 }
@@ -154,6 +163,7 @@ mod tests {
             log_dir: dir.join("logs"),
             timeout: Duration::from_millis(timeout_ms),
             grace: Duration::from_millis(200),
+            pgid_file: None,
         }
     }
 

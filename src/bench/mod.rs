@@ -182,6 +182,7 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         log_dir: ctx.out_dir.clone(),
         timeout: Duration::from_secs_f64(b.timeout_s),
         grace: Duration::from_secs_f64(b.kill_grace_s),
+        pgid_file: Some(crate::journal::pgid_path(ctx.state_dir)),
     };
     let out = exec.run(&spec)?;
     let mut rec = RunRecord {

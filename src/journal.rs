@@ -1,0 +1,191 @@
+//! Crash safety: before each step of an experiment that changes git or the results, ratchet
+//! writes its intent to `.ratchet/journal.json`. A ratchet that starts and finds a journal
+//! finishes or rolls back that experiment (saying what it did), so a kill at any point leaves a
+//! consistent incumbent, the hypothesis preserved, and no torn or duplicate results row.
+
+use crate::error::Result;
+use crate::store::{ResultRow, State, Status, Store};
+use crate::vcs::{self, Repo};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// How far the experiment got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Phase {
+    /// About to commit the hypothesis.
+    Committing,
+    /// The hypothesis is committed; benchmarks are running.
+    Measuring,
+    /// The decision is made (the row is in the journal); keep/revert and the row may be pending.
+    Decided,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: u64,
+    pub branch: String,
+    pub incumbent: String,
+    pub message: String,
+    pub phase: Phase,
+    pub candidate: Option<String>,
+    pub row: Option<ResultRow>,
+    pub pid: u32,
+    pub started: String,
+}
+
+pub fn path(state_dir: &Path) -> PathBuf {
+    state_dir.join("journal.json")
+}
+
+/// Where the executor records the running benchmark's process group, for recovery to kill.
+pub fn pgid_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("run.pgid")
+}
+
+pub fn load(state_dir: &Path) -> Option<Entry> {
+    let text = std::fs::read_to_string(path(state_dir)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Record `entry` (atomically: a reader sees the old intent or the new one).
+pub fn write(state_dir: &Path, entry: &Entry) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(entry).expect("journal serializes");
+    crate::store::write_atomic(&path(state_dir), &bytes)
+}
+
+pub fn clear(state_dir: &Path) -> Result<()> {
+    match std::fs::remove_file(path(state_dir)) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Kill a benchmark process group left behind by a ratchet that died mid-run.
+pub fn kill_orphaned_benchmark(state_dir: &Path) -> Option<i32> {
+    let p = pgid_path(state_dir);
+    let pgid: i32 = std::fs::read_to_string(&p).ok()?.trim().parse().ok()?;
+    let _ = std::fs::remove_file(&p);
+    if pgid <= 1 {
+        return None;
+    }
+    // SAFETY: signalling a process group; ESRCH when it is already gone.
+    let rc = unsafe { libc::killpg(pgid, libc::SIGKILL) };
+    (rc == 0).then_some(pgid)
+}
+
+/// Finish or roll back an experiment a dead ratchet left unfinished. Returns what was done, for
+/// the user, or `None` when there was nothing to recover.
+pub fn recover(repo: &Repo, store: &Store) -> Result<Option<String>> {
+    let state_dir = repo.state_dir();
+    let mut said = vec![];
+    if let Some(pgid) = kill_orphaned_benchmark(&state_dir) {
+        said.push(format!("killed the benchmark process group {pgid} it left running"));
+    }
+    let Some(entry) = load(&state_dir) else {
+        return Ok((!said.is_empty()).then(|| said.join("; ")));
+    };
+    // The caller holds the repo lock, so the ratchet that wrote this journal is gone.
+    let incumbent = git2::Oid::from_str(&entry.incumbent)?;
+    let head = repo.head_oid()?;
+    let id = entry.id;
+    // Did the commit happen? (killed between writing `Committing` and committing)
+    let candidate = match entry.candidate.as_deref().map(git2::Oid::from_str).transpose()? {
+        Some(c) => Some(c),
+        None => {
+            let c = repo.repo.find_commit(head)?;
+            let is_ours = head != incumbent && c.message() == Some(entry.message.as_str()) && c.parent_id(0).ok() == Some(incumbent);
+            is_ours.then_some(head)
+        }
+    };
+    let Some(candidate) = candidate else {
+        clear(&state_dir)?;
+        said.push(format!("experiment {id} stopped before committing; its change is still in the working tree"));
+        return Ok(Some(said.join("; ")));
+    };
+    let already_recorded = store.rows()?.iter().any(|r| r.id == id);
+    let mut row = match (&entry.phase, &entry.row) {
+        (Phase::Decided, Some(row)) => row.clone(),
+        _ => {
+            let runs = store.runs()?.iter().filter(|r| r.experiment == id.to_string()).count() as u32;
+            ResultRow { runs, ..interrupted_row(&entry, candidate) }
+        }
+    };
+    let mut state = State::load(&state_dir);
+    if row.status == Status::Keep {
+        state.incumbents.insert(entry.branch.clone(), candidate.to_string());
+        state.save(&state_dir)?;
+        said.push(format!("experiment {id} had been decided keep; {} stays the incumbent", short(&candidate.to_string())));
+    } else {
+        let reference = format!("{}{id}", vcs::DISCARDED_PREFIX);
+        if head == candidate {
+            let tip = repo.snapshot_edits(&format!("ratchet: edits made during experiment {id}"))?.unwrap_or(candidate);
+            repo.mark_discarded(&id.to_string(), tip)?;
+            repo.reset_to(incumbent)?;
+            said.push(format!(
+                "experiment {id} ({}) rolled back to the incumbent {}; the hypothesis is kept at {reference}",
+                row.status.as_str(),
+                short(&incumbent.to_string())
+            ));
+        } else {
+            // Already reset (killed after the reset) or HEAD moved: only make sure the hypothesis is kept.
+            if repo.repo.find_reference(&reference).is_err() {
+                repo.mark_discarded(&id.to_string(), candidate)?;
+            }
+            said.push(format!("experiment {id} ({}) was already rolled back; the hypothesis is at {reference}", row.status.as_str()));
+        }
+        state.incumbents.insert(entry.branch.clone(), incumbent.to_string());
+        state.save(&state_dir)?;
+    }
+    if !already_recorded {
+        if row.status == Status::Interrupted {
+            row.note = "ratchet stopped mid-experiment; rolled back when it next started".into();
+        }
+        store.append_row(&row)?;
+    }
+    clear(&state_dir)?;
+    Ok(Some(said.join("; ")))
+}
+
+fn interrupted_row(entry: &Entry, candidate: git2::Oid) -> ResultRow {
+    ResultRow {
+        id: entry.id,
+        time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        commit: candidate.to_string(),
+        incumbent: entry.incumbent.clone(),
+        message: entry.message.clone(),
+        status: Status::Interrupted,
+        metric: String::new(),
+        value: None,
+        incumbent_value: None,
+        delta_pct: None,
+        ci_low_pct: None,
+        ci_high_pct: None,
+        p_value: None,
+        score: None,
+        latency_ms: None,
+        util_pct: None,
+        tflops: None,
+        intensity: None,
+        bw_pct: None,
+        regime: None,
+        gap_ms: None,
+        runs: 0,
+        wall_s: 0.0,
+        latency_source: None,
+        host_latency_ms: None,
+        kernel: None,
+        hlo_dot: None,
+        hlo_exp: None,
+        hlo_reduce: None,
+        hlo_copy: None,
+        hlo_fusion: None,
+        hlo_custom_call: None,
+        note: String::new(),
+    }
+}
+
+fn short(s: &str) -> &str {
+    &s[..s.len().min(8)]
+}
