@@ -57,6 +57,9 @@ pub enum Command {
     Init(InitArgs),
     /// Print the results table.
     Results(ResultsArgs),
+    /// Show ratchet's state here: the incumbent, a running or unfinished experiment (which it
+    /// recovers), the last result.
+    Status,
     /// Read a trace (an .xplane.pb, a profile directory or a run directory) and print the
     /// article-style diagnosis: regime, intensity, time decomposition, HLO counts, op breakdown.
     Inspect(crate::trace::inspect::InspectArgs),

@@ -9,6 +9,7 @@ use crate::metrics::{self, Metrics};
 use crate::stats::{Decision, DecisionRule, PairedLogT, Verdict};
 use crate::store::{ResultRow, State, Status, Store};
 use crate::vcs::{self, Repo};
+use crate::{fault, journal};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -45,6 +46,11 @@ pub struct Outcome {
 pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcome> {
     let started = Instant::now();
     let repo = Repo::discover(dir)?;
+    let state_dir = repo.state_dir();
+    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
+    if let Some(what) = journal::recover(&repo, &store)? {
+        eprintln!("recovered: {what}");
+    }
     let (branch, head) = repo.check_safe()?;
     let cfg = Config::load(&config::path_in(repo.root()))?;
     if opts.message.trim().is_empty() {
@@ -57,9 +63,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         return Err(Error::usage(format!("--pairs {pairs}: a paired test needs at least 2 pairs")));
     }
     repo.ensure_excludes()?;
-    let state_dir = repo.state_dir();
     std::fs::create_dir_all(&state_dir)?;
-    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
 
     let mut state = State::load(&state_dir);
     let incumbent = match state.incumbents.get(&branch).and_then(|s| git2::Oid::from_str(s).ok()) {
@@ -101,7 +105,24 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         std::fs::remove_dir_all(&exp_dir)?;
     }
     let python_dir = crate::pyhelper::install(&state_dir)?;
+    let mut entry = journal::Entry {
+        id,
+        branch: branch.clone(),
+        incumbent: incumbent.to_string(),
+        message: opts.message.clone(),
+        phase: journal::Phase::Committing,
+        candidate: None,
+        row: None,
+        pid: std::process::id(),
+        started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+    };
+    journal::write(&state_dir, &entry)?;
+    fault::point("before-commit");
     let candidate = repo.commit_hypothesis(&opts.message, opts.allow_empty)?;
+    entry.phase = journal::Phase::Measuring;
+    entry.candidate = Some(candidate.to_string());
+    journal::write(&state_dir, &entry)?;
+    fault::point("after-commit");
     println!("experiment {id}: {}", opts.message);
     println!(
         "  candidate {} vs incumbent {} on {branch}; {pairs} interleaved pairs, deciding on {}",
@@ -206,6 +227,11 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         note,
     };
 
+    fault::point("before-decision");
+    entry.phase = journal::Phase::Decided;
+    entry.row = Some(row.clone());
+    journal::write(&state_dir, &entry)?;
+    fault::point("after-decision");
     let discarded_ref = if status == Status::Keep {
         state.incumbents.insert(branch.clone(), candidate.to_string());
         state.save(&state_dir)?;
@@ -216,7 +242,10 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         state.save(&state_dir)?;
         Some(r)
     };
+    fault::point("before-append");
     store.append_row(&row)?;
+    fault::point("after-append");
+    journal::clear(&state_dir)?;
     print_summary(&row, decision.as_ref(), discarded_ref.as_deref(), &records);
     if status == Status::Interrupted {
         return Err(Error::interrupted().hint("the hypothesis was reverted and recorded as interrupted"));
@@ -247,6 +276,7 @@ fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid) -> 
         None => candidate,
     };
     let name = repo.mark_discarded(id, tip)?;
+    fault::point("mid-revert");
     repo.reset_to(incumbent)?;
     Ok(name)
 }

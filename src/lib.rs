@@ -51,6 +51,7 @@ fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Some(Command::Init(a)) => commands::init(&dir, &a),
         Some(Command::Results(a)) => commands::results(&dir, &a),
+        Some(Command::Status) => commands::status(&dir),
         Some(Command::Inspect(mut a)) => {
             // Inside a ratchet repo, its configured hardware completes the roofline.
             let start = if a.path.is_dir() { a.path.clone() } else { dir.clone() };

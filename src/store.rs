@@ -142,6 +142,13 @@ impl Store {
     /// so readers see the old table or the new one, never half a row.
     pub fn append_row(&self, row: &ResultRow) -> Result<()> {
         std::fs::create_dir_all(&self.dir)?;
+        // Temporary files of an append that was killed before its rename.
+        let stale = format!(".{RESULTS_CSV}.tmp.");
+        for e in std::fs::read_dir(&self.dir)?.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&stale) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
         let mut rows = self.rows()?;
         rows.push(row.clone());
         let mut w = csv::Writer::from_writer(vec![]);
@@ -149,7 +156,7 @@ impl Store {
             w.serialize(r).map_err(|e| Error::failure(format!("cannot encode a results row: {e}")))?;
         }
         let bytes = w.into_inner().map_err(|e| Error::failure(format!("cannot encode results: {e}")))?;
-        write_atomic(&self.csv_path(), &bytes)
+        write_atomic_then(&self.csv_path(), &bytes, || crate::fault::point("mid-append"))
     }
 
     /// Append one raw run to runs.jsonl in a single write. A torn last line left by a crash is cut
@@ -201,6 +208,11 @@ fn truncate_torn_tail(f: &mut std::fs::File) -> Result<()> {
 
 /// Write `bytes` to `path` through a temporary file in the same directory and a rename.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_then(path, bytes, || {})
+}
+
+/// [`write_atomic`], calling `before_rename` once the temporary file is complete.
+fn write_atomic_then(path: &Path, bytes: &[u8], before_rename: impl FnOnce()) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir)?;
     let tmp = dir.join(format!(".{}.tmp.{}", path.file_name().unwrap().to_string_lossy(), std::process::id()));
@@ -209,6 +221,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         f.write_all(bytes)?;
         f.sync_all()?;
     }
+    before_rename();
     std::fs::rename(&tmp, path)?;
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
