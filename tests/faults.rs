@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::TestRepo;
 
 /// What the repo must look like after a kill at some point and a recovery.
@@ -87,27 +87,12 @@ fn kill_at_every_step_boundary_then_recover() {
 fn kill_mid_benchmark_then_recover_kills_the_orphaned_benchmark() {
     let t = TestRepo::new();
     let base = t.head();
-    let pid_file = t.path().join("child.pid");
-    t.write(".gitignore", "child.pid\n");
-    t.git(&["add", ".gitignore"]);
-    t.git(&["commit", "-qm", "ignore"]);
+    let pid_file = t.hanging_candidate();
     let base2 = t.head();
     assert_ne!(base, base2);
-    let change = format!("FAKE_MODE=hang\nFAKE_SPAWN_CHILD=1\nFAKE_PID_FILE={}\n", pid_file.display());
-    t.write("fake.env", &change);
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ratchet"))
-        .arg("experiment: killed mid-benchmark")
-        .current_dir(t.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !pid_file.exists() {
-        assert!(Instant::now() < deadline, "the benchmark never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let change = t.read("fake.env");
+    let mut child = t.spawn_ratchet("experiment: killed mid-benchmark");
+    support::wait_for(&pid_file);
     std::thread::sleep(Duration::from_millis(100));
     child.kill().unwrap(); // SIGKILL: no handler runs
     child.wait().unwrap();

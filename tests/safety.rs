@@ -4,34 +4,14 @@
 mod support;
 
 use predicates::prelude::*;
-use std::time::{Duration, Instant};
 use support::TestRepo;
-
-fn wait_for(path: &std::path::Path) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !path.exists() {
-        assert!(Instant::now() < deadline, "{} never appeared", path.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 #[test]
 fn a_second_ratchet_on_the_same_repo_is_refused() {
     let t = TestRepo::new();
-    let pid_file = t.path().join("child.pid");
-    t.write(".gitignore", "child.pid\n");
-    t.git(&["add", ".gitignore"]);
-    t.git(&["commit", "-qm", "ignore"]);
-    t.write("fake.env", &format!("FAKE_MODE=hang\nFAKE_SPAWN_CHILD=1\nFAKE_PID_FILE={}\n", pid_file.display()));
-    let mut first = std::process::Command::new(assert_cmd::cargo::cargo_bin("ratchet"))
-        .arg("experiment: holds the lock")
-        .current_dir(t.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_for(&pid_file);
+    let pid_file = t.hanging_candidate();
+    let mut first = t.spawn_ratchet("experiment: holds the lock");
+    support::wait_for(&pid_file);
     t.ratchet()
         .arg("experiment: second")
         .assert()

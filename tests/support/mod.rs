@@ -6,6 +6,15 @@
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 
+/// Wait (up to 30 s) until `path` exists.
+pub fn wait_for(path: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < deadline, "{} never appeared", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 pub fn fake_bench() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_bench.py")
 }
@@ -84,6 +93,30 @@ impl TestRepo {
             .env_remove("FAKE_LATENCY_MS")
             .timeout(std::time::Duration::from_secs(120));
         c
+    }
+
+    /// Start `ratchet MESSAGE` in the background (for tests that signal or race it).
+    pub fn spawn_ratchet(&self, message: &str) -> std::process::Child {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("ratchet"))
+            .arg(message)
+            .current_dir(self.path())
+            .env("HOME", self.home.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Make the candidate's benchmark hang after starting a grandchild whose pid it writes to
+    /// `child.pid` (ignored by git); returns that file's path.
+    pub fn hanging_candidate(&self) -> PathBuf {
+        let pid_file = self.path().join("child.pid");
+        self.write(".gitignore", "child.pid\n");
+        self.git(&["add", ".gitignore"]);
+        self.git(&["commit", "-qm", "ignore the pid file"]);
+        self.write("fake.env", &format!("FAKE_MODE=hang\nFAKE_SPAWN_CHILD=1\nFAKE_PID_FILE={}\n", pid_file.display()));
+        pid_file
     }
 
     /// results/results.csv as (header -> value) maps.
