@@ -22,6 +22,10 @@ pub struct Options {
     pub allow_empty: bool,
     /// Overrides `[decision] pairs`.
     pub pairs: Option<u32>,
+    /// The sweep hypothesis behind this experiment (`<file>@<hash>`), recorded in its row.
+    pub hypothesis: Option<String>,
+    /// Its tags, recorded in the row.
+    pub tags: Vec<String>,
 }
 
 /// The message's trailing ` --deep`, as the source article writes it, means the `--deep` flag.
@@ -75,7 +79,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         None => head,
     };
     if opts.deep {
-        eprintln!("note: --deep (continuous-profiling snapshots) is not available yet; running the experiment without it");
+        eprintln!("note: --deep: every run takes continuous-profiling snapshots (RATCHET_DEEP=1); `ratchet show` summarises them");
     }
     if !opts.allow_empty && repo.changes()?.is_empty() {
         return Err(Error::repo("nothing to test: the working tree has no change against HEAD")
@@ -182,6 +186,8 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         hlo_copy: hlo.map(|h| h.copy as u32),
         hlo_fusion: hlo.map(|h| h.fusion as u32),
         hlo_custom_call: hlo.map(|h| h.custom_call as u32),
+        hypothesis: opts.hypothesis.clone().unwrap_or_default(),
+        tags: opts.tags.join(";"),
         note,
     };
 

@@ -1,12 +1,15 @@
-//! The subcommands other than the experiment itself: `init` and `results`.
+//! The subcommands other than the experiment itself, one file each: `init` (here), `results`,
+//! `sweep`, `show` and `plot`.
 
-use crate::cli::{InitArgs, ResultsArgs};
+pub mod plot;
+pub mod results;
+pub mod show;
+pub mod sweep;
+
+use crate::cli::InitArgs;
 use crate::config;
 use crate::error::{Error, Result};
-use crate::report;
-use crate::store::Store;
-use crate::vcs::{self, Repo};
-use std::io::IsTerminal;
+use crate::vcs::Repo;
 use std::path::Path;
 
 pub fn init(dir: &Path, args: &InitArgs) -> Result<()> {
@@ -40,14 +43,5 @@ pub fn init(dir: &Path, args: &InitArgs) -> Result<()> {
     if has_prepare {
         println!("found prepare.py: it should follow the benchmark protocol (docs/protocol.md), or print RESULT: lines");
     }
-    Ok(())
-}
-
-pub fn results(dir: &Path, args: &ResultsArgs) -> Result<()> {
-    let repo = Repo::discover(dir)?;
-    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
-    let rows = store.rows()?;
-    let color = std::io::stdout().is_terminal();
-    println!("{}", report::render(&rows, args.format, color).trim_end());
     Ok(())
 }
