@@ -20,7 +20,7 @@ pub const EXIT_CODES: &str = "Exit codes:
   0    the experiment ran to a decision (keep, revert, crash, timeout, invalid alike)
   1    failure (I/O, the incumbent's benchmark failing, ...)
   2    usage error
-  3    configuration error (ratchet.toml)
+  3    configuration error (ratchet.toml, or a malformed hypothesis file)
   4    unsafe repository state (detached HEAD, merge in progress, nothing to test)
   5    another ratchet holds the repository's lock
   130  interrupted (SIGINT/SIGTERM): the hypothesis was reverted and recorded";
