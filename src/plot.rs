@@ -205,6 +205,7 @@ fn roofline<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow
         ys.extend([0.1, 100.0]);
     }
     let (xlo, xhi) = range(&xs, log);
+    let xhi = xhi + (xhi - xlo) * 0.06;
     let (ylo, yhi) = range(&ys, log);
     let title = match hw {
         Some(h) => format!("roofline: {} TFLOP/s peak, {} GB/s HBM", sig(h.peak_tflops, 0), sig(h.hbm_gbps, 0)),
@@ -242,7 +243,17 @@ fn roofline<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow
             .label(format!("roofline (ridge {} FLOPs/byte)", sig(ridge, 0)))
             .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], BLACK.stroke_width(2)));
     }
-    for (s, name) in [(Status::Keep, "kept"), (Status::Revert, "reverted"), (Status::Invalid, "other")] {
+    // Points on top of each other (same kernel shape, similar speed) share one label "3,4".
+    let mut labels: Vec<(f64, f64, String)> = vec![];
+    for (i, t, r) in &pts {
+        let (x, y) = (log.to(*i), log.to(*t));
+        match labels.iter_mut().find(|l| (l.0 - x).abs() < 0.02 * (xhi - xlo) && (l.1 - y).abs() < 0.03 * (yhi - ylo)) {
+            Some(l) => l.2.push_str(&format!(",{}", r.id)),
+            None => labels.push((x, y, r.id.to_string())),
+        }
+    }
+    // Kept last, so a kept point is never hidden under a reverted one at the same spot.
+    for (s, name) in [(Status::Invalid, "other"), (Status::Revert, "reverted"), (Status::Keep, "kept")] {
         let group: Vec<&(f64, f64, &ResultRow)> = pts
             .iter()
             .filter(|p| match s {
@@ -252,18 +263,17 @@ fn roofline<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow
             .collect();
         let c = status_color(s);
         chart
-            .draw_series(group.iter().map(|(i, t, r)| {
-                EmptyElement::at((log.to(*i), log.to(*t)))
-                    + Circle::new((0, 0), 6, c.filled())
-                    + Text::new(r.id.to_string(), (8, -16), ("sans-serif", 13))
-            }))
+            .draw_series(group.iter().map(|(i, t, _)| Circle::new((log.to(*i), log.to(*t)), 6, c.filled())))
             .map_err(e)?
             .label(name)
             .legend(move |(x, y)| Circle::new((x + 9, y), 6, c.filled()));
     }
     chart
+        .draw_series(labels.into_iter().map(|(x, y, text)| EmptyElement::at((x, y)) + Text::new(text, (8, -16), ("sans-serif", 13))))
+        .map_err(e)?;
+    chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.3))
         .label_font(("sans-serif", 14))
