@@ -12,6 +12,12 @@ the compiled HLO, checks correctness, writes `ratchet-result.json` (version 1) a
 and prints the KernelForge article's RESULT / REGIME / HLO-stats summary for humans.
 Run by hand (no RATCHET_OUT) it writes the same artifacts to ./profile_data.
 
+With RATCHET_DEEP=1 (`ratchet --deep`) it also takes continuous-profiling snapshots during
+extra iterations after the measured ones: through XProf's continuous-profiling API where the
+`xprof` package offers it and the snapshot holds a capture, else as short jax.profiler trace
+windows (on CPU the snapshot API writes no files). Each lands in
+$RATCHET_OUT/snapshots/<n>/ and is listed in the result file's `snapshots` field.
+
 Importing the module turns on JAX's persistent compilation cache under the repo's
 `.ratchet/cache/jax`, so that the many fresh processes of one experiment pay the compile
 once; it must happen before the first compile, which is why it is done at import.
@@ -21,6 +27,7 @@ import json
 import math
 import os
 import re
+import shutil
 import statistics
 import sys
 import time
@@ -34,6 +41,7 @@ __all__ = [
     "BenchError",
     "Settings",
     "compare",
+    "deep_snapshots",
     "enable_compilation_cache",
     "hlo_stats",
     "measure",
@@ -47,8 +55,15 @@ __all__ = [
 RESULT_FILE = "ratchet-result.json"
 HLO_FILE = "kernel.hlo.txt"
 PROFILE_DIR = "profile"
+SNAPSHOT_DIR = "snapshots"
 DEFAULT_OUT = "profile_data"
-DEFAULTS = {"RATCHET_WARMUP": 5, "RATCHET_ITERS": 20, "RATCHET_PROFILE_ITERS": 3}
+DEFAULTS = {
+    "RATCHET_WARMUP": 5,
+    "RATCHET_ITERS": 20,
+    "RATCHET_PROFILE_ITERS": 3,
+    "RATCHET_DEEP_SNAPSHOTS": 4,
+    "RATCHET_DEEP_WINDOW": 2,
+}
 
 # Dense bf16 peak TFLOP/s and HBM GB/s by (a substring of) jax's device_kind, for the
 # human-readable roofline figures only; ratchet computes its own from its hardware preset.
@@ -73,17 +88,23 @@ class BenchError(Exception):
 class Settings:
     """Where and how much to run, as read from the RATCHET_* environment."""
 
-    def __init__(self, out_dir, warmup, iters, profile_iters, under_ratchet):
+    def __init__(self, out_dir, warmup, iters, profile_iters, under_ratchet, deep=False,
+                 snapshots=4, window=2):
         self.out_dir = out_dir
         self.warmup = warmup
         self.iters = iters
         self.profile_iters = profile_iters
         self.under_ratchet = under_ratchet
+        # --deep: `snapshots` windows of `window` kernel calls each, after the measured ones.
+        self.deep = deep
+        self.snapshots = snapshots
+        self.window = window
 
     def __repr__(self):
         return (
             f"Settings(out_dir={self.out_dir!r}, warmup={self.warmup}, iters={self.iters}, "
-            f"profile_iters={self.profile_iters}, under_ratchet={self.under_ratchet})"
+            f"profile_iters={self.profile_iters}, under_ratchet={self.under_ratchet}, "
+            f"deep={self.deep}, snapshots={self.snapshots}, window={self.window})"
         )
 
 
@@ -110,6 +131,9 @@ def settings_from_env(env=None):
         iters=_env_count(env, "RATCHET_ITERS", 1),
         profile_iters=_env_count(env, "RATCHET_PROFILE_ITERS", 0),
         under_ratchet=bool(out),
+        deep=env.get("RATCHET_DEEP", "0").strip() == "1",
+        snapshots=_env_count(env, "RATCHET_DEEP_SNAPSHOTS", 1),
+        window=_env_count(env, "RATCHET_DEEP_WINDOW", 1),
     )
 
 
@@ -238,6 +262,88 @@ def _profile_options(backend):
     return options
 
 
+def _continuous_api():
+    """XProf's continuous-profiling entry points, or None where the package lacks them.
+
+    The `xprof` package is optional (guarded import); only its start / snapshot / stop
+    functions are used, looked up by name so that an xprof without them falls back cleanly.
+    """
+    try:
+        import xprof  # noqa: F401
+        from xprof import profiler as xp  # type: ignore
+    except Exception:
+        return None
+    names = ("start_continuous_profiling", "get_snapshot", "stop_continuous_profiling")
+    if all(hasattr(xp, n) for n in names):
+        return tuple(getattr(xp, n) for n in names)
+    return None
+
+
+def _has_capture(path):
+    for _, _, files in os.walk(path):
+        if any(f.endswith((".xplane.pb", ".trace.json.gz")) for f in files):
+            return True
+    return False
+
+
+def deep_snapshots(compiled, args, settings, backend):
+    """Take `settings.snapshots` snapshots, each over `settings.window` kernel calls, with
+    un-profiled calls between them; return the result file's `snapshots` list.
+
+    The continuous-profiling API is tried first (it keeps a ring buffer and hands out the
+    recent past); where it is missing or its snapshot holds no capture (CPU), each snapshot
+    is a short jax.profiler trace window instead.
+    """
+    api = _continuous_api()
+    snaps = []
+    t0 = time.perf_counter()
+    step = 0
+    if api is not None:
+        start, snapshot, stop = api
+        try:
+            start()
+            for n in range(settings.snapshots):
+                path = os.path.join(settings.out_dir, SNAPSHOT_DIR, str(n))
+                os.makedirs(path, exist_ok=True)
+                for _ in range(settings.window):
+                    with jax.profiler.TraceAnnotation(f"kernel_step_{step}"):
+                        _call(compiled, args)
+                    step += 1
+                snapshot(path)
+                if not _has_capture(path):
+                    raise BenchError("the continuous-profiling snapshot wrote no capture")
+                snaps.append({"path": os.path.join(SNAPSHOT_DIR, str(n)), "step": step - settings.window,
+                              "time_s": time.perf_counter() - t0, "source": "continuous"})
+            stop()
+            return snaps
+        except Exception:
+            try:
+                stop()
+            except Exception:
+                pass
+            shutil.rmtree(os.path.join(settings.out_dir, SNAPSHOT_DIR), ignore_errors=True)
+            snaps, step, t0 = [], 0, time.perf_counter()
+    for n in range(settings.snapshots):
+        rel = os.path.join(SNAPSHOT_DIR, str(n))
+        start_step = step
+        try:
+            with jax.profiler.trace(os.path.join(settings.out_dir, rel),
+                                    profiler_options=_profile_options(backend)):
+                for _ in range(settings.window):
+                    with jax.profiler.TraceAnnotation(f"kernel_step_{step}"):
+                        _call(compiled, args)
+                    step += 1
+        except Exception as e:
+            raise BenchError(f"deep snapshot {n} failed: {type(e).__name__}: {e}") from e
+        snaps.append({"path": rel, "step": start_step, "time_s": time.perf_counter() - t0,
+                      "source": "trace"})
+        # Un-profiled calls between windows: the snapshots sample the run, not one stretch.
+        for _ in range(settings.window):
+            _call(compiled, args)
+            step += 1
+    return snaps
+
+
 def _json_meta(meta):
     """meta with numpy scalars turned into plain numbers, so json.dump accepts it."""
     try:
@@ -312,6 +418,8 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
             raise BenchError(f"profiling failed: {type(e).__name__}: {e}") from e
         trace = PROFILE_DIR
 
+    snapshots = deep_snapshots(compiled, args, s, backend) if s.deep else None
+
     check_result = None
     if check is not None:
         try:
@@ -340,6 +448,8 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
     result["device"] = device
     if meta is not None:
         result["meta"] = _json_meta(meta)
+    if snapshots is not None:
+        result["snapshots"] = snapshots
     write_result(s.out_dir, result)
     return result
 

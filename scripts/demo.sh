@@ -4,9 +4,9 @@
 # Builds ratchet, finds a Python that can import jax (or makes ./.venv with jax[cpu] once
 # and reuses it), copies the example (ratchet.toml, experiments/, examples/flash_attention/,
 # laid out as in this repo) into a fresh git repo, checks that the baseline benchmark runs,
-# then applies each experiments/*.toml hypothesis in name order
-# and lets ratchet keep or revert it, and prints the results table. It runs on CPU; the
-# whole demo takes a few minutes.
+# then runs `ratchet sweep` over the experiments/*.toml hypotheses (in name order, each kept
+# or reverted on top of the ones before), prints the results table and draws the charts
+# (staircase, roofline, HTML report). It runs on CPU; the whole demo takes a few minutes.
 #
 # Environment:
 #   RATCHET_DEMO_DIR     where the scratch repo goes (default: target/demo/flash_attention;
@@ -17,7 +17,6 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 EXAMPLE="$ROOT/examples/flash_attention"
-APPLY="$ROOT/scripts/apply-experiment.py"
 DEMO="${RATCHET_DEMO_DIR:-$ROOT/target/demo/flash_attention}"
 START=$SECONDS
 
@@ -37,13 +36,8 @@ fi
 [[ -x "$RATCHET" ]] || die "no ratchet binary at $RATCHET"
 
 # --- 2. a Python with jax ---------------------------------------------------------------
-# apply-experiment.py reads TOML: tomllib (3.11+) or the tomli package must be there too.
 usable() {
-    "$1" -c 'import jax
-try:
-    import tomllib
-except ImportError:
-    import tomli' >/dev/null 2>&1
+    "$1" -c 'import jax' >/dev/null 2>&1
 }
 
 PY=""
@@ -61,9 +55,6 @@ else
         || die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
     "$ROOT/.venv/bin/python3" -m pip install --quiet --upgrade pip
     "$ROOT/.venv/bin/python3" -m pip install "jax[cpu]"
-    if ! "$ROOT/.venv/bin/python3" -c 'import tomllib' >/dev/null 2>&1; then
-        "$ROOT/.venv/bin/python3" -m pip install --quiet tomli
-    fi
     usable "$ROOT/.venv/bin/python3" || die "jax still does not import in $ROOT/.venv"
     PY="$ROOT/.venv/bin/python3"
 fi
@@ -106,29 +97,15 @@ mkdir -p "$BASE_OUT"
 ) || die "the baseline benchmark failed: fix the environment before running experiments"
 [[ -s "$BASE_OUT/ratchet-result.json" ]] || die "the baseline wrote no $BASE_OUT/ratchet-result.json"
 
-# --- 5. the experiments -----------------------------------------------------------------
-shopt -s nullglob
-EXPERIMENTS=("$DEMO"/experiments/*.toml)
-[[ ${#EXPERIMENTS[@]} -gt 0 ]] || die "no experiments in $DEMO/experiments"
-i=0
-for exp in "${EXPERIMENTS[@]}"; do
-    i=$((i + 1))
-    name="$(basename "$exp")"
-    msg="$("$PY" "$APPLY" "$exp" --message)"
-    say "experiment $i/${#EXPERIMENTS[@]}: $name: $msg ($((SECONDS - START)) s so far)"
-    rc=0
-    "$PY" "$APPLY" "$exp" --root "$DEMO" || rc=$?
-    if [[ $rc -eq 3 ]]; then
-        # Its find string is gone: an earlier hypothesis went another way than expected.
-        echo "skipped: $name does not apply to the incumbent"
-        continue
-    elif [[ $rc -ne 0 ]]; then
-        die "could not apply $name"
-    fi
-    (cd "$DEMO" && "$RATCHET" "$msg") || die "ratchet failed on $name (exit $?)"
-done
+# --- 5. the experiments ------------------------------------------------------------------
+# Hypotheses are committed with the example, so the sweep starts on a clean tree. One that no
+# longer applies (its find string is gone) becomes a `skipped` row; the sweep goes on.
+say "ratchet sweep: every experiments/*.toml in name order ($((SECONDS - START)) s so far)"
+(cd "$DEMO" && "$RATCHET" sweep) || die "ratchet sweep failed (exit $?)"
 
 # --- 6. results -------------------------------------------------------------------------
 say "results"
 (cd "$DEMO" && "$RATCHET" results)
+say "charts and the HTML report"
+(cd "$DEMO" && "$RATCHET" plot --html results/report.html)
 say "done in $((SECONDS - START)) s; the scratch repo is $DEMO (git log, ratchet results there)"

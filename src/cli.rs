@@ -20,7 +20,7 @@ pub const EXIT_CODES: &str = "Exit codes:
   0    the experiment ran to a decision (keep, revert, crash, timeout, invalid alike)
   1    failure (I/O, the incumbent's benchmark failing, ...)
   2    usage error
-  3    configuration error (ratchet.toml)
+  3    configuration error (ratchet.toml, or a malformed hypothesis file)
   4    unsafe repository state (detached HEAD, merge in progress, nothing to test)
   5    another ratchet holds the repository's lock
   130  interrupted (SIGINT/SIGTERM): the hypothesis was reverted and recorded";
@@ -60,6 +60,13 @@ pub enum Command {
     /// Show ratchet's state here: the incumbent, a running or unfinished experiment (which it
     /// recovers), the last result.
     Status,
+    /// Run a queue of hypothesis files (default: experiments/*.toml) unattended, each as an
+    /// experiment on top of what the previous ones kept; resumable, with a budget.
+    Sweep(SweepArgs),
+    /// Everything about one experiment: decision, metrics, diff, runs, HLO, op breakdown, traces.
+    Show(ShowArgs),
+    /// Draw the score staircase and the roofline chart (PNG + SVG), and an HTML report.
+    Plot(PlotArgs),
     /// Read a trace (an .xplane.pb, a profile directory or a run directory) and print the
     /// article-style diagnosis: regime, intensity, time decomposition, HLO counts, op breakdown.
     Inspect(crate::trace::inspect::InspectArgs),
@@ -89,10 +96,70 @@ pub struct InitArgs {
     pub command: Option<String>,
 }
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Default)]
 pub struct ResultsArgs {
+    /// Output format; csv, json and md are exports with the columns documented in the README.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
+    /// Only kept experiments.
+    #[arg(long)]
+    pub kept: bool,
+    /// Only experiments with this status (keep, revert, crash, timeout, invalid, interrupted,
+    /// error, skipped); repeat or separate with commas for several.
+    #[arg(long, value_name = "S", value_delimiter = ',')]
+    pub status: Vec<String>,
+    /// Only experiments whose hypothesis has this tag; repeat for any of several.
+    #[arg(long, value_name = "T")]
+    pub tag: Vec<String>,
+    /// Only experiments since TIME: RFC 3339 (2026-11-22T01:00:00Z) or an age like 12h, 30m, 2d.
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Order of the rows: id (run order), delta (largest gain first), value (best first).
+    #[arg(long, value_enum, default_value = "id")]
+    pub sort: SortKey,
+}
+
+/// How `ratchet results` orders its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SortKey {
+    #[default]
+    Id,
+    Delta,
+    Value,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct SweepArgs {
+    /// Hypothesis files or directories of them (default: every *.toml in experiments/, in name order).
+    pub paths: Vec<PathBuf>,
+    /// Wall-time budget, e.g. 8h, 30m, 1h30m: no experiment starts that would end past it.
+    #[arg(long, value_name = "DURATION")]
+    pub max_wall: Option<String>,
+    /// Budget of benchmark runs (processes, both sides): no experiment starts that could exceed it.
+    #[arg(long, value_name = "N")]
+    pub max_runs: Option<u64>,
+    /// Take continuous-profiling snapshots in every experiment (a file's `deep` overrides).
+    #[arg(long)]
+    pub deep: bool,
+    /// Interleaved pairs per experiment (a file's `pairs` overrides; default [decision] pairs).
+    #[arg(long, value_name = "N")]
+    pub pairs: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The experiment's id (the `id` column of `ratchet results`).
+    pub id: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// Directory for staircase.{png,svg} and roofline.{png,svg}.
+    #[arg(long, short = 'o', value_name = "DIR", default_value = "results/plots")]
+    pub out: PathBuf,
+    /// Also write a self-contained HTML report of the results (table and inline charts) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 #[cfg(test)]
@@ -112,6 +179,15 @@ mod tests {
         assert_eq!(c.experiment.message.as_deref(), Some("experiment: bump BQ"));
         assert_eq!(c.experiment.pairs, Some(4));
         let c = Cli::try_parse_from(["ratchet", "results", "--format", "csv"]).unwrap();
-        assert!(matches!(c.command, Some(Command::Results(ResultsArgs { format: Format::Csv }))));
+        assert!(matches!(c.command, Some(Command::Results(ResultsArgs { format: Format::Csv, .. }))));
+        let c = Cli::try_parse_from(["ratchet", "results", "--status", "keep,revert", "--tag", "bq", "--since", "12h", "--sort", "delta"])
+            .unwrap();
+        let Some(Command::Results(r)) = c.command else { panic!("results") };
+        assert_eq!(r.status, ["keep", "revert"]);
+        assert_eq!(r.sort, SortKey::Delta);
+        let c = Cli::try_parse_from(["ratchet", "sweep", "a.toml", "b.toml", "--max-wall", "8h", "--max-runs", "40"]).unwrap();
+        let Some(Command::Sweep(s)) = c.command else { panic!("sweep") };
+        assert_eq!(s.paths.len(), 2);
+        assert_eq!(s.max_runs, Some(40));
     }
 }

@@ -23,6 +23,10 @@ pub struct Options {
     pub allow_empty: bool,
     /// Overrides `[decision] pairs`.
     pub pairs: Option<u32>,
+    /// The sweep hypothesis behind this experiment (`<file>@<hash>`), recorded in its row.
+    pub hypothesis: Option<String>,
+    /// Its tags, recorded in the row.
+    pub tags: Vec<String>,
 }
 
 /// The message's trailing ` --deep`, as the source article writes it, means the `--deep` flag.
@@ -79,7 +83,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         None => head,
     };
     if opts.deep {
-        eprintln!("note: --deep (continuous-profiling snapshots) is not available yet; running the experiment without it");
+        eprintln!("note: --deep: every run takes continuous-profiling snapshots (RATCHET_DEEP=1); `ratchet show` summarises them");
     }
     let changes = repo.changes()?;
     if !opts.allow_empty && changes.is_empty() {
@@ -115,6 +119,8 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         row: None,
         pid: std::process::id(),
         started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        hypothesis: opts.hypothesis.clone().unwrap_or_default(),
+        tags: opts.tags.join(";"),
     };
     journal::write(&state_dir, &entry)?;
     fault::point("before-commit");
@@ -224,6 +230,8 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         hlo_copy: hlo.map(|h| h.copy as u32),
         hlo_fusion: hlo.map(|h| h.fusion as u32),
         hlo_custom_call: hlo.map(|h| h.custom_call as u32),
+        hypothesis: opts.hypothesis.clone().unwrap_or_default(),
+        tags: opts.tags.join(";"),
         note,
     };
 

@@ -32,6 +32,11 @@ pub struct Entry {
     pub row: Option<ResultRow>,
     pub pid: u32,
     pub started: String,
+    /// The sweep hypothesis (`<file>@<hash>`) and tags, for the row a recovery records.
+    #[serde(default)]
+    pub hypothesis: String,
+    #[serde(default)]
+    pub tags: String,
 }
 
 pub fn path(state_dir: &Path) -> PathBuf {
@@ -182,6 +187,8 @@ fn interrupted_row(entry: &Entry, candidate: git2::Oid) -> ResultRow {
         hlo_copy: None,
         hlo_fusion: None,
         hlo_custom_call: None,
+        hypothesis: entry.hypothesis.clone(),
+        tags: entry.tags.clone(),
         note: String::new(),
     }
 }

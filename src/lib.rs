@@ -13,11 +13,13 @@ pub mod hardware;
 pub mod journal;
 pub mod lock;
 pub mod metrics;
+pub mod plot;
 pub mod pyhelper;
 pub mod report;
 pub mod signals;
 pub mod stats;
 pub mod store;
+pub mod sweep;
 pub mod trace;
 pub mod vcs;
 
@@ -50,8 +52,15 @@ fn dispatch(cli: Cli) -> Result<()> {
     };
     match cli.command {
         Some(Command::Init(a)) => commands::init(&dir, &a),
-        Some(Command::Results(a)) => commands::results(&dir, &a),
-        Some(Command::Status) => commands::status(&dir),
+        Some(Command::Results(a)) => commands::results::run(&dir, &a),
+        Some(Command::Status) => commands::status::run(&dir),
+        Some(Command::Sweep(a)) => {
+            signals::install()?;
+            let _lock = lock_repo(&dir)?;
+            commands::sweep::run(&dir, &a)
+        }
+        Some(Command::Show(a)) => commands::show::run(&dir, &a),
+        Some(Command::Plot(a)) => commands::plot::run(&dir, &a),
         Some(Command::Inspect(mut a)) => {
             // Inside a ratchet repo, its configured hardware completes the roofline.
             let start = if a.path.is_dir() { a.path.clone() } else { dir.clone() };
@@ -83,7 +92,7 @@ fn experiment_cmd(dir: &std::path::Path, message: String, deep: bool, allow_empt
     signals::install()?;
     let _lock = lock_repo(dir)?;
     let (message, deep_suffix) = experiment::split_deep_suffix(&message);
-    let opts = experiment::Options { message, deep: deep || deep_suffix, allow_empty, pairs };
+    let opts = experiment::Options { message, deep: deep || deep_suffix, allow_empty, pairs, ..Default::default() };
     experiment::run(dir, &opts, &mut bench::executor::ProcessExecutor)?;
     Ok(())
 }

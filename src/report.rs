@@ -4,8 +4,9 @@
 use crate::store::{ResultRow, Status};
 use comfy_table::{presets, Attribute, Cell, CellAlignment, Color, ContentArrangement, Table};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
+    #[default]
     Table,
     Csv,
     Json,
@@ -45,6 +46,7 @@ fn mark(s: Status) -> &'static str {
         Status::Invalid => "✗ invalid",
         Status::Interrupted => "✗ interrupted",
         Status::Error => "✗ error",
+        Status::Skipped => "- skipped",
     }
 }
 
@@ -69,12 +71,68 @@ pub fn progression(rows: &[ResultRow]) -> Vec<Option<f64>> {
         .collect()
 }
 
-/// A readable, aligned table for a terminal.
-pub fn table(rows: &[ResultRow], color: bool) -> String {
-    if rows.is_empty() {
-        return "no experiments yet: run `ratchet \"experiment: ...\"` after editing the kernel".into();
+/// The gain of the best value over the first measured baseline, in percent (positive = better).
+fn gain_pct(metric: &str, first: f64, best: f64) -> f64 {
+    if metric == "latency" {
+        (first / best - 1.0) * 100.0
+    } else {
+        (best / first - 1.0) * 100.0
     }
-    let metric = rows.last().map(|r| r.metric.clone()).unwrap_or_default();
+}
+
+/// "score 1.23 -> 4.56 (+270.7% over the first baseline)", over all rows.
+pub fn gain_line(rows: &[ResultRow]) -> Option<String> {
+    let metric = rows.last()?.metric.clone();
+    let first = rows.iter().find_map(|r| r.incumbent_value)?;
+    let last = progression(rows).into_iter().flatten().last()?;
+    Some(format!("{metric} {} -> {} ({:+.1}% over the first baseline)", sig(first, 3), sig(last, 3), gain_pct(&metric, first, last)))
+}
+
+/// Counts by status, "3 kept, 2 reverted, 1 crash".
+pub fn status_counts(rows: &[ResultRow]) -> String {
+    let mut parts = vec![];
+    for s in Status::ALL {
+        let n = rows.iter().filter(|r| r.status == s).count();
+        if n > 0 {
+            let name = match s {
+                Status::Keep => "kept",
+                Status::Revert => "reverted",
+                s => s.as_str(),
+            };
+            parts.push(format!("{n} {name}"));
+        }
+    }
+    parts.join(", ")
+}
+
+/// Which rows of the whole table to show, in which order; the best-so-far progression and the
+/// gain stay those of the whole table, so a filter does not rewrite history.
+#[derive(Debug, Clone)]
+pub struct View<'a> {
+    pub all: &'a [ResultRow],
+    /// Indices into `all`, in display order.
+    pub shown: Vec<usize>,
+    /// What was filtered, for the footer ("" when nothing was).
+    pub filter: String,
+}
+
+impl<'a> View<'a> {
+    pub fn all(rows: &'a [ResultRow]) -> View<'a> {
+        View { all: rows, shown: (0..rows.len()).collect(), filter: String::new() }
+    }
+
+    pub fn rows(&self) -> Vec<ResultRow> {
+        self.shown.iter().map(|&i| self.all[i].clone()).collect()
+    }
+}
+
+/// The morning review: a readable, aligned table for a terminal, and the night's story under it.
+pub fn table(view: &View, color: bool) -> String {
+    let all = view.all;
+    if all.is_empty() {
+        return "no experiments yet: run `ratchet \"experiment: ...\"` after editing the kernel, or `ratchet sweep`".into();
+    }
+    let metric = all.last().map(|r| r.metric.clone()).unwrap_or_default();
     let mut t = Table::new();
     t.load_preset(presets::UTF8_HORIZONTAL_ONLY).set_content_arrangement(ContentArrangement::Dynamic);
     if !color {
@@ -87,54 +145,64 @@ pub fn table(rows: &[ResultRow], color: bool) -> String {
         "message",
         &metric,
         "best",
+        "gain",
         "Δ [CI]",
         "p",
         "latency ms",
         "util %",
         "regime",
-        "gap ms",
         "runs",
     ]);
-    let best = progression(rows);
-    for (r, b) in rows.iter().zip(best) {
+    let best = progression(all);
+    let first = all.iter().find_map(|r| r.incumbent_value);
+    for &i in &view.shown {
+        let (r, b) = (&all[i], best[i]);
         let digits = if r.metric == "latency" { 3 } else { 2 };
         let mut status = Cell::new(mark(r.status));
         let mut value = Cell::new(num(r.value, digits)).set_alignment(CellAlignment::Right);
         if color {
             status = match r.status {
                 Status::Keep => status.fg(Color::Green).add_attribute(Attribute::Bold),
-                Status::Revert => status,
+                Status::Revert | Status::Skipped => status,
                 _ => status.fg(Color::Red),
             };
             if r.status == Status::Keep {
                 value = value.add_attribute(Attribute::Bold);
             }
         }
+        let gain = match (first, b) {
+            (Some(f), Some(b)) => format!("{:+.1}%", gain_pct(&r.metric, f, b)),
+            _ => "-".into(),
+        };
         let msg: String = r.message.lines().next().unwrap_or("").chars().take(48).collect();
+        let commit = if r.commit.is_empty() { "-" } else { short(&r.commit) };
         t.add_row(vec![
             Cell::new(r.id),
             status,
-            Cell::new(short(&r.commit)),
+            Cell::new(commit),
             Cell::new(msg),
             value,
             Cell::new(num(b, digits)).set_alignment(CellAlignment::Right),
+            Cell::new(gain).set_alignment(CellAlignment::Right),
             Cell::new(delta(r)).set_alignment(CellAlignment::Right),
             Cell::new(r.p_value.map(crate::stats::fmt_p).unwrap_or("-".into())).set_alignment(CellAlignment::Right),
             Cell::new(num(r.latency_ms, 3)).set_alignment(CellAlignment::Right),
             Cell::new(num(r.util_pct, 1)).set_alignment(CellAlignment::Right),
             Cell::new(r.regime.clone().unwrap_or("-".into())),
-            Cell::new(num(r.gap_ms, 3)).set_alignment(CellAlignment::Right),
             Cell::new(r.runs).set_alignment(CellAlignment::Right),
         ]);
     }
-    let kept = rows.iter().filter(|r| r.status == Status::Keep).count();
-    let first = rows.iter().find_map(|r| r.incumbent_value);
-    let last = progression(rows).into_iter().flatten().last();
-    let mut out = t.to_string();
-    out.push_str(&format!("\n{} experiments, {} kept", rows.len(), kept));
-    if let (Some(f), Some(l)) = (first, last) {
-        let gain = if metric == "latency" { (f / l - 1.0) * 100.0 } else { (l / f - 1.0) * 100.0 };
-        out.push_str(&format!("; {metric} {} -> {} ({gain:+.1}% over the first baseline)", sig(f, 3), sig(l, 3)));
+    let kept = all.iter().filter(|r| r.status == Status::Keep).count();
+    let runs: u64 = all.iter().map(|r| r.runs as u64).sum();
+    let wall: f64 = all.iter().map(|r| r.wall_s).sum();
+    let mut out = if view.shown.is_empty() { format!("no experiment matches {}", view.filter) } else { t.to_string() };
+    out.push_str(&format!("\n{} experiments, {} kept ({})", all.len(), kept, status_counts(all)));
+    if let Some(g) = gain_line(all) {
+        out.push_str(&format!("; {g}"));
+    }
+    out.push_str(&format!("\n{runs} benchmark runs, {} of experiments", crate::sweep::fmt_duration(wall)));
+    if !view.filter.is_empty() && !view.shown.is_empty() {
+        out.push_str(&format!("\nshowing {} of {} ({})", view.shown.len(), all.len(), view.filter));
     }
     out
 }
@@ -155,29 +223,49 @@ pub fn json(rows: &[ResultRow]) -> String {
     serde_json::to_string_pretty(rows).expect("rows serialize")
 }
 
-pub fn markdown(rows: &[ResultRow]) -> String {
+/// The Markdown table's columns (names as in the CSV; `best` is the best-so-far value).
+pub const MD_COLUMNS: &[&str] = &[
+    "id",
+    "status",
+    "commit",
+    "message",
+    "tags",
+    "value",
+    "best",
+    "delta_pct",
+    "ci_low_pct",
+    "ci_high_pct",
+    "p_value",
+    "latency_ms",
+    "util_pct",
+    "regime",
+    "runs",
+];
+
+pub fn markdown(view: &View) -> String {
     let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
-    let mut out = String::from("| id | status | commit | message | value | Δ% | CI | p | latency ms | util % | regime | gap ms | runs |\n");
-    out.push_str("|---:|---|---|---|---:|---:|---|---:|---:|---:|---|---:|---:|\n");
-    for r in rows {
-        let ci = match (r.ci_low_pct, r.ci_high_pct) {
-            (Some(l), Some(h)) => format!("[{l:+.1}, {h:+.1}]"),
-            _ => "-".into(),
-        };
+    let mut out = format!("| {} |\n", MD_COLUMNS.join(" | "));
+    out.push_str("|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
+    let best = progression(view.all);
+    let f = |v: Option<f64>, d: usize| v.map(|x| sig(x, d)).unwrap_or_default();
+    for &i in &view.shown {
+        let r = &view.all[i];
         out.push_str(&format!(
-            "| {} | {} | `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
             r.id,
             if r.status == Status::Keep { "**keep**" } else { r.status.as_str() },
-            short(&r.commit),
+            if r.commit.is_empty() { String::new() } else { format!("`{}`", short(&r.commit)) },
             esc(&r.message),
-            num(r.value, 3),
-            r.delta_pct.map(|d| format!("{d:+.2}")).unwrap_or("-".into()),
-            ci,
-            r.p_value.map(crate::stats::fmt_p).unwrap_or("-".into()),
-            num(r.latency_ms, 3),
-            num(r.util_pct, 1),
-            r.regime.as_deref().unwrap_or("-"),
-            num(r.gap_ms, 3),
+            esc(&r.tags.replace(';', ", ")),
+            f(r.value, 3),
+            f(best[i], 3),
+            f(r.delta_pct, 2),
+            f(r.ci_low_pct, 2),
+            f(r.ci_high_pct, 2),
+            r.p_value.map(crate::stats::fmt_p).unwrap_or_default(),
+            f(r.latency_ms, 3),
+            f(r.util_pct, 1),
+            r.regime.as_deref().unwrap_or(""),
             r.runs
         ));
     }
@@ -218,15 +306,17 @@ pub const COLUMNS: &[&str] = &[
     "hlo_copy",
     "hlo_fusion",
     "hlo_custom_call",
+    "hypothesis",
+    "tags",
     "note",
 ];
 
-pub fn render(rows: &[ResultRow], format: Format, color: bool) -> String {
+pub fn render(view: &View, format: Format, color: bool) -> String {
     match format {
-        Format::Table => table(rows, color),
-        Format::Csv => csv(rows),
-        Format::Json => json(rows),
-        Format::Md => markdown(rows),
+        Format::Table => table(view, color),
+        Format::Csv => csv(&view.rows()),
+        Format::Json => json(&view.rows()),
+        Format::Md => markdown(view),
     }
 }
 

@@ -28,6 +28,8 @@ pub enum Status {
     Interrupted,
     /// ratchet could not finish the comparison (e.g. the incumbent's benchmark failed).
     Error,
+    /// A sweep's hypothesis that did not apply to the incumbent: nothing was run or committed.
+    Skipped,
 }
 
 impl Status {
@@ -40,7 +42,24 @@ impl Status {
             Status::Invalid => "invalid",
             Status::Interrupted => "interrupted",
             Status::Error => "error",
+            Status::Skipped => "skipped",
         }
+    }
+
+    /// Every status, in the order the README lists them.
+    pub const ALL: [Status; 8] = [
+        Status::Keep,
+        Status::Revert,
+        Status::Crash,
+        Status::Timeout,
+        Status::Invalid,
+        Status::Interrupted,
+        Status::Error,
+        Status::Skipped,
+    ];
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|x| x.as_str().eq_ignore_ascii_case(s.trim()))
     }
 }
 
@@ -94,6 +113,12 @@ pub struct ResultRow {
     pub hlo_fusion: Option<u32>,
     #[serde(default)]
     pub hlo_custom_call: Option<u32>,
+    /// The sweep hypothesis this row ran: `<file name>@<content hash>` (empty for `ratchet MSG`).
+    #[serde(default)]
+    pub hypothesis: String,
+    /// The hypothesis's tags, separated by `;`.
+    #[serde(default)]
+    pub tags: String,
     /// Why: the decision's reason or the failure.
     pub note: String,
 }
@@ -170,6 +195,29 @@ impl Store {
         truncate_torn_tail(&mut f)?;
         f.write_all(&line)?;
         f.sync_data()?;
+        Ok(())
+    }
+
+    /// Remove the runs of `experiment` (left by one that was killed before it recorded its row,
+    /// and is about to run again under the same id). The file is rewritten atomically.
+    pub fn drop_runs(&self, experiment: &str) -> Result<()> {
+        let path = self.runs_path();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        let keep: String = text
+            .lines()
+            .filter(|l| {
+                let v: Option<serde_json::Value> = serde_json::from_str(l).ok();
+                v.is_some_and(|v| v.get("experiment").and_then(|e| e.as_str()) != Some(experiment))
+            })
+            .flat_map(|l| [l, "\n"])
+            .collect();
+        if keep.len() != text.len() {
+            write_atomic(&path, keep.as_bytes())?;
+        }
         Ok(())
     }
 
@@ -285,6 +333,8 @@ mod tests {
             hlo_copy: Some(0),
             hlo_fusion: None,
             hlo_custom_call: None,
+            hypothesis: "01-a.toml@0123456789ab".into(),
+            tags: "block-size;bq".into(),
             note: "why".into(),
         }
     }

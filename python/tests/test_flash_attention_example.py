@@ -1,24 +1,24 @@
 """Tests of the FlashAttention example: the kernel's numbers, and that its hypotheses apply.
 
-The end-to-end demo and tests apply the repo's experiments/*.toml in name
-order on top of the kept ones; these tests replay that sequence with the decisions the
-example is built to produce (bigger blocks kept, smaller blocks reverted, the broken
-kernel invalid) and check each edit lands exactly once and does what it says.
+`ratchet sweep` (scripts/demo.sh) applies the repo's experiments/*.toml in name order on
+top of the kept ones; these tests replay that sequence with the decisions the example is
+built to produce (bigger blocks kept, smaller blocks reverted, the broken kernel invalid)
+and check each edit lands exactly once and does what it says. `apply_hypothesis` below is
+the format's literal-edit semantics (experiments/README.md) in a few lines; ratchet's own
+implementation (src/sweep/hypothesis.rs) is tested by the Rust tests (tests/sweep.rs).
 """
 
 import importlib.util
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
+import tomllib
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 EXAMPLE = os.path.join(REPO, "examples", "flash_attention")
 EXPERIMENTS = os.path.join(REPO, "experiments")
-APPLY = os.path.join(REPO, "scripts", "apply-experiment.py")
 KERNEL_REL = os.path.join("examples", "flash_attention", "kernel.py")
 
 import jax  # noqa: E402
@@ -32,6 +32,46 @@ EXPECTED_KEPT = {
     "04-compact-softmax-stats.toml": True,
     "05-skip-accumulator-rescale.toml": False,
 }
+
+
+class DoesNotApply(Exception):
+    pass
+
+
+class Malformed(Exception):
+    pass
+
+
+def load_hypothesis(path):
+    """(message, edits) of a hypothesis file with literal [[edit]] tables."""
+    with open(path, "rb") as f:
+        doc = tomllib.load(f)
+    unknown = set(doc) - {"message", "tags", "edit", "patch", "deep", "pairs"}
+    if unknown:
+        raise Malformed(f"unknown keys {sorted(unknown)}")
+    for edit in doc.get("edit", []):
+        parts = edit["file"].split("/")
+        if os.path.isabs(edit["file"]) or ".." in parts:
+            raise Malformed(f"file {edit['file']!r} must be a path inside the repo")
+    return doc["message"].strip(), doc.get("edit", [])
+
+
+def apply_hypothesis(path, root):
+    """Apply every edit in memory, then write: DoesNotApply leaves the tree untouched."""
+    _, edits = load_hypothesis(path)
+    contents = {}
+    for i, edit in enumerate(edits, 1):
+        p = os.path.join(root, edit["file"])
+        if p not in contents:
+            with open(p, encoding="utf-8", newline="") as f:
+                contents[p] = f.read()
+        n = contents[p].count(edit["find"])
+        if n != 1:
+            raise DoesNotApply(f"[[edit]] #{i}: `find` found {n} times in {edit['file']}")
+        contents[p] = contents[p].replace(edit["find"], edit["replace"])
+    for p, text in contents.items():
+        with open(p, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
 
 
 def load_kernel(path, name):
@@ -114,10 +154,7 @@ class ExperimentsTest(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def apply(self, name):
-        return subprocess.run(
-            [sys.executable, APPLY, os.path.join("experiments", name), "--root", "."],
-            cwd=self.root, capture_output=True, text=True,
-        )
+        apply_hypothesis(os.path.join(self.root, "experiments", name), self.root)
 
     def test_sequence(self):
         self.assertEqual([n for n in self.names if n.endswith(".toml")], sorted(EXPECTED_KEPT))
@@ -128,8 +165,7 @@ class ExperimentsTest(unittest.TestCase):
             with self.subTest(experiment=name):
                 with open(path) as f:
                     before = f.read()
-                proc = self.apply(name)
-                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.apply(name)
                 with open(path) as f:
                     after = f.read()
                 self.assertNotEqual(before, after)
@@ -147,22 +183,15 @@ class ExperimentsTest(unittest.TestCase):
         self.assertEqual(final._stats_shape(128, 64), (128, 1))
 
     def test_message_and_refusal(self):
-        proc = subprocess.run(
-            [sys.executable, APPLY, os.path.join(EXPERIMENTS, "01-bigger-q-blocks.toml"), "--message"],
-            capture_output=True, text=True,
-        )
-        self.assertEqual(proc.stdout.strip(), "experiment: BQ 32 -> 128 (4x fewer K/V re-reads)")
+        message, _ = load_hypothesis(os.path.join(EXPERIMENTS, "01-bigger-q-blocks.toml"))
+        self.assertEqual(message, "experiment: BQ 32 -> 128 (4x fewer K/V re-reads)")
         # On a tree where the find string is gone the file must be left untouched.
         with tempfile.TemporaryDirectory() as d:
             os.makedirs(os.path.join(d, os.path.dirname(KERNEL_REL)))
             with open(os.path.join(d, KERNEL_REL), "w") as f:
                 f.write("BQ = 64\n")
-            proc = subprocess.run(
-                [sys.executable, APPLY, os.path.join(EXPERIMENTS, "01-bigger-q-blocks.toml"), "--root", d],
-                capture_output=True, text=True,
-            )
-            self.assertEqual(proc.returncode, 3)
-            self.assertIn("not found in " + KERNEL_REL, proc.stderr)
+            with self.assertRaisesRegex(DoesNotApply, "found 0 times in " + KERNEL_REL):
+                apply_hypothesis(os.path.join(EXPERIMENTS, "01-bigger-q-blocks.toml"), d)
             with open(os.path.join(d, KERNEL_REL)) as f:
                 self.assertEqual(f.read(), "BQ = 64\n")
 
@@ -171,9 +200,14 @@ class ExperimentsTest(unittest.TestCase):
             bad = os.path.join(d, "bad.toml")
             with open(bad, "w") as f:
                 f.write('message = "x"\n[[edit]]\nfile = "../etc/passwd"\nfind = "a"\nreplace = "b"\n')
-            proc = subprocess.run([sys.executable, APPLY, bad, "--root", d], capture_output=True, text=True)
-            self.assertEqual(proc.returncode, 2)
-            self.assertIn("must be a path inside the repo", proc.stderr)
+            with self.assertRaisesRegex(Malformed, "must be a path inside the repo"):
+                apply_hypothesis(bad, d)
+
+    def test_every_hypothesis_uses_only_documented_keys(self):
+        for name in self.names:
+            if name.endswith(".toml"):
+                with self.subTest(name=name):
+                    load_hypothesis(os.path.join(EXPERIMENTS, name))
 
 
 if __name__ == "__main__":

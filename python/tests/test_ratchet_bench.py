@@ -34,7 +34,7 @@ import ratchet_bench as rb  # noqa: E402
 
 ALLOWED_KEYS = {
     "version", "latencies_ms", "flops", "bytes", "min_bytes", "check", "trace", "hlo",
-    "kernel", "backend", "device", "throttled", "meta",
+    "kernel", "backend", "device", "throttled", "meta", "snapshots",
 }
 
 BENCH_SCRIPT = textwrap.dedent(
@@ -159,6 +159,67 @@ class ProtocolRunTest(unittest.TestCase):
         cache = os.path.join(self.state, "cache", "jax")
         entries = os.listdir(cache)
         self.assertTrue(any("tiny_kernel" in e for e in entries), entries)
+
+
+class DeepRunTest(unittest.TestCase):
+    """RATCHET_DEEP=1: snapshots under $RATCHET_OUT/snapshots/<n>/, listed in the result file."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.out = os.path.join(cls.tmp.name, "out")
+        os.makedirs(cls.out)
+        cls.proc = run_bench(
+            "ok",
+            {
+                "RATCHET_OUT": cls.out,
+                "RATCHET_STATE_DIR": os.path.join(cls.tmp.name, "state"),
+                "RATCHET_WARMUP": "1",
+                "RATCHET_ITERS": "3",
+                "RATCHET_PROFILE_ITERS": "1",
+                "RATCHET_DEEP": "1",
+                "RATCHET_DEEP_SNAPSHOTS": "3",
+                "RATCHET_DEEP_WINDOW": "2",
+            },
+            cls.tmp.name,
+        )
+        path = os.path.join(cls.out, "ratchet-result.json")
+        cls.result = load_json(path) if os.path.exists(path) else None
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_snapshots_listed_and_written(self):
+        self.assertEqual(self.proc.returncode, 0, self.proc.stderr)
+        snaps = self.result["snapshots"]
+        self.assertEqual([s["path"] for s in snaps], ["snapshots/0", "snapshots/1", "snapshots/2"])
+        # Without xprof (or on CPU) every snapshot is a short trace window.
+        self.assertTrue(all(s["source"] in ("trace", "continuous") for s in snaps))
+        self.assertEqual([s["step"] for s in snaps], [0, 4, 8])
+        times = [s["time_s"] for s in snaps]
+        self.assertEqual(times, sorted(times))
+        for s in snaps:
+            self.assertLessEqual(set(s), {"path", "step", "time_s", "source"})
+            found = [f for _, _, fs in os.walk(os.path.join(self.out, s["path"])) for f in fs
+                     if f.endswith(".xplane.pb")]
+            self.assertEqual(len(found), 1, s)
+
+    def test_measured_figures_unchanged_by_deep(self):
+        self.assertEqual(len(self.result["latencies_ms"]), 3)
+        self.assertEqual(self.result["trace"], "profile")
+
+    def test_no_deep_no_snapshots(self):
+        s = rb.settings_from_env({"RATCHET_OUT": "/x"})
+        self.assertFalse(s.deep)
+        self.assertEqual((s.snapshots, s.window), (4, 2))
+        s = rb.settings_from_env({"RATCHET_OUT": "/x", "RATCHET_DEEP": "1", "RATCHET_DEEP_SNAPSHOTS": "2"})
+        self.assertTrue(s.deep)
+        self.assertEqual(s.snapshots, 2)
+
+    def test_falls_back_when_xprof_lacks_the_api(self):
+        with mock.patch.dict(sys.modules, {"xprof": None}):
+            self.assertIsNone(rb._continuous_api())
 
 
 class FailureRunTest(unittest.TestCase):

@@ -112,6 +112,30 @@ pub struct RunRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub out_dir: PathBuf,
+    /// Continuous-profiling snapshots of a `--deep` run, each with the kernel time it shows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub snapshots: Vec<Snapshot>,
+}
+
+/// One `--deep` snapshot of a run, summarised: a kernel time far from the others reveals a
+/// transient regression (a throttle, a recompile, a slow phase) that the median hides.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub path: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Median kernel time in this snapshot, from its trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_median_us: Option<f64>,
+    #[serde(default)]
+    pub executions: usize,
+    /// Why the snapshot's trace could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// What the trace says about the kernel in one run.
@@ -217,6 +241,7 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         hlo_stats: None,
         error: None,
         out_dir: ctx.out_dir.clone(),
+        snapshots: vec![],
     };
     match out.exit {
         Exit::Code(0) => {}
@@ -256,6 +281,7 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         }
     }
     read_hlo(&mut rec);
+    read_snapshots(&mut rec, cfg);
     if rec.trace.is_some() && cfg.trace.latency != LatencySource::Host {
         read_trace(&mut rec, cfg);
     }
@@ -300,6 +326,22 @@ fn fail(mut rec: RunRecord, status: RunStatus, msg: String, log: &Path) -> RunRe
 fn read_hlo(rec: &mut RunRecord) {
     if let Some(text) = rec.hlo.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
         rec.hlo_stats = Some(crate::trace::hlo_stats_from_text(&text));
+    }
+}
+
+/// Summarise each deep snapshot by the kernel's median time in it (failures are kept per snapshot).
+fn read_snapshots(rec: &mut RunRecord, cfg: &Config) {
+    let opts = crate::trace::AnalyzeOptions { kernel: cfg.trace.kernel.clone().or_else(|| rec.kernel.clone()) };
+    for s in &mut rec.snapshots {
+        match crate::trace::analyze(&s.path, &opts) {
+            Ok(report) => {
+                if let Some(k) = report.kernel {
+                    s.kernel_median_us = Some(k.median_us);
+                    s.executions = k.executions;
+                }
+            }
+            Err(e) => s.error = Some(format!("{e:#}")),
+        }
     }
 }
 
@@ -356,6 +398,20 @@ fn read_report(rec: &mut RunRecord, stdout_path: &Path) -> Result<(), String> {
         rec.device = r.device.clone();
         rec.throttled = r.throttled;
         rec.meta = r.meta.clone();
+        rec.snapshots = r
+            .snapshots
+            .iter()
+            .flatten()
+            .map(|s| Snapshot {
+                path: resolve(&s.path),
+                step: s.step,
+                time_s: s.time_s,
+                source: s.source.clone(),
+                kernel_median_us: None,
+                executions: 0,
+                error: None,
+            })
+            .collect();
         return Ok(());
     }
     let stdout = std::fs::read(stdout_path).unwrap_or_default();

@@ -22,6 +22,24 @@ pub struct Check {
     pub message: Option<String>,
 }
 
+/// One continuous-profiling snapshot a `RATCHET_DEEP=1` run took (docs/protocol.md).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotEntry {
+    /// The snapshot's profile log directory (or `.xplane.pb`), relative to `RATCHET_OUT`.
+    pub path: String,
+    /// Iteration of the extra, snapshotted iterations at which the window opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
+    /// Seconds since the first snapshot window opened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_s: Option<f64>,
+    /// How it was taken: `continuous` (XProf's continuous-profiling API) or `trace` (a short
+    /// jax.profiler trace window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+}
+
 /// Version 1 of the result file.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -50,6 +68,9 @@ pub struct ResultFile {
     pub throttled: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meta: Option<serde_json::Value>,
+    /// Continuous-profiling snapshots (only when `RATCHET_DEEP=1`), in the order taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<Vec<SnapshotEntry>>,
 }
 
 /// Why a result file is unusable; the message names the field and the fix.
@@ -222,6 +243,10 @@ mod tests {
         let ok = r#"{"version":1,"latencies_ms":[1.0,2.0],"flops":1e9,"check":{"passed":true},"meta":{"BQ":128}}"#;
         let r = parse_result_file(ok).unwrap();
         assert_eq!(r.latencies_ms, vec![1.0, 2.0]);
+        let deep = r#"{"version":1,"latencies_ms":[1.0],"snapshots":[{"path":"snapshots/0","step":0,"time_s":0.0,"source":"trace"}]}"#;
+        assert_eq!(parse_result_file(deep).unwrap().snapshots.unwrap()[0].path, "snapshots/0");
+        let e = parse_result_file(r#"{"version":1,"latencies_ms":[1.0],"snapshots":[{"dir":"x"}]}"#).unwrap_err();
+        assert!(e.0.contains("unknown field `dir`"), "{e}");
         assert!(r.check.unwrap().passed);
         let cases = [
             ("{", "not valid JSON"),

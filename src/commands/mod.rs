@@ -1,0 +1,48 @@
+//! The subcommands other than the experiment itself, one file each: `init` (here), `results`,
+//! `status`, `sweep`, `show` and `plot`.
+
+pub mod plot;
+pub mod results;
+pub mod show;
+pub mod status;
+pub mod sweep;
+
+use crate::cli::InitArgs;
+use crate::config;
+use crate::error::{Error, Result};
+use crate::vcs::Repo;
+use std::path::Path;
+
+pub fn init(dir: &Path, args: &InitArgs) -> Result<()> {
+    let root = match Repo::discover(dir) {
+        Ok(r) => r.root().to_path_buf(),
+        Err(_) => dir.to_path_buf(),
+    };
+    let path = config::path_in(&root);
+    if path.exists() && !args.force {
+        return Err(Error::config(format!("{} already exists", path.display())).hint("pass --force to overwrite it"));
+    }
+    if crate::hardware::preset(&args.preset).is_none() {
+        return Err(Error::usage(format!(
+            "unknown hardware preset {:?}; known: {}",
+            args.preset,
+            crate::hardware::preset_names().join(", ")
+        )));
+    }
+    let has_prepare = root.join("prepare.py").exists();
+    let command = match (&args.command, has_prepare) {
+        (Some(c), _) => c.clone(),
+        (None, true) => "python3 prepare.py".to_string(),
+        (None, false) => {
+            return Err(Error::usage(format!("no prepare.py in {}, so ratchet cannot guess the benchmark command", root.display()))
+                .hint("pass it: ratchet init --command \"python3 bench.py\""))
+        }
+    };
+    let text = config::template(&command, &args.preset);
+    crate::store::write_atomic(&path, text.as_bytes())?;
+    println!("wrote {} (benchmark: {command}; hardware: {})", path.display(), args.preset);
+    if has_prepare {
+        println!("found prepare.py: it should follow the benchmark protocol (docs/protocol.md), or print RESULT: lines");
+    }
+    Ok(())
+}

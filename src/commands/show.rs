@@ -1,0 +1,292 @@
+//! `ratchet show ID`: everything about one experiment in one place: what it tried, how it was
+//! decided, all its metrics, its diff (and how to get it back, reverted or not), every run, the
+//! HLO counts and the op breakdown next to the incumbent's, `--deep` snapshots, and where its
+//! traces are with the command that opens them in XProf.
+
+use crate::bench::{RunRecord, RunStatus, Side};
+use crate::cli::ShowArgs;
+use crate::config::{self, Config};
+use crate::error::{Error, Result};
+use crate::report::sig;
+use crate::store::{ResultRow, Status, Store};
+use crate::trace::{self, AnalyzeOptions, OpStat};
+use crate::vcs::{self, Repo};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// One count of an HLO summary.
+type HloCount = fn(&trace::HloStats) -> usize;
+
+pub fn run(dir: &Path, args: &ShowArgs) -> Result<()> {
+    let repo = Repo::discover(dir)?;
+    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
+    let rows = store.rows()?;
+    let Some(row) = rows.iter().find(|r| r.id == args.id) else {
+        let ids = match (rows.first(), rows.last()) {
+            (Some(a), Some(b)) => format!("experiments {} to {}", a.id, b.id),
+            _ => "no experiments yet".into(),
+        };
+        return Err(Error::usage(format!("there is no experiment {} ({ids})", args.id)).hint("`ratchet results` lists them"));
+    };
+    let runs: Vec<RunRecord> = store.runs()?.into_iter().filter(|r| r.experiment == row.id.to_string()).collect();
+    let kernel = Config::load(&config::path_in(repo.root())).ok().and_then(|c| c.trace.kernel);
+    print!("{}", render(&repo, row, &runs, kernel));
+    Ok(())
+}
+
+fn opt(v: Option<f64>, digits: usize, unit: &str) -> String {
+    v.map(|x| format!("{}{unit}", sig(x, digits))).unwrap_or_else(|| "-".into())
+}
+
+/// The whole report, as text.
+pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<String>) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "experiment {}: {}", row.id, row.message);
+    let _ = writeln!(o, "  status      {}", row.status.as_str());
+    if !row.hypothesis.is_empty() {
+        let tags = if row.tags.is_empty() { String::new() } else { format!("  tags: {}", row.tags.replace(';', ", ")) };
+        let _ = writeln!(o, "  hypothesis  {}{tags}", row.hypothesis);
+    }
+    let _ = writeln!(o, "  time        {} ({} runs, {})", row.time, row.runs, crate::sweep::fmt_duration(row.wall_s));
+    if !row.commit.is_empty() {
+        let _ = writeln!(o, "  commit      {}", row.commit);
+    }
+    let _ = writeln!(o, "  incumbent   {}", row.incumbent);
+    if !row.note.is_empty() {
+        let _ = writeln!(o, "  why         {}", row.note.lines().next().unwrap_or(""));
+        for l in row.note.lines().skip(1).take(12) {
+            let _ = writeln!(o, "              {l}");
+        }
+    }
+
+    let _ = writeln!(o, "\ndecision ({}, positive = better)", row.metric);
+    match (row.delta_pct, row.ci_low_pct, row.ci_high_pct) {
+        (Some(d), Some(l), Some(h)) => {
+            let pairs = runs.iter().filter(|r| r.side == Side::Candidate && r.status == RunStatus::Ok).count();
+            let _ = writeln!(
+                o,
+                "  effect {d:+.2}%  CI [{l:+.2}%, {h:+.2}%]  p = {}  over {pairs} pairs",
+                row.p_value.map(crate::stats::fmt_p).unwrap_or("-".into())
+            );
+        }
+        _ => {
+            let _ = writeln!(o, "  no statistical decision ({})", row.status.as_str());
+        }
+    }
+    let _ = writeln!(o, "  {}: incumbent {} -> candidate {}", row.metric, opt(row.incumbent_value, 4, ""), opt(row.value, 4, ""));
+
+    let _ = writeln!(o, "\nmetrics (candidate, median over its runs)");
+    let _ = writeln!(
+        o,
+        "  score {}  latency {} ({})  host latency {}",
+        opt(row.score, 3, ""),
+        opt(row.latency_ms, 3, " ms"),
+        row.latency_source.as_deref().unwrap_or("-"),
+        opt(row.host_latency_ms, 3, " ms")
+    );
+    let _ = writeln!(
+        o,
+        "  util {}  {} TFLOP/s  intensity {} FLOPs/byte  BW {}  {}  gap {}",
+        opt(row.util_pct, 1, "%"),
+        opt(row.tflops, 3, ""),
+        opt(row.intensity, 0, ""),
+        opt(row.bw_pct, 1, "%"),
+        row.regime.as_deref().unwrap_or("-"),
+        opt(row.gap_ms, 3, " ms")
+    );
+    if let Some(k) = &row.kernel {
+        let _ = writeln!(o, "  kernel in the trace: {k}");
+    }
+
+    if !row.commit.is_empty() {
+        let _ = writeln!(o, "\ndiff");
+        let discarded = format!("{}{}", vcs::DISCARDED_PREFIX, row.id);
+        let parked = repo.repo.find_reference(&discarded).is_ok();
+        match git2::Oid::from_str(&row.commit).ok().and_then(|c| repo.diff_stat(c).ok()) {
+            Some(stat) => {
+                for l in stat.lines() {
+                    let _ = writeln!(o, "  {l}");
+                }
+            }
+            None => {
+                let _ = writeln!(o, "  (commit {} is not in this repository)", &row.commit);
+            }
+        }
+        if parked && row.status != Status::Keep {
+            let _ = writeln!(o, "  see it: git show {discarded}   (reverted; parked there)");
+            let _ = writeln!(o, "  bring it back: git cherry-pick {discarded}");
+        } else {
+            let _ = writeln!(o, "  see it: git show {}", &row.commit[..row.commit.len().min(12)]);
+        }
+    }
+
+    if !runs.is_empty() {
+        let _ = writeln!(o, "\nruns");
+        let _ = writeln!(o, "  {:>3}  {:<9}  {:<11}  {:>12}  {:<8}  {:>7}  dir", "#", "side", "status", "latency", "source", "wall");
+        for r in runs {
+            let _ = writeln!(
+                o,
+                "  {:>3}  {:<9}  {:<11}  {:>12}  {:<8}  {:>6.1}s  {}",
+                r.run,
+                r.side.as_str(),
+                r.status.as_str(),
+                opt(r.latency_ms, 3, " ms"),
+                r.latency_source.as_deref().unwrap_or("-"),
+                r.wall_s,
+                r.out_dir.display()
+            );
+        }
+    }
+
+    let cand = last_ok(runs, Side::Candidate);
+    let inc = last_ok(runs, Side::Incumbent);
+    let (ch, ih) = (cand.and_then(|r| r.hlo_stats.as_ref()), inc.and_then(|r| r.hlo_stats.as_ref()));
+    if ch.is_some() || ih.is_some() {
+        let _ = writeln!(o, "\nHLO counts      candidate  incumbent");
+        let get = |h: Option<&trace::HloStats>, f: fn(&trace::HloStats) -> usize| h.map(|h| f(h).to_string()).unwrap_or("-".into());
+        let fields: [(&str, HloCount); 6] = [
+            ("dot", |h| h.dot),
+            ("exponential", |h| h.exponential),
+            ("reduce", |h| h.reduce),
+            ("copy", |h| h.copy),
+            ("fusion", |h| h.fusion),
+            ("custom-call", |h| h.custom_call),
+        ];
+        for (name, f) in fields {
+            let _ = writeln!(o, "  {name:<14}{:>10}  {:>9}", get(ch, f), get(ih, f));
+        }
+    }
+
+    let opts = AnalyzeOptions { kernel };
+    let cand_ops = op_breakdown(runs, Side::Candidate, &opts);
+    let inc_ops = op_breakdown(runs, Side::Incumbent, &opts);
+    if let (Some((cs, c)), Some((is, i))) = (&cand_ops, &inc_ops) {
+        let _ = writeln!(o, "\nop breakdown per kernel execution (self time, us; candidate from {cs}, incumbent from {is})");
+        o.push_str(&op_diff(c, i, 15));
+    } else if cand.is_some() {
+        let _ = writeln!(o, "\nop breakdown: no readable trace in the runs (the benchmark writes one when profile_iters > 0)");
+    }
+
+    let deep: Vec<&RunRecord> = runs.iter().filter(|r| !r.snapshots.is_empty()).collect();
+    if !deep.is_empty() {
+        let _ = writeln!(o, "\n--deep snapshots: kernel time per snapshot (us), run by run");
+        for r in &deep {
+            let times: Vec<f64> = r.snapshots.iter().filter_map(|s| s.kernel_median_us).collect();
+            let med = crate::metrics::median(&times);
+            let cells: Vec<String> = r
+                .snapshots
+                .iter()
+                .map(|s| match (s.kernel_median_us, med) {
+                    // A snapshot 20% slower than its run's median is a transient regression.
+                    (Some(t), Some(m)) if t > 1.2 * m => format!("{}!", sig(t, 1)),
+                    (Some(t), _) => sig(t, 1),
+                    (None, _) => "?".into(),
+                })
+                .collect();
+            let _ = writeln!(o, "  run {:>3} {:<9} {}", r.run, r.side.as_str(), cells.join("  "));
+        }
+        let _ = writeln!(o, "  (! marks a snapshot over 1.2x its run's median: a transient regression)");
+        for s in deep.iter().flat_map(|r| &r.snapshots).filter(|s| s.error.is_some()).take(3) {
+            let _ = writeln!(o, "  unreadable: {}: {}", s.path.display(), s.error.as_deref().unwrap_or(""));
+        }
+    }
+
+    let traces: Vec<(Side, PathBuf)> = [Side::Candidate, Side::Incumbent]
+        .into_iter()
+        .filter_map(|s| last_ok(runs, s).and_then(|r| r.trace.clone().map(|t| (s, t))))
+        .collect();
+    if !traces.is_empty() {
+        let _ = writeln!(o, "\ntraces");
+        for (side, t) in &traces {
+            let _ = writeln!(o, "  {:<9} {}", side.as_str(), t.display());
+        }
+        let logdir = traces[0].1.parent().map(Path::to_path_buf).unwrap_or_else(|| traces[0].1.clone());
+        let _ = writeln!(o, "  every run's trace is under {}", runs[0].out_dir.parent().unwrap_or(Path::new(".")).display());
+        let _ = writeln!(o, "  open in XProf: xprof --port=8791 {}", logdir_of(&traces[0].1).unwrap_or(logdir).display());
+        let _ = writeln!(
+            o,
+            "  read here:     ratchet inspect {}",
+            last_ok(runs, Side::Candidate).map(|r| r.out_dir.display().to_string()).unwrap_or_default()
+        );
+    }
+    o
+}
+
+/// The directory XProf takes: the one holding `plugins/profile/<session>/`.
+fn logdir_of(trace: &Path) -> Option<PathBuf> {
+    if trace.is_dir() {
+        return Some(trace.to_path_buf());
+    }
+    trace.ancestors().find(|a| a.file_name().is_some_and(|n| n == "plugins")).and_then(|p| p.parent()).map(Path::to_path_buf)
+}
+
+fn last_ok(runs: &[RunRecord], side: Side) -> Option<&RunRecord> {
+    runs.iter().rev().find(|r| r.side == side && r.status == RunStatus::Ok)
+}
+
+/// The op breakdown of one side: from its `--deep` snapshots when it has them (more windows,
+/// averaged), else from its last run's trace. Returns where it came from and the ops.
+pub fn op_breakdown(runs: &[RunRecord], side: Side, opts: &AnalyzeOptions) -> Option<(String, Vec<OpStat>)> {
+    let snaps: Vec<&Path> = runs
+        .iter()
+        .filter(|r| r.side == side && r.status == RunStatus::Ok)
+        .flat_map(|r| r.snapshots.iter().map(|s| s.path.as_path()))
+        .collect();
+    if !snaps.is_empty() {
+        let reports: Vec<Vec<OpStat>> =
+            snaps.iter().filter_map(|p| trace::analyze(p, opts).ok().and_then(|r| r.kernel).map(|k| k.op_breakdown)).collect();
+        if !reports.is_empty() {
+            return Some((format!("{} snapshots", reports.len()), average_ops(&reports)));
+        }
+    }
+    let r = last_ok(runs, side)?;
+    let report = trace::analyze(&r.out_dir, opts).ok()?;
+    Some((format!("run {}", r.run), report.kernel?.op_breakdown))
+}
+
+/// Per-op mean of per-execution self time over several breakdowns.
+fn average_ops(reports: &[Vec<OpStat>]) -> Vec<OpStat> {
+    let mut acc: Vec<OpStat> = vec![];
+    for rep in reports {
+        for op in rep {
+            match acc.iter_mut().find(|a| a.name == op.name) {
+                Some(a) => a.per_execution_us += op.per_execution_us,
+                None => acc.push(op.clone()),
+            }
+        }
+    }
+    let n = reports.len() as f64;
+    for a in &mut acc {
+        a.per_execution_us /= n;
+    }
+    acc.sort_by(|a, b| b.per_execution_us.total_cmp(&a.per_execution_us));
+    acc
+}
+
+/// Side-by-side per-op table, largest change first: the per-op diff of candidate vs incumbent.
+pub fn op_diff(cand: &[OpStat], inc: &[OpStat], limit: usize) -> String {
+    let mut names: Vec<&str> = cand.iter().chain(inc).map(|o| o.name.as_str()).collect();
+    names.sort();
+    names.dedup();
+    let get = |ops: &[OpStat], n: &str| ops.iter().find(|o| o.name == n).map(|o| o.per_execution_us);
+    let mut rows: Vec<(&str, Option<f64>, Option<f64>)> = names.iter().map(|n| (*n, get(cand, n), get(inc, n))).collect();
+    let d = |r: &(&str, Option<f64>, Option<f64>)| (r.1.unwrap_or(0.0) - r.2.unwrap_or(0.0)).abs();
+    rows.sort_by(|a, b| d(b).total_cmp(&d(a)));
+    let mut o = format!("  {:<40} {:>11} {:>11} {:>11} {:>8}\n", "op", "candidate", "incumbent", "delta", "delta %");
+    let (ct, it): (f64, f64) = (cand.iter().map(|o| o.per_execution_us).sum(), inc.iter().map(|o| o.per_execution_us).sum());
+    for (name, c, i) in rows.iter().take(limit) {
+        let delta = c.unwrap_or(0.0) - i.unwrap_or(0.0);
+        let pct = match i {
+            Some(i) if *i > 0.0 => format!("{:+.1}%", delta / i * 100.0),
+            _ => "new".into(),
+        };
+        let short: String = name.chars().take(40).collect();
+        let _ = writeln!(o, "  {short:<40} {:>11} {:>11} {:>+11.2} {pct:>8}", opt(*c, 2, ""), opt(*i, 2, ""), delta);
+    }
+    if rows.len() > limit {
+        let _ = writeln!(o, "  ... {} more ops", rows.len() - limit);
+    }
+    let pct = if it > 0.0 { format!("{:+.1}%", (ct - it) / it * 100.0) } else { "-".into() };
+    let _ = writeln!(o, "  {:<40} {:>11.2} {:>11.2} {:>+11.2} {pct:>8}", "total", ct, it, ct - it);
+    o
+}

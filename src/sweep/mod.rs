@@ -1,0 +1,456 @@
+//! `ratchet sweep`: run a queue of hypothesis files unattended, one normal experiment each, on
+//! top of whatever the previous ones kept, so kept gains compound. A hypothesis that no longer
+//! applies becomes a `skipped` row; crashes, timeouts and invalid results are rows like any
+//! other and the sweep goes on. A budget stops it between experiments.
+//!
+//! Resuming: a finished hypothesis is one with a results row (its `hypothesis` column holds
+//! `<file>@<hash>`), so a restarted sweep skips it. The hypothesis in flight is written to
+//! `.ratchet/sweep.json` *before* the tree is touched, so a sweep killed at any point (even with
+//! SIGKILL) finds on restart exactly what it left behind: edits not yet committed are undone,
+//! a hypothesis commit without a row is parked under `refs/ratchet/discarded/` and its stale
+//! runs dropped, and the hypothesis is run again. Nothing is recorded twice.
+
+pub mod hypothesis;
+
+use crate::bench::executor::Executor;
+use crate::config::{self, Config};
+use crate::error::{Error, Result};
+use crate::experiment;
+use crate::store::{ResultRow, Status, Store};
+use crate::vcs::{self, Repo};
+use hypothesis::Hypothesis;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const STATE_FILE: &str = "sweep.json";
+
+/// What the user asked for.
+#[derive(Debug, Clone, Default)]
+pub struct SweepOptions {
+    /// Hypothesis files (or directories of them); empty: `experiments/*.toml`.
+    pub paths: Vec<PathBuf>,
+    /// Stop before an experiment that would start after this much wall time.
+    pub max_wall: Option<Duration>,
+    /// Stop before an experiment that could take the benchmark runs past this count.
+    pub max_runs: Option<u64>,
+    /// Default for hypotheses that do not set `deep`.
+    pub deep: bool,
+    /// Default for hypotheses that do not set `pairs`.
+    pub pairs: Option<u32>,
+}
+
+/// The hypothesis whose change may be in the tree or in a commit without a results row yet.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct InFlight {
+    hypothesis: String,
+    message: String,
+    branch: String,
+    incumbent: String,
+    /// The experiment id it was going to get.
+    id: u64,
+    /// Repo-relative files the change writes.
+    files: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct SweepState {
+    #[serde(default)]
+    in_flight: Option<InFlight>,
+}
+
+impl SweepState {
+    fn load(state_dir: &Path) -> Result<SweepState> {
+        let p = state_dir.join(STATE_FILE);
+        match std::fs::read_to_string(&p) {
+            Ok(t) => serde_json::from_str(&t).map_err(|e| {
+                Error::failure(format!("{} is unreadable: {e}", p.display())).hint("it is ratchet's own; delete it if the tree is clean")
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SweepState::default()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn save(&self, state_dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(state_dir)?;
+        crate::store::write_atomic(&state_dir.join(STATE_FILE), &serde_json::to_vec_pretty(self).expect("state serializes"))
+    }
+}
+
+/// Statuses after which a hypothesis counts as done: an interrupted or undecidable one runs again.
+pub fn is_finished(s: Status) -> bool {
+    !matches!(s, Status::Interrupted | Status::Error)
+}
+
+/// Parse a duration like `8h`, `30m`, `90s`, `1h30m`, `2d` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+    let t = s.trim();
+    let bad = || format!("{s:?} is not a duration; write e.g. 8h, 30m, 90s or 1h30m");
+    if t.is_empty() {
+        return Err(bad());
+    }
+    if let Ok(v) = t.parse::<f64>() {
+        return if v.is_finite() && v >= 0.0 { Ok(Duration::from_secs_f64(v)) } else { Err(bad()) };
+    }
+    let mut total = 0.0;
+    let mut num = String::new();
+    for c in t.chars() {
+        if c.is_ascii_digit() || c == '.' {
+            num.push(c);
+            continue;
+        }
+        let unit = match c {
+            'd' => 86400.0,
+            'h' => 3600.0,
+            'm' => 60.0,
+            's' => 1.0,
+            _ => return Err(bad()),
+        };
+        let v: f64 = num.parse().map_err(|_| bad())?;
+        total += v * unit;
+        num.clear();
+    }
+    if !num.is_empty() {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// `1h02m`, `3m12s`, `4.2s`.
+pub fn fmt_duration(secs: f64) -> String {
+    let s = secs.max(0.0);
+    if s < 60.0 {
+        return format!("{s:.1}s");
+    }
+    let total = s.round() as u64;
+    let (h, m, sec) = (total / 3600, (total % 3600) / 60, total % 60);
+    if h > 0 {
+        format!("{h}h{m:02}m")
+    } else {
+        format!("{m}m{sec:02}s")
+    }
+}
+
+/// How a sweep ended.
+#[derive(Debug, Clone)]
+pub struct SweepOutcome {
+    /// The rows this invocation recorded.
+    pub rows: Vec<ResultRow>,
+    /// Hypotheses found already finished.
+    pub already_done: usize,
+    /// Hypotheses not started because the budget ran out.
+    pub not_started: usize,
+    pub stopped_by: Option<String>,
+}
+
+/// Run the sweep in the repo containing `dir`.
+pub fn run(dir: &Path, opts: &SweepOptions, exec: &mut dyn Executor) -> Result<SweepOutcome> {
+    let started = Instant::now();
+    let repo = Repo::discover(dir)?;
+    let root = repo.root().to_path_buf();
+    // Relative paths are the user's, from where they ran ratchet.
+    let paths: Vec<PathBuf> = opts.paths.iter().map(|p| if p.is_absolute() { p.clone() } else { dir.join(p) }).collect();
+    let hyps = hypothesis::collect(&root, &paths)?;
+    let (branch, _) = repo.check_safe()?;
+    let cfg = Config::load(&config::path_in(&root))?;
+    repo.ensure_excludes()?;
+    let state_dir = repo.state_dir();
+    let store = Store::new(&root.join(vcs::RESULTS_DIR));
+    recover(&repo, &store, &state_dir)?;
+    let dirty = repo.changes()?;
+    if !dirty.is_empty() {
+        return Err(Error::repo(format!(
+            "the working tree has changes ({}), but a sweep's hypotheses must be the only change",
+            dirty.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+        ))
+        .hint("commit them (git commit -am ...) or stash them (git stash -u), then start the sweep again"));
+    }
+
+    let rows = store.rows()?;
+    let done: std::collections::HashMap<String, u64> =
+        rows.iter().filter(|r| !r.hypothesis.is_empty() && is_finished(r.status)).map(|r| (r.hypothesis.clone(), r.id)).collect();
+    let todo = hyps.iter().filter(|h| !done.contains_key(&h.key())).count();
+    println!("sweep: {} hypotheses on {branch}, {} already done, {todo} to run{}", hyps.len(), hyps.len() - todo, budget_text(opts));
+    let mut out = SweepOutcome { rows: vec![], already_done: hyps.len() - todo, not_started: 0, stopped_by: None };
+    let mut runs_spent: u64 = 0;
+    let mut walls: Vec<f64> = vec![];
+    let mut result: Result<()> = Ok(());
+    for (i, h) in hyps.iter().enumerate() {
+        if let Some(id) = done.get(&h.key()) {
+            println!("\n[{}/{}] {}: already done (experiment {id})", i + 1, hyps.len(), h.name);
+            continue;
+        }
+        if crate::signals::interrupted() {
+            result = Err(Error::interrupted().hint("start the sweep again to resume it"));
+            break;
+        }
+        let pairs = h.pairs.or(opts.pairs).unwrap_or(cfg.decision.pairs) as u64;
+        if let Some(why) = over_budget(opts, started.elapsed(), runs_spent, 2 * pairs, &walls) {
+            out.not_started = hyps[i..].iter().filter(|h| !done.contains_key(&h.key())).count();
+            out.stopped_by = Some(why);
+            break;
+        }
+        println!("\n[{}/{}] {} ({})", i + 1, hyps.len(), h.name, fmt_duration(started.elapsed().as_secs_f64()));
+        match run_one(&repo, &store, &state_dir, &branch, &cfg, h, opts, exec) {
+            Ok(row) => {
+                runs_spent += row.runs as u64;
+                if row.status != Status::Skipped {
+                    walls.push(row.wall_s);
+                }
+                out.rows.push(row);
+            }
+            Err(e) => {
+                // The experiment recorded its row (interrupted, or an incumbent that cannot run):
+                // going on would only fail the same way, so the sweep stops here.
+                if let Some(r) = store.rows()?.into_iter().rev().find(|r| r.hypothesis == h.key()) {
+                    runs_spent += r.runs as u64;
+                    out.rows.push(r);
+                }
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    print_summary(&store, &out, runs_spent, started.elapsed().as_secs_f64());
+    result.map(|_| out)
+}
+
+fn budget_text(o: &SweepOptions) -> String {
+    let mut parts = vec![];
+    if let Some(w) = o.max_wall {
+        parts.push(format!("wall time {}", fmt_duration(w.as_secs_f64())));
+    }
+    if let Some(r) = o.max_runs {
+        parts.push(format!("{r} runs"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; budget: {}", parts.join(", "))
+    }
+}
+
+/// Why the next experiment must not start, if it must not. The wall budget also refuses an
+/// experiment that, at the sweep's average pace, would end past it: an 8h budget means being
+/// done by morning, not starting a long experiment at 7:59.
+fn over_budget(o: &SweepOptions, elapsed: Duration, runs_spent: u64, next_runs: u64, walls: &[f64]) -> Option<String> {
+    if let Some(max) = o.max_runs {
+        if runs_spent + next_runs > max {
+            return Some(format!("run budget: {runs_spent} of {max} runs spent, the next experiment needs up to {next_runs}"));
+        }
+    }
+    if let Some(max) = o.max_wall {
+        let pace = if walls.is_empty() { 0.0 } else { walls.iter().sum::<f64>() / walls.len() as f64 };
+        if elapsed.as_secs_f64() + pace > max.as_secs_f64() {
+            return Some(format!(
+                "wall-time budget: {} of {} spent, an experiment takes about {}",
+                fmt_duration(elapsed.as_secs_f64()),
+                fmt_duration(max.as_secs_f64()),
+                fmt_duration(pace)
+            ));
+        }
+    }
+    None
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    repo: &Repo,
+    store: &Store,
+    state_dir: &Path,
+    branch: &str,
+    cfg: &Config,
+    h: &Hypothesis,
+    opts: &SweepOptions,
+    exec: &mut dyn Executor,
+) -> Result<ResultRow> {
+    let started = Instant::now();
+    let head = repo.head_oid()?;
+    let id = store.next_id()?;
+    let skipped = |why: String| -> Result<ResultRow> {
+        let row = skipped_row(id, head, cfg, h, why, started.elapsed().as_secs_f64());
+        store.append_row(&row)?;
+        println!("  SKIPPED: {}", row.note);
+        Ok(row)
+    };
+    let plan = match h.plan(repo.root()) {
+        Ok(p) => p,
+        Err(e) => return skipped(format!("does not apply to {}: {}", short(&head.to_string()), e.0)),
+    };
+    let mut state = SweepState {
+        in_flight: Some(InFlight {
+            hypothesis: h.key(),
+            message: h.message.clone(),
+            branch: branch.to_string(),
+            incumbent: head.to_string(),
+            id,
+            files: plan.files.clone(),
+        }),
+    };
+    // Recorded before the tree is touched: a kill from here on is undone by `recover`.
+    state.save(state_dir)?;
+    if let Err(e) = h.apply(&repo.repo, &plan) {
+        restore_files(repo, head, &plan.files)?;
+        SweepState::default().save(state_dir)?;
+        return skipped(format!("does not apply to {}: {}", short(&head.to_string()), e.0));
+    }
+    if repo.changes()?.is_empty() {
+        SweepState::default().save(state_dir)?;
+        return skipped("applying it changes nothing (the incumbent already has it)".into());
+    }
+    let eopts = experiment::Options {
+        message: h.message.clone(),
+        deep: h.deep.unwrap_or(opts.deep),
+        allow_empty: false,
+        pairs: h.pairs.or(opts.pairs),
+        hypothesis: Some(h.key()),
+        tags: h.tags.clone(),
+    };
+    let res = experiment::run(repo.root(), &eopts, exec);
+    if res.is_err() {
+        // run() reverts what it committed; anything it left uncommitted is the hypothesis's.
+        if repo.head_oid()? == head {
+            restore_files(repo, head, &plan.files)?;
+        }
+    }
+    state.in_flight = None;
+    state.save(state_dir)?;
+    Ok(res?.row)
+}
+
+fn skipped_row(id: u64, head: git2::Oid, cfg: &Config, h: &Hypothesis, note: String, wall_s: f64) -> ResultRow {
+    ResultRow {
+        id,
+        time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        commit: String::new(),
+        incumbent: head.to_string(),
+        message: h.message.clone(),
+        status: Status::Skipped,
+        metric: cfg.score.metric.as_str().into(),
+        value: None,
+        incumbent_value: None,
+        delta_pct: None,
+        ci_low_pct: None,
+        ci_high_pct: None,
+        p_value: None,
+        score: None,
+        latency_ms: None,
+        util_pct: None,
+        tflops: None,
+        intensity: None,
+        bw_pct: None,
+        regime: None,
+        gap_ms: None,
+        runs: 0,
+        wall_s,
+        latency_source: None,
+        host_latency_ms: None,
+        kernel: None,
+        hlo_dot: None,
+        hlo_exp: None,
+        hlo_reduce: None,
+        hlo_copy: None,
+        hlo_fusion: None,
+        hlo_custom_call: None,
+        hypothesis: h.key(),
+        tags: h.tags.join(";"),
+        note,
+    }
+}
+
+/// Put `files` back as they are in `commit` (deleting those it does not have).
+fn restore_files(repo: &Repo, commit: git2::Oid, files: &[String]) -> Result<()> {
+    let tree = repo.repo.find_commit(commit)?.tree()?;
+    for f in files {
+        let path = repo.root().join(f);
+        match tree.get_path(Path::new(f)) {
+            Ok(entry) => {
+                let blob = repo.repo.find_blob(entry.id())?;
+                std::fs::write(&path, blob.content())?;
+            }
+            Err(_) => {
+                if path.is_file() {
+                    std::fs::remove_file(&path)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Undo what a killed sweep left of the hypothesis in flight (see the module doc).
+fn recover(repo: &Repo, store: &Store, state_dir: &Path) -> Result<()> {
+    // An experiment that had committed is the journal's to finish or roll back: it records the
+    // row (`interrupted` unless decided), which the check below then sees.
+    if let Some(what) = crate::journal::recover(repo, store)? {
+        eprintln!("recovered: {what}");
+    }
+    let state = SweepState::load(state_dir)?;
+    let Some(f) = state.in_flight else { return Ok(()) };
+    let recorded = store.rows()?.iter().any(|r| r.hypothesis == f.hypothesis && r.id >= f.id);
+    let incumbent = git2::Oid::from_str(&f.incumbent).map_err(Error::from)?;
+    let head = repo.head_oid()?;
+    if !recorded {
+        if head == incumbent {
+            restore_files(repo, incumbent, &f.files)?;
+            store.drop_runs(&f.id.to_string())?;
+            eprintln!("note: undid the uncommitted edits of {}, left by a sweep that was stopped", f.hypothesis);
+        } else {
+            let c = repo.repo.find_commit(head)?;
+            let ours = c.parent_id(0).ok() == Some(incumbent) && c.message().map(str::trim) == Some(f.message.as_str());
+            if !ours {
+                return Err(Error::repo(format!(
+                    "a stopped sweep was running {} on {}, but HEAD has moved to {} since",
+                    f.hypothesis,
+                    short(&f.incumbent),
+                    short(&head.to_string())
+                ))
+                .hint(format!("check `git log`; then delete {} to start afresh", state_dir.join(STATE_FILE).display())));
+            }
+            let name = repo.mark_discarded(&format!("{}-stopped", f.id), head)?;
+            repo.reset_to(incumbent)?;
+            store.drop_runs(&f.id.to_string())?;
+            eprintln!("note: a sweep was stopped during experiment {} ({}); parked it at {name} and will run it again", f.id, f.hypothesis);
+        }
+    }
+    SweepState::default().save(state_dir)
+}
+
+fn short(s: &str) -> &str {
+    &s[..s.len().min(8)]
+}
+
+fn print_summary(store: &Store, out: &SweepOutcome, runs: u64, wall: f64) {
+    println!("\nsweep summary");
+    for r in &out.rows {
+        let effect = match (r.delta_pct, r.ci_low_pct, r.ci_high_pct) {
+            (Some(d), Some(l), Some(h)) => format!("{} {d:+.1}% [{l:+.1}, {h:+.1}]", r.metric),
+            _ => r.note.lines().next().unwrap_or("").chars().take(70).collect(),
+        };
+        let name = r.hypothesis.split('@').next().unwrap_or("");
+        println!("  {:>4}  {:<11} {:<34} {effect}", r.id, r.status.as_str(), name);
+    }
+    let count = |s: Status| out.rows.iter().filter(|r| r.status == s).count();
+    let mut parts = vec![format!("{} kept", count(Status::Keep)), format!("{} reverted", count(Status::Revert))];
+    for s in [Status::Crash, Status::Timeout, Status::Invalid, Status::Skipped, Status::Interrupted, Status::Error] {
+        if count(s) > 0 {
+            parts.push(format!("{} {}", count(s), s.as_str()));
+        }
+    }
+    println!(
+        "  {} experiments this sweep ({}); {} already done; {runs} benchmark runs in {}",
+        out.rows.len(),
+        parts.join(", "),
+        out.already_done,
+        fmt_duration(wall)
+    );
+    if let Some(why) = &out.stopped_by {
+        println!("  stopped by the {why}; {} hypotheses not started (run the sweep again to go on)", out.not_started);
+    }
+    if let Ok(all) = store.rows() {
+        if let Some(line) = crate::report::gain_line(&all) {
+            println!("  {line}");
+        }
+    }
+    println!("  review: ratchet results | ratchet show ID | ratchet plot");
+}
