@@ -60,6 +60,33 @@ pub enum Command {
     /// Read a trace (an .xplane.pb, a profile directory or a run directory) and print the
     /// article-style diagnosis: regime, intensity, time decomposition, HLO counts, op breakdown.
     Inspect(crate::trace::inspect::InspectArgs),
+    /// Measure the noise floor: A/A runs of HEAD against itself, interleaved as an experiment
+    /// would; prints the run-to-run CV, the drift, the smallest gain the configured budget can
+    /// detect and a suggested min_effect_pct. Writes results/calibration.json only.
+    Calibrate(CalibrateArgs),
+    /// Run the decision procedure against synthetic benchmarks with known effects and print
+    /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// A/A pairs to run (default: [decision] max_pairs).
+    #[arg(long, value_name = "N")]
+    pub pairs: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Trials per scenario and true effect.
+    #[arg(long, default_value_t = 4000)]
+    pub trials: usize,
+    /// Seed of the synthetic draws (the table is deterministic for a seed).
+    #[arg(long, default_value_t = 20_260_522)]
+    pub seed: u64,
+    /// Use the built-in [decision] defaults even inside a repo with a ratchet.toml.
+    #[arg(long)]
+    pub defaults: bool,
 }
 
 #[derive(Debug, Args)]
@@ -110,5 +137,9 @@ mod tests {
         assert_eq!(c.experiment.pairs, Some(4));
         let c = Cli::try_parse_from(["ratchet", "results", "--format", "csv"]).unwrap();
         assert!(matches!(c.command, Some(Command::Results(ResultsArgs { format: Format::Csv }))));
+        let c = Cli::try_parse_from(["ratchet", "simulate", "--trials", "10"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Simulate(SimulateArgs { trials: 10, .. }))));
+        let c = Cli::try_parse_from(["ratchet", "calibrate", "--pairs", "6"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Calibrate(CalibrateArgs { pairs: Some(6) }))));
     }
 }

@@ -40,6 +40,8 @@ fn mark(s: Status) -> &'static str {
     match s {
         Status::Keep => "✔ keep",
         Status::Revert => "· revert",
+        Status::Inconclusive => "? inconclusive",
+        Status::NoOp => "· no-op",
         Status::Crash => "✗ crash",
         Status::Timeout => "✗ timeout",
         Status::Invalid => "✗ invalid",
@@ -103,7 +105,8 @@ pub fn table(rows: &[ResultRow], color: bool) -> String {
         if color {
             status = match r.status {
                 Status::Keep => status.fg(Color::Green).add_attribute(Attribute::Bold),
-                Status::Revert => status,
+                Status::Revert | Status::NoOp => status,
+                Status::Inconclusive => status.fg(Color::Yellow),
                 _ => status.fg(Color::Red),
             };
             if r.status == Status::Keep {
