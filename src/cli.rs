@@ -17,7 +17,7 @@ pub struct Cli {
 }
 
 pub const EXIT_CODES: &str = "Exit codes:
-  0    the experiment ran to a decision (keep, revert, crash, timeout, invalid alike)
+  0    the experiment ran to a decision (keep, revert, inconclusive, no-op, crash, timeout, invalid alike)
   1    failure (I/O, the incumbent's benchmark failing, ...)
   2    usage error
   3    configuration error (ratchet.toml)
@@ -35,7 +35,7 @@ pub struct ExperimentArgs {
     /// Allow a clean working tree: commit an empty hypothesis to re-measure HEAD.
     #[arg(long)]
     pub allow_empty: bool,
-    /// Interleaved incumbent/candidate pairs (overrides [decision] pairs).
+    /// The budget of interleaved incumbent/candidate pairs (overrides [decision] max_pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
     #[command(flatten)]

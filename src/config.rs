@@ -515,6 +515,21 @@ mod tests {
     }
 
     #[test]
+    fn decision_keys_are_validated_with_their_line() {
+        let head = "[benchmark]\ncommand = \"x\"\n[score]\nmetric = \"latency\"\n[decision]\n";
+        let e = Config::parse(&format!("{head}min_pairs = 10\nmax_pairs = 6\n")).unwrap_err();
+        assert!(e.message.contains("line 6") && e.message.contains("min_pairs"), "{}", e.message);
+        let e = Config::parse(&format!("{head}confirm_alpha = 0.9\n")).unwrap_err();
+        assert!(e.message.contains("line 6") && e.message.contains("confirm_alpha"), "{}", e.message);
+        let e = Config::parse(&format!("{head}pairs = 4\n")).unwrap_err();
+        assert!(e.message.contains("line 6") && e.message.contains("max_pairs"), "the old key lists the new ones: {}", e.message);
+        let cfg = Config::parse(&format!("{head}method = \"fixed\"\nmax_pairs = 5\nspending = \"o-brien-fleming\"\n")).unwrap();
+        let p = cfg.decision.params(None);
+        assert_eq!(p.looks(), vec![5]);
+        assert_eq!(cfg.decision.params(Some(12)).max_pairs, 12);
+    }
+
+    #[test]
     fn score_without_hardware_is_an_error_latency_is_not() {
         let e = Config::parse("[benchmark]\ncommand = \"x\"\n").unwrap_err();
         assert!(e.message.contains("peak figures"), "{}", e.message);
