@@ -17,7 +17,7 @@ pub struct Cli {
 }
 
 pub const EXIT_CODES: &str = "Exit codes:
-  0    the experiment ran to a decision (keep, revert, crash, timeout, invalid alike)
+  0    the experiment ran to a decision (keep, revert, inconclusive, no-op, crash, timeout, invalid alike)
   1    failure (I/O, the incumbent's benchmark failing, ...)
   2    usage error
   3    configuration error (ratchet.toml, or a malformed hypothesis file)
@@ -35,7 +35,7 @@ pub struct ExperimentArgs {
     /// Allow a clean working tree: commit an empty hypothesis to re-measure HEAD.
     #[arg(long)]
     pub allow_empty: bool,
-    /// Interleaved incumbent/candidate pairs (overrides [decision] pairs).
+    /// The budget of interleaved incumbent/candidate pairs (overrides [decision] max_pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
     #[command(flatten)]
@@ -70,6 +70,33 @@ pub enum Command {
     /// Read a trace (an .xplane.pb, a profile directory or a run directory) and print the
     /// article-style diagnosis: regime, intensity, time decomposition, HLO counts, op breakdown.
     Inspect(crate::trace::inspect::InspectArgs),
+    /// Measure the noise floor: A/A runs of HEAD against itself, interleaved as an experiment
+    /// would; prints the run-to-run CV, the drift, the smallest gain the configured budget can
+    /// detect and a suggested min_effect_pct. Writes results/calibration.json only.
+    Calibrate(CalibrateArgs),
+    /// Run the decision procedure against synthetic benchmarks with known effects and print
+    /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// A/A pairs to run (default: [decision] max_pairs).
+    #[arg(long, value_name = "N")]
+    pub pairs: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Trials per scenario and true effect.
+    #[arg(long, default_value_t = 4000)]
+    pub trials: usize,
+    /// Seed of the synthetic draws (the table is deterministic for a seed).
+    #[arg(long, default_value_t = 20_260_522)]
+    pub seed: u64,
+    /// Use the built-in [decision] defaults even inside a repo with a ratchet.toml.
+    #[arg(long)]
+    pub defaults: bool,
 }
 
 #[derive(Debug, Args)]
@@ -189,5 +216,9 @@ mod tests {
         let Some(Command::Sweep(s)) = c.command else { panic!("sweep") };
         assert_eq!(s.paths.len(), 2);
         assert_eq!(s.max_runs, Some(40));
+        let c = Cli::try_parse_from(["ratchet", "simulate", "--trials", "10"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Simulate(SimulateArgs { trials: 10, .. }))));
+        let c = Cli::try_parse_from(["ratchet", "calibrate", "--pairs", "6"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Calibrate(CalibrateArgs { pairs: Some(6) }))));
     }
 }

@@ -48,6 +48,10 @@ pub struct Benchmark {
     /// change, besides ratchet.toml and the scripts the command names.
     #[serde(default)]
     pub protect: Vec<String>,
+    /// How many times in a row a run that the benchmark marks `throttled` is run again before
+    /// its value is used anyway (a sample is never dropped for its value).
+    #[serde(default = "defaults::throttle_reruns")]
+    pub throttle_reruns: u32,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -111,23 +115,92 @@ impl ScoreConfig {
     }
 }
 
+/// How the experiment decides: `sequential` (looks after `min_pairs`, then every `look_every`
+/// pairs up to `max_pairs`) or `fixed` (one test after `max_pairs` pairs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    #[default]
+    Sequential,
+    Fixed,
+}
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionConfig {
-    /// Interleaved (incumbent, candidate) pairs per experiment.
-    #[serde(default = "defaults::pairs")]
-    pub pairs: u32,
-    /// One-sided significance level of the test for a gain.
+    #[serde(default)]
+    pub method: Method,
+    /// Interleaved pairs before the first look.
+    #[serde(default = "defaults::min_pairs")]
+    pub min_pairs: u32,
+    /// The budget: pairs at the last look (`--pairs` overrides).
+    #[serde(default = "defaults::max_pairs")]
+    pub max_pairs: u32,
+    /// Pairs between looks.
+    #[serde(default = "defaults::look_every")]
+    pub look_every: u32,
+    /// One-sided false-keep level of the first phase, across all its looks.
     #[serde(default = "defaults::alpha")]
     pub alpha: f64,
+    /// How alpha is spread over the looks.
+    #[serde(default)]
+    pub spending: crate::stats::sequential::Spending,
     /// The smallest gain worth keeping, in percent of the deciding metric.
     #[serde(default = "defaults::min_effect_pct")]
     pub min_effect_pct: f64,
+    /// Stop early (revert) when the (1 - futility_beta) upper bound of the gain is below the
+    /// minimum effect; 0 turns early futility stops off.
+    #[serde(default = "defaults::futility_beta")]
+    pub futility_beta: f64,
+    /// Confirm a keep with an independent batch in reversed order.
+    #[serde(default = "defaults::confirm")]
+    pub confirm: bool,
+    #[serde(default = "defaults::confirm_pairs")]
+    pub confirm_pairs: u32,
+    /// One-sided level of the confirmation batch.
+    #[serde(default = "defaults::confirm_alpha")]
+    pub confirm_alpha: f64,
 }
 
 impl Default for DecisionConfig {
     fn default() -> Self {
-        DecisionConfig { pairs: defaults::pairs(), alpha: defaults::alpha(), min_effect_pct: defaults::min_effect_pct() }
+        DecisionConfig {
+            method: Method::default(),
+            min_pairs: defaults::min_pairs(),
+            max_pairs: defaults::max_pairs(),
+            look_every: defaults::look_every(),
+            alpha: defaults::alpha(),
+            spending: Default::default(),
+            min_effect_pct: defaults::min_effect_pct(),
+            futility_beta: defaults::futility_beta(),
+            confirm: defaults::confirm(),
+            confirm_pairs: defaults::confirm_pairs(),
+            confirm_alpha: defaults::confirm_alpha(),
+        }
+    }
+}
+
+impl DecisionConfig {
+    /// The procedure's parameters, with the budget `max_pairs` overridden when given.
+    pub fn params(&self, max_pairs: Option<u32>) -> crate::stats::sequential::Params {
+        use crate::stats::sequential::Params;
+        let max = max_pairs.unwrap_or(self.max_pairs) as usize;
+        let base = match self.method {
+            Method::Fixed => Params::fixed(max, self.alpha, self.min_effect_pct),
+            Method::Sequential => Params {
+                min_pairs: (self.min_pairs as usize).min(max),
+                max_pairs: max,
+                look_every: self.look_every as usize,
+                alpha: self.alpha,
+                spending: self.spending,
+                min_effect_pct: self.min_effect_pct,
+                futility_beta: (self.futility_beta > 0.0).then_some(self.futility_beta),
+                confirm: false,
+                confirm_pairs: 0,
+                confirm_alpha: self.confirm_alpha,
+            },
+        };
+        Params { confirm: self.confirm, confirm_pairs: self.confirm_pairs as usize, confirm_alpha: self.confirm_alpha, ..base }
     }
 }
 
@@ -169,11 +242,32 @@ mod defaults {
     pub fn profile_iters() -> u32 {
         3
     }
-    pub fn pairs() -> u32 {
-        5
+    pub fn min_pairs() -> u32 {
+        4
+    }
+    pub fn max_pairs() -> u32 {
+        16
+    }
+    pub fn look_every() -> u32 {
+        2
+    }
+    pub fn futility_beta() -> f64 {
+        0.3
+    }
+    pub fn confirm() -> bool {
+        true
+    }
+    pub fn confirm_pairs() -> u32 {
+        6
+    }
+    pub fn confirm_alpha() -> f64 {
+        0.05
+    }
+    pub fn throttle_reruns() -> u32 {
+        2
     }
     pub fn alpha() -> f64 {
-        0.05
+        0.02
     }
     pub fn min_effect_pct() -> f64 {
         1.0
@@ -254,11 +348,26 @@ impl Config {
             )));
         }
         let d = &self.decision;
-        if d.pairs < 2 {
-            return bad("decision", "pairs", format!("must be at least 2 (a paired test needs two pairs), got {}", d.pairs));
+        if d.max_pairs < 2 {
+            return bad("decision", "max_pairs", format!("must be at least 2 (a paired test needs two pairs), got {}", d.max_pairs));
+        }
+        if d.min_pairs < 2 || d.min_pairs > d.max_pairs {
+            return bad("decision", "min_pairs", format!("must be between 2 and max_pairs ({}), got {}", d.max_pairs, d.min_pairs));
+        }
+        if d.look_every < 1 {
+            return bad("decision", "look_every", "must be at least 1 pair between looks (2 keeps every look balanced, AB and BA)".into());
         }
         if !(d.alpha > 0.0 && d.alpha < 0.5) {
             return bad("decision", "alpha", format!("must be in (0, 0.5), got {}", d.alpha));
+        }
+        if !(d.futility_beta >= 0.0 && d.futility_beta < 0.5) {
+            return bad("decision", "futility_beta", format!("must be in [0, 0.5) (0 = no early futility stop), got {}", d.futility_beta));
+        }
+        if d.confirm && d.confirm_pairs < 2 {
+            return bad("decision", "confirm_pairs", format!("must be at least 2 when confirm = true, got {}", d.confirm_pairs));
+        }
+        if !(d.confirm_alpha > 0.0 && d.confirm_alpha < 0.5) {
+            return bad("decision", "confirm_alpha", format!("must be in (0, 0.5), got {}", d.confirm_alpha));
         }
         if !(d.min_effect_pct.is_finite() && d.min_effect_pct >= 0.0) {
             return bad("decision", "min_effect_pct", format!("must be >= 0, got {}", d.min_effect_pct));
@@ -381,9 +490,19 @@ metric = "score"       # score (util x 100 / latency_ms) | latency | tflops
 # direction = "higher" # defaults to the metric's natural direction
 
 [decision]
-pairs = 5              # interleaved incumbent/candidate pairs per experiment
-alpha = 0.05           # one-sided significance level for a gain
+# Sequential: look after min_pairs interleaved pairs, then every look_every pairs up to
+# max_pairs; keep needs significance (alpha spent across looks) AND a gain >= min_effect_pct,
+# then an independent confirmation batch in reversed order. `ratchet calibrate` suggests
+# min_effect_pct for this machine; `ratchet simulate` shows the error rates of these settings.
+method = "sequential"  # sequential | fixed (one test after max_pairs pairs)
+min_pairs = 4
+max_pairs = 16
+look_every = 2
+alpha = 0.02           # one-sided, across all looks
 min_effect_pct = 1.0   # smallest gain worth keeping, in percent
+confirm = true
+confirm_pairs = 6
+confirm_alpha = 0.05   # false keeps <= alpha x confirm_alpha = 0.001
 
 [trace]
 # kernel = "flash_attention"  # regex naming the kernel's module in the trace
@@ -401,7 +520,8 @@ mod tests {
         let cfg = Config::parse("[benchmark]\ncommand = \"python3 prepare.py\"\n[hardware]\npreset = \"tpu-v5e\"\n").unwrap();
         assert_eq!(cfg.benchmark.command, "python3 prepare.py");
         assert_eq!(cfg.benchmark.iters, 20);
-        assert_eq!(cfg.decision.pairs, 5);
+        assert_eq!(cfg.decision.max_pairs, 16);
+        assert_eq!(cfg.decision.method, Method::Sequential);
         assert_eq!(cfg.score.metric, Metric::Score);
         assert_eq!(cfg.score.direction(), Direction::Higher);
         assert_eq!(cfg.hardware(), Some(Hardware { peak_tflops: 197.0, hbm_gbps: 819.0 }));
@@ -422,6 +542,21 @@ mod tests {
         assert!(e.message.contains("line 4") && e.message.contains("tpu-v5e"), "{}", e.message);
         let e = Config::parse("[benchmark]\ncommand = \"x\"\niters = \"many\"\n").unwrap_err();
         assert!(e.message.contains("line 3"), "{}", e.message);
+    }
+
+    #[test]
+    fn decision_keys_are_validated_with_their_line() {
+        let head = "[benchmark]\ncommand = \"x\"\n[score]\nmetric = \"latency\"\n[decision]\n";
+        let e = Config::parse(&format!("{head}min_pairs = 10\nmax_pairs = 6\n")).unwrap_err();
+        assert!(e.message.contains("line 6") && e.message.contains("min_pairs"), "{}", e.message);
+        let e = Config::parse(&format!("{head}confirm_alpha = 0.9\n")).unwrap_err();
+        assert!(e.message.contains("line 6") && e.message.contains("confirm_alpha"), "{}", e.message);
+        let e = Config::parse(&format!("{head}pairs = 4\n")).unwrap_err();
+        assert!(e.message.contains("line 6") && e.message.contains("max_pairs"), "the old key lists the new ones: {}", e.message);
+        let cfg = Config::parse(&format!("{head}method = \"fixed\"\nmax_pairs = 5\nspending = \"o-brien-fleming\"\n")).unwrap();
+        let p = cfg.decision.params(None);
+        assert_eq!(p.looks(), vec![5]);
+        assert_eq!(cfg.decision.params(Some(12)).max_pairs, 12);
     }
 
     #[test]

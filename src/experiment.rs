@@ -2,16 +2,16 @@
 //! against the incumbent in interleaved pairs, decide, keep or revert, and record the row.
 
 use crate::bench::executor::Executor;
-use crate::bench::{self, RunContext, RunRecord, RunStatus, Side};
+use crate::bench::{self, RunRecord, RunStatus, Side};
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::metrics::{self, Metrics};
-use crate::stats::{Decision, DecisionRule, PairedLogT, Verdict};
+use crate::session::{Checkout, Session, Stop};
+use crate::stats::sequential::{incumbent_first, Next, Phase, Sequential};
+use crate::stats::{Decision, Verdict};
 use crate::store::{ResultRow, State, Status, Store};
 use crate::vcs::{self, Repo};
 use crate::{fault, journal};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -21,7 +21,7 @@ pub struct Options {
     pub message: String,
     pub deep: bool,
     pub allow_empty: bool,
-    /// Overrides `[decision] pairs`.
+    /// Overrides `[decision] max_pairs`.
     pub pairs: Option<u32>,
     /// The sweep hypothesis behind this experiment (`<file>@<hash>`), recorded in its row.
     pub hypothesis: Option<String>,
@@ -62,10 +62,10 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
             Error::usage("the experiment's message is empty").hint("describe the hypothesis: ratchet \"experiment: bump BQ to 512\"")
         );
     }
-    let pairs = opts.pairs.unwrap_or(cfg.decision.pairs);
-    if pairs < 2 {
+    if let Some(pairs) = opts.pairs.filter(|&p| p < 2) {
         return Err(Error::usage(format!("--pairs {pairs}: a paired test needs at least 2 pairs")));
     }
+    let seq = Sequential::new(cfg.decision.params(opts.pairs));
     repo.ensure_excludes()?;
     std::fs::create_dir_all(&state_dir)?;
 
@@ -130,29 +130,37 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     journal::write(&state_dir, &entry)?;
     fault::point("after-commit");
     println!("experiment {id}: {}", opts.message);
+    let p = &seq.params;
+    let plan = if p.min_pairs == p.max_pairs {
+        format!("{} interleaved pairs", p.max_pairs)
+    } else {
+        format!("{} to {} interleaved pairs, a look every {}", p.min_pairs, p.max_pairs, p.look_every)
+    };
+    let confirm = if p.confirm { format!(", a keep confirmed by {} pairs in reversed order", p.confirm_pairs) } else { String::new() };
     println!(
-        "  candidate {} vs incumbent {} on {branch}; {pairs} interleaved pairs, deciding on {}",
+        "  candidate {} vs incumbent {} on {branch}; {plan}{confirm}; deciding on {}",
         short(&candidate.to_string()),
         short(&incumbent.to_string()),
         cfg.score.metric.as_str()
     );
 
-    let measured = measure_pairs(
-        &repo,
-        &cfg,
-        exec,
-        MeasureArgs {
-            id: &id_str,
-            exp_dir: &exp_dir,
-            state_dir: &state_dir,
-            python_dir: &python_dir,
-            candidate,
-            incumbent,
-            pairs,
-            deep: opts.deep,
-            store: &store,
-        },
-    );
+    let measured = repo.incumbent_worktree(incumbent).and_then(|inc_dir| {
+        let session = Session::new(
+            &cfg,
+            exec,
+            &id_str,
+            exp_dir.join("runs"),
+            repo.root(),
+            &state_dir,
+            &python_dir,
+            opts.deep,
+            Some(&store),
+            Checkout { dir: &inc_dir, commit: incumbent.to_string() },
+            Checkout { dir: repo.root(), commit: candidate.to_string() },
+            2 * p.max_total_pairs(),
+        );
+        drive(session, &seq, cfg.score.direction())
+    });
     // Whatever appeared untracked while the benchmark ran was written by it (the hypothesis's
     // own new files are committed by now): keep it out of every later hypothesis.
     let outputs = repo.untracked_entries().unwrap_or_default();
@@ -163,7 +171,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         );
         repo.exclude_benchmark_outputs(&outputs)?;
     }
-    let (records, stop) = match measured {
+    let (records, ended) = match measured {
         Ok(v) => v,
         Err(e) => {
             // Never leave the hypothesis half-applied: park it and go back to the incumbent.
@@ -172,19 +180,22 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         }
     };
 
-    let cand_runs: Vec<&RunRecord> = records.iter().filter(|r| r.side == Side::Candidate && r.status == RunStatus::Ok).collect();
-    let inc_runs: Vec<&RunRecord> = records.iter().filter(|r| r.side == Side::Incumbent && r.status == RunStatus::Ok).collect();
-    let (status, decision, note) = match &stop {
-        Some(Stop::Candidate(status, why)) => (*status, None, why.clone()),
-        Some(Stop::Incumbent(why)) => {
+    let used = |side| records.iter().filter(move |r: &&RunRecord| r.side == side && r.status == RunStatus::Ok && !r.superseded);
+    let cand_runs: Vec<&RunRecord> = used(Side::Candidate).collect();
+    let inc_runs: Vec<&RunRecord> = used(Side::Incumbent).collect();
+    let (status, decision, note) = match ended {
+        Ended::Stopped(Stop::Candidate(status, why)) => (status, None, why),
+        Ended::Stopped(Stop::Incumbent(why)) => {
             (Status::Error, None, format!("the incumbent's benchmark failed, so nothing could be compared: {why}"))
         }
-        Some(Stop::Interrupted) => (Status::Interrupted, None, "interrupted by a signal".to_string()),
-        None => {
-            let paired: Vec<(f64, f64)> = pair_values(&records);
-            let rule = PairedLogT { alpha: cfg.decision.alpha, min_effect_pct: cfg.decision.min_effect_pct };
-            let d = rule.decide(&paired, cfg.score.direction());
-            let status = if d.verdict == Verdict::Keep { Status::Keep } else { Status::Revert };
+        Ended::Stopped(Stop::Interrupted) => (Status::Interrupted, None, "interrupted by a signal".to_string()),
+        Ended::NoOp(why) => (Status::NoOp, None, why),
+        Ended::Decided(d) => {
+            let status = match d.verdict {
+                Verdict::Keep => Status::Keep,
+                Verdict::Revert => Status::Revert,
+                Verdict::Inconclusive => Status::Inconclusive,
+            };
             let note = d.reason.clone();
             (status, Some(d), note)
         }
@@ -289,115 +300,60 @@ fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid) -> 
     Ok(name)
 }
 
-enum Stop {
-    Candidate(Status, String),
-    Incumbent(String),
-    Interrupted,
+/// How the measuring ended.
+enum Ended {
+    Decided(Decision),
+    /// The candidate's compiled HLO is byte-identical to the incumbent's.
+    NoOp(String),
+    Stopped(Stop),
 }
 
-struct MeasureArgs<'a> {
-    id: &'a str,
-    exp_dir: &'a Path,
-    state_dir: &'a Path,
-    python_dir: &'a Path,
-    candidate: git2::Oid,
-    incumbent: git2::Oid,
-    pairs: u32,
-    deep: bool,
-    store: &'a Store,
-}
-
-fn progress_bar(total: u64) -> ProgressBar {
-    if !std::io::stdout().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(total);
-    pb.set_style(
-        ProgressStyle::with_template("  {spinner} [{elapsed_precise}] {bar:24.cyan/blue} run {pos}/{len} {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    pb.enable_steady_tick(std::time::Duration::from_millis(200));
-    pb
-}
-
-/// Interleave incumbent and candidate runs (AB, BA, AB, ...) until `pairs` pairs are done or a
-/// run fails. Every run is appended to runs.jsonl as soon as it ends.
-fn measure_pairs(repo: &Repo, cfg: &Config, exec: &mut dyn Executor, a: MeasureArgs) -> Result<(Vec<RunRecord>, Option<Stop>)> {
-    let inc_dir = repo.incumbent_worktree(a.incumbent)?;
-    let total = 2 * a.pairs as u64;
-    let pb = progress_bar(total);
-    let plain = pb.is_hidden();
-    let mut records = vec![];
-    let cand_s = a.candidate.to_string();
-    let inc_s = a.incumbent.to_string();
-    for p in 0..a.pairs as usize {
-        let order = if p % 2 == 0 { [Side::Incumbent, Side::Candidate] } else { [Side::Candidate, Side::Incumbent] };
-        for side in order {
-            let run = records.len();
-            let (dir, commit): (&Path, &str) = match side {
-                Side::Candidate => (repo.root(), &cand_s),
-                Side::Incumbent => (&inc_dir, &inc_s),
+/// The driver: ask the sequential procedure what to measure, measure it (pairs in the order
+/// the procedure's phase gives, AB/BA alternating, the confirmation reversed), and repeat until
+/// it decides or a run fails. After the first pair, identical compiled HLO on both sides ends
+/// the experiment at once as a no-op.
+fn drive(mut s: Session, seq: &Sequential, direction: config::Direction) -> Result<(Vec<RunRecord>, Ended)> {
+    let (mut main, mut confirm): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
+    let ended = 'measure: loop {
+        let (phase, pairs) = match seq.next(&main, &confirm) {
+            Next::Done(d) => break Ended::Decided(d),
+            Next::Measure { phase, pairs } => (phase, pairs),
+        };
+        for _ in 0..pairs {
+            let v = if phase == Phase::Main { &mut main } else { &mut confirm };
+            let i = v.len();
+            let label = match phase {
+                Phase::Main => format!("pair {}", i + 1),
+                Phase::Confirm => format!("confirmation pair {}", i + 1),
             };
-            pb.set_message(format!("pair {}/{}: {}", p + 1, a.pairs, side.as_str()));
-            let ctx = RunContext {
-                experiment: a.id,
-                run,
-                side,
-                commit,
-                dir,
-                out_dir: a.exp_dir.join("runs").join(format!("{run:03}-{}", side.as_str())),
-                repo_root: repo.root(),
-                state_dir: a.state_dir,
-                python_dir: a.python_dir,
-                deep: a.deep,
+            let (a, b) = match s.pair(incumbent_first(phase, i), &label)? {
+                Ok(ab) => ab,
+                Err(stop) => break 'measure Ended::Stopped(stop),
             };
-            let rec = bench::measure(exec, cfg, &ctx)?;
-            pb.inc(1);
-            if plain {
-                let v = rec.latency_ms.map(|l| format!("{l:.3} ms")).unwrap_or_else(|| rec.status.as_str().to_string());
-                eprintln!("  run {}/{} {:<9} {} ({:.1} s)", run + 1, total, side.as_str(), v, rec.wall_s);
-            }
-            a.store.append_run(&rec)?;
-            let status = rec.status;
-            let err = rec.error.clone().unwrap_or_default();
-            records.push(rec);
-            let stop = match (status, side) {
-                (RunStatus::Ok, _) => None,
-                (RunStatus::Interrupted, _) => Some(Stop::Interrupted),
-                (s, Side::Candidate) => Some(Stop::Candidate(
-                    match s {
-                        RunStatus::Timeout => Status::Timeout,
-                        RunStatus::Invalid => Status::Invalid,
-                        _ => Status::Crash,
-                    },
-                    err,
-                )),
-                (_, Side::Incumbent) => Some(Stop::Incumbent(err)),
-            };
-            if stop.is_some() {
-                pb.finish_and_clear();
-                return Ok((records, stop));
-            }
-            if crate::signals::interrupted() {
-                pb.finish_and_clear();
-                return Ok((records, Some(Stop::Interrupted)));
+            let (inc, cand) = (&s.records[a], &s.records[b]);
+            let pair = [(inc.value.unwrap_or(f64::NAN), cand.value.unwrap_or(f64::NAN))];
+            v.extend(crate::stats::log_ratios(&pair, direction));
+            if phase == Phase::Main && i == 0 {
+                if let Some(why) = same_hlo(inc, cand) {
+                    break 'measure Ended::NoOp(why);
+                }
             }
         }
-    }
-    pb.finish_and_clear();
-    Ok((records, None))
+    };
+    s.finish();
+    Ok((s.records, ended))
 }
 
-/// (incumbent, candidate) values pair by pair, in run order.
-fn pair_values(records: &[RunRecord]) -> Vec<(f64, f64)> {
-    records
-        .chunks(2)
-        .filter_map(|pair| {
-            let get = |side| pair.iter().find(|r| r.side == side).and_then(|r| r.value);
-            Some((get(Side::Incumbent)?, get(Side::Candidate)?))
-        })
-        .collect()
+/// Both runs dumped their compiled HLO and the texts are byte-identical.
+fn same_hlo(inc: &RunRecord, cand: &RunRecord) -> Option<String> {
+    let (a, b) = (inc.hlo.as_ref()?, cand.hlo.as_ref()?);
+    let (ta, tb) = (std::fs::read(a).ok()?, std::fs::read(b).ok()?);
+    (ta == tb).then(|| {
+        format!(
+            "the candidate's compiled HLO is byte-identical to the incumbent's ({} bytes): the change cannot alter the kernel",
+            ta.len()
+        )
+    })
 }
 
 /// Roofline figures at the candidate's median latency.
@@ -425,7 +381,7 @@ fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>,
     };
     match d {
         Some(d) => println!(
-            "  {verdict}: {} {:+.2}% [{:.0}% CI {:+.2}, {:+.2}], p = {} over {} pairs: {}",
+            "  {verdict}: {} {:+.2}% [{:.0}% CI {:+.2}, {:+.2}], p = {} over {} pairs ({} look{}{}): {}",
             row.metric,
             d.effect_pct,
             d.ci_level * 100.0,
@@ -433,6 +389,9 @@ fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>,
             d.ci_high_pct,
             crate::stats::fmt_p(d.p_value),
             d.pairs,
+            d.looks,
+            if d.looks == 1 { "" } else { "s" },
+            d.confirmation.as_ref().map(|c| format!(", {} confirmation pairs", c.pairs)).unwrap_or_default(),
             d.reason
         ),
         None => println!("  {verdict}: {}", row.note),

@@ -3,6 +3,7 @@
 //! store -> report, with `experiment` orchestrating one hypothesis end to end.
 
 pub mod bench;
+pub mod calibrate;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -16,6 +17,7 @@ pub mod metrics;
 pub mod plot;
 pub mod pyhelper;
 pub mod report;
+pub mod session;
 pub mod signals;
 pub mod stats;
 pub mod store;
@@ -68,6 +70,11 @@ fn dispatch(cli: Cli) -> Result<()> {
                 a.config_hardware = config::Config::load(&config::path_in(repo.root())).ok().and_then(|c| c.hardware());
             }
             trace::inspect::run_inspect(&a).map_err(Error::from)
+        }
+        Some(Command::Simulate(a)) => commands::simulate::run(&dir, &a),
+        Some(Command::Calibrate(a)) => {
+            signals::install()?;
+            calibrate::run(&dir, &a, &mut bench::executor::ProcessExecutor)
         }
         Some(Command::Run(a)) => experiment_cmd(&dir, a.message, a.deep, a.allow_empty, a.pairs),
         None => {

@@ -41,6 +41,8 @@ fn mark(s: Status) -> &'static str {
     match s {
         Status::Keep => "✔ keep",
         Status::Revert => "· revert",
+        Status::Inconclusive => "? inconclusive",
+        Status::NoOp => "· no-op",
         Status::Crash => "✗ crash",
         Status::Timeout => "✗ timeout",
         Status::Invalid => "✗ invalid",
@@ -163,7 +165,8 @@ pub fn table(view: &View, color: bool) -> String {
         if color {
             status = match r.status {
                 Status::Keep => status.fg(Color::Green).add_attribute(Attribute::Bold),
-                Status::Revert | Status::Skipped => status,
+                Status::Revert | Status::Skipped | Status::NoOp => status,
+                Status::Inconclusive => status.fg(Color::Yellow),
                 _ => status.fg(Color::Red),
             };
             if r.status == Status::Keep {

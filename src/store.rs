@@ -18,8 +18,15 @@ pub const RUNS_JSONL: &str = "runs.jsonl";
 pub enum Status {
     /// Significant gain above the minimum effect: the commit stays.
     Keep,
-    /// No such gain: back to the incumbent.
+    /// No such gain (or the keep was not confirmed): back to the incumbent.
     Revert,
+    /// The budget of pairs ran out while a worthwhile gain was still plausible: reverted, but
+    /// it may deserve a rerun with more pairs.
+    Inconclusive,
+    /// The candidate compiles to byte-identical HLO: it cannot change the kernel. Reverted
+    /// after the first pair.
+    #[serde(rename = "no-op")]
+    NoOp,
     /// The candidate's benchmark exited non-zero or was killed.
     Crash,
     Timeout,
@@ -37,6 +44,8 @@ impl Status {
         match self {
             Status::Keep => "keep",
             Status::Revert => "revert",
+            Status::Inconclusive => "inconclusive",
+            Status::NoOp => "no-op",
             Status::Crash => "crash",
             Status::Timeout => "timeout",
             Status::Invalid => "invalid",

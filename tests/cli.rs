@@ -21,7 +21,8 @@ fn faster_candidate_is_kept_and_becomes_the_incumbent() {
     assert_eq!(r["status"], "keep");
     assert_eq!(r["commit"], head);
     assert_eq!(r["incumbent"], base);
-    assert_eq!(r["runs"], "8");
+    // A clear gain stops at the first look (4 pairs) and is confirmed by 4 pairs in reversed order.
+    assert_eq!(r["runs"], "16");
     let delta: f64 = r["delta_pct"].parse().unwrap();
     // score = util / latency goes as 1/latency^2: half the latency is about 4x the score.
     assert!(delta > 250.0 && delta < 500.0, "delta {delta}");
@@ -29,10 +30,13 @@ fn faster_candidate_is_kept_and_becomes_the_incumbent() {
     assert!(p < 0.05);
     assert!((r["latency_ms"].parse::<f64>().unwrap() - 5.0).abs() < 0.3);
 
-    // Every run is kept raw, alternating sides pair by pair (AB, BA, ...), from two checkouts.
+    // Every run is kept raw, alternating sides pair by pair (AB, BA, ...), then the confirmation
+    // in reversed order (BA, AB, ...), from two checkouts.
     let runs = t.runs();
     let sides: Vec<&str> = runs.iter().map(|r| r["side"].as_str().unwrap()).collect();
-    assert_eq!(sides, ["incumbent", "candidate", "candidate", "incumbent", "incumbent", "candidate", "candidate", "incumbent"]);
+    let (ab, ba) = (["incumbent", "candidate"], ["candidate", "incumbent"]);
+    let expected: Vec<&str> = [ab, ba, ab, ba, ba, ab, ba, ab].concat();
+    assert_eq!(sides, expected);
     for run in &runs {
         let expected = if run["side"] == "incumbent" { &base } else { &head };
         assert_eq!(run["commit"].as_str().unwrap(), expected);

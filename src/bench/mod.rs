@@ -115,6 +115,9 @@ pub struct RunRecord {
     /// Continuous-profiling snapshots of a `--deep` run, each with the kernel time it shows.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub snapshots: Vec<Snapshot>,
+    /// The run was throttled and run again; its value does not enter the decision.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub superseded: bool,
 }
 
 /// One `--deep` snapshot of a run, summarised: a kernel time far from the others reveals a
@@ -242,6 +245,7 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         error: None,
         out_dir: ctx.out_dir.clone(),
         snapshots: vec![],
+        superseded: false,
     };
     match out.exit {
         Exit::Code(0) => {}
@@ -291,6 +295,11 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         rec.error = Some(format!("[trace] latency = \"trace\", but no kernel time could be read from the trace: {why}"));
         return Ok(rec);
     }
+    if let Err(msg) = physics_gate(&rec, cfg.hardware().as_ref()) {
+        rec.status = RunStatus::Invalid;
+        rec.error = Some(msg);
+        return Ok(rec);
+    }
     match metric_value(&rec, cfg.score.metric, cfg.hardware().as_ref()) {
         Ok(v) => rec.value = Some(v),
         Err(msg) => {
@@ -299,6 +308,48 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         }
     }
     Ok(rec)
+}
+
+/// No kernel beats the roofline: a run claiming more than 100% of peak FLOP/s or bandwidth,
+/// i.e. a latency below max(compute-only, memory-only) for its FLOPs and bytes, measured
+/// something else (an unwaited asynchronous call, a wrong FLOP or byte count, a cache hit),
+/// or [hardware] understates the chip. Such a run is invalid, whatever its value.
+pub fn physics_gate(rec: &RunRecord, hw: Option<&Hardware>) -> Result<(), String> {
+    let fix = "check that every timed call is waited on (jax.block_until_ready), that \"flops\" and \"bytes\" \
+               count one call, and that [hardware] names this chip";
+    if let (Some(hw), Some(lat)) = (hw, rec.latency_ms) {
+        let m = crate::metrics::roofline(rec.flops, rec.bytes, None, lat, hw);
+        let floor = match (m.compute_only_ms, m.memory_only_ms) {
+            (Some(c), Some(b)) => Some(c.max(b)),
+            (c, b) => c.or(b),
+        };
+        if let Some(floor) = floor {
+            if lat < floor {
+                let mut claims = vec![];
+                if let Some(u) = m.util_pct.filter(|u| *u > 100.0) {
+                    claims.push(format!("{u:.0}% of peak FLOP/s"));
+                }
+                if let Some(b) = m.bw_pct.filter(|b| *b > 100.0) {
+                    claims.push(format!("{b:.0}% of peak bandwidth"));
+                }
+                return Err(format!(
+                    "physics gate: {lat:.4} ms is faster than the roofline allows ({}; the lower bound for its FLOPs and bytes \
+                     is {floor:.4} ms on {} TFLOP/s, {} GB/s); {fix}",
+                    claims.join(", "),
+                    hw.peak_tflops,
+                    hw.hbm_gbps
+                ));
+            }
+        }
+    }
+    if let Some(r) = &rec.reported {
+        for (what, v) in [("util", r.util_pct), ("BW", r.bw_pct)] {
+            if let Some(v) = v.filter(|v| *v > 100.0) {
+                return Err(format!("physics gate: the benchmark reports {what}={v}%, above 100% of the chip's peak; {fix}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl RunRecord {

@@ -1,9 +1,10 @@
 //! The subcommands other than the experiment itself, one file each: `init` (here), `results`,
-//! `status`, `sweep`, `show` and `plot`.
+//! `status`, `sweep`, `show`, `plot` and `simulate`.
 
 pub mod plot;
 pub mod results;
 pub mod show;
+pub mod simulate;
 pub mod status;
 pub mod sweep;
 

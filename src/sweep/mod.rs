@@ -184,7 +184,8 @@ pub fn run(dir: &Path, opts: &SweepOptions, exec: &mut dyn Executor) -> Result<S
             result = Err(Error::interrupted().hint("start the sweep again to resume it"));
             break;
         }
-        let pairs = h.pairs.or(opts.pairs).unwrap_or(cfg.decision.pairs) as u64;
+        // The most pairs this experiment may take, confirmation included.
+        let pairs = cfg.decision.params(h.pairs.or(opts.pairs)).max_total_pairs() as u64;
         if let Some(why) = over_budget(opts, started.elapsed(), runs_spent, 2 * pairs, &walls) {
             out.not_started = hyps[i..].iter().filter(|h| !done.contains_key(&h.key())).count();
             out.stopped_by = Some(why);

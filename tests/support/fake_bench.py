@@ -11,6 +11,10 @@ FAKE_FLOPS        FLOPs to report (default 1e9); FAKE_BYTES likewise (default 1e
 FAKE_SLEEP_S      seconds to sleep before reporting (default 0)
 FAKE_WRITE_DIR    a directory (relative to the checkout) to write a file into, as benchmarks
                   that dump ./profile_data do
+FAKE_HLO          text to dump as the run's compiled HLO (kernel.hlo.txt, named in "hlo")
+FAKE_LATER_LATENCY_MS, FAKE_LATER_FROM_RUN
+                  from run index FAKE_LATER_FROM_RUN on, report FAKE_LATER_LATENCY_MS instead
+FAKE_THROTTLED    1: mark every run as throttled
 """
 import json
 import os
@@ -56,6 +60,8 @@ def main():
         while True:
             time.sleep(1)
     lat = float(cfg.get("FAKE_LATENCY_MS", "10"))
+    if "FAKE_LATER_FROM_RUN" in cfg and run >= int(cfg["FAKE_LATER_FROM_RUN"]):
+        lat = float(cfg["FAKE_LATER_LATENCY_MS"])
     cv = float(cfg.get("FAKE_NOISE_CV", "0.01"))
     lats = [lat * max(0.05, 1 + rng.gauss(0, cv)) for _ in range(iters)]
     flops = float(cfg.get("FAKE_FLOPS", "1e9"))
@@ -81,6 +87,12 @@ def main():
         "check": {"passed": mode != "badcheck", "max_abs_err": 0.5 if mode == "badcheck" else 1e-6, "tolerance": 1e-3},
         "meta": {"fake": True},
     }
+    if "FAKE_HLO" in cfg:
+        with open(os.path.join(out, "kernel.hlo.txt"), "w") as f:
+            f.write(cfg["FAKE_HLO"])
+        result["hlo"] = "kernel.hlo.txt"
+    if cfg.get("FAKE_THROTTLED") == "1":
+        result["throttled"] = True
     with open(path, "w") as f:
         json.dump(result, f)
 

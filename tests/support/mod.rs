@@ -25,7 +25,7 @@ pub struct TestRepo {
 }
 
 pub const DEFAULT_CONFIG: &str = "[benchmark]\ncommand = \"python3 {bench}\"\ntimeout_s = 20\nkill_grace_s = 0.5\n\
-warmup = 0\niters = 5\nprofile_iters = 0\n[hardware]\npreset = \"tpu-v5e\"\n[decision]\npairs = 4\n";
+warmup = 0\niters = 5\nprofile_iters = 0\n[hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = 8\nconfirm_pairs = 4\n";
 
 impl TestRepo {
     /// A repo on branch `main` with a committed ratchet.toml, kernel.py and fake.env.
@@ -91,6 +91,7 @@ impl TestRepo {
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env_remove("FAKE_MODE")
             .env_remove("FAKE_LATENCY_MS")
+            .env_remove("FAKE_HLO")
             .timeout(std::time::Duration::from_secs(120));
         c
     }

@@ -1,6 +1,12 @@
-//! The keep/revert decision: a one-sided paired t-test on the log-ratios of interleaved
-//! (incumbent, candidate) pairs, plus a minimum effect. One replaceable piece behind
-//! [`DecisionRule`], so a sequential test can take its place.
+//! The keep/revert decision and the statistics behind it. The experiment loop uses the
+//! sequential procedure of [`sequential`]; the fixed-sample paired t-test [`PairedLogT`] stays as
+//! a [`DecisionRule`] and as the building block of each look. Everything here is pure.
+
+pub mod mannwhitney;
+pub mod noise;
+pub mod rng;
+pub mod sequential;
+pub mod simulate;
 
 use crate::config::Direction;
 use serde::{Deserialize, Serialize};
@@ -11,6 +17,22 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 pub enum Verdict {
     Keep,
     Revert,
+    /// The budget of pairs ran out while a worthwhile gain was still plausible: reverted, but
+    /// worth a rerun.
+    Inconclusive,
+}
+
+/// The independent batch, in reversed order, that a keep must pass before the commit stays.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Confirmation {
+    pub pairs: usize,
+    /// The batch's own estimate, in percent (positive = better).
+    pub effect_pct: f64,
+    /// One-sided p-value of the batch alone for "the candidate is better".
+    pub p_value: f64,
+    /// The level the batch was tested at.
+    pub alpha: f64,
+    pub passed: bool,
 }
 
 /// What a rule concluded and the numbers behind it. Effects are signed so that positive is
@@ -26,7 +48,16 @@ pub struct Decision {
     pub ci_level: f64,
     /// One-sided p-value for "the candidate is better".
     pub p_value: f64,
+    /// Pairs measured before the decision (the confirmation batch not included).
     pub pairs: usize,
+    /// Interim analyses done (1 for a fixed-sample test).
+    #[serde(default)]
+    pub looks: usize,
+    /// The significance level the deciding look was tested at (the alpha spent at that look).
+    #[serde(default)]
+    pub p_threshold: f64,
+    #[serde(default)]
+    pub confirmation: Option<Confirmation>,
     pub reason: String,
 }
 
@@ -84,7 +115,8 @@ pub fn fmt_p(p: f64) -> String {
     }
 }
 
-fn pct(log_ratio: f64) -> f64 {
+/// A mean log-ratio as a percent change.
+pub fn pct(log_ratio: f64) -> f64 {
     (log_ratio.exp() - 1.0) * 100.0
 }
 
@@ -122,6 +154,9 @@ impl DecisionRule for PairedLogT {
             ci_level: 1.0 - 2.0 * self.alpha,
             p_value: p,
             pairs: n,
+            looks: 1,
+            p_threshold: self.alpha,
+            confirmation: None,
             reason,
         }
     }

@@ -1,0 +1,185 @@
+//! An interleaved measuring session: runs the incumbent and the candidate as fresh benchmark
+//! processes, one pair at a time in the order asked for (AB or BA), re-running (a bounded
+//! number of times) a run that the benchmark marks as throttled. Shared by experiments and
+//! `ratchet calibrate`; the decision procedure decides which pairs to ask for.
+
+use crate::bench::executor::Executor;
+use crate::bench::{self, RunContext, RunRecord, RunStatus, Side};
+use crate::config::Config;
+use crate::error::Result;
+use crate::store::{Status, Store};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+/// Why a session cannot go on.
+#[derive(Debug, Clone)]
+pub enum Stop {
+    /// The candidate's run failed: the experiment ends with this status.
+    Candidate(Status, String),
+    /// The incumbent's run failed: nothing can be compared.
+    Incumbent(String),
+    Interrupted,
+}
+
+/// One side's checkout and commit.
+pub struct Checkout<'a> {
+    pub dir: &'a Path,
+    pub commit: String,
+}
+
+/// Where a session's runs go and what they get.
+pub struct Session<'a> {
+    pub cfg: &'a Config,
+    pub exec: &'a mut dyn Executor,
+    pub id: &'a str,
+    pub runs_dir: PathBuf,
+    pub repo_root: &'a Path,
+    pub state_dir: &'a Path,
+    pub python_dir: &'a Path,
+    pub deep: bool,
+    /// Where each run is appended as soon as it ends (`None`: keep them in memory only).
+    pub store: Option<&'a Store>,
+    pub incumbent: Checkout<'a>,
+    pub candidate: Checkout<'a>,
+    /// Every run, superseded throttled ones included, in order.
+    pub records: Vec<RunRecord>,
+    pb: ProgressBar,
+    plain: bool,
+}
+
+impl<'a> Session<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        cfg: &'a Config,
+        exec: &'a mut dyn Executor,
+        id: &'a str,
+        runs_dir: PathBuf,
+        repo_root: &'a Path,
+        state_dir: &'a Path,
+        python_dir: &'a Path,
+        deep: bool,
+        store: Option<&'a Store>,
+        incumbent: Checkout<'a>,
+        candidate: Checkout<'a>,
+        max_runs: usize,
+    ) -> Self {
+        let pb = progress_bar(max_runs as u64);
+        let plain = pb.is_hidden();
+        Session { cfg, exec, id, runs_dir, repo_root, state_dir, python_dir, deep, store, incumbent, candidate, records: vec![], pb, plain }
+    }
+
+    /// Measure one pair in the given order; returns the indices in `records` of the incumbent's
+    /// and the candidate's runs, or why the session must stop.
+    pub fn pair(&mut self, incumbent_first: bool, label: &str) -> Result<Result<(usize, usize), Stop>> {
+        let order = if incumbent_first { [Side::Incumbent, Side::Candidate] } else { [Side::Candidate, Side::Incumbent] };
+        let mut idx = [0usize; 2];
+        for side in order {
+            match self.side(side, label)? {
+                Ok(i) => idx[(side == Side::Candidate) as usize] = i,
+                Err(stop) => return Ok(Err(stop)),
+            }
+        }
+        Ok(Ok((idx[0], idx[1])))
+    }
+
+    /// One side's run, run again while the benchmark says it was throttled (bounded): a
+    /// throttled run's value is not trusted, but after the last re-run it is used anyway, so a
+    /// sample is never dropped because of its value.
+    fn side(&mut self, side: Side, label: &str) -> Result<Result<usize, Stop>> {
+        let mut attempt = 0;
+        loop {
+            let i = self.run_once(side, label)?;
+            let rec = &self.records[i];
+            if rec.status != RunStatus::Ok {
+                let err = rec.error.clone().unwrap_or_default();
+                if let Some(store) = self.store {
+                    store.append_run(rec)?;
+                }
+                return Ok(Err(match (rec.status, side) {
+                    (RunStatus::Interrupted, _) => Stop::Interrupted,
+                    (s, Side::Candidate) => Stop::Candidate(
+                        match s {
+                            RunStatus::Timeout => Status::Timeout,
+                            RunStatus::Invalid => Status::Invalid,
+                            _ => Status::Crash,
+                        },
+                        err,
+                    ),
+                    (_, Side::Incumbent) => Stop::Incumbent(err),
+                }));
+            }
+            if crate::signals::interrupted() {
+                return Ok(Err(Stop::Interrupted));
+            }
+            if rec.throttled == Some(true) && attempt < self.cfg.benchmark.throttle_reruns {
+                attempt += 1;
+                self.records[i].superseded = true;
+                if let Some(store) = self.store {
+                    store.append_run(&self.records[i])?;
+                }
+                eprintln!(
+                    "  run {} ({}) was throttled; running it again ({attempt}/{})",
+                    i + 1,
+                    side.as_str(),
+                    self.cfg.benchmark.throttle_reruns
+                );
+                continue;
+            }
+            if let Some(store) = self.store {
+                store.append_run(&self.records[i])?;
+            }
+            return Ok(Ok(i));
+        }
+    }
+
+    fn run_once(&mut self, side: Side, label: &str) -> Result<usize> {
+        let run = self.records.len();
+        let co = match side {
+            Side::Candidate => &self.candidate,
+            Side::Incumbent => &self.incumbent,
+        };
+        self.pb.set_message(format!("{label}: {}", side.as_str()));
+        let ctx = RunContext {
+            experiment: self.id,
+            run,
+            side,
+            commit: &co.commit,
+            dir: co.dir,
+            out_dir: self.runs_dir.join(format!("{run:03}-{}", side.as_str())),
+            repo_root: self.repo_root,
+            state_dir: self.state_dir,
+            python_dir: self.python_dir,
+            deep: self.deep,
+        };
+        let rec = bench::measure(self.exec, self.cfg, &ctx)?;
+        if self.pb.length().is_some_and(|l| l <= run as u64) {
+            self.pb.inc_length(2);
+        }
+        self.pb.inc(1);
+        if self.plain {
+            let v = rec.latency_ms.map(|l| format!("{l:.3} ms")).unwrap_or_else(|| rec.status.as_str().to_string());
+            eprintln!("  run {} {:<9} {} ({:.1} s) [{label}]", run + 1, side.as_str(), v, rec.wall_s);
+        }
+        self.records.push(rec);
+        Ok(run)
+    }
+
+    pub fn finish(&self) {
+        self.pb.finish_and_clear();
+    }
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    if !std::io::stdout().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template("  {spinner} [{elapsed_precise}] {bar:24.cyan/blue} run {pos}/{len} (at most) {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.enable_steady_tick(std::time::Duration::from_millis(200));
+    pb
+}

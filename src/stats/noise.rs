@@ -1,0 +1,138 @@
+//! The noise floor from A/A runs (`ratchet calibrate`): run-to-run CV, drift over the session,
+//! and the smallest gain the configured budget can detect. Pure functions of the run values.
+
+use super::sequential::Params;
+use super::t_quantile;
+use serde::Serialize;
+
+/// What the A/A runs say about this benchmark on this machine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NoiseFloor {
+    pub runs: usize,
+    pub pairs: usize,
+    /// Coefficient of variation of one run, in percent, from the pairs' log-ratios
+    /// (sd / sqrt 2): what interleaving leaves, drift mostly cancelled.
+    pub pair_cv_pct: f64,
+    /// CV of all runs' values around their mean, in percent (drift included).
+    pub run_cv_pct: f64,
+    /// Least-squares slope of ln(value) over the run index, in percent per run.
+    pub drift_pct_per_run: f64,
+    /// A/A mean log-ratio as a percent: should be near 0 (both sides are the same code).
+    pub aa_effect_pct: f64,
+    /// The smallest true gain the configured budget keeps with about 95% probability.
+    pub detectable_pct: f64,
+    /// A minimum effect that the budget can actually see: the detectable gain, rounded up.
+    pub suggested_min_effect_pct: f64,
+}
+
+fn mean_sd(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let m = v.iter().sum::<f64>() / n;
+    let var = if v.len() > 1 { v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
+    (m, var.sqrt())
+}
+
+/// Least-squares slope of `y` over 0, 1, 2, ...
+pub fn slope(y: &[f64]) -> f64 {
+    let n = y.len() as f64;
+    if y.len() < 2 {
+        return 0.0;
+    }
+    let mx = (n - 1.0) / 2.0;
+    let my = y.iter().sum::<f64>() / n;
+    let sxy: f64 = y.iter().enumerate().map(|(i, v)| (i as f64 - mx) * (v - my)).sum();
+    let sxx: f64 = (0..y.len()).map(|i| (i as f64 - mx).powi(2)).sum();
+    sxy / sxx
+}
+
+/// The smallest true gain (percent) kept with probability about `power`, for pairs whose
+/// log-ratios have standard deviation `sd`: the first phase must reach significance at its
+/// last look's alpha and an estimate above the minimum effect, and the confirmation batch
+/// significance at its own level. Normal approximation with t quantiles; earlier looks only
+/// add chances, so this errs on the large side.
+pub fn detectable_pct(params: &Params, sd: f64, power: f64) -> f64 {
+    let n = params.max_pairs as f64;
+    let last_alpha = *params.look_alphas().last().expect("at least one look");
+    let df = (n - 1.0).max(1.0);
+    let se = sd / n.sqrt();
+    let zb = t_quantile(power, df);
+    let significance = (t_quantile(1.0 - last_alpha, df) + zb) * se;
+    let min_effect = (1.0 + params.min_effect_pct / 100.0).ln() + zb * se;
+    let mut need = significance.max(min_effect);
+    if params.confirm {
+        let m = params.confirm_pairs as f64;
+        let dfc = (m - 1.0).max(1.0);
+        need = need.max((t_quantile(1.0 - params.confirm_alpha, dfc) + t_quantile(power, dfc)) * sd / m.sqrt());
+    }
+    (need.exp() - 1.0) * 100.0
+}
+
+/// The noise floor from A/A values in run order, with pairs as (incumbent-side, candidate-side).
+pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params) -> NoiseFloor {
+    let logs: Vec<f64> = run_values.iter().map(|v| v.ln()).collect();
+    let d: Vec<f64> = pairs.iter().map(|(a, b)| (b / a).ln()).collect();
+    let (dm, dsd) = mean_sd(&d);
+    let (m, sd) = mean_sd(run_values);
+    let with_min = Params { min_effect_pct: 0.0, ..params.clone() };
+    let floor = detectable_pct(&with_min, dsd, 0.95);
+    NoiseFloor {
+        runs: run_values.len(),
+        pairs: pairs.len(),
+        pair_cv_pct: dsd / 2f64.sqrt() * 100.0,
+        run_cv_pct: sd / m * 100.0,
+        drift_pct_per_run: slope(&logs) * 100.0,
+        aa_effect_pct: (dm.exp() - 1.0) * 100.0,
+        detectable_pct: detectable_pct(params, dsd, 0.95),
+        suggested_min_effect_pct: (floor * 10.0).ceil() / 10.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::sequential::Spending;
+
+    fn params() -> Params {
+        Params {
+            min_pairs: 4,
+            max_pairs: 16,
+            look_every: 2,
+            alpha: 0.05,
+            spending: Spending::Pocock,
+            min_effect_pct: 1.0,
+            futility_beta: Some(0.2),
+            confirm: true,
+            confirm_pairs: 6,
+            confirm_alpha: 0.02,
+        }
+    }
+
+    #[test]
+    fn slope_of_a_line_is_exact() {
+        // y = 3 + 0.5 i: numpy.polyfit(range(5), y, 1)[0] = 0.5.
+        assert!((slope(&[3.0, 3.5, 4.0, 4.5, 5.0]) - 0.5).abs() < 1e-12);
+        assert_eq!(slope(&[1.0]), 0.0);
+    }
+
+    #[test]
+    fn figures_of_a_drifting_noisy_series() {
+        // Values rising 1% per run, pairs alternating around a 0.5% spread.
+        let vals: Vec<f64> = (0..16).map(|i| 10.0 * (0.01 * i as f64).exp() * if i % 3 == 0 { 1.005 } else { 0.995 }).collect();
+        let pairs: Vec<(f64, f64)> = vals.chunks(2).map(|c| (c[0], c[1])).collect();
+        let f = noise_floor(&vals, &pairs, &params());
+        assert!((f.drift_pct_per_run - 1.0).abs() < 0.1, "{}", f.drift_pct_per_run);
+        assert!(f.run_cv_pct > f.pair_cv_pct, "drift inflates the plain CV: {f:?}");
+        assert!(f.detectable_pct >= 1.0 && f.suggested_min_effect_pct > 0.0, "{f:?}");
+    }
+
+    #[test]
+    fn detectable_gain_grows_with_noise_and_shrinks_with_budget() {
+        let p = params();
+        let a = detectable_pct(&p, 0.01, 0.95);
+        let b = detectable_pct(&p, 0.03, 0.95);
+        let c = detectable_pct(&Params { max_pairs: 40, confirm_pairs: 20, ..p.clone() }, 0.03, 0.95);
+        assert!(a < b && c < b, "{a} {b} {c}");
+        // Quiet noise: the minimum effect dominates (1% plus a little).
+        assert!(a > 1.0 && a < 2.5, "{a}");
+    }
+}
