@@ -199,7 +199,9 @@ pub fn table(view: &View, color: bool) -> String {
     let runs: u64 = all.iter().map(|r| r.runs as u64).sum();
     let wall: f64 = all.iter().map(|r| r.wall_s).sum();
     let mut out = if view.shown.is_empty() { format!("no experiment matches {}", view.filter) } else { t.to_string() };
-    out.push_str(&format!("\n{} experiments, {} kept ({})", all.len(), kept, status_counts(all)));
+    let others: Vec<ResultRow> = all.iter().filter(|r| r.status != Status::Keep).cloned().collect();
+    let others = if others.is_empty() { String::new() } else { format!(" ({})", status_counts(&others)) };
+    out.push_str(&format!("\n{} experiments, {} kept{others}", all.len(), kept));
     if let Some(g) = gain_line(all) {
         out.push_str(&format!("; {g}"));
     }
