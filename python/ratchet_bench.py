@@ -28,6 +28,7 @@ import math
 import os
 import re
 import shutil
+import socket
 import statistics
 import sys
 import time
@@ -263,20 +264,27 @@ def _profile_options(backend):
 
 
 def _continuous_api():
-    """XProf's continuous-profiling entry points, or None where the package lacks them.
+    """XProf's continuous-profiling snapshot module, or None where `xprof` is not installed.
 
-    The `xprof` package is optional (guarded import); only its start / snapshot / stop
-    functions are used, looked up by name so that an xprof without them falls back cleanly.
+    The API (xprof 2.24: `xprof.api.continuous_profiling_snapshot`, as the source article's
+    section 2.6 uses it) talks to a profiler server: start_continuous_profiling(addr, options),
+    get_snapshot(addr, logdir), stop_continuous_profiling(addr).
     """
     try:
-        import xprof  # noqa: F401
-        from xprof import profiler as xp  # type: ignore
+        from xprof.api import continuous_profiling_snapshot as cps  # type: ignore
     except Exception:
         return None
     names = ("start_continuous_profiling", "get_snapshot", "stop_continuous_profiling")
-    if all(hasattr(xp, n) for n in names):
-        return tuple(getattr(xp, n) for n in names)
-    return None
+    return cps if all(hasattr(cps, n) for n in names) else None
+
+
+def _profiler_server():
+    """Start jax's profiler server on a free local port and return its address."""
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        port = s.getsockname()[1]
+    jax.profiler.start_server(port)
+    return f"localhost:{port}"
 
 
 def _has_capture(path):
@@ -299,9 +307,10 @@ def deep_snapshots(compiled, args, settings, backend):
     t0 = time.perf_counter()
     step = 0
     if api is not None:
-        start, snapshot, stop = api
+        addr = None
         try:
-            start()
+            addr = _profiler_server()
+            api.start_continuous_profiling(addr, {})
             for n in range(settings.snapshots):
                 path = os.path.join(settings.out_dir, SNAPSHOT_DIR, str(n))
                 os.makedirs(path, exist_ok=True)
@@ -309,16 +318,18 @@ def deep_snapshots(compiled, args, settings, backend):
                     with jax.profiler.TraceAnnotation(f"kernel_step_{step}"):
                         _call(compiled, args)
                     step += 1
-                snapshot(path)
+                api.get_snapshot(addr, path)
                 if not _has_capture(path):
                     raise BenchError("the continuous-profiling snapshot wrote no capture")
                 snaps.append({"path": os.path.join(SNAPSHOT_DIR, str(n)), "step": step - settings.window,
                               "time_s": time.perf_counter() - t0, "source": "continuous"})
-            stop()
+            api.stop_continuous_profiling(addr)
             return snaps
         except Exception:
+            # On CPU the snapshot holds no capture: fall back to trace windows.
             try:
-                stop()
+                if addr is not None:
+                    api.stop_continuous_profiling(addr)
             except Exception:
                 pass
             shutil.rmtree(os.path.join(settings.out_dir, SNAPSHOT_DIR), ignore_errors=True)

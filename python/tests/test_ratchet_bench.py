@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import types
 import unittest
 from unittest import mock
 
@@ -28,6 +29,7 @@ os.environ["RATCHET_STATE_DIR"] = _STATE
 sys.path.insert(0, PYTHON_DIR)
 
 import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import ratchet_bench as rb  # noqa: E402
@@ -220,6 +222,36 @@ class DeepRunTest(unittest.TestCase):
     def test_falls_back_when_xprof_lacks_the_api(self):
         with mock.patch.dict(sys.modules, {"xprof": None}):
             self.assertIsNone(rb._continuous_api())
+
+    def test_continuous_api_is_called_as_xprof_defines_it(self):
+        # A stand-in for xprof.api.continuous_profiling_snapshot (xprof 2.24) whose snapshots
+        # hold a capture, as on a TPU; it records how it was called.
+        calls = []
+        fake = types.ModuleType("xprof.api.continuous_profiling_snapshot")
+        fake.start_continuous_profiling = lambda addr, options: calls.append(("start", addr, dict(options)))
+        fake.stop_continuous_profiling = lambda addr: calls.append(("stop", addr))
+
+        def get_snapshot(addr, logdir):
+            calls.append(("snapshot", addr))
+            with open(os.path.join(logdir, "host.xplane.pb"), "wb") as f:
+                f.write(b"")
+
+        fake.get_snapshot = get_snapshot
+        api_pkg = types.ModuleType("xprof.api")
+        api_pkg.continuous_profiling_snapshot = fake
+        xprof_pkg = types.ModuleType("xprof")
+        xprof_pkg.api = api_pkg
+        modules = {"xprof": xprof_pkg, "xprof.api": api_pkg, "xprof.api.continuous_profiling_snapshot": fake}
+        with tempfile.TemporaryDirectory() as d, mock.patch.dict(sys.modules, modules), \
+                mock.patch.object(rb, "_profiler_server", return_value="localhost:9999"):
+            settings = rb.settings_from_env({"RATCHET_OUT": d, "RATCHET_DEEP": "1", "RATCHET_DEEP_SNAPSHOTS": "2",
+                                             "RATCHET_DEEP_WINDOW": "1"})
+            f = jax.jit(lambda x: x * 2.0)
+            compiled = f.lower(jnp.ones(4)).compile()
+            snaps = rb.deep_snapshots(compiled, (jnp.ones(4),), settings, "cpu")
+        self.assertEqual([s["source"] for s in snaps], ["continuous", "continuous"])
+        self.assertEqual(calls, [("start", "localhost:9999", {}), ("snapshot", "localhost:9999"),
+                                 ("snapshot", "localhost:9999"), ("stop", "localhost:9999")])
 
 
 class FailureRunTest(unittest.TestCase):
