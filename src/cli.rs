@@ -29,6 +29,15 @@ pub const EXIT_CODES: &str = "Exit codes:
 pub struct ExperimentArgs {
     /// The hypothesis, e.g. "experiment: bump BQ to 512" (a trailing " --deep" means --deep).
     pub message: Option<String>,
+    #[command(flatten)]
+    pub flags: ExperimentFlags,
+    #[command(flatten)]
+    pub repo: RepoArg,
+}
+
+/// How to run one experiment (`ratchet MESSAGE` and `ratchet run MESSAGE` alike).
+#[derive(Debug, Args, Default, Clone)]
+pub struct ExperimentFlags {
     /// Capture continuous-profiling snapshots for a before/after comparison.
     #[arg(long)]
     pub deep: bool,
@@ -38,8 +47,6 @@ pub struct ExperimentArgs {
     /// The budget of interleaved incumbent/candidate pairs (overrides [decision] max_pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
-    #[command(flatten)]
-    pub repo: RepoArg,
 }
 
 #[derive(Debug, Args, Default, Clone)]
@@ -101,13 +108,10 @@ pub struct SimulateArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
+    /// The hypothesis, e.g. "experiment: bump BQ to 512" (a trailing " --deep" means --deep).
     pub message: String,
-    #[arg(long)]
-    pub deep: bool,
-    #[arg(long)]
-    pub allow_empty: bool,
-    #[arg(long, value_name = "N")]
-    pub pairs: Option<u32>,
+    #[command(flatten)]
+    pub flags: ExperimentFlags,
 }
 
 #[derive(Debug, Args)]
@@ -204,7 +208,7 @@ mod tests {
         let c = Cli::try_parse_from(["ratchet", "experiment: bump BQ", "--pairs", "4"]).unwrap();
         assert!(c.command.is_none());
         assert_eq!(c.experiment.message.as_deref(), Some("experiment: bump BQ"));
-        assert_eq!(c.experiment.pairs, Some(4));
+        assert_eq!(c.experiment.flags.pairs, Some(4));
         let c = Cli::try_parse_from(["ratchet", "results", "--format", "csv"]).unwrap();
         assert!(matches!(c.command, Some(Command::Results(ResultsArgs { format: Format::Csv, .. }))));
         let c = Cli::try_parse_from(["ratchet", "results", "--status", "keep,revert", "--tag", "bq", "--since", "12h", "--sort", "delta"])

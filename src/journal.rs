@@ -155,41 +155,9 @@ pub fn recover(repo: &Repo, store: &Store) -> Result<Option<String>> {
 
 fn interrupted_row(entry: &Entry, candidate: git2::Oid) -> ResultRow {
     ResultRow {
-        id: entry.id,
-        time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        commit: candidate.to_string(),
-        incumbent: entry.incumbent.clone(),
-        message: entry.message.clone(),
-        status: Status::Interrupted,
-        metric: String::new(),
-        value: None,
-        incumbent_value: None,
-        delta_pct: None,
-        ci_low_pct: None,
-        ci_high_pct: None,
-        p_value: None,
-        score: None,
-        latency_ms: None,
-        util_pct: None,
-        tflops: None,
-        intensity: None,
-        bw_pct: None,
-        regime: None,
-        gap_ms: None,
-        runs: 0,
-        wall_s: 0.0,
-        latency_source: None,
-        host_latency_ms: None,
-        kernel: None,
-        hlo_dot: None,
-        hlo_exp: None,
-        hlo_reduce: None,
-        hlo_copy: None,
-        hlo_fusion: None,
-        hlo_custom_call: None,
         hypothesis: entry.hypothesis.clone(),
         tags: entry.tags.clone(),
-        note: String::new(),
+        ..ResultRow::unmeasured(entry.id, Status::Interrupted, &entry.message, candidate.to_string(), entry.incumbent.clone())
     }
 }
 

@@ -76,14 +76,14 @@ fn dispatch(cli: Cli) -> Result<()> {
             signals::install()?;
             calibrate::run(&dir, &a, &mut bench::executor::ProcessExecutor)
         }
-        Some(Command::Run(a)) => experiment_cmd(&dir, a.message, a.deep, a.allow_empty, a.pairs),
+        Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags),
         None => {
             let e = cli.experiment;
             let Some(message) = e.message else {
                 return Err(Error::usage("no experiment message given")
                     .hint("ratchet \"experiment: bump BQ to 512\" runs one; ratchet --help lists the subcommands"));
             };
-            experiment_cmd(&dir, message, e.deep, e.allow_empty, e.pairs)
+            experiment_cmd(&dir, message, &e.flags)
         }
     }
 }
@@ -95,11 +95,17 @@ fn lock_repo(dir: &std::path::Path) -> Result<lock::RepoLock> {
     lock::RepoLock::acquire(&repo.state_dir(), &args.join(" "))
 }
 
-fn experiment_cmd(dir: &std::path::Path, message: String, deep: bool, allow_empty: bool, pairs: Option<u32>) -> Result<()> {
+fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {
     signals::install()?;
     let _lock = lock_repo(dir)?;
     let (message, deep_suffix) = experiment::split_deep_suffix(&message);
-    let opts = experiment::Options { message, deep: deep || deep_suffix, allow_empty, pairs, ..Default::default() };
+    let opts = experiment::Options {
+        message,
+        deep: flags.deep || deep_suffix,
+        allow_empty: flags.allow_empty,
+        pairs: flags.pairs,
+        ..Default::default()
+    };
     experiment::run(dir, &opts, &mut bench::executor::ProcessExecutor)?;
     Ok(())
 }

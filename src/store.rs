@@ -132,6 +132,50 @@ pub struct ResultRow {
     pub note: String,
 }
 
+impl ResultRow {
+    /// A row with no measurement (skipped, or interrupted before a decision): figures empty,
+    /// the time now.
+    pub fn unmeasured(id: u64, status: Status, message: &str, commit: String, incumbent: String) -> ResultRow {
+        ResultRow {
+            id,
+            time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            commit,
+            incumbent,
+            message: message.to_string(),
+            status,
+            metric: String::new(),
+            value: None,
+            incumbent_value: None,
+            delta_pct: None,
+            ci_low_pct: None,
+            ci_high_pct: None,
+            p_value: None,
+            score: None,
+            latency_ms: None,
+            util_pct: None,
+            tflops: None,
+            intensity: None,
+            bw_pct: None,
+            regime: None,
+            gap_ms: None,
+            runs: 0,
+            wall_s: 0.0,
+            latency_source: None,
+            host_latency_ms: None,
+            kernel: None,
+            hlo_dot: None,
+            hlo_exp: None,
+            hlo_reduce: None,
+            hlo_copy: None,
+            hlo_fusion: None,
+            hlo_custom_call: None,
+            hypothesis: String::new(),
+            tags: String::new(),
+            note: String::new(),
+        }
+    }
+}
+
 pub struct Store {
     dir: PathBuf,
 }

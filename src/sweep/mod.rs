@@ -321,41 +321,12 @@ fn run_one(
 
 fn skipped_row(id: u64, head: git2::Oid, cfg: &Config, h: &Hypothesis, note: String, wall_s: f64) -> ResultRow {
     ResultRow {
-        id,
-        time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        commit: String::new(),
-        incumbent: head.to_string(),
-        message: h.message.clone(),
-        status: Status::Skipped,
         metric: cfg.score.metric.as_str().into(),
-        value: None,
-        incumbent_value: None,
-        delta_pct: None,
-        ci_low_pct: None,
-        ci_high_pct: None,
-        p_value: None,
-        score: None,
-        latency_ms: None,
-        util_pct: None,
-        tflops: None,
-        intensity: None,
-        bw_pct: None,
-        regime: None,
-        gap_ms: None,
-        runs: 0,
         wall_s,
-        latency_source: None,
-        host_latency_ms: None,
-        kernel: None,
-        hlo_dot: None,
-        hlo_exp: None,
-        hlo_reduce: None,
-        hlo_copy: None,
-        hlo_fusion: None,
-        hlo_custom_call: None,
         hypothesis: h.key(),
         tags: h.tags.join(";"),
         note,
+        ..ResultRow::unmeasured(id, Status::Skipped, &h.message, String::new(), head.to_string())
     }
 }
 
