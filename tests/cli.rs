@@ -91,16 +91,10 @@ fn crashing_candidate_is_recorded_and_reverted() {
 #[test]
 fn hanging_candidate_times_out_and_its_grandchild_is_killed() {
     let t = TestRepo::with_config(&support::DEFAULT_CONFIG.replace("timeout_s = 20", "timeout_s = 1.5"));
+    let pid_file = t.hanging_candidate();
     let base = t.head();
-    let pid_file = t.path().join(".ratchet-test-child.pid");
-    t.write(".gitignore", ".ratchet-test-child.pid\n");
-    t.git(&["add", ".gitignore"]);
-    t.git(&["commit", "-q", "-m", "ignore pid file"]);
-    let base2 = t.head();
-    assert_ne!(base, base2);
-    t.write("fake.env", &format!("FAKE_MODE=hang\nFAKE_SPAWN_CHILD=1\nFAKE_PID_FILE={}\n", pid_file.display()));
     t.ratchet().arg("experiment: hang").assert().success().stdout(predicate::str::contains("TIMEOUT"));
-    assert_eq!(t.head(), base2);
+    assert_eq!(t.head(), base);
     assert_eq!(t.rows()[0]["status"], "timeout");
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(100));
@@ -247,29 +241,11 @@ fn init_writes_a_valid_commented_config() {
 #[test]
 fn interrupt_kills_the_benchmark_reverts_and_exits_130() {
     let t = TestRepo::new();
+    let pid_file = t.hanging_candidate();
     let base = t.head();
-    let pid_file = t.path().join("child.pid");
-    t.write(".gitignore", "child.pid\n");
-    t.git(&["add", ".gitignore"]);
-    t.git(&["commit", "-qm", "ignore"]);
-    let base2 = t.head();
-    assert_ne!(base, base2);
-    t.write("fake.env", &format!("FAKE_MODE=hang\nFAKE_SPAWN_CHILD=1\nFAKE_PID_FILE={}\n", pid_file.display()));
-    let bin = assert_cmd::cargo::cargo_bin("ratchet");
-    let mut child = std::process::Command::new(bin)
-        .arg("experiment: interrupted")
-        .current_dir(t.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = t.spawn_ratchet("experiment: interrupted");
     // Wait until the hanging candidate runs (its grandchild wrote the pid file).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !pid_file.exists() {
-        assert!(std::time::Instant::now() < deadline, "the benchmark never started");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    support::wait_for(&pid_file);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let sent = std::time::Instant::now();
     unsafe {
@@ -280,7 +256,7 @@ fn interrupt_kills_the_benchmark_reverts_and_exits_130() {
     assert_eq!(status.code(), Some(130));
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     assert!(!ratchet::bench::executor::alive(pid), "benchmark grandchild {pid} survived the interrupt");
-    assert_eq!(t.head(), base2);
+    assert_eq!(t.head(), base);
     assert_eq!(t.rows()[0]["status"], "interrupted");
     assert!(t.git(&["show", "refs/ratchet/discarded/1"]).contains("FAKE_MODE=hang"));
 }
