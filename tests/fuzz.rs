@@ -1,5 +1,6 @@
 //! Hostile input: property-based fuzzing (proptest) of every parser that reads what a user or a
-//! benchmark wrote: the trace reader, the result file, the RESULT/REGIME lines, the config.
+//! benchmark wrote: the trace reader, the result file, the RESULT/REGIME lines, the config, the
+//! HLO counter and the hypothesis files (with their patches).
 //! None may panic or allocate without bound, whatever the bytes. The case counts are set by
 //! PROPTEST_CASES (default below); `PROPTEST_CASES=100000 cargo test --release --test fuzz`
 //! is the long run.
@@ -7,6 +8,7 @@
 use proptest::prelude::*;
 use ratchet::bench::protocol::{parse_legacy, parse_result_file};
 use ratchet::config::Config;
+use ratchet::sweep::hypothesis::Hypothesis;
 use ratchet::trace::{analyze_space, hlo_stats_from_text, xplane};
 
 fn cases() -> u32 {
@@ -90,5 +92,31 @@ proptest! {
     #[test]
     fn hlo_counter_never_panics(text in ".{0,400}") {
         let _ = hlo_stats_from_text(&text);
+    }
+
+    #[test]
+    fn hypothesis_files_never_panic(
+        text in "(message = \"[^\"\n]{0,10}\"\n)?(tags = \\[(\"[a-z;,]{0,4}\",?){0,3}\\]\n)?(pairs = -?[0-9]{1,3}\n)?(patch = \"p.patch\"\n)?(\\[\\[edit\\]\\]\nfile = \"[a-z./]{0,12}\"\nfind = \"[a-z]{0,3}\"\nreplace = \"x\"\n){0,2}.{0,20}",
+        patch in prop::collection::vec(any::<u8>(), 0..200),
+    ) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("h.toml"), &text).unwrap();
+        std::fs::write(d.path().join("p.patch"), &patch).unwrap();
+        if let Ok(h) = Hypothesis::load(&d.path().join("h.toml")) {
+            // What loads is usable: a message, and a key naming the file.
+            prop_assert!(!h.message.is_empty());
+            prop_assert!(h.key().starts_with("h.toml@"));
+        }
+    }
+
+    #[test]
+    fn patches_parsed_by_a_hypothesis_never_panic(
+        body in prop::collection::vec(prop_oneof![Just("diff --git a/f b/f\n".to_string()), Just("--- a/f\n".to_string()), Just("+++ b/f\n".to_string()),
+            Just("@@ -1 +1 @@\n".to_string()), "[-+ ][a-z]{0,5}\n", "[^\n]{0,12}\n"], 0..12),
+    ) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("h.toml"), "message = \"m\"\npatch = \"p.patch\"\n").unwrap();
+        std::fs::write(d.path().join("p.patch"), body.concat()).unwrap();
+        let _ = Hypothesis::load(&d.path().join("h.toml"));
     }
 }
