@@ -27,7 +27,7 @@ fn main() -> anyhow::Result<()> {
     // Flags (such as `--bench` from a bench harness) are not ours; keep the paths.
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let path = PathBuf::from(args.first().map(String::as_str).unwrap_or("target/large-capture"));
-    let opts = AnalyzeOptions { kernel: Some(args.get(1).cloned().unwrap_or_else(|| "kernel".to_string())) };
+    let opts = AnalyzeOptions { kernel: Some(args.get(1).cloned().unwrap_or_else(|| "kernel".to_string())), ..Default::default() };
     let located = locate(&path)?;
     let capture = located.capture;
     let baseline = vm_hwm_mib().unwrap_or(0.0);

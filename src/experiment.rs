@@ -10,6 +10,7 @@ use crate::session::{Checkout, Session, Stop};
 use crate::stats::sequential::{incumbent_first, Next, Phase, Sequential};
 use crate::stats::{Decision, Verdict};
 use crate::store::{ResultRow, State, Status, Store};
+use crate::vcs::short;
 use crate::vcs::{self, Repo};
 use crate::{fault, journal};
 use std::path::{Path, PathBuf};
@@ -118,7 +119,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         candidate: None,
         row: None,
         pid: std::process::id(),
-        started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        started: crate::store::now(),
         hypothesis: opts.hypothesis.clone().unwrap_or_default(),
         tags: opts.tags.join(";"),
     };
@@ -207,7 +208,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     let incumbent_value = metrics::median(&inc_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
     let row = ResultRow {
         id,
-        time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        time: crate::store::now(),
         commit: candidate.to_string(),
         incumbent: incumbent.to_string(),
         message: opts.message.clone(),
@@ -368,10 +369,6 @@ fn summary_metrics(runs: &[&RunRecord], hw: Option<&crate::hardware::Hardware>) 
 
 fn reported_median(runs: &[&RunRecord], f: fn(&bench::protocol::LegacyResult) -> Option<f64>) -> Option<f64> {
     metrics::median(&runs.iter().filter_map(|r| r.reported.as_ref().and_then(f)).collect::<Vec<_>>())
-}
-
-fn short(s: &str) -> &str {
-    &s[..s.len().min(8)]
 }
 
 fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>, records: &[RunRecord]) {

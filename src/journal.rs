@@ -5,6 +5,7 @@
 
 use crate::error::Result;
 use crate::store::{ResultRow, State, Status, Store};
+use crate::vcs::short;
 use crate::vcs::{self, Repo};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -159,8 +160,4 @@ fn interrupted_row(entry: &Entry, candidate: git2::Oid) -> ResultRow {
         tags: entry.tags.clone(),
         ..ResultRow::unmeasured(entry.id, Status::Interrupted, &entry.message, candidate.to_string(), entry.incumbent.clone())
     }
-}
-
-fn short(s: &str) -> &str {
-    &s[..s.len().min(8)]
 }

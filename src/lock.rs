@@ -47,11 +47,7 @@ impl RepoLock {
         if let Some(h) = previous.filter(|h| h.pid != std::process::id() && !crate::bench::executor::alive(h.pid as i32)) {
             eprintln!("note: cleared a stale lock left by ratchet pid {} (started {}), which is no longer running", h.pid, h.started);
         }
-        let me = Holder {
-            pid: std::process::id(),
-            started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            command: command.to_string(),
-        };
+        let me = Holder { pid: std::process::id(), started: crate::store::now(), command: command.to_string() };
         file.set_len(0)?;
         file.rewind()?;
         file.write_all(serde_json::to_string(&me).expect("holder serializes").as_bytes())?;

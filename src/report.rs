@@ -2,6 +2,7 @@
 //! visible), and the same rows as CSV, JSON or Markdown from the one in-memory row type.
 
 use crate::store::{ResultRow, Status};
+use crate::vcs::short;
 use comfy_table::{presets, Attribute, Cell, CellAlignment, Color, ContentArrangement, Table};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -50,10 +51,6 @@ fn mark(s: Status) -> &'static str {
         Status::Error => "✗ error",
         Status::Skipped => "- skipped",
     }
-}
-
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(8)]
 }
 
 /// The best value of the deciding metric after each row: the value a keep brings, or the one

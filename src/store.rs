@@ -132,13 +132,18 @@ pub struct ResultRow {
     pub note: String,
 }
 
+/// The current time as results and state files record it (RFC 3339, UTC, whole seconds).
+pub fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
 impl ResultRow {
     /// A row with no measurement (skipped, or interrupted before a decision): figures empty,
     /// the time now.
     pub fn unmeasured(id: u64, status: Status, message: &str, commit: String, incumbent: String) -> ResultRow {
         ResultRow {
             id,
-            time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            time: now(),
             commit,
             incumbent,
             message: message.to_string(),

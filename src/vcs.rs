@@ -17,6 +17,11 @@ pub struct Repo {
     root: PathBuf,
 }
 
+/// The first 8 hex digits of a commit id, as messages show it.
+pub fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(8)]
+}
+
 /// Whether `path` (relative to the repo root) belongs to ratchet rather than to the hypothesis.
 pub fn is_ratchet_path(path: &str) -> bool {
     let p = path.trim_start_matches("./");

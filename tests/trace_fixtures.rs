@@ -24,7 +24,7 @@ fn close(a: f64, b: f64) {
 }
 
 fn kernel_opts(p: &str) -> AnalyzeOptions {
-    AnalyzeOptions { kernel: Some(p.to_string()) }
+    AnalyzeOptions { kernel: Some(p.to_string()), ..Default::default() }
 }
 
 fn module<'a>(r: &'a TraceReport, name: &str) -> &'a ratchet::trace::ModuleStats {

@@ -217,7 +217,7 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         run: ctx.run,
         side: ctx.side,
         commit: ctx.commit.into(),
-        time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        time: crate::store::now(),
         status: RunStatus::Ok,
         exit_code: None,
         signal: None,
@@ -380,9 +380,14 @@ fn read_hlo(rec: &mut RunRecord) {
     }
 }
 
+/// What a run's traces are read for: the kernel's time per execution, nothing more.
+fn kernel_times_only(cfg: &Config, rec: &RunRecord) -> crate::trace::AnalyzeOptions {
+    crate::trace::AnalyzeOptions { kernel: cfg.trace.kernel.clone().or_else(|| rec.kernel.clone()), times_only: true }
+}
+
 /// Summarise each deep snapshot by the kernel's median time in it (failures are kept per snapshot).
 fn read_snapshots(rec: &mut RunRecord, cfg: &Config) {
-    let opts = crate::trace::AnalyzeOptions { kernel: cfg.trace.kernel.clone().or_else(|| rec.kernel.clone()) };
+    let opts = kernel_times_only(cfg, rec);
     for s in &mut rec.snapshots {
         match crate::trace::analyze(&s.path, &opts) {
             Ok(report) => {
@@ -400,7 +405,7 @@ fn read_snapshots(rec: &mut RunRecord, cfg: &Config) {
 /// the kernel, free of dispatch and host waits. On failure the host timings stay in place.
 fn read_trace(rec: &mut RunRecord, cfg: &Config) {
     let Some(path) = rec.trace.clone() else { return };
-    let opts = crate::trace::AnalyzeOptions { kernel: cfg.trace.kernel.clone().or_else(|| rec.kernel.clone()) };
+    let opts = kernel_times_only(cfg, rec);
     match crate::trace::analyze(&path, &opts) {
         Ok(report) => match report.kernel {
             Some(k) if k.executions > 0 && k.median_us > 0.0 => {

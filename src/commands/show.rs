@@ -157,7 +157,7 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
         }
     }
 
-    let opts = AnalyzeOptions { kernel };
+    let opts = AnalyzeOptions { kernel, ..Default::default() };
     let cand_ops = op_breakdown(runs, Side::Candidate, &opts);
     let inc_ops = op_breakdown(runs, Side::Incumbent, &opts);
     if let (Some((cs, c)), Some((is, i))) = (&cand_ops, &inc_ops) {

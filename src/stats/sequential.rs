@@ -447,12 +447,13 @@ mod tests {
 
     #[test]
     fn fixed_params_reproduce_the_fixed_t_test() {
-        use crate::stats::{DecisionRule, PairedLogT};
         let pairs: Vec<(f64, f64)> = [1.05, 1.02, 1.04, 1.03, 1.06].iter().map(|r| (100.0, 100.0 * r)).collect();
         let d: Vec<f64> = crate::stats::log_ratios(&pairs, crate::config::Direction::Higher);
         let seq = run_to_decision(&Sequential::new(Params::fixed(5, 0.05, 1.0)), |_, i| d[i]);
-        let fixed = PairedLogT { alpha: 0.05, min_effect_pct: 1.0 }.decide(&pairs, crate::config::Direction::Higher);
-        assert_eq!(seq.verdict, fixed.verdict);
-        assert!(close(seq.p_value, fixed.p_value, 1e-15) && close(seq.effect_pct, fixed.effect_pct, 1e-12));
+        // One look at 5 pairs with the whole alpha is the plain one-sided t-test.
+        let (mean, _, p) = crate::stats::t_test_greater(&d);
+        assert_eq!(seq.verdict, Verdict::Keep);
+        assert_eq!(seq.looks, 1);
+        assert!(close(seq.p_value, p, 1e-15) && close(seq.effect_pct, pct(mean), 1e-12));
     }
 }

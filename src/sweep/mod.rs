@@ -17,6 +17,7 @@ use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::experiment;
 use crate::store::{ResultRow, Status, Store};
+use crate::vcs::short;
 use crate::vcs::{self, Repo};
 use hypothesis::Hypothesis;
 use serde::{Deserialize, Serialize};
@@ -386,10 +387,6 @@ fn recover(repo: &Repo, store: &Store, state_dir: &Path) -> Result<()> {
         }
     }
     SweepState::default().save(state_dir)
-}
-
-fn short(s: &str) -> &str {
-    &s[..s.len().min(8)]
 }
 
 fn print_summary(store: &Store, out: &SweepOutcome, runs: u64, wall: f64) {

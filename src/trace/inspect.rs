@@ -125,7 +125,7 @@ pub struct InspectOutput {
 pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
     let located = locate(&args.path)?;
     let run = located.run.clone();
-    let report = analyze_located(&located, &AnalyzeOptions { kernel: args.kernel.clone() })?;
+    let report = analyze_located(&located, &AnalyzeOptions { kernel: args.kernel.clone(), ..Default::default() })?;
     let info = run.as_ref().map(|(_, i)| i);
     let hlo_path = args.hlo.clone().or_else(|| {
         let (dir, i) = run.as_ref()?;

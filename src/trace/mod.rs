@@ -27,6 +27,9 @@ pub struct AnalyzeOptions {
     /// both `jit_name` and `jit_name(program_id)`. `None`: the result file's `kernel` field
     /// when the path is a run directory, else the module executed most often.
     pub kernel: Option<String>,
+    /// Only the module executions and the kernel's time per execution: no op breakdown, no
+    /// embedded HLO (one pass over the events instead of two). What every benchmark run needs.
+    pub times_only: bool,
 }
 
 /// Everything read from one capture.
@@ -182,9 +185,10 @@ pub fn analyze_space(space: &xplane::XSpace<'_>, capture: &str, opts: &AnalyzeOp
     let idx = analysis::select_kernel(&collected.modules, opts.kernel.as_deref(), &steps)
         .with_context(|| format!("{capture}: choosing the kernel"))?;
     let k = &collected.modules[idx];
-    let kernel = analysis::kernel_stats(space, &collected, k);
+    let kernel =
+        if opts.times_only { analysis::kernel_from_table(k, Default::default()) } else { analysis::kernel_stats(space, &collected, k) };
     let mut warnings = collected.warnings.clone();
-    let hlo_ops_from_proto = match analysis::kernel_hlo_proto(space, k) {
+    let hlo_ops_from_proto = match analysis::kernel_hlo_proto(space, k).filter(|_| !opts.times_only) {
         Some(Ok(stats)) => Some(stats),
         Some(Err(e)) => {
             warnings.push(format!("embedded HLO of {}: {e}", k.display_name()));
