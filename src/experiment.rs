@@ -56,7 +56,15 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     if let Some(what) = journal::recover(&repo, &store)? {
         eprintln!("recovered: {what}");
     }
+    if opts.hypothesis.is_none() {
+        // A sweep killed before its commit left its edit in the tree: never commit it as ours.
+        if let Some(what) = crate::sweep::undo_stopped_sweep(&repo, &store)? {
+            eprintln!("recovered: {what}");
+        }
+    }
     let (branch, head) = repo.check_safe()?;
+    repo.check_commit_policy()?;
+    Repo::check_message(&opts.message)?;
     let cfg = Config::load(&config::path_in(repo.root()))?;
     if opts.message.trim().is_empty() {
         return Err(
@@ -102,7 +110,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         .hint("commit harness changes on their own first (git commit), then run the experiment with only the kernel change"));
     }
 
-    let id = store.next_id()?;
+    let id = journal::allocate_id(&repo, &store)?;
     let id_str = id.to_string();
     let exp_dir = state_dir.join("experiments").join(&id_str);
     if exp_dir.exists() {
@@ -125,7 +133,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     };
     journal::write(&state_dir, &entry)?;
     fault::point("before-commit");
-    let candidate = repo.commit_hypothesis(&opts.message, opts.allow_empty)?;
+    let candidate = repo.commit_hypothesis(&opts.message, &changes, opts.allow_empty)?;
     entry.phase = journal::Phase::Measuring;
     entry.candidate = Some(candidate.to_string());
     journal::write(&state_dir, &entry)?;
@@ -297,7 +305,7 @@ fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid) -> 
     };
     let name = repo.mark_discarded(id, tip)?;
     fault::point("mid-revert");
-    repo.reset_to(incumbent)?;
+    repo.revert_to(incumbent, tip)?;
     Ok(name)
 }
 
