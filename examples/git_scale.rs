@@ -57,6 +57,7 @@ fn build(dir: &Path, files: usize) {
 }
 
 struct Steps {
+    walk: Vec<f64>,
     commit: Vec<f64>,
     scan: Vec<f64>,
     keep: Vec<f64>,
@@ -65,7 +66,7 @@ struct Steps {
 
 impl Steps {
     fn new() -> Steps {
-        Steps { commit: vec![], scan: vec![], keep: vec![], revert: vec![] }
+        Steps { walk: vec![], commit: vec![], scan: vec![], keep: vec![], revert: vec![] }
     }
 }
 
@@ -104,23 +105,25 @@ fn main() {
             let incumbent = repo.head_oid().unwrap();
             let t = Instant::now();
             let changes = repo.changes().unwrap();
+            let c_walk = ms(t);
             let cand = repo.commit_hypothesis(&format!("experiment {n}"), &changes, false).unwrap();
             let c_commit = ms(t);
             let t = Instant::now();
-            let outputs = repo.untracked_entries().unwrap();
-            assert!(outputs.is_empty());
+            let scan = repo.after_run_scan().unwrap();
+            assert!(scan.untracked.is_empty() && scan.edited.is_empty());
             let c_scan = ms(t);
             let t = Instant::now();
             if keep {
                 // The incumbent checkout follows the new incumbent along the changed paths.
                 repo.incumbent_worktree(cand).unwrap();
             } else {
-                let tip = repo.snapshot_edits("edits").unwrap().unwrap_or(cand);
+                let tip = repo.snapshot_paths("edits", &scan.edited).unwrap().unwrap_or(cand);
                 repo.mark_discarded(&format!("bench-{n}"), tip).unwrap();
                 repo.revert_to(incumbent, tip).unwrap();
             }
             let c_end = ms(t);
             if round > 0 {
+                ours.walk.push(c_walk);
                 ours.commit.push(c_commit);
                 ours.scan.push(c_scan);
                 if keep {
@@ -135,6 +138,7 @@ fn main() {
             let incumbent = git_out(&dir, &["rev-parse", "HEAD"]);
             let t = Instant::now();
             git(&dir, &["status", "--porcelain", "-uall"]);
+            let g_walk = ms(t);
             git(&dir, &["add", "-A"]);
             git(&dir, &["commit", "-qm", &format!("cli experiment {n}")]);
             let g_commit = ms(t);
@@ -145,12 +149,12 @@ fn main() {
             if keep {
                 git(&dir.join(".cli/incumbent"), &["checkout", "-q", "--detach", "main"]);
             } else {
-                git(&dir, &["status", "--porcelain", "--untracked-files=no"]);
                 git(&dir, &["update-ref", &format!("refs/cli/discarded/{n}"), "HEAD"]);
                 git(&dir, &["reset", "-q", "--hard", &incumbent]);
             }
             let g_end = ms(t);
             if round > 0 {
+                cli.walk.push(g_walk);
                 cli.commit.push(g_commit);
                 cli.scan.push(g_scan);
                 if keep {
@@ -163,17 +167,44 @@ fn main() {
     }
     assert_eq!(git_out(&dir, &["status", "--porcelain", "--untracked-files=no"]), "", "the benchmark left the tree clean");
 
+    // The floor under any status walk on this machine: one lstat of every file.
+    let mut floor = vec![];
+    for _ in 0..5 {
+        let t = Instant::now();
+        let n = count_lstat(&dir.join("src"));
+        assert_eq!(n, files);
+        floor.push(ms(t));
+    }
+    let floor = median(&mut floor);
+    let (ow, gw) = (median(&mut ours.walk), median(&mut cli.walk));
     let (oc, os, ok, or) = (median(&mut ours.commit), median(&mut ours.scan), median(&mut ours.keep), median(&mut ours.revert));
     let (gc, gs, gk, gr) = (median(&mut cli.commit), median(&mut cli.scan), median(&mut cli.keep), median(&mut cli.revert));
     println!("\nmedian of {} keeps and {} reverts (first round dropped), ms", rounds - 1, rounds - 1);
     println!("{:<58} {:>9} {:>9}", "step", "ratchet", "git CLI");
+    println!("{:<58} {:>9.1} {:>9}", "lstat of every file (the floor under a status walk)", floor, "");
+    println!("{:<58} {:>9.1} {:>9.1}", "  of which the status walk", ow, gw);
     println!("{:<58} {:>9.1} {:>9.1}", "commit the hypothesis (status walk + commit)", oc, gc);
     println!("{:<58} {:>9.1} {:>9.1}", "after the runs: what the benchmark wrote (status walk)", os, gs);
     println!("{:<58} {:>9.1} {:>9.1}", "keep: move the incumbent checkout (worktree checkout)", ok, gk);
-    println!("{:<58} {:>9.1} {:>9.1}", "revert: edits check, park ref, back to the incumbent", or, gr);
+    println!("{:<58} {:>9.1} {:>9.1}", "revert: park ref, back to the incumbent", or, gr);
     println!("{:<58} {:>9.1} {:>9.1}", "git work per keep (total)", oc + os + ok, gc + gs + gk);
     println!("{:<58} {:>9.1} {:>9.1}", "git work per revert (total)", oc + os + or, gc + gs + gr);
     println!("{:<58} {:>9.0} {:>9.0}", "first incumbent checkout (once per clone)", first_wt, first_wt_cli);
+}
+
+fn count_lstat(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let md = std::fs::symlink_metadata(e.path()).unwrap();
+            if md.is_dir() {
+                count_lstat(&e.path())
+            } else {
+                1
+            }
+        })
+        .sum()
 }
 
 fn walk_size(dir: &Path) -> u64 {

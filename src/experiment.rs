@@ -172,7 +172,9 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     });
     // Whatever appeared untracked while the benchmark ran was written by it (the hypothesis's
     // own new files are committed by now): keep it out of every later hypothesis.
-    let outputs = repo.untracked_entries().unwrap_or_default();
+    // One status walk: what the benchmark wrote, and what was edited meanwhile (for the revert).
+    let scan = repo.after_run_scan().unwrap_or_default();
+    let outputs = scan.untracked.clone();
     if !outputs.is_empty() {
         eprintln!(
             "note: the benchmark wrote into the repo: {}; ratchet leaves these out of hypotheses (.git/info/exclude)",
@@ -184,7 +186,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         Ok(v) => v,
         Err(e) => {
             // Never leave the hypothesis half-applied: park it and go back to the incumbent.
-            let _ = revert(&repo, &id_str, candidate, incumbent);
+            let _ = revert(&repo, &id_str, candidate, incumbent, None);
             return Err(e);
         }
     };
@@ -265,7 +267,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         state.save(&state_dir)?;
         None
     } else {
-        let r = revert(&repo, &id_str, candidate, incumbent)?;
+        let r = revert(&repo, &id_str, candidate, incumbent, Some(&scan.edited))?;
         state.incumbents.insert(branch.clone(), incumbent.to_string());
         state.save(&state_dir)?;
         Some(r)
@@ -287,7 +289,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
 
 /// Park the candidate under refs/ratchet/discarded/<id> (with any edits made meanwhile on top)
 /// and bring the branch and working tree back to the incumbent.
-fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid) -> Result<String> {
+fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid, edited: Option<&[String]>) -> Result<String> {
     let head = repo.head_oid()?;
     if head != candidate {
         let name = repo.mark_discarded(id, candidate)?;
@@ -296,7 +298,12 @@ fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid) -> 
             short(&head.to_string())
         )));
     }
-    let tip = match repo.snapshot_edits(&format!("ratchet: edits made during experiment {id}"))? {
+    let message = format!("ratchet: edits made during experiment {id}");
+    let snapshot = match edited {
+        Some(paths) => repo.snapshot_paths(&message, paths)?,
+        None => repo.snapshot_edits(&message)?,
+    };
+    let tip = match snapshot {
         Some(snap) => {
             eprintln!("note: files changed while experiment {id} ran; they are saved in {}{id}", vcs::DISCARDED_PREFIX);
             snap

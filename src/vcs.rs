@@ -102,6 +102,15 @@ fn checkout_paths(repo: &Repository, tree: &Tree, paths: &[String]) -> Result<()
     Ok(())
 }
 
+/// What a status walk after the benchmark's runs finds.
+#[derive(Debug, Clone, Default)]
+pub struct AfterRun {
+    /// Untracked, not ignored entries: written by the benchmark.
+    pub untracked: Vec<String>,
+    /// Tracked paths that differ from HEAD: edits made while the experiment ran.
+    pub edited: Vec<String>,
+}
+
 /// Whether two paths name the same directory (both canonicalised when they exist).
 fn same_dir(a: &Path, b: &Path) -> bool {
     let c = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
@@ -350,6 +359,32 @@ impl Repo {
         self.status_paths(&mut opts, |_| true)
     }
 
+    /// After the benchmark ran, in one status walk: the untracked entries it wrote (a new
+    /// directory is one entry, `dir/`) and the tracked files edited meanwhile.
+    pub fn after_run_scan(&self) -> Result<AfterRun> {
+        let mut opts = StatusOptions::new();
+        opts.include_untracked(true).recurse_untracked_dirs(false).include_ignored(false).exclude_submodules(true);
+        let statuses = self.repo.statuses(Some(&mut opts))?;
+        let mut out = AfterRun::default();
+        for s in statuses.iter() {
+            let Some(p) = s.path().filter(|p| !is_ratchet_path(p)) else { continue };
+            if s.status().is_wt_new() {
+                out.untracked.push(p.to_string());
+            } else if !s.status().is_ignored() {
+                out.edited.push(p.to_string());
+            }
+        }
+        // A sparse checkout's absent files are not edits (see `status_paths`).
+        if !out.edited.is_empty() {
+            let index = self.repo.index()?;
+            out.edited.retain(|p| {
+                let e = index.get_path(Path::new(p), 0);
+                !(e.is_some_and(|e| e.flags_extended & SKIP_WORKTREE != 0) && std::fs::symlink_metadata(self.root.join(p)).is_err())
+            });
+        }
+        Ok(out)
+    }
+
     /// Untracked, not ignored entries (a new directory is one entry, `dir/`), ratchet's own left out.
     pub fn untracked_entries(&self) -> Result<Vec<String>> {
         let mut opts = StatusOptions::new();
@@ -470,11 +505,16 @@ impl Repo {
     /// HEAD, so a revert cannot lose them. `None` when there are none. The index is untouched.
     pub fn snapshot_edits(&self, message: &str) -> Result<Option<Oid>> {
         let paths = self.tracked_changes()?;
+        self.snapshot_paths(message, &paths)
+    }
+
+    /// [`Repo::snapshot_edits`] of `paths` (edited files already known from a status walk).
+    pub fn snapshot_paths(&self, message: &str, paths: &[String]) -> Result<Option<Oid>> {
         if paths.is_empty() {
             return Ok(None);
         }
         let parent = self.repo.head()?.peel_to_commit()?;
-        let tree_id = self.tree_with_workdir_paths(&parent.tree()?, &paths)?;
+        let tree_id = self.tree_with_workdir_paths(&parent.tree()?, paths)?;
         if tree_id == parent.tree_id() {
             return Ok(None);
         }
