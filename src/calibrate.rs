@@ -14,6 +14,9 @@ use std::path::Path;
 
 pub fn run(dir: &Path, args: &CalibrateArgs, exec: &mut dyn Executor) -> Result<()> {
     let repo = Repo::discover(dir)?;
+    // It moves the incumbent checkout: never while an experiment measures from it.
+    let argv: Vec<String> = std::env::args().collect();
+    let _lock = crate::lock::RepoLock::for_repo(&repo, &argv.join(" "))?;
     let (branch, head) = repo.check_safe()?;
     let cfg = Config::load(&config::path_in(repo.root()))?;
     let params = cfg.decision.params(None);

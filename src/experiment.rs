@@ -56,7 +56,15 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     if let Some(what) = journal::recover(&repo, &store)? {
         eprintln!("recovered: {what}");
     }
+    if opts.hypothesis.is_none() {
+        // A sweep killed before its commit left its edit in the tree: never commit it as ours.
+        if let Some(what) = crate::sweep::undo_stopped_sweep(&repo, &store)? {
+            eprintln!("recovered: {what}");
+        }
+    }
     let (branch, head) = repo.check_safe()?;
+    repo.check_commit_policy()?;
+    Repo::check_message(&opts.message)?;
     let cfg = Config::load(&config::path_in(repo.root()))?;
     if opts.message.trim().is_empty() {
         return Err(
@@ -102,7 +110,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         .hint("commit harness changes on their own first (git commit), then run the experiment with only the kernel change"));
     }
 
-    let id = store.next_id()?;
+    let id = journal::allocate_id(&repo, &store)?;
     let id_str = id.to_string();
     let exp_dir = state_dir.join("experiments").join(&id_str);
     if exp_dir.exists() {
@@ -125,7 +133,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     };
     journal::write(&state_dir, &entry)?;
     fault::point("before-commit");
-    let candidate = repo.commit_hypothesis(&opts.message, opts.allow_empty)?;
+    let candidate = repo.commit_hypothesis(&opts.message, &changes, opts.allow_empty)?;
     entry.phase = journal::Phase::Measuring;
     entry.candidate = Some(candidate.to_string());
     journal::write(&state_dir, &entry)?;
@@ -164,7 +172,9 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     });
     // Whatever appeared untracked while the benchmark ran was written by it (the hypothesis's
     // own new files are committed by now): keep it out of every later hypothesis.
-    let outputs = repo.untracked_entries().unwrap_or_default();
+    // One status walk: what the benchmark wrote, and what was edited meanwhile (for the revert).
+    let scan = repo.after_run_scan().unwrap_or_default();
+    let outputs = scan.untracked.clone();
     if !outputs.is_empty() {
         eprintln!(
             "note: the benchmark wrote into the repo: {}; ratchet leaves these out of hypotheses (.git/info/exclude)",
@@ -176,7 +186,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         Ok(v) => v,
         Err(e) => {
             // Never leave the hypothesis half-applied: park it and go back to the incumbent.
-            let _ = revert(&repo, &id_str, candidate, incumbent);
+            let _ = revert(&repo, &id_str, candidate, incumbent, None);
             return Err(e);
         }
     };
@@ -257,7 +267,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         state.save(&state_dir)?;
         None
     } else {
-        let r = revert(&repo, &id_str, candidate, incumbent)?;
+        let r = revert(&repo, &id_str, candidate, incumbent, Some(&scan.edited))?;
         state.incumbents.insert(branch.clone(), incumbent.to_string());
         state.save(&state_dir)?;
         Some(r)
@@ -279,7 +289,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
 
 /// Park the candidate under refs/ratchet/discarded/<id> (with any edits made meanwhile on top)
 /// and bring the branch and working tree back to the incumbent.
-fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid) -> Result<String> {
+fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid, edited: Option<&[String]>) -> Result<String> {
     let head = repo.head_oid()?;
     if head != candidate {
         let name = repo.mark_discarded(id, candidate)?;
@@ -288,7 +298,12 @@ fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid) -> 
             short(&head.to_string())
         )));
     }
-    let tip = match repo.snapshot_edits(&format!("ratchet: edits made during experiment {id}"))? {
+    let message = format!("ratchet: edits made during experiment {id}");
+    let snapshot = match edited {
+        Some(paths) => repo.snapshot_paths(&message, paths)?,
+        None => repo.snapshot_edits(&message)?,
+    };
+    let tip = match snapshot {
         Some(snap) => {
             eprintln!("note: files changed while experiment {id} ran; they are saved in {}{id}", vcs::DISCARDED_PREFIX);
             snap
@@ -297,7 +312,7 @@ fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid) -> 
     };
     let name = repo.mark_discarded(id, tip)?;
     fault::point("mid-revert");
-    repo.reset_to(incumbent)?;
+    repo.revert_to(incumbent, tip)?;
     Ok(name)
 }
 

@@ -2,9 +2,27 @@
 //! itself when it reaches that named step boundary, exactly as a power cut or an OOM kill
 //! would stop it there. Unset (always, in normal use), a point costs one environment lookup.
 
-/// The step boundaries an experiment passes, in order.
-pub const POINTS: &[&str] =
-    &["before-commit", "after-commit", "before-decision", "after-decision", "mid-revert", "before-append", "mid-append", "after-append"];
+/// The step boundaries an experiment passes, in order. `mid-commit`: the hypothesis commit is
+/// made and HEAD moved, the index not yet brought in line; `mid-worktree`: the incumbent
+/// checkout's scratch branch exists, the worktree does not (first experiment only);
+/// `mid-revert`: the hypothesis is parked, the work tree untouched; `mid-revert-checkout`: the
+/// work tree and index are back on the incumbent, the branch still on the hypothesis.
+pub const POINTS: &[&str] = &[
+    "before-commit",
+    "mid-commit",
+    "after-commit",
+    "mid-worktree",
+    "before-decision",
+    "after-decision",
+    "mid-revert",
+    "mid-revert-checkout",
+    "before-append",
+    "mid-append",
+    "after-append",
+];
+
+/// Points on the revert path only (a kept hypothesis never reaches them).
+pub const REVERT_ONLY: &[&str] = &["mid-revert", "mid-revert-checkout"];
 
 /// Die here if the environment asks for it.
 pub fn point(name: &str) {

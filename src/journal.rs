@@ -68,6 +68,31 @@ pub fn clear(state_dir: &Path) -> Result<()> {
     }
 }
 
+/// The next experiment id, reserved for good: one more than any id this repository has used, in
+/// any of its worktrees, whether it is in results.csv, a parked ref or only the counter kept in
+/// the common git dir (`.git/ratchet/last-id`). Moving results.csv aside (or deleting the counter)
+/// therefore never reuses an id nor lets a parked hypothesis be overwritten. Call with the lock.
+pub fn allocate_id(repo: &Repo, store: &Store) -> Result<u64> {
+    let counter = repo.common_state_dir().join("last-id");
+    let last = std::fs::read_to_string(&counter).ok().and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0);
+    let rows = store.rows()?.iter().map(|r| r.id).max().unwrap_or(0);
+    let parked = repo
+        .repo
+        .references_glob(&format!("{}*", vcs::DISCARDED_PREFIX))?
+        .flatten()
+        .filter_map(|r| {
+            let name = r.name()?.strip_prefix(vcs::DISCARDED_PREFIX)?.to_string();
+            let digits: String = name.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse::<u64>().ok()
+        })
+        .max()
+        .unwrap_or(0);
+    let id = last.max(rows).max(parked) + 1;
+    std::fs::create_dir_all(repo.common_state_dir())?;
+    crate::store::write_atomic(&counter, id.to_string().as_bytes())?;
+    Ok(id)
+}
+
 /// Kill a benchmark process group left behind by a ratchet that died mid-run.
 pub fn kill_orphaned_benchmark(state_dir: &Path) -> Option<i32> {
     let p = pgid_path(state_dir);
@@ -85,6 +110,7 @@ pub fn kill_orphaned_benchmark(state_dir: &Path) -> Option<i32> {
 /// the user, or `None` when there was nothing to recover.
 pub fn recover(repo: &Repo, store: &Store) -> Result<Option<String>> {
     let state_dir = repo.state_dir();
+    repo.clean_leftovers();
     let mut said = vec![];
     if let Some(pgid) = kill_orphaned_benchmark(&state_dir) {
         said.push(format!("killed the benchmark process group {pgid} it left running"));
@@ -124,11 +150,21 @@ pub fn recover(repo: &Repo, store: &Store) -> Result<Option<String>> {
         state.save(&state_dir)?;
         said.push(format!("experiment {id} had been decided keep; {} stays the incumbent", short(&candidate.to_string())));
     } else {
-        let reference = format!("{}{id}", vcs::DISCARDED_PREFIX);
+        let reference = vcs::discarded_ref(&id.to_string());
+        let parked = repo.repo.find_reference(&reference).ok().and_then(|r| r.target());
         if head == candidate {
-            let tip = repo.snapshot_edits(&format!("ratchet: edits made during experiment {id}"))?.unwrap_or(candidate);
-            repo.mark_discarded(&id.to_string(), tip)?;
-            repo.reset_to(incumbent)?;
+            // Parked already: the revert was under way when ratchet died, so the work tree may be
+            // half reverted; the parked ref holds the hypothesis (and edits made meanwhile), and
+            // a new snapshot would park the inverse. Finish the revert from it.
+            let tip = match parked {
+                Some(tip) => tip,
+                None => {
+                    let tip = repo.snapshot_edits(&format!("ratchet: edits made during experiment {id}"))?.unwrap_or(candidate);
+                    repo.mark_discarded(&id.to_string(), tip)?;
+                    tip
+                }
+            };
+            repo.revert_to(incumbent, tip)?;
             said.push(format!(
                 "experiment {id} ({}) rolled back to the incumbent {}; the hypothesis is kept at {reference}",
                 row.status.as_str(),
@@ -136,7 +172,7 @@ pub fn recover(repo: &Repo, store: &Store) -> Result<Option<String>> {
             ));
         } else {
             // Already reset (killed after the reset) or HEAD moved: only make sure the hypothesis is kept.
-            if repo.repo.find_reference(&reference).is_err() {
+            if parked.is_none() {
                 repo.mark_discarded(&id.to_string(), candidate)?;
             }
             said.push(format!("experiment {id} ({}) was already rolled back; the hypothesis is at {reference}", row.status.as_str()));

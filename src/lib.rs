@@ -92,7 +92,7 @@ fn dispatch(cli: Cli) -> Result<()> {
 fn lock_repo(dir: &std::path::Path) -> Result<lock::RepoLock> {
     let repo = vcs::Repo::discover(dir)?;
     let args: Vec<String> = std::env::args().collect();
-    lock::RepoLock::acquire(&repo.state_dir(), &args.join(" "))
+    lock::RepoLock::for_repo(&repo, &args.join(" "))
 }
 
 fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {

@@ -1,6 +1,8 @@
-//! One ratchet per repository: an advisory lock (flock) on `.ratchet/lock`, which the kernel
-//! releases when its holder dies however it dies. The file records who holds it, so a second
-//! ratchet can say who is in the way, and a lock left by a dead process is reported as cleared.
+//! One ratchet per repository: an advisory lock (flock) on `.git/ratchet/lock` (in the common
+//! git dir, so linked worktrees of one repository share it), which the kernel releases when its
+//! holder dies however it dies. The file records who holds it, so a second ratchet can say who is
+//! in the way, and a lock left by a dead process is reported as cleared. Every command that
+//! touches shared state (worktrees, journal, results, refs) holds it.
 
 use crate::error::{Error, Kind, Result};
 use serde::{Deserialize, Serialize};
@@ -53,6 +55,11 @@ impl RepoLock {
         file.write_all(serde_json::to_string(&me).expect("holder serializes").as_bytes())?;
         file.sync_data()?;
         Ok(RepoLock { file, path })
+    }
+
+    /// Take the lock of `repo` (all its worktrees).
+    pub fn for_repo(repo: &crate::vcs::Repo, command: &str) -> Result<RepoLock> {
+        Self::acquire(&repo.common_state_dir(), command)
     }
 
     pub fn path(&self) -> &Path {

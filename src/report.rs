@@ -50,6 +50,7 @@ fn mark(s: Status) -> &'static str {
         Status::Interrupted => "✗ interrupted",
         Status::Error => "✗ error",
         Status::Skipped => "- skipped",
+        Status::Refused => "- refused",
     }
 }
 

@@ -37,6 +37,9 @@ pub enum Status {
     Error,
     /// A sweep's hypothesis that did not apply to the incumbent: nothing was run or committed.
     Skipped,
+    /// A sweep's hypothesis that breaks a rule (it changes the benchmark harness): nothing was
+    /// run or committed.
+    Refused,
 }
 
 impl Status {
@@ -52,11 +55,12 @@ impl Status {
             Status::Interrupted => "interrupted",
             Status::Error => "error",
             Status::Skipped => "skipped",
+            Status::Refused => "refused",
         }
     }
 
     /// Every status, in the order the README lists them.
-    pub const ALL: [Status; 8] = [
+    pub const ALL: [Status; 9] = [
         Status::Keep,
         Status::Revert,
         Status::Crash,
@@ -65,6 +69,7 @@ impl Status {
         Status::Interrupted,
         Status::Error,
         Status::Skipped,
+        Status::Refused,
     ];
 
     pub fn parse(s: &str) -> Option<Status> {

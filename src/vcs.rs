@@ -1,9 +1,14 @@
 //! The git side of the ratchet (git2): refuse unsafe repo states, commit the working tree's
-//! change as a hypothesis, keep it or revert to the incumbent (keeping the discarded commit under
-//! `refs/ratchet/discarded/<id>`), and keep a detached worktree of the incumbent to measure it.
+//! change as a hypothesis (HEAD's tree plus exactly the changed paths), keep it or revert to the
+//! incumbent along the changed paths only (parking the discarded commit under
+//! `refs/ratchet/discarded/<id>`, never overwritten), and keep a detached worktree of the
+//! incumbent, updated along changed paths, to measure it.
 
 use crate::error::{Error, Result};
-use git2::{build::CheckoutBuilder, BranchType, IndexAddOption, Oid, Repository, RepositoryState, ResetType, Signature, StatusOptions};
+use git2::build::{CheckoutBuilder, TreeUpdateBuilder};
+use git2::{BranchType, FileMode, Oid, Repository, RepositoryState, Signature, StatusOptions, Tree};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// ratchet's own directories in the user's repo: never committed, never touched by keep/revert.
@@ -11,6 +16,106 @@ pub const STATE_DIR: &str = ".ratchet";
 pub const RESULTS_DIR: &str = "results";
 pub const DISCARDED_PREFIX: &str = "refs/ratchet/discarded/";
 const WORKTREE_NAME: &str = "ratchet-incumbent";
+/// Index entry flag (extended flags) of a path outside the sparse-checkout cone. Source: libgit2
+/// include/git2/index.h, `GIT_INDEX_ENTRY_SKIP_WORKTREE = (1 << 14)`.
+const SKIP_WORKTREE: u16 = 1 << 14;
+/// Git config switches that let ratchet commit although hooks or signing are configured.
+pub const SKIP_HOOKS_KEY: &str = "ratchet.skipHooks";
+pub const UNSIGNED_KEY: &str = "ratchet.unsignedCommits";
+
+/// The parked-hypothesis ref of experiment `id` (ids are unique across the repository's worktrees).
+pub fn discarded_ref(id: &str) -> String {
+    format!("{DISCARDED_PREFIX}{id}")
+}
+
+/// Whether a path component names git's directory, as git itself guards it: case folded, and with
+/// the trailing dots/spaces and ignorable code points that NTFS and HFS+ drop (git's
+/// `verify_dotfile`), so `.GIT`, `.git.` and `.g\u{200c}it` all count.
+fn is_git_component(c: &str) -> bool {
+    let ignorable = |ch: char| matches!(ch, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{206f}' | '\u{feff}');
+    let cleaned: String = c.chars().filter(|ch| !ignorable(*ch)).collect();
+    let cleaned = cleaned.trim_end_matches(['.', ' ']);
+    cleaned.eq_ignore_ascii_case(".git") || cleaned.eq_ignore_ascii_case("git~1")
+}
+
+/// Normalise a repo-relative path a hypothesis names (`.` dropped, `..` resolved lexically) and
+/// refuse one that leaves the work tree, enters a `.git` directory (at any depth: submodules and
+/// nested repos have theirs), or enters ratchet's own directories (case folded, as a folding
+/// filesystem would see them).
+pub fn normalise_rel(p: &str) -> std::result::Result<String, String> {
+    if p.is_empty() {
+        return Err("an empty path".into());
+    }
+    if p.starts_with('/') || p.contains('\0') {
+        return Err(format!("{p:?} must be a relative path inside the repo (no leading /)"));
+    }
+    let mut parts: Vec<&str> = vec![];
+    for c in p.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return Err(format!("{p:?} leads outside the repo (..)"));
+                }
+            }
+            c => parts.push(c),
+        }
+    }
+    if parts.is_empty() {
+        return Err(format!("{p:?} names the repository itself, not a file"));
+    }
+    if parts.iter().any(|c| is_git_component(c)) {
+        return Err(format!("{p:?} is inside a .git directory, which belongs to git"));
+    }
+    if [STATE_DIR, RESULTS_DIR].iter().any(|d| parts[0].eq_ignore_ascii_case(d)) {
+        return Err(format!("{p:?} is in {}/, which belongs to ratchet", parts[0]));
+    }
+    Ok(parts.join("/"))
+}
+
+/// Paths that differ between two trees (both sides of renames), sorted.
+pub fn changed_paths(repo: &Repository, old: &Tree, new: &Tree) -> Result<Vec<String>> {
+    let diff = repo.diff_tree_to_tree(Some(old), Some(new), None)?;
+    let mut v: Vec<String> = diff
+        .deltas()
+        .flat_map(|d| [d.old_file().path(), d.new_file().path()])
+        .flatten()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v.dedup();
+    Ok(v)
+}
+
+/// Check out `paths` of `tree` into `repo`'s work tree and index, overwriting local changes to
+/// them; nothing else is looked at (no whole-tree walk). Untracked files stay.
+fn checkout_paths(repo: &Repository, tree: &Tree, paths: &[String]) -> Result<()> {
+    if paths.is_empty() {
+        return Ok(());
+    }
+    let mut co = CheckoutBuilder::new();
+    co.force().remove_untracked(false).disable_pathspec_match(true);
+    for p in paths {
+        co.path(p.as_str());
+    }
+    repo.checkout_tree(tree.as_object(), Some(&mut co))?;
+    Ok(())
+}
+
+/// What a status walk after the benchmark's runs finds.
+#[derive(Debug, Clone, Default)]
+pub struct AfterRun {
+    /// Untracked, not ignored entries: written by the benchmark.
+    pub untracked: Vec<String>,
+    /// Tracked paths that differ from HEAD: edits made while the experiment ran.
+    pub edited: Vec<String>,
+}
+
+/// Whether two paths name the same directory (both canonicalised when they exist).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    let c = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    c(a) == c(b)
+}
 
 pub struct Repo {
     pub repo: Repository,
@@ -48,6 +153,16 @@ impl Repo {
         self.root.join(STATE_DIR)
     }
 
+    /// ratchet's files shared by every worktree of this repository: the lock and the id counter.
+    pub fn common_state_dir(&self) -> PathBuf {
+        self.repo.commondir().join("ratchet")
+    }
+
+    /// Whether the filesystem under the work tree folds case (`.GIT` opens `.git`).
+    pub fn folds_case(&self) -> bool {
+        self.root.join(".git").exists() && self.root.join(".GiT").exists()
+    }
+
     /// Refuse states where committing is unsafe. Returns the branch name and its commit.
     pub fn check_safe(&self) -> Result<(String, Oid)> {
         let head = match self.repo.head() {
@@ -67,6 +182,15 @@ impl Repo {
             return Err(Error::repo(format!("a git operation is in progress ({state:?})"))
                 .hint("finish or abort it first (e.g. `git merge --abort`, `git rebase --continue`)"));
         }
+        let lock = self.repo.path().join("index.lock");
+        if lock.exists() {
+            return Err(Error::repo(format!(
+                "{} exists: another git command is running in this repository, or one was killed and left it",
+                lock.display()
+            ))
+            .hint(format!("if no git command is running here, remove it: rm {}", lock.display())));
+        }
+        self.check_filters()?;
         let name = head.shorthand().unwrap_or("HEAD").to_string();
         let oid = head.target().ok_or_else(|| Error::repo("HEAD points nowhere"))?;
         // A tracked file under ratchet's directories would be clobbered by a revert.
@@ -104,31 +228,168 @@ impl Repo {
         Ok(())
     }
 
+    /// Refuse a repository whose attributes name a filter driver (git-lfs, git-crypt and the
+    /// like): libgit2 runs no external filters, so ratchet would commit what the clean filter
+    /// should have transformed and measure checkouts the smudge filter never saw.
+    pub fn check_filters(&self) -> Result<()> {
+        let mut sources: Vec<(String, String)> = vec![];
+        if let Ok(index) = self.repo.index() {
+            for e in index.iter() {
+                let path = String::from_utf8_lossy(&e.path).into_owned();
+                if path == ".gitattributes" || path.ends_with("/.gitattributes") {
+                    let text = std::fs::read_to_string(self.root.join(&path))
+                        .ok()
+                        .or_else(|| self.repo.find_blob(e.id).ok().map(|b| String::from_utf8_lossy(b.content()).into_owned()));
+                    sources.extend(text.map(|t| (path, t)));
+                }
+            }
+        }
+        let info = self.repo.commondir().join("info").join("attributes");
+        if let Ok(t) = std::fs::read_to_string(&info) {
+            sources.push((info.display().to_string(), t));
+        }
+        if let Ok(p) = self.repo.config().and_then(|c| c.get_path("core.attributesFile")) {
+            if let Ok(t) = std::fs::read_to_string(&p) {
+                sources.push((p.display().to_string(), t));
+            }
+        }
+        for (file, text) in &sources {
+            for (n, line) in text.lines().enumerate() {
+                let mut words = line.split_whitespace();
+                let Some(pattern) = words.next().filter(|w| !w.starts_with('#')) else { continue };
+                if let Some(filter) = words.find_map(|w| w.strip_prefix("filter=")) {
+                    return Err(Error::repo(format!(
+                        "{file} line {}: `{pattern}` uses the git filter `{filter}` (filter={filter}); ratchet commits and checks out \
+                         through libgit2, which runs no filter drivers, so it would commit what `{filter}` should transform and \
+                         benchmark files it never smudged",
+                        n + 1
+                    ))
+                    .hint(format!(
+                        "run ratchet in a repository (or clone) without filter attributes, e.g. drop the `filter={filter}` line for \
+                         the kernel's files, or convert them first (git lfs migrate export --include=\"{pattern}\")"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuse to commit where git would run hooks or sign the commit, unless the user said, by a
+    /// git config switch, that hypothesis commits may go without: libgit2 does neither, and
+    /// ratchet never skips them silently.
+    pub fn check_commit_policy(&self) -> Result<()> {
+        let cfg = self.repo.config()?;
+        let on = |k: &str| cfg.get_bool(k).unwrap_or(false);
+        let hooks = match cfg.get_path("core.hooksPath") {
+            Ok(p) if p.is_relative() => self.root.join(p),
+            Ok(p) => p,
+            Err(_) => self.repo.commondir().join("hooks"),
+        };
+        for name in ["pre-commit", "prepare-commit-msg", "commit-msg", "post-commit"] {
+            let h = hooks.join(name);
+            let executable = std::fs::metadata(&h).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+            if !executable {
+                continue;
+            }
+            if on(SKIP_HOOKS_KEY) {
+                eprintln!("note: hypothesis commits do not run the {name} hook ({}), as {SKIP_HOOKS_KEY} says", h.display());
+                continue;
+            }
+            return Err(Error::repo(format!(
+                "the repository has a {name} hook ({}); ratchet commits through libgit2, which runs no hooks, and will not skip it silently",
+                h.display()
+            ))
+            .hint(format!("disable the hook, or let hypothesis commits go without hooks: git config {SKIP_HOOKS_KEY} true")));
+        }
+        if on("commit.gpgsign") {
+            if !on(UNSIGNED_KEY) {
+                return Err(Error::repo(
+                    "commit.gpgsign is set, but ratchet's hypothesis commits are made by libgit2 and cannot be signed",
+                )
+                .hint(format!(
+                    "let hypothesis commits be unsigned: git config {UNSIGNED_KEY} true (or git config commit.gpgsign false here)"
+                )));
+            }
+            eprintln!("note: hypothesis commits are not signed, although commit.gpgsign is set ({UNSIGNED_KEY})");
+        }
+        Ok(())
+    }
+
+    /// The message of a hypothesis commit must be storable as git writes it.
+    pub fn check_message(message: &str) -> Result<()> {
+        if message.contains('\0') {
+            return Err(Error::usage("the experiment's message contains a NUL byte, which a git commit message cannot hold")
+                .hint("remove the \\0 from the message (or the hypothesis file's `message`)"));
+        }
+        Ok(())
+    }
+
+    fn status_paths(&self, opts: &mut StatusOptions, keep: impl Fn(git2::Status) -> bool) -> Result<Vec<String>> {
+        let statuses = self.repo.statuses(Some(opts))?;
+        let mut index: Option<git2::Index> = None;
+        let mut out = vec![];
+        for s in statuses.iter() {
+            let st = s.status();
+            let Some(p) = s.path() else { continue };
+            if st.is_ignored() || !keep(st) || is_ratchet_path(p) {
+                continue;
+            }
+            if st == git2::Status::WT_DELETED {
+                // A file outside the sparse-checkout cone is absent on purpose, not deleted.
+                if index.is_none() {
+                    index = Some(self.repo.index()?);
+                }
+                let sparse =
+                    index.as_ref().and_then(|i| i.get_path(Path::new(p), 0)).is_some_and(|e| e.flags_extended & SKIP_WORKTREE != 0);
+                if sparse {
+                    continue;
+                }
+            }
+            out.push(p.to_string());
+        }
+        Ok(out)
+    }
+
     /// Paths with changes that would go into a hypothesis commit (tracked changes and untracked,
-    /// not ignored files), ratchet's own directories left out.
+    /// not ignored files), ratchet's own directories and the sparse-checkout's absent files left
+    /// out. One status walk.
     pub fn changes(&self) -> Result<Vec<String>> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(true).include_ignored(false).exclude_submodules(true);
+        self.status_paths(&mut opts, |_| true)
+    }
+
+    /// After the benchmark ran, in one status walk: the untracked entries it wrote (a new
+    /// directory is one entry, `dir/`) and the tracked files edited meanwhile.
+    pub fn after_run_scan(&self) -> Result<AfterRun> {
+        let mut opts = StatusOptions::new();
+        opts.include_untracked(true).recurse_untracked_dirs(false).include_ignored(false).exclude_submodules(true);
         let statuses = self.repo.statuses(Some(&mut opts))?;
-        Ok(statuses
-            .iter()
-            .filter(|s| !s.status().is_ignored())
-            .filter_map(|s| s.path().map(str::to_string))
-            .filter(|p| !is_ratchet_path(p))
-            .collect())
+        let mut out = AfterRun::default();
+        for s in statuses.iter() {
+            let Some(p) = s.path().filter(|p| !is_ratchet_path(p)) else { continue };
+            if s.status().is_wt_new() {
+                out.untracked.push(p.to_string());
+            } else if !s.status().is_ignored() {
+                out.edited.push(p.to_string());
+            }
+        }
+        // A sparse checkout's absent files are not edits (see `status_paths`).
+        if !out.edited.is_empty() {
+            let index = self.repo.index()?;
+            out.edited.retain(|p| {
+                let e = index.get_path(Path::new(p), 0);
+                !(e.is_some_and(|e| e.flags_extended & SKIP_WORKTREE != 0) && std::fs::symlink_metadata(self.root.join(p)).is_err())
+            });
+        }
+        Ok(out)
     }
 
     /// Untracked, not ignored entries (a new directory is one entry, `dir/`), ratchet's own left out.
     pub fn untracked_entries(&self) -> Result<Vec<String>> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(false).include_ignored(false).exclude_submodules(true);
-        let statuses = self.repo.statuses(Some(&mut opts))?;
-        Ok(statuses
-            .iter()
-            .filter(|s| s.status().is_wt_new())
-            .filter_map(|s| s.path().map(str::to_string))
-            .filter(|p| !is_ratchet_path(p))
-            .collect())
+        self.status_paths(&mut opts, |s| s.is_wt_new())
     }
 
     /// Add `paths` (written into the repo by the benchmark) to `.git/info/exclude`, so that they
@@ -152,12 +413,11 @@ impl Repo {
         crate::store::write_atomic(&path, text.as_bytes())
     }
 
-    /// Tracked files whose content differs from HEAD (what a hard reset would overwrite).
+    /// Tracked files whose content differs from HEAD (what a revert would overwrite).
     pub fn tracked_changes(&self) -> Result<Vec<String>> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(false).exclude_submodules(true);
-        let statuses = self.repo.statuses(Some(&mut opts))?;
-        Ok(statuses.iter().filter_map(|s| s.path().map(str::to_string)).filter(|p| !is_ratchet_path(p)).collect())
+        self.status_paths(&mut opts, |_| true)
     }
 
     fn signature(&self) -> Result<Signature<'static>> {
@@ -167,64 +427,146 @@ impl Repo {
         })
     }
 
-    /// Stage the whole working tree (ratchet's directories excepted) into a tree.
-    fn stage_all(&self) -> Result<Oid> {
-        let mut index = self.repo.index()?;
-        let mut skip = |path: &Path, _: &[u8]| -> i32 {
-            if is_ratchet_path(&path.to_string_lossy()) {
-                1
-            } else {
-                0
+    /// `base` with `paths` as they are in the working tree (a missing file is a deletion): the
+    /// commit of a hypothesis is the incumbent's tree plus exactly the changed paths, never a
+    /// snapshot of a partial (sparse) work tree. Only blobs are written; the index is untouched.
+    fn tree_with_workdir_paths(&self, base: &Tree, paths: &[String]) -> Result<Oid> {
+        let workdir = self.repo.workdir().unwrap_or(&self.root).to_path_buf();
+        let filemode = self.repo.config().and_then(|c| c.get_bool("core.filemode")).unwrap_or(true);
+        let mut b = TreeUpdateBuilder::new();
+        for p in paths {
+            let full = workdir.join(p);
+            match std::fs::symlink_metadata(&full) {
+                Ok(md) if md.file_type().is_symlink() => {
+                    let target = std::fs::read_link(&full)?;
+                    b.upsert(p.as_str(), self.repo.blob(target.as_os_str().as_bytes())?, FileMode::Link);
+                }
+                Ok(md) if md.is_file() => {
+                    let exec = if filemode {
+                        md.permissions().mode() & 0o111 != 0
+                    } else {
+                        base.get_path(Path::new(p)).is_ok_and(|e| e.filemode() == i32::from(FileMode::BlobExecutable))
+                    };
+                    // blob_path runs git's built-in filters (eol) for paths inside the work tree.
+                    let id = self.repo.blob_path(&full)?;
+                    b.upsert(p.as_str(), id, if exec { FileMode::BlobExecutable } else { FileMode::Blob });
+                }
+                // A directory here is an untracked nested repository: never part of a hypothesis.
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    b.remove(p.as_str());
+                }
+                Err(e) => return Err(e.into()),
             }
-        };
-        index.add_all(["*"], IndexAddOption::DEFAULT, Some(&mut skip))?;
-        index.update_all(["*"], Some(&mut skip))?;
-        index.write()?;
-        Ok(index.write_tree()?)
+        }
+        Ok(b.create_updated(&self.repo, base)?)
     }
 
-    /// Commit the working tree's change on top of HEAD, with `message`. With `allow_empty`, a
-    /// clean tree gives an empty commit (to re-measure).
-    pub fn commit_hypothesis(&self, message: &str, allow_empty: bool) -> Result<Oid> {
+    /// Commit `paths` (from [`Repo::changes`]) as they are in the working tree on top of HEAD,
+    /// with `message`. The commit is made first and the index brought in line after, so no kill
+    /// can leave a staged hypothesis without its commit. With `allow_empty`, no change gives an
+    /// empty commit (to re-measure).
+    pub fn commit_hypothesis(&self, message: &str, paths: &[String], allow_empty: bool) -> Result<Oid> {
+        Self::check_message(message)?;
         let parent = self.repo.head()?.peel_to_commit()?;
-        let tree_id = self.stage_all()?;
+        let tree_id = self.tree_with_workdir_paths(&parent.tree()?, paths)?;
         if tree_id == parent.tree_id() && !allow_empty {
             return Err(Error::repo("nothing to test: the working tree has no change against HEAD")
                 .hint("edit the kernel first, or pass --allow-empty to re-measure HEAD as it is"));
         }
         let tree = self.repo.find_tree(tree_id)?;
         let sig = self.signature()?;
-        Ok(self.repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])?)
+        let oid = self.repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])?;
+        crate::fault::point("mid-commit");
+        self.sync_index(&tree, paths)?;
+        Ok(oid)
+    }
+
+    /// Make the index entries of `paths` match `tree` (the commit just made from the working tree).
+    fn sync_index(&self, tree: &Tree, paths: &[String]) -> Result<()> {
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let mut index = self.repo.index()?;
+        for p in paths {
+            let path = Path::new(p);
+            match tree.get_path(path) {
+                Ok(e) if e.kind() == Some(git2::ObjectType::Blob) => index.add_path(path)?,
+                _ => {
+                    let _ = index.remove_path(path);
+                }
+            }
+        }
+        index.write()?;
+        Ok(())
     }
 
     /// Snapshot uncommitted tracked edits (made while the experiment ran) as a commit on top of
-    /// HEAD, so a revert cannot lose them. `None` when there are none.
+    /// HEAD, so a revert cannot lose them. `None` when there are none. The index is untouched.
     pub fn snapshot_edits(&self, message: &str) -> Result<Option<Oid>> {
-        if self.tracked_changes()?.is_empty() {
+        let paths = self.tracked_changes()?;
+        self.snapshot_paths(message, &paths)
+    }
+
+    /// [`Repo::snapshot_edits`] of `paths` (edited files already known from a status walk).
+    pub fn snapshot_paths(&self, message: &str, paths: &[String]) -> Result<Option<Oid>> {
+        if paths.is_empty() {
             return Ok(None);
         }
         let parent = self.repo.head()?.peel_to_commit()?;
-        let tree_id = self.stage_all()?;
+        let tree_id = self.tree_with_workdir_paths(&parent.tree()?, paths)?;
+        if tree_id == parent.tree_id() {
+            return Ok(None);
+        }
         let tree = self.repo.find_tree(tree_id)?;
         let sig = self.signature()?;
         Ok(Some(self.repo.commit(None, &sig, &sig, message, &tree, &[&parent])?))
     }
 
-    /// Point `refs/ratchet/discarded/<id>` at `commit`.
+    /// Point `refs/ratchet/discarded/<id>` at `commit`. A parked hypothesis is never overwritten:
+    /// an existing ref at another commit is an error (ids are never reused, so it means something
+    /// outside ratchet wrote it).
     pub fn mark_discarded(&self, id: &str, commit: Oid) -> Result<String> {
-        let name = format!("{DISCARDED_PREFIX}{id}");
-        self.repo.reference(&name, commit, true, &format!("ratchet: discard experiment {id}"))?;
+        let name = discarded_ref(id);
+        if let Ok(r) = self.repo.find_reference(&name) {
+            if r.target() == Some(commit) {
+                return Ok(name);
+            }
+            return Err(Error::repo(format!(
+                "{name} already holds {}, and ratchet never overwrites a parked hypothesis",
+                short(&r.target().map(|o| o.to_string()).unwrap_or_default())
+            ))
+            .hint(format!("the hypothesis is commit {}; look at both with git show", short(&commit.to_string()))));
+        }
+        self.repo.reference(&name, commit, false, &format!("ratchet: discard experiment {id}"))?;
         Ok(name)
     }
 
-    /// Move the branch, index and working tree back to `incumbent`. Untracked and ignored files
-    /// (ratchet's directories among them) are left alone.
-    pub fn reset_to(&self, incumbent: Oid) -> Result<()> {
-        let obj = self.repo.find_object(incumbent, None)?;
-        let mut co = CheckoutBuilder::new();
-        co.force();
-        self.repo.reset(&obj, ResetType::Hard, Some(&mut co))?;
+    /// Move the branch, index and working tree back to `incumbent`, touching only the paths that
+    /// differ between it and `tip` (the parked hypothesis, edits made meanwhile on top) or HEAD.
+    /// The work tree goes first and the branch last, so a kill in between leaves HEAD on the
+    /// hypothesis, which recovery sees and finishes from the parked ref. Untracked and ignored
+    /// files (ratchet's directories among them) are left alone.
+    pub fn revert_to(&self, incumbent: Oid, tip: Oid) -> Result<()> {
+        let inc_tree = self.repo.find_commit(incumbent)?.tree()?;
+        let mut paths = changed_paths(&self.repo, &inc_tree, &self.repo.find_commit(tip)?.tree()?)?;
+        let head = self.repo.head()?;
+        if let Ok(head_tree) = head.peel_to_tree() {
+            paths.extend(changed_paths(&self.repo, &inc_tree, &head_tree)?);
+            paths.sort();
+            paths.dedup();
+        }
+        checkout_paths(&self.repo, &inc_tree, &paths)?;
+        crate::fault::point("mid-revert-checkout");
+        let name = head.name().ok_or_else(|| Error::repo("HEAD's branch name is not UTF-8"))?.to_string();
+        self.repo.reference(&name, incumbent, true, "ratchet: revert to the incumbent")?;
         Ok(())
+    }
+
+    /// [`Repo::revert_to`] from HEAD.
+    pub fn reset_to(&self, incumbent: Oid) -> Result<()> {
+        let head = self.head_oid()?;
+        self.revert_to(incumbent, head)
     }
 
     pub fn head_oid(&self) -> Result<Oid> {
@@ -235,45 +577,169 @@ impl Repo {
         ancestor == of || self.repo.graph_descendant_of(of, ancestor).unwrap_or(false)
     }
 
-    /// A detached git worktree at `commit` under `.ratchet/worktrees/incumbent`, created once and
-    /// moved to each new incumbent.
-    pub fn incumbent_worktree(&self, commit: Oid) -> Result<PathBuf> {
-        let path = self.state_dir().join("worktrees").join("incumbent");
-        let wt_repo = match Repository::open(&path) {
-            Ok(r) if r.is_worktree() => r,
-            _ => self.create_worktree(&path, commit)?,
-        };
-        if wt_repo.head().ok().and_then(|h| h.target()) != Some(commit) || !wt_repo.head_detached()? {
-            wt_repo.set_head_detached(commit)?;
+    /// The incumbent checkout's registered worktree name: one per work tree of the repository,
+    /// so linked worktrees never share (or prune) each other's.
+    fn worktree_name(&self) -> String {
+        if !self.repo.is_worktree() {
+            return WORKTREE_NAME.to_string();
         }
-        let mut co = CheckoutBuilder::new();
-        co.force().remove_untracked(false);
-        wt_repo.checkout_head(Some(&mut co))?;
+        // FNV-1a of the work tree's path: stable, short, and distinct per linked worktree.
+        let h = self.root.as_os_str().as_bytes().iter().fold(0xcbf29ce484222325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100000001b3));
+        format!("{WORKTREE_NAME}-{:08x}", h as u32)
+    }
+
+    pub fn incumbent_path(&self) -> PathBuf {
+        self.state_dir().join("worktrees").join("incumbent")
+    }
+
+    /// A detached git worktree at `commit` under `.ratchet/worktrees/incumbent`, created once and
+    /// moved to each new incumbent along the paths that changed (no whole-tree checkout).
+    pub fn incumbent_worktree(&self, commit: Oid) -> Result<PathBuf> {
+        let path = self.incumbent_path();
+        let name = self.worktree_name();
+        let wt_repo = match self.open_own_worktree(&path, &name)? {
+            Some(r) => r,
+            None => self.create_worktree(&path, &name, commit)?,
+        };
+        let marker = self.state_dir().join("worktrees").join("incumbent.moving");
+        let current = wt_repo.head().ok().and_then(|h| h.target());
+        if current != Some(commit) || !wt_repo.head_detached()? || marker.exists() {
+            let target = wt_repo.find_commit(commit)?.tree()?;
+            let old = current.and_then(|c| wt_repo.find_commit(c).ok()).and_then(|c| c.tree().ok());
+            match old.filter(|_| !marker.exists()) {
+                Some(old) => {
+                    // Recorded first: a kill mid-move makes the next call check out everything.
+                    std::fs::write(&marker, commit.to_string())?;
+                    checkout_paths(&wt_repo, &target, &changed_paths(&wt_repo, &old, &target)?)?;
+                }
+                None => {
+                    let mut co = CheckoutBuilder::new();
+                    co.force().remove_untracked(false);
+                    wt_repo.checkout_tree(target.as_object(), Some(&mut co))?;
+                }
+            }
+            wt_repo.set_head_detached(commit)?;
+            let _ = std::fs::remove_file(&marker);
+        }
+        self.drop_scratch_branch(&name);
+        self.init_submodules(&wt_repo, &path)?;
         Ok(path)
     }
 
-    fn create_worktree(&self, path: &Path, commit: Oid) -> Result<Repository> {
-        // A stale registration (the directory was deleted) blocks a new worktree of that name.
-        if let Ok(wt) = self.repo.find_worktree(WORKTREE_NAME) {
+    /// The worktree at `path` when it is ratchet's own; `None` when there is none (or only what a
+    /// killed creation left); an error when something else is there, which ratchet never clobbers.
+    fn open_own_worktree(&self, path: &Path, name: &str) -> Result<Option<Repository>> {
+        if std::fs::symlink_metadata(path).is_err() {
+            return Ok(None);
+        }
+        let ours = self.repo.commondir().join("worktrees").join(name);
+        let foreign = |what: String| {
+            Error::repo(format!("{} holds {what}, not ratchet's incumbent checkout; ratchet will not overwrite it", path.display()))
+                .hint(format!("move it elsewhere (git worktree move {} <new path>, or mv), then run ratchet again", path.display()))
+        };
+        match Repository::open(path) {
+            Ok(r) if r.is_worktree() && same_dir(r.path(), &ours) => Ok(Some(r)),
+            Ok(r) => Err(foreign(format!("a git checkout of its own ({})", r.path().display()))),
+            Err(_) => {
+                let empty = std::fs::read_dir(path).is_ok_and(|mut d| d.next().is_none());
+                let gitdir = std::fs::read_to_string(path.join(".git")).ok();
+                let leftover =
+                    gitdir.as_deref().and_then(|t| t.trim().strip_prefix("gitdir:")).is_some_and(|g| same_dir(Path::new(g.trim()), &ours));
+                if empty || leftover {
+                    Ok(None)
+                } else {
+                    Err(foreign("files".to_string()))
+                }
+            }
+        }
+    }
+
+    fn create_worktree(&self, path: &Path, name: &str, commit: Oid) -> Result<Repository> {
+        // A stale registration of ours (its directory deleted, or left by a killed creation).
+        // Its work tree is our own path, removed below: never prune another's directory.
+        if let Ok(wt) = self.repo.find_worktree(name) {
             let mut prune = git2::WorktreePruneOptions::new();
-            prune.valid(true).working_tree(true).locked(true);
+            prune.valid(true).working_tree(false).locked(true);
             wt.prune(Some(&mut prune))?;
         }
-        if path.exists() {
+        if std::fs::symlink_metadata(path).is_ok() {
             std::fs::remove_dir_all(path)?;
         }
         std::fs::create_dir_all(path.parent().unwrap())?;
         // libgit2 adds worktrees on a branch only; use a scratch branch, then detach and drop it.
-        let scratch = format!("{WORKTREE_NAME}-tmp");
+        self.drop_scratch_branch(name);
+        let scratch = format!("{name}-tmp");
         let c = self.repo.find_commit(commit)?;
         let branch = self.repo.branch(&scratch, &c, true)?;
+        crate::fault::point("mid-worktree");
         let mut opts = git2::WorktreeAddOptions::new();
         opts.reference(Some(branch.get()));
-        let wt = self.repo.worktree(WORKTREE_NAME, path, Some(&opts))?;
+        let wt = self.repo.worktree(name, path, Some(&opts))?;
         let wt_repo = Repository::open_from_worktree(&wt)?;
         wt_repo.set_head_detached(commit)?;
-        self.repo.find_branch(&scratch, BranchType::Local)?.delete()?;
+        self.drop_scratch_branch(name);
         Ok(wt_repo)
+    }
+
+    /// Remove what a killed ratchet may leave in git outside the journal's care: the scratch
+    /// branch of an incumbent checkout's creation.
+    pub fn clean_leftovers(&self) {
+        self.drop_scratch_branch(&self.worktree_name());
+    }
+
+    /// Delete the scratch branch a worktree creation uses (left behind when one was killed).
+    fn drop_scratch_branch(&self, name: &str) {
+        if let Ok(mut b) = self.repo.find_branch(&format!("{name}-tmp"), BranchType::Local) {
+            let _ = b.delete();
+        }
+    }
+
+    /// Check out the submodules of the incumbent checkout at the commits its tree records, cloned
+    /// from the main work tree's own checkouts of them (no network). A submodule that is not
+    /// checked out there is a clear error: the benchmark would fail on either side without it.
+    fn init_submodules(&self, wt_repo: &Repository, wt_path: &Path) -> Result<()> {
+        let Ok(subs) = wt_repo.submodules() else { return Ok(()) };
+        for sm in subs {
+            let Some(want) = sm.head_id() else { continue };
+            let rel = sm.path().to_path_buf();
+            let dest = wt_path.join(&rel);
+            if let Ok(r) = Repository::open(&dest) {
+                if r.head().ok().and_then(|h| h.target()) == Some(want) {
+                    continue;
+                }
+                if r.find_commit(want).is_ok() {
+                    r.set_head_detached(want)?;
+                    let mut co = CheckoutBuilder::new();
+                    co.force();
+                    r.checkout_head(Some(&mut co))?;
+                    continue;
+                }
+            }
+            let src = self.root.join(&rel);
+            let missing = || {
+                Error::repo(format!(
+                    "submodule {} (commit {}) is not checked out in {}, so the incumbent checkout cannot have it",
+                    rel.display(),
+                    short(&want.to_string()),
+                    self.root.display()
+                ))
+                .hint("check it out first: git submodule update --init --recursive")
+            };
+            let src_repo = Repository::open(&src).map_err(|_| missing())?;
+            if src_repo.find_commit(want).is_err() {
+                return Err(missing());
+            }
+            if std::fs::symlink_metadata(&dest).is_ok() {
+                std::fs::remove_dir_all(&dest)?;
+            }
+            let url = src.to_str().ok_or_else(missing)?;
+            let cloned = git2::build::RepoBuilder::new().clone(url, &dest)?;
+            cloned.set_head_detached(want)?;
+            let mut co = CheckoutBuilder::new();
+            co.force();
+            cloned.checkout_head(Some(&mut co))?;
+        }
+        Ok(())
     }
 
     /// `git diff --stat`-like summary of `commit` against its first parent.

@@ -31,8 +31,10 @@ fn a_second_ratchet_on_the_same_repo_is_refused() {
 #[test]
 fn a_lock_left_by_a_killed_ratchet_is_cleared() {
     let t = TestRepo::new();
-    std::fs::create_dir_all(t.path().join(".ratchet")).unwrap();
-    std::fs::write(t.path().join(".ratchet/lock"), r#"{"pid":999999999,"started":"2026-01-01T00:00:00Z","command":"ratchet x"}"#).unwrap();
+    // The lock lives in the common git dir, shared by every worktree of the repository.
+    std::fs::create_dir_all(t.path().join(".git/ratchet")).unwrap();
+    std::fs::write(t.path().join(".git/ratchet/lock"), r#"{"pid":999999999,"started":"2026-01-01T00:00:00Z","command":"ratchet x"}"#)
+        .unwrap();
     t.write("fake.env", "FAKE_LATENCY_MS=5\n");
     t.ratchet().arg("experiment: go").assert().success().stderr(predicate::str::contains("cleared a stale lock"));
 }

@@ -274,10 +274,15 @@ fn sweep_killed_before_the_commit_undoes_the_edit() {
     t.write("fake.env", "FAKE_LATENCY_MS=5\n");
     let file = "experiments/01-faster.toml";
     let hash = ratchet::sweep::hypothesis::Hypothesis::load(&t.path().join(file)).unwrap().key();
+    let before = t.git(&["rev-parse", "HEAD:fake.env"]);
+    let after = t.git(&["hash-object", "fake.env"]);
     t.write(
         ".ratchet/sweep.json",
         &format!(
-            r#"{{"in_flight":{{"hypothesis":"{hash}","message":"exp: 10 -> 5 ms","branch":"main","incumbent":"{head}","id":1,"files":["fake.env"]}}}}"#
+            r#"{{"in_flight":{{"hypothesis":"{hash}","message":"exp: 10 -> 5 ms","branch":"main","incumbent":"{head}","id":1,"files":["fake.env"],
+               "changes":[{{"path":"fake.env","before":"{}","after":"{}","mode":33188,"mode_before":33188}}]}}}}"#,
+            before.trim(),
+            after.trim()
         ),
     );
     // One experiment's worth of runs: (8 + 4) pairs at most.

@@ -1,5 +1,5 @@
-//! `ratchet status`: the incumbent, whether a ratchet is running, an unfinished experiment
-//! (recovered when no ratchet holds the lock), and the last result.
+//! `ratchet status`: the incumbent, whether a ratchet is running, an unfinished experiment or
+//! sweep hypothesis (recovered when no ratchet holds the lock), and the last result.
 
 use crate::error::Result;
 use crate::store::Store;
@@ -13,18 +13,26 @@ pub fn run(dir: &Path) -> Result<()> {
     let state_dir = repo.state_dir();
     let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
     let args: Vec<String> = std::env::args().collect();
-    match crate::lock::RepoLock::acquire(&state_dir, &args.join(" ")) {
+    match crate::lock::RepoLock::for_repo(&repo, &args.join(" ")) {
         Ok(_lock) => {
             println!("no ratchet is running here");
             match crate::journal::recover(&repo, &store)? {
                 Some(what) => println!("recovered: {what}"),
                 None => println!("no unfinished experiment"),
             }
+            // A sweep killed before its commit: its edit is undone here, not left for the next
+            // experiment to commit under another message.
+            if let Some(what) = crate::sweep::undo_stopped_sweep(&repo, &store)? {
+                println!("recovered: {what}");
+            }
         }
         Err(e) if e.kind == crate::error::Kind::Locked => {
             println!("{}", e.message);
             if let Some(j) = crate::journal::load(&state_dir) {
                 println!("  experiment {} ({:?}): {}", j.id, j.phase, j.message);
+            }
+            if let Some(h) = crate::sweep::in_flight(&state_dir) {
+                println!("  sweep hypothesis in flight: {h}");
             }
         }
         Err(e) => return Err(e),

@@ -1,13 +1,17 @@
 //! Hypothesis files (`experiments/*.toml`): one queued change per file, as a patch or as literal
 //! find/replace edits, with its commit message, tags and per-experiment overrides. Parsing
 //! validates everything up front so a typo fails the sweep at its start, not at 3 a.m.; applying
-//! is all-or-nothing, so a hypothesis that no longer fits the incumbent leaves the tree untouched.
-//! The format is documented in experiments/README.md.
+//! is all-or-nothing: the whole result is computed in memory against HEAD's tree, every target is
+//! checked (inside the work tree, outside `.git`, through no symlink, never an untracked or ignored
+//! file), and only then is anything written, so a hypothesis that no longer fits the incumbent
+//! leaves the tree untouched. The format is documented in experiments/README.md.
 
 use crate::error::{Error, Result};
-use crate::vcs;
-use serde::Deserialize;
-use std::path::{Component, Path, PathBuf};
+use crate::vcs::{self, Repo};
+use git2::{FileMode, Oid};
+use serde::{Deserialize, Serialize};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
 /// The file as written (serde's view; `deny_unknown_fields` makes a typo an error).
 #[derive(Debug, Deserialize)]
@@ -66,12 +70,24 @@ pub struct Hypothesis {
 #[derive(Debug, Clone, PartialEq)]
 pub struct NotApplicable(pub String);
 
-/// The content of the files a hypothesis writes, computed before anything is written.
+/// One path a hypothesis changes: its blob in HEAD and after the change (`None`: absent), so a
+/// recovery can tell the hypothesis's edit from the user's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileChange {
+    pub path: String,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    /// git's file modes (0o100644, 0o100755, 0o120000) after and before the change.
+    pub mode: u32,
+    pub mode_before: u32,
+}
+
+/// What applying a hypothesis to HEAD gives, computed (and checked) before anything is written.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// Repo-relative paths the change touches (for the sweep's crash recovery).
     pub files: Vec<String>,
-    writes: Vec<(PathBuf, String)>,
+    pub changes: Vec<FileChange>,
 }
 
 fn malformed(path: &Path, why: impl std::fmt::Display) -> Error {
@@ -80,19 +96,13 @@ fn malformed(path: &Path, why: impl std::fmt::Display) -> Error {
     )
 }
 
-/// A repo-relative path that stays inside the repo and out of ratchet's own directories.
+/// A repo-relative path that stays inside the repo, out of `.git` and out of ratchet's own
+/// directories, after normalisation (`./.git/config` and `a/../.git/config` are `.git/config`).
 fn check_rel_path(p: &str) -> std::result::Result<(), String> {
-    let path = Path::new(p);
-    if p.is_empty() {
-        return Err("an empty path".into());
-    }
-    if path.is_absolute() || path.components().any(|c| !matches!(c, Component::Normal(_) | Component::CurDir)) {
+    if p.split('/').any(|c| c == "..") {
         return Err(format!("{p:?} must be a relative path inside the repo (no leading /, no ..)"));
     }
-    if vcs::is_ratchet_path(p) || p.starts_with(".git/") || p == ".git" {
-        return Err(format!("{p:?} is in a directory that belongs to ratchet or git"));
-    }
-    Ok(())
+    vcs::normalise_rel(p).map(|_| ())
 }
 
 impl Hypothesis {
@@ -105,6 +115,9 @@ impl Hypothesis {
         let text = String::from_utf8(bytes.clone()).map_err(|_| malformed(path, "it is not UTF-8 text"))?;
         let raw: RawHypothesis = toml::from_str(&text).map_err(|e| malformed(path, e.to_string().trim_end()))?;
         let message = raw.message.trim().to_string();
+        if message.contains('\0') {
+            return Err(malformed(path, "`message` contains a NUL byte, which a git commit message cannot hold"));
+        }
         if message.is_empty() {
             return Err(malformed(path, "`message` is empty; it is the experiment's commit message"));
         }
@@ -162,78 +175,229 @@ impl Hypothesis {
         format!("{}@{}", self.name, self.hash)
     }
 
-    /// Work out what applying the hypothesis to the tree at `root` writes, without writing.
-    pub fn plan(&self, root: &Path) -> std::result::Result<Plan, NotApplicable> {
-        let edits = match &self.change {
-            Change::Edits(e) => e,
+    /// Work out what applying the hypothesis to HEAD gives, in memory (a patch is applied to
+    /// HEAD's tree, edits to HEAD's blobs), and check every path it would write. Nothing on disk
+    /// is touched.
+    pub fn plan(&self, repo: &Repo) -> std::result::Result<Plan, NotApplicable> {
+        let git = |e: git2::Error| NotApplicable(e.message().to_string());
+        let r = &repo.repo;
+        let base = r.head().and_then(|h| h.peel_to_tree()).map_err(git)?;
+        let new_tree = match &self.change {
             Change::Patch { text, .. } => {
-                let diff = git2::Diff::from_buffer(text).map_err(|e| NotApplicable(e.message().to_string()))?;
-                let files = diff
-                    .deltas()
-                    .flat_map(|d| [d.old_file().path().map(Path::to_path_buf), d.new_file().path().map(Path::to_path_buf)])
-                    .flatten()
-                    .map(|p| p.to_string_lossy().into_owned())
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect();
-                return Ok(Plan { files, writes: vec![] });
-            }
-        };
-        let mut contents: Vec<(String, String)> = vec![];
-        let canon_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-        for (i, e) in edits.iter().enumerate() {
-            let at = match contents.iter().position(|(f, _)| *f == e.file) {
-                Some(at) => at,
-                None => {
-                    let p = root.join(&e.file);
-                    // A symlink must not lead the edit out of the repo.
-                    if let Ok(c) = p.canonicalize() {
-                        if !c.starts_with(&canon_root) {
-                            return Err(NotApplicable(format!("[[edit]] #{}: {} leads outside the repo", i + 1, e.file)));
+                let diff = git2::Diff::from_buffer(text).map_err(git)?;
+                for d in diff.deltas() {
+                    for f in [d.old_file().path(), d.new_file().path()].into_iter().flatten() {
+                        let raw = f.to_string_lossy();
+                        let n = vcs::normalise_rel(&raw).map_err(NotApplicable)?;
+                        if n != raw {
+                            return Err(NotApplicable(format!("the patch names {raw:?}, which is {n:?}: write it as that")));
                         }
                     }
-                    let text = std::fs::read_to_string(&p)
-                        .map_err(|err| NotApplicable(format!("[[edit]] #{}: cannot read {}: {err}", i + 1, e.file)))?;
-                    contents.push((e.file.clone(), text));
-                    contents.len() - 1
                 }
-            };
-            let text = &mut contents[at].1;
-            match text.matches(e.find.as_str()).count() {
-                1 => *text = text.replacen(e.find.as_str(), &e.replace, 1),
-                n => {
-                    let where_ = if n == 0 { "not found".to_string() } else { format!("found {n} times") };
-                    let shown: String = e.find.chars().take(60).collect();
-                    return Err(NotApplicable(format!("[[edit]] #{}: `find` {where_} in {}: {shown:?}", i + 1, e.file)));
+                let mut index =
+                    r.apply_to_tree(&base, &diff, None).map_err(|e| NotApplicable(format!("the patch does not apply: {}", e.message())))?;
+                index.write_tree_to(r).map_err(git)?
+            }
+            Change::Edits(edits) => {
+                let mut contents: Vec<(String, FileMode, String)> = vec![];
+                for (i, e) in edits.iter().enumerate() {
+                    let na = |m: String| NotApplicable(format!("[[edit]] #{}: {m}", i + 1));
+                    let file = resolve_edit_target(repo, &base, &e.file).map_err(na)?;
+                    let at = match contents.iter().position(|(f, _, _)| *f == file) {
+                        Some(at) => at,
+                        None => {
+                            let entry = base.get_path(Path::new(&file)).map_err(|_| {
+                                na(format!("{file} is not tracked by git: a hypothesis edits only tracked files, never an untracked or ignored one"))
+                            })?;
+                            let mode = match entry.filemode() {
+                                m if m == i32::from(FileMode::Blob) => FileMode::Blob,
+                                m if m == i32::from(FileMode::BlobExecutable) => FileMode::BlobExecutable,
+                                _ => return Err(na(format!("{file} is not a regular file in git"))),
+                            };
+                            let blob = r.find_blob(entry.id()).map_err(git)?;
+                            let text = String::from_utf8(blob.content().to_vec()).map_err(|_| na(format!("{file} is not UTF-8 text")))?;
+                            contents.push((file.clone(), mode, text));
+                            contents.len() - 1
+                        }
+                    };
+                    let text = &mut contents[at].2;
+                    match text.matches(e.find.as_str()).count() {
+                        1 => *text = text.replacen(e.find.as_str(), &e.replace, 1),
+                        n => {
+                            let where_ = if n == 0 { "not found".to_string() } else { format!("found {n} times") };
+                            let shown: String = e.find.chars().take(60).collect();
+                            return Err(na(format!("`find` {where_} in {file}: {shown:?}")));
+                        }
+                    }
                 }
+                let mut b = git2::build::TreeUpdateBuilder::new();
+                for (f, mode, text) in &contents {
+                    b.upsert(f.as_str(), r.blob(text.as_bytes()).map_err(git)?, *mode);
+                }
+                b.create_updated(r, &base).map_err(git)?
+            }
+        };
+        let new = r.find_tree(new_tree).map_err(git)?;
+        let diff = r.diff_tree_to_tree(Some(&base), Some(&new), None).map_err(git)?;
+        let id = |f: git2::DiffFile| (!f.id().is_zero()).then(|| f.id().to_string());
+        let mut changes = vec![];
+        for d in diff.deltas() {
+            let Some(path) = d.new_file().path().or(d.old_file().path()) else { continue };
+            changes.push(FileChange {
+                path: path.to_string_lossy().into_owned(),
+                before: id(d.old_file()),
+                after: id(d.new_file()),
+                mode: i32::from(d.new_file().mode()) as u32,
+                mode_before: i32::from(d.old_file().mode()) as u32,
+            });
+        }
+        if repo.folds_case() {
+            let mut seen = std::collections::HashSet::new();
+            if let Some(c) = changes.iter().find(|c| !seen.insert(c.path.to_lowercase())) {
+                return Err(NotApplicable(format!("{} and another path it writes are one file on this case-folding filesystem", c.path)));
             }
         }
-        Ok(Plan {
-            files: contents.iter().map(|(f, _)| f.clone()).collect(),
-            writes: contents.into_iter().map(|(f, t)| (root.join(f), t)).collect(),
-        })
+        for c in &changes {
+            check_target(repo, c).map_err(NotApplicable)?;
+        }
+        Ok(Plan { files: changes.iter().map(|c| c.path.clone()).collect(), changes })
     }
 
-    /// Write a plan made by [`Hypothesis::plan`] (a patch is checked, then applied, by git).
-    pub fn apply(&self, repo: &git2::Repository, plan: &Plan) -> std::result::Result<(), NotApplicable> {
-        match &self.change {
-            Change::Patch { text, .. } => {
-                let diff = git2::Diff::from_buffer(text).map_err(|e| NotApplicable(e.message().to_string()))?;
-                let mut check = git2::ApplyOptions::new();
-                check.check(true);
-                repo.apply(&diff, git2::ApplyLocation::WorkDir, Some(&mut check))
-                    .map_err(|e| NotApplicable(format!("the patch does not apply: {}", e.message())))?;
-                repo.apply(&diff, git2::ApplyLocation::WorkDir, None)
-                    .map_err(|e| NotApplicable(format!("the patch does not apply: {}", e.message())))
-            }
-            Change::Edits(_) => {
-                for (p, text) in &plan.writes {
-                    std::fs::write(p, text).map_err(|e| NotApplicable(format!("cannot write {}: {e}", p.display())))?;
+    /// Write a plan made by [`Hypothesis::plan`]: all of it, or (a write failing) none of it.
+    pub fn apply(&self, repo: &Repo, plan: &Plan) -> std::result::Result<(), NotApplicable> {
+        for (i, c) in plan.changes.iter().enumerate() {
+            if let Err(e) = put_file(repo, &c.path, c.after.as_deref(), c.mode) {
+                for d in plan.changes[..=i].iter().rev() {
+                    let _ = put_file(repo, &d.path, d.before.as_deref(), d.mode_before);
                 }
+                return Err(NotApplicable(format!("cannot write {}: {e}", c.path)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The tracked path an `[[edit]]` of `file` changes: normalised, symlinks followed, and still
+/// inside the work tree and outside `.git` and ratchet's directories once resolved.
+fn resolve_edit_target(repo: &Repo, base: &git2::Tree, file: &str) -> std::result::Result<String, String> {
+    let n = vcs::normalise_rel(file)?;
+    let root = repo.root();
+    let real = root.join(&n).canonicalize().map_err(|e| format!("cannot read {file}: {e}"))?;
+    let rel = real
+        .strip_prefix(root)
+        .map_err(|_| format!("{file} leads outside the repo (through a symbolic link, to {})", real.display()))?
+        .to_str()
+        .ok_or_else(|| format!("{file} resolves to a path that is not UTF-8"))?
+        .to_string();
+    let rel = vcs::normalise_rel(&rel).map_err(|e| format!("{file} resolves to {e}"))?;
+    if base.get_path(Path::new(&rel)).is_err() && repo.folds_case() {
+        // On a case-folding filesystem the name given may differ in case from the tracked one.
+        if let Some(tracked) = tracked_case_insensitive(&repo.repo, base, &rel) {
+            return Ok(tracked);
+        }
+    }
+    Ok(rel)
+}
+
+/// The tracked path equal to `rel` but for case, if there is one.
+fn tracked_case_insensitive(repo: &git2::Repository, base: &git2::Tree, rel: &str) -> Option<String> {
+    let mut tree = base.clone();
+    let mut out: Vec<String> = vec![];
+    let parts: Vec<&str> = rel.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        let (name, id) =
+            tree.iter().find(|e| e.name().is_some_and(|n| n.eq_ignore_ascii_case(part))).map(|e| (e.name().map(str::to_string), e.id()))?;
+        out.push(name?);
+        if i + 1 < parts.len() {
+            tree = repo.find_tree(id).ok()?;
+        }
+    }
+    Some(out.join("/"))
+}
+
+/// Refuse a target the hypothesis must not write: one reached through a symbolic link, an
+/// existing untracked or ignored file, or a tracked file with uncommitted changes.
+fn check_target(repo: &Repo, c: &FileChange) -> std::result::Result<(), String> {
+    vcs::normalise_rel(&c.path)?;
+    let root = repo.root();
+    let parts: Vec<&str> = c.path.split('/').collect();
+    for i in 1..parts.len() {
+        let prefix = parts[..i].join("/");
+        match std::fs::symlink_metadata(root.join(&prefix)) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!("{} goes through the symbolic link {prefix}, which could lead anywhere", c.path))
+            }
+            Ok(m) if !m.is_dir() => return Err(format!("{} needs {prefix} to be a directory, but it is a file", c.path)),
+            Ok(_) => {}
+            Err(_) => break,
+        }
+    }
+    let on_disk = std::fs::symlink_metadata(root.join(&c.path));
+    match (&c.before, on_disk) {
+        (None, Ok(_)) => {
+            let what = if repo.repo.status_should_ignore(Path::new(&c.path)).unwrap_or(false) { "ignored" } else { "untracked" };
+            Err(format!(
+                "it adds {}, which would overwrite the {what} file there (a hypothesis never touches files git does not track)",
+                c.path
+            ))
+        }
+        (None, Err(_)) => Ok(()),
+        (Some(_), Err(_)) => Err(format!("{} is tracked but not in the work tree (deleted, or outside the sparse-checkout cone)", c.path)),
+        (Some(_), Ok(_)) => {
+            let st = repo.repo.status_file(Path::new(&c.path)).map_err(|e| e.message().to_string())?;
+            if st.is_empty() {
                 Ok(())
+            } else {
+                Err(format!("{} has uncommitted changes", c.path))
             }
         }
     }
+}
+
+/// Make `path` hold `blob` (git `mode`), or remove it (`None`). Written to a temporary file
+/// beside it and renamed over it, so a symbolic link there is replaced, never followed.
+pub fn put_file(repo: &Repo, path: &str, blob: Option<&str>, mode: u32) -> std::result::Result<(), String> {
+    let full = repo.root().join(path);
+    let Some(id) = blob else {
+        return match std::fs::remove_file(&full) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
+            _ => Ok(()),
+        };
+    };
+    let oid = Oid::from_str(id).map_err(|e| e.message().to_string())?;
+    let b = repo.repo.find_blob(oid).map_err(|e| e.message().to_string())?;
+    let parent = full.parent().ok_or("no parent directory")?;
+    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+    let name = full.file_name().ok_or("no file name")?.to_string_lossy().into_owned();
+    let tmp = parent.join(format!(".{name}.ratchet-tmp"));
+    let _ = std::fs::remove_file(&tmp);
+    if mode == i32::from(FileMode::Link) as u32 {
+        use std::os::unix::ffi::OsStrExt;
+        std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(b.content()), &tmp).map_err(|e| e.to_string())?;
+    } else {
+        std::fs::write(&tmp, b.content()).map_err(|e| e.to_string())?;
+        let perm = if mode == i32::from(FileMode::BlobExecutable) as u32 { 0o755 } else { 0o644 };
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(perm)).map_err(|e| e.to_string())?;
+    }
+    std::fs::rename(&tmp, &full).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        e.to_string()
+    })
+}
+
+/// The blob id of what is at `path` now (`None`: nothing), to compare with a plan's blobs.
+pub fn disk_blob(repo: &Repo, path: &str) -> Option<String> {
+    let full = repo.root().join(path);
+    let md = std::fs::symlink_metadata(&full).ok()?;
+    if md.file_type().is_symlink() {
+        use std::os::unix::ffi::OsStrExt;
+        let t = std::fs::read_link(&full).ok()?;
+        return Oid::hash_object(git2::ObjectType::Blob, t.as_os_str().as_bytes()).ok().map(|o| o.to_string());
+    }
+    if !md.is_file() {
+        return Some(String::new());
+    }
+    Oid::hash_file(git2::ObjectType::Blob, &full).ok().map(|o| o.to_string())
 }
 
 /// The hypothesis files of a sweep: the given paths (a directory means its `*.toml`), or every
@@ -294,10 +458,27 @@ mod tests {
         p
     }
 
+    /// A git repo holding `files`, committed.
+    fn repo_with(dir: &Path, files: &[(&str, &str)]) -> Repo {
+        let r = git2::Repository::init(dir).unwrap();
+        let mut index = r.index().unwrap();
+        for (f, text) in files {
+            let p = dir.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, text).unwrap();
+            index.add_path(Path::new(f)).unwrap();
+        }
+        index.write().unwrap();
+        let tree = r.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        r.commit(Some("HEAD"), &sig, &sig, "base", &tree, &[]).unwrap();
+        Repo::discover(dir).unwrap()
+    }
+
     #[test]
     fn edits_parse_plan_and_refuse_cleanly() {
         let d = tempfile::tempdir().unwrap();
-        std::fs::write(d.path().join("kernel.py"), "BQ = 32\nBKV = 32\n").unwrap();
+        let repo = repo_with(d.path(), &[("kernel.py", "BQ = 32\nBKV = 32\n")]);
         let p = write(
             d.path(),
             "01-a.toml",
@@ -308,11 +489,33 @@ mod tests {
         assert_eq!(h.tags, ["bq"]);
         assert_eq!((h.deep, h.pairs), (Some(true), Some(3)));
         assert!(h.key().starts_with("01-a.toml@") && h.key().len() == "01-a.toml@".len() + 12);
-        let plan = h.plan(d.path()).unwrap();
+        let plan = h.plan(&repo).unwrap();
         assert_eq!(plan.files, ["kernel.py"]);
+        assert_eq!(std::fs::read_to_string(d.path().join("kernel.py")).unwrap(), "BQ = 32\nBKV = 32\n", "planning writes nothing");
+        h.apply(&repo, &plan).unwrap();
+        assert_eq!(std::fs::read_to_string(d.path().join("kernel.py")).unwrap(), "BQ = 128\nBKV = 32\n");
+        assert_eq!(disk_blob(&repo, "kernel.py"), plan.changes[0].after);
         let bad = write(d.path(), "02.toml", "message = \"x\"\n[[edit]]\nfile = \"kernel.py\"\nfind = \"BKV\"\nreplace = \"Y\"\n[[edit]]\nfile = \"kernel.py\"\nfind = \"nope\"\nreplace = \"z\"\n");
-        let e = Hypothesis::load(&bad).unwrap().plan(d.path()).unwrap_err();
+        let e = Hypothesis::load(&bad).unwrap().plan(&repo).unwrap_err();
         assert!(e.0.contains("#2") && e.0.contains("not found"), "{e:?}");
+    }
+
+    #[test]
+    fn paths_are_normalised_before_the_git_and_ratchet_rules() {
+        for bad in [
+            "./.git/config",
+            "a/../.git/config",
+            ".GIT/config",
+            "sub/.git/hooks/pre-commit",
+            ".git./config",
+            "./.ratchet/x",
+            "RESULTS/results.csv",
+        ] {
+            assert!(vcs::normalise_rel(bad).is_err(), "{bad}");
+        }
+        assert_eq!(vcs::normalise_rel("./a/./b/../c.py").unwrap(), "a/c.py");
+        assert!(vcs::normalise_rel("a/../../etc/passwd").is_err());
+        assert!(check_rel_path("./.git/config").is_err());
     }
 
     #[test]

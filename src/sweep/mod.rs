@@ -19,7 +19,7 @@ use crate::experiment;
 use crate::store::{ResultRow, Status, Store};
 use crate::vcs::short;
 use crate::vcs::{self, Repo};
-use hypothesis::Hypothesis;
+use hypothesis::{FileChange, Hypothesis};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -52,6 +52,9 @@ struct InFlight {
     id: u64,
     /// Repo-relative files the change writes.
     files: Vec<String>,
+    /// Their blobs before and after the change, to tell the hypothesis's edit from the user's.
+    #[serde(default)]
+    changes: Vec<FileChange>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -268,37 +271,50 @@ fn run_one(
 ) -> Result<ResultRow> {
     let started = Instant::now();
     let head = repo.head_oid()?;
-    let id = store.next_id()?;
-    let skipped = |why: String| -> Result<ResultRow> {
-        let row = skipped_row(id, head, cfg, h, why, started.elapsed().as_secs_f64());
+    let row_of = |status: Status, why: String| -> Result<ResultRow> {
+        // An id of its own, never reused (see journal::allocate_id).
+        let id = crate::journal::allocate_id(repo, store)?;
+        let row = ResultRow { status, ..skipped_row(id, head, cfg, h, why, started.elapsed().as_secs_f64()) };
         store.append_row(&row)?;
-        println!("  SKIPPED: {}", row.note);
+        println!("  {}: {}", status.as_str().to_uppercase(), row.note);
         Ok(row)
     };
-    let plan = match h.plan(repo.root()) {
+    let plan = match h.plan(repo) {
         Ok(p) => p,
-        Err(e) => return skipped(format!("does not apply to {}: {}", short(&head.to_string()), e.0)),
+        Err(e) => return row_of(Status::Skipped, format!("does not apply to {}: {}", short(&head.to_string()), e.0)),
     };
+    if plan.changes.is_empty() {
+        return row_of(Status::Skipped, "applying it changes nothing (the incumbent already has it)".into());
+    }
+    // The same rule as a single experiment's, checked before the tree is touched: this one
+    // hypothesis is refused and the sweep goes on.
+    let protected = config::protected_paths(cfg, repo.root());
+    let touched: Vec<&str> = plan.files.iter().filter(|p| config::is_protected(p, &protected)).map(String::as_str).collect();
+    if !touched.is_empty() {
+        return row_of(
+            Status::Refused,
+            format!(
+                "refused: it changes the benchmark harness ({}); a gain could then come from the measuring stick, not the kernel",
+                touched.join(", ")
+            ),
+        );
+    }
     let mut state = SweepState {
         in_flight: Some(InFlight {
             hypothesis: h.key(),
             message: h.message.clone(),
             branch: branch.to_string(),
             incumbent: head.to_string(),
-            id,
+            id: store.next_id()?,
             files: plan.files.clone(),
+            changes: plan.changes.clone(),
         }),
     };
     // Recorded before the tree is touched: a kill from here on is undone by `recover`.
     state.save(state_dir)?;
-    if let Err(e) = h.apply(&repo.repo, &plan) {
-        restore_files(repo, head, &plan.files)?;
+    if let Err(e) = h.apply(repo, &plan) {
         SweepState::default().save(state_dir)?;
-        return skipped(format!("does not apply to {}: {}", short(&head.to_string()), e.0));
-    }
-    if repo.changes()?.is_empty() {
-        SweepState::default().save(state_dir)?;
-        return skipped("applying it changes nothing (the incumbent already has it)".into());
+        return row_of(Status::Skipped, format!("does not apply to {}: {}", short(&head.to_string()), e.0));
     }
     let eopts = experiment::Options {
         message: h.message.clone(),
@@ -309,11 +325,9 @@ fn run_one(
         tags: h.tags.clone(),
     };
     let res = experiment::run(repo.root(), &eopts, exec);
-    if res.is_err() {
+    if res.is_err() && repo.head_oid()? == head {
         // run() reverts what it committed; anything it left uncommitted is the hypothesis's.
-        if repo.head_oid()? == head {
-            restore_files(repo, head, &plan.files)?;
-        }
+        undo_edit(repo, &plan.changes)?;
     }
     state.in_flight = None;
     state.save(state_dir)?;
@@ -331,43 +345,84 @@ fn skipped_row(id: u64, head: git2::Oid, cfg: &Config, h: &Hypothesis, note: Str
     }
 }
 
-/// Put `files` back as they are in `commit` (deleting those it does not have).
-fn restore_files(repo: &Repo, commit: git2::Oid, files: &[String]) -> Result<()> {
-    let tree = repo.repo.find_commit(commit)?.tree()?;
-    for f in files {
-        let path = repo.root().join(f);
-        match tree.get_path(Path::new(f)) {
-            Ok(entry) => {
-                let blob = repo.repo.find_blob(entry.id())?;
-                std::fs::write(&path, blob.content())?;
-            }
-            Err(_) => {
-                if path.is_file() {
-                    std::fs::remove_file(&path)?;
-                }
-            }
+/// Take a hypothesis's edit back out of the work tree: each path that holds what the hypothesis
+/// wrote gets its HEAD content back. A path that holds something else was changed since (by the
+/// user): it is left alone and named in the error, never overwritten.
+fn undo_edit(repo: &Repo, changes: &[FileChange]) -> Result<Vec<String>> {
+    let mut undone = vec![];
+    let mut changed_since = vec![];
+    for c in changes {
+        let now = hypothesis::disk_blob(repo, &c.path);
+        if now == c.after {
+            hypothesis::put_file(repo, &c.path, c.before.as_deref(), c.mode_before)
+                .map_err(|e| Error::failure(format!("cannot restore {}: {e}", c.path)))?;
+            undone.push(c.path.clone());
+        } else if now != c.before {
+            changed_since.push(c.path.clone());
         }
     }
-    Ok(())
+    if !changed_since.is_empty() {
+        return Err(Error::repo(format!(
+            "a stopped sweep's hypothesis edited {}, and the file{} changed since; ratchet will not guess which content is wanted",
+            changed_since.join(", "),
+            if changed_since.len() == 1 { " has" } else { "s have" }
+        ))
+        .hint("keep what you want (git diff shows it; git checkout -- FILE drops it), then run ratchet again"));
+    }
+    Ok(undone)
 }
 
 /// Undo what a killed sweep left of the hypothesis in flight (see the module doc).
-fn recover(repo: &Repo, store: &Store, state_dir: &Path) -> Result<()> {
+fn recover(repo: &Repo, store: &Store, _state_dir: &Path) -> Result<()> {
     // An experiment that had committed is the journal's to finish or roll back: it records the
     // row (`interrupted` unless decided), which the check below then sees.
     if let Some(what) = crate::journal::recover(repo, store)? {
         eprintln!("recovered: {what}");
     }
-    let state = SweepState::load(state_dir)?;
-    let Some(f) = state.in_flight else { return Ok(()) };
+    if let Some(what) = undo_stopped_sweep(repo, store)? {
+        eprintln!("recovered: {what}");
+    }
+    Ok(())
+}
+
+/// What a sweep that was stopped left in flight, for `ratchet status`: the hypothesis, or `None`.
+pub fn in_flight(state_dir: &Path) -> Option<String> {
+    let f = SweepState::load(state_dir).ok()?.in_flight?;
+    Some(format!("{} (\"{}\", on {} at {})", f.hypothesis, f.message, f.branch, short(&f.incumbent)))
+}
+
+/// Take back what a sweep that was stopped (killed) left of its hypothesis in flight: an edit
+/// not yet committed is undone (only where the files still hold exactly what the hypothesis
+/// wrote), a commit without a row is parked and reverted. Called by a resumed sweep, by a single
+/// experiment (which must never commit the sweep's edit under its own message) and by `ratchet
+/// status`; the caller holds the lock and has run the journal's recovery. Returns what it did.
+pub fn undo_stopped_sweep(repo: &Repo, store: &Store) -> Result<Option<String>> {
+    let state_dir = repo.state_dir();
+    let state = SweepState::load(&state_dir)?;
+    let Some(f) = state.in_flight else { return Ok(None) };
     let recorded = store.rows()?.iter().any(|r| r.hypothesis == f.hypothesis && r.id >= f.id);
     let incumbent = git2::Oid::from_str(&f.incumbent).map_err(Error::from)?;
     let head = repo.head_oid()?;
+    let mut said = None;
     if !recorded {
         if head == incumbent {
-            restore_files(repo, incumbent, &f.files)?;
-            store.drop_runs(&f.id.to_string())?;
-            eprintln!("note: undid the uncommitted edits of {}, left by a sweep that was stopped", f.hypothesis);
+            if f.changes.is_empty() && !f.files.is_empty() {
+                return Err(Error::repo(format!(
+                    "a stopped sweep left {} in flight, recorded by an older ratchet without the content it wrote",
+                    f.hypothesis
+                ))
+                .hint(format!(
+                    "check {} (git diff), keep or drop the edit, then delete {}",
+                    f.files.join(", "),
+                    state_dir.join(STATE_FILE).display()
+                )));
+            }
+            let undone = undo_edit(repo, &f.changes)?;
+            said = Some(format!(
+                "undid the uncommitted edit of {} ({}), left by a sweep that was stopped before its commit; the sweep runs it again",
+                f.hypothesis,
+                if undone.is_empty() { "nothing was left".to_string() } else { undone.join(", ") }
+            ));
         } else {
             let c = repo.repo.find_commit(head)?;
             let ours = c.parent_id(0).ok() == Some(incumbent) && c.message().map(str::trim) == Some(f.message.as_str());
@@ -380,13 +435,14 @@ fn recover(repo: &Repo, store: &Store, state_dir: &Path) -> Result<()> {
                 ))
                 .hint(format!("check `git log`; then delete {} to start afresh", state_dir.join(STATE_FILE).display())));
             }
-            let name = repo.mark_discarded(&format!("{}-stopped", f.id), head)?;
+            let id = crate::journal::allocate_id(repo, store)?;
+            let name = repo.mark_discarded(&format!("{id}-stopped"), head)?;
             repo.reset_to(incumbent)?;
-            store.drop_runs(&f.id.to_string())?;
-            eprintln!("note: a sweep was stopped during experiment {} ({}); parked it at {name} and will run it again", f.id, f.hypothesis);
+            said = Some(format!("a sweep was stopped while running {}; parked it at {name} and will run it again", f.hypothesis));
         }
     }
-    SweepState::default().save(state_dir)
+    SweepState::default().save(&state_dir)?;
+    Ok(said)
 }
 
 fn print_summary(store: &Store, out: &SweepOutcome, runs: u64, wall: f64) {
