@@ -348,7 +348,8 @@ fn drive(mut s: Session, seq: &Sequential, direction: config::Direction) -> Resu
 /// Both runs dumped their compiled HLO and the texts are byte-identical.
 fn same_hlo(inc: &RunRecord, cand: &RunRecord) -> Option<String> {
     let (a, b) = (inc.hlo.as_ref()?, cand.hlo.as_ref()?);
-    let (ta, tb) = (std::fs::read(a).ok()?, std::fs::read(b).ok()?);
+    let cap = bench::safe_read::MAX_HLO_BYTES;
+    let (ta, tb) = (bench::safe_read::read_capped(a, cap).ok()?, bench::safe_read::read_capped(b, cap).ok()?);
     (ta == tb).then(|| {
         format!(
             "the candidate's compiled HLO is byte-identical to the incumbent's ({} bytes): the change cannot alter the kernel",

@@ -6,8 +6,7 @@ use std::path::Path;
 
 pub const RESULT_FILE: &str = "ratchet-result.json";
 pub const SCHEMA_VERSION: u32 = 1;
-/// A result file larger than this is refused rather than read (a runaway benchmark).
-const MAX_RESULT_BYTES: u64 = 64 << 20;
+use super::safe_read::MAX_RESULT_BYTES;
 
 /// The benchmark's correctness check against its reference.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -82,18 +81,9 @@ fn perr(msg: impl Into<String>) -> ProtocolError {
     ProtocolError(msg.into())
 }
 
-/// Read and validate a result file.
+/// Read and validate a result file (a regular file of at most 64 MiB, opened without blocking).
 pub fn read_result_file(path: &Path) -> Result<ResultFile, ProtocolError> {
-    let meta = std::fs::metadata(path).map_err(|e| perr(format!("cannot read {}: {e}", path.display())))?;
-    if meta.len() > MAX_RESULT_BYTES {
-        return Err(perr(format!(
-            "{} is {} bytes, more than the {} MiB a result file may have",
-            path.display(),
-            meta.len(),
-            MAX_RESULT_BYTES >> 20
-        )));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| perr(format!("cannot read {}: {e}", path.display())))?;
+    let text = super::safe_read::read_text_capped(path, MAX_RESULT_BYTES).map_err(|e| perr(e.0))?;
     parse_result_file(&text)
 }
 
