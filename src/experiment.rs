@@ -270,6 +270,11 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     if status == Status::Interrupted {
         return Err(Error::interrupted().hint("the hypothesis was reverted and recorded as interrupted"));
     }
+    if crate::signals::interrupted() {
+        // The signal came while the decision was being recorded: that finished, and the exit
+        // code still says the user stopped ratchet (a sweep stops here too).
+        return Err(Error::interrupted().hint(format!("experiment {id} was decided and recorded ({}) before stopping", status.as_str())));
+    }
     if status == Status::Error {
         return Err(Error::failure(format!("experiment {id} could not be decided: {}", row.note))
             .hint("check that the incumbent's benchmark runs (its logs are under .ratchet/experiments/)"));

@@ -77,6 +77,7 @@ pub fn kill_orphaned_benchmark(state_dir: &Path) -> Option<i32> {
 /// the user, or `None` when there was nothing to recover.
 pub fn recover(repo: &Repo, store: &Store) -> Result<Option<String>> {
     let state_dir = repo.state_dir();
+    crate::cleanup::remove_stale_temp_files(&[&state_dir, &repo.root().join(vcs::RESULTS_DIR)]);
     let mut said = vec![];
     if let Some(pgid) = kill_orphaned_benchmark(&state_dir) {
         said.push(format!("killed the benchmark process group {pgid} it left running"));

@@ -110,6 +110,11 @@ impl<'a> Session<'a> {
                 }));
             }
             if crate::signals::interrupted() {
+                // The run finished before the signal: it is a sample like any other, so it is
+                // recorded before the session stops.
+                if let Some(store) = self.store {
+                    store.append_run(&self.records[i])?;
+                }
                 return Ok(Err(Stop::Interrupted));
             }
             if rec.throttled == Some(true) && attempt < self.cfg.benchmark.throttle_reruns {

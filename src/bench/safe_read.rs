@@ -15,7 +15,7 @@ pub const MAX_HLO_BYTES: u64 = 256 << 20;
 pub const MAX_TRACE_BYTES: u64 = 1 << 30;
 /// Largest decompressed `.trace.json` text: a JSON trace takes several times its size once
 /// parsed, so this bounds the reader's memory at a few GiB.
-pub const MAX_TRACE_JSON_BYTES: u64 = 512 << 20;
+pub const MAX_TRACE_JSON_BYTES: u64 = 256 << 20;
 
 /// Why a file was not read; the message names the path and the limit or rule it broke.
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +54,7 @@ pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, SafeReadError> {
     }
     let mut buf = Vec::with_capacity(len as usize);
     // A file that grows while being read is still cut at the cap.
-    f.take(cap + 1).read_to_end(&mut buf).map_err(|e| err(format!("cannot read {}: {e}", path.display())))?;
+    read_bounded(f, cap + 1, &mut buf).map_err(|e| err(format!("cannot read {}: {e}", path.display())))?;
     if buf.len() as u64 > cap {
         return Err(too_big(path, buf.len() as u64, cap, "at least "));
     }
@@ -71,9 +71,7 @@ pub fn read_text_capped(path: &Path, cap: u64) -> Result<String, SafeReadError> 
 pub fn read_gzip_text_capped(path: &Path, limit: u64) -> Result<String, SafeReadError> {
     let f = open_regular(path)?;
     let mut out = Vec::new();
-    flate2::read::GzDecoder::new(f)
-        .take(limit + 1)
-        .read_to_end(&mut out)
+    read_bounded(flate2::read::GzDecoder::new(f), limit + 1, &mut out)
         .map_err(|e| err(format!("{} is not a readable gzip file: {e}", path.display())))?;
     if out.len() as u64 > limit {
         return Err(err(format!(
@@ -84,6 +82,30 @@ pub fn read_gzip_text_capped(path: &Path, limit: u64) -> Result<String, SafeRead
         )));
     }
     String::from_utf8(out).map_err(|_| err(format!("{} is not UTF-8 JSON", path.display())))
+}
+
+/// Read at most `max` bytes into `out`, growing it by at most what is left of `max` (a plain
+/// `read_to_end` doubles its buffer, so a cap of N could cost 2N).
+fn read_bounded(mut r: impl Read, max: u64, out: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        let room = max.saturating_sub(out.len() as u64);
+        if room == 0 {
+            return Ok(());
+        }
+        let want = buf.len().min(room as usize);
+        let n = match r.read(&mut buf[..want]) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if out.capacity() - out.len() < n {
+            let grow = out.len().max(1 << 20).min((max - out.len() as u64) as usize).max(n);
+            out.reserve_exact(grow);
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
 }
 
 fn too_big(path: &Path, len: u64, cap: u64, at_least: &str) -> SafeReadError {
