@@ -63,8 +63,8 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
             Error::usage("the experiment's message is empty").hint("describe the hypothesis: ratchet \"experiment: bump BQ to 512\"")
         );
     }
-    if let Some(pairs) = opts.pairs.filter(|&p| p < 2) {
-        return Err(Error::usage(format!("--pairs {pairs}: a paired test needs at least 2 pairs")));
+    if let Some(pairs) = opts.pairs.filter(|&p| !(2..=config::MAX_PAIRS).contains(&p)) {
+        return Err(Error::usage(format!("--pairs {pairs}: must be between 2 (a paired test needs two pairs) and {}", config::MAX_PAIRS)));
     }
     let seq = Sequential::new(cfg.decision.params(opts.pairs));
     repo.ensure_excludes()?;

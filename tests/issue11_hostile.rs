@@ -33,7 +33,7 @@ case "$mode" in
   daemon) setsid sh -c 'echo $$ > "$RATCHET_REPO/daemon.pid"; exec sleep 300' </dev/null >/dev/null 2>&1 &
           sleep 0.2 ;;
 esac
-printf '{"version": 1, %s "latencies_ms": %s}' "$extra" "$lats" > "$RATCHET_OUT/ratchet-result.json"
+printf '{"version": 1, "flops": 1e9, %s "latencies_ms": %s}' "$extra" "$lats" > "$RATCHET_OUT/ratchet-result.json"
 "#;
 
 fn repo(config: &str) -> TestRepo {
@@ -190,4 +190,19 @@ fn a_daemonised_benchmark_process_does_not_survive_its_run() {
     let pid: i32 = t.read("daemon.pid").trim().parse().unwrap();
     std::thread::sleep(Duration::from_millis(100));
     assert!(!ratchet::bench::executor::alive(pid), "the setsid'd daemon {pid} survived");
+}
+
+#[test]
+fn extreme_values_make_the_run_invalid_with_the_reason_never_a_panic() {
+    let score_cfg = CONFIG.replace("metric = \"latency\"", "metric = \"score\"\n[hardware]\npreset = \"tpu-v5e\"");
+    for (mode, cfg, needle) in [("tiny", CONFIG, "1e-320"), ("huge", CONFIG, "1e308"), ("score0", score_cfg.as_str(), "score")] {
+        let t = repo(cfg);
+        t.write("mode.txt", &format!("{mode}\n"));
+        let out = t.ratchet().arg(format!("experiment: {mode}")).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{mode}: {text}");
+        let r = &t.rows()[0];
+        assert_eq!(r["status"], "invalid", "{mode}: {text}");
+        assert!(r["note"].contains(needle), "{mode}: {}", r["note"]);
+    }
 }

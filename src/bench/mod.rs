@@ -302,7 +302,7 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         rec.error = Some(msg);
         return Ok(rec);
     }
-    match metric_value(&rec, cfg.score.metric, cfg.hardware().as_ref()) {
+    match metric_value(&rec, cfg.score.metric, cfg.hardware().as_ref()).and_then(|v| usable_value(&rec, cfg.score.metric, v)) {
         Ok(v) => rec.value = Some(v),
         Err(msg) => {
             rec.status = RunStatus::Invalid;
@@ -489,6 +489,28 @@ fn read_report(rec: &mut RunRecord, summary_lines: &[String]) -> Result<(), Stri
              see docs/protocol.md for what it must report"
         )),
     }
+}
+
+/// The decision works on log ratios of values, so a value must be positive and finite with a
+/// finite logarithm of any ratio to another (|ln v| < 460 keeps every difference far from
+/// overflow). Anything else (score=0, a trace time of 1e-320 ms, an infinite tflops) makes the
+/// run invalid with the reason instead of reaching the statistics.
+fn usable_value(rec: &RunRecord, metric: Metric, v: f64) -> Result<f64, String> {
+    if let Some(l) = rec.latency_ms.filter(|l| !protocol::latency_in_range(*l)) {
+        return Err(format!(
+            "latency {l:e} ms ({}) is not a usable time; it must lie in [{:e}, {:e}] ms",
+            rec.latency_source.as_deref().unwrap_or("reported"),
+            protocol::MIN_LATENCY_MS,
+            protocol::MAX_LATENCY_MS
+        ));
+    }
+    if v.is_finite() && v > 0.0 && v.ln().abs() < 460.0 {
+        return Ok(v);
+    }
+    Err(format!(
+        "the deciding metric {} = {v:e} is not a usable value: it must be a positive finite number (between 1e-200 and 1e200)",
+        metric.as_str()
+    ))
 }
 
 /// The deciding metric of one sample.

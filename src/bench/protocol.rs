@@ -72,6 +72,19 @@ pub struct ResultFile {
     pub snapshots: Option<Vec<SnapshotEntry>>,
 }
 
+/// The shortest time a run may report: 1 ps. Below it a time is a unit mistake or a denormal
+/// (1e-320) whose ratios overflow.
+pub const MIN_LATENCY_MS: f64 = 1e-9;
+/// The longest: 10^9 ms, about 11.6 days, far past any timeout.
+pub const MAX_LATENCY_MS: f64 = 1e9;
+/// The largest FLOP or byte count of one call (10^24): products with it stay finite.
+pub const MAX_COUNT: f64 = 1e24;
+
+/// Whether `ms` is a time the statistics can use (finite, in [MIN_LATENCY_MS, MAX_LATENCY_MS]).
+pub fn latency_in_range(ms: f64) -> bool {
+    (MIN_LATENCY_MS..=MAX_LATENCY_MS).contains(&ms)
+}
+
 /// Why a result file is unusable; the message names the field and the fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
@@ -101,13 +114,15 @@ pub fn parse_result_file(text: &str) -> Result<ResultFile, ProtocolError> {
     if r.latencies_ms.is_empty() {
         return Err(perr(format!("{RESULT_FILE}: \"latencies_ms\" is empty; record each measured iteration's time")));
     }
-    if let Some((i, v)) = r.latencies_ms.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
-        return Err(perr(format!("{RESULT_FILE}: latencies_ms[{i}] = {v} is not a positive finite time in ms")));
+    if let Some((i, v)) = r.latencies_ms.iter().enumerate().find(|(_, v)| !latency_in_range(**v)) {
+        return Err(perr(format!(
+            "{RESULT_FILE}: latencies_ms[{i}] = {v:e} is not a usable time; each must lie in [{MIN_LATENCY_MS:e}, {MAX_LATENCY_MS:e}] ms"
+        )));
     }
     for (name, v) in [("flops", r.flops), ("bytes", r.bytes), ("min_bytes", r.min_bytes)] {
         if let Some(v) = v {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(perr(format!("{RESULT_FILE}: \"{name}\" = {v} must be a positive finite number")));
+            if !(v.is_finite() && v > 0.0 && v <= MAX_COUNT) {
+                return Err(perr(format!("{RESULT_FILE}: \"{name}\" = {v:e} must be a positive number of at most {MAX_COUNT:e}")));
             }
         }
     }
@@ -145,8 +160,11 @@ pub fn parse_legacy(stdout: &str) -> Result<Option<LegacyResult>, ProtocolError>
         }
     }
     out.latency_ms = latency.ok_or_else(|| perr("RESULT line has no latency=...ms field"))?;
-    if !(out.latency_ms.is_finite() && out.latency_ms > 0.0) {
-        return Err(perr(format!("RESULT line: latency {} ms is not a positive time", out.latency_ms)));
+    if !latency_in_range(out.latency_ms) {
+        return Err(perr(format!(
+            "RESULT line: latency {:e} ms is not a usable time; it must lie in [{MIN_LATENCY_MS:e}, {MAX_LATENCY_MS:e}] ms",
+            out.latency_ms
+        )));
     }
     if let Some(line) = stdout.lines().rev().find_map(|l| l.trim().strip_prefix("REGIME:")) {
         let mut words = line.split_whitespace();
