@@ -110,6 +110,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         std::fs::remove_dir_all(&exp_dir)?;
     }
     let python_dir = crate::pyhelper::install(&state_dir)?;
+    bench::infra::preflight(&cfg, repo.root(), &state_dir, &python_dir)?;
     let mut entry = journal::Entry {
         id,
         branch: branch.clone(),
@@ -173,6 +174,12 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         repo.exclude_benchmark_outputs(&outputs)?;
     }
     let (records, ended) = match measured {
+        Ok((_, Ended::Stopped(Stop::Infrastructure(why)))) => {
+            return Err(bench::infra::give_back(&repo, &store, &state_dir, &id_str, candidate, incumbent, &why));
+        }
+        Err(e) if bench::infra::says_no_space(&e.to_string()) => {
+            return Err(bench::infra::give_back(&repo, &store, &state_dir, &id_str, candidate, incumbent, &e.to_string()));
+        }
         Ok(v) => v,
         Err(e) => {
             // Never leave the hypothesis half-applied: park it and go back to the incumbent.
@@ -190,6 +197,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
             (Status::Error, None, format!("the incumbent's benchmark failed, so nothing could be compared: {why}"))
         }
         Ended::Stopped(Stop::Interrupted) => (Status::Interrupted, None, "interrupted by a signal".to_string()),
+        Ended::Stopped(Stop::Infrastructure(why)) => (Status::Error, None, why),
         Ended::NoOp(why) => (Status::NoOp, None, why),
         Ended::Decided(d) => {
             let status = match d.verdict {
@@ -257,7 +265,15 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         state.save(&state_dir)?;
         None
     } else {
-        let r = revert(&repo, &id_str, candidate, incumbent)?;
+        let r = revert(&repo, &id_str, candidate, incumbent).map_err(|e| {
+            let fix = if bench::infra::says_no_space(&e.to_string()) { "free disk space, then " } else { "" };
+            let hint = format!("{fix}run `ratchet status`: it finishes the rollback (the decision is in the journal)");
+            if e.hint.is_none() {
+                e.hint(hint)
+            } else {
+                e
+            }
+        })?;
         state.incumbents.insert(branch.clone(), incumbent.to_string());
         state.save(&state_dir)?;
         Some(r)

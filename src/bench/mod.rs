@@ -2,6 +2,7 @@
 //! into a [`RunRecord`], the raw sample that every decision is made from and that is kept.
 
 pub mod executor;
+pub mod infra;
 pub mod protocol;
 pub mod safe_read;
 
