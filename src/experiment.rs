@@ -279,6 +279,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         Some(r)
     };
     fault::point("before-append");
+    crate::signals::inject("before-append");
     store.append_row(&row)?;
     fault::point("after-append");
     journal::clear(&state_dir)?;

@@ -93,6 +93,7 @@ impl<'a> Session<'a> {
         let mut attempt = 0;
         loop {
             let i = self.run_once(side, label)?;
+            crate::signals::inject("after-run");
             let rec = &self.records[i];
             if rec.status != RunStatus::Ok {
                 let err = rec.error.clone().unwrap_or_default();

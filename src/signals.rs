@@ -21,3 +21,15 @@ pub fn install() -> std::io::Result<()> {
 pub fn interrupted() -> bool {
     FLAG.get().is_some_and(|f| f.load(Ordering::SeqCst))
 }
+
+/// Test hook, like `RATCHET_FAULT`: `RATCHET_SIGNAL_AT=<point>` makes ratchet send itself SIGINT
+/// when it reaches that named point, as a Ctrl-C arriving exactly then would. Unset (always, in
+/// normal use), a point costs one environment lookup.
+pub fn inject(point: &str) {
+    if std::env::var("RATCHET_SIGNAL_AT").is_ok_and(|v| v == point) {
+        // SAFETY: raising a handled signal on ourselves; the handler only sets the flag.
+        unsafe {
+            libc::raise(libc::SIGINT);
+        }
+    }
+}

@@ -142,6 +142,8 @@ impl Executor for ProcessExecutor {
             }
         };
         let pgid = child.id() as i32;
+        // A ratchet killed here has recorded only the run's token: recovery must find it by that.
+        crate::fault::point("after-spawn");
         if let Some(f) = &spec.pgid_file {
             let start = proc_stat(pgid).map(|s| s.start).unwrap_or(0);
             write_record(f, &RunRecordFile { pgid, start, token: token.clone() })?;
