@@ -206,3 +206,45 @@ fn extreme_values_make_the_run_invalid_with_the_reason_never_a_panic() {
         assert!(r["note"].contains(needle), "{mode}: {}", r["note"]);
     }
 }
+
+#[test]
+fn a_sweep_with_extreme_values_records_them_and_restarts_cleanly() {
+    let t = repo(CONFIG);
+    t.write("experiments/a.toml", "message = \"denormal\"\n[[edit]]\nfile = \"mode.txt\"\nfind = \"ok\"\nreplace = \"tiny\"\n");
+    t.write("experiments/b.toml", "message = \"overflow\"\n[[edit]]\nfile = \"mode.txt\"\nfind = \"ok\"\nreplace = \"huge\"\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-qm", "a queue of hostile hypotheses"]);
+    t.ratchet().arg("sweep").assert().success();
+    let rows = t.rows();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r["status"] == "invalid"), "{rows:?}");
+    // Started again, it finds nothing left to do instead of crashing on the same hypothesis.
+    t.ratchet().arg("sweep").assert().success();
+    assert_eq!(t.rows().len(), 2);
+}
+
+#[test]
+fn out_of_range_config_values_are_load_errors_before_anything_is_committed() {
+    for (key, value, range) in [("timeout_s", "1e20", "604800"), ("max_pairs", "4000000000", "10000")] {
+        let cfg = if key == "max_pairs" {
+            CONFIG.replace("max_pairs = 2", &format!("max_pairs = {value}"))
+        } else {
+            CONFIG.replace("timeout_s = 20", &format!("timeout_s = {value}"))
+        };
+        let t = repo(&cfg);
+        let base = t.head();
+        t.write("mode.txt", "other\n");
+        let out = t.ratchet().arg("experiment: x").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        let line = cfg.lines().position(|l| l.starts_with(key)).unwrap() + 1;
+        assert!(err.contains(&format!("line {line}")) && err.contains(key) && err.contains(range), "{err}");
+        assert_eq!(t.head(), base);
+        assert_eq!(t.read("mode.txt"), "other\n");
+    }
+    let t = repo(CONFIG);
+    t.write("mode.txt", "other\n");
+    let out = t.ratchet().args(["experiment: x", "--pairs", "4000000000"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("10000"));
+}
