@@ -57,7 +57,7 @@ pub fn run(dir: &Path, args: &CalibrateArgs, exec: &mut dyn Executor) -> Result<
                 s.finish();
                 let why = match stop {
                     Stop::Interrupted => return Err(Error::interrupted()),
-                    Stop::Candidate(_, w) | Stop::Incumbent(w) => w,
+                    Stop::Candidate(_, w) | Stop::Incumbent(w) | Stop::Infrastructure(w) => w,
                 };
                 return Err(Error::failure(format!("a calibration run failed: {why}"))
                     .hint("the benchmark must run cleanly on HEAD; its logs are under .ratchet/calibration/runs/"));

@@ -23,7 +23,8 @@ pub const EXIT_CODES: &str = "Exit codes:
   3    configuration error (ratchet.toml, or a malformed hypothesis file)
   4    unsafe repository state (detached HEAD, merge in progress, nothing to test)
   5    another ratchet holds the repository's lock
-  130  interrupted (SIGINT/SIGTERM): the hypothesis was reverted and recorded";
+  6    the machine or set-up failed, not the hypothesis: nothing committed or recorded
+  130  interrupted (SIGINT/SIGTERM/SIGHUP): the hypothesis was reverted and recorded";
 
 #[derive(Debug, Args, Default)]
 pub struct ExperimentArgs {

@@ -10,6 +10,18 @@ use std::path::{Path, PathBuf};
 
 pub const FILE_NAME: &str = "ratchet.toml";
 
+/// The largest budget of pairs (`max_pairs`, `confirm_pairs`, `--pairs`): 10,000 pairs is
+/// 20,000 benchmark processes, past any real experiment, and keeps every buffer sized by it small.
+pub const MAX_PAIRS: u32 = 10_000;
+/// The longest `timeout_s`: 7 days (a `Duration` of 1e20 s would overflow).
+pub const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
+/// The longest `kill_grace_s`: 1 hour.
+pub const MAX_GRACE_S: f64 = 3600.0;
+/// The most warmup, measured or profiled iterations per run.
+pub const MAX_ITERS: u32 = 10_000_000;
+/// The most re-runs of a throttled run.
+pub const MAX_RERUNS: u32 = 100;
+
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
@@ -313,14 +325,24 @@ impl Config {
         if b.command.trim().is_empty() {
             return bad("benchmark", "command", "is empty; give the command that runs one benchmark, e.g. \"python3 prepare.py\"".into());
         }
-        if !(b.timeout_s.is_finite() && b.timeout_s > 0.0) {
-            return bad("benchmark", "timeout_s", format!("must be a positive number of seconds, got {}", b.timeout_s));
+        if !(b.timeout_s.is_finite() && b.timeout_s > 0.0 && b.timeout_s <= MAX_TIMEOUT_S) {
+            return bad("benchmark", "timeout_s", format!("must be in (0, {MAX_TIMEOUT_S}] seconds (7 days), got {}", b.timeout_s));
         }
-        if !(b.kill_grace_s.is_finite() && b.kill_grace_s >= 0.0) {
-            return bad("benchmark", "kill_grace_s", format!("must be >= 0 seconds, got {}", b.kill_grace_s));
+        if !(b.kill_grace_s.is_finite() && b.kill_grace_s >= 0.0 && b.kill_grace_s <= MAX_GRACE_S) {
+            return bad("benchmark", "kill_grace_s", format!("must be in [0, {MAX_GRACE_S}] seconds, got {}", b.kill_grace_s));
         }
         if b.iters == 0 {
             return bad("benchmark", "iters", "must be at least 1 measured iteration".into());
+        }
+        for (key, v, max) in [
+            ("warmup", b.warmup, MAX_ITERS),
+            ("iters", b.iters, MAX_ITERS),
+            ("profile_iters", b.profile_iters, MAX_ITERS),
+            ("throttle_reruns", b.throttle_reruns, MAX_RERUNS),
+        ] {
+            if v > max {
+                return bad("benchmark", key, format!("must be between 0 and {max}, got {v}"));
+            }
         }
         let h = &self.hardware;
         if let Some(p) = &h.preset {
@@ -330,8 +352,8 @@ impl Config {
         }
         for (key, v) in [("peak_tflops", h.peak_tflops), ("hbm_gbps", h.hbm_gbps)] {
             if let Some(v) = v {
-                if !(v.is_finite() && v > 0.0) {
-                    return bad("hardware", key, format!("must be a positive number, got {v}"));
+                if !(v.is_finite() && v > 0.0 && v <= 1e9) {
+                    return bad("hardware", key, format!("must be a positive number of at most 1e9, got {v}"));
                 }
             }
         }
@@ -350,11 +372,21 @@ impl Config {
             )));
         }
         let d = &self.decision;
-        if d.max_pairs < 2 {
-            return bad("decision", "max_pairs", format!("must be at least 2 (a paired test needs two pairs), got {}", d.max_pairs));
+        if d.max_pairs < 2 || d.max_pairs > MAX_PAIRS {
+            return bad(
+                "decision",
+                "max_pairs",
+                format!("must be between 2 (a paired test needs two pairs) and {MAX_PAIRS}, got {}", d.max_pairs),
+            );
         }
         if d.min_pairs < 2 || d.min_pairs > d.max_pairs {
             return bad("decision", "min_pairs", format!("must be between 2 and max_pairs ({}), got {}", d.max_pairs, d.min_pairs));
+        }
+        if d.look_every > d.max_pairs {
+            return bad("decision", "look_every", format!("must be between 1 and max_pairs ({}), got {}", d.max_pairs, d.look_every));
+        }
+        if d.confirm_pairs > MAX_PAIRS {
+            return bad("decision", "confirm_pairs", format!("must be between 2 and {MAX_PAIRS}, got {}", d.confirm_pairs));
         }
         if d.look_every < 1 {
             return bad("decision", "look_every", "must be at least 1 pair between looks (2 keeps every look balanced, AB and BA)".into());
@@ -371,8 +403,8 @@ impl Config {
         if !(d.confirm_alpha > 0.0 && d.confirm_alpha < 0.5) {
             return bad("decision", "confirm_alpha", format!("must be in (0, 0.5), got {}", d.confirm_alpha));
         }
-        if !(d.min_effect_pct.is_finite() && d.min_effect_pct >= 0.0) {
-            return bad("decision", "min_effect_pct", format!("must be >= 0, got {}", d.min_effect_pct));
+        if !(d.min_effect_pct.is_finite() && d.min_effect_pct >= 0.0 && d.min_effect_pct <= 1000.0) {
+            return bad("decision", "min_effect_pct", format!("must be in [0, 1000] percent, got {}", d.min_effect_pct));
         }
         if let Some(k) = &self.trace.kernel {
             if let Err(e) = regex::Regex::new(k) {
@@ -559,6 +591,29 @@ mod tests {
         let p = cfg.decision.params(None);
         assert_eq!(p.looks(), vec![5]);
         assert_eq!(cfg.decision.params(Some(12)).max_pairs, 12);
+    }
+
+    #[test]
+    fn out_of_range_values_name_key_line_and_range() {
+        let head = "[benchmark]\ncommand = \"x\"\n";
+        let tail = "[score]\nmetric = \"latency\"\n";
+        for (body, key, range) in [
+            ("timeout_s = 1e20\n", "timeout_s", "604800"),
+            ("timeout_s = inf\n", "timeout_s", "604800"),
+            ("kill_grace_s = 1e300\n", "kill_grace_s", "3600"),
+            ("iters = 4000000000\n", "iters", "10000000"),
+            ("throttle_reruns = 4000000000\n", "throttle_reruns", "100"),
+            ("[decision]\nmax_pairs = 4000000000\n", "max_pairs", "10000"),
+            ("[decision]\nconfirm_pairs = 4000000000\n", "confirm_pairs", "10000"),
+            ("[decision]\nlook_every = 100\n", "look_every", "max_pairs"),
+            ("[decision]\nmin_effect_pct = 1e10\n", "min_effect_pct", "1000"),
+        ] {
+            let text = format!("{head}{body}{tail}");
+            let e = Config::parse(&text).unwrap_err();
+            let line = text.lines().position(|l| l.starts_with(key)).unwrap() + 1;
+            assert!(e.message.contains(&format!("line {line}")), "{body}: {}", e.message);
+            assert!(e.message.contains(key) && e.message.contains(range), "{body}: {}", e.message);
+        }
     }
 
     #[test]

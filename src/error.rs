@@ -15,6 +15,9 @@ pub mod exit {
     pub const REPO: i32 = 4;
     /// Another ratchet holds the repository's lock.
     pub const LOCKED: i32 = 5;
+    /// The machine or the set-up failed, not the hypothesis (no space, no interpreter, command
+    /// not found, the incumbent failing like the candidate): nothing was committed or recorded.
+    pub const INFRASTRUCTURE: i32 = 6;
     /// Interrupted by SIGINT or SIGTERM (128 + SIGINT, as shells report it).
     pub const INTERRUPTED: i32 = 130;
 }
@@ -27,6 +30,7 @@ pub enum Kind {
     Config,
     Repo,
     Locked,
+    Infrastructure,
     Interrupted,
 }
 
@@ -38,6 +42,7 @@ impl Kind {
             Kind::Config => exit::CONFIG,
             Kind::Repo => exit::REPO,
             Kind::Locked => exit::LOCKED,
+            Kind::Infrastructure => exit::INFRASTRUCTURE,
             Kind::Interrupted => exit::INTERRUPTED,
         }
     }

@@ -71,8 +71,8 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
             Error::usage("the experiment's message is empty").hint("describe the hypothesis: ratchet \"experiment: bump BQ to 512\"")
         );
     }
-    if let Some(pairs) = opts.pairs.filter(|&p| p < 2) {
-        return Err(Error::usage(format!("--pairs {pairs}: a paired test needs at least 2 pairs")));
+    if let Some(pairs) = opts.pairs.filter(|&p| !(2..=config::MAX_PAIRS).contains(&p)) {
+        return Err(Error::usage(format!("--pairs {pairs}: must be between 2 (a paired test needs two pairs) and {}", config::MAX_PAIRS)));
     }
     let seq = Sequential::new(cfg.decision.params(opts.pairs));
     repo.ensure_excludes()?;
@@ -118,6 +118,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         std::fs::remove_dir_all(&exp_dir)?;
     }
     let python_dir = crate::pyhelper::install(&state_dir)?;
+    bench::infra::preflight(&cfg, repo.root(), &state_dir, &python_dir)?;
     let mut entry = journal::Entry {
         id,
         branch: branch.clone(),
@@ -183,6 +184,12 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         repo.exclude_benchmark_outputs(&outputs)?;
     }
     let (records, ended) = match measured {
+        Ok((_, Ended::Stopped(Stop::Infrastructure(why)))) => {
+            return Err(bench::infra::give_back(&repo, &store, &state_dir, &id_str, candidate, incumbent, &why));
+        }
+        Err(e) if bench::infra::says_no_space(&e.to_string()) => {
+            return Err(bench::infra::give_back(&repo, &store, &state_dir, &id_str, candidate, incumbent, &e.to_string()));
+        }
         Ok(v) => v,
         Err(e) => {
             // Never leave the hypothesis half-applied: park it and go back to the incumbent.
@@ -200,6 +207,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
             (Status::Error, None, format!("the incumbent's benchmark failed, so nothing could be compared: {why}"))
         }
         Ended::Stopped(Stop::Interrupted) => (Status::Interrupted, None, "interrupted by a signal".to_string()),
+        Ended::Stopped(Stop::Infrastructure(why)) => (Status::Error, None, why),
         Ended::NoOp(why) => (Status::NoOp, None, why),
         Ended::Decided(d) => {
             let status = match d.verdict {
@@ -267,18 +275,32 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         state.save(&state_dir)?;
         None
     } else {
-        let r = revert(&repo, &id_str, candidate, incumbent, Some(&scan.edited))?;
+        let r = revert(&repo, &id_str, candidate, incumbent, Some(&scan.edited)).map_err(|e| {
+            let fix = if bench::infra::says_no_space(&e.to_string()) { "free disk space, then " } else { "" };
+            let hint = format!("{fix}run `ratchet status`: it finishes the rollback (the decision is in the journal)");
+            if e.hint.is_none() {
+                e.hint(hint)
+            } else {
+                e
+            }
+        })?;
         state.incumbents.insert(branch.clone(), incumbent.to_string());
         state.save(&state_dir)?;
         Some(r)
     };
     fault::point("before-append");
+    crate::signals::inject("before-append");
     store.append_row(&row)?;
     fault::point("after-append");
     journal::clear(&state_dir)?;
     print_summary(&row, decision.as_ref(), discarded_ref.as_deref(), &records);
     if status == Status::Interrupted {
         return Err(Error::interrupted().hint("the hypothesis was reverted and recorded as interrupted"));
+    }
+    if crate::signals::interrupted() {
+        // The signal came while the decision was being recorded: that finished, and the exit
+        // code still says the user stopped ratchet (a sweep stops here too).
+        return Err(Error::interrupted().hint(format!("experiment {id} was decided and recorded ({}) before stopping", status.as_str())));
     }
     if status == Status::Error {
         return Err(Error::failure(format!("experiment {id} could not be decided: {}", row.note))
@@ -363,7 +385,8 @@ fn drive(mut s: Session, seq: &Sequential, direction: config::Direction) -> Resu
 /// Both runs dumped their compiled HLO and the texts are byte-identical.
 fn same_hlo(inc: &RunRecord, cand: &RunRecord) -> Option<String> {
     let (a, b) = (inc.hlo.as_ref()?, cand.hlo.as_ref()?);
-    let (ta, tb) = (std::fs::read(a).ok()?, std::fs::read(b).ok()?);
+    let cap = bench::safe_read::MAX_HLO_BYTES;
+    let (ta, tb) = (bench::safe_read::read_capped(a, cap).ok()?, bench::safe_read::read_capped(b, cap).ok()?);
     (ta == tb).then(|| {
         format!(
             "the candidate's compiled HLO is byte-identical to the incumbent's ({} bytes): the change cannot alter the kernel",

@@ -95,15 +95,7 @@ pub fn allocate_id(repo: &Repo, store: &Store) -> Result<u64> {
 
 /// Kill a benchmark process group left behind by a ratchet that died mid-run.
 pub fn kill_orphaned_benchmark(state_dir: &Path) -> Option<i32> {
-    let p = pgid_path(state_dir);
-    let pgid: i32 = std::fs::read_to_string(&p).ok()?.trim().parse().ok()?;
-    let _ = std::fs::remove_file(&p);
-    if pgid <= 1 {
-        return None;
-    }
-    // SAFETY: signalling a process group; ESRCH when it is already gone.
-    let rc = unsafe { libc::killpg(pgid, libc::SIGKILL) };
-    (rc == 0).then_some(pgid)
+    crate::bench::executor::kill_recorded_run(&pgid_path(state_dir))
 }
 
 /// Finish or roll back an experiment a dead ratchet left unfinished. Returns what was done, for
@@ -111,6 +103,7 @@ pub fn kill_orphaned_benchmark(state_dir: &Path) -> Option<i32> {
 pub fn recover(repo: &Repo, store: &Store) -> Result<Option<String>> {
     let state_dir = repo.state_dir();
     repo.clean_leftovers();
+    crate::cleanup::remove_stale_temp_files(&[&state_dir, &repo.root().join(vcs::RESULTS_DIR)]);
     let mut said = vec![];
     if let Some(pgid) = kill_orphaned_benchmark(&state_dir) {
         said.push(format!("killed the benchmark process group {pgid} it left running"));

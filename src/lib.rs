@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod calibrate;
+pub mod cleanup;
 pub mod cli;
 pub mod commands;
 pub mod config;
@@ -14,6 +15,7 @@ pub mod hardware;
 pub mod journal;
 pub mod lock;
 pub mod metrics;
+pub mod output;
 pub mod plot;
 pub mod pyhelper;
 pub mod report;

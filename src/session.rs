@@ -19,6 +19,9 @@ pub enum Stop {
     Candidate(Status, String),
     /// The incumbent's run failed: nothing can be compared.
     Incumbent(String),
+    /// The failure is the machine's or the set-up's, not the hypothesis's: no space left, or
+    /// both sides fail the same way.
+    Infrastructure(String),
     Interrupted,
 }
 
@@ -90,12 +93,17 @@ impl<'a> Session<'a> {
         let mut attempt = 0;
         loop {
             let i = self.run_once(side, label)?;
+            crate::signals::inject("after-run");
             let rec = &self.records[i];
             if rec.status != RunStatus::Ok {
                 let err = rec.error.clone().unwrap_or_default();
                 if let Some(store) = self.store {
                     store.append_run(rec)?;
                 }
+                if let Some(stop) = self.infrastructure_check(i, side, label)? {
+                    return Ok(Err(stop));
+                }
+                let rec = &self.records[i];
                 return Ok(Err(match (rec.status, side) {
                     (RunStatus::Interrupted, _) => Stop::Interrupted,
                     (s, Side::Candidate) => Stop::Candidate(
@@ -110,6 +118,11 @@ impl<'a> Session<'a> {
                 }));
             }
             if crate::signals::interrupted() {
+                // The run finished before the signal: it is a sample like any other, so it is
+                // recorded before the session stops.
+                if let Some(store) = self.store {
+                    store.append_run(&self.records[i])?;
+                }
                 return Ok(Err(Stop::Interrupted));
             }
             if rec.throttled == Some(true) && attempt < self.cfg.benchmark.throttle_reruns {
@@ -131,6 +144,45 @@ impl<'a> Session<'a> {
             }
             return Ok(Ok(i));
         }
+    }
+
+    /// Whether the failure of run `i` (of `side`) is the machine's: the disk is full, or the
+    /// other side, run once more now, crashes exactly the same way (same exit code or signal).
+    /// A hypothesis is never blamed for what the incumbent does too.
+    fn infrastructure_check(&mut self, i: usize, side: Side, label: &str) -> Result<Option<Stop>> {
+        let rec = &self.records[i];
+        let err = rec.error.clone().unwrap_or_default();
+        if bench::infra::says_no_space(&err) {
+            return Ok(Some(Stop::Infrastructure(format!("the {} run failed for lack of disk space: {err}", side.as_str()))));
+        }
+        if rec.status != RunStatus::Crash || crate::signals::interrupted() {
+            return Ok(None);
+        }
+        let (code, signal) = (rec.exit_code, rec.signal);
+        let other = match side {
+            Side::Candidate => Side::Incumbent,
+            Side::Incumbent => Side::Candidate,
+        };
+        eprintln!("  the {} crashed; running the {} once to tell a broken set-up from a broken hypothesis", side.as_str(), other.as_str());
+        let j = self.run_once(other, &format!("{label}, cross-check"))?;
+        if let Some(store) = self.store {
+            store.append_run(&self.records[j])?;
+        }
+        let o = &self.records[j];
+        if o.status == RunStatus::Interrupted {
+            return Ok(Some(Stop::Interrupted));
+        }
+        if o.status == RunStatus::Crash && o.exit_code == code && o.signal == signal {
+            let how = match (code, signal) {
+                (Some(c), _) => format!("exit code {c}"),
+                (_, Some(s)) => format!("signal {s}"),
+                _ => "the same way".into(),
+            };
+            return Ok(Some(Stop::Infrastructure(format!(
+                "the incumbent and the candidate both crash with {how}, so the benchmark's set-up is broken: {err}"
+            ))));
+        }
+        Ok(None)
     }
 
     fn run_once(&mut self, side: Side, label: &str) -> Result<usize> {

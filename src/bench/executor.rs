@@ -1,10 +1,29 @@
 //! The only place that spawns benchmark processes: each run is `sh -c COMMAND` in its own process
-//! group, with its output in log files, a wall-clock timeout, and a kill of the whole group
-//! (SIGTERM, then SIGKILL) on timeout or interruption. Behind a trait so tests can fake it.
+//! group, its output streamed into capped log files, with a wall-clock timeout, and a kill of
+//! everything it started (SIGTERM, then SIGKILL) on timeout, interruption or exit. Behind a
+//! trait so tests can fake it.
+//!
+//! Every run carries a unique `RATCHET_RUN_TOKEN` in its environment, which its descendants
+//! inherit; ratchet is a child subreaper, so a daemonised descendant (`setsid`, a double fork)
+//! stays its descendant. At the end of a run every process holding the token, or descending from
+//! the run, is killed and reaped. `run.pgid` records the token (before the spawn) and the
+//! group's leader with its start time, so a later ratchet kills what a dead one left behind
+//! and never an unrelated process that reused the pid.
 
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The environment variable that marks every process of one run.
+pub const TOKEN_VAR: &str = "RATCHET_RUN_TOKEN";
+/// Bytes of a stream kept from its start in the run's log.
+pub const LOG_HEAD_BYTES: usize = 1 << 20;
+/// Bytes of a stream kept from its end in the run's log (held in memory while the run goes on).
+pub const LOG_TAIL_BYTES: usize = 1 << 20;
+/// Longest stdout line scanned for `RESULT:` / `REGIME:`.
+const MAX_SUMMARY_LINE: usize = 4096;
 
 /// One run to execute.
 #[derive(Debug, Clone)]
@@ -37,6 +56,9 @@ pub struct RunOutput {
     pub wall_s: f64,
     pub stdout_path: PathBuf,
     pub stderr_path: PathBuf,
+    /// The last `RESULT:` and `REGIME:` lines of stdout, as read from the stream (the log may
+    /// have dropped the middle of a long output).
+    pub summary_lines: Vec<String>,
 }
 
 pub trait Executor {
@@ -49,54 +71,109 @@ pub struct ProcessExecutor;
 /// How long an interrupted run gets between SIGTERM and SIGKILL: short, so Ctrl-C is prompt.
 const INTERRUPT_GRACE: Duration = Duration::from_millis(1000);
 
+/// Make ratchet the reaper of its orphaned descendants (Linux >= 3.4), so that a benchmark's
+/// daemonised processes stay under it instead of moving to init.
+fn become_subreaper() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: prctl with integer arguments only; failure (old kernel) leaves the token scan.
+        unsafe {
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        }
+    });
+}
+
+/// A token no other run (of this or another ratchet) has.
+fn new_token() -> String {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("{}-{nanos}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
+/// What `run.pgid` holds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunRecordFile {
+    /// The group leader's pid (= pgid); 0 until the spawn returned.
+    pub pgid: i32,
+    /// The leader's start time (clock ticks after boot, /proc/PID/stat field 22), to tell it
+    /// from a later process that reused the pid.
+    pub start: u64,
+    pub token: String,
+}
+
+fn write_record(path: &Path, rec: &RunRecordFile) -> std::io::Result<()> {
+    let tmp = path.with_extension("pgid.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(rec).map_err(std::io::Error::other)?)?;
+    std::fs::rename(&tmp, path)
+}
+
 impl Executor for ProcessExecutor {
     fn run(&mut self, spec: &RunSpec) -> std::io::Result<RunOutput> {
+        become_subreaper();
         std::fs::create_dir_all(&spec.log_dir)?;
         let stdout_path = spec.log_dir.join("stdout.log");
         let stderr_path = spec.log_dir.join("stderr.log");
-        let mut expr = duct::cmd("sh", ["-c", spec.command.as_str()])
-            .dir(&spec.dir)
-            .stdin_null()
-            .stdout_path(&stdout_path)
-            .stderr_path(&stderr_path)
-            .unchecked()
+        let token = new_token();
+        // Written before the spawn: a ratchet killed right after it still names the run.
+        if let Some(f) = &spec.pgid_file {
+            write_record(f, &RunRecordFile { pgid: 0, start: 0, token: token.clone() })?;
+        }
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", spec.command.as_str()])
+            .current_dir(&spec.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             // A group of its own: a timeout or Ctrl-C can then reach grandchildren too, and the
             // terminal's SIGINT goes to ratchet alone, which decides how to stop the run.
-            .before_spawn(|c| {
-                c.process_group(0);
-                Ok(())
-            });
+            .process_group(0);
         for (k, v) in &spec.env {
-            expr = expr.env(k, v);
+            cmd.env(k, v);
         }
+        cmd.env(TOKEN_VAR, &token);
         let start = Instant::now();
-        let handle = expr.start()?;
-        let pgid = handle.pids().first().copied().unwrap_or(0) as i32;
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                if let Some(f) = &spec.pgid_file {
+                    let _ = std::fs::remove_file(f);
+                }
+                return Err(e);
+            }
+        };
+        let pgid = child.id() as i32;
+        // A ratchet killed here has recorded only the run's token: recovery must find it by that.
+        crate::fault::point("after-spawn");
         if let Some(f) = &spec.pgid_file {
-            std::fs::write(f, pgid.to_string())?;
+            let start = proc_stat(pgid).map(|s| s.start).unwrap_or(0);
+            write_record(f, &RunRecordFile { pgid, start, token: token.clone() })?;
         }
+        let out_log = CappedLog::spawn(child.stdout.take(), &stdout_path, true)?;
+        let err_log = CappedLog::spawn(child.stderr.take(), &stderr_path, false)?;
         let mut sleep = Duration::from_millis(2);
         let exit = loop {
-            if let Some(out) = handle.try_wait()? {
-                break status_exit(&out.status);
+            if let Some(status) = child.try_wait()? {
+                break status_exit(&status);
             }
             if crate::signals::interrupted() {
-                stop_group(&handle, pgid, INTERRUPT_GRACE.min(spec.grace))?;
+                stop_group(&mut child, pgid, INTERRUPT_GRACE.min(spec.grace))?;
                 break Exit::Interrupted;
             }
             if start.elapsed() >= spec.timeout {
-                stop_group(&handle, pgid, spec.grace)?;
+                stop_group(&mut child, pgid, spec.grace)?;
                 break Exit::Timeout;
             }
             std::thread::sleep(sleep);
             sleep = (sleep * 2).min(Duration::from_millis(25));
         };
-        // The leader is gone; whatever it left behind in its group goes too.
-        kill_group(pgid, libc::SIGKILL);
+        // The leader is gone; whatever it started goes too, daemons included.
+        kill_run(pgid, &token);
+        let summary_lines = out_log.finish();
+        err_log.finish();
         if let Some(f) = &spec.pgid_file {
             let _ = std::fs::remove_file(f);
         }
-        Ok(RunOutput { exit, wall_s: start.elapsed().as_secs_f64(), stdout_path, stderr_path })
+        Ok(RunOutput { exit, wall_s: start.elapsed().as_secs_f64(), stdout_path, stderr_path, summary_lines })
     }
 }
 
@@ -119,25 +196,314 @@ fn kill_group(pgid: i32, sig: i32) {
 }
 
 /// SIGTERM the group, wait up to `grace` for the leader, then SIGKILL the group and reap.
-fn stop_group(handle: &duct::Handle, pgid: i32, grace: Duration) -> std::io::Result<()> {
+fn stop_group(child: &mut std::process::Child, pgid: i32, grace: Duration) -> std::io::Result<()> {
     kill_group(pgid, libc::SIGTERM);
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
-        if handle.try_wait()?.is_some() {
+        if child.try_wait()?.is_some() {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
     kill_group(pgid, libc::SIGKILL);
-    handle.wait()?;
+    child.wait()?;
     Ok(())
+}
+
+/// The fields of /proc/PID/stat that identify and place a process.
+#[derive(Debug, Clone, Copy)]
+pub struct ProcStat {
+    pub state: char,
+    pub ppid: i32,
+    pub pgrp: i32,
+    /// Field 22, starttime: clock ticks after boot (proc(5)).
+    pub start: u64,
+}
+
+/// Read /proc/PID/stat (proc(5): the fields after the parenthesised command name start with
+/// field 3, state; ppid is 4, pgrp 5, starttime 22).
+pub fn proc_stat(pid: i32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = text.rsplit_once(')')?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(ProcStat {
+        state: f.first()?.chars().next()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        start: f.get(19)?.parse().ok()?,
+    })
+}
+
+fn has_token(pid: i32, needle: &[u8]) -> bool {
+    let Ok(f) = std::fs::File::open(format!("/proc/{pid}/environ")) else { return false };
+    let mut env = Vec::new();
+    // The environment is bounded by the kernel's argument limit; cap the read anyway.
+    if f.take(4 << 20).read_to_end(&mut env).is_err() {
+        return false;
+    }
+    env.split(|&b| b == 0).any(|kv| kv == needle)
+}
+
+/// Live processes of a run: those carrying its token, in its process group, or descending from
+/// its leader (a descendant that cleared its environment).
+fn run_processes(pgid: i32, token: &str) -> Vec<(i32, ProcStat)> {
+    let me = std::process::id() as i32;
+    let needle = format!("{TOKEN_VAR}={token}").into_bytes();
+    let Ok(rd) = std::fs::read_dir("/proc") else { return vec![] };
+    let all: Vec<(i32, ProcStat)> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| pid != me)
+        .filter_map(|pid| Some((pid, proc_stat(pid)?)))
+        .collect();
+    let parent: std::collections::HashMap<i32, i32> = all.iter().map(|(p, s)| (*p, s.ppid)).collect();
+    let descends = |mut pid: i32| {
+        for _ in 0..64 {
+            if pid == pgid {
+                return true;
+            }
+            match parent.get(&pid) {
+                Some(&pp) if pp > 1 => pid = pp,
+                _ => return false,
+            }
+        }
+        false
+    };
+    all.into_iter()
+        .filter(|(pid, s)| s.state != 'Z' && ((pgid > 1 && (s.pgrp == pgid || descends(*pid))) || has_token(*pid, &needle)))
+        .collect()
+}
+
+/// SIGKILL every process of the run and reap those that became ratchet's children, until none
+/// is left (bounded: a fork bomb outpacing the kill is left after 2 s).
+pub fn kill_run(pgid: i32, token: &str) -> usize {
+    let mut killed = std::collections::HashSet::new();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        kill_group(pgid, libc::SIGKILL);
+        let procs = run_processes(pgid, token);
+        for (pid, _) in &procs {
+            // SAFETY: signalling a process identified by the run's token or ancestry.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+            killed.insert(*pid);
+        }
+        reap_adopted(&killed);
+        if procs.is_empty() || Instant::now() > deadline {
+            return killed.len();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Reap the killed processes that were reparented to ratchet (it is their subreaper), one pid
+/// at a time: a blanket wait would steal the exit status of children other code waits for
+/// (tests run many experiments in one process).
+fn reap_adopted(killed: &std::collections::HashSet<i32>) {
+    let me = std::process::id() as i32;
+    let Ok(rd) = std::fs::read_dir("/proc") else { return };
+    for pid in rd.flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()) {
+        if killed.contains(&pid) && proc_stat(pid).is_some_and(|s| s.ppid == me && s.state == 'Z') {
+            let mut st = 0;
+            // SAFETY: waitpid on one specific pid with WNOHANG.
+            unsafe {
+                libc::waitpid(pid, &mut st, libc::WNOHANG);
+            }
+        }
+    }
+}
+
+/// Kill what a dead ratchet's run left behind, as `run.pgid` at `path` records it: the group
+/// only when its leader's start time still matches (the pid was not reused), and every process
+/// carrying the run's token. Returns the group (or 0 when only token holders were found).
+pub fn kill_recorded_run(path: &Path) -> Option<i32> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let _ = std::fs::remove_file(path);
+    let rec: RunRecordFile = serde_json::from_str(&text).ok()?;
+    let group_is_ours = rec.pgid > 1 && proc_stat(rec.pgid).is_some_and(|s| s.start == rec.start && s.pgrp == rec.pgid);
+    let pgid = if group_is_ours { rec.pgid } else { 0 };
+    if rec.token.is_empty() && pgid == 0 {
+        return None;
+    }
+    let killed = kill_run(pgid, &rec.token);
+    (killed > 0 || group_is_ours).then_some(pgid)
+}
+
+/// A stream copied into its log as it arrives: the first [`LOG_HEAD_BYTES`] go straight to the
+/// file, the last [`LOG_TAIL_BYTES`] are kept in a ring and written at the end after a note of
+/// how much was left out. Memory stays at the ring's size whatever the benchmark prints.
+struct CappedLog {
+    handle: std::thread::JoinHandle<Vec<String>>,
+    done: std::sync::mpsc::Receiver<()>,
+}
+
+impl CappedLog {
+    fn spawn(stream: Option<impl Read + Send + 'static>, path: &Path, scan: bool) -> std::io::Result<CappedLog> {
+        let mut file = std::fs::File::create(path)?;
+        let (tx, done) = std::sync::mpsc::channel();
+        let handle = std::thread::spawn(move || {
+            let mut lines = SummaryScan::default();
+            if let Some(mut stream) = stream {
+                let _ = copy_capped(&mut stream, &mut file, LOG_HEAD_BYTES, LOG_TAIL_BYTES, |chunk| {
+                    if scan {
+                        lines.feed(chunk)
+                    }
+                });
+            }
+            let _ = tx.send(());
+            lines.finish()
+        });
+        Ok(CappedLog { handle, done })
+    }
+
+    /// Wait for the stream to close (all writers are dead by now); a writer that escaped every
+    /// kill is not waited for past 2 s.
+    fn finish(self) -> Vec<String> {
+        match self.done.recv_timeout(Duration::from_secs(2)) {
+            Ok(()) => self.handle.join().unwrap_or_default(),
+            Err(_) => vec![],
+        }
+    }
+}
+
+/// Copy `r` to `w` keeping the first `head` and the last `tail` bytes; `see` gets every chunk.
+/// Returns the number of bytes left out.
+pub fn copy_capped(r: &mut impl Read, w: &mut impl Write, head: usize, tail: usize, mut see: impl FnMut(&[u8])) -> std::io::Result<u64> {
+    let mut buf = vec![0u8; 64 << 10];
+    let mut written = 0usize;
+    let mut ring = Ring::new(tail);
+    let mut write_ok = true;
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let chunk = &buf[..n];
+        see(chunk);
+        let to_head = (head - written).min(n);
+        if to_head > 0 && write_ok {
+            // A full disk must not stop the draining of the pipe (the benchmark would block).
+            write_ok = w.write_all(&chunk[..to_head]).is_ok();
+        }
+        written += to_head;
+        ring.push(&chunk[to_head..]);
+    }
+    let omitted = ring.total.saturating_sub(ring.len as u64);
+    if write_ok {
+        if omitted > 0 {
+            let _ = write!(
+                w,
+                "\n[ratchet: {omitted} bytes left out here; the log keeps the first {} KiB and the last {} KiB of the stream]\n",
+                head >> 10,
+                tail >> 10
+            );
+        }
+        let (a, b) = ring.parts();
+        let _ = w.write_all(a);
+        let _ = w.write_all(b);
+        let _ = w.flush();
+    }
+    Ok(omitted)
+}
+
+/// The last `cap` bytes of a stream.
+struct Ring {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+    total: u64,
+}
+
+impl Ring {
+    fn new(cap: usize) -> Ring {
+        Ring { buf: vec![0; cap], start: 0, len: 0, total: 0 }
+    }
+    fn push(&mut self, mut data: &[u8]) {
+        let cap = self.buf.len();
+        self.total += data.len() as u64;
+        if cap == 0 {
+            return;
+        }
+        if data.len() >= cap {
+            data = &data[data.len() - cap..];
+            self.buf.copy_from_slice(data);
+            self.start = 0;
+            self.len = cap;
+            return;
+        }
+        for &b in data {
+            let end = (self.start + self.len) % cap;
+            self.buf[end] = b;
+            if self.len == cap {
+                self.start = (self.start + 1) % cap;
+            } else {
+                self.len += 1;
+            }
+        }
+    }
+    fn parts(&self) -> (&[u8], &[u8]) {
+        let cap = self.buf.len();
+        if self.start + self.len <= cap {
+            (&self.buf[self.start..self.start + self.len], &[])
+        } else {
+            (&self.buf[self.start..], &self.buf[..(self.start + self.len) % cap])
+        }
+    }
+}
+
+/// Keeps the last `RESULT:` and `REGIME:` lines of a stream (lines longer than
+/// [`MAX_SUMMARY_LINE`] are skipped).
+#[derive(Default)]
+struct SummaryScan {
+    line: Vec<u8>,
+    overlong: bool,
+    result: Option<String>,
+    regime: Option<String>,
+}
+
+impl SummaryScan {
+    fn feed(&mut self, chunk: &[u8]) {
+        for &b in chunk {
+            if b == b'\n' {
+                self.end_line();
+            } else if self.line.len() < MAX_SUMMARY_LINE {
+                self.line.push(b);
+            } else {
+                self.overlong = true;
+            }
+        }
+    }
+    fn end_line(&mut self) {
+        if !self.overlong {
+            let text = String::from_utf8_lossy(&self.line);
+            let t = text.trim();
+            if t.starts_with("RESULT:") {
+                self.result = Some(t.to_string());
+            } else if t.starts_with("REGIME:") {
+                self.regime = Some(t.to_string());
+            }
+        }
+        self.line.clear();
+        self.overlong = false;
+    }
+    fn finish(mut self) -> Vec<String> {
+        self.end_line();
+        self.result.into_iter().chain(self.regime).collect()
+    }
 }
 
 /// The last `n` lines of a log file, for error messages.
 pub fn tail(path: &std::path::Path, n: usize) -> String {
-    let Ok(bytes) = std::fs::read(path) else { return String::new() };
-    let start = bytes.len().saturating_sub(64 * 1024);
-    let text = String::from_utf8_lossy(&bytes[start..]);
+    // Only the last 64 KiB are read, whatever the log's size.
+    let Ok(mut f) = std::fs::File::open(path) else { return String::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let _ = f.seek(SeekFrom::Start(len.saturating_sub(64 * 1024)));
+    let mut bytes = Vec::new();
+    let _ = f.take(64 * 1024).read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
@@ -198,5 +564,81 @@ mod tests {
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         std::thread::sleep(Duration::from_millis(50));
         assert!(!alive(pid), "background process {pid} survived");
+    }
+
+    #[test]
+    fn daemonised_descendants_are_killed() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("setsid.pid"), d.path().join("double.pid"));
+        // One escapes the group with setsid, one double-forks (its parent exits at once) and
+        // clears its environment; both outlive the run's leader.
+        let cmd = format!(
+            "setsid sh -c 'echo $$ > {}; exec sleep 30' </dev/null >/dev/null 2>&1 & \
+             (env -i sh -c 'echo $$ > {}; exec sleep 30' </dev/null >/dev/null 2>&1 &) ; sleep 0.3; exit 0",
+            a.display(),
+            b.display()
+        );
+        let out = ProcessExecutor.run(&spec(&cmd, d.path(), 10_000)).unwrap();
+        assert_eq!(out.exit, Exit::Code(0));
+        for f in [&a, &b] {
+            let pid: i32 = std::fs::read_to_string(f).unwrap().trim().parse().unwrap();
+            assert!(!alive(pid), "{} ({pid}) survived the run", f.display());
+        }
+    }
+
+    #[test]
+    fn huge_output_is_capped_in_the_log_and_result_lines_still_parse() {
+        let d = tempfile::tempdir().unwrap();
+        // 64 MiB of noise between a first and a last RESULT line: the last one wins, the log
+        // keeps only its head and tail.
+        let cmd = "echo 'RESULT: latency=9ms'; head -c 67108864 /dev/zero | tr '\\0' x; echo; echo 'RESULT: latency=2ms'; echo 'REGIME: COMPUTE-BOUND'";
+        let out = ProcessExecutor.run(&spec(cmd, d.path(), 60_000)).unwrap();
+        assert_eq!(out.exit, Exit::Code(0));
+        assert_eq!(out.summary_lines, vec!["RESULT: latency=2ms".to_string(), "REGIME: COMPUTE-BOUND".to_string()]);
+        let len = std::fs::metadata(&out.stdout_path).unwrap().len() as usize;
+        assert!(len <= LOG_HEAD_BYTES + LOG_TAIL_BYTES + 512, "log is {len} bytes");
+        let t = tail(&out.stdout_path, 2);
+        assert!(t.ends_with("RESULT: latency=2ms\nREGIME: COMPUTE-BOUND"), "{t}");
+        let head = std::fs::read(&out.stdout_path).unwrap();
+        let text = String::from_utf8_lossy(&head);
+        assert!(text.starts_with("RESULT: latency=9ms\n") && text.contains("bytes left out here"));
+    }
+
+    #[test]
+    fn ring_keeps_the_last_bytes() {
+        let mut out = vec![];
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let omitted = copy_capped(&mut &data[..], &mut out, 100, 300, |_| {}).unwrap();
+        assert_eq!(omitted, 10_000 - 400);
+        assert_eq!(&out[..100], &data[..100]);
+        assert_eq!(&out[out.len() - 300..], &data[data.len() - 300..]);
+    }
+
+    #[test]
+    fn recorded_run_is_killed_only_when_its_identity_matches() {
+        let d = tempfile::tempdir().unwrap();
+        let rec_path = d.path().join("run.pgid");
+        // An unrelated process in a group of its own, recorded with a wrong start time (a pid
+        // reused since the record was written): it must survive.
+        let mut unrelated = Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
+        let pid = unrelated.id() as i32;
+        let start = proc_stat(pid).unwrap().start;
+        write_record(&rec_path, &RunRecordFile { pgid: pid, start: start + 1, token: new_token() }).unwrap();
+        assert_eq!(kill_recorded_run(&rec_path), None);
+        assert!(alive(pid), "an unrelated process was killed");
+        // With the right identity it goes.
+        write_record(&rec_path, &RunRecordFile { pgid: pid, start, token: new_token() }).unwrap();
+        assert_eq!(kill_recorded_run(&rec_path), Some(pid));
+        // (ratchet reaps what it kills, so the handle's wait may find nothing left.)
+        let _ = unrelated.wait();
+        assert!(!alive(pid));
+        // A run recorded by its token alone (ratchet died before it knew the pid) is found by it.
+        let token = new_token();
+        let mut tagged = Command::new("sleep").arg("30").env(TOKEN_VAR, &token).spawn().unwrap();
+        let tagged_pid = tagged.id() as i32;
+        write_record(&rec_path, &RunRecordFile { pgid: 0, start: 0, token }).unwrap();
+        assert_eq!(kill_recorded_run(&rec_path), Some(0));
+        let _ = tagged.wait();
+        assert!(!alive(tagged_pid));
     }
 }

@@ -2,7 +2,9 @@
 //! into a [`RunRecord`], the raw sample that every decision is made from and that is kept.
 
 pub mod executor;
+pub mod infra;
 pub mod protocol;
+pub mod safe_read;
 
 use crate::config::{Config, LatencySource, Metric};
 use crate::hardware::Hardware;
@@ -269,7 +271,7 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
     }
     rec.exit_code = Some(0);
     let stdout_tail = executor::tail(&out.stdout_path, 10);
-    if let Err(msg) = read_report(&mut rec, &out.stdout_path) {
+    if let Err(msg) = read_report(&mut rec, &out.summary_lines) {
         return Ok(fail(rec, RunStatus::Invalid, msg, &out.stdout_path).with_context_tail(&stdout_tail));
     }
     if let Some(c) = &rec.check {
@@ -284,10 +286,11 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
             return Ok(rec);
         }
     }
-    read_hlo(&mut rec);
-    read_snapshots(&mut rec, cfg);
+    let roots = [ctx.out_dir.as_path(), ctx.dir, ctx.repo_root];
+    read_hlo(&mut rec, &roots);
+    read_snapshots(&mut rec, cfg, &roots);
     if rec.trace.is_some() && cfg.trace.latency != LatencySource::Host {
-        read_trace(&mut rec, cfg);
+        read_trace(&mut rec, cfg, &roots);
     }
     if cfg.trace.latency == LatencySource::Trace && rec.latency_source.as_deref() != Some("trace") {
         let why = rec.trace_error.clone().unwrap_or_else(|| "the run names no trace (result file field \"trace\")".into());
@@ -300,7 +303,7 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         rec.error = Some(msg);
         return Ok(rec);
     }
-    match metric_value(&rec, cfg.score.metric, cfg.hardware().as_ref()) {
+    match metric_value(&rec, cfg.score.metric, cfg.hardware().as_ref()).and_then(|v| usable_value(&rec, cfg.score.metric, v)) {
         Ok(v) => rec.value = Some(v),
         Err(msg) => {
             rec.status = RunStatus::Invalid;
@@ -373,10 +376,14 @@ fn fail(mut rec: RunRecord, status: RunStatus, msg: String, log: &Path) -> RunRe
     rec
 }
 
-/// Count the ops of the HLO text the run dumped; a missing or unreadable file only loses the counts.
-fn read_hlo(rec: &mut RunRecord) {
-    if let Some(text) = rec.hlo.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
-        rec.hlo_stats = Some(crate::trace::hlo_stats_from_text(&text));
+/// Count the ops of the HLO text the run dumped; a missing or unreadable file only loses the
+/// counts. A path outside the run's places, or not a regular file, is dropped from the record
+/// (later readers, such as the no-op check, then never open it).
+fn read_hlo(rec: &mut RunRecord, roots: &[&Path]) {
+    let Some(p) = rec.hlo.clone() else { return };
+    match safe_read::confine(&p, roots).and_then(|real| safe_read::read_text_capped(&real, safe_read::MAX_HLO_BYTES)) {
+        Ok(text) => rec.hlo_stats = Some(crate::trace::hlo_stats_from_text(&text)),
+        Err(_) => rec.hlo = None,
     }
 }
 
@@ -386,10 +393,10 @@ fn kernel_times_only(cfg: &Config, rec: &RunRecord) -> crate::trace::AnalyzeOpti
 }
 
 /// Summarise each deep snapshot by the kernel's median time in it (failures are kept per snapshot).
-fn read_snapshots(rec: &mut RunRecord, cfg: &Config) {
+fn read_snapshots(rec: &mut RunRecord, cfg: &Config, roots: &[&Path]) {
     let opts = kernel_times_only(cfg, rec);
     for s in &mut rec.snapshots {
-        match crate::trace::analyze(&s.path, &opts) {
+        match safe_read::check_trace_path(&s.path, roots).map_err(anyhow::Error::from).and_then(|p| crate::trace::analyze(&p, &opts)) {
             Ok(report) => {
                 if let Some(k) = report.kernel {
                     s.kernel_median_us = Some(k.median_us);
@@ -403,10 +410,10 @@ fn read_snapshots(rec: &mut RunRecord, cfg: &Config) {
 
 /// Take the kernel's time from the run's trace: the device's (or the CPU executor's) view of
 /// the kernel, free of dispatch and host waits. On failure the host timings stay in place.
-fn read_trace(rec: &mut RunRecord, cfg: &Config) {
+fn read_trace(rec: &mut RunRecord, cfg: &Config, roots: &[&Path]) {
     let Some(path) = rec.trace.clone() else { return };
     let opts = kernel_times_only(cfg, rec);
-    match crate::trace::analyze(&path, &opts) {
+    match safe_read::check_trace_path(&path, roots).map_err(anyhow::Error::from).and_then(|p| crate::trace::analyze(&p, &opts)) {
         Ok(report) => match report.kernel {
             Some(k) if k.executions > 0 && k.median_us > 0.0 => {
                 rec.latency_ms = Some(k.median_us / 1e3);
@@ -427,7 +434,7 @@ fn read_trace(rec: &mut RunRecord, cfg: &Config) {
 }
 
 /// Fill the record from the result file, or else from RESULT/REGIME lines on stdout.
-fn read_report(rec: &mut RunRecord, stdout_path: &Path) -> Result<(), String> {
+fn read_report(rec: &mut RunRecord, summary_lines: &[String]) -> Result<(), String> {
     let result_path = rec.out_dir.join(RESULT_FILE);
     if result_path.exists() {
         let r = protocol::read_result_file(&result_path).map_err(|e| e.0)?;
@@ -470,8 +477,7 @@ fn read_report(rec: &mut RunRecord, stdout_path: &Path) -> Result<(), String> {
             .collect();
         return Ok(());
     }
-    let stdout = std::fs::read(stdout_path).unwrap_or_default();
-    let stdout = String::from_utf8_lossy(&stdout);
+    let stdout = summary_lines.join("\n");
     match protocol::parse_legacy(&stdout).map_err(|e| e.0)? {
         Some(l) => {
             rec.latency_ms = Some(l.latency_ms);
@@ -484,6 +490,28 @@ fn read_report(rec: &mut RunRecord, stdout_path: &Path) -> Result<(), String> {
              see docs/protocol.md for what it must report"
         )),
     }
+}
+
+/// The decision works on log ratios of values, so a value must be positive and finite with a
+/// finite logarithm of any ratio to another (|ln v| < 460 keeps every difference far from
+/// overflow). Anything else (score=0, a trace time of 1e-320 ms, an infinite tflops) makes the
+/// run invalid with the reason instead of reaching the statistics.
+fn usable_value(rec: &RunRecord, metric: Metric, v: f64) -> Result<f64, String> {
+    if let Some(l) = rec.latency_ms.filter(|l| !protocol::latency_in_range(*l)) {
+        return Err(format!(
+            "latency {l:e} ms ({}) is not a usable time; it must lie in [{:e}, {:e}] ms",
+            rec.latency_source.as_deref().unwrap_or("reported"),
+            protocol::MIN_LATENCY_MS,
+            protocol::MAX_LATENCY_MS
+        ));
+    }
+    if v.is_finite() && v > 0.0 && v.ln().abs() < 460.0 {
+        return Ok(v);
+    }
+    Err(format!(
+        "the deciding metric {} = {v:e} is not a usable value: it must be a positive finite number (between 1e-200 and 1e200)",
+        metric.as_str()
+    ))
 }
 
 /// The deciding metric of one sample.

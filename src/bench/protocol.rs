@@ -6,8 +6,7 @@ use std::path::Path;
 
 pub const RESULT_FILE: &str = "ratchet-result.json";
 pub const SCHEMA_VERSION: u32 = 1;
-/// A result file larger than this is refused rather than read (a runaway benchmark).
-const MAX_RESULT_BYTES: u64 = 64 << 20;
+use super::safe_read::MAX_RESULT_BYTES;
 
 /// The benchmark's correctness check against its reference.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -73,6 +72,19 @@ pub struct ResultFile {
     pub snapshots: Option<Vec<SnapshotEntry>>,
 }
 
+/// The shortest time a run may report: 1 ps. Below it a time is a unit mistake or a denormal
+/// (1e-320) whose ratios overflow.
+pub const MIN_LATENCY_MS: f64 = 1e-9;
+/// The longest: 10^9 ms, about 11.6 days, far past any timeout.
+pub const MAX_LATENCY_MS: f64 = 1e9;
+/// The largest FLOP or byte count of one call (10^24): products with it stay finite.
+pub const MAX_COUNT: f64 = 1e24;
+
+/// Whether `ms` is a time the statistics can use (finite, in [MIN_LATENCY_MS, MAX_LATENCY_MS]).
+pub fn latency_in_range(ms: f64) -> bool {
+    (MIN_LATENCY_MS..=MAX_LATENCY_MS).contains(&ms)
+}
+
 /// Why a result file is unusable; the message names the field and the fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
@@ -82,18 +94,9 @@ fn perr(msg: impl Into<String>) -> ProtocolError {
     ProtocolError(msg.into())
 }
 
-/// Read and validate a result file.
+/// Read and validate a result file (a regular file of at most 64 MiB, opened without blocking).
 pub fn read_result_file(path: &Path) -> Result<ResultFile, ProtocolError> {
-    let meta = std::fs::metadata(path).map_err(|e| perr(format!("cannot read {}: {e}", path.display())))?;
-    if meta.len() > MAX_RESULT_BYTES {
-        return Err(perr(format!(
-            "{} is {} bytes, more than the {} MiB a result file may have",
-            path.display(),
-            meta.len(),
-            MAX_RESULT_BYTES >> 20
-        )));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| perr(format!("cannot read {}: {e}", path.display())))?;
+    let text = super::safe_read::read_text_capped(path, MAX_RESULT_BYTES).map_err(|e| perr(e.0))?;
     parse_result_file(&text)
 }
 
@@ -111,13 +114,15 @@ pub fn parse_result_file(text: &str) -> Result<ResultFile, ProtocolError> {
     if r.latencies_ms.is_empty() {
         return Err(perr(format!("{RESULT_FILE}: \"latencies_ms\" is empty; record each measured iteration's time")));
     }
-    if let Some((i, v)) = r.latencies_ms.iter().enumerate().find(|(_, v)| !(v.is_finite() && **v > 0.0)) {
-        return Err(perr(format!("{RESULT_FILE}: latencies_ms[{i}] = {v} is not a positive finite time in ms")));
+    if let Some((i, v)) = r.latencies_ms.iter().enumerate().find(|(_, v)| !latency_in_range(**v)) {
+        return Err(perr(format!(
+            "{RESULT_FILE}: latencies_ms[{i}] = {v:e} is not a usable time; each must lie in [{MIN_LATENCY_MS:e}, {MAX_LATENCY_MS:e}] ms"
+        )));
     }
     for (name, v) in [("flops", r.flops), ("bytes", r.bytes), ("min_bytes", r.min_bytes)] {
         if let Some(v) = v {
-            if !(v.is_finite() && v > 0.0) {
-                return Err(perr(format!("{RESULT_FILE}: \"{name}\" = {v} must be a positive finite number")));
+            if !(v.is_finite() && v > 0.0 && v <= MAX_COUNT) {
+                return Err(perr(format!("{RESULT_FILE}: \"{name}\" = {v:e} must be a positive number of at most {MAX_COUNT:e}")));
             }
         }
     }
@@ -155,8 +160,11 @@ pub fn parse_legacy(stdout: &str) -> Result<Option<LegacyResult>, ProtocolError>
         }
     }
     out.latency_ms = latency.ok_or_else(|| perr("RESULT line has no latency=...ms field"))?;
-    if !(out.latency_ms.is_finite() && out.latency_ms > 0.0) {
-        return Err(perr(format!("RESULT line: latency {} ms is not a positive time", out.latency_ms)));
+    if !latency_in_range(out.latency_ms) {
+        return Err(perr(format!(
+            "RESULT line: latency {:e} ms is not a usable time; it must lie in [{MIN_LATENCY_MS:e}, {MAX_LATENCY_MS:e}] ms",
+            out.latency_ms
+        )));
     }
     if let Some(line) = stdout.lines().rev().find_map(|l| l.trim().strip_prefix("REGIME:")) {
         let mut words = line.split_whitespace();

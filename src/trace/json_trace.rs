@@ -3,7 +3,6 @@
 //! drops the rest silently, so a file at the cap is reported as likely truncated.
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::path::Path;
 
 use anyhow::Context;
@@ -67,11 +66,7 @@ fn us_to_ps(us: f64) -> i64 {
 /// Reads and analyses a `.trace.json.gz`: op events carrying `hlo_op` and `hlo_module` are
 /// grouped by (`hlo_module`, `run_id`), as on CPU.
 pub fn analyze_json(path: &Path, opts: &AnalyzeOptions) -> anyhow::Result<TraceReport> {
-    let file = std::fs::File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(file)
-        .read_to_string(&mut text)
-        .with_context(|| format!("{} is not a readable gzip file", path.display()))?;
+    let text = crate::bench::safe_read::read_gzip_text_capped(path, crate::bench::safe_read::MAX_TRACE_JSON_BYTES)?;
     let trace: TraceFile = serde_json::from_str(&text).with_context(|| format!("{} is not a Chrome trace JSON", path.display()))?;
     drop(text);
     analyze_events(path, trace, opts)

@@ -166,7 +166,7 @@ pub fn analyze_located(located: &Located, opts: &AnalyzeOptions) -> anyhow::Resu
 
 /// Reads an `.xplane.pb` into one buffer and analyses it.
 pub fn analyze_xplane_file(path: &Path, opts: &AnalyzeOptions) -> anyhow::Result<TraceReport> {
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let data = crate::bench::safe_read::read_capped(path, crate::bench::safe_read::MAX_TRACE_BYTES)?;
     let space = xplane::parse(&data).with_context(|| format!("cannot decode {}", path.display()))?;
     analyze_space(&space, &path.display().to_string(), opts)
 }
