@@ -482,8 +482,9 @@ pub(crate) fn kernel_from_table(k: &ModuleExecs, c: &Collected, with_ops: bool) 
     let n = k.execs.len();
     let (op_breakdown, category_breakdown) = if with_ops { c.table.finish(k.group, n, &c.ops.infos) } else { (Vec::new(), Vec::new()) };
     let cost = |f: fn(&OpStat) -> Option<f64>| {
-        let known: Vec<f64> = op_breakdown.iter().filter_map(|o| f(o).map(|v| v * o.count as f64)).collect();
-        (!known.is_empty()).then(|| known.iter().sum::<f64>() / n.max(1) as f64)
+        // A cost model that gives nothing (0 for a custom call it cannot see into) is no figure.
+        let known: f64 = op_breakdown.iter().filter_map(|o| f(o).map(|v| v * o.count as f64)).sum();
+        (known > 0.0).then(|| known / n.max(1) as f64)
     };
     KernelStats {
         name: k.display_name(),
@@ -562,7 +563,7 @@ pub fn op_category(name: &str, hlo_category: Option<&str>) -> String {
     if let Some(c) = exact {
         return c.to_string();
     }
-    if lower.contains("gemm") || lower.contains("cublas") || lower.starts_with("cijk_") {
+    if lower.contains("gemm") || lower.contains("cublas") || lower.starts_with("cijk_") || lower.contains("cudnn-conv") {
         "dot".to_string()
     } else if lower.ends_with("fusion") || lower.contains("_fusion") {
         "fusion".to_string()
@@ -762,6 +763,8 @@ mod tests {
         assert_eq!(c("wrapped_add.1"), "elementwise");
         assert_eq!(c("custom-call.1"), "custom-call");
         assert_eq!(c("gemm_fusion_dot_general.1"), "dot");
+        // A convolution run by a library call (MIOpen / cuDNN), as XLA names it.
+        assert_eq!(c("cudnn-conv.1.0"), "dot");
         assert_eq!(c("dot.3"), "dot");
         assert_eq!(c("exponential.2"), "exponential");
         assert_eq!(c("reduce.7"), "reduce");

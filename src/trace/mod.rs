@@ -231,7 +231,7 @@ fn analyze_xplane_file_with(path: &Path, opts: &AnalyzeOptions, require_kernel: 
         // SAFETY: a read-only private mapping of a capture the profiler has finished writing;
         // nothing in this process writes to it. (A file truncated by another process while
         // mapped would fault, as a file read would fail.)
-        let m = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
+        let m = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
         // One front-to-back pass: ask for readahead.
         let _ = m.advise(memmap2::Advice::Sequential);
         Some(m)

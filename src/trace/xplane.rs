@@ -15,12 +15,25 @@ use std::collections::HashMap;
 
 use super::wire::{decode_varint, WireType};
 
-/// Why a capture could not be decoded.
+/// Why a capture could not be decoded: the protobuf structure is broken (truncated file, bad
+/// length, bad wire type, ...). Boxed, so that the hot decoding functions return a
+/// two-word `Result`.
 #[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    /// The protobuf structure is broken (truncated file, bad length, bad wire type, ...).
-    #[error("corrupt or truncated .xplane.pb: {what} at byte {offset} of {len}")]
-    Malformed { what: String, offset: usize, len: usize },
+#[error("corrupt or truncated .xplane.pb: {} at byte {} of {}", .0.what, .0.offset, .0.len)]
+pub struct DecodeError(Box<Malformed>);
+
+/// Where and how a capture is broken.
+#[derive(Debug)]
+pub struct Malformed {
+    pub what: String,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl DecodeError {
+    pub fn details(&self) -> &Malformed {
+        &self.0
+    }
 }
 
 type Result<T> = std::result::Result<T, DecodeError>;
@@ -45,18 +58,22 @@ impl<'a> Reader<'a> {
         Reader { rest: data, file_start: file.as_ptr() as usize, file_len: file.len() }
     }
 
+    #[inline(always)]
     fn sub(&self, data: &'a [u8]) -> Self {
         Reader { rest: data, file_start: self.file_start, file_len: self.file_len }
     }
 
+    #[cold]
+    #[inline(never)]
     fn err(&self, what: impl Into<String>) -> DecodeError {
-        DecodeError::Malformed {
+        DecodeError(Box::new(Malformed {
             what: what.into(),
             offset: (self.rest.as_ptr() as usize).saturating_sub(self.file_start),
             len: self.file_len,
-        }
+        }))
     }
 
+    #[inline(always)]
     fn is_empty(&self) -> bool {
         self.rest.is_empty()
     }
@@ -86,7 +103,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A length-delimited payload, bounded by what remains of the enclosing message.
-    #[inline]
+    #[inline(always)]
     fn len_delimited(&mut self) -> Result<&'a [u8]> {
         let len = self.varint()?;
         if len > self.rest.len() as u64 {
@@ -97,6 +114,7 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    #[inline(always)]
     fn fixed64(&mut self) -> Result<u64> {
         if self.rest.len() < 8 {
             return Err(self.err("truncated fixed64"));
@@ -108,6 +126,7 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(b))
     }
 
+    #[inline(always)]
     fn skip(&mut self, wire: WireType) -> Result<()> {
         match wire {
             WireType::Varint => self.varint().map(drop),
@@ -126,6 +145,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An int64 field; wrong wire types are a corruption, not a silent zero.
+    #[inline(always)]
     fn int64(&mut self, wire: WireType, name: &str) -> Result<i64> {
         if wire != WireType::Varint {
             return Err(self.err(format!("{name}: expected a varint")));
@@ -142,6 +162,7 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(bytes).map_err(|_| at.err(format!("{name}: invalid UTF-8")))
     }
 
+    #[inline(always)]
     fn message(&mut self, wire: WireType, name: &str) -> Result<Reader<'a>> {
         if wire != WireType::LengthDelimited {
             return Err(self.err(format!("{name}: expected a message")));
@@ -453,17 +474,34 @@ impl<'a> XLine<'a> {
             ev.offset_ps = 0;
             ev.duration_ps = 0;
             ev.stats = [None; MAX_CODES];
-            while !e.is_empty() {
-                let (f, w) = e.key()?;
-                match f {
-                    1 => ev.metadata_id = e.int64(w, "XEvent.metadata_id")?,
-                    2 => ev.offset_ps = e.int64(w, "XEvent.offset_ps")?,
-                    3 => ev.duration_ps = e.int64(w, "XEvent.duration_ps")?,
-                    4 => scan_stat(e.message(w, "XEvent.stats")?, codes, &mut ev.stats)?,
-                    5 => {
-                        e.int64(w, "XEvent.num_occurrences")?;
+            while let Some(&tag) = e.rest.first() {
+                // Writers emit the fields in number order, each with a one-byte tag: test for
+                // those tags first (predictable compares), and fall back to the general path.
+                if tag == 0x22 {
+                    e.rest = &e.rest[1..];
+                    let body = e.len_delimited()?;
+                    scan_stat(e.sub(body), codes, &mut ev.stats)?;
+                } else if tag == 0x08 {
+                    e.rest = &e.rest[1..];
+                    ev.metadata_id = e.varint()? as i64;
+                } else if tag == 0x10 {
+                    e.rest = &e.rest[1..];
+                    ev.offset_ps = e.varint()? as i64;
+                } else if tag == 0x18 {
+                    e.rest = &e.rest[1..];
+                    ev.duration_ps = e.varint()? as i64;
+                } else {
+                    let (f, w) = e.key()?;
+                    match f {
+                        1 => ev.metadata_id = e.int64(w, "XEvent.metadata_id")?,
+                        2 => ev.offset_ps = e.int64(w, "XEvent.offset_ps")?,
+                        3 => ev.duration_ps = e.int64(w, "XEvent.duration_ps")?,
+                        4 => scan_stat(e.message(w, "XEvent.stats")?, codes, &mut ev.stats)?,
+                        5 => {
+                            e.int64(w, "XEvent.num_occurrences")?;
+                        }
+                        _ => e.skip(w)?,
                     }
-                    _ => e.skip(w)?,
                 }
             }
             n += 1;
@@ -476,7 +514,16 @@ impl<'a> XLine<'a> {
 /// Decodes one stat into `out` when its id is wanted; an unwanted stat is left after its id.
 #[inline(always)]
 fn scan_stat<'a>(mut r: Reader<'a>, codes: &StatCodes, out: &mut [Option<StatValue<'a>>; MAX_CODES]) -> Result<()> {
+    // The usual shape: tag 0x08 and the stat's id first; an unwanted stat ends right there.
     let mut code = None;
+    if r.rest.first() == Some(&0x08) {
+        r.rest = &r.rest[1..];
+        let c = codes.get(r.varint()? as i64);
+        if c == 0 {
+            return Ok(());
+        }
+        code = Some(c);
+    }
     let mut value = StatValue::None;
     while !r.is_empty() {
         let (field, wire) = r.key()?;
