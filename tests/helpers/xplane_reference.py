@@ -198,12 +198,35 @@ def report(path):
     tpus = sorted((p for p in space.planes if devno(p, "/device:TPU:") is not None),
                   key=lambda p: devno(p, "/device:TPU:"))
     for p in tpus:
+        windows = []
         for l in p.lines:
             if l.name != "XLA Modules":
                 continue
             for n, e in enumerate(l.events):
                 groups[(p.name, p.event_metadata[e.metadata_id].name, n)].append(start_end(l, e))
+                windows.append(start_end(l, e) + (p.event_metadata[e.metadata_id].name,))
                 source = "XLA Modules"
+        # XLA Ops: each op is charged its `device_duration_ps` stat (the event's duration when
+        # absent) and belongs to the module execution whose span holds it.
+        op_time, n_dd, n_ev = defaultdict(int), 0, 0
+        for l in p.lines:
+            if l.name != "XLA Ops":
+                continue
+            for e in l.events:
+                s0, s1 = start_end(l, e)
+                home = [w for w in windows if w[0] <= s0 and s1 <= w[1]]
+                if not home:
+                    continue
+                st = stats_of(p, e.stats)
+                if "device_duration_ps" in st:
+                    n_dd += 1
+                    op_time[home[-1][2]] += st["device_duration_ps"]
+                else:
+                    n_ev += 1
+                    op_time[home[-1][2]] += e.duration_ps
+        for mod in sorted(op_time):
+            print(f"  {p.name} ops of {mod}: device_time_us={op_time[mod] / 1e6:.6f} "
+                  f"(device_duration_ps on {n_dd} op events, event duration on {n_ev})")
     if source is None:
         # GPU: every kernel (with hlo_module) of every GPU plane. Its execution is the
         # innermost `XLA GPU module` window (else `GpuExecutable::ExecuteThunks`) of the host
