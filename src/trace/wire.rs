@@ -42,10 +42,32 @@ pub fn decode_varint(buf: &[u8]) -> Option<(u64, usize)> {
     }
 }
 
-/// The multi-byte case. With ten bytes in hand (the longest varint) the loop needs no bounds
-/// check per byte; near the end of a buffer it goes byte by byte.
-#[inline(never)]
+/// The multi-byte case. With eight bytes in hand, a varint of up to eight bytes (timestamps
+/// and durations in picoseconds are five to seven) is found and decoded without a loop: the
+/// first byte whose high bit is clear ends it, and three mask-and-shift steps pack its 7-bit
+/// groups. Longer ones, and the last bytes of a buffer, go byte by byte.
+#[inline(always)]
 fn decode_varint_multi(buf: &[u8]) -> Option<(u64, usize)> {
+    if let Some(head) = buf.get(..8) {
+        let x = u64::from_le_bytes(head.try_into().ok()?);
+        let ends = !x & 0x8080_8080_8080_8080;
+        if ends != 0 {
+            let len = (ends.trailing_zeros() as usize + 1) / 8;
+            // Keep the varint's bytes only, their 7 payload bits each.
+            let keep = if len == 8 { u64::MAX } else { (1u64 << (8 * len)) - 1 };
+            let mut v = x & keep & 0x7f7f_7f7f_7f7f_7f7f;
+            v = (v & 0x007f_007f_007f_007f) | ((v & 0x7f00_7f00_7f00_7f00) >> 1);
+            v = (v & 0x0000_3fff_0000_3fff) | ((v & 0x3fff_0000_3fff_0000) >> 2);
+            v = (v & 0x0000_0000_0fff_ffff) | ((v & 0x0fff_ffff_0000_0000) >> 4);
+            return Some((v, len));
+        }
+    }
+    decode_varint_long(buf)
+}
+
+/// Nine- and ten-byte varints, and any varint in the last bytes of a buffer.
+#[inline(never)]
+fn decode_varint_long(buf: &[u8]) -> Option<(u64, usize)> {
     if let Some(head) = buf.get(..10) {
         let b: &[u8; 10] = head.try_into().ok()?;
         let mut v = 0u64;
@@ -91,7 +113,12 @@ mod tests {
 
     #[test]
     fn round_trips_and_rejects_bad_varints() {
-        for v in [0u64, 1, 127, 128, 300, 1 << 35, u64::MAX - 1, u64::MAX, (-5i64) as u64] {
+        // Every length from one to ten bytes, at its edges.
+        let mut values = vec![0u64, 1, 300, u64::MAX - 1, u64::MAX, (-5i64) as u64, 1_234_567_890_123];
+        for bits in (7..64).step_by(7) {
+            values.extend([(1u64 << bits) - 1, 1u64 << bits, (1u64 << bits) + 12345]);
+        }
+        for v in values {
             let mut b = Vec::new();
             encode_varint(v, &mut b);
             assert_eq!(decode_varint(&b), Some((v, b.len())), "{v}");

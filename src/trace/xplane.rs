@@ -766,6 +766,12 @@ fn decode_line<'a>(mut r: Reader<'a>, validate: bool) -> Result<XLine<'a>> {
             9 => line.duration_ps = r.int64(wire, "XLine.duration_ps")?,
             4 if !validate => {
                 r.message(wire, "XLine.events")?;
+                // The events that follow in a run: one-byte tag and a length each, skipped here
+                // without the general key path (the pass over them comes later).
+                while r.rest.first() == Some(&0x22) {
+                    r.rest = &r.rest[1..];
+                    r.len_delimited()?;
+                }
             }
             4 => {
                 // Validate the event and its stats now, so the lazy iterators never fail.
