@@ -59,6 +59,8 @@ fn equally_run_modules_are_all_shown_with_their_op_breakdowns() {
 
     let json: serde_json::Value = serde_json::from_slice(&inspect(&[path.to_str().unwrap(), "--json"]).stdout).unwrap();
     assert!(json["kernel"].is_null());
+    assert_eq!(json["op_time"], "device_duration_ps stat (as XProf)");
+    assert!(out.contains("Op times:  device_duration_ps stat (as XProf)"), "{out}");
     let modules = json["modules"].as_array().unwrap();
     assert_eq!(modules.iter().filter(|m| m["kind"] == "module").count(), 4);
     let shares: f64 = modules.iter().filter(|m| m["kind"] == "module").map(|m| m["share_of_device_time"].as_f64().unwrap()).sum();

@@ -245,6 +245,9 @@ pub fn render_text(o: &InspectOutput) -> String {
     if let Some(d) = &r.device {
         let _ = writeln!(s, "Device:    {}{}", d.plane, d.device_type.as_deref().map(|t| format!(" ({t})")).unwrap_or_default());
     }
+    if r.kernel.is_none() {
+        let _ = writeln!(s, "Op times:  {}", r.op_time);
+    }
     let _ = writeln!(s, "\nModules (device time; share of the device's module time):");
     let _ = writeln!(
         s,

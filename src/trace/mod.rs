@@ -47,6 +47,9 @@ pub struct TraceReport {
     pub source: String,
     /// The device plane's type and peak figures, when it carries them (TPU, GPU).
     pub device: Option<DeviceInfo>,
+    /// What an op's time is in the breakdowns: the `device_duration_ps` stat (TPU, as XProf
+    /// uses it) or the event's duration.
+    pub op_time: String,
     /// Every executed module, most executions first.
     pub modules: Vec<ModuleStats>,
     /// The kernel's figures (always set by [`analyze`], which fails when it cannot choose).
@@ -333,6 +336,7 @@ pub(crate) fn build_report(
         events: c.events,
         source,
         device,
+        op_time: c.op_time.clone(),
         modules: c.module_stats(),
         kernel,
         hlo_ops_from_proto,
