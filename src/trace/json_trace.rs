@@ -178,7 +178,7 @@ fn analyze_events(path: &Path, trace: TraceFile, opts: &AnalyzeOptions, require_
         let device = st.device(name, Mode::Tpu, n);
         st.used_line(device, "XLA Modules");
         let windows = scan::tpu_modules(&mut st, device, &module_events);
-        let mut ops = TpuOps::new(&windows, with_ops);
+        let mut ops = TpuOps::new(&windows, with_ops, true);
         let mut metas: HashMap<&str, TpuOpMeta> = HashMap::new();
         for &tid in &op_tids {
             for e in complete_events().filter(|e| e.pid == Some(pid) && e.tid == Some(tid)) {

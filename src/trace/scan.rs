@@ -243,6 +243,9 @@ impl TpuOpMeta {
 pub(crate) struct TpuOps<'w> {
     windows: &'w [TpuWindow],
     nester: Nester,
+    /// Keep each line's ops, to nest them sorted if the line is out of order (the Chrome-trace
+    /// reader, whose events are in memory anyway); without, the caller decodes the line again.
+    buffer: bool,
     recs: Vec<Rec>,
     pallas: Vec<(u32, u32, i64, i64, u32)>,
     device_duration: (u64, u64),
@@ -250,43 +253,55 @@ pub(crate) struct TpuOps<'w> {
 }
 
 impl<'w> TpuOps<'w> {
-    pub fn new(windows: &'w [TpuWindow], with_ops: bool) -> Self {
-        TpuOps { windows, nester: Nester::default(), recs: Vec::new(), pallas: Vec::new(), device_duration: (0, 0), with_ops }
+    pub fn new(windows: &'w [TpuWindow], with_ops: bool, buffer: bool) -> Self {
+        TpuOps { windows, nester: Nester::default(), buffer, recs: Vec::new(), pallas: Vec::new(), device_duration: (0, 0), with_ops }
+    }
+
+    /// The op as a record of the execution holding it, if one does (and its program agrees).
+    #[inline]
+    pub fn place(&self, m: &TpuOpMeta, start: i64, span: i64, device_duration: Option<i64>) -> Option<(Rec, u32)> {
+        let time = device_duration.unwrap_or(span);
+        let end = start.saturating_add(span);
+        let i = self.windows.partition_point(|w| w.0 <= start);
+        let w = i.checked_sub(1).map(|i| self.windows[i]).filter(|w| end <= w.1)?;
+        if matches!((m.program, w.3), (Some(a), Some(b)) if a != b) {
+            return None;
+        }
+        Some((Rec { start, span, time, group: w.2, op: m.op }, w.4))
     }
 
     #[inline]
     pub fn push(&mut self, m: &TpuOpMeta, start: i64, span: i64, device_duration: Option<i64>) {
-        let time = match device_duration {
-            Some(t) => {
-                self.device_duration.0 += 1;
-                t
-            }
-            None => {
-                self.device_duration.1 += 1;
-                span
-            }
-        };
-        let end = start.saturating_add(span);
-        let i = self.windows.partition_point(|w| w.0 <= start);
-        let Some(w) = i.checked_sub(1).map(|i| self.windows[i]).filter(|w| end <= w.1) else { return };
-        if matches!((m.program, w.3), (Some(a), Some(b)) if a != b) {
-            return;
+        if device_duration.is_some() {
+            self.device_duration.0 += 1;
+        } else {
+            self.device_duration.1 += 1;
         }
+        let Some((r, module_slot)) = self.place(m, start, span, device_duration) else { return };
         if self.with_ops {
-            let r = Rec { start, span, time, group: w.2, op: m.op };
             self.nester.push(r);
-            self.recs.push(r);
+            if self.buffer {
+                self.recs.push(r);
+            }
         }
         if let Some(p) = m.pallas {
-            self.pallas.push((p, m.op, start, time, w.4));
+            self.pallas.push((p, m.op, start, r.time, module_slot));
         }
     }
 
-    pub fn end_line(&mut self, st: &mut State) {
+    /// Ends a line; false when it was out of order and not buffered: the caller nests it again
+    /// from its events ([`super::analysis::nest_sorted`]).
+    pub fn end_line(&mut self, st: &mut State) -> bool {
+        let mut ok = true;
         if self.with_ops && !self.nester.end_line(&mut st.table) {
-            super::analysis::nest_sorted(&mut self.recs, &mut st.table);
+            if self.buffer {
+                super::analysis::nest_sorted(&mut self.recs, &mut st.table);
+            } else {
+                ok = false;
+            }
         }
         self.recs.clear();
+        ok
     }
 
     /// Records the Pallas kernels' calls as their executions.
@@ -348,7 +363,7 @@ fn scan_tpu(st: &mut State, plane: &XPlane<'_>, n: u32, with_ops: bool) -> Resul
         }
     }
     let codes = codes_for(plane, &[("device_duration_ps", C_DEVICE_DURATION)]);
-    let mut ops = TpuOps::new(&windows, with_ops);
+    let mut ops = TpuOps::new(&windows, with_ops, false);
     for line in &plane.lines {
         if line.name != "XLA Ops" {
             if line.name != "XLA Modules" {
@@ -362,7 +377,17 @@ fn scan_tpu(st: &mut State, plane: &XPlane<'_>, n: u32, with_ops: bool) -> Resul
                 ops.push(m, line.start_ps_of(ev.offset_ps), ev.duration_ps, dd);
             }
         })? as u64;
-        ops.end_line(st);
+        if !ops.end_line(st) {
+            // Out of time order: decode this line again and nest its ops sorted.
+            let mut recs = Vec::new();
+            line.scan_events(&codes, |ev| {
+                if let Some(m) = metas.get(&ev.metadata_id) {
+                    let dd = ev.stats[C_DEVICE_DURATION].and_then(|v| v.as_i64());
+                    recs.extend(ops.place(m, line.start_ps_of(ev.offset_ps), ev.duration_ps, dd).map(|p| p.0));
+                }
+            })?;
+            super::analysis::nest_sorted(&mut recs, &mut st.table);
+        }
     }
     ops.finish(st, device);
     Ok(())
@@ -713,5 +738,143 @@ pub(crate) fn finish(st: State, warnings: Vec<String>) -> Collected {
         events: st.events,
         op_time: if mode == Mode::Tpu { op_time_label(st.device_duration.0, st.device_duration.1) } else { "event duration".to_string() },
         warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::trace::xplane::tests::W;
+    use crate::trace::{analyze_space, xplane, AnalyzeOptions};
+
+    fn entry(field: u32, key: i64, value: &W) -> (u32, W) {
+        let mut e = W::default();
+        e.varint(1, key as u64).msg(2, value);
+        (field, e)
+    }
+
+    fn stat_md(id: i64, name: &str) -> (u32, W) {
+        let mut m = W::default();
+        m.varint(1, id as u64).bytes(2, name.as_bytes());
+        entry(5, id, &m)
+    }
+
+    fn event_md(id: i64, name: &str, display: &str) -> (u32, W) {
+        let mut m = W::default();
+        m.varint(1, id as u64).bytes(2, name.as_bytes()).bytes(4, display.as_bytes());
+        entry(4, id, &m)
+    }
+
+    /// An event; `stats` are (stat id, field of the value, value) with varint values, or a
+    /// string for field 5.
+    fn event(md: i64, offset: i64, dur: i64, stats: &[(i64, u32, &str)]) -> W {
+        let mut e = W::default();
+        e.varint(1, md as u64).varint(2, offset as u64).varint(3, dur as u64);
+        for &(id, field, v) in stats {
+            let mut s = W::default();
+            s.varint(1, id as u64);
+            if field == 5 {
+                s.bytes(5, v.as_bytes());
+            } else {
+                s.varint(field, v.parse::<i64>().unwrap() as u64);
+            }
+            e.msg(4, &s);
+        }
+        e
+    }
+
+    fn line(id: i64, name: &str, events: &[W]) -> W {
+        let mut l = W::default();
+        l.varint(1, id as u64).bytes(2, name.as_bytes());
+        for e in events {
+            l.msg(4, e);
+        }
+        l
+    }
+
+    fn plane(name: &str, lines: &[W], metadata: &[(u32, W)]) -> W {
+        let mut p = W::default();
+        p.bytes(2, name.as_bytes());
+        for l in lines {
+            p.msg(3, l);
+        }
+        for (field, m) in metadata {
+            p.msg(*field, m);
+        }
+        p
+    }
+
+    fn space(planes: &[W]) -> Vec<u8> {
+        let mut s = W::default();
+        for p in planes {
+            s.msg(1, p);
+        }
+        s.0
+    }
+
+    #[test]
+    fn each_gpu_launch_goes_to_its_own_threads_window() {
+        // Two host threads drive two GPUs at once; their module windows overlap in time. A
+        // launch must land in its own thread's window, not in the other's that also holds it.
+        let host_md = [stat_md(1, "correlation_id"), event_md(1, "jit_f:XLA GPU module", ""), event_md(2, "hipLaunchKernel", "")];
+        let a = line(
+            100,
+            "py_xla_execute/100",
+            &[event(1, 0, 1000, &[]), event(2, 10, 1, &[(1, 4, "1")]), event(1, 2000, 1000, &[]), event(2, 2010, 1, &[(1, 4, "2")])],
+        );
+        let b =
+            line(200, "py_xla_execute/200", &[event(1, 5, 1000, &[]), event(2, 20, 1, &[(1, 4, "3")]), event(2, 30, 1, &[(1, 4, "4")])]);
+        let host = plane("/host:CPU", &[a, b], &host_md);
+        let gpu_md =
+            [stat_md(1, "hlo_module"), stat_md(2, "program_id"), stat_md(3, "correlation_id"), stat_md(4, "hlo_op"), event_md(1, "k", "")];
+        let kernel =
+            |start: i64, corr: &'static str| event(1, start, 50, &[(1, 5, "jit_f"), (2, 3, "1"), (3, 4, corr), (4, 5, "fusion.1")]);
+        let gpu0 = plane("/device:GPU:0", &[line(1, "Stream #1(Kernel)", &[kernel(100, "1"), kernel(2100, "2")])], &gpu_md);
+        let gpu1 = plane("/device:GPU:1", &[line(1, "Stream #1(Kernel)", &[kernel(110, "3"), kernel(400, "4")])], &gpu_md);
+        let data = space(&[gpu1, host, gpu0]);
+        let sp = xplane::parse_skeleton(&data).unwrap();
+        let r = analyze_space(&sp, "t", &AnalyzeOptions::default()).unwrap();
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        let m = &r.modules[0];
+        assert_eq!((m.name.as_str(), m.device.as_deref(), m.executions), ("jit_f(1)", Some("/device:GPU:0"), 2));
+        assert_eq!(m.devices.len(), 2);
+        assert_eq!((m.devices[1].device.as_str(), m.devices[1].executions), ("/device:GPU:1", 1));
+        // GPU:1's one execution spans both of its kernels: 110 .. 450 ps.
+        assert_eq!(m.devices[1].median_us * 1e6, 340.0);
+        assert_eq!(r.kernel.as_ref().unwrap().per_execution_us.iter().map(|u| u * 1e6).collect::<Vec<_>>(), vec![50.0, 50.0]);
+    }
+
+    #[test]
+    fn tpu_ops_are_charged_device_durations_even_out_of_order() {
+        let md = [
+            stat_md(1, "device_duration_ps"),
+            event_md(1, "jit_g(7)", ""),
+            event_md(2, "%while.1 = f32[8] while(%a), body=%b", "while.1"),
+            event_md(3, "%dot.2 = f32[8] dot(%a, %b)", "dot.2"),
+        ];
+        // The ops line comes first and lists the child before its parent.
+        let ops = line(2, "XLA Ops", &[event(3, 1100, 300, &[(1, 3, "250")]), event(2, 1000, 1000, &[(1, 3, "900")])]);
+        let modules = line(1, "XLA Modules", &[event(1, 1000, 1500, &[])]);
+        let data = space(&[plane("/device:TPU:0", &[ops, modules], &md)]);
+        let sp = xplane::parse_skeleton(&data).unwrap();
+        let r = analyze_space(&sp, "t", &AnalyzeOptions::default()).unwrap();
+        let k = r.kernel.as_ref().unwrap();
+        assert_eq!(k.name, "jit_g(7)");
+        assert_eq!(k.op_time, "device_duration_ps stat (as XProf)");
+        let get = |n: &str| k.op_breakdown.iter().find(|o| o.name == n).unwrap();
+        assert_eq!((get("while.1").inclusive_us * 1e6, get("while.1").total_us * 1e6), (900.0, 650.0));
+        assert_eq!(get("dot.2").total_us * 1e6, 250.0);
+        assert_eq!(r.source, "/device:TPU:0 / XLA Modules");
+    }
+
+    #[test]
+    fn a_corrupt_event_is_an_error_from_the_pass() {
+        let md = [stat_md(1, "device_duration_ps"), event_md(1, "jit_g(7)", "")];
+        let mut data = space(&[plane("/device:TPU:0", &[line(1, "XLA Modules", &[event(1, 0, 10, &[])])], &md)]);
+        // Break the event's first field into a group tag, which no XSpace field is.
+        let at = data.windows(6).position(|w| w == [0x08, 0x01, 0x10, 0x00, 0x18, 0x0a]).unwrap();
+        data[at] = 0x0b;
+        let sp = xplane::parse_skeleton(&data).unwrap();
+        let err = analyze_space(&sp, "t", &AnalyzeOptions::default()).unwrap_err();
+        assert!(format!("{err:#}").contains("corrupt or truncated"), "{err:#}");
     }
 }
