@@ -160,6 +160,17 @@ fn tpu_capture_reads_xla_modules_and_cost_model() {
     assert!((k.mean_us - TPU_F_MEAN_US).abs() < 1e-5);
     close(k.min_us, TPU_F_MIN_US);
     close(module(&r, "jit__psum(9646411105960254074)").median_us, TPU_PSUM_MEDIAN_US);
+    // Every module, per xplane_reference.py: (name, executions, median).
+    assert_eq!(r.modules.len(), 4);
+    for (name, n, median) in [
+        ("jit__psum(9646411105960254074)", 3, 123309.300078),
+        ("jit_broadcast_in_dim(11287434908481120160)", 1, 4444.277422),
+        ("jit_convert_element_type(2433868464432466958)", 1, 0.961328),
+    ] {
+        let m = module(&r, name);
+        assert_eq!(m.executions, n, "{name}");
+        within(m.median_us, median);
+    }
     assert_eq!(module(&r, "jit_f(12190760917235803885)").program_id, Some(12190760917235803885));
     // Categories come from the capture's hlo_category, costs from the op metadata.
     let fusion = k.op_breakdown.iter().find(|o| o.name == "broadcast_add_fusion").unwrap();
@@ -177,13 +188,30 @@ fn amd_gpu_capture_groups_kernels_by_host_execution() {
     let r = analyze(&fixture(AMD), &AnalyzeOptions::default()).unwrap();
     assert_eq!(r.source, "/device:GPU:0 / Stream #16(Kernel)");
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
-    // From xplane_reference.py: per (hlo_module, program_id) executions and medians.
+    // From xplane_reference.py: per (hlo_module, program_id) executions and medians, every module.
     let expect = [
-        ("jit_matmul(19)", 12, 37.70, 1.0),
+        ("jit_matmul(19)", 12, 37.7, 1.0),
         ("jit_add(71)", 6, 14.64, 1.0),
+        ("jit_multiply(86)", 6, 43.82, 1.0),
         ("jit__reduce_max(49)", 3, 16.52, 2.0),
-        ("jit_matmul(59)", 3, 181.60, 2.0),
+        ("jit__reduce_sum(55)", 3, 8.92, 1.0),
+        ("jit_add(88)", 3, 52.32, 1.0),
+        ("jit_add(94)", 3, 49.12, 1.0),
+        ("jit_convert_element_type(45)", 3, 2.0, 1.0),
+        ("jit_exp(53)", 3, 18.08, 1.0),
+        ("jit_integer_pow(84)", 3, 41.6, 1.0),
+        ("jit_matmul(32)", 3, 75.84, 1.0),
+        ("jit_matmul(59)", 3, 181.6, 2.0),
+        ("jit_matmul(73)", 3, 139.6, 1.0),
+        ("jit_matmul(98)", 3, 141.52, 1.0),
+        ("jit_multiply(90)", 3, 43.6, 1.0),
         ("jit_multiply(96)", 3, 56.121, 1.0),
+        ("jit_sqrt(43)", 3, 2.44, 1.0),
+        ("jit_subtract(51)", 3, 21.0, 1.0),
+        ("jit_swapaxes(30)", 3, 9.48, 1.0),
+        ("jit_tanh(92)", 3, 45.36, 1.0),
+        ("jit_true_divide(47)", 3, 26.84, 1.0),
+        ("jit_true_divide(57)", 3, 15.4, 1.0),
     ];
     for (name, n, median, ops) in expect {
         let m = module(&r, name);
