@@ -108,7 +108,7 @@ fn read_bounded(mut r: impl Read, max: u64, out: &mut Vec<u8>) -> std::io::Resul
     }
 }
 
-fn too_big(path: &Path, len: u64, cap: u64, at_least: &str) -> SafeReadError {
+pub(crate) fn too_big(path: &Path, len: u64, cap: u64, at_least: &str) -> SafeReadError {
     err(format!("{} is {at_least}{len} bytes, more than the {} MiB ratchet reads from it", path.display(), cap >> 20))
 }
 

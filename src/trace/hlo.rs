@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use prost::encoding::{decode_varint, WireType};
+use super::wire::{decode_varint, WireType};
 use serde::{Deserialize, Serialize};
 
 /// Instruction counts of one HLO module (all computations, fused ones included).
@@ -154,16 +154,21 @@ fn fields(body: &[u8], field: u32) -> impl Iterator<Item = Result<&[u8], HloProt
     std::iter::from_fn(move || {
         while !failed && !rest.is_empty() {
             let step = (|| {
-                let key = decode_varint(&mut rest).map_err(|_| HloProtoError("bad key"))?;
-                let wire = WireType::try_from(key & 7).map_err(|_| HloProtoError("bad wire type"))?;
+                let mut varint = || {
+                    let (v, n) = decode_varint(rest).ok_or(HloProtoError("bad varint"))?;
+                    rest = &rest[n..];
+                    Ok::<u64, HloProtoError>(v)
+                };
+                let key = varint()?;
+                let wire = WireType::of_key(key).ok_or(HloProtoError("bad wire type"))?;
                 let len = match wire {
                     WireType::Varint => {
-                        decode_varint(&mut rest).map_err(|_| HloProtoError("bad varint"))?;
+                        varint()?;
                         return Ok(None);
                     }
                     WireType::SixtyFourBit => 8,
                     WireType::ThirtyTwoBit => 4,
-                    WireType::LengthDelimited => decode_varint(&mut rest).map_err(|_| HloProtoError("bad length"))?,
+                    WireType::LengthDelimited => varint()?,
                     _ => return Err(HloProtoError("unexpected group")),
                 };
                 if len > rest.len() as u64 {

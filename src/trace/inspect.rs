@@ -12,7 +12,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 use super::locate::{locate, resolve_in_run};
-use super::{analyze_located, hlo_stats_from_text, AnalyzeOptions, HloStats, TraceReport};
+use super::{analyze_located_for_inspect, hlo_stats_from_text, AnalyzeOptions, CategoryStat, HloStats, OpStat, TraceReport};
 
 /// Arguments of `ratchet inspect`.
 #[derive(Debug, Clone, clap::Args)]
@@ -125,7 +125,9 @@ pub struct InspectOutput {
 pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
     let located = locate(&args.path)?;
     let run = located.run.clone();
-    let report = analyze_located(&located, &AnalyzeOptions { kernel: args.kernel.clone(), ..Default::default() })?;
+    // Looking needs no single kernel: with several equally-run modules and none named, every
+    // module is shown (and the roofline, which needs one latency, is left out).
+    let report = analyze_located_for_inspect(&located, &AnalyzeOptions { kernel: args.kernel.clone(), ..Default::default() })?;
     let info = run.as_ref().map(|(_, i)| i);
     let hlo_path = args.hlo.clone().or_else(|| {
         let (dir, i) = run.as_ref()?;
@@ -133,7 +135,8 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
     });
     let hlo_from_text = match &hlo_path {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read the HLO text {}", p.display()))?;
+            let text = crate::bench::safe_read::read_text_capped(p, crate::bench::safe_read::MAX_HLO_BYTES)
+                .with_context(|| format!("cannot read the HLO text {}", p.display()))?;
             Some(hlo_stats_from_text(&text))
         }
         None => None,
@@ -209,6 +212,30 @@ fn hlo_line(h: &HloStats) -> String {
     )
 }
 
+fn render_ops(s: &mut String, of: &str, categories: &[CategoryStat], ops: &[OpStat]) {
+    let _ = writeln!(s, "\nTime by category{of} (self time per execution):");
+    for c in categories {
+        let _ = writeln!(s, "    {:<20} {:>10.1} us {:>6.1}%  ({} ops)", c.category, c.per_execution_us, c.fraction * 100.0, c.count);
+    }
+    let _ = writeln!(s, "\nTop ops{of} (self time per execution):");
+    for op in ops.iter().take(15) {
+        let cost = match (op.flops, op.bytes) {
+            (Some(f), Some(b)) => format!("  {f:.3e} FLOPs, {}", bytes_h(b)),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "    {:<40} {:<16} {:>10.1} us {:>6.1}%  x{}{}",
+            op.name,
+            op.category,
+            op.per_execution_us,
+            op.fraction * 100.0,
+            op.count,
+            cost
+        );
+    }
+}
+
 /// The human-readable diagnosis.
 pub fn render_text(o: &InspectOutput) -> String {
     let r = &o.report;
@@ -219,10 +246,39 @@ pub fn render_text(o: &InspectOutput) -> String {
     if let Some(d) = &r.device {
         let _ = writeln!(s, "Device:    {}{}", d.plane, d.device_type.as_deref().map(|t| format!(" ({t})")).unwrap_or_default());
     }
-    let _ = writeln!(s, "\nModules:");
-    let _ = writeln!(s, "  {:<44} {:>6} {:>12} {:>12} {:>12}", "name", "runs", "median us", "mean us", "min us");
+    if r.kernel.is_none() {
+        let _ = writeln!(s, "Op times:  {}", r.op_time);
+    }
+    let _ = writeln!(s, "\nModules (device time; share of the device's module time):");
+    let _ = writeln!(
+        s,
+        "  {:<44} {:>6} {:>12} {:>12} {:>12} {:>12} {:>7}  device",
+        "name", "runs", "median us", "mean us", "min us", "max us", "share"
+    );
     for m in &r.modules {
-        let _ = writeln!(s, "  {:<44} {:>6} {:>12.1} {:>12.1} {:>12.1}", m.name, m.executions, m.median_us, m.mean_us, m.min_us);
+        let name = match &m.within {
+            Some(w) => format!("{} (Pallas, in {w})", m.name),
+            None => m.name.clone(),
+        };
+        let _ = writeln!(
+            s,
+            "  {:<44} {:>6} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>6.1}%  {}",
+            name,
+            m.executions,
+            m.median_us,
+            m.mean_us,
+            m.min_us,
+            m.max_us,
+            m.share_of_device_time * 100.0,
+            m.device.as_deref().unwrap_or("host")
+        );
+        for d in &m.devices {
+            let _ = writeln!(
+                s,
+                "    on {:<41} {:>6} {:>12.1} {:>12.1} {:>12.1} {:>12.1}",
+                d.device, d.executions, d.median_us, d.mean_us, d.min_us, d.max_us
+            );
+        }
     }
     if let Some(k) = &r.kernel {
         let _ = writeln!(
@@ -235,6 +291,7 @@ pub fn render_text(o: &InspectOutput) -> String {
             let _ =
                 writeln!(s, "Host steps: {} kernel_step annotations, median {:.1} us (dispatch + run + wait)", r.host_steps_us.len(), med);
         }
+        let _ = writeln!(s, "Op times:  {}", k.op_time);
         if let (Some(f), Some(b)) = (k.cost_model_flops, k.cost_model_bytes) {
             let _ = writeln!(s, "Cost model (capture): {:.3e} FLOPs, {} per execution", f, bytes_h(b));
         }
@@ -313,27 +370,10 @@ pub fn render_text(o: &InspectOutput) -> String {
         let _ = writeln!(s, "\nHLO (embedded in the capture):\n    {}", hlo_line(h));
     }
     if let Some(k) = &r.kernel {
-        let _ = writeln!(s, "\nTime by category (self time per execution):");
-        for c in &k.category_breakdown {
-            let _ = writeln!(s, "    {:<20} {:>10.1} us {:>6.1}%  ({} ops)", c.category, c.per_execution_us, c.fraction * 100.0, c.count);
-        }
-        let _ = writeln!(s, "\nTop ops (self time per execution):");
-        for op in k.op_breakdown.iter().take(15) {
-            let cost = match (op.flops, op.bytes) {
-                (Some(f), Some(b)) => format!("  {f:.3e} FLOPs, {}", bytes_h(b)),
-                _ => String::new(),
-            };
-            let _ = writeln!(
-                s,
-                "    {:<40} {:<16} {:>10.1} us {:>6.1}%  x{}{}",
-                op.name,
-                op.category,
-                op.per_execution_us,
-                op.fraction * 100.0,
-                op.count,
-                cost
-            );
-        }
+        render_ops(&mut s, "", &k.category_breakdown, &k.op_breakdown);
+    }
+    for m in &r.ops_by_module {
+        render_ops(&mut s, &format!(" of {}", m.name), &m.category_breakdown, &m.op_breakdown);
     }
     if !r.warnings.is_empty() {
         let _ = writeln!(s, "\nWarnings:");

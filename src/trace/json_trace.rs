@@ -1,6 +1,13 @@
-//! Fallback reader for `<host>.trace.json.gz` (Chrome trace format, times in microseconds),
-//! used only when a profile has no `.xplane.pb`. jax caps this file at 1,000,000 events and
-//! drops the rest silently, so a file at the cap is reported as likely truncated.
+//! Reader for `<host>.trace.json.gz` (Chrome trace format, times in microseconds), used when a
+//! profile has no `.xplane.pb`. Two shapes are read:
+//! - TPU exports: `/device:TPU:N` processes with `XLA Modules` (one event per execution) and
+//!   `XLA Ops` threads (ops, charged their `device_duration_ps` as XProf does; Pallas kernels
+//!   are the `tpu_custom_call` custom calls);
+//! - CPU captures: op events carrying `hlo_op` and `hlo_module`, grouped by (`hlo_module`,
+//!   `run_id`).
+//!
+//! jax caps this file at 1,000,000 events and drops the rest silently, so a file at the cap is
+//! reported as likely truncated.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -8,7 +15,9 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Deserialize;
 
-use super::analysis::{kernel_from_table, select_kernel, ExecGroups, LineOp, OpTable};
+use super::analysis::{nest_sorted, Mode, Rec};
+use super::locate::CaptureFormat;
+use super::scan::{self, SlotKey, State, TpuOpMeta, TpuOps};
 use super::{AnalyzeOptions, TraceReport};
 
 /// jax's cap on the events of a `.trace.json.gz`.
@@ -20,31 +29,63 @@ struct TraceFile {
     trace_events: Vec<Event>,
 }
 
-/// A number or a string holding one (jax writes `run_id` as a string).
+/// A number, or a string holding one (jax writes `run_id` and TPU stats as strings); any other
+/// JSON value is accepted and ignored, so one odd argument never rejects the file.
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum NumOrStr {
+enum Lenient {
     Num(f64),
     Str(String),
+    Other(serde::de::IgnoredAny),
 }
 
-impl NumOrStr {
+impl Lenient {
     fn as_i64(&self) -> Option<i64> {
         match self {
-            NumOrStr::Num(v) => Some(*v as i64),
-            NumOrStr::Str(s) => s.trim().parse().ok(),
+            Lenient::Num(v) if v.fract() == 0.0 => Some(*v as i64),
+            Lenient::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    fn as_u64(&self) -> Option<u64> {
+        match self {
+            Lenient::Num(v) if v.fract() == 0.0 && *v >= 0.0 => Some(*v as u64),
+            Lenient::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    fn as_f64(&self) -> Option<f64> {
+        match self {
+            Lenient::Num(v) => Some(*v),
+            Lenient::Str(s) => s.trim().parse().ok(),
+            _ => None,
+        }
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Lenient::Str(s) => Some(s),
+            _ => None,
         }
     }
 }
 
 #[derive(Deserialize, Default)]
 struct Args {
-    hlo_op: Option<String>,
-    hlo_module: Option<String>,
-    run_id: Option<NumOrStr>,
-    program_id: Option<NumOrStr>,
+    hlo_op: Option<Lenient>,
+    hlo_module: Option<Lenient>,
+    run_id: Option<Lenient>,
+    program_id: Option<Lenient>,
+    device_duration_ps: Option<Lenient>,
+    hlo_category: Option<Lenient>,
+    long_name: Option<Lenient>,
+    flops: Option<Lenient>,
+    model_flops: Option<Lenient>,
+    bytes_accessed: Option<Lenient>,
     /// The process or thread name of `M` events.
-    name: Option<String>,
+    name: Option<Lenient>,
 }
 
 #[derive(Deserialize)]
@@ -63,16 +104,25 @@ fn us_to_ps(us: f64) -> i64 {
     (us * 1e6).round() as i64
 }
 
-/// Reads and analyses a `.trace.json.gz`: op events carrying `hlo_op` and `hlo_module` are
-/// grouped by (`hlo_module`, `run_id`), as on CPU.
-pub fn analyze_json(path: &Path, opts: &AnalyzeOptions) -> anyhow::Result<TraceReport> {
-    let text = crate::bench::safe_read::read_gzip_text_capped(path, crate::bench::safe_read::MAX_TRACE_JSON_BYTES)?;
-    let trace: TraceFile = serde_json::from_str(&text).with_context(|| format!("{} is not a Chrome trace JSON", path.display()))?;
-    drop(text);
-    analyze_events(path, trace, opts)
+/// The text of a `.trace.json.gz`: the one place the file is opened and inflated, never
+/// blocking on a non-regular file and stopping at a cap (a gzip bomb is an error naming it).
+fn read_trace_text(path: &Path) -> anyhow::Result<String> {
+    Ok(crate::bench::safe_read::read_gzip_text_capped(path, crate::bench::safe_read::MAX_TRACE_JSON_BYTES)?)
 }
 
-fn analyze_events(path: &Path, trace: TraceFile, opts: &AnalyzeOptions) -> anyhow::Result<TraceReport> {
+/// Reads and analyses a `.trace.json.gz`.
+pub fn analyze_json(path: &Path, opts: &AnalyzeOptions) -> anyhow::Result<TraceReport> {
+    analyze_json_with(path, opts, true)
+}
+
+pub(crate) fn analyze_json_with(path: &Path, opts: &AnalyzeOptions, require_kernel: bool) -> anyhow::Result<TraceReport> {
+    let text = read_trace_text(path)?;
+    let trace: TraceFile = serde_json::from_str(&text).with_context(|| format!("{} is not a Chrome trace JSON", path.display()))?;
+    drop(text);
+    analyze_events(path, trace, opts, require_kernel)
+}
+
+fn analyze_events(path: &Path, trace: TraceFile, opts: &AnalyzeOptions, require_kernel: bool) -> anyhow::Result<TraceReport> {
     let mut warnings = Vec::new();
     let complete = trace.trace_events.iter().filter(|e| e.ph.as_deref() == Some("X")).count();
     if trace.trace_events.len() >= JSON_EVENT_CAP || complete >= JSON_EVENT_CAP {
@@ -85,88 +135,117 @@ fn analyze_events(path: &Path, trace: TraceFile, opts: &AnalyzeOptions) -> anyho
     }
     let mut process: HashMap<u64, &str> = HashMap::new();
     let mut thread: HashMap<(u64, u64), &str> = HashMap::new();
-    for e in &trace.trace_events {
-        if e.ph.as_deref() == Some("M") {
-            let (Some(pid), Some(name)) = (e.pid, e.args.name.as_deref()) else {
-                continue;
-            };
-            match e.name.as_deref() {
-                Some("process_name") => {
-                    process.insert(pid, name);
-                }
-                Some("thread_name") => {
-                    thread.insert((pid, e.tid.unwrap_or(0)), name);
-                }
-                _ => {}
+    for e in trace.trace_events.iter().filter(|e| e.ph.as_deref() == Some("M")) {
+        let (Some(pid), Some(name)) = (e.pid, e.args.name.as_ref().and_then(Lenient::as_str)) else {
+            continue;
+        };
+        match e.name.as_deref() {
+            Some("process_name") => {
+                process.insert(pid, name);
             }
+            Some("thread_name") => {
+                thread.insert((pid, e.tid.unwrap_or(0)), name);
+            }
+            _ => {}
         }
     }
-    let ops = || {
-        trace.trace_events.iter().filter_map(|e| {
-            if e.ph.as_deref() != Some("X") {
-                return None;
-            }
-            let op = e.args.hlo_op.as_deref()?;
-            let module = e.args.hlo_module.as_deref()?;
-            let start = us_to_ps(e.ts?);
-            let dur = us_to_ps(e.dur.unwrap_or(0.0));
-            let program = e.args.program_id.as_ref().and_then(|p| p.as_i64()).map(|p| p as u64);
-            let run = e.args.run_id.as_ref().and_then(NumOrStr::as_i64).unwrap_or(0);
-            Some((e, op, module, program, run, start, dur))
-        })
-    };
-    let mut groups = ExecGroups::default();
-    let mut threads: Vec<(u64, u64)> = Vec::new();
-    for (e, _, module, program, run, start, dur) in ops() {
-        groups.add(module, program, run, start, start + dur);
-        let key = (e.pid.unwrap_or(0), e.tid.unwrap_or(0));
-        if !threads.contains(&key) {
-            threads.push(key);
-        }
-    }
-    if groups.is_empty() {
-        anyhow::bail!("{} holds no op events with hlo_op and hlo_module", path.display());
-    }
-    let modules = groups.finish(true);
-    let kernel_pattern = opts.kernel.as_deref();
-    let idx = select_kernel(&modules, kernel_pattern, &[])?;
-    let k = &modules[idx];
-    let mut table = OpTable::default();
-    for &(pid, tid) in &threads {
-        let mut line: Vec<LineOp<'_>> = ops()
-            .filter(|(e, _, m, p, ..)| e.pid.unwrap_or(0) == pid && e.tid.unwrap_or(0) == tid && *m == k.module && *p == k.program_id)
-            .map(|(_, op, _, _, _, start, dur)| LineOp { start, dur, name: op, category: None, flops: None, bytes: None })
+    let with_ops = !opts.times_only;
+    let mut st = State::default();
+    st.events = trace.trace_events.len() as u64;
+    let complete_events = || trace.trace_events.iter().filter(|e| e.ph.as_deref() == Some("X") && e.ts.is_some());
+
+    // TPU devices: `XLA Modules` then `XLA Ops` of each `/device:TPU:N` process.
+    let mut tpus: Vec<(u32, u64, &str)> = process
+        .iter()
+        .filter_map(|(&pid, &name)| name.strip_prefix("/device:TPU:").and_then(|n| n.parse().ok()).map(|n| (n, pid, name)))
+        .collect();
+    tpus.sort_unstable();
+    for &(n, pid, name) in &tpus {
+        let tid_named = |want: &str| thread.iter().filter(|(k, v)| k.0 == pid && **v == want).map(|(k, _)| k.1).collect::<Vec<u64>>();
+        let (module_tids, op_tids) = (tid_named("XLA Modules"), tid_named("XLA Ops"));
+        let module_events: Vec<(&str, i64, i64)> = complete_events()
+            .filter(|e| e.pid == Some(pid) && module_tids.contains(&e.tid.unwrap_or(0)))
+            .map(|e| (e.name.as_deref().unwrap_or(""), us_to_ps(e.ts.unwrap_or(0.0)), us_to_ps(e.dur.unwrap_or(0.0))))
             .collect();
-        table.add_line(&mut line);
+        if module_events.is_empty() {
+            continue;
+        }
+        let device = st.device(name, Mode::Tpu, n);
+        st.used_line(device, "XLA Modules");
+        let windows = scan::tpu_modules(&mut st, device, &module_events);
+        let mut ops = TpuOps::new(&windows, with_ops, true);
+        let mut metas: HashMap<&str, TpuOpMeta> = HashMap::new();
+        for &tid in &op_tids {
+            for e in complete_events().filter(|e| e.pid == Some(pid) && e.tid == Some(tid)) {
+                let short = e.name.as_deref().unwrap_or("");
+                let a = &e.args;
+                let num = |v: &Option<Lenient>| v.as_ref().and_then(Lenient::as_f64);
+                let meta = metas.entry(short).or_insert_with(|| {
+                    TpuOpMeta::new(
+                        &mut st,
+                        short,
+                        a.long_name.as_ref().and_then(Lenient::as_str).unwrap_or(""),
+                        a.hlo_category.as_ref().and_then(Lenient::as_str),
+                        num(&a.flops).or_else(|| num(&a.model_flops)),
+                        num(&a.bytes_accessed),
+                        a.program_id.as_ref().and_then(Lenient::as_u64),
+                    )
+                });
+                let dd = a.device_duration_ps.as_ref().and_then(Lenient::as_i64);
+                ops.push(meta, us_to_ps(e.ts.unwrap_or(0.0)), us_to_ps(e.dur.unwrap_or(0.0)), dd);
+            }
+            ops.end_line(&mut st);
+        }
+        ops.finish(&mut st, device);
+    }
+
+    // CPU: op events with `hlo_op` and `hlo_module`, one execution per (module, run_id).
+    let host = st.device("/host:CPU", Mode::Cpu, 0);
+    let mut lines: HashMap<(u64, u64), Vec<Rec>> = HashMap::new();
+    for e in complete_events() {
+        let a = &e.args;
+        let (Some(op), Some(module)) = (a.hlo_op.as_ref().and_then(Lenient::as_str), a.hlo_module.as_ref().and_then(Lenient::as_str))
+        else {
+            continue;
+        };
+        let program = a.program_id.as_ref().and_then(Lenient::as_u64);
+        let run = a.run_id.as_ref().and_then(Lenient::as_i64).unwrap_or(0);
+        let slot = st.slot(SlotKey { pallas: false, name: module.to_string(), program });
+        let group = st.group(slot, host);
+        let (start, dur) = (us_to_ps(e.ts.unwrap_or(0.0)), us_to_ps(e.dur.unwrap_or(0.0)));
+        st.add_exec(group, run, start, start.saturating_add(dur));
+        let op = st.ops.intern(op, None, None, None);
+        lines.entry((e.pid.unwrap_or(0), e.tid.unwrap_or(0))).or_default().push(Rec { start, span: dur, time: dur, group, op });
+    }
+    let mut threads: Vec<(u64, u64)> = lines.keys().copied().collect();
+    threads.sort_unstable();
+    if with_ops {
+        for recs in lines.values_mut() {
+            nest_sorted(recs, &mut st.table);
+        }
     }
     let names: Vec<String> = threads
         .iter()
         .map(|k| format!("{} / {}", process.get(&k.0).copied().unwrap_or("?"), thread.get(k).copied().unwrap_or("?")))
         .collect();
-    let kernel = kernel_from_table(k, table);
-    let host_steps_us = {
-        let re = regex::Regex::new(r"^kernel_step(_\d+)?$").expect("static regex");
-        let mut v: Vec<(f64, f64)> = trace
-            .trace_events
-            .iter()
-            .filter(|e| e.ph.as_deref() == Some("X") && e.name.as_deref().is_some_and(|n| re.is_match(n)))
-            .map(|e| (e.ts.unwrap_or(0.0), e.dur.unwrap_or(0.0)))
-            .collect();
-        v.sort_by(|a, b| a.0.total_cmp(&b.0));
-        v.into_iter().map(|x| x.1).collect()
-    };
-    Ok(TraceReport {
-        capture: path.display().to_string(),
-        format: super::locate::CaptureFormat::TraceJson,
-        events: trace.trace_events.len() as u64,
-        source: format!("{} (trace.json.gz; op events grouped by hlo_module, run_id)", names.join(", ")),
-        device: None,
-        modules: modules.iter().map(|m| m.stats()).collect(),
-        kernel: Some(kernel),
-        hlo_ops_from_proto: None,
-        host_steps_us,
-        warnings,
-    })
+    st.cpu_source = Some(format!("{} (trace.json.gz; op events grouped by hlo_module, run_id)", names.join(", ")));
+
+    // The user's `kernel_step` annotations.
+    let re = regex::Regex::new(r"^kernel_step(_\d+)?$").expect("static regex");
+    for e in complete_events().filter(|e| e.name.as_deref().is_some_and(|n| re.is_match(n))) {
+        let start = us_to_ps(e.ts.unwrap_or(0.0));
+        st.steps.push((start, start.saturating_add(us_to_ps(e.dur.unwrap_or(0.0)))));
+    }
+
+    let collected = scan::finish(st, warnings);
+    if collected.modules.is_empty() {
+        anyhow::bail!(
+            "{} holds neither TPU module events (`/device:TPU:N` processes with an `XLA Modules` thread) \
+             nor op events with hlo_op and hlo_module",
+            path.display()
+        );
+    }
+    super::build_report(collected, &path.display().to_string(), CaptureFormat::TraceJson, opts, require_kernel, None)
 }
 
 #[cfg(test)]
@@ -177,6 +256,11 @@ mod tests {
         format!(
             r#"{{"ph":"X","pid":1,"tid":2,"ts":{ts},"dur":{dur},"name":"{op}","args":{{"hlo_op":"{op}","hlo_module":"jit_k","run_id":"{run}"}}}}"#
         )
+    }
+
+    fn analyze_str(json: &str, opts: &AnalyzeOptions) -> anyhow::Result<TraceReport> {
+        let trace: TraceFile = serde_json::from_str(json).unwrap();
+        analyze_events(Path::new("x.trace.json.gz"), trace, opts, true)
     }
 
     #[test]
@@ -190,8 +274,7 @@ mod tests {
             ev(103.0, 3.0, "dot.2", "-8"),
         ];
         let json = format!(r#"{{"traceEvents":[{}]}}"#, events.join(","));
-        let trace: TraceFile = serde_json::from_str(&json).unwrap();
-        let r = analyze_events(Path::new("x.trace.json.gz"), trace, &AnalyzeOptions::default()).unwrap();
+        let r = analyze_str(&json, &AnalyzeOptions::default()).unwrap();
         assert_eq!(r.modules.len(), 1);
         assert_eq!(r.modules[0].executions, 2);
         let k = r.kernel.unwrap();
@@ -200,5 +283,48 @@ mod tests {
         assert!(r.source.contains("/host:CPU / tf_XLAPjRtCpuClient/1"));
         let dot = k.op_breakdown.iter().find(|o| o.name == "dot.2").unwrap();
         assert_eq!((dot.count, dot.total_us, dot.category.as_str()), (2, 7.0, "dot"));
+    }
+
+    #[test]
+    fn tpu_modules_ops_device_durations_and_a_pallas_kernel() {
+        let m = |name: &str, ts: f64, dur: f64| {
+            format!(r#"{{"ph":"X","pid":3,"tid":2,"ts":{ts},"dur":{dur},"name":"{name}","args":{{"run_id":"1"}}}}"#)
+        };
+        let op = |name: &str, ts: f64, dur: f64, dd: &str, text: &str| {
+            format!(
+                r#"{{"ph":"X","pid":3,"tid":3,"ts":{ts},"dur":{dur},"name":"{name}","args":{{"device_duration_ps":"{dd}","hlo_category":"custom-call","long_name":"{}"}}}}"#,
+                text.replace('"', "\\\"")
+            )
+        };
+        let pallas = r#"%k.1 = f32[8] custom-call(%a), custom_call_target="tpu_custom_call""#;
+        let events = [
+            r#"{"ph":"M","pid":3,"name":"process_name","args":{"name":"/device:TPU:0"}}"#.to_string(),
+            r#"{"ph":"M","pid":3,"tid":2,"name":"thread_name","args":{"name":"XLA Modules"}}"#.to_string(),
+            r#"{"ph":"M","pid":3,"tid":3,"name":"thread_name","args":{"name":"XLA Ops"}}"#.to_string(),
+            m("jit_a(1)", 0.0, 100.0),
+            m("jit_b(2)", 200.0, 50.0),
+            op("attn.1", 10.0, 20.0, "21000000", pallas),
+            op("attn.2", 40.0, 20.0, "19000000", pallas),
+            op("custom-call.3", 210.0, 5.0, "4000000", "%custom-call.3 = f32[8] custom-call(), custom_call_target=\"ConcatBitcast\""),
+        ];
+        let json = format!(r#"{{"traceEvents":[{}]}}"#, events.join(","));
+        // Two modules that ran once each: no default kernel for a decision...
+        assert!(analyze_str(&json, &AnalyzeOptions::default()).is_err());
+        // ... and the Pallas kernel by name, its calls charged their device durations.
+        let r = analyze_str(&json, &AnalyzeOptions { kernel: Some("attn".into()), ..Default::default() }).unwrap();
+        let k = r.kernel.unwrap();
+        assert_eq!(k.name, "attn");
+        assert_eq!(k.per_execution_us, vec![21.0, 19.0]);
+        assert_eq!(k.op_time, "device_duration_ps stat (as XProf)");
+        assert_eq!(k.device.as_deref(), Some("/device:TPU:0"));
+        let pk = r.modules.iter().find(|m| m.kind == "pallas_kernel").unwrap();
+        assert_eq!(pk.within.as_deref(), Some("jit_a(1)"));
+        // The module's op breakdown charges device durations too.
+        let r = analyze_str(&json, &AnalyzeOptions { kernel: Some("jit_a".into()), ..Default::default() }).unwrap();
+        let k = r.kernel.unwrap();
+        assert_eq!(k.per_execution_us, vec![100.0]);
+        let total: f64 = k.op_breakdown.iter().map(|o| o.total_us).sum();
+        assert_eq!(total, 40.0);
+        assert_eq!(r.source, "/device:TPU:0 / XLA Modules");
     }
 }

@@ -1,15 +1,18 @@
 //! Reading profiler captures (issue 4): the kernel's device time per execution, its op
 //! breakdown and HLO statistics, from an `.xplane.pb` (or a `.trace.json.gz` as a fallback).
 //!
-//! The flow is locate (which file) -> decode ([`xplane`], zero-copy) -> collect module
-//! executions from the best timeline the capture has ([`analysis`]) -> pick the kernel ->
-//! op breakdown and HLO counts. [`analyze`] runs it all; [`inspect`] prints it.
+//! The flow is locate (which file) -> map it and decode its skeleton ([`xplane`], zero-copy)
+//! -> one fused pass over every event ([`scan`]) that fills the module executions of every
+//! device and the op tables -> pick the kernel -> its figures. [`analyze`] runs it all;
+//! [`inspect`] prints it.
 
 pub mod analysis;
 pub mod hlo;
 pub mod inspect;
 pub mod json_trace;
 pub mod locate;
+mod scan;
+mod wire;
 pub mod xplane;
 
 use std::path::Path;
@@ -44,6 +47,9 @@ pub struct TraceReport {
     pub source: String,
     /// The device plane's type and peak figures, when it carries them (TPU, GPU).
     pub device: Option<DeviceInfo>,
+    /// What an op's time is in the breakdowns: the `device_duration_ps` stat (TPU, as XProf
+    /// uses it) or the event's duration.
+    pub op_time: String,
     /// Every executed module, most executions first.
     pub modules: Vec<ModuleStats>,
     /// The kernel's figures (always set by [`analyze`], which fails when it cannot choose).
@@ -53,7 +59,29 @@ pub struct TraceReport {
     /// Host-side durations (us) of the `kernel_step_i` annotations: dispatch + execution +
     /// wait, so larger than the device time.
     pub host_steps_us: Vec<f64>,
+    /// Op breakdown of every module, given by `inspect` when no single kernel was chosen.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ops_by_module: Vec<ModuleOps>,
     pub warnings: Vec<String>,
+}
+
+/// The op breakdown of one module (all its executions on its primary device).
+#[derive(Debug, Clone, Serialize)]
+pub struct ModuleOps {
+    pub name: String,
+    pub op_breakdown: Vec<OpStat>,
+    pub category_breakdown: Vec<CategoryStat>,
+}
+
+/// A module's executions on one device, when it ran on several.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceStats {
+    pub device: String,
+    pub executions: usize,
+    pub median_us: f64,
+    pub mean_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
 }
 
 /// Per-execution statistics of one compiled module.
@@ -64,6 +92,13 @@ pub struct ModuleStats {
     /// The module name alone (`jit_flash_attention`).
     pub module: String,
     pub program_id: Option<u64>,
+    /// `module`, or `pallas_kernel` for a Pallas kernel on TPU (a `tpu_custom_call`), whose
+    /// executions are its calls.
+    pub kind: String,
+    /// For a Pallas kernel: the module it ran in.
+    pub within: Option<String>,
+    /// The device the figures are from (the one that ran the module most); `None` on CPU.
+    pub device: Option<String>,
     pub executions: usize,
     /// Median span of one execution: first op start to last op end.
     pub median_us: f64,
@@ -71,9 +106,14 @@ pub struct ModuleStats {
     pub min_us: f64,
     pub max_us: f64,
     pub total_us: f64,
+    /// `total_us` over the summed time of every module on the same device.
+    pub share_of_device_time: f64,
     /// Mean number of op events (CPU) or kernels (GPU) per execution; `None` on TPU, where
     /// the module event is read directly.
     pub ops_per_execution: Option<f64>,
+    /// Per device, when the module ran on several (the figures above are from `device`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<DeviceStats>,
 }
 
 /// The chosen kernel: its time per execution and where the time goes.
@@ -87,6 +127,11 @@ pub struct KernelStats {
     pub mean_us: f64,
     pub min_us: f64,
     pub max_us: f64,
+    /// The device the times are from; `None` on CPU.
+    pub device: Option<String>,
+    /// What an op's time is: the `device_duration_ps` stat (TPU, as XProf uses it) or the
+    /// event's duration.
+    pub op_time: String,
     /// FLOPs per execution by the capture's cost model (TPU `flops` op metadata), to set
     /// beside the benchmark's own estimate.
     pub cost_model_flops: Option<f64>,
@@ -150,13 +195,23 @@ pub fn analyze(path: &Path, opts: &AnalyzeOptions) -> anyhow::Result<TraceReport
 
 /// [`analyze`] on an already located capture.
 pub fn analyze_located(located: &Located, opts: &AnalyzeOptions) -> anyhow::Result<TraceReport> {
+    analyze_located_with(located, opts, true)
+}
+
+/// [`analyze_located`] for looking only (`inspect`): a capture with several equally-run
+/// modules and no kernel named gives all of them, and no kernel, instead of an error.
+pub fn analyze_located_for_inspect(located: &Located, opts: &AnalyzeOptions) -> anyhow::Result<TraceReport> {
+    analyze_located_with(located, opts, false)
+}
+
+fn analyze_located_with(located: &Located, opts: &AnalyzeOptions, require_kernel: bool) -> anyhow::Result<TraceReport> {
     let mut opts = opts.clone();
     if opts.kernel.is_none() {
         opts.kernel = located.run.as_ref().and_then(|(_, r)| r.kernel.clone());
     }
     let mut report = match located.format {
-        CaptureFormat::Xplane => analyze_xplane_file(&located.capture, &opts)?,
-        CaptureFormat::TraceJson => json_trace::analyze_json(&located.capture, &opts)?,
+        CaptureFormat::Xplane => analyze_xplane_file_with(&located.capture, &opts, require_kernel)?,
+        CaptureFormat::TraceJson => json_trace::analyze_json_with(&located.capture, &opts, require_kernel)?,
     };
     let mut warnings = located.warnings.clone();
     warnings.append(&mut report.warnings);
@@ -164,51 +219,134 @@ pub fn analyze_located(located: &Located, opts: &AnalyzeOptions) -> anyhow::Resu
     Ok(report)
 }
 
-/// Reads an `.xplane.pb` into one buffer and analyses it.
+/// Maps an `.xplane.pb` and analyses it in one pass over its events.
 pub fn analyze_xplane_file(path: &Path, opts: &AnalyzeOptions) -> anyhow::Result<TraceReport> {
-    let data = crate::bench::safe_read::read_capped(path, crate::bench::safe_read::MAX_TRACE_BYTES)?;
-    let space = xplane::parse(&data).with_context(|| format!("cannot decode {}", path.display()))?;
-    analyze_space(&space, &path.display().to_string(), opts)
+    analyze_xplane_file_with(path, opts, true)
+}
+
+fn analyze_xplane_file_with(path: &Path, opts: &AnalyzeOptions, require_kernel: bool) -> anyhow::Result<TraceReport> {
+    use crate::bench::safe_read::{open_regular, too_big, MAX_TRACE_BYTES};
+    // A regular file only, opened without blocking, and no bigger than the cap.
+    let file = open_regular(path)?;
+    let len = file.metadata().with_context(|| format!("cannot read {}", path.display()))?.len();
+    if len > MAX_TRACE_BYTES {
+        return Err(too_big(path, len, MAX_TRACE_BYTES, "").into());
+    }
+    // An empty file cannot be mapped; it decodes as an empty capture.
+    let map = if len == 0 {
+        None
+    } else {
+        // SAFETY: a read-only private mapping of a capture the profiler has finished writing;
+        // nothing in this process writes to it. (A file truncated by another process while
+        // mapped would fault, as a file read would fail.)
+        let m = unsafe { memmap2::MmapOptions::new().populate().map(&file) }.with_context(|| format!("cannot map {}", path.display()))?;
+        // One front-to-back pass: ask for readahead.
+        let _ = m.advise(memmap2::Advice::Sequential);
+        Some(m)
+    };
+    let data: &[u8] = map.as_deref().unwrap_or(&[]);
+    let space = xplane::parse_skeleton(data).with_context(|| format!("cannot decode {}", path.display()))?;
+    report_from_space(&space, &path.display().to_string(), opts, require_kernel)
 }
 
 /// Analyses a decoded capture; `capture` names it in the report.
 pub fn analyze_space(space: &xplane::XSpace<'_>, capture: &str, opts: &AnalyzeOptions) -> anyhow::Result<TraceReport> {
-    let planes: Vec<&str> = space.planes.iter().map(|p| p.name).collect();
-    let collected = analysis::collect(space).with_context(|| {
-        format!(
+    report_from_space(space, capture, opts, true)
+}
+
+fn report_from_space(
+    space: &xplane::XSpace<'_>,
+    capture: &str,
+    opts: &AnalyzeOptions,
+    require_kernel: bool,
+) -> anyhow::Result<TraceReport> {
+    let collected = scan::scan(space, !opts.times_only).with_context(|| format!("cannot decode {capture}"))?;
+    if collected.modules.is_empty() {
+        let planes: Vec<&str> = space.planes.iter().map(|p| p.name).collect();
+        anyhow::bail!(
             "{capture}: no executed XLA module found (no TPU `XLA Modules` events, no GPU \
              kernels with `hlo_module`, no CPU op events with `hlo_op`); planes: {}",
             planes.join(", ")
-        )
-    })?;
-    let steps = analysis::host_step_windows(space);
-    let idx = analysis::select_kernel(&collected.modules, opts.kernel.as_deref(), &steps)
-        .with_context(|| format!("{capture}: choosing the kernel"))?;
-    let k = &collected.modules[idx];
-    let kernel =
-        if opts.times_only { analysis::kernel_from_table(k, Default::default()) } else { analysis::kernel_stats(space, &collected, k) };
-    let mut warnings = collected.warnings.clone();
-    let hlo_ops_from_proto = match analysis::kernel_hlo_proto(space, k).filter(|_| !opts.times_only) {
-        Some(Ok(stats)) => Some(stats),
-        Some(Err(e)) => {
-            warnings.push(format!("embedded HLO of {}: {e}", k.display_name()));
+        );
+    }
+    build_report(collected, capture, CaptureFormat::Xplane, opts, require_kernel, Some(space))
+}
+
+/// The report from collected executions: the kernel chosen (by pattern, or the one obvious
+/// candidate) and its figures. Without `require_kernel` (`inspect`, which only looks), a
+/// capture with no single obvious kernel gives every module's figures and op breakdown instead.
+pub(crate) fn build_report(
+    c: analysis::Collected,
+    capture: &str,
+    format: CaptureFormat,
+    opts: &AnalyzeOptions,
+    require_kernel: bool,
+    space: Option<&xplane::XSpace<'_>>,
+) -> anyhow::Result<TraceReport> {
+    let mut warnings = c.warnings.clone();
+    let chosen = match analysis::select_kernel(&c.modules, opts.kernel.as_deref(), &c.steps) {
+        Ok(i) => Some(i),
+        Err(e) if !require_kernel && opts.kernel.is_none() => {
+            warnings.push(format!("no kernel chosen, so no roofline: {e}"));
             None
         }
-        None => None,
+        Err(e) => return Err(e.context(format!("{capture}: choosing the kernel"))),
+    };
+    let with_ops = !opts.times_only;
+    let k = chosen.map(|i| &c.modules[i]);
+    let kernel = k.map(|k| analysis::kernel_from_table(k, &c, with_ops));
+    let hlo_ops_from_proto = match (space, k) {
+        (Some(space), Some(k)) if with_ops && k.pallas_in.is_none() => match analysis::kernel_hlo_proto(space, k) {
+            Some(Ok(stats)) => Some(stats),
+            Some(Err(e)) => {
+                warnings.push(format!("embedded HLO of {}: {e}", k.display_name()));
+                None
+            }
+            None => None,
+        },
+        _ => None,
     };
     if let Some(w) = hlo_ops_from_proto.as_ref().and_then(HloStats::copy_warning) {
         warnings.push(w);
     }
+    let first = k.or_else(|| c.modules.first());
+    let source = match k {
+        Some(k) => k.source.clone(),
+        None => {
+            let mut v: Vec<&str> = c.modules.iter().filter(|m| m.pallas_in.is_none()).map(|m| m.source.as_str()).collect();
+            v.dedup();
+            v.join("; ")
+        }
+    };
+    let device = match (space, first.and_then(|m| m.device.as_deref())) {
+        (Some(space), Some(plane)) => analysis::device_info(space, plane),
+        (None, Some(plane)) => Some(DeviceInfo { plane: plane.to_string(), device_type: None, peak_tflops: None, hbm_gbps: None }),
+        _ => None,
+    };
+    let ops_by_module = if chosen.is_none() && with_ops {
+        c.modules
+            .iter()
+            .filter(|m| m.pallas_in.is_none())
+            .map(|m| {
+                let (op_breakdown, category_breakdown) = c.table.finish(m.group, m.execs.len(), &c.ops.infos);
+                ModuleOps { name: m.display_name(), op_breakdown, category_breakdown }
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(TraceReport {
         capture: capture.to_string(),
-        format: CaptureFormat::Xplane,
-        events: space.event_count() as u64,
-        source: collected.source.clone(),
-        device: analysis::device_info(space, &collected),
-        modules: collected.modules.iter().map(|m| m.stats()).collect(),
-        kernel: Some(kernel),
+        format,
+        events: c.events,
+        source,
+        device,
+        op_time: c.op_time.clone(),
+        modules: c.module_stats(),
+        kernel,
         hlo_ops_from_proto,
-        host_steps_us: steps.iter().map(|&(s, e)| (e - s) as f64 / 1e6).collect(),
+        host_steps_us: c.steps.iter().map(|&(s, e)| (e - s) as f64 / 1e6).collect(),
+        ops_by_module,
         warnings,
     })
 }

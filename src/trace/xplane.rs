@@ -13,14 +13,27 @@
 
 use std::collections::HashMap;
 
-use prost::encoding::{decode_varint, WireType};
+use super::wire::{decode_varint, WireType};
 
-/// Why a capture could not be decoded.
+/// Why a capture could not be decoded: the protobuf structure is broken (truncated file, bad
+/// length, bad wire type, ...). Boxed, so that the hot decoding functions return a
+/// two-word `Result`.
 #[derive(Debug, thiserror::Error)]
-pub enum DecodeError {
-    /// The protobuf structure is broken (truncated file, bad length, bad wire type, ...).
-    #[error("corrupt or truncated .xplane.pb: {what} at byte {offset} of {len}")]
-    Malformed { what: String, offset: usize, len: usize },
+#[error("corrupt or truncated .xplane.pb: {} at byte {} of {}", .0.what, .0.offset, .0.len)]
+pub struct DecodeError(Box<Malformed>);
+
+/// Where and how a capture is broken.
+#[derive(Debug)]
+pub struct Malformed {
+    pub what: String,
+    pub offset: usize,
+    pub len: usize,
+}
+
+impl DecodeError {
+    pub fn details(&self) -> &Malformed {
+        &self.0
+    }
 }
 
 type Result<T> = std::result::Result<T, DecodeError>;
@@ -45,49 +58,43 @@ impl<'a> Reader<'a> {
         Reader { rest: data, file_start: file.as_ptr() as usize, file_len: file.len() }
     }
 
+    #[inline(always)]
     fn sub(&self, data: &'a [u8]) -> Self {
         Reader { rest: data, file_start: self.file_start, file_len: self.file_len }
     }
 
+    #[cold]
+    #[inline(never)]
     fn err(&self, what: impl Into<String>) -> DecodeError {
-        DecodeError::Malformed {
+        DecodeError(Box::new(Malformed {
             what: what.into(),
             offset: (self.rest.as_ptr() as usize).saturating_sub(self.file_start),
             len: self.file_len,
-        }
+        }))
     }
 
+    #[inline(always)]
     fn is_empty(&self) -> bool {
         self.rest.is_empty()
     }
 
-    /// A varint. Most varints in a capture (keys, small ids, lengths) are one byte, so that
-    /// case is inlined; the rest goes through prost's decoder.
+    /// A varint, bounds-checked (see [`decode_varint`]).
     #[inline(always)]
     fn varint(&mut self) -> Result<u64> {
-        if let Some((&b, tail)) = self.rest.split_first() {
-            if b < 0x80 {
-                self.rest = tail;
-                return Ok(u64::from(b));
+        match decode_varint(self.rest) {
+            Some((v, n)) => {
+                self.rest = &self.rest[n..];
+                Ok(v)
             }
+            None => Err(self.err("truncated or overlong varint")),
         }
-        self.varint_slow()
-    }
-
-    #[inline(never)]
-    fn varint_slow(&mut self) -> Result<u64> {
-        let before = self.rest;
-        decode_varint(&mut self.rest).map_err(|_| {
-            self.rest = before;
-            self.err("truncated or overlong varint")
-        })
     }
 
     /// Reads a field key; the field number and the wire type.
     #[inline(always)]
     fn key(&mut self) -> Result<(u32, WireType)> {
         let key = self.varint()?;
-        let wire = WireType::try_from(key & 7).map_err(|_| self.err("invalid wire type"))?;
+        let wire = WireType::of_key(key).ok_or_else(|| self.err("invalid wire type"))?;
         let field = key >> 3;
         if field == 0 || field > u64::from(u32::MAX >> 3) {
             return Err(self.err(format!("invalid field number {field}")));
@@ -96,7 +103,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A length-delimited payload, bounded by what remains of the enclosing message.
-    #[inline]
+    #[inline(always)]
     fn len_delimited(&mut self) -> Result<&'a [u8]> {
         let len = self.varint()?;
         if len > self.rest.len() as u64 {
@@ -107,6 +114,7 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
+    #[inline(always)]
     fn fixed64(&mut self) -> Result<u64> {
         if self.rest.len() < 8 {
             return Err(self.err("truncated fixed64"));
@@ -118,6 +126,7 @@ impl<'a> Reader<'a> {
         Ok(u64::from_le_bytes(b))
     }
 
+    #[inline(always)]
     fn skip(&mut self, wire: WireType) -> Result<()> {
         match wire {
             WireType::Varint => self.varint().map(drop),
@@ -136,6 +145,7 @@ impl<'a> Reader<'a> {
     }
 
     /// An int64 field; wrong wire types are a corruption, not a silent zero.
+    #[inline(always)]
     fn int64(&mut self, wire: WireType, name: &str) -> Result<i64> {
         if wire != WireType::Varint {
             return Err(self.err(format!("{name}: expected a varint")));
@@ -152,6 +162,7 @@ impl<'a> Reader<'a> {
         std::str::from_utf8(bytes).map_err(|_| at.err(format!("{name}: invalid UTF-8")))
     }
 
+    #[inline(always)]
     fn message(&mut self, wire: WireType, name: &str) -> Result<Reader<'a>> {
         if wire != WireType::LengthDelimited {
             return Err(self.err(format!("{name}: expected a message")));
@@ -382,8 +393,167 @@ impl<'a> XLine<'a> {
 
     /// Start of an event in picoseconds since the profile start.
     pub fn start_ps(&self, ev: &XEvent<'_>) -> i64 {
-        self.timestamp_ns.saturating_mul(1000).saturating_add(ev.offset_ps)
+        self.start_ps_of(ev.offset_ps)
     }
+
+    /// Start in picoseconds since the profile start of an event at `offset_ps` on this line.
+    #[inline(always)]
+    pub fn start_ps_of(&self, offset_ps: i64) -> i64 {
+        self.timestamp_ns.saturating_mul(1000).saturating_add(offset_ps)
+    }
+}
+
+/// Maps a stat metadata id to a small code (0: not wanted): a dense table for the small
+/// non-negative ids captures use, a hash map for the rest. Looked up once per stat.
+#[derive(Debug, Default, Clone)]
+pub struct StatCodes {
+    dense: Vec<u8>,
+    sparse: HashMap<i64, u8>,
+}
+
+/// Codes run from 1 to `MAX_CODES - 1`.
+pub const MAX_CODES: usize = 8;
+
+impl StatCodes {
+    /// Wants the stat `id` under `code` (1..MAX_CODES).
+    pub fn set(&mut self, id: i64, code: u8) {
+        debug_assert!((1..MAX_CODES as u8).contains(&code));
+        if (0..4096).contains(&id) {
+            let i = id as usize;
+            if self.dense.len() <= i {
+                self.dense.resize(i + 1, 0);
+            }
+            self.dense[i] = code;
+        } else {
+            self.sparse.insert(id, code);
+        }
+    }
+
+    #[inline(always)]
+    pub fn get(&self, id: i64) -> u8 {
+        match self.dense.get(id as usize) {
+            Some(&c) if id >= 0 => c,
+            _ if self.sparse.is_empty() => 0,
+            _ => self.sparse.get(&id).copied().unwrap_or(0),
+        }
+    }
+
+    /// Whether any stat is wanted.
+    pub fn is_empty(&self) -> bool {
+        self.sparse.is_empty() && self.dense.iter().all(|&c| c == 0)
+    }
+}
+
+/// One event as [`XLine::scan_events`] hands it over: its fields and the values of the wanted
+/// stats by code (the first occurrence of a stat wins).
+#[derive(Debug, Clone)]
+pub struct ScannedEvent<'a> {
+    pub metadata_id: i64,
+    pub offset_ps: i64,
+    pub duration_ps: i64,
+    pub stats: [Option<StatValue<'a>>; MAX_CODES],
+}
+
+impl<'a> XLine<'a> {
+    /// Decodes the line's events one by one, handing each to `f`, and returns how many there
+    /// were. Only the stats that `codes` wants are decoded; the others are skipped by their
+    /// (checked) length. A corrupt event is an error, never a panic. This is the hot loop of a
+    /// large capture: no allocation, one pass.
+    pub fn scan_events(&self, codes: &StatCodes, mut f: impl FnMut(&ScannedEvent<'a>)) -> Result<usize> {
+        let mut r = self.body.clone();
+        let mut n = 0usize;
+        let mut ev = ScannedEvent { metadata_id: 0, offset_ps: 0, duration_ps: 0, stats: [None; MAX_CODES] };
+        while !r.is_empty() {
+            let (field, wire) = r.key()?;
+            if field != 4 {
+                r.skip(wire)?;
+                continue;
+            }
+            let mut e = r.message(wire, "XLine.events")?;
+            ev.metadata_id = 0;
+            ev.offset_ps = 0;
+            ev.duration_ps = 0;
+            ev.stats = [None; MAX_CODES];
+            while let Some(&tag) = e.rest.first() {
+                // Writers emit the fields in number order, each with a one-byte tag: test for
+                // those tags first (predictable compares), and fall back to the general path.
+                if tag == 0x22 {
+                    e.rest = &e.rest[1..];
+                    let body = e.len_delimited()?;
+                    scan_stat(e.sub(body), codes, &mut ev.stats)?;
+                } else if tag == 0x08 {
+                    e.rest = &e.rest[1..];
+                    ev.metadata_id = e.varint()? as i64;
+                } else if tag == 0x10 {
+                    e.rest = &e.rest[1..];
+                    ev.offset_ps = e.varint()? as i64;
+                } else if tag == 0x18 {
+                    e.rest = &e.rest[1..];
+                    ev.duration_ps = e.varint()? as i64;
+                } else {
+                    let (f, w) = e.key()?;
+                    match f {
+                        1 => ev.metadata_id = e.int64(w, "XEvent.metadata_id")?,
+                        2 => ev.offset_ps = e.int64(w, "XEvent.offset_ps")?,
+                        3 => ev.duration_ps = e.int64(w, "XEvent.duration_ps")?,
+                        4 => scan_stat(e.message(w, "XEvent.stats")?, codes, &mut ev.stats)?,
+                        5 => {
+                            e.int64(w, "XEvent.num_occurrences")?;
+                        }
+                        _ => e.skip(w)?,
+                    }
+                }
+            }
+            n += 1;
+            f(&ev);
+        }
+        Ok(n)
+    }
+}
+
+/// Decodes one stat into `out` when its id is wanted; an unwanted stat is left after its id.
+#[inline(always)]
+fn scan_stat<'a>(mut r: Reader<'a>, codes: &StatCodes, out: &mut [Option<StatValue<'a>>; MAX_CODES]) -> Result<()> {
+    // The usual shape: tag 0x08 and the stat's id first; an unwanted stat ends right there.
+    let mut code = None;
+    if r.rest.first() == Some(&0x08) {
+        r.rest = &r.rest[1..];
+        let c = codes.get(r.varint()? as i64);
+        if c == 0 {
+            return Ok(());
+        }
+        code = Some(c);
+    }
+    let mut value = StatValue::None;
+    while !r.is_empty() {
+        let (field, wire) = r.key()?;
+        match (field, wire) {
+            (1, _) => {
+                let c = codes.get(r.int64(wire, "XStat.metadata_id")?);
+                if c == 0 {
+                    return Ok(());
+                }
+                code = Some(c);
+            }
+            (2, WireType::SixtyFourBit) => value = StatValue::Double(f64::from_bits(r.fixed64()?)),
+            (3, WireType::Varint) => value = StatValue::Uint64(r.varint()?),
+            (4, WireType::Varint) => value = StatValue::Int64(r.varint()? as i64),
+            (5, _) => value = StatValue::Str(r.string(wire, "XStat.str_value")?),
+            (6, WireType::LengthDelimited) => value = StatValue::Bytes(r.len_delimited()?),
+            (7, WireType::Varint) => value = StatValue::Ref(r.varint()?),
+            (2..=7, _) => return Err(r.err(format!("XStat field {field}: wrong wire type"))),
+            _ => r.skip(wire)?,
+        }
+    }
+    // A stat without an id is stat 0.
+    let c = code.unwrap_or_else(|| codes.get(0));
+    if c != 0 {
+        let slot = &mut out[usize::from(c) % MAX_CODES];
+        if slot.is_none() {
+            *slot = Some(value);
+        }
+    }
+    Ok(())
 }
 
 /// What an event id stands for: its name, display name and the stats shared by all its events.
@@ -469,6 +639,18 @@ impl<'a> XSpace<'a> {
 
 /// Decodes a whole `XSpace` borrowed from `data`, validating every event and stat.
 pub fn parse(data: &[u8]) -> Result<XSpace<'_>> {
+    parse_with(data, true)
+}
+
+/// Decodes planes, lines and metadata but leaves the events undecoded (and their lines'
+/// `event_count` at 0): the skeleton that [`XLine::scan_events`] walks in one pass, checking
+/// every length as it goes. Skipping a line is one length check, so this touches only the
+/// metadata's bytes.
+pub fn parse_skeleton(data: &[u8]) -> Result<XSpace<'_>> {
+    parse_with(data, false)
+}
+
+fn parse_with(data: &[u8], validate: bool) -> Result<XSpace<'_>> {
     let mut r = Reader::new(data, data);
     let mut space = XSpace { planes: Vec::new(), errors: Vec::new(), warnings: Vec::new(), hostnames: Vec::new() };
     while !r.is_empty() {
@@ -476,7 +658,7 @@ pub fn parse(data: &[u8]) -> Result<XSpace<'_>> {
         match field {
             1 => {
                 let m = r.message(wire, "XSpace.planes")?;
-                space.planes.push(decode_plane(m)?);
+                space.planes.push(decode_plane(m, validate)?);
             }
             2 => space.errors.push(r.string(wire, "XSpace.errors")?),
             3 => space.warnings.push(r.string(wire, "XSpace.warnings")?),
@@ -487,7 +669,7 @@ pub fn parse(data: &[u8]) -> Result<XSpace<'_>> {
     Ok(space)
 }
 
-fn decode_plane<'a>(mut r: Reader<'a>) -> Result<XPlane<'a>> {
+fn decode_plane<'a>(mut r: Reader<'a>, validate: bool) -> Result<XPlane<'a>> {
     let mut plane =
         XPlane { id: 0, name: "", lines: Vec::new(), event_metadata: HashMap::new(), stat_metadata: HashMap::new(), stats: Vec::new() };
     while !r.is_empty() {
@@ -497,7 +679,7 @@ fn decode_plane<'a>(mut r: Reader<'a>) -> Result<XPlane<'a>> {
             2 => plane.name = r.string(wire, "XPlane.name")?,
             3 => {
                 let m = r.message(wire, "XPlane.lines")?;
-                plane.lines.push(decode_line(m)?);
+                plane.lines.push(decode_line(m, validate)?);
             }
             4 => {
                 let m = r.message(wire, "XPlane.event_metadata")?;
@@ -570,7 +752,7 @@ fn decode_stat_metadata<'a>(mut r: Reader<'a>) -> Result<XStatMetadata<'a>> {
     Ok(md)
 }
 
-fn decode_line<'a>(mut r: Reader<'a>) -> Result<XLine<'a>> {
+fn decode_line<'a>(mut r: Reader<'a>, validate: bool) -> Result<XLine<'a>> {
     let body = r.clone();
     let mut line = XLine { id: 0, display_id: 0, name: "", display_name: "", timestamp_ns: 0, duration_ps: 0, event_count: 0, body };
     while !r.is_empty() {
@@ -582,6 +764,15 @@ fn decode_line<'a>(mut r: Reader<'a>) -> Result<XLine<'a>> {
             11 => line.display_name = r.string(wire, "XLine.display_name")?,
             3 => line.timestamp_ns = r.int64(wire, "XLine.timestamp_ns")?,
             9 => line.duration_ps = r.int64(wire, "XLine.duration_ps")?,
+            4 if !validate => {
+                r.message(wire, "XLine.events")?;
+                // The events that follow in a run: one-byte tag and a length each, skipped here
+                // without the general key path (the pass over them comes later).
+                while r.rest.first() == Some(&0x22) {
+                    r.rest = &r.rest[1..];
+                    r.len_delimited()?;
+                }
+            }
             4 => {
                 // Validate the event and its stats now, so the lazy iterators never fail.
                 let mut ev = r.message(wire, "XLine.events")?;
@@ -608,7 +799,7 @@ fn decode_line<'a>(mut r: Reader<'a>) -> Result<XLine<'a>> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use prost::encoding::encode_varint;
+    use crate::trace::wire::encode_varint;
 
     /// Minimal protobuf writer for hand-made captures in tests.
     #[derive(Default)]

@@ -143,6 +143,32 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def print_modules(per_module):
+    """Per module: the device that ran it most (ties: the first by name order of devices as
+    numbered), its figures, and every device when there are several."""
+    def devkey(d):
+        tail = d.rsplit(":", 1)[-1]
+        return (int(tail) if tail.isdigit() else -1, d)
+
+    def primary(devs):
+        return max(sorted(devs, key=devkey), key=lambda d: (len(devs[d]), -sorted(devs, key=devkey).index(d)))
+
+    for k in sorted(per_module, key=lambda k: (-len(per_module[k][primary(per_module[k])]), k)):
+        devs = per_module[k]
+        d = primary(devs)
+        rows = sorted(devs[d])
+        spans = [r[1] for r in rows]
+        ops = statistics.fmean(r[2] for r in rows)
+        print(f"  module {k} on {d}: executions={len(rows)} median_us={median(spans):.6f} "
+              f"mean_us={statistics.fmean(spans):.6f} min_us={min(spans):.6f} "
+              f"max_us={max(spans):.6f} ops_per_execution={ops:.3f}")
+        print(f"    per_execution_us={[round(x, 6) for x in spans][:12]}")
+        if len(devs) > 1:
+            for dd in sorted(devs, key=devkey):
+                sp = [r[1] for r in devs[dd]]
+                print(f"    on {dd}: executions={len(sp)} median_us={median(sp):.6f}")
+
+
 def report(path):
     space = XSpace()
     with open(path, "rb") as f:
@@ -166,63 +192,102 @@ def report(path):
     def devno(p, prefix):
         return int(p.name[len(prefix):]) if p.name.startswith(prefix) and p.name[len(prefix):].isdigit() else None
 
-    groups = defaultdict(list)  # (module display name, exec key) -> [(start, end)]
+    # Executions are keyed per device: (device, module) -> exec key -> intervals.
+    groups = defaultdict(list)  # (device, module display name, exec key) -> [(start, end)]
     source = None
     tpus = sorted((p for p in space.planes if devno(p, "/device:TPU:") is not None),
                   key=lambda p: devno(p, "/device:TPU:"))
     for p in tpus:
-        lines = [l for l in p.lines if l.name == "XLA Modules" and len(l.events)]
-        if lines:
-            for n, e in enumerate(lines[0].events):
-                groups[(p.event_metadata[e.metadata_id].name, n)].append(start_end(lines[0], e))
-            source = f"{p.name} / XLA Modules"
-            break
-    if source is None:
-        gpus = [p for p in space.planes if devno(p, "/device:GPU:") is not None]
-        best, best_n = None, 0
-        for p in gpus:
-            n = sum(1 for l in p.lines if l.name.startswith("Stream #") for e in l.events
-                    if "hlo_module" in stats_of(p, e.stats))
-            if n > best_n:
-                best, best_n = p, n
-        if best is not None:
-            launch, mod_windows, thunk_windows = {}, [], []
-            for h in space.planes:
-                if not h.name.startswith("/host:"):
+        windows = []
+        for l in p.lines:
+            if l.name != "XLA Modules":
+                continue
+            for n, e in enumerate(l.events):
+                groups[(p.name, p.event_metadata[e.metadata_id].name, n)].append(start_end(l, e))
+                windows.append(start_end(l, e) + (p.event_metadata[e.metadata_id].name,))
+                source = "XLA Modules"
+        # XLA Ops: each op is charged its `device_duration_ps` stat (the event's duration when
+        # absent) and belongs to the module execution whose span holds it.
+        op_time, n_dd, n_ev = defaultdict(int), 0, 0
+        for l in p.lines:
+            if l.name != "XLA Ops":
+                continue
+            for e in l.events:
+                s0, s1 = start_end(l, e)
+                home = [w for w in windows if w[0] <= s0 and s1 <= w[1]]
+                if not home:
                     continue
-                for l in h.lines:
-                    for e in l.events:
-                        name = h.event_metadata[e.metadata_id].name
-                        se = start_end(l, e)
-                        if name.endswith(":XLA GPU module"):
-                            mod_windows.append(se)
-                        elif name == "GpuExecutable::ExecuteThunks":
-                            thunk_windows.append(se)
-                        c = stats_of(h, e.stats).get("correlation_id")
-                        if c is not None:
-                            launch.setdefault(c, se[0])
-            # One window kind only (they nest around the same execution).
-            windows = sorted(mod_windows or thunk_windows, key=lambda w: (w[0], -w[1]))
-            orphan = 0
-            for l in best.lines:
+                st = stats_of(p, e.stats)
+                if "device_duration_ps" in st:
+                    n_dd += 1
+                    op_time[home[-1][2]] += st["device_duration_ps"]
+                else:
+                    n_ev += 1
+                    op_time[home[-1][2]] += e.duration_ps
+        for mod in sorted(op_time):
+            print(f"  {p.name} ops of {mod}: device_time_us={op_time[mod] / 1e6:.6f} "
+                  f"(device_duration_ps on {n_dd} op events, event duration on {n_ev})")
+    if source is None:
+        # GPU: every kernel (with hlo_module) of every GPU plane. Its execution is the
+        # innermost `XLA GPU module` window (else `GpuExecutable::ExecuteThunks`) of the host
+        # thread (line) that launched it, found by correlation_id; when that thread has no
+        # window holding the launch, the window of the one thread that holds it (latest start
+        # when several do).
+        launch, windows = {}, defaultdict(lambda: ([], []))
+        for h in space.planes:
+            if not h.name.startswith("/host:"):
+                continue
+            for li, l in enumerate(h.lines):
+                key = (h.name, li)
+                for e in l.events:
+                    name = h.event_metadata[e.metadata_id].name
+                    se = start_end(l, e)
+                    if name.endswith(":XLA GPU module"):
+                        windows[key][0].append(se)
+                    elif name == "GpuExecutable::ExecuteThunks":
+                        windows[key][1].append(se)
+                    c = stats_of(h, e.stats).get("correlation_id")
+                    if c is not None:
+                        launch.setdefault(c, (key, se[0]))
+        per_thread = {k: sorted(m or t, key=lambda w: (w[0], -w[1])) for k, (m, t) in windows.items()}
+
+        def innermost(ws, t):
+            best = None
+            for i, w in enumerate(ws):
+                if w[0] <= t <= w[1]:
+                    best = i  # sorted by start: the last hit starts latest
+            return best
+
+        orphan = 0
+        for p in space.planes:
+            if devno(p, "/device:GPU:") is None:
+                continue
+            for l in p.lines:
                 if not l.name.startswith("Stream #"):
                     continue
                 for e in l.events:
-                    s = stats_of(best, e.stats)
+                    s = stats_of(p, e.stats)
                     if "hlo_module" not in s:
                         continue
-                    t = launch.get(s.get("correlation_id"))
-                    inner = None
-                    if t is not None:
-                        for i, w in enumerate(windows):  # innermost = latest start
-                            if w[0] <= t <= w[1]:
-                                inner = i
-                    if inner is None:
+                    exec_key = None
+                    lt = launch.get(s.get("correlation_id"))
+                    if lt is not None:
+                        thread, t = lt
+                        i = innermost(per_thread.get(thread, []), t)
+                        if i is not None:
+                            exec_key = (thread, i)
+                        else:
+                            hits = [(per_thread[th][j][0], th, j) for th in per_thread
+                                    for j in [innermost(per_thread[th], t)] if j is not None]
+                            if hits:
+                                _, th, j = max(hits)
+                                exec_key = (th, j)
+                    if exec_key is None:
                         orphan -= 1
-                        inner = orphan
+                        exec_key = orphan
                     name = f"{s['hlo_module']}({s['program_id']})" if "program_id" in s else s["hlo_module"]
-                    groups[(name, inner)].append(start_end(l, e))
-            source = f"{best.name} / Stream"
+                    groups[(p.name, name, exec_key)].append(start_end(l, e))
+                    source = "Stream"
     if source is None:
         for p in space.planes:
             if not p.name.startswith("/host:"):
@@ -235,21 +300,14 @@ def report(path):
                     if "hlo_op" not in s or "hlo_module" not in s:
                         continue
                     name = f"{s['hlo_module']}({s['program_id']})" if "program_id" in s else s["hlo_module"]
-                    groups[(name, s.get("run_id"))].append(start_end(l, e))
+                    groups[("host", name, s.get("run_id"))].append(start_end(l, e))
                     source = f"{p.name} / tf_XLA*"
     print(f"  source: {source}")
-    per_module = defaultdict(list)
-    for (mod, key), iv in groups.items():
+    per_module = defaultdict(lambda: defaultdict(list))  # module -> device -> [(start, span, ops)]
+    for (dev, mod, key), iv in groups.items():
         span = (max(e for _, e in iv) - min(s for s, _ in iv)) / 1e6
-        per_module[mod].append((min(s for s, _ in iv), span, len(iv)))
-    for k in sorted(per_module, key=lambda k: (-len(per_module[k]), k)):
-        rows = sorted(per_module[k])
-        spans = [r[1] for r in rows]
-        ops = statistics.fmean(r[2] for r in rows)
-        print(f"  module {k}: executions={len(rows)} median_us={median(spans):.6f} "
-              f"mean_us={statistics.fmean(spans):.6f} min_us={min(spans):.6f} "
-              f"max_us={max(spans):.6f} ops_per_execution={ops:.3f}")
-        print(f"    per_execution_us={[round(x, 6) for x in spans][:12]}")
+        per_module[mod][dev].append((min(s for s, _ in iv), span, len(iv)))
+    print_modules(per_module)
     # Host-side kernel_step annotations.
     steps = []
     for p in space.planes:

@@ -1,0 +1,880 @@
+//! One fused pass over an `.xplane.pb`: every event of every line is decoded once, with only
+//! the stats that matter decoded, and goes straight into integer-keyed tables (module
+//! executions per device, op self times per module, launch windows, step annotations).
+//!
+//! Where the executions come from: on TPU the `XLA Modules` line has one event per execution
+//! and the `XLA Ops` line the ops (charged their `device_duration_ps`, as XProf does); on GPU
+//! the kernels of one execution sit on `Stream #N` lines and are tied by `correlation_id` to
+//! their launch on a host thread, whose own `XLA GPU module` window groups them; on CPU the op
+//! events of the executor threads are grouped by (`hlo_module`, `run_id`).
+
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
+use regex::Regex;
+
+use super::analysis::{
+    is_pallas_hlo, op_time_label, pallas_name, sort_modules, split_program_id, Collected, DeviceExecs, Exec, FxMap, Mode, ModuleExecs,
+    Nester, OpInterner, OpTable, Rec,
+};
+use super::xplane::{DecodeError, StatCodes, StatValue, XLine, XPlane, XSpace};
+
+// Stat codes (see `StatCodes`): which event stats the pass decodes.
+const C_HLO_OP: usize = 1;
+const C_HLO_MODULE: usize = 2;
+const C_RUN_ID: usize = 3;
+const C_PROGRAM_ID: usize = 4;
+const C_CORRELATION: usize = 5;
+const C_DEVICE_DURATION: usize = 6;
+
+// Kinds of host events, by event metadata id.
+const K_STEP: u8 = 1;
+const K_MODULE_WINDOW: u8 = 2;
+const K_THUNK_WINDOW: u8 = 3;
+
+/// A module (or Pallas kernel) as met in the pass.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct SlotKey {
+    pub pallas: bool,
+    pub name: String,
+    pub program: Option<u64>,
+}
+
+/// A device (or the host's executors) that ran modules.
+struct Device {
+    name: String,
+    mode: Mode,
+    /// Numeric device index, to order devices and break ties.
+    order: u32,
+    /// Lines whose events gave executions.
+    lines: Vec<String>,
+}
+
+/// A GPU kernel, kept until every host launch window is known.
+struct GpuKernel {
+    device: u32,
+    line: u32,
+    start: i64,
+    dur: i64,
+    slot: u32,
+    op: u32,
+    correlation: Option<i64>,
+}
+
+/// A host-side execution window of a GPU module (`jit_f:XLA GPU module`, else
+/// `GpuExecutable::ExecuteThunks`), per host thread.
+#[derive(Default)]
+struct ThreadWindows {
+    module: Vec<(i64, i64)>,
+    thunk: Vec<(i64, i64)>,
+}
+
+/// Everything the pass accumulates; the Chrome-trace reader fills one too.
+#[derive(Default)]
+pub(crate) struct State {
+    slot_index: HashMap<SlotKey, u32>,
+    slots: Vec<SlotKey>,
+    pallas_in: Vec<Option<String>>,
+    devices: Vec<Device>,
+    group_index: FxMap<(u32, u32), u32>,
+    groups: Vec<(u32, u32)>,
+    exec_index: FxMap<(u32, i64), u32>,
+    execs: Vec<(u32, Exec)>,
+    pub(crate) ops: OpInterner,
+    pub(crate) table: OpTable,
+    pub(crate) steps: Vec<(i64, i64)>,
+    pub(crate) events: u64,
+    gpu_kernels: Vec<GpuKernel>,
+    windows: Vec<ThreadWindows>,
+    launches: FxMap<i64, (u32, i64)>,
+    device_duration: (u64, u64),
+    tpu_module_events: u64,
+    pub(crate) cpu_lines: usize,
+    pub(crate) cpu_plane: String,
+    /// Overrides the CPU source description (the Chrome-trace reader names its threads).
+    pub(crate) cpu_source: Option<String>,
+    unique: i64,
+}
+
+impl State {
+    pub(crate) fn slot(&mut self, key: SlotKey) -> u32 {
+        if let Some(&s) = self.slot_index.get(&key) {
+            return s;
+        }
+        let s = self.slots.len() as u32;
+        self.slots.push(key.clone());
+        self.pallas_in.push(None);
+        self.slot_index.insert(key, s);
+        s
+    }
+
+    #[inline]
+    pub(crate) fn group(&mut self, slot: u32, device: u32) -> u32 {
+        let next = self.groups.len() as u32;
+        let g = *self.group_index.entry((slot, device)).or_insert(next);
+        if g == next {
+            self.groups.push((slot, device));
+        }
+        g
+    }
+
+    #[inline]
+    pub(crate) fn add_exec(&mut self, group: u32, key: i64, start: i64, end: i64) {
+        let next = self.execs.len() as u32;
+        let i = *self.exec_index.entry((group, key)).or_insert(next);
+        if i == next {
+            self.execs.push((group, Exec::new(start, end)));
+        } else {
+            self.execs[i as usize].1.extend(start, end);
+        }
+    }
+
+    pub(crate) fn fresh_key(&mut self) -> i64 {
+        self.unique += 1;
+        self.unique
+    }
+
+    pub(crate) fn device(&mut self, name: &str, mode: Mode, order: u32) -> u32 {
+        if let Some(i) = self.devices.iter().position(|d| d.name == name) {
+            return i as u32;
+        }
+        self.devices.push(Device { name: name.to_string(), mode, order, lines: Vec::new() });
+        (self.devices.len() - 1) as u32
+    }
+
+    pub(crate) fn used_line(&mut self, device: u32, line: &str) {
+        let d = &mut self.devices[device as usize];
+        if !d.lines.iter().any(|l| l == line) {
+            d.lines.push(line.to_string());
+        }
+    }
+}
+
+/// Stat ids of a plane by name, resolved once (stat ids are per plane; the lowest id wins).
+fn codes_for(plane: &XPlane<'_>, wanted: &[(&str, usize)]) -> StatCodes {
+    let mut codes = StatCodes::default();
+    for &(name, code) in wanted {
+        if let Some(id) = plane.stat_id(name) {
+            codes.set(id, code as u8);
+        }
+    }
+    codes
+}
+
+/// Whether a host line is an XLA CPU executor thread.
+pub(crate) fn is_cpu_executor_line(name: &str) -> bool {
+    name.starts_with("tf_XLA") || name.contains("XLAPjRtCpuClient") || name.contains("XLATfrtCpuClient")
+}
+
+fn device_index(name: &str, prefix: &str) -> Option<u32> {
+    name.strip_prefix(prefix)?.parse().ok()
+}
+
+/// Reads every event of `space` once and returns the executed modules of the best timeline
+/// the capture has (TPU, then GPU, then CPU), with op tables when `with_ops`.
+pub(crate) fn scan(space: &XSpace<'_>, with_ops: bool) -> Result<Collected, DecodeError> {
+    let mut st = State::default();
+    let step_re = Regex::new(r"^kernel_step(_\d+)?$").expect("static regex");
+    for plane in &space.planes {
+        if let Some(n) = device_index(plane.name, "/device:TPU:") {
+            scan_tpu(&mut st, plane, n, with_ops)?;
+        } else if let Some(n) = device_index(plane.name, "/device:GPU:") {
+            scan_gpu(&mut st, plane, n)?;
+        } else if plane.name.starts_with("/host:") {
+            scan_host(&mut st, plane, &step_re, with_ops)?;
+        } else {
+            for line in &plane.lines {
+                st.events += line.scan_events(&StatCodes::default(), |_| {})? as u64;
+            }
+        }
+    }
+    let warnings = resolve_gpu(&mut st, with_ops);
+    Ok(finish(st, warnings))
+}
+
+/// A TPU module execution window: start, end, op-table group, program id, module slot.
+pub(crate) type TpuWindow = (i64, i64, u32, Option<u64>, u32);
+
+/// Records a device's `XLA Modules` events (name `module(program_id)`, start, duration) as
+/// executions, and returns them as windows for the ops, in time order.
+pub(crate) fn tpu_modules(st: &mut State, device: u32, events: &[(&str, i64, i64)]) -> Vec<TpuWindow> {
+    let mut windows = Vec::with_capacity(events.len());
+    for &(name, start, dur) in events {
+        let (module, program) = split_program_id(name);
+        let slot = st.slot(SlotKey { pallas: false, name: module.to_string(), program });
+        let group = st.group(slot, device);
+        let key = st.fresh_key();
+        let end = start.saturating_add(dur);
+        st.add_exec(group, key, start, end);
+        st.tpu_module_events += 1;
+        windows.push((start, end, group, program, slot));
+    }
+    windows.sort_by_key(|w| (w.0, Reverse(w.1)));
+    windows
+}
+
+/// What a TPU op stands for: its interned name, program id and, for a Pallas kernel, its slot.
+pub(crate) struct TpuOpMeta {
+    pub op: u32,
+    pub program: Option<u64>,
+    pub pallas: Option<u32>,
+}
+
+impl TpuOpMeta {
+    /// From the op's short name, HLO text, category and costs.
+    pub fn new(
+        st: &mut State,
+        short: &str,
+        hlo_text: &str,
+        category: Option<&str>,
+        flops: Option<f64>,
+        bytes: Option<f64>,
+        program: Option<u64>,
+    ) -> Self {
+        let op = st.ops.intern(short, category, flops, bytes);
+        let pallas =
+            is_pallas_hlo(hlo_text).then(|| st.slot(SlotKey { pallas: true, name: pallas_name(short).to_string(), program: None }));
+        TpuOpMeta { op, program, pallas }
+    }
+}
+
+/// The ops of one TPU device: each is charged its `device_duration_ps` (the event's duration
+/// when absent), placed in the module execution containing it, and nested per line.
+pub(crate) struct TpuOps<'w> {
+    windows: &'w [TpuWindow],
+    nester: Nester,
+    /// Keep each line's ops, to nest them sorted if the line is out of order (the Chrome-trace
+    /// reader, whose events are in memory anyway); without, the caller decodes the line again.
+    buffer: bool,
+    recs: Vec<Rec>,
+    pallas: Vec<(u32, u32, i64, i64, u32)>,
+    device_duration: (u64, u64),
+    with_ops: bool,
+}
+
+impl<'w> TpuOps<'w> {
+    pub fn new(windows: &'w [TpuWindow], with_ops: bool, buffer: bool) -> Self {
+        TpuOps { windows, nester: Nester::default(), buffer, recs: Vec::new(), pallas: Vec::new(), device_duration: (0, 0), with_ops }
+    }
+
+    /// The op as a record of the execution holding it, if one does (and its program agrees).
+    #[inline]
+    pub fn place(&self, m: &TpuOpMeta, start: i64, span: i64, device_duration: Option<i64>) -> Option<(Rec, u32)> {
+        let time = device_duration.unwrap_or(span);
+        let end = start.saturating_add(span);
+        let i = self.windows.partition_point(|w| w.0 <= start);
+        let w = i.checked_sub(1).map(|i| self.windows[i]).filter(|w| end <= w.1)?;
+        if matches!((m.program, w.3), (Some(a), Some(b)) if a != b) {
+            return None;
+        }
+        Some((Rec { start, span, time, group: w.2, op: m.op }, w.4))
+    }
+
+    #[inline]
+    pub fn push(&mut self, m: &TpuOpMeta, start: i64, span: i64, device_duration: Option<i64>) {
+        if device_duration.is_some() {
+            self.device_duration.0 += 1;
+        } else {
+            self.device_duration.1 += 1;
+        }
+        let Some((r, module_slot)) = self.place(m, start, span, device_duration) else { return };
+        if self.with_ops {
+            self.nester.push(r);
+            if self.buffer {
+                self.recs.push(r);
+            }
+        }
+        if let Some(p) = m.pallas {
+            self.pallas.push((p, m.op, start, r.time, module_slot));
+        }
+    }
+
+    /// Ends a line; false when it was out of order and not buffered: the caller nests it again
+    /// from its events ([`super::analysis::nest_sorted`]).
+    pub fn end_line(&mut self, st: &mut State) -> bool {
+        let mut ok = true;
+        if self.with_ops && !self.nester.end_line(&mut st.table) {
+            if self.buffer {
+                super::analysis::nest_sorted(&mut self.recs, &mut st.table);
+            } else {
+                ok = false;
+            }
+        }
+        self.recs.clear();
+        ok
+    }
+
+    /// Records the Pallas kernels' calls as their executions.
+    pub fn finish(self, st: &mut State, device: u32) {
+        st.device_duration.0 += self.device_duration.0;
+        st.device_duration.1 += self.device_duration.1;
+        for (slot, op, start, time, module_slot) in self.pallas {
+            let group = st.group(slot, device);
+            let key = st.fresh_key();
+            st.add_exec(group, key, start, start.saturating_add(time));
+            if st.pallas_in[slot as usize].is_none() {
+                let k = &st.slots[module_slot as usize];
+                st.pallas_in[slot as usize] = Some(match k.program {
+                    Some(p) => format!("{}({p})", k.name),
+                    None => k.name.clone(),
+                });
+            }
+            if self.with_ops {
+                st.table.record_one(group, op, time);
+            }
+        }
+    }
+}
+
+fn scan_tpu(st: &mut State, plane: &XPlane<'_>, n: u32, with_ops: bool) -> Result<(), DecodeError> {
+    let device = st.device(plane.name, Mode::Tpu, n);
+    let none = StatCodes::default();
+    // Module executions first (whatever the line order), as windows for the ops.
+    let mut evs: Vec<(&str, i64, i64)> = Vec::new();
+    for line in plane.lines.iter().filter(|l| l.name == "XLA Modules") {
+        let before = evs.len();
+        st.events += line
+            .scan_events(&none, |ev| evs.push((plane.event_name(ev.metadata_id), line.start_ps_of(ev.offset_ps), ev.duration_ps)))?
+            as u64;
+        if evs.len() > before {
+            st.used_line(device, line.name);
+        }
+    }
+    let windows = tpu_modules(st, device, &evs);
+    fn stat_of<'s>(want: Option<i64>, m: &super::xplane::XEventMetadata<'s>) -> Option<StatValue<'s>> {
+        want.and_then(|w| m.stats.iter().find(|s| s.metadata_id == w)).map(|s| s.value)
+    }
+    let (cat, flops, bytes, prog) =
+        (plane.stat_id("hlo_category"), plane.stat_id("flops"), plane.stat_id("bytes_accessed"), plane.stat_id("program_id"));
+    let mut metas: FxMap<i64, TpuOpMeta> = FxMap::default();
+    if plane.lines.iter().any(|l| l.name == "XLA Ops") {
+        for m in plane.event_metadata.values() {
+            let short = if m.display_name.is_empty() { m.name } else { m.display_name };
+            let meta = TpuOpMeta::new(
+                st,
+                short,
+                m.name,
+                stat_of(cat, m).and_then(|v| plane.stat_str(&v)),
+                stat_of(flops, m).and_then(|v| v.as_f64()),
+                stat_of(bytes, m).and_then(|v| v.as_f64()),
+                stat_of(prog, m).and_then(|v| v.as_u64()),
+            );
+            metas.insert(m.id, meta);
+        }
+    }
+    let codes = codes_for(plane, &[("device_duration_ps", C_DEVICE_DURATION)]);
+    let mut ops = TpuOps::new(&windows, with_ops, false);
+    for line in &plane.lines {
+        if line.name != "XLA Ops" {
+            if line.name != "XLA Modules" {
+                st.events += line.scan_events(&none, |_| {})? as u64;
+            }
+            continue;
+        }
+        st.events += line.scan_events(&codes, |ev| {
+            if let Some(m) = metas.get(&ev.metadata_id) {
+                let dd = ev.stats[C_DEVICE_DURATION].and_then(|v| v.as_i64());
+                ops.push(m, line.start_ps_of(ev.offset_ps), ev.duration_ps, dd);
+            }
+        })? as u64;
+        if !ops.end_line(st) {
+            // Out of time order: decode this line again and nest its ops sorted.
+            let mut recs = Vec::new();
+            line.scan_events(&codes, |ev| {
+                if let Some(m) = metas.get(&ev.metadata_id) {
+                    let dd = ev.stats[C_DEVICE_DURATION].and_then(|v| v.as_i64());
+                    recs.extend(ops.place(m, line.start_ps_of(ev.offset_ps), ev.duration_ps, dd).map(|p| p.0));
+                }
+            })?;
+            super::analysis::nest_sorted(&mut recs, &mut st.table);
+        }
+    }
+    ops.finish(st, device);
+    Ok(())
+}
+
+/// The string of a `hlo_op` / `hlo_module` stat: a reference to a stat metadata name, or a
+/// string value.
+fn stat_string<'s>(plane: &XPlane<'s>, v: &StatValue<'s>) -> Option<&'s str> {
+    plane.stat_str(v)
+}
+
+fn scan_gpu(st: &mut State, plane: &XPlane<'_>, n: u32) -> Result<(), DecodeError> {
+    let device = st.device(plane.name, Mode::Gpu, n);
+    let codes = codes_for(
+        plane,
+        &[("hlo_op", C_HLO_OP), ("hlo_module", C_HLO_MODULE), ("program_id", C_PROGRAM_ID), ("correlation_id", C_CORRELATION)],
+    );
+    let none = StatCodes::default();
+    for (li, line) in plane.lines.iter().enumerate() {
+        if !line.name.starts_with("Stream #") || codes.is_empty() {
+            st.events += line.scan_events(&none, |_| {})? as u64;
+            continue;
+        }
+        // (op, module, program id, correlation id, metadata id, start, duration)
+        type Found<'s> = (Option<&'s str>, &'s str, Option<u64>, Option<i64>, i64, i64, i64);
+        let mut found: Vec<Found<'_>> = Vec::new();
+        st.events += line.scan_events(&codes, |ev| {
+            let Some(module) = ev.stats[C_HLO_MODULE].and_then(|v| stat_string(plane, &v)) else { return };
+            let op = ev.stats[C_HLO_OP].and_then(|v| stat_string(plane, &v));
+            let program = ev.stats[C_PROGRAM_ID].and_then(|v| v.as_u64());
+            let corr = ev.stats[C_CORRELATION].and_then(|v| v.as_i64());
+            found.push((op, module, program, corr, ev.metadata_id, line.start_ps_of(ev.offset_ps), ev.duration_ps));
+        })? as u64;
+        if found.is_empty() {
+            continue;
+        }
+        st.used_line(device, line.name);
+        let line_key = (device << 16) | (li as u32 & 0xffff);
+        for (op, module, program, correlation, md, start, dur) in found {
+            let slot = st.slot(SlotKey { pallas: false, name: module.to_string(), program });
+            let op = st.ops.intern(op.unwrap_or_else(|| plane.event_name(md)), None, None, None);
+            st.gpu_kernels.push(GpuKernel { device, line: line_key, start, dur, slot, op, correlation });
+        }
+    }
+    Ok(())
+}
+
+/// Per-plane caches from a stat reference id (a stat metadata id) to what it names.
+#[derive(Default)]
+struct RefCache {
+    dense: Vec<u32>,
+    sparse: FxMap<u64, u32>,
+}
+
+impl RefCache {
+    #[inline]
+    fn get(&self, id: u64) -> Option<u32> {
+        match self.dense.get(id as usize) {
+            Some(&v) if v != u32::MAX => Some(v),
+            Some(_) => None,
+            None => self.sparse.get(&id).copied(),
+        }
+    }
+
+    fn put(&mut self, id: u64, v: u32) {
+        if id < 1 << 20 {
+            if self.dense.len() <= id as usize {
+                self.dense.resize(id as usize + 1, u32::MAX);
+            }
+            self.dense[id as usize] = v;
+        } else {
+            self.sparse.insert(id, v);
+        }
+    }
+}
+
+fn scan_host(st: &mut State, plane: &XPlane<'_>, step_re: &Regex, with_ops: bool) -> Result<(), DecodeError> {
+    let codes = codes_for(
+        plane,
+        &[
+            ("hlo_op", C_HLO_OP),
+            ("hlo_module", C_HLO_MODULE),
+            ("run_id", C_RUN_ID),
+            ("program_id", C_PROGRAM_ID),
+            ("correlation_id", C_CORRELATION),
+        ],
+    );
+    let mut kinds = StatCodes::default();
+    for m in plane.event_metadata.values() {
+        if step_re.is_match(m.name) {
+            kinds.set(m.id, K_STEP);
+        } else if m.name.ends_with(":XLA GPU module") {
+            kinds.set(m.id, K_MODULE_WINDOW);
+        } else if m.name == "GpuExecutable::ExecuteThunks" {
+            kinds.set(m.id, K_THUNK_WINDOW);
+        }
+    }
+    let mut op_refs = RefCache::default();
+    let mut nester = Nester::default();
+    let host = st.device(plane.name, Mode::Cpu, 0);
+    for line in &plane.lines {
+        let executor = is_cpu_executor_line(line.name);
+        let thread = st.windows.len() as u32;
+        st.windows.push(ThreadWindows::default());
+        if executor {
+            let n = scan_cpu_executor_line(st, plane, line, &codes, &mut op_refs, &mut nester, host, with_ops)?;
+            st.events += n as u64;
+            continue;
+        }
+        let mut tw = ThreadWindows::default();
+        let (steps, launches) = (&mut st.steps, &mut st.launches);
+        st.events += line.scan_events(&codes, |ev| {
+            let start = line.start_ps_of(ev.offset_ps);
+            match kinds.get(ev.metadata_id) {
+                0 => {}
+                K_STEP => steps.push((start, start.saturating_add(ev.duration_ps))),
+                K_MODULE_WINDOW => tw.module.push((start, start.saturating_add(ev.duration_ps))),
+                _ => tw.thunk.push((start, start.saturating_add(ev.duration_ps))),
+            }
+            if let Some(c) = ev.stats[C_CORRELATION].and_then(|v| v.as_i64()) {
+                launches.entry(c).or_insert((thread, start));
+            }
+        })? as u64;
+        st.windows[thread as usize] = tw;
+    }
+    Ok(())
+}
+
+/// The CPU executor path, the bulk of a CPU capture: op events grouped by (`hlo_module`,
+/// `program_id`, `run_id`); consecutive events mostly share their module and execution, so
+/// the last lookups are cached.
+#[allow(clippy::too_many_arguments)]
+fn scan_cpu_executor_line(
+    st: &mut State,
+    plane: &XPlane<'_>,
+    line: &XLine<'_>,
+    codes: &StatCodes,
+    op_refs: &mut RefCache,
+    nester: &mut Nester,
+    host: u32,
+    with_ops: bool,
+) -> Result<usize, DecodeError> {
+    let mut last_module: Option<(StatValue<'_>, Option<u64>, u32)> = None;
+    let mut last_exec: Option<(u32, i64, u32)> = None;
+    let mut used = false;
+    let n = line.scan_events(codes, |ev| {
+        let (Some(op), Some(module)) = (ev.stats[C_HLO_OP], ev.stats[C_HLO_MODULE]) else { return };
+        let program = ev.stats[C_PROGRAM_ID].and_then(|v| v.as_u64());
+        let group = match last_module {
+            Some((m, p, g)) if m == module && p == program => g,
+            _ => {
+                let Some(name) = stat_string(plane, &module) else { return };
+                let slot = st.slot(SlotKey { pallas: false, name: name.to_string(), program });
+                let g = st.group(slot, host);
+                last_module = Some((module, program, g));
+                g
+            }
+        };
+        let op_id = match op {
+            StatValue::Ref(r) => match op_refs.get(r) {
+                Some(id) => id,
+                None => {
+                    let Some(name) = stat_string(plane, &op) else { return };
+                    let id = st.ops.intern(name, None, None, None);
+                    op_refs.put(r, id);
+                    id
+                }
+            },
+            other => match stat_string(plane, &other) {
+                Some(name) => st.ops.intern(name, None, None, None),
+                None => return,
+            },
+        };
+        used = true;
+        let start = line.start_ps_of(ev.offset_ps);
+        let end = start.saturating_add(ev.duration_ps);
+        let run = ev.stats[C_RUN_ID].and_then(|v| v.as_i64()).unwrap_or(0);
+        match last_exec {
+            Some((g, r, i)) if g == group && r == run => st.execs[i as usize].1.extend(start, end),
+            _ => {
+                st.add_exec(group, run, start, end);
+                let i = st.exec_index[&(group, run)];
+                last_exec = Some((group, run, i));
+            }
+        }
+        if with_ops {
+            nester.push(Rec { start, span: ev.duration_ps, time: ev.duration_ps, group, op: op_id });
+        }
+    })?;
+    if with_ops && !nester.end_line(&mut st.table) {
+        // Out of time order: decode this line again and nest it sorted (rare; costs one more
+        // pass over this line only).
+        let mut recs: Vec<Rec> = Vec::new();
+        line.scan_events(codes, |ev| {
+            let (Some(op), Some(module)) = (ev.stats[C_HLO_OP], ev.stats[C_HLO_MODULE]) else { return };
+            let program = ev.stats[C_PROGRAM_ID].and_then(|v| v.as_u64());
+            let (Some(name), Some(op_name)) = (stat_string(plane, &module), stat_string(plane, &op)) else { return };
+            let slot = st.slot(SlotKey { pallas: false, name: name.to_string(), program });
+            let group = st.group(slot, host);
+            let op_id = st.ops.intern(op_name, None, None, None);
+            recs.push(Rec { start: line.start_ps_of(ev.offset_ps), span: ev.duration_ps, time: ev.duration_ps, group, op: op_id });
+        })?;
+        super::analysis::nest_sorted(&mut recs, &mut st.table);
+    }
+    if used {
+        st.cpu_lines += 1;
+        st.cpu_plane = plane.name.to_string();
+        st.used_line(host, line.name);
+    }
+    Ok(n)
+}
+
+/// The innermost window containing `t`: the latest-starting one that has not ended.
+fn containing_window(windows: &[(i64, i64)], t: i64) -> Option<usize> {
+    let upto = windows.partition_point(|w| w.0 <= t);
+    // Nested windows of one execution start close together; a short look back is enough.
+    (upto.saturating_sub(64)..upto).rev().find(|&i| windows[i].1 >= t)
+}
+
+/// Groups the GPU kernels into executions: each kernel's launch (by `correlation_id`) lies on
+/// one host thread, and the innermost module window of THAT thread containing the launch is
+/// its execution. Windows of other threads (other devices' executions) never claim it.
+fn resolve_gpu(st: &mut State, with_ops: bool) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if st.gpu_kernels.is_empty() {
+        return warnings;
+    }
+    // One window kind per thread: both kinds nest around the same execution.
+    let windows: Vec<Vec<(i64, i64)>> = std::mem::take(&mut st.windows)
+        .into_iter()
+        .map(|tw| {
+            let mut w = if tw.module.is_empty() { tw.thunk } else { tw.module };
+            w.sort_by_key(|w| (w.0, Reverse(w.1)));
+            w
+        })
+        .collect();
+    let kernels = std::mem::take(&mut st.gpu_kernels);
+    let (mut unmatched, mut ambiguous) = (0usize, 0usize);
+    let mut by_line: FxMap<u32, Vec<Rec>> = FxMap::default();
+    for k in &kernels {
+        let window = k.correlation.and_then(|c| st.launches.get(&c)).and_then(|&(thread, t)| {
+            // The launching thread's own window; where that thread has none (some tracers
+            // record the launch API on a thread of their own), the one thread whose window
+            // holds the launch time.
+            if let Some(w) = containing_window(&windows[thread as usize], t) {
+                return Some((thread, w));
+            }
+            let holding: Vec<(u32, usize)> =
+                windows.iter().enumerate().filter_map(|(th, ws)| containing_window(ws, t).map(|w| (th as u32, w))).collect();
+            if holding.len() > 1 {
+                ambiguous += 1;
+            }
+            holding.into_iter().max_by_key(|&(th, w)| (windows[th as usize][w].0, Reverse(th)))
+        });
+        let key = match window {
+            Some((thread, w)) => (i64::from(thread) << 32) | w as i64,
+            None => {
+                // Without a host window, each kernel counts as its own execution.
+                unmatched += 1;
+                -st.fresh_key()
+            }
+        };
+        let group = st.group(k.slot, k.device);
+        st.add_exec(group, key, k.start, k.start.saturating_add(k.dur));
+        if with_ops {
+            by_line.entry(k.line).or_default().push(Rec { start: k.start, span: k.dur, time: k.dur, group, op: k.op });
+        }
+    }
+    if ambiguous > 0 {
+        warnings.push(format!(
+            "{ambiguous} GPU kernel(s) were launched from a thread without module windows while several \
+             threads' `XLA GPU module` windows held the launch; each went to the latest-starting window"
+        ));
+    }
+    for recs in by_line.values_mut() {
+        super::analysis::nest_sorted(recs, &mut st.table);
+    }
+    if unmatched > 0 {
+        warnings.push(format!(
+            "{unmatched} GPU kernel(s) could not be tied to a host module execution \
+             (no launch event or no `XLA GPU module` window on the launching thread); each counts as one execution"
+        ));
+    }
+    warnings
+}
+
+pub(crate) fn finish(st: State, warnings: Vec<String>) -> Collected {
+    let mode = if st.tpu_module_events > 0 {
+        Mode::Tpu
+    } else if st.groups.iter().any(|&(_, d)| st.devices[d as usize].mode == Mode::Gpu) {
+        Mode::Gpu
+    } else {
+        Mode::Cpu
+    };
+    // Executions per (slot, device) of the chosen kind.
+    let mut per_slot: HashMap<u32, Vec<(u32, u32, Vec<Exec>)>> = HashMap::new(); // slot -> (device, group, execs)
+    let mut by_group: FxMap<u32, Vec<Exec>> = FxMap::default();
+    for &(g, e) in &st.execs {
+        by_group.entry(g).or_default().push(e);
+    }
+    for (g, execs) in by_group {
+        let (slot, device) = st.groups[g as usize];
+        if st.devices[device as usize].mode != mode {
+            continue;
+        }
+        per_slot.entry(slot).or_default().push((device, g, execs));
+    }
+    let mut modules = Vec::new();
+    for (slot, mut devs) in per_slot {
+        for d in &mut devs {
+            d.2.sort_by_key(|e| (e.start_ps, e.end_ps));
+        }
+        devs.sort_by_key(|d| (st.devices[d.0 as usize].order, d.0));
+        let primary = devs.iter().enumerate().max_by_key(|(i, d)| (d.2.len(), Reverse(*i))).map(|(i, _)| i).unwrap_or(0);
+        let key = &st.slots[slot as usize];
+        let dev = &st.devices[devs[primary].0 as usize];
+        let source = match mode {
+            Mode::Cpu => st.cpu_source.clone().unwrap_or_else(|| {
+                format!("{} / tf_XLAPjRtCpuClient/* ({} line(s); op events grouped by hlo_module, run_id)", st.cpu_plane, st.cpu_lines)
+            }),
+            Mode::Tpu if key.pallas => format!("{} / XLA Ops (custom call)", dev.name),
+            _ => format!("{} / {}", dev.name, dev.lines.join(", ")),
+        };
+        modules.push(ModuleExecs {
+            module: key.name.clone(),
+            program_id: key.program,
+            execs: devs[primary].2.clone(),
+            counts_ops: mode != Mode::Tpu,
+            device: (mode != Mode::Cpu).then(|| dev.name.clone()),
+            source,
+            per_device: if devs.len() > 1 {
+                devs.iter().map(|d| DeviceExecs { device: st.devices[d.0 as usize].name.clone(), execs: d.2.clone() }).collect()
+            } else {
+                Vec::new()
+            },
+            group: devs[primary].1,
+            pallas_in: if key.pallas { Some(st.pallas_in[slot as usize].clone().unwrap_or_default()) } else { None },
+        });
+    }
+    sort_modules(&mut modules);
+    let mut steps = st.steps;
+    steps.sort_unstable();
+    Collected {
+        modules,
+        ops: st.ops,
+        table: st.table,
+        steps,
+        events: st.events,
+        op_time: if mode == Mode::Tpu { op_time_label(st.device_duration.0, st.device_duration.1) } else { "event duration".to_string() },
+        warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::trace::xplane::tests::W;
+    use crate::trace::{analyze_space, xplane, AnalyzeOptions};
+
+    fn entry(field: u32, key: i64, value: &W) -> (u32, W) {
+        let mut e = W::default();
+        e.varint(1, key as u64).msg(2, value);
+        (field, e)
+    }
+
+    fn stat_md(id: i64, name: &str) -> (u32, W) {
+        let mut m = W::default();
+        m.varint(1, id as u64).bytes(2, name.as_bytes());
+        entry(5, id, &m)
+    }
+
+    fn event_md(id: i64, name: &str, display: &str) -> (u32, W) {
+        let mut m = W::default();
+        m.varint(1, id as u64).bytes(2, name.as_bytes()).bytes(4, display.as_bytes());
+        entry(4, id, &m)
+    }
+
+    /// An event; `stats` are (stat id, field of the value, value) with varint values, or a
+    /// string for field 5.
+    fn event(md: i64, offset: i64, dur: i64, stats: &[(i64, u32, &str)]) -> W {
+        let mut e = W::default();
+        e.varint(1, md as u64).varint(2, offset as u64).varint(3, dur as u64);
+        for &(id, field, v) in stats {
+            let mut s = W::default();
+            s.varint(1, id as u64);
+            if field == 5 {
+                s.bytes(5, v.as_bytes());
+            } else {
+                s.varint(field, v.parse::<i64>().unwrap() as u64);
+            }
+            e.msg(4, &s);
+        }
+        e
+    }
+
+    fn line(id: i64, name: &str, events: &[W]) -> W {
+        let mut l = W::default();
+        l.varint(1, id as u64).bytes(2, name.as_bytes());
+        for e in events {
+            l.msg(4, e);
+        }
+        l
+    }
+
+    fn plane(name: &str, lines: &[W], metadata: &[(u32, W)]) -> W {
+        let mut p = W::default();
+        p.bytes(2, name.as_bytes());
+        for l in lines {
+            p.msg(3, l);
+        }
+        for (field, m) in metadata {
+            p.msg(*field, m);
+        }
+        p
+    }
+
+    fn space(planes: &[W]) -> Vec<u8> {
+        let mut s = W::default();
+        for p in planes {
+            s.msg(1, p);
+        }
+        s.0
+    }
+
+    #[test]
+    fn each_gpu_launch_goes_to_its_own_threads_window() {
+        // Two host threads drive two GPUs at once; their module windows overlap in time. A
+        // launch must land in its own thread's window, not in the other's that also holds it.
+        let host_md = [stat_md(1, "correlation_id"), event_md(1, "jit_f:XLA GPU module", ""), event_md(2, "hipLaunchKernel", "")];
+        let a = line(
+            100,
+            "py_xla_execute/100",
+            &[event(1, 0, 1000, &[]), event(2, 10, 1, &[(1, 4, "1")]), event(1, 2000, 1000, &[]), event(2, 2010, 1, &[(1, 4, "2")])],
+        );
+        let b =
+            line(200, "py_xla_execute/200", &[event(1, 5, 1000, &[]), event(2, 20, 1, &[(1, 4, "3")]), event(2, 30, 1, &[(1, 4, "4")])]);
+        let host = plane("/host:CPU", &[a, b], &host_md);
+        let gpu_md =
+            [stat_md(1, "hlo_module"), stat_md(2, "program_id"), stat_md(3, "correlation_id"), stat_md(4, "hlo_op"), event_md(1, "k", "")];
+        let kernel =
+            |start: i64, corr: &'static str| event(1, start, 50, &[(1, 5, "jit_f"), (2, 3, "1"), (3, 4, corr), (4, 5, "fusion.1")]);
+        let gpu0 = plane("/device:GPU:0", &[line(1, "Stream #1(Kernel)", &[kernel(100, "1"), kernel(2100, "2")])], &gpu_md);
+        let gpu1 = plane("/device:GPU:1", &[line(1, "Stream #1(Kernel)", &[kernel(110, "3"), kernel(400, "4")])], &gpu_md);
+        let data = space(&[gpu1, host, gpu0]);
+        let sp = xplane::parse_skeleton(&data).unwrap();
+        let r = analyze_space(&sp, "t", &AnalyzeOptions::default()).unwrap();
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        let m = &r.modules[0];
+        assert_eq!((m.name.as_str(), m.device.as_deref(), m.executions), ("jit_f(1)", Some("/device:GPU:0"), 2));
+        assert_eq!(m.devices.len(), 2);
+        assert_eq!((m.devices[1].device.as_str(), m.devices[1].executions), ("/device:GPU:1", 1));
+        // GPU:1's one execution spans both of its kernels: 110 .. 450 ps.
+        assert_eq!(m.devices[1].median_us * 1e6, 340.0);
+        assert_eq!(r.kernel.as_ref().unwrap().per_execution_us.iter().map(|u| u * 1e6).collect::<Vec<_>>(), vec![50.0, 50.0]);
+    }
+
+    #[test]
+    fn tpu_ops_are_charged_device_durations_even_out_of_order() {
+        let md = [
+            stat_md(1, "device_duration_ps"),
+            event_md(1, "jit_g(7)", ""),
+            event_md(2, "%while.1 = f32[8] while(%a), body=%b", "while.1"),
+            event_md(3, "%dot.2 = f32[8] dot(%a, %b)", "dot.2"),
+        ];
+        // The ops line comes first and lists the child before its parent.
+        let ops = line(2, "XLA Ops", &[event(3, 1100, 300, &[(1, 3, "250")]), event(2, 1000, 1000, &[(1, 3, "900")])]);
+        let modules = line(1, "XLA Modules", &[event(1, 1000, 1500, &[])]);
+        let data = space(&[plane("/device:TPU:0", &[ops, modules], &md)]);
+        let sp = xplane::parse_skeleton(&data).unwrap();
+        let r = analyze_space(&sp, "t", &AnalyzeOptions::default()).unwrap();
+        let k = r.kernel.as_ref().unwrap();
+        assert_eq!(k.name, "jit_g(7)");
+        assert_eq!(k.op_time, "device_duration_ps stat (as XProf)");
+        let get = |n: &str| k.op_breakdown.iter().find(|o| o.name == n).unwrap();
+        assert_eq!((get("while.1").inclusive_us * 1e6, get("while.1").total_us * 1e6), (900.0, 650.0));
+        assert_eq!(get("dot.2").total_us * 1e6, 250.0);
+        assert_eq!(r.source, "/device:TPU:0 / XLA Modules");
+    }
+
+    #[test]
+    fn a_corrupt_event_is_an_error_from_the_pass() {
+        let md = [stat_md(1, "device_duration_ps"), event_md(1, "jit_g(7)", "")];
+        let mut data = space(&[plane("/device:TPU:0", &[line(1, "XLA Modules", &[event(1, 0, 10, &[])])], &md)]);
+        // Break the event's first field into a group tag, which no XSpace field is.
+        let at = data.windows(6).position(|w| w == [0x08, 0x01, 0x10, 0x00, 0x18, 0x0a]).unwrap();
+        data[at] = 0x0b;
+        let sp = xplane::parse_skeleton(&data).unwrap();
+        let err = analyze_space(&sp, "t", &AnalyzeOptions::default()).unwrap_err();
+        assert!(format!("{err:#}").contains("corrupt or truncated"), "{err:#}");
+    }
+}
