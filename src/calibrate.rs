@@ -92,5 +92,14 @@ pub fn run(dir: &Path, args: &CalibrateArgs, exec: &mut dyn Executor) -> Result<
     });
     crate::store::write_atomic(&out, serde_json::to_string_pretty(&json).expect("json").as_bytes())?;
     println!("  wrote {}", out.display());
+    // The A/A pairs feed the noise history that later experiments borrow their scale from
+    // (in speed-up terms, as experiments see them).
+    let e = crate::stats::elasticity(cfg.score.metric);
+    let d: Vec<f64> = pair_values.iter().map(|(a, b)| (b / a).ln() / e).collect();
+    let key = crate::experiment::history_key(&cfg);
+    if let Some(entry) = crate::stats::history::entry(&crate::store::now(), "calibrate", &[&d]) {
+        crate::stats::history::record(&state_dir, &key, entry)?;
+    }
+    println!("  {}", crate::stats::history::describe(&crate::stats::history::load(&state_dir, &key)));
     Ok(())
 }

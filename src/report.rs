@@ -43,6 +43,7 @@ fn mark(s: Status) -> &'static str {
         Status::Keep => "✔ keep",
         Status::Revert => "· revert",
         Status::Inconclusive => "? inconclusive",
+        Status::Unconfirmed => "? unconfirmed",
         Status::NoOp => "· no-op",
         Status::Crash => "✗ crash",
         Status::Timeout => "✗ timeout",
@@ -311,6 +312,14 @@ pub const COLUMNS: &[&str] = &[
     "hypothesis",
     "tags",
     "note",
+    "p_threshold",
+    "p_adjusted",
+    "speedup_pct",
+    "confirm_delta_pct",
+    "confirm_ci_low_pct",
+    "confirm_ci_high_pct",
+    "noise_scale",
+    "noise_sd_pct",
 ];
 
 pub fn render(view: &View, format: Format, color: bool) -> String {
