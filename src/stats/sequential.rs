@@ -498,7 +498,11 @@ impl Sequential {
                 noise_sd_pct: Self::sd_pct(&t),
                 excluded: t.excluded,
                 confirmation: None,
-                reason,
+                reason: if t.excluded > 0 {
+                    format!("{reason} ({} gross outlier pair{} set aside and replaced)", t.excluded, if t.excluded == 1 { "" } else { "s" })
+                } else {
+                    reason
+                },
             };
             match outcome {
                 LookOutcome::Continue => continue,
