@@ -391,4 +391,49 @@ mod tests {
         // scipy.stats.beta.ppf(0.95, 3, 998) = 0.006282284546723426 (Clopper-Pearson, 2 of 1000).
         assert!((upper_bound(2, 1000) - 0.006282284546723426).abs() < 1e-7, "{}", upper_bound(2, 1000));
     }
+    /// Variance of the mean of `n` oriented log-ratios over AR(1) sessions, relative to what the
+    /// t-test assumes (the pairs' variance / n), with orientation `first(i)`.
+    fn variance_ratio(first: impl Fn(usize) -> bool, rho: f64, n: usize) -> f64 {
+        let s = Scenario { rho, ..Scenario::extra("ar", 0.01) };
+        let mut rng = Rng::new(11);
+        let (mut means, mut pairs) = (vec![], vec![]);
+        for _ in 0..40_000 {
+            let st = session(&s, 2 * n, 1.0, &mut rng);
+            let d: Vec<f64> =
+                (0..n).map(|i| if first(i) { (st[2 * i] / st[2 * i + 1]).ln() } else { (st[2 * i + 1] / st[2 * i]).ln() }).collect();
+            means.push(d.iter().sum::<f64>() / n as f64);
+            pairs.extend(d);
+        }
+        let var = |v: &[f64]| {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64
+        };
+        var(&means) / (var(&pairs) / n as f64)
+    }
+
+    #[test]
+    fn orientations_in_twos_do_not_understate_the_variance_under_ar1_noise() {
+        for n in [4, 6, 8] {
+            let old = variance_ratio(|i| i % 2 == 0, 0.5, n);
+            let new = variance_ratio(|i| incumbent_first(Phase::Main, i), 0.5, n);
+            // AB, BA, ...: lag-1 covariance rho (1 - rho)^2 / (2 (1 - rho)) = 12.5% of the
+            // variance at rho 0.5, so the mean's variance is well above the t-test's.
+            assert!(old > 1.08, "n {n}: old order {old}");
+            assert!(new < 1.02, "n {n}: new order {new}");
+        }
+    }
+
+    #[test]
+    fn history_keeps_false_keeps_rare_and_outliers_harmless() {
+        let all = scenarios();
+        let by = |name: &str| all.iter().find(|s| s.name == name).unwrap().clone();
+        let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
+        let null = simulate_cell(&seq, &by("AR(1) 0.5, cv 1%"), 0.0, 2000, 5, true);
+        assert!(null.keeps <= 2 && null.with_history == null.trials, "{null:?}");
+        assert!(null.mean_runs() < 9.0, "borrowing the scale saves runs: {null:?}");
+        let out = simulate_cell(&seq, &by("cv 1% + 2% 3x outliers"), 0.10, 400, 6, true);
+        assert!(out.keep_rate() > 0.95, "{out:?}");
+        let power = simulate_cell(&seq, &by("cv 1%"), 0.03, 400, 7, true);
+        assert!(power.keep_rate() > 0.93, "{power:?}");
+    }
 }
