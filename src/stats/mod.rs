@@ -1,6 +1,7 @@
 //! The keep/revert decision and the statistics behind it: the sequential procedure of
 //! [`sequential`] (with `Params::fixed` as the fixed-sample paired t-test), built on the
-//! one-sided t-test of the paired log-ratios here. Everything here is pure.
+//! one-sided t-test of the paired log-ratios here, and the noise scale borrowed from [`history`].
+//! Everything here is pure except `history`'s load/record of `.ratchet/noise.json`.
 
 pub mod history;
 pub mod mannwhitney;

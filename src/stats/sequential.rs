@@ -1,21 +1,24 @@
-//! The sequential keep/revert procedure: a group-sequential one-sided paired t-test on the
-//! log-ratios of interleaved pairs, with alpha spent across looks, a futility stop, a minimum
-//! effect, and a confirmation batch in reversed order. Pure: the same code drives real
-//! experiments (`experiment`), `ratchet simulate` and the unit tests.
+//! The sequential keep/revert procedure: a group-sequential one-sided paired test on the
+//! log-ratios (speed-up terms) of interleaved pairs, with alpha spent across looks, a futility
+//! stop, a minimum effect, and a confirmation batch in the complementary order. Pure: the same
+//! code drives real experiments (`experiment`), `ratchet simulate` and the unit tests.
 //!
-//! Why this method. Each look tests the pairs so far with a one-sided paired t-test at the
-//! increment of an alpha-spending function (Lan & DeMets 1983, Biometrika 70(3):659-663; Pocock-
-//! or O'Brien-Fleming-type). The exact group-sequential boundaries need the joint law of the
-//! looks' statistics (numerical integration, and only approximately right for a t statistic
-//! with an estimated variance at 4 to 20 pairs). Testing each look at its own increment instead
-//! bounds the false-keep probability across all looks by the union bound (Bonferroni): the sum
-//! of the increments, `alpha`, whatever the correlation between looks, the number of pairs,
-//! or the stopping. It is slightly conservative and exactly valid, which matters more here than
-//! the last bit of power. Futility stops never raise the false-keep rate (they only revert).
-//! The keep must then survive an independent batch in reversed order (BA, AB, ...), tested
-//! alone at `confirm_alpha`: under no gain the two tests are independent, so a false keep has
-//! probability at most `alpha * confirm_alpha` (0.02 x 0.05 = 0.001 by default). Reversing the
-//! order also flips the sign of any bias a warm-up ramp leaves in the first batch.
+//! Why this method. Each look tests the pairs so far with a one-sided test at the increment of
+//! an alpha-spending function (Lan & DeMets 1983, Biometrika 70(3):659-663; Pocock- or
+//! O'Brien-Fleming-type). Testing each look at its own increment bounds the false-keep
+//! probability across all looks by the union bound (Bonferroni): the sum of the increments,
+//! `alpha`, whatever the correlation between looks or the stopping; slightly conservative and
+//! exactly valid. Futility stops never raise the false-keep rate (they only revert). The keep
+//! must then survive an independent batch in the complementary order, tested alone at
+//! `confirm_alpha`: under no gain the two phases are independent, so a false keep has
+//! probability at most `alpha * confirm_alpha` (0.02 x 0.05 = 0.001 by default).
+//!
+//! Without history every look is the pairs' own t-test. With a noise scale borrowed from history
+//! ([`Borrowed`], issue 14) a look uses the history's sd pooled with the pairs' own residuals,
+//! times a safety factor, so the first look can come after 2 pairs; a variance guard hands a
+//! look whose pairs are noisier than history to their own t-test (whose critical mean is then
+//! larger, so the guard adds no false keeps), and gross outliers are set aside and replaced. The
+//! argument and its assumptions are in docs/decisions.md.
 
 use super::{fmt_p, pct, Confirmation, Decision, Verdict};
 use serde::{Deserialize, Serialize};
