@@ -66,9 +66,20 @@ pub fn run(dir: &Path, args: &CalibrateArgs, exec: &mut dyn Executor) -> Result<
     }
     s.finish();
     let values: Vec<f64> = s.records.iter().filter(|r| !r.superseded).filter_map(|r| r.value).collect();
-    let f = noise_floor(&values, &pair_values, &params);
+    // In speed-up terms (the metric's value to the power 1/elasticity), the unit of
+    // min_effect_pct, so the detectable and suggested gains compare with it whatever the metric.
+    let el = crate::stats::elasticity(cfg.score.metric);
+    let lat_terms = |v: f64| v.powf(1.0 / el);
+    let f = noise_floor(
+        &values.iter().map(|&v| lat_terms(v)).collect::<Vec<_>>(),
+        &pair_values.iter().map(|&(a, b)| (lat_terms(a), lat_terms(b))).collect::<Vec<_>>(),
+        &params,
+    );
     let metric = cfg.score.metric.as_str();
-    println!("  {} runs of {metric}: run-to-run CV {:.2}% (from the pairs; {:.2}% over all runs)", f.runs, f.pair_cv_pct, f.run_cv_pct);
+    println!(
+        "  {} runs of {metric}: run-to-run CV {:.2}% in speed-up terms (from the pairs; {:.2}% over all runs)",
+        f.runs, f.pair_cv_pct, f.run_cv_pct
+    );
     println!("  drift {:+.3}%/run over the session; A/A difference {:+.2}% (should be near 0)", f.drift_pct_per_run, f.aa_effect_pct);
     println!(
         "  smallest gain the budget keeps with ~95% probability: {:.2}% (max_pairs {}, alpha {}, min_effect_pct {}{})",
@@ -95,5 +106,13 @@ pub fn run(dir: &Path, args: &CalibrateArgs, exec: &mut dyn Executor) -> Result<
     });
     crate::store::write_atomic(&out, serde_json::to_string_pretty(&json).expect("json").as_bytes())?;
     println!("  wrote {}", out.display());
+    // The A/A pairs feed the noise history that later experiments borrow their scale from
+    // (in speed-up terms, as experiments see them).
+    let d: Vec<f64> = pair_values.iter().map(|(a, b)| (b / a).ln() / el).collect();
+    let key = crate::experiment::history_key(&cfg);
+    if let Some(entry) = crate::stats::history::entry(&crate::store::now(), "calibrate", &[&d]) {
+        crate::stats::history::record(&state_dir, &key, entry)?;
+    }
+    println!("  {}", crate::stats::history::describe(&crate::stats::history::load(&state_dir, &key)));
     Ok(())
 }

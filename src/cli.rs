@@ -96,9 +96,16 @@ pub struct CalibrateArgs {
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// Trials per scenario and true effect.
+    /// Trials per scenario and true gain (cells with a gain).
     #[arg(long, default_value_t = 4000)]
     pub trials: usize,
+    /// Trials per scenario with no gain (the false-keep cells; default 25 x --trials).
+    #[arg(long, value_name = "N")]
+    pub null_trials: Option<usize>,
+    /// Only the project's grid of 7 scenarios, not the harder ones (correlated noise, tails,
+    /// outliers, noise above history).
+    #[arg(long)]
+    pub grid: bool,
     /// Seed of the synthetic draws (the table is deterministic for a seed).
     #[arg(long, default_value_t = 20_260_522)]
     pub seed: u64,

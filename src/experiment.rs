@@ -7,7 +7,8 @@ use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::metrics::{self, Metrics};
 use crate::session::{Checkout, Session, Stop};
-use crate::stats::sequential::{incumbent_first, Next, Phase, Sequential};
+use crate::stats::history;
+use crate::stats::sequential::{incumbent_first, Borrowed, Next, Phase, Sequential};
 use crate::stats::{Decision, Verdict};
 use crate::store::{ResultRow, State, Status, Store};
 use crate::vcs::short;
@@ -74,7 +75,10 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     if let Some(pairs) = opts.pairs.filter(|&p| !(2..=config::MAX_PAIRS).contains(&p)) {
         return Err(Error::usage(format!("--pairs {pairs}: must be between 2 (a paired test needs two pairs) and {}", config::MAX_PAIRS)));
     }
-    let seq = Sequential::new(cfg.decision.params(opts.pairs));
+    let noise_key = history_key(&cfg);
+    let hist = history::load(&state_dir, &noise_key);
+    let seq = Sequential::new(cfg.decision.params(opts.pairs)).with_history(history::estimate(&hist.entries).map(Borrowed::new));
+    let elasticity = crate::stats::elasticity(cfg.score.metric);
     repo.ensure_excludes()?;
     std::fs::create_dir_all(&state_dir)?;
 
@@ -153,6 +157,16 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         short(&incumbent.to_string()),
         cfg.score.metric.as_str()
     );
+    println!(
+        "  minimum effect {}% speed-up (latency terms{}); {}",
+        p.min_effect_pct,
+        if elasticity != 1.0 {
+            format!(": {:.2}% of {}", crate::stats::metric_pct(p.min_effect_pct, elasticity), cfg.score.metric.as_str())
+        } else {
+            String::new()
+        },
+        history::describe(&hist)
+    );
 
     let measured = repo.incumbent_worktree(incumbent).and_then(|inc_dir| {
         let session = Session::new(
@@ -167,9 +181,9 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
             Some(&store),
             Checkout { dir: &inc_dir, commit: incumbent.to_string() },
             Checkout { dir: repo.root(), commit: candidate.to_string() },
-            2 * p.max_total_pairs(),
+            2 * seq.max_measured_pairs(),
         );
-        drive(session, &seq, cfg.score.direction())
+        drive(session, &seq, cfg.score.direction(), elasticity)
     });
     // Whatever appeared untracked while the benchmark ran was written by it (the hypothesis's
     // own new files are committed by now): keep it out of every later hypothesis.
@@ -183,8 +197,8 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         );
         repo.exclude_benchmark_outputs(&outputs)?;
     }
-    let (records, ended) = match measured {
-        Ok((_, Ended::Stopped(Stop::Infrastructure(why)))) => {
+    let (records, ended, (main_d, confirm_d)) = match measured {
+        Ok((_, Ended::Stopped(Stop::Infrastructure(why)), _)) => {
             return Err(bench::infra::give_back(&repo, &store, &state_dir, &id_str, candidate, incumbent, &why));
         }
         Err(e) if bench::infra::says_no_space(&e.to_string()) => {
@@ -214,12 +228,14 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
                 Verdict::Keep => Status::Keep,
                 Verdict::Revert => Status::Revert,
                 Verdict::Inconclusive => Status::Inconclusive,
+                Verdict::Unconfirmed => Status::Unconfirmed,
             };
             let note = d.reason.clone();
             (status, Some(d), note)
         }
     };
 
+    let conf = decision.as_ref().and_then(|d| d.confirmation.as_ref());
     let m = summary_metrics(&cand_runs, cfg.hardware().as_ref());
     let hlo = records.iter().rev().filter(|r| r.side == Side::Candidate).find_map(|r| r.hlo_stats.as_ref());
     let value = metrics::median(&cand_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
@@ -234,9 +250,9 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         metric: cfg.score.metric.as_str().into(),
         value,
         incumbent_value,
-        delta_pct: decision.as_ref().map(|d| d.effect_pct),
-        ci_low_pct: decision.as_ref().map(|d| d.ci_low_pct),
-        ci_high_pct: decision.as_ref().map(|d| d.ci_high_pct),
+        delta_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.effect_pct, elasticity)),
+        ci_low_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_low_pct, elasticity)),
+        ci_high_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_high_pct, elasticity)),
         p_value: decision.as_ref().map(|d| d.p_value),
         score: m.as_ref().and_then(|m| m.score).or_else(|| reported_median(&cand_runs, |r| r.score)),
         latency_ms: m.as_ref().map(|m| m.latency_ms),
@@ -263,6 +279,14 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         hypothesis: opts.hypothesis.clone().unwrap_or_default(),
         tags: opts.tags.join(";"),
         note,
+        p_threshold: decision.as_ref().map(|d| d.p_threshold),
+        p_adjusted: decision.as_ref().map(|d| d.p_adjusted),
+        speedup_pct: decision.as_ref().map(|d| d.effect_pct),
+        confirm_delta_pct: conf.map(|c| crate::stats::metric_pct(c.effect_pct, elasticity)),
+        confirm_ci_low_pct: conf.map(|c| crate::stats::metric_pct(c.ci_low_pct, elasticity)),
+        confirm_ci_high_pct: conf.map(|c| crate::stats::metric_pct(c.ci_high_pct, elasticity)),
+        noise_scale: decision.as_ref().map(|d| d.scale.clone()).unwrap_or_default(),
+        noise_sd_pct: decision.as_ref().map(|d| d.noise_sd_pct),
     };
 
     fault::point("before-decision");
@@ -293,7 +317,16 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     store.append_row(&row)?;
     fault::point("after-append");
     journal::clear(&state_dir)?;
-    print_summary(&row, decision.as_ref(), discarded_ref.as_deref(), &records);
+    if decision.is_some() {
+        // The residuals feed the next experiments' noise scale; losing them costs runs, never
+        // validity, so a failure to write is only a note.
+        if let Some(e) = history::entry(&row.time, &format!("experiment {id}"), &[&main_d, &confirm_d]) {
+            if let Err(err) = history::record(&state_dir, &noise_key, e) {
+                eprintln!("note: could not record the noise history: {}", err.message);
+            }
+        }
+    }
+    print_summary(&row, decision.as_ref(), discarded_ref.as_deref(), &records, elasticity);
     if status == Status::Interrupted {
         return Err(Error::interrupted().hint("the hypothesis was reverted and recorded as interrupted"));
     }
@@ -350,7 +383,15 @@ enum Ended {
 /// the procedure's phase gives, AB/BA alternating, the confirmation reversed), and repeat until
 /// it decides or a run fails. After the first pair, identical compiled HLO on both sides ends
 /// the experiment at once as a no-op.
-fn drive(mut s: Session, seq: &Sequential, direction: config::Direction) -> Result<(Vec<RunRecord>, Ended)> {
+type Batches = (Vec<f64>, Vec<f64>);
+
+/// The key of a benchmark's noise history: its command, the deciding metric and the latency
+/// source (each changes the noise), on this host (`history` adds it).
+pub fn history_key(cfg: &Config) -> String {
+    format!("{} [{}, latency {:?}]", cfg.benchmark.command, cfg.score.metric.as_str(), cfg.trace.latency).to_lowercase()
+}
+
+fn drive(mut s: Session, seq: &Sequential, direction: config::Direction, elasticity: f64) -> Result<(Vec<RunRecord>, Ended, Batches)> {
     let (mut main, mut confirm): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
     let ended = 'measure: loop {
         let (phase, pairs) = match seq.next(&main, &confirm) {
@@ -370,7 +411,8 @@ fn drive(mut s: Session, seq: &Sequential, direction: config::Direction) -> Resu
             };
             let (inc, cand) = (&s.records[a], &s.records[b]);
             let pair = [(inc.value.unwrap_or(f64::NAN), cand.value.unwrap_or(f64::NAN))];
-            v.extend(crate::stats::log_ratios(&pair, direction));
+            // In speed-up terms: the procedure's unit whatever the metric.
+            v.extend(crate::stats::log_ratios(&pair, direction).into_iter().map(|x| x / elasticity));
             if phase == Phase::Main && i == 0 {
                 if let Some(why) = same_hlo(inc, cand) {
                     break 'measure Ended::NoOp(why);
@@ -379,7 +421,7 @@ fn drive(mut s: Session, seq: &Sequential, direction: config::Direction) -> Resu
         }
     };
     s.finish();
-    Ok((s.records, ended))
+    Ok((s.records, ended, (main, confirm)))
 }
 
 /// Both runs dumped their compiled HLO and the texts are byte-identical.
@@ -409,26 +451,53 @@ fn reported_median(runs: &[&RunRecord], f: fn(&bench::protocol::LegacyResult) ->
     metrics::median(&runs.iter().filter_map(|r| r.reported.as_ref().and_then(f)).collect::<Vec<_>>())
 }
 
-fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>, records: &[RunRecord]) {
+fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>, records: &[RunRecord], elasticity: f64) {
     let verdict = match row.status {
         Status::Keep => "KEEP".to_string(),
         s => s.as_str().to_uppercase(),
     };
     match d {
-        Some(d) => println!(
-            "  {verdict}: {} {:+.2}% [{:.0}% CI {:+.2}, {:+.2}], p = {} over {} pairs ({} look{}{}): {}",
-            row.metric,
-            d.effect_pct,
-            d.ci_level * 100.0,
-            d.ci_low_pct,
-            d.ci_high_pct,
-            crate::stats::fmt_p(d.p_value),
-            d.pairs,
-            d.looks,
-            if d.looks == 1 { "" } else { "s" },
-            d.confirmation.as_ref().map(|c| format!(", {} confirmation pairs", c.pairs)).unwrap_or_default(),
-            d.reason
-        ),
+        Some(d) => {
+            println!(
+                "  {verdict}: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}, {} noise scale ({:.2}% per pair): {}",
+                d.effect_pct,
+                d.ci_level * 100.0,
+                d.ci_low_pct,
+                d.ci_high_pct,
+                if elasticity != 1.0 {
+                    format!(" = {} {:+.2}%", row.metric, crate::stats::metric_pct(d.effect_pct, elasticity))
+                } else {
+                    String::new()
+                },
+                crate::stats::fmt_p(d.p_value),
+                crate::stats::fmt_p(d.p_threshold),
+                crate::stats::fmt_p(d.p_adjusted),
+                d.looks,
+                if d.looks == 1 { "" } else { "s" },
+                d.pairs,
+                d.confirmation.as_ref().map(|c| format!(" + {} confirmation pairs", c.pairs)).unwrap_or_default(),
+                d.scale,
+                d.noise_sd_pct,
+                d.reason
+            );
+            if let Some(c) = &d.confirmation {
+                println!(
+                    "  confirmation alone: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}] (the unbiased figure: the first phase stopped because it looked good)",
+                    c.effect_pct,
+                    d.ci_level * 100.0,
+                    c.ci_low_pct,
+                    c.ci_high_pct
+                );
+            }
+            if row.status == Status::Unconfirmed {
+                println!(
+                    "  to settle it: git cherry-pick --no-commit refs/ratchet/discarded/{} && ratchet \"{}\" --pairs {}",
+                    row.id,
+                    row.message.replace('"', "\\\""),
+                    2 * d.pairs.max(8)
+                );
+            }
+        }
         None => println!("  {verdict}: {}", row.note),
     }
     if let (Some(v), Some(iv)) = (row.value, row.incumbent_value) {

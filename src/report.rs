@@ -43,6 +43,7 @@ fn mark(s: Status) -> &'static str {
         Status::Keep => "✔ keep",
         Status::Revert => "· revert",
         Status::Inconclusive => "? inconclusive",
+        Status::Unconfirmed => "? unconfirmed",
         Status::NoOp => "· no-op",
         Status::Crash => "✗ crash",
         Status::Timeout => "✗ timeout",
@@ -85,7 +86,19 @@ pub fn gain_line(rows: &[ResultRow]) -> Option<String> {
     let metric = rows.last()?.metric.clone();
     let first = rows.iter().find_map(|r| r.incumbent_value)?;
     let last = progression(rows).into_iter().flatten().last()?;
-    Some(format!("{metric} {} -> {} ({:+.1}% over the first baseline)", sig(first, 3), sig(last, 3), gain_pct(&metric, first, last)))
+    let line = format!("{metric} {} -> {} ({:+.1}% over the first baseline)", sig(first, 3), sig(last, 3), gain_pct(&metric, first, last));
+    Some(match confirmed_gain_pct(rows) {
+        Some(g) => format!("{line}; confirmation batches alone: {g:+.1}%"),
+        None => line,
+    })
+}
+
+/// The kept rows' confirmation-only estimates compounded, in percent of the metric: the
+/// best-so-far story on figures free of the first phase's selection (a kept marginal gain's
+/// pooled estimate overstates it). `None` when no kept row has one.
+pub fn confirmed_gain_pct(rows: &[ResultRow]) -> Option<f64> {
+    let kept: Vec<f64> = rows.iter().filter(|r| r.status == Status::Keep).filter_map(|r| r.confirm_delta_pct).collect();
+    (!kept.is_empty()).then(|| (kept.iter().map(|g| 1.0 + g / 100.0).product::<f64>() - 1.0) * 100.0)
 }
 
 /// Counts by status, "3 kept, 2 reverted, 1 crash".
@@ -312,6 +325,14 @@ pub const COLUMNS: &[&str] = &[
     "hypothesis",
     "tags",
     "note",
+    "p_threshold",
+    "p_adjusted",
+    "speedup_pct",
+    "confirm_delta_pct",
+    "confirm_ci_low_pct",
+    "confirm_ci_high_pct",
+    "noise_scale",
+    "noise_sd_pct",
 ];
 
 pub fn render(view: &View, format: Format, color: bool) -> String {

@@ -23,6 +23,9 @@ pub enum Status {
     /// The budget of pairs ran out while a worthwhile gain was still plausible: reverted, but
     /// it may deserve a rerun with more pairs.
     Inconclusive,
+    /// The first phase showed a worthwhile gain that the confirmation batch did not: reverted;
+    /// rerun it with more pairs to settle it.
+    Unconfirmed,
     /// The candidate compiles to byte-identical HLO: it cannot change the kernel. Reverted
     /// after the first pair.
     #[serde(rename = "no-op")]
@@ -48,6 +51,7 @@ impl Status {
             Status::Keep => "keep",
             Status::Revert => "revert",
             Status::Inconclusive => "inconclusive",
+            Status::Unconfirmed => "unconfirmed",
             Status::NoOp => "no-op",
             Status::Crash => "crash",
             Status::Timeout => "timeout",
@@ -59,10 +63,13 @@ impl Status {
         }
     }
 
-    /// Every status, in the order the README lists them.
-    pub const ALL: [Status; 9] = [
+    /// Every status, in the order the README lists them (`statuses_are_all_listed` checks).
+    pub const ALL: [Status; 12] = [
         Status::Keep,
         Status::Revert,
+        Status::Inconclusive,
+        Status::Unconfirmed,
+        Status::NoOp,
         Status::Crash,
         Status::Timeout,
         Status::Invalid,
@@ -135,6 +142,30 @@ pub struct ResultRow {
     pub tags: String,
     /// Why: the decision's reason or the failure.
     pub note: String,
+    /// The level the deciding look was tested at: `p_value` is significant when at most this.
+    #[serde(default)]
+    pub p_threshold: Option<f64>,
+    /// `p_value` adjusted for the looks (`p_value * alpha / p_threshold`, at most 1).
+    #[serde(default)]
+    pub p_adjusted: Option<f64>,
+    /// The estimate as a speed-up in percent (latency terms, whatever the metric): the unit of
+    /// `min_effect_pct`.
+    #[serde(default)]
+    pub speedup_pct: Option<f64>,
+    /// The confirmation batch's own estimate and interval of the deciding metric (free of the
+    /// first phase's selection: the unbiased figure for a kept change).
+    #[serde(default)]
+    pub confirm_delta_pct: Option<f64>,
+    #[serde(default)]
+    pub confirm_ci_low_pct: Option<f64>,
+    #[serde(default)]
+    pub confirm_ci_high_pct: Option<f64>,
+    /// The noise scale that decided: `history` (borrowed) or `own` (the pairs' own t-test), and
+    /// the sd of one pair's log-ratio behind it, in percent (speed-up terms).
+    #[serde(default)]
+    pub noise_scale: String,
+    #[serde(default)]
+    pub noise_sd_pct: Option<f64>,
 }
 
 /// The current time as results and state files record it (RFC 3339, UTC, whole seconds).
@@ -182,6 +213,14 @@ impl ResultRow {
             hypothesis: String::new(),
             tags: String::new(),
             note: String::new(),
+            p_threshold: None,
+            p_adjusted: None,
+            speedup_pct: None,
+            confirm_delta_pct: None,
+            confirm_ci_low_pct: None,
+            confirm_ci_high_pct: None,
+            noise_scale: String::new(),
+            noise_sd_pct: None,
         }
     }
 }
@@ -399,6 +438,14 @@ mod tests {
             hypothesis: "01-a.toml@0123456789ab".into(),
             tags: "block-size;bq".into(),
             note: "why".into(),
+            p_threshold: Some(0.004),
+            p_adjusted: Some(0.005),
+            speedup_pct: Some(22.5),
+            confirm_delta_pct: Some(45.0),
+            confirm_ci_low_pct: Some(30.0),
+            confirm_ci_high_pct: Some(60.0),
+            noise_scale: "history".into(),
+            noise_sd_pct: Some(1.4),
         }
     }
 
@@ -412,6 +459,54 @@ mod tests {
         let rows = s.rows().unwrap();
         assert_eq!(rows, vec![row(1), row(2)]);
         assert_eq!(s.next_id().unwrap(), 3);
+    }
+
+    #[test]
+    fn statuses_are_all_listed() {
+        // Every variant parses back from its name through ALL (an exhaustive match, so a new
+        // status that is not added here fails to compile, and one missing from ALL fails here).
+        for s in Status::ALL {
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+            match s {
+                Status::Keep
+                | Status::Revert
+                | Status::Inconclusive
+                | Status::Unconfirmed
+                | Status::NoOp
+                | Status::Crash
+                | Status::Timeout
+                | Status::Invalid
+                | Status::Interrupted
+                | Status::Error
+                | Status::Skipped
+                | Status::Refused => (),
+            };
+        }
+        let mut names: Vec<&str> = Status::ALL.iter().map(|s| s.as_str()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 12, "{names:?}");
+    }
+
+    #[test]
+    fn a_table_written_before_the_decision_columns_still_reads() {
+        // The columns up to `note`, as results.csv had them before p_threshold and the others.
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(d.path());
+        let mut w = csv::Writer::from_writer(vec![]);
+        w.serialize(row(1)).unwrap();
+        let bytes = w.into_inner().unwrap();
+        let mut rdr = csv::Reader::from_reader(bytes.as_slice());
+        let header = rdr.headers().unwrap().clone();
+        let n = header.iter().position(|h| h == "p_threshold").unwrap();
+        let rec = rdr.records().next().unwrap().unwrap();
+        let mut w = csv::Writer::from_writer(vec![]);
+        w.write_record(header.iter().take(n)).unwrap();
+        w.write_record(rec.iter().take(n)).unwrap();
+        std::fs::write(s.csv_path(), w.into_inner().unwrap()).unwrap();
+        let rows = s.rows().unwrap();
+        assert_eq!(rows[0].note, "why");
+        assert_eq!((rows[0].p_threshold, rows[0].noise_scale.as_str()), (None, ""));
     }
 
     #[test]

@@ -72,7 +72,8 @@ fn files_the_benchmark_writes_into_the_repo_never_leak_and_are_kept() {
     t.git(&["commit", "-qam", "benchmark dumps profile_data"]);
     t.write("fake.env", "FAKE_LATENCY_MS=5\nFAKE_WRITE_DIR=profile_data\n");
     t.ratchet().arg("experiment: faster").assert().success().stderr(predicate::str::contains("profile_data"));
-    assert!(t.path().join("profile_data/run1.txt").exists(), "the benchmark's output is left on disk");
+    // Run 0 is the candidate's (the order starts BA since issue 14), run in the repo itself.
+    assert!(t.path().join("profile_data/run0.txt").exists(), "the benchmark's output is left on disk");
     t.write("fake.env", "FAKE_LATENCY_MS=4\nFAKE_WRITE_DIR=profile_data\n");
     t.ratchet().arg("experiment: faster still").assert().success();
     let files = t.git(&["show", "--name-only", "--format=", "HEAD"]);

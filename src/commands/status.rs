@@ -44,6 +44,10 @@ pub fn run(dir: &Path) -> Result<()> {
         Some(inc) => println!("incumbent on {branch}: {}", &inc[..inc.len().min(12)]),
         None => println!("incumbent on {branch}: HEAD (no experiment yet)"),
     }
+    if let Ok(cfg) = crate::config::Config::load(&crate::config::path_in(repo.root())) {
+        let key = crate::experiment::history_key(&cfg);
+        println!("{}", crate::stats::history::describe(&crate::stats::history::load(&state_dir, &key)));
+    }
     let rows = store.rows()?;
     match rows.last() {
         Some(r) => println!("last experiment: {} {} ({}): {}", r.id, r.status.as_str(), r.time, r.message),

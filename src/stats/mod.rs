@@ -1,7 +1,9 @@
 //! The keep/revert decision and the statistics behind it: the sequential procedure of
 //! [`sequential`] (with `Params::fixed` as the fixed-sample paired t-test), built on the
-//! one-sided t-test of the paired log-ratios here. Everything here is pure.
+//! one-sided t-test of the paired log-ratios here, and the noise scale borrowed from [`history`].
+//! Everything here is pure except `history`'s load/record of `.ratchet/noise.json`.
 
+pub mod history;
 pub mod mannwhitney;
 pub mod noise;
 pub mod rng;
@@ -20,27 +22,42 @@ pub enum Verdict {
     /// The budget of pairs ran out while a worthwhile gain was still plausible: reverted, but
     /// worth a rerun.
     Inconclusive,
+    /// The first phase showed a worthwhile gain but the confirmation did not: reverted, worth a
+    /// rerun with more pairs.
+    Unconfirmed,
 }
 
-/// The independent batch, in reversed order, that a keep must pass before the commit stays.
+/// The independent batch, in the complementary order, that a keep must pass before the commit
+/// stays.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Confirmation {
+    /// Pairs measured (outliers set aside included).
     pub pairs: usize,
-    /// The batch's own estimate, in percent (positive = better).
+    /// The batch's own estimate, in percent speed-up (positive = better): free of the first
+    /// phase's selection, so unbiased for a kept change.
     pub effect_pct: f64,
+    /// The batch's own interval, at the decision's `ci_level`.
+    #[serde(default)]
+    pub ci_low_pct: f64,
+    #[serde(default)]
+    pub ci_high_pct: f64,
     /// One-sided p-value of the batch alone for "the candidate is better".
     pub p_value: f64,
-    /// The level the batch was tested at.
+    /// The level the deciding look of the batch was tested at.
     pub alpha: f64,
+    /// Looks of the batch (1 unless the scale is borrowed from history).
+    #[serde(default)]
+    pub looks: usize,
     pub passed: bool,
 }
 
-/// What the procedure concluded and the numbers behind it. Effects are signed so that positive is
-/// better, whichever the metric's direction.
+/// What the procedure concluded and the numbers behind it. Effects are speed-ups in percent
+/// (the deciding metric's log-ratio divided by its elasticity to latency), signed so that
+/// positive is better, whichever the metric and its direction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub verdict: Verdict,
-    /// Estimated change of the deciding metric, in percent (positive = better).
+    /// Estimated speed-up, in percent (positive = better).
     pub effect_pct: f64,
     pub ci_low_pct: f64,
     pub ci_high_pct: f64,
@@ -56,6 +73,20 @@ pub struct Decision {
     /// The significance level the deciding look was tested at (the alpha spent at that look).
     #[serde(default)]
     pub p_threshold: f64,
+    /// The p-value adjusted for the looks: `p_value * alpha / p_threshold` (capped at 1), the
+    /// smallest first-phase level at which this look would have been significant.
+    #[serde(default)]
+    pub p_adjusted: f64,
+    /// Which noise scale decided: `history` (borrowed) or `own` (the pairs' own t-test).
+    #[serde(default)]
+    pub scale: String,
+    /// The sd of one pair's log-ratio behind the test, in percent (history's times the safety
+    /// factor when borrowed).
+    #[serde(default)]
+    pub noise_sd_pct: f64,
+    /// Gross outlier pairs of the first phase set aside (and replaced).
+    #[serde(default)]
+    pub excluded: usize,
     #[serde(default)]
     pub confirmation: Option<Confirmation>,
     pub reason: String,
@@ -103,6 +134,22 @@ pub fn fmt_p(p: f64) -> String {
     }
 }
 
+/// How many times a speed-up's log shows in the deciding metric's log-ratio: `score` = util x
+/// 100 / latency, with util proportional to FLOPs / latency, goes as 1/latency^2 (2); latency
+/// and TFLOP/s as 1/latency (1). The procedure divides log-ratios by it, so `min_effect_pct`
+/// and every effect it reports are speed-ups, whatever the metric.
+pub fn elasticity(metric: crate::config::Metric) -> f64 {
+    match metric {
+        crate::config::Metric::Score => 2.0,
+        crate::config::Metric::Latency | crate::config::Metric::Tflops => 1.0,
+    }
+}
+
+/// A speed-up in percent as the change of a metric of elasticity `e`, in percent.
+pub fn metric_pct(speedup_pct: f64, e: f64) -> f64 {
+    (((1.0 + speedup_pct / 100.0).ln() * e).exp() - 1.0) * 100.0
+}
+
 /// A mean log-ratio as a percent change.
 pub fn pct(log_ratio: f64) -> f64 {
     (log_ratio.exp() - 1.0) * 100.0
@@ -134,6 +181,16 @@ mod tests {
     fn t_quantile_matches_tables() {
         // Student's t table: t(0.95, 4) = 2.1318 (scipy.stats.t.ppf(0.95, 4) = 2.1318467863266495).
         assert!(close(t_quantile(0.95, 4.0), 2.1318467863266495, 1e-6));
+    }
+
+    #[test]
+    fn speed_ups_and_metric_changes_convert_both_ways() {
+        use crate::config::Metric;
+        // Half the latency: a 100% speed-up, 4x the score (score ~ 1/latency^2).
+        assert!(close(metric_pct(100.0, elasticity(Metric::Score)), 300.0, 1e-9));
+        assert!(close(metric_pct(1.0, elasticity(Metric::Score)), 2.01, 1e-9));
+        assert!(close(metric_pct(7.0, elasticity(Metric::Latency)), 7.0, 1e-12));
+        assert!(close(metric_pct(7.0, elasticity(Metric::Tflops)), 7.0, 1e-12));
     }
 
     #[test]

@@ -1,25 +1,31 @@
-//! The sequential keep/revert procedure: a group-sequential one-sided paired t-test on the
-//! log-ratios of interleaved pairs, with alpha spent across looks, a futility stop, a minimum
-//! effect, and a confirmation batch in reversed order. Pure: the same code drives real
-//! experiments (`experiment`), `ratchet simulate` and the unit tests.
+//! The sequential keep/revert procedure: a group-sequential one-sided paired test on the
+//! log-ratios (speed-up terms) of interleaved pairs, with alpha spent across looks, a futility
+//! stop, a minimum effect, and a confirmation batch in the complementary order. Pure: the same
+//! code drives real experiments (`experiment`), `ratchet simulate` and the unit tests.
 //!
-//! Why this method. Each look tests the pairs so far with a one-sided paired t-test at the
-//! increment of an alpha-spending function (Lan & DeMets 1983, Biometrika 70(3):659-663; Pocock-
-//! or O'Brien-Fleming-type). The exact group-sequential boundaries need the joint law of the
-//! looks' statistics (numerical integration, and only approximately right for a t statistic
-//! with an estimated variance at 4 to 20 pairs). Testing each look at its own increment instead
-//! bounds the false-keep probability across all looks by the union bound (Bonferroni): the sum
-//! of the increments, `alpha`, whatever the correlation between looks, the number of pairs,
-//! or the stopping. It is slightly conservative and exactly valid, which matters more here than
-//! the last bit of power. Futility stops never raise the false-keep rate (they only revert).
-//! The keep must then survive an independent batch in reversed order (BA, AB, ...), tested
-//! alone at `confirm_alpha`: under no gain the two tests are independent, so a false keep has
-//! probability at most `alpha * confirm_alpha` (0.02 x 0.05 = 0.001 by default). Reversing the
-//! order also flips the sign of any bias a warm-up ramp leaves in the first batch.
+//! Why this method. Each look tests the pairs so far with a one-sided test at the increment of
+//! an alpha-spending function (Lan & DeMets 1983, Biometrika 70(3):659-663; Pocock- or
+//! O'Brien-Fleming-type). Testing each look at its own increment bounds the false-keep
+//! probability across all looks by the union bound (Bonferroni): the sum of the increments,
+//! `alpha`, whatever the correlation between looks or the stopping; slightly conservative and
+//! exactly valid. Futility stops never raise the false-keep rate (they only revert). The keep
+//! must then survive an independent batch in the complementary order, tested alone at
+//! `confirm_alpha`: under no gain the two phases are independent, so a false keep has
+//! probability at most `alpha * confirm_alpha` (0.02 x 0.05 = 0.001 by default).
+//!
+//! Without history every look is the pairs' own t-test. With a noise scale borrowed from history
+//! ([`Borrowed`], issue 14) a look uses the history's sd pooled with the pairs' own residuals,
+//! times a safety factor, so the first look can come after 2 pairs; a variance guard hands a
+//! look whose pairs are noisier than history to their own t-test (whose critical mean is then
+//! larger, so the guard adds no false keeps), and gross outliers are set aside and replaced. The
+//! argument and its assumptions are in docs/decisions.md.
 
-use super::{fmt_p, pct, t_quantile, t_test_greater, Confirmation, Decision, Verdict};
+use super::{fmt_p, pct, Confirmation, Decision, Verdict};
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{ContinuousCDF, Normal};
+use statrs::distribution::{ContinuousCDF, FisherSnedecor, Normal, StudentsT};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
 
 /// How the overall `alpha` is spread over the looks (Lan & DeMets 1983 spending functions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -126,16 +132,75 @@ impl Params {
 /// The two batches of an experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
-    /// Pairs in the order AB, BA, AB, ... (A = incumbent).
+    /// Pairs in the order BA, BA, AB, AB, ... (A = incumbent).
     Main,
-    /// The confirmation batch, in reversed order: BA, AB, BA, ...
+    /// The confirmation batch, in the complementary order: AB, AB, BA, BA, ...
     Confirm,
 }
 
-/// Whether the incumbent runs first in pair `i` (0-based) of `phase`.
+/// Whether the incumbent runs first in pair `i` (0-based) of `phase`. Orientations come in
+/// twos (BA, BA, AB, AB, ...): with AB, BA, ... alternating, adjacent oriented log-ratios of a
+/// serially correlated (AR(1)) machine are positively correlated, by rho (1 - rho)^2 sigma^2,
+/// and the t-test's variance is too small; in twos the lag-1 covariances alternate in sign and
+/// cancel. Every 4 pairs still hold as many AB as BA, so a linear drift cancels there. The main
+/// batch starts with the candidate, so a warm-up ramp's slow first run counts against it.
 pub fn incumbent_first(phase: Phase, i: usize) -> bool {
-    (i % 2 == 0) == (phase == Phase::Main)
+    ((i / 2) % 2 == 1) == (phase == Phase::Main)
 }
+
+/// The noise scale borrowed from history (`stats::history`): the standard deviation of one
+/// pair's log-ratio in speed-up terms, and the degrees of freedom it was estimated with.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NoiseScale {
+    pub sd: f64,
+    pub df: f64,
+}
+
+/// How a borrowed noise scale is used. See the module's notes and docs/decisions.md.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Borrowed {
+    pub scale: NoiseScale,
+    /// The history's sd is multiplied by this before use (noise a little above history stays
+    /// covered by the bound).
+    pub safety: f64,
+    /// The variance guard: the experiment's own t-test decides a look when its pairs' variance
+    /// exceeds the history's at this one-sided F-test level.
+    pub guard: f64,
+    /// A pair further than this many history sds from the batch's median is a gross outlier:
+    /// set aside and replaced by another pair.
+    pub outlier_k: f64,
+    /// The first look of each batch (pairs); looks follow every `look_every` pairs.
+    pub first_look: usize,
+    /// Futility level with a borrowed scale (in place of `futility_beta`), and at the looks
+    /// before `min_pairs` (a warm-up ramp biases the first pairs against the candidate).
+    pub futility_beta: f64,
+    pub early_beta: f64,
+}
+
+impl Borrowed {
+    /// The defaults documented in docs/decisions.md (chosen with `ratchet simulate`).
+    pub fn new(scale: NoiseScale) -> Borrowed {
+        Borrowed {
+            scale,
+            safety: SAFETY,
+            guard: GUARD,
+            outlier_k: OUTLIER_K,
+            first_look: 2,
+            futility_beta: FUTILITY_BETA,
+            early_beta: EARLY_BETA,
+        }
+    }
+}
+
+/// Defaults of [`Borrowed`].
+pub const SAFETY: f64 = 1.2;
+pub const GUARD: f64 = 0.05;
+pub const OUTLIER_K: f64 = 6.0;
+pub const FUTILITY_BETA: f64 = 0.6;
+pub const EARLY_BETA: f64 = 0.2;
+
+/// Quantiles by (kind, p, df1, df2) bits.
+type Memo = HashMap<(u8, u64, u64, u64), f64>;
 
 /// What the driver does next.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,12 +213,50 @@ pub enum Next {
     Done(Decision),
 }
 
-/// The procedure: give it the log-ratios measured so far (positive = candidate better), one
-/// per pair, of each phase; it says what to measure next or what it decided. It replays every
-/// look from the data alone, so the decision is a function of the samples.
+/// The procedure: give it the log-ratios measured so far (positive = candidate better, in
+/// speed-up terms), one per pair, of each phase; it says what to measure next or what it
+/// decided. It replays every look from the data alone, so the decision is a function of the
+/// samples (and of the borrowed noise scale, if any).
 #[derive(Debug, Clone)]
 pub struct Sequential {
     pub params: Params,
+    /// The noise scale from history; `None`: every look is the experiment's own t-test.
+    pub borrowed: Option<Borrowed>,
+    /// Quantiles asked for so far (shared by clones: the simulation clones one per trial).
+    memo: Rc<RefCell<Memo>>,
+}
+
+/// One look's test of a batch's (kept) pairs.
+#[derive(Debug, Clone)]
+struct Test {
+    /// Pairs tested, pairs measured (the prefix the kept ones come from), and set aside.
+    n: usize,
+    measured: usize,
+    excluded: usize,
+    mean: f64,
+    se: f64,
+    /// Degrees of freedom of the reference t distribution (the history's when borrowed).
+    df: f64,
+    borrowed: bool,
+}
+
+impl Test {
+    fn t(&self) -> f64 {
+        if self.se > 0.0 {
+            self.mean / self.se
+        } else if self.mean > 1e-12 {
+            f64::INFINITY
+        } else {
+            f64::NEG_INFINITY
+        }
+    }
+    fn scale_name(&self) -> &'static str {
+        if self.borrowed {
+            "history"
+        } else {
+            "own"
+        }
+    }
 }
 
 /// What one look of the first phase concluded.
@@ -164,34 +267,245 @@ enum LookOutcome {
     Exhausted(String),
 }
 
+fn mean_sd(d: &[f64]) -> (f64, f64) {
+    let n = d.len() as f64;
+    let mean = d.iter().sum::<f64>() / n;
+    let var = if d.len() > 1 { d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
+    (mean, var.sqrt())
+}
+
+pub(crate) fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// Most gross outliers set aside among `m` measured pairs: one in four (at least one). More than
+/// that is not a rare outlier but the noise itself: then nothing is set aside.
+fn allowed_outliers(m: usize) -> usize {
+    (m / 4).max(1)
+}
+
 impl Sequential {
     pub fn new(params: Params) -> Self {
-        Sequential { params }
+        Sequential { params, borrowed: None, memo: Rc::new(RefCell::new(HashMap::new())) }
+    }
+
+    /// The procedure with a noise scale borrowed from history (see [`Borrowed`]).
+    pub fn with_history(mut self, borrowed: Option<Borrowed>) -> Self {
+        self.borrowed = borrowed;
+        self
+    }
+
+    /// Quantile `p` of Student's t with `df` degrees of freedom (normal when infinite), memoized:
+    /// the simulation asks for the same few millions of times.
+    fn tq(&self, p: f64, df: f64) -> f64 {
+        let key = (0u8, p.to_bits(), df.to_bits(), 0);
+        if let Some(&q) = self.memo.borrow().get(&key) {
+            return q;
+        }
+        let q = if df.is_finite() { super::t_quantile(p, df) } else { Normal::new(0.0, 1.0).expect("normal").inverse_cdf(p) };
+        self.memo.borrow_mut().insert(key, q);
+        q
+    }
+
+    /// Upper quantile `1 - a` of the F distribution with (d1, d2) degrees of freedom, memoized.
+    fn fq(&self, a: f64, d1: f64, d2: f64) -> f64 {
+        let key = (1u8, a.to_bits(), d1.to_bits(), d2.to_bits());
+        if let Some(&q) = self.memo.borrow().get(&key) {
+            return q;
+        }
+        let q = FisherSnedecor::new(d1, d2).expect("positive dfs").inverse_cdf(1.0 - a);
+        self.memo.borrow_mut().insert(key, q);
+        q
+    }
+
+    /// One-sided p-value of a test for "the candidate is better".
+    fn p_value(&self, t: &Test) -> f64 {
+        let z = t.t();
+        if z.is_infinite() {
+            return if z > 0.0 { 0.0 } else { 1.0 };
+        }
+        if t.df.is_finite() {
+            1.0 - StudentsT::new(0.0, 1.0, t.df).expect("df > 0").cdf(z)
+        } else {
+            1.0 - Normal::new(0.0, 1.0).expect("normal").cdf(z)
+        }
+    }
+
+    /// The first phase's params as run: with a borrowed scale the first look comes after
+    /// `first_look` pairs (the scale need not be estimated from the batch itself).
+    fn main_params(&self) -> Params {
+        match &self.borrowed {
+            Some(b) if self.params.min_pairs < self.params.max_pairs => {
+                Params { min_pairs: b.first_look.max(2).min(self.params.min_pairs), ..self.params.clone() }
+            }
+            _ => self.params.clone(),
+        }
+    }
+
+    /// The confirmation's looks and their levels: one look at `confirm_pairs` with the whole
+    /// `confirm_alpha`, or, with a borrowed scale, looks from `first_look` every `look_every`
+    /// pairs with `confirm_alpha` spent across them (O'Brien-Fleming-type).
+    fn confirm_plan(&self) -> (Vec<usize>, Vec<f64>) {
+        let p = &self.params;
+        match &self.borrowed {
+            Some(b) if p.confirm_pairs > b.first_look => {
+                let c = Params {
+                    min_pairs: b.first_look.max(2),
+                    max_pairs: p.confirm_pairs,
+                    look_every: p.look_every,
+                    alpha: p.confirm_alpha,
+                    // Keeps most of the level for the batch's last look: a large gain still
+                    // passes at the first, a moderate one is not lost to early looks.
+                    spending: Spending::OBrienFleming,
+                    ..p.clone()
+                };
+                (c.looks(), c.look_alphas())
+            }
+            _ => (vec![p.confirm_pairs], vec![p.confirm_alpha]),
+        }
+    }
+
+    /// Most pairs one batch of `n` tested pairs may measure, replacements of outliers included.
+    fn cap(&self, n: usize) -> usize {
+        if self.borrowed.is_some() {
+            n + allowed_outliers(n)
+        } else {
+            n
+        }
+    }
+
+    /// Most pairs a decision can measure, confirmation and replaced outliers included.
+    pub fn max_measured_pairs(&self) -> usize {
+        let p = &self.params;
+        self.cap(p.max_pairs) + if p.confirm { self.cap(p.confirm_pairs) } else { 0 }
+    }
+
+    /// The pairs of `d` kept for a test: all of them, or with a borrowed scale those within
+    /// `outlier_k` history sds of the median (when at most `allowed_outliers` fall outside).
+    fn kept(&self, d: &[f64]) -> Vec<f64> {
+        let Some(b) = &self.borrowed else { return d.to_vec() };
+        let band = b.outlier_k * b.scale.sd;
+        if d.len() < 3 {
+            // Two pairs further apart than twice the band: one is an outlier, but which one
+            // only a third pair can tell (the caller measures it).
+            return if d.len() == 2 && (d[0] - d[1]).abs() > 2.0 * band { vec![] } else { d.to_vec() };
+        }
+        let med = median(d);
+        let kept: Vec<f64> = d.iter().copied().filter(|x| (x - med).abs() <= band).collect();
+        if d.len() - kept.len() > allowed_outliers(d.len()) {
+            d.to_vec()
+        } else {
+            kept
+        }
+    }
+
+    /// The test of a look at `n` pairs of a batch `d`: `None` when more pairs must be measured.
+    /// With a borrowed scale, the shortest prefix whose kept pairs number `n` (or the capped
+    /// prefix) is tested with the history's sd times the safety factor, unless its own variance
+    /// is significantly above the history's (the guard): then, as without history, with its own
+    /// t-test.
+    fn test(&self, d: &[f64], n: usize, prior: (f64, f64)) -> Option<Test> {
+        let cap = self.cap(n);
+        let mut m = n;
+        let kept = loop {
+            if d.len() < m {
+                return None;
+            }
+            let k = self.kept(&d[..m]);
+            if k.len() >= n || m >= cap {
+                break k;
+            }
+            m += 1;
+        };
+        let (mean, own_sd) = mean_sd(&kept);
+        let k = kept.len();
+        // The experiment's own spread: this batch's residuals, pooled (with a borrowed scale)
+        // with `prior`, the residual sum of squares and df of the batch before it.
+        let (ss, df) = if self.borrowed.is_some() {
+            (own_sd * own_sd * (k - 1) as f64 + prior.0, (k - 1) as f64 + prior.1)
+        } else {
+            (own_sd * own_sd * (k - 1) as f64, (k - 1) as f64)
+        };
+        let own_sd = if df > 0.0 { (ss / df).sqrt() } else { 0.0 };
+        let own = |own_sd: f64| Test {
+            n: k,
+            measured: m,
+            excluded: m - k,
+            mean,
+            se: own_sd / (k as f64).sqrt(),
+            df: df.max(1.0),
+            borrowed: false,
+        };
+        // Identical log-ratios (a deterministic benchmark): no spread to test; the sign decides.
+        let own_sd = if own_sd <= 1e-12 * mean.abs().max(1e-300) { 0.0 } else { own_sd };
+        let Some(b) = &self.borrowed else { return Some(own(own_sd)) };
+        let h = b.scale.sd;
+        let noisier = df >= 1.0 && own_sd * own_sd > h * h * self.fq(b.guard, df, b.scale.df);
+        if noisier {
+            return Some(own(own_sd));
+        }
+        // The history's variance pooled with the experiment's own residuals (independent of
+        // the batch mean under normal noise, so the t distribution with the summed df holds).
+        let pooled = ((b.scale.df * h * h + ss) / (b.scale.df + df)).sqrt();
+        Some(Test {
+            n: k,
+            measured: m,
+            excluded: m - k,
+            mean,
+            se: b.safety * pooled / (k as f64).sqrt(),
+            df: b.scale.df + df,
+            borrowed: true,
+        })
+    }
+
+    /// The noise sd behind a test, as a percent of one pair's log-ratio.
+    fn sd_pct(t: &Test) -> f64 {
+        t.se * (t.n as f64).sqrt() * 100.0
     }
 
     pub fn next(&self, main: &[f64], confirm: &[f64]) -> Next {
-        let p = &self.params;
+        let p = self.main_params();
         let looks = p.looks();
         let alphas = p.look_alphas();
+        let min_log = (1.0 + p.min_effect_pct / 100.0).ln();
         for (k, (&n, &a_k)) in looks.iter().zip(&alphas).enumerate() {
-            if main.len() < n {
-                return Next::Measure { phase: Phase::Main, pairs: n - main.len() };
-            }
-            let d = &main[..n];
-            let (mean, se, pv) = t_test_greater(d);
-            let outcome = self.look(mean, se, pv, a_k, n, k + 1 == looks.len());
+            let Some(t) = self.test(main, n, (0.0, 0.0)) else {
+                return Next::Measure { phase: Phase::Main, pairs: (n.max(main.len() + 1)) - main.len() };
+            };
+            let last = k + 1 == looks.len();
+            let outcome = self.look(&t, a_k, min_log, k + 1, last);
+            let q = self.tq(1.0 - p.alpha, t.df);
+            let pv = self.p_value(&t);
             let base = |verdict, reason: String| Decision {
                 verdict,
-                effect_pct: pct(mean),
-                ci_low_pct: pct(mean - t_quantile(1.0 - p.alpha, (n - 1) as f64) * se),
-                ci_high_pct: pct(mean + t_quantile(1.0 - p.alpha, (n - 1) as f64) * se),
+                effect_pct: pct(t.mean),
+                ci_low_pct: pct(t.mean - q * t.se),
+                ci_high_pct: pct(t.mean + q * t.se),
                 ci_level: 1.0 - 2.0 * p.alpha,
                 p_value: pv,
-                pairs: n,
+                pairs: t.measured,
                 looks: k + 1,
                 p_threshold: a_k,
+                p_adjusted: (pv * p.alpha / a_k).min(1.0),
+                scale: t.scale_name().to_string(),
+                noise_sd_pct: Self::sd_pct(&t),
+                excluded: t.excluded,
                 confirmation: None,
-                reason,
+                reason: if t.excluded > 0 {
+                    format!("{reason} ({} gross outlier pair{} set aside and replaced)", t.excluded, if t.excluded == 1 { "" } else { "s" })
+                } else {
+                    reason
+                },
             };
             match outcome {
                 LookOutcome::Continue => continue,
@@ -199,63 +513,71 @@ impl Sequential {
                 LookOutcome::Exhausted(why) => return Next::Done(base(Verdict::Inconclusive, why)),
                 LookOutcome::Promising => {
                     let gain = format!(
-                        "gain {:+.2}% is significant at look {} of {} (p = {} <= {}) and at least the minimum effect {}%",
-                        pct(mean),
+                        "gain {:+.2}% is significant at look {} of {} (p = {} <= {}, {} scale) and at least the minimum effect {}%",
+                        pct(t.mean),
                         k + 1,
                         looks.len(),
                         fmt_p(pv),
                         fmt_p(a_k),
+                        t.scale_name(),
                         p.min_effect_pct
                     );
+                    let dec = base(Verdict::Keep, gain);
                     if !p.confirm {
-                        return Next::Done(base(Verdict::Keep, gain));
+                        return Next::Done(dec);
                     }
-                    if confirm.len() < p.confirm_pairs {
-                        return Next::Measure { phase: Phase::Confirm, pairs: p.confirm_pairs - confirm.len() };
-                    }
-                    return Next::Done(self.confirmed(d, &confirm[..p.confirm_pairs], base(Verdict::Keep, gain)));
+                    let kept_main = self.kept(&main[..t.measured]);
+                    return self.confirmation(&kept_main, confirm, dec);
                 }
             }
         }
         unreachable!("the last look always ends the first phase")
     }
 
-    fn look(&self, mean: f64, se: f64, pv: f64, a_k: f64, n: usize, last: bool) -> LookOutcome {
+    fn look(&self, t: &Test, a_k: f64, min_log: f64, look: usize, last: bool) -> LookOutcome {
         let p = &self.params;
-        let effect = pct(mean);
-        if pv <= a_k && effect >= p.min_effect_pct {
+        let effect = pct(t.mean);
+        let significant = t.t() >= self.tq(1.0 - a_k, t.df);
+        if significant && t.mean >= min_log {
             return LookOutcome::Promising;
         }
         // The one-sided upper bound of the gain: below the minimum effect, a worthwhile gain has
         // become unlikely. At the last look a plain (1 - alpha) bound decides revert vs
         // inconclusive even without early futility stops.
-        let beta = match (p.futility_beta, last) {
+        let futility_beta = match &self.borrowed {
+            Some(b) if p.futility_beta.is_some() && t.n < p.min_pairs => Some(b.early_beta),
+            Some(b) if p.futility_beta.is_some() => Some(b.futility_beta),
+            _ => p.futility_beta,
+        };
+        let beta = match (futility_beta, last) {
             (Some(b), _) => Some(b),
             (None, true) => Some(p.alpha),
             (None, false) => None,
         };
         if let Some(beta) = beta {
-            let upper = mean + t_quantile(1.0 - beta, (n - 1) as f64) * se;
-            if pct(upper) < p.min_effect_pct {
+            let upper = t.mean + self.tq(1.0 - beta, t.df) * t.se;
+            if upper < min_log {
                 return LookOutcome::Futile(format!(
-                    "no worthwhile gain: {effect:+.2}% with a {:.0}% upper bound {:+.2}% below the minimum effect {}% (look {}, {n} pairs)",
+                    "no worthwhile gain: {effect:+.2}% with a {:.0}% upper bound {:+.2}% below the minimum effect {}% (look {look}, {} pairs, {} scale)",
                     (1.0 - beta) * 100.0,
                     pct(upper),
                     p.min_effect_pct,
-                    self.params.looks().iter().position(|&l| l == n).map_or(1, |i| i + 1)
+                    t.measured,
+                    t.scale_name()
                 ));
             }
         }
         if last {
-            let why = if pv <= a_k {
+            let why = if significant {
                 format!(
                     "gain {effect:+.2}% is significant but below the minimum effect {}%, and a gain of that size is still plausible",
                     p.min_effect_pct
                 )
             } else {
                 format!(
-                    "no significant gain after the budget of {n} pairs (p = {} > {}), but a gain of {}% is still plausible",
-                    fmt_p(pv),
+                    "no significant gain after the budget of {} pairs (p = {} > {}), but a gain of {}% is still plausible",
+                    t.measured,
+                    fmt_p(self.p_value(t)),
                     fmt_p(a_k),
                     p.min_effect_pct
                 )
@@ -265,41 +587,78 @@ impl Sequential {
         LookOutcome::Continue
     }
 
-    /// The confirmation batch decides whether a promising first phase becomes a keep. The
-    /// reported estimate pools both batches (the first phase alone overestimates after an early
-    /// stop); the batch itself must show a gain at `confirm_alpha`.
-    fn confirmed(&self, main: &[f64], batch: &[f64], mut first: Decision) -> Decision {
+    /// The confirmation decides whether a promising first phase becomes a keep: the batch
+    /// itself must show a gain (> 0) at `confirm_alpha` (spent over its looks when sequential).
+    /// A failed confirmation is `unconfirmed`. The reported estimate pools both batches (the
+    /// first phase alone overestimates after an early stop); the batch's own estimate and CI,
+    /// free of that selection, are reported beside it.
+    fn confirmation(&self, main: &[f64], confirm: &[f64], mut first: Decision) -> Next {
         let p = &self.params;
-        let (bmean, _, bp) = t_test_greater(batch);
-        let passed = bp <= p.confirm_alpha && bmean > 0.0;
-        let all: Vec<f64> = main.iter().chain(batch).copied().collect();
-        let (mean, se, _) = t_test_greater(&all);
-        let q = t_quantile(1.0 - p.alpha, (all.len() - 1) as f64);
-        first.effect_pct = pct(mean);
-        first.ci_low_pct = pct(mean - q * se);
-        first.ci_high_pct = pct(mean + q * se);
-        first.confirmation = Some(Confirmation { pairs: batch.len(), effect_pct: pct(bmean), p_value: bp, alpha: p.confirm_alpha, passed });
-        if passed {
-            first.reason = format!(
-                "{}; confirmed by {} pairs in reversed order ({:+.2}%, p = {} <= {})",
-                first.reason,
-                batch.len(),
-                pct(bmean),
-                fmt_p(bp),
-                fmt_p(p.confirm_alpha)
-            );
-        } else {
-            first.verdict = Verdict::Revert;
-            first.reason = format!(
-                "not confirmed: the first {} pairs showed a gain, but {} pairs in reversed order gave {:+.2}% (p = {} > {})",
-                main.len(),
-                batch.len(),
-                pct(bmean),
-                fmt_p(bp),
-                fmt_p(p.confirm_alpha)
-            );
+        let (clooks, calphas) = self.confirm_plan();
+        let (m1, sd1) = mean_sd(main);
+        let _ = m1;
+        let prior = (sd1 * sd1 * (main.len() - 1) as f64, (main.len() - 1) as f64);
+        for (j, (&n, &a_j)) in clooks.iter().zip(&calphas).enumerate() {
+            let Some(t) = self.test(confirm, n, prior) else {
+                return Next::Measure { phase: Phase::Confirm, pairs: (n.max(confirm.len() + 1)) - confirm.len() };
+            };
+            let passed = t.t() >= self.tq(1.0 - a_j, t.df) && t.mean > 0.0;
+            // With a borrowed scale the batch may also fail early: when even its (1 - beta)
+            // upper bound is below the minimum effect, a worthwhile gain is not there.
+            let futile = match &self.borrowed {
+                Some(b) => t.mean + self.tq(1.0 - b.early_beta, t.df) * t.se < (1.0 + p.min_effect_pct / 100.0).ln(),
+                None => false,
+            };
+            let last = j + 1 == clooks.len() || futile;
+            if !passed && !last {
+                continue;
+            }
+            let batch = self.kept(&confirm[..t.measured]);
+            let q = self.tq(1.0 - p.alpha, t.df);
+            let bp = self.p_value(&t);
+            let all: Vec<f64> = main.iter().chain(&batch).copied().collect();
+            let (mean, sd) = mean_sd(&all);
+            // The pooled interval uses the scale the confirmation was tested with.
+            let se = if t.borrowed { t.se * (t.n as f64 / all.len() as f64).sqrt() } else { sd / (all.len() as f64).sqrt() };
+            let qa = if t.borrowed { q } else { self.tq(1.0 - p.alpha, (all.len() - 1) as f64) };
+            first.effect_pct = pct(mean);
+            first.ci_low_pct = pct(mean - qa * se);
+            first.ci_high_pct = pct(mean + qa * se);
+            first.confirmation = Some(Confirmation {
+                pairs: t.measured,
+                effect_pct: pct(t.mean),
+                ci_low_pct: pct(t.mean - q * t.se),
+                ci_high_pct: pct(t.mean + q * t.se),
+                p_value: bp,
+                alpha: a_j,
+                looks: j + 1,
+                passed,
+            });
+            if passed {
+                first.reason = format!(
+                    "{}; confirmed by {} pairs in the complementary order ({:+.2}%, p = {} <= {})",
+                    first.reason,
+                    t.measured,
+                    pct(t.mean),
+                    fmt_p(bp),
+                    fmt_p(a_j)
+                );
+            } else {
+                first.verdict = Verdict::Unconfirmed;
+                first.reason = format!(
+                    "unconfirmed: the first {} pairs showed {:+.2}%, but {} pairs in the complementary order gave {:+.2}% (p = {} > {}); rerun it with more pairs (e.g. --pairs {}) to settle it",
+                    main.len(),
+                    pct(main.iter().sum::<f64>() / main.len() as f64),
+                    t.measured,
+                    pct(t.mean),
+                    fmt_p(bp),
+                    fmt_p(a_j),
+                    2 * p.max_pairs
+                );
+            }
+            return Next::Done(first);
         }
-        first
+        unreachable!("the last confirmation look always decides")
     }
 }
 
@@ -377,11 +736,12 @@ mod tests {
     }
 
     #[test]
-    fn orders_alternate_and_confirmation_is_reversed() {
-        let main: Vec<bool> = (0..4).map(|i| incumbent_first(Phase::Main, i)).collect();
-        let conf: Vec<bool> = (0..4).map(|i| incumbent_first(Phase::Confirm, i)).collect();
-        assert_eq!(main, [true, false, true, false]);
-        assert_eq!(conf, [false, true, false, true]);
+    fn orders_come_in_twos_and_confirmation_is_the_complement() {
+        let main: Vec<bool> = (0..8).map(|i| incumbent_first(Phase::Main, i)).collect();
+        let conf: Vec<bool> = (0..8).map(|i| incumbent_first(Phase::Confirm, i)).collect();
+        // BA, BA, AB, AB, ... then AB, AB, BA, BA, ...
+        assert_eq!(main, [false, false, true, true, false, false, true, true]);
+        assert_eq!(conf, [true, true, false, false, true, true, false, false]);
     }
 
     #[test]
@@ -408,12 +768,12 @@ mod tests {
     }
 
     #[test]
-    fn failed_confirmation_reverts() {
+    fn failed_confirmation_is_unconfirmed() {
         let s = Sequential::new(params());
         let d = ratios(0.10, 0.005, 4);
         let Next::Done(dec) = s.next(&d, &ratios(0.0, 0.005, 6)) else { panic!("decided") };
-        assert_eq!(dec.verdict, Verdict::Revert);
-        assert!(dec.reason.contains("not confirmed"), "{}", dec.reason);
+        assert_eq!(dec.verdict, Verdict::Unconfirmed);
+        assert!(dec.reason.contains("unconfirmed") && dec.reason.contains("--pairs"), "{}", dec.reason);
         assert!(!dec.confirmation.unwrap().passed);
     }
 
@@ -455,5 +815,51 @@ mod tests {
         assert_eq!(seq.verdict, Verdict::Keep);
         assert_eq!(seq.looks, 1);
         assert!(close(seq.p_value, p, 1e-15) && close(seq.effect_pct, pct(mean), 1e-12));
+    }
+    fn borrowed(sd: f64) -> Sequential {
+        Sequential::new(Params { alpha: 0.02, confirm_pairs: 5, confirm_alpha: 0.05, futility_beta: Some(0.3), max_pairs: 16, ..params() })
+            .with_history(Some(Borrowed::new(NoiseScale { sd, df: 15.0 })))
+    }
+
+    #[test]
+    fn history_decides_a_clear_gain_at_two_pairs_each() {
+        let s = borrowed(0.014);
+        assert_eq!(s.next(&[], &[]), Next::Measure { phase: Phase::Main, pairs: 2 });
+        let d = ratios(0.10, 0.005, 2);
+        assert_eq!(s.next(&d, &[]), Next::Measure { phase: Phase::Confirm, pairs: 2 });
+        let Next::Done(dec) = s.next(&d, &ratios(0.10, 0.005, 2)) else { panic!("decided") };
+        assert_eq!(dec.verdict, Verdict::Keep, "{}", dec.reason);
+        assert_eq!((dec.pairs, dec.scale.as_str()), (2, "history"));
+        // The history's sd times the safety factor, pooled with the pairs' own spread.
+        assert!(dec.noise_sd_pct > 0.014 * 100.0 * 0.9 && dec.noise_sd_pct < 0.014 * 100.0 * SAFETY, "{}", dec.noise_sd_pct);
+        assert!(dec.p_adjusted >= dec.p_value && dec.p_threshold < 0.02);
+        let c = dec.confirmation.unwrap();
+        assert!(c.ci_low_pct < c.effect_pct && c.effect_pct < c.ci_high_pct);
+    }
+
+    #[test]
+    fn pairs_noisier_than_history_fall_back_to_their_own_t_test() {
+        // History says 0.2%; the pairs scatter by 5%: the guard hands the look to the t-test.
+        let s = borrowed(0.002);
+        let d = [0.10, 0.02, 0.12, 0.01, 0.09, 0.03];
+        let t = s.test(&d, 6, (0.0, 0.0)).unwrap();
+        assert!(!t.borrowed);
+        let quiet = [0.10, 0.101, 0.099, 0.1005, 0.0995, 0.1];
+        assert!(s.test(&quiet, 6, (0.0, 0.0)).unwrap().borrowed);
+    }
+
+    #[test]
+    fn a_gross_outlier_is_set_aside_and_replaced() {
+        let s = borrowed(0.014);
+        // Pair 2 has a run 3x slower on the incumbent's side: a +110% log-ratio.
+        let d = [0.10, 0.11, 1.2, 0.09];
+        let t = s.test(&d, 4, (0.0, 0.0));
+        assert!(t.is_none(), "one more pair is needed to replace it");
+        let d = [0.10, 0.11, 1.2, 0.09, 0.1];
+        let t = s.test(&d, 4, (0.0, 0.0)).unwrap();
+        assert_eq!((t.n, t.measured, t.excluded), (4, 5, 1));
+        assert!((t.mean - 0.1).abs() < 1e-12);
+        // Without history nothing is set aside.
+        assert_eq!(Sequential::new(params()).test(&d[..4], 4, (0.0, 0.0)).unwrap().excluded, 0);
     }
 }

@@ -2,24 +2,32 @@
 //! known true effects, and the benchstat-style baseline (a fixed 10 + 10 two-sided Mann-Whitney
 //! U test at alpha 0.05) on the same draws. Seeded and deterministic.
 //!
-//! A synthetic run's latency is `base / (1 + effect if candidate) * exp(cv * z) * drift(i) *
-//! spike * mode`, where `i` is the run's position in the session: the drift, spikes and modes
-//! belong to the machine, not to the side, exactly as on real hardware. Each trial draws one
-//! sequence of machine states by position; the procedure runs its interleaved pairs on it, the
-//! baseline runs 10 incumbent runs then 10 candidate runs on the same positions (two blocks, as
-//! `benchstat old.txt new.txt` compares them).
+//! A synthetic run's latency is `base / (1 + effect if candidate) * machine(i)`, where `i` is the
+//! run's position in the session and `machine` multiplies log-normal (or heavy-tailed) noise,
+//! AR(1) across positions, with drift, a warm-up ramp, spikes, a slow mode per process, a step,
+//! periodic throttling and rare gross outliers: all belong to the machine, not to the side,
+//! exactly as on real hardware. Each trial draws one session of machine states; the procedure
+//! runs its pairs on it, the baseline runs 10 incumbent runs then 10 candidate runs on the same
+//! positions. With history, each trial first draws an independent calibration session of
+//! `HISTORY_PAIRS` A/A pairs (noise `1/jump` of the experiment's) and borrows its scale through
+//! `stats::history`, exactly as `ratchet calibrate` feeds a real experiment.
 
+use super::history;
 use super::mannwhitney::mann_whitney_u;
 use super::rng::Rng;
-use super::sequential::{incumbent_first, run_to_decision, Phase, Sequential};
+use super::sequential::{incumbent_first, run_to_decision, Borrowed, Phase, Sequential};
 use super::Verdict;
 
 /// A synthetic benchmark's noise model.
 #[derive(Debug, Clone)]
 pub struct Scenario {
     pub name: &'static str,
-    /// Run-to-run coefficient of variation (log-normal), as a fraction.
+    /// Run-to-run coefficient of variation (log scale), as a fraction.
     pub cv: f64,
+    /// AR(1) coefficient of the noise from one run to the next (0: independent runs).
+    pub rho: f64,
+    /// Student-t noise with this many degrees of freedom (scaled to sd `cv`) instead of normal.
+    pub tail_df: Option<f64>,
     /// Linear drift of the latency per run, as a fraction (positive: the machine slows down).
     pub drift_per_run: f64,
     /// A warm-up clock ramp: the first run is this much slower, decaying with `ramp_runs`.
@@ -28,9 +36,21 @@ pub struct Scenario {
     /// Probability that a run is hit by a spike, and the spike's slowdown (fraction).
     pub spike_prob: f64,
     pub spike: f64,
-    /// Probability that a run lands in the slow mode, and how much slower that mode is.
+    /// Probability that a run (a process) lands in the slow mode, and how much slower it is.
     pub slow_mode_prob: f64,
     pub slow_mode: f64,
+    /// A level shift of this size at a uniformly drawn position of the session.
+    pub step: f64,
+    /// Periodic throttling: every `throttle_period` runs (random phase), one run `throttle` slower.
+    pub throttle_period: usize,
+    pub throttle: f64,
+    /// Probability that a run is a gross outlier, `outlier` times slower.
+    pub outlier_prob: f64,
+    pub outlier: f64,
+    /// The experiment's noise (cv and tails) is this multiple of the history's.
+    pub jump: f64,
+    /// Part of the project's original grid (the runs-per-decision target is over these).
+    pub grid: bool,
 }
 
 impl Scenario {
@@ -38,6 +58,8 @@ impl Scenario {
         Scenario {
             name,
             cv,
+            rho: 0.0,
+            tail_df: None,
             drift_per_run: 0.0,
             ramp: 0.0,
             ramp_runs: 1.0,
@@ -45,11 +67,21 @@ impl Scenario {
             spike: 0.0,
             slow_mode_prob: 0.0,
             slow_mode: 0.0,
+            step: 0.0,
+            throttle_period: 0,
+            throttle: 0.0,
+            outlier_prob: 0.0,
+            outlier: 1.0,
+            jump: 1.0,
+            grid: true,
         }
+    }
+    const fn extra(name: &'static str, cv: f64) -> Scenario {
+        Scenario { grid: false, ..Scenario::quiet(name, cv) }
     }
 }
 
-/// The scenarios of the table in docs/decisions.md.
+/// The scenarios of the tables in docs/decisions.md: the project's grid, then the harder ones.
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario::quiet("cv 0.5%", 0.005),
@@ -62,24 +94,84 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario { spike_prob: 0.04, spike: 0.25, ..Scenario::quiet("cv 1% + spikes", 0.01) },
         // Two modes 4% apart, 30% of runs in the slow one (e.g. memory placement per process).
         Scenario { slow_mode_prob: 0.3, slow_mode: 0.04, ..Scenario::quiet("cv 0.5% bimodal", 0.005) },
+        // Serially correlated machine noise (clocks, thermals, neighbours that come and go).
+        Scenario { rho: 0.2, ..Scenario::extra("AR(1) 0.2, cv 1%", 0.01) },
+        Scenario { rho: 0.5, ..Scenario::extra("AR(1) 0.5, cv 1%", 0.01) },
+        Scenario { rho: 0.9, ..Scenario::extra("AR(1) 0.9, cv 1%", 0.01) },
+        Scenario { rho: 0.2, ..Scenario::extra("AR(1) 0.2, cv 3%", 0.03) },
+        Scenario { rho: 0.5, ..Scenario::extra("AR(1) 0.5, cv 3%", 0.03) },
+        Scenario { rho: 0.9, ..Scenario::extra("AR(1) 0.9, cv 3%", 0.03) },
+        // Heavy tails: Student t with 3 df, sd 1%.
+        Scenario { tail_df: Some(3.0), ..Scenario::extra("t(3) tails, cv 1%", 0.01) },
+        // Per-process bimodality at a larger noise, half the processes in a mode 3% slower.
+        Scenario { slow_mode_prob: 0.5, slow_mode: 0.03, ..Scenario::extra("cv 1% bimodal 50/50", 0.01) },
+        // A 5% step at a random point of the session (another job starts, a clock is capped).
+        Scenario { step: 0.05, ..Scenario::extra("cv 1% + 5% step", 0.01) },
+        // Periodic throttling: one run in 7 is 8% slower.
+        Scenario { throttle_period: 7, throttle: 0.08, ..Scenario::extra("cv 1% + throttle 1/7", 0.01) },
+        // Rare gross outliers: runs 3x slower.
+        Scenario { outlier_prob: 0.02, outlier: 3.0, ..Scenario::extra("cv 1% + 2% 3x outliers", 0.01) },
+        Scenario { outlier_prob: 0.05, outlier: 3.0, ..Scenario::extra("cv 1% + 5% 3x outliers", 0.01) },
+        // The noise jumps above what history says.
+        Scenario { jump: 1.5, ..Scenario::extra("cv 1%, 1.5x history", 0.015) },
+        Scenario { jump: 2.0, ..Scenario::extra("cv 1%, 2x history", 0.02) },
+        Scenario { jump: 3.0, ..Scenario::extra("cv 1%, 3x history", 0.03) },
+        Scenario { rho: 0.5, jump: 2.0, ..Scenario::extra("AR(1) 0.5, cv 2%, 2x history", 0.02) },
     ]
 }
 
-/// The true gains simulated, as fractions.
+/// The true gains simulated, as fractions: all four on the grid, three on the others.
 pub const EFFECTS: [f64; 4] = [0.0, 0.01, 0.03, 0.10];
+pub const EXTRA_EFFECTS: [f64; 3] = [0.0, 0.03, 0.10];
 
-/// One run's machine state at one position: multiply the side's latency by it.
-fn machine(s: &Scenario, i: usize, rng: &mut Rng) -> f64 {
-    let mut f = (s.cv * rng.normal()).exp();
-    f *= 1.0 + s.drift_per_run * i as f64 + s.ramp * (-(i as f64) / s.ramp_runs).exp();
-    let (u1, u2) = (rng.uniform(), rng.uniform());
-    if u1 < s.spike_prob {
-        f *= 1.0 + s.spike;
-    }
-    if u2 < s.slow_mode_prob {
-        f *= 1.0 + s.slow_mode;
-    }
-    f
+/// A/A pairs of the calibration each trial's history comes from (as `ratchet calibrate` runs
+/// `max_pairs` = 16 by default).
+pub const HISTORY_PAIRS: usize = 16;
+
+/// One standard Student-t draw with `df` degrees of freedom, scaled to unit variance.
+fn t_draw(rng: &mut Rng, df: f64) -> f64 {
+    let k = df.round() as usize;
+    let chi2: f64 = (0..k).map(|_| rng.normal().powi(2)).sum();
+    rng.normal() / (chi2 / df).sqrt() * ((df - 2.0) / df).sqrt()
+}
+
+/// A session of `len` machine states (multiply a side's latency by them), with noise scaled by
+/// `noise` (the experiment: `jump`; its history: 1).
+pub fn session(s: &Scenario, len: usize, noise: f64, rng: &mut Rng) -> Vec<f64> {
+    let cv = s.cv / s.jump * noise;
+    let step_at = if s.step != 0.0 { (rng.uniform() * len as f64) as usize } else { usize::MAX };
+    let phase = if s.throttle_period > 0 { (rng.uniform() * s.throttle_period as f64) as usize } else { 0 };
+    let innov = (1.0 - s.rho * s.rho).sqrt();
+    let mut e = 0.0;
+    (0..len)
+        .map(|i| {
+            let z = match s.tail_df {
+                Some(df) => t_draw(rng, df),
+                None => rng.normal(),
+            };
+            // Stationary from the first run: e_0 ~ N(0, 1).
+            e = if i == 0 { z } else { s.rho * e + innov * z };
+            let mut f = (cv * e).exp();
+            f *= 1.0 + s.drift_per_run * i as f64 + s.ramp * (-(i as f64) / s.ramp_runs).exp();
+            let (u1, u2, u3) = (rng.uniform(), rng.uniform(), rng.uniform());
+            if u1 < s.spike_prob {
+                f *= 1.0 + s.spike;
+            }
+            if u2 < s.slow_mode_prob {
+                f *= 1.0 + s.slow_mode;
+            }
+            if u3 < s.outlier_prob {
+                f *= s.outlier;
+            }
+            if i >= step_at {
+                f *= 1.0 + s.step;
+            }
+            if s.throttle_period > 0 && (i + phase) % s.throttle_period == 0 {
+                f *= 1.0 + s.throttle;
+            }
+            f
+        })
+        .collect()
 }
 
 /// Tallies of one (scenario, effect) cell.
@@ -88,9 +180,12 @@ pub struct Cell {
     pub trials: usize,
     pub keeps: usize,
     pub inconclusive: usize,
+    pub unconfirmed: usize,
     pub total_runs: usize,
     pub max_runs: usize,
     pub baseline_keeps: usize,
+    /// Trials whose history was usable (the rest decided as a first experiment).
+    pub with_history: usize,
 }
 
 impl Cell {
@@ -108,17 +203,38 @@ impl Cell {
 /// Runs per side of the baseline, as in `benchstat -count 10`.
 pub const BASELINE_RUNS: usize = 10;
 
-/// Simulate `trials` decisions of one cell, seeded by `seed`.
-pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64) -> Cell {
+/// Simulate `trials` decisions of one cell, seeded by `seed`; with `history`, each trial borrows
+/// the scale of its own simulated calibration.
+pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, history: bool) -> Cell {
     let mut cell = Cell { trials, ..Default::default() };
-    let positions = (2 * seq.params.max_total_pairs()).max(2 * BASELINE_RUNS);
+    let bound = {
+        let probe = seq.clone().with_history(Some(Borrowed::new(super::sequential::NoiseScale { sd: 1.0, df: 15.0 })));
+        probe.max_measured_pairs().max(seq.max_measured_pairs())
+    };
+    let positions = (2 * bound).max(2 * BASELINE_RUNS);
     for t in 0..trials {
         let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let states: Vec<f64> = (0..positions).map(|i| machine(s, i, &mut rng)).collect();
+        let trial_seq = if history {
+            let hp = HISTORY_PAIRS;
+            let cal = session(s, 2 * hp, 1.0, &mut rng);
+            let d: Vec<f64> = (0..hp)
+                .map(|i| {
+                    let (a, b) = (cal[2 * i], cal[2 * i + 1]);
+                    let (inc, cnd) = if incumbent_first(Phase::Main, i) { (a, b) } else { (b, a) };
+                    (inc / cnd).ln()
+                })
+                .collect();
+            let scale = history::entry("", "calibrate", &[&d]).and_then(|e| history::estimate(&[e]));
+            cell.with_history += scale.is_some() as usize;
+            seq.clone().with_history(scale.map(Borrowed::new))
+        } else {
+            seq.clone()
+        };
+        let states = session(s, positions, s.jump, &mut rng);
         let cand = 1.0 / (1.0 + effect);
         // The procedure: pairs in its order, on consecutive positions of the session.
         let mut pos = 0;
-        let d = run_to_decision(seq, |phase: Phase, i| {
+        let d = run_to_decision(&trial_seq, |phase: Phase, i| {
             let (a, b) = (states[pos], states[pos + 1]);
             pos += 2;
             let (inc, cnd) = if incumbent_first(phase, i) { (a, b * cand) } else { (b, a * cand) };
@@ -129,6 +245,7 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
         match d.verdict {
             Verdict::Keep => cell.keeps += 1,
             Verdict::Inconclusive => cell.inconclusive += 1,
+            Verdict::Unconfirmed => cell.unconfirmed += 1,
             Verdict::Revert => {}
         }
         // The baseline on the same positions: incumbent block, then candidate block.
@@ -155,36 +272,75 @@ pub fn upper_bound(k: usize, n: usize) -> f64 {
     Beta::new(k as f64 + 1.0, (n - k) as f64).expect("valid beta").inverse_cdf(0.95)
 }
 
-/// The whole table as Markdown.
-pub fn table(seq: &Sequential, trials: usize, seed: u64) -> String {
+/// Two-sided 95% Clopper-Pearson interval of a rate, in percent, as "[lo, hi]".
+pub fn interval(k: usize, n: usize) -> String {
+    use statrs::distribution::{Beta, ContinuousCDF};
+    let lo = if k == 0 { 0.0 } else { Beta::new(k as f64, (n - k + 1) as f64).expect("valid beta").inverse_cdf(0.025) };
+    let hi = if k >= n { 1.0 } else { Beta::new(k as f64 + 1.0, (n - k) as f64).expect("valid beta").inverse_cdf(0.975) };
+    format!("[{:.2}, {:.2}]", lo * 100.0, hi * 100.0)
+}
+
+/// What the tables are asked for.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Trials per cell with a true gain, and per null cell (false keeps need more).
+    pub trials: usize,
+    pub null_trials: usize,
+    pub seed: u64,
+    /// Only the project's grid (7 scenarios x 4 gains), not the harder scenarios.
+    pub grid_only: bool,
+}
+
+/// The tables as Markdown: with history (the steady state) over every scenario, then without
+/// (a first experiment) over the grid; each with the mean runs per decision over the grid.
+pub fn table(seq: &Sequential, plan: &Plan) -> String {
     let mut out = String::new();
-    out.push_str(
-        "| scenario | true gain | ratchet keeps | (95% upper) | inconclusive | mean runs | max runs | MWU 10+10 keeps | MWU runs |\n",
-    );
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    let mut sum_runs = 0.0;
-    let mut cells = 0.0;
-    for (si, s) in scenarios().iter().enumerate() {
-        for (ei, &e) in EFFECTS.iter().enumerate() {
-            let c = simulate_cell(seq, s, e, trials, seed.wrapping_add((si * 16 + ei) as u64 * 0x1000_0001));
-            sum_runs += c.mean_runs();
-            cells += 1.0;
-            let ub = if e == 0.0 { format!("≤ {:.2}%", upper_bound(c.keeps, c.trials) * 100.0) } else { String::new() };
-            out.push_str(&format!(
-                "| {} | {:+.0}% | {:.2}% | {} | {:.1}% | {:.1} | {} | {:.2}% | {} |\n",
-                s.name,
-                e * 100.0,
-                c.keep_rate() * 100.0,
-                ub,
-                c.inconclusive as f64 / c.trials as f64 * 100.0,
-                c.mean_runs(),
-                c.max_runs,
-                c.baseline_rate() * 100.0,
-                2 * BASELINE_RUNS
-            ));
+    for history in [true, false] {
+        out.push_str(if history {
+            "\n### With history (scale borrowed from a 16-pair calibration)\n\n"
+        } else {
+            "\n### First experiment (no history: each look is the pairs' own t-test)\n\n"
+        });
+        out.push_str("| scenario | true gain | trials | ratchet keeps | 95% interval | inconclusive | unconfirmed | mean runs | max runs | MWU 10+10 keeps |\n");
+        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        let (mut sum_runs, mut cells) = (0.0, 0.0);
+        for (si, s) in scenarios().iter().enumerate() {
+            if !s.grid && (!history || plan.grid_only) {
+                continue;
+            }
+            let effects: &[f64] = if s.grid { &EFFECTS } else { &EXTRA_EFFECTS };
+            for (ei, &e) in effects.iter().enumerate() {
+                let trials = if e == 0.0 { plan.null_trials } else { plan.trials };
+                let seed = plan.seed.wrapping_add((si * 16 + ei) as u64 * 0x1000_0001).wrapping_add(history as u64);
+                let c = simulate_cell(seq, s, e, trials, seed, history);
+                if s.grid {
+                    sum_runs += c.mean_runs();
+                    cells += 1.0;
+                }
+                let pct = |k: usize| k as f64 / c.trials as f64 * 100.0;
+                let keeps = if e == 0.0 { format!("{:.3}%", pct(c.keeps)) } else { format!("{:.2}%", pct(c.keeps)) };
+                out.push_str(&format!(
+                    "| {} | {:+.0}% | {} | {} | {} | {:.1}% | {:.1}% | {:.1} | {} | {:.2}% |\n",
+                    s.name,
+                    e * 100.0,
+                    c.trials,
+                    keeps,
+                    interval(c.keeps, c.trials),
+                    pct(c.inconclusive),
+                    pct(c.unconfirmed),
+                    c.mean_runs(),
+                    c.max_runs,
+                    c.baseline_rate() * 100.0,
+                ));
+            }
         }
+        out.push_str(&format!(
+            "\nmean runs per decision over the grid's {} cells: {:.1} (baseline: {})\n",
+            cells,
+            sum_runs / cells,
+            2 * BASELINE_RUNS
+        ));
     }
-    out.push_str(&format!("\nmean runs per decision over all cells: {:.1} (baseline: {})\n", sum_runs / cells, 2 * BASELINE_RUNS));
     out
 }
 
@@ -211,10 +367,10 @@ mod tests {
     #[test]
     fn deterministic_and_sane_on_a_small_run() {
         let s = &scenarios()[1];
-        let a = simulate_cell(&seq(), s, 0.10, 200, 1);
-        assert_eq!(a, simulate_cell(&seq(), s, 0.10, 200, 1), "seeded");
+        let a = simulate_cell(&seq(), s, 0.10, 200, 1, false);
+        assert_eq!(a, simulate_cell(&seq(), s, 0.10, 200, 1, false), "seeded");
         assert!(a.keep_rate() > 0.95, "{a:?}");
-        let null = simulate_cell(&seq(), s, 0.0, 500, 2);
+        let null = simulate_cell(&seq(), s, 0.0, 500, 2, false);
         assert!(null.keeps <= 1, "{null:?}");
         assert!(null.mean_runs() < 20.0, "{null:?}");
     }
@@ -222,7 +378,7 @@ mod tests {
     #[test]
     fn drift_fools_the_block_baseline_not_the_procedure() {
         let s = scenarios().into_iter().find(|s| s.name.contains("drift")).unwrap();
-        let c = simulate_cell(&seq(), &s, 0.0, 300, 3);
+        let c = simulate_cell(&seq(), &s, 0.0, 300, 3, true);
         assert_eq!(c.keeps, 0, "{c:?}");
         // The incumbent block sits on the ramp: the candidate block looks faster.
         assert!(c.baseline_rate() > 0.2, "{c:?}");
@@ -234,5 +390,50 @@ mod tests {
         assert!((upper_bound(0, 3000) - 0.000998).abs() < 1e-5);
         // scipy.stats.beta.ppf(0.95, 3, 998) = 0.006282284546723426 (Clopper-Pearson, 2 of 1000).
         assert!((upper_bound(2, 1000) - 0.006282284546723426).abs() < 1e-7, "{}", upper_bound(2, 1000));
+    }
+    /// Variance of the mean of `n` oriented log-ratios over AR(1) sessions, relative to what the
+    /// t-test assumes (the pairs' variance / n), with orientation `first(i)`.
+    fn variance_ratio(first: impl Fn(usize) -> bool, rho: f64, n: usize) -> f64 {
+        let s = Scenario { rho, ..Scenario::extra("ar", 0.01) };
+        let mut rng = Rng::new(11);
+        let (mut means, mut pairs) = (vec![], vec![]);
+        for _ in 0..40_000 {
+            let st = session(&s, 2 * n, 1.0, &mut rng);
+            let d: Vec<f64> =
+                (0..n).map(|i| if first(i) { (st[2 * i] / st[2 * i + 1]).ln() } else { (st[2 * i + 1] / st[2 * i]).ln() }).collect();
+            means.push(d.iter().sum::<f64>() / n as f64);
+            pairs.extend(d);
+        }
+        let var = |v: &[f64]| {
+            let m = v.iter().sum::<f64>() / v.len() as f64;
+            v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64
+        };
+        var(&means) / (var(&pairs) / n as f64)
+    }
+
+    #[test]
+    fn orientations_in_twos_do_not_understate_the_variance_under_ar1_noise() {
+        for n in [4, 6, 8] {
+            let old = variance_ratio(|i| i % 2 == 0, 0.5, n);
+            let new = variance_ratio(|i| incumbent_first(Phase::Main, i), 0.5, n);
+            // AB, BA, ...: lag-1 covariance rho (1 - rho)^2 / (2 (1 - rho)) = 12.5% of the
+            // variance at rho 0.5, so the mean's variance is well above the t-test's.
+            assert!(old > 1.08, "n {n}: old order {old}");
+            assert!(new < 1.02, "n {n}: new order {new}");
+        }
+    }
+
+    #[test]
+    fn history_keeps_false_keeps_rare_and_outliers_harmless() {
+        let all = scenarios();
+        let by = |name: &str| all.iter().find(|s| s.name == name).unwrap().clone();
+        let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
+        let null = simulate_cell(&seq, &by("AR(1) 0.5, cv 1%"), 0.0, 2000, 5, true);
+        assert!(null.keeps <= 2 && null.with_history == null.trials, "{null:?}");
+        assert!(null.mean_runs() < 9.0, "borrowing the scale saves runs: {null:?}");
+        let out = simulate_cell(&seq, &by("cv 1% + 2% 3x outliers"), 0.10, 400, 6, true);
+        assert!(out.keep_rate() > 0.95, "{out:?}");
+        let power = simulate_cell(&seq, &by("cv 1%"), 0.03, 400, 7, true);
+        assert!(power.keep_rate() > 0.93, "{power:?}");
     }
 }
