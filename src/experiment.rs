@@ -114,6 +114,9 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         .hint("commit harness changes on their own first (git commit), then run the experiment with only the kernel change"));
     }
 
+    // The set-up is checked before an id is taken: a broken set-up uses up no experiment id.
+    let python_dir = crate::pyhelper::install(&state_dir)?;
+    bench::infra::preflight(&cfg, repo.root(), &state_dir, &python_dir)?;
     let id = journal::allocate_id(&repo, &store)?;
     let id_str = id.to_string();
     let exp_dir = state_dir.join("experiments").join(&id_str);
@@ -121,8 +124,6 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         // Left by an experiment that died before recording its row; its runs are stale.
         std::fs::remove_dir_all(&exp_dir)?;
     }
-    let python_dir = crate::pyhelper::install(&state_dir)?;
-    bench::infra::preflight(&cfg, repo.root(), &state_dir, &python_dir)?;
     let mut entry = journal::Entry {
         id,
         branch: branch.clone(),

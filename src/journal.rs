@@ -93,6 +93,18 @@ pub fn allocate_id(repo: &Repo, store: &Store) -> Result<u64> {
     Ok(id)
 }
 
+/// Hand back the id [`allocate_id`] just reserved, for an experiment that is given back whole
+/// (nothing recorded, nothing parked): the next experiment takes the same id. Only the newest id
+/// is handed back, so an id that anything may name is never reused. Call with the lock.
+pub fn release_id(repo: &Repo, id: u64) -> Result<()> {
+    let counter = repo.common_state_dir().join("last-id");
+    let last = std::fs::read_to_string(&counter).ok().and_then(|t| t.trim().parse::<u64>().ok());
+    if last == Some(id) {
+        crate::store::write_atomic(&counter, (id - 1).to_string().as_bytes())?;
+    }
+    Ok(())
+}
+
 /// Kill a benchmark process group left behind by a ratchet that died mid-run.
 pub fn kill_orphaned_benchmark(state_dir: &Path) -> Option<i32> {
     crate::bench::executor::kill_recorded_run(&pgid_path(state_dir))

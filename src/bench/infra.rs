@@ -220,6 +220,10 @@ pub fn give_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candida
         }
         store.drop_runs(id)?;
         crate::journal::clear(state_dir)?;
+        // Nothing names this id any more (no row, no parked ref): it is not used up.
+        if let Ok(n) = id.parse::<u64>() {
+            crate::journal::release_id(repo, n)?;
+        }
         Ok(())
     };
     let logs = state_dir.join("experiments").join(id);
