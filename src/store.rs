@@ -45,7 +45,30 @@ pub enum Status {
     Refused,
 }
 
+/// What a status means for the review: the one grouping every table, footer and chart uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StatusClass {
+    /// The commit stayed: `keep`.
+    Kept,
+    /// Measured and not kept, the kernel ran fine: `revert`, `inconclusive`, `unconfirmed`,
+    /// `no-op`. Never drawn as a failure.
+    NotKept,
+    /// The candidate itself failed: `crash`, `timeout`, `invalid`.
+    Failed,
+    /// Nothing was decided about the kernel: `interrupted`, `error`, `skipped`, `refused`.
+    NotRun,
+}
+
 impl Status {
+    pub fn class(self) -> StatusClass {
+        match self {
+            Status::Keep => StatusClass::Kept,
+            Status::Revert | Status::Inconclusive | Status::Unconfirmed | Status::NoOp => StatusClass::NotKept,
+            Status::Crash | Status::Timeout | Status::Invalid => StatusClass::Failed,
+            Status::Interrupted | Status::Error | Status::Skipped | Status::Refused => StatusClass::NotRun,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Keep => "keep",
@@ -486,6 +509,10 @@ mod tests {
         names.sort();
         names.dedup();
         assert_eq!(names.len(), 12, "{names:?}");
+        // Measured-but-not-kept outcomes are never counted as failures.
+        for s in [Status::Revert, Status::Inconclusive, Status::Unconfirmed, Status::NoOp] {
+            assert_eq!(s.class(), StatusClass::NotKept);
+        }
     }
 
     #[test]
