@@ -19,11 +19,19 @@ pub struct Holder {
     pub command: String,
 }
 
+impl Holder {
+    /// What to tell the user when this dead holder's lock was cleared.
+    pub fn stale_note(&self) -> String {
+        format!("cleared a stale lock left by ratchet pid {} (started {}), which is no longer running", self.pid, self.started)
+    }
+}
+
 /// Held until dropped.
 #[derive(Debug)]
 pub struct RepoLock {
     file: File,
     path: PathBuf,
+    stale: Option<Holder>,
 }
 
 impl RepoLock {
@@ -46,20 +54,24 @@ impl RepoLock {
             return Err(Error::new(Kind::Locked, format!("another ratchet is working on this repository: {who}"))
                 .hint("wait for it to finish, or stop it (Ctrl-C or kill PID: it rolls back cleanly)"));
         }
-        if let Some(h) = previous.filter(|h| h.pid != std::process::id() && !crate::bench::executor::alive(h.pid as i32)) {
-            eprintln!("note: cleared a stale lock left by ratchet pid {} (started {}), which is no longer running", h.pid, h.started);
-        }
+        // Reported by the caller (a note): the lock itself prints nothing.
+        let stale = previous.filter(|h| h.pid != std::process::id() && !crate::bench::executor::alive(h.pid as i32));
         let me = Holder { pid: std::process::id(), started: crate::store::now(), command: command.to_string() };
         file.set_len(0)?;
         file.rewind()?;
         file.write_all(serde_json::to_string(&me).expect("holder serializes").as_bytes())?;
         file.sync_data()?;
-        Ok(RepoLock { file, path })
+        Ok(RepoLock { file, path, stale })
     }
 
     /// Take the lock of `repo` (all its worktrees).
     pub fn for_repo(repo: &crate::vcs::Repo, command: &str) -> Result<RepoLock> {
         Self::acquire(&repo.common_state_dir(), command)
+    }
+
+    /// The holder recorded by a process that died holding the lock, if this acquisition cleared one.
+    pub fn stale(&self) -> Option<&Holder> {
+        self.stale.as_ref()
     }
 
     pub fn path(&self) -> &Path {
@@ -96,6 +108,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("lock"), r#"{"pid":999999999,"started":"yesterday","command":"ratchet x"}"#).unwrap();
         let lock = RepoLock::acquire(d.path(), "ratchet y").unwrap();
+        assert_eq!(lock.stale().map(|h| h.pid), Some(999999999));
         let text = std::fs::read_to_string(lock.path()).unwrap();
         assert!(text.contains(&std::process::id().to_string()));
     }

@@ -3,6 +3,7 @@
 
 pub mod executor;
 pub mod infra;
+pub mod mock;
 pub mod protocol;
 pub mod safe_read;
 
@@ -173,8 +174,18 @@ pub struct RunContext<'a> {
     pub deep: bool,
 }
 
-/// Run the benchmark once and read its report.
+/// Run the benchmark once and read its report; a stop signal interrupts it.
 pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::io::Result<RunRecord> {
+    measure_with(exec, cfg, ctx, &crate::signals::Cancel::signals())
+}
+
+/// [`measure`], interrupted when `cancel` is set.
+pub fn measure_with(
+    exec: &mut dyn Executor,
+    cfg: &Config,
+    ctx: &RunContext,
+    cancel: &crate::signals::Cancel,
+) -> std::io::Result<RunRecord> {
     if ctx.out_dir.exists() {
         std::fs::remove_dir_all(&ctx.out_dir)?;
     }
@@ -212,6 +223,7 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         timeout: Duration::from_secs_f64(b.timeout_s),
         grace: Duration::from_secs_f64(b.kill_grace_s),
         pgid_file: Some(crate::journal::pgid_path(ctx.state_dir)),
+        cancel: cancel.clone(),
     };
     let out = exec.run(&spec)?;
     let mut rec = RunRecord {
