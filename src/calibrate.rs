@@ -92,13 +92,13 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
         "pairs": pair_values,
         "noise": f,
     });
-    crate::store::write_atomic(&out, serde_json::to_string_pretty(&json).expect("json").as_bytes())?;
+    crate::fsutil::write_atomic(&out, serde_json::to_string_pretty(&json).expect("json").as_bytes())?;
     fx.emit(Event::CalibrationFinished { metric: metric.to_string(), noise: f.clone(), params: params.clone(), path: out.clone() });
     // The A/A pairs feed the noise history that later experiments borrow their scale from
     // (in speed-up terms, as experiments see them).
     let d: Vec<f64> = pair_values.iter().map(|(a, b)| (b / a).ln() / el).collect();
     let key = crate::experiment::history_key(&cfg);
-    if let Some(entry) = crate::stats::history::entry(&crate::store::now(), "calibrate", &[&d]) {
+    if let Some(entry) = crate::stats::history::entry(&crate::fsutil::now(), "calibrate", &[&d]) {
         crate::stats::history::record(&state_dir, &key, entry)?;
     }
     fx.emit(Event::NoiseHistory { text: crate::stats::history::describe(&crate::stats::history::load(&state_dir, &key)) });

@@ -12,12 +12,12 @@ use crate::session::{Checkout, Session, Stop};
 use crate::stats::history;
 use crate::stats::sequential::{incumbent_first, Borrowed, Next, Phase, Sequential};
 use crate::stats::{Decision, Verdict};
-use crate::store::{ResultRow, State, Status};
+use crate::store::{ResultRow, State, Status, Store};
 use crate::vcs::short;
 use crate::vcs::{self, Repo};
 use crate::workspace::Locked;
 use crate::{fault, journal};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 pub use crate::outcome::Outcome;
@@ -130,7 +130,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         candidate: None,
         row: None,
         pid: std::process::id(),
-        started: crate::store::now(),
+        started: crate::fsutil::now(),
         hypothesis: opts.hypothesis.clone().unwrap_or_default(),
         tags: opts.tags.join(";"),
     };
@@ -187,10 +187,10 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     }
     let (records, ended, (main_d, confirm_d)) = match measured {
         Ok((_, Ended::Stopped(Stop::Infrastructure(why)), _)) => {
-            return Err(bench::infra::give_back(repo, store, &state_dir, &id_str, candidate, incumbent, &why));
+            return Err(give_back(repo, store, &state_dir, &id_str, candidate, incumbent, &why));
         }
         Err(e) if bench::infra::says_no_space(&e.to_string()) => {
-            return Err(bench::infra::give_back(repo, store, &state_dir, &id_str, candidate, incumbent, &e.to_string()));
+            return Err(give_back(repo, store, &state_dir, &id_str, candidate, incumbent, &e.to_string()));
         }
         Ok(v) => v,
         Err(e) => {
@@ -230,7 +230,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     let incumbent_value = metrics::median(&inc_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
     let row = ResultRow {
         id,
-        time: crate::store::now(),
+        time: crate::fsutil::now(),
         commit: candidate.to_string(),
         incumbent: incumbent.to_string(),
         message: opts.message.clone(),
@@ -326,6 +326,40 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     };
     fx.emit(Event::ExperimentFinished { outcome: Box::new(outcome.clone()) });
     Ok(outcome)
+}
+
+/// Undo an experiment that failed for the machine's reasons: the branch goes back to the
+/// incumbent with the hypothesis's changes left in the work tree, uncommitted (a mixed reset),
+/// its runs are dropped, and its journal cleared, so no id is used up. Returns the error to exit with.
+fn give_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candidate: git2::Oid, incumbent: git2::Oid, why: &str) -> Error {
+    let undo = || -> Result<()> {
+        if repo.head_oid()? == candidate {
+            let target = repo.repo.find_object(incumbent, None)?;
+            repo.repo.reset(&target, git2::ResetType::Mixed, None)?;
+        }
+        store.drop_runs(id)?;
+        crate::journal::clear(state_dir)?;
+        // Nothing names this id any more (no row, no parked ref): it is not used up.
+        if let Ok(n) = id.parse::<u64>() {
+            crate::journal::release_id(repo, n)?;
+        }
+        Ok(())
+    };
+    let logs = state_dir.join("experiments").join(id);
+    let hint = format!(
+        "{}; then run the same command again. The hypothesis is back in the work tree, uncommitted; nothing was recorded \
+         (the runs' logs are in {})",
+        bench::infra::fix_for(why),
+        logs.display()
+    );
+    match undo() {
+        Ok(()) => Error::new(crate::error::Kind::Infrastructure, format!("not the hypothesis's fault: {why}")).hint(hint),
+        Err(e) => Error::new(
+            crate::error::Kind::Infrastructure,
+            format!("not the hypothesis's fault: {why}; and giving the hypothesis back failed: {e}"),
+        )
+        .hint(format!("{}; then run `ratchet status`, which rolls the experiment back", bench::infra::fix_for(why))),
+    }
 }
 
 /// Park the candidate under refs/ratchet/discarded/<id> (with any edits made meanwhile on top)

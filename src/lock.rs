@@ -56,7 +56,7 @@ impl RepoLock {
         }
         // Reported by the caller (a note): the lock itself prints nothing.
         let stale = previous.filter(|h| h.pid != std::process::id() && !crate::bench::executor::alive(h.pid as i32));
-        let me = Holder { pid: std::process::id(), started: crate::store::now(), command: command.to_string() };
+        let me = Holder { pid: std::process::id(), started: crate::fsutil::now(), command: command.to_string() };
         file.set_len(0)?;
         file.rewind()?;
         file.write_all(serde_json::to_string(&me).expect("holder serializes").as_bytes())?;

@@ -191,10 +191,9 @@ pub struct ResultRow {
     pub noise_sd_pct: Option<f64>,
 }
 
-/// The current time as results and state files record it (RFC 3339, UTC, whole seconds).
-pub fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
+use crate::fsutil::write_atomic_then;
+/// Moved to [`crate::fsutil`]; re-exported so `store::now` and `store::write_atomic` keep working.
+pub use crate::fsutil::{now, write_atomic};
 
 impl ResultRow {
     /// A row with no measurement (skipped, or interrupted before a decision): figures empty,
@@ -376,29 +375,6 @@ fn truncate_torn_tail(f: &mut std::fs::File) -> Result<()> {
         None => return Ok(()), // one enormous line: leave it, readers skip it
     };
     f.set_len(keep)?;
-    Ok(())
-}
-
-/// Write `bytes` to `path` through a temporary file in the same directory and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic_then(path, bytes, || {})
-}
-
-/// [`write_atomic`], calling `before_rename` once the temporary file is complete.
-fn write_atomic_then(path: &Path, bytes: &[u8], before_rename: impl FnOnce()) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{}.tmp.{}", path.file_name().unwrap().to_string_lossy(), std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    before_rename();
-    std::fs::rename(&tmp, path)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
     Ok(())
 }
 

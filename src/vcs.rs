@@ -410,7 +410,7 @@ impl Repo {
             text.push('\n');
         }
         std::fs::create_dir_all(path.parent().unwrap())?;
-        crate::store::write_atomic(&path, text.as_bytes())
+        crate::fsutil::write_atomic(&path, text.as_bytes())
     }
 
     /// Tracked files whose content differs from HEAD (what a revert would overwrite).

@@ -5,7 +5,8 @@ pub mod executor;
 pub mod infra;
 pub mod mock;
 pub mod protocol;
-pub mod safe_read;
+/// Moved to the ground floor ([`crate::safe_read`]): the trace parsers read through it too.
+pub use crate::safe_read;
 
 use crate::config::{Config, LatencySource, Metric};
 use crate::hardware::Hardware;
@@ -222,7 +223,7 @@ pub fn measure_with(
         log_dir: ctx.out_dir.clone(),
         timeout: Duration::from_secs_f64(b.timeout_s),
         grace: Duration::from_secs_f64(b.kill_grace_s),
-        pgid_file: Some(crate::journal::pgid_path(ctx.state_dir)),
+        pgid_file: Some(crate::layout::pgid_path(ctx.state_dir)),
         cancel: cancel.clone(),
     };
     let out = exec.run(&spec)?;
@@ -231,7 +232,7 @@ pub fn measure_with(
         run: ctx.run,
         side: ctx.side,
         commit: ctx.commit.into(),
-        time: crate::store::now(),
+        time: crate::fsutil::now(),
         status: RunStatus::Ok,
         exit_code: None,
         signal: None,

@@ -80,7 +80,7 @@ impl SweepState {
 
     fn save(&self, state_dir: &Path) -> Result<()> {
         std::fs::create_dir_all(state_dir)?;
-        crate::store::write_atomic(&state_dir.join(STATE_FILE), &serde_json::to_vec_pretty(self).expect("state serializes"))
+        crate::fsutil::write_atomic(&state_dir.join(STATE_FILE), &serde_json::to_vec_pretty(self).expect("state serializes"))
     }
 }
 
