@@ -3,6 +3,7 @@
 //! committed and no results row is written; the figures go to `results/calibration.json`.
 
 use crate::bench::executor::Executor;
+use crate::error::WithPath;
 use crate::error::{Error, Result};
 use crate::events::{Effects, Event};
 use crate::session::{Checkout, Session, Stop};
@@ -33,7 +34,7 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
     let state_dir = ws.state_dir.clone();
     let cal_dir = state_dir.join("calibration");
     if cal_dir.exists() {
-        std::fs::remove_dir_all(&cal_dir)?;
+        std::fs::remove_dir_all(&cal_dir).with_path(&cal_dir)?;
     }
     let python_dir = crate::pyhelper::install(&state_dir)?;
     // Both sides run HEAD from the same checkout: any difference is noise.

@@ -5,6 +5,7 @@
 use crate::bench::executor::Executor;
 use crate::bench::{self, RunRecord, RunStatus, Side};
 use crate::config::{self, Config};
+use crate::error::WithPath;
 use crate::error::{Error, Result};
 use crate::events::{Effects, Event};
 use crate::metrics::{self, Metrics};
@@ -77,7 +78,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     let seq = Sequential::new(cfg.decision.params(opts.pairs)).with_history(history::estimate(&hist.entries).map(Borrowed::new));
     let elasticity = crate::stats::elasticity(cfg.score.metric);
     repo.ensure_excludes()?;
-    std::fs::create_dir_all(&state_dir)?;
+    std::fs::create_dir_all(&state_dir).with_path(&state_dir)?;
 
     let mut state = State::load(&state_dir);
     let incumbent = match state.incumbents.get(&branch).and_then(|s| git2::Oid::from_str(s).ok()) {
@@ -119,7 +120,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     let exp_dir = state_dir.join("experiments").join(&id_str);
     if exp_dir.exists() {
         // Left by an experiment that died before recording its row; its runs are stale.
-        std::fs::remove_dir_all(&exp_dir)?;
+        std::fs::remove_dir_all(&exp_dir).with_path(&exp_dir)?;
     }
     let mut entry = journal::Entry {
         id,
@@ -200,82 +201,17 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         }
     };
 
-    let used = |side| records.iter().filter(move |r: &&RunRecord| r.side == side && r.status == RunStatus::Ok && !r.superseded);
-    let cand_runs: Vec<&RunRecord> = used(Side::Candidate).collect();
-    let inc_runs: Vec<&RunRecord> = used(Side::Incumbent).collect();
-    let (status, decision, note) = match ended {
-        Ended::Stopped(Stop::Candidate(status, why)) => (status, None, why),
-        Ended::Stopped(Stop::Incumbent(why)) => {
-            (Status::Error, None, format!("the incumbent's benchmark failed, so nothing could be compared: {why}"))
-        }
-        Ended::Stopped(Stop::Interrupted) => (Status::Interrupted, None, "interrupted by a signal".to_string()),
-        Ended::Stopped(Stop::Infrastructure(why)) => (Status::Error, None, why),
-        Ended::NoOp(why) => (Status::NoOp, None, why),
-        Ended::Decided(d) => {
-            let status = match d.verdict {
-                Verdict::Keep => Status::Keep,
-                Verdict::Revert => Status::Revert,
-                Verdict::Inconclusive => Status::Inconclusive,
-                Verdict::Unconfirmed => Status::Unconfirmed,
-            };
-            let note = d.reason.clone();
-            (status, Some(d), note)
-        }
-    };
-
-    let conf = decision.as_ref().and_then(|d| d.confirmation.as_ref());
-    let m = summary_metrics(&cand_runs, cfg.hardware().as_ref());
-    let hlo = records.iter().rev().filter(|r| r.side == Side::Candidate).find_map(|r| r.hlo_stats.as_ref());
-    let value = metrics::median(&cand_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
-    let incumbent_value = metrics::median(&inc_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
-    let row = ResultRow {
+    let ctx = RowContext {
         id,
-        time: crate::fsutil::now(),
-        commit: candidate.to_string(),
+        candidate: candidate.to_string(),
         incumbent: incumbent.to_string(),
-        message: opts.message.clone(),
-        status,
-        metric: cfg.score.metric.as_str().into(),
-        value,
-        incumbent_value,
-        delta_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.effect_pct, elasticity)),
-        ci_low_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_low_pct, elasticity)),
-        ci_high_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_high_pct, elasticity)),
-        p_value: decision.as_ref().map(|d| d.p_value),
-        score: m.as_ref().and_then(|m| m.score).or_else(|| reported_median(&cand_runs, |r| r.score)),
-        latency_ms: m.as_ref().map(|m| m.latency_ms),
-        util_pct: m.as_ref().and_then(|m| m.util_pct).or_else(|| reported_median(&cand_runs, |r| r.util_pct)),
-        tflops: m.as_ref().and_then(|m| m.tflops).or_else(|| reported_median(&cand_runs, |r| r.tflops)),
-        intensity: m.as_ref().and_then(|m| m.intensity).or_else(|| reported_median(&cand_runs, |r| r.intensity)),
-        bw_pct: m.as_ref().and_then(|m| m.bw_pct).or_else(|| reported_median(&cand_runs, |r| r.bw_pct)),
-        regime: m
-            .as_ref()
-            .and_then(|m| m.regime.map(|r| r.as_str().to_string()))
-            .or_else(|| cand_runs.iter().rev().find_map(|r| r.reported.as_ref().and_then(|x| x.regime.clone()))),
-        gap_ms: m.as_ref().and_then(|m| m.gap_ms),
-        runs: records.len() as u32,
+        opts,
+        cfg: &cfg,
+        elasticity,
         wall_s: started.elapsed().as_secs_f64(),
-        latency_source: cand_runs.first().and_then(|r| r.latency_source.clone()),
-        host_latency_ms: metrics::median(&cand_runs.iter().filter_map(|r| r.host_latency_ms).collect::<Vec<_>>()),
-        kernel: cand_runs.iter().rev().find_map(|r| r.trace_kernel.as_ref().map(|k| k.name.clone())),
-        hlo_dot: hlo.map(|h| h.dot as u32),
-        hlo_exp: hlo.map(|h| h.exponential as u32),
-        hlo_reduce: hlo.map(|h| h.reduce as u32),
-        hlo_copy: hlo.map(|h| h.copy as u32),
-        hlo_fusion: hlo.map(|h| h.fusion as u32),
-        hlo_custom_call: hlo.map(|h| h.custom_call as u32),
-        hypothesis: opts.hypothesis.clone().unwrap_or_default(),
-        tags: opts.tags.join(";"),
-        note,
-        p_threshold: decision.as_ref().map(|d| d.p_threshold),
-        p_adjusted: decision.as_ref().map(|d| d.p_adjusted),
-        speedup_pct: decision.as_ref().map(|d| d.effect_pct),
-        confirm_delta_pct: conf.map(|c| crate::stats::metric_pct(c.effect_pct, elasticity)),
-        confirm_ci_low_pct: conf.map(|c| crate::stats::metric_pct(c.ci_low_pct, elasticity)),
-        confirm_ci_high_pct: conf.map(|c| crate::stats::metric_pct(c.ci_high_pct, elasticity)),
-        noise_scale: decision.as_ref().map(|d| d.scale.clone()).unwrap_or_default(),
-        noise_sd_pct: decision.as_ref().map(|d| d.noise_sd_pct),
     };
+    let (row, decision) = summarize(&ctx, &records, ended);
+    let status = row.status;
 
     fault::point("before-decision");
     entry.phase = journal::Phase::Decided;
@@ -360,6 +296,99 @@ fn give_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candidate: 
         )
         .hint(format!("{}; then run `ratchet status`, which rolls the experiment back", bench::infra::fix_for(why))),
     }
+}
+
+/// What the row needs besides the runs.
+struct RowContext<'a> {
+    id: u64,
+    candidate: String,
+    incumbent: String,
+    opts: &'a Options,
+    cfg: &'a Config,
+    elasticity: f64,
+    wall_s: f64,
+}
+
+/// The experiment's row and decision from its runs and how the measuring ended: pure (no I/O,
+/// the time stamp aside), so what a row says is decided in one place.
+fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> (ResultRow, Option<Decision>) {
+    let used = |side| records.iter().filter(move |r: &&RunRecord| r.side == side && r.status == RunStatus::Ok && !r.superseded);
+    let cand_runs: Vec<&RunRecord> = used(Side::Candidate).collect();
+    let inc_runs: Vec<&RunRecord> = used(Side::Incumbent).collect();
+    let (status, decision, note) = match ended {
+        Ended::Stopped(Stop::Candidate(status, why)) => (status, None, why),
+        Ended::Stopped(Stop::Incumbent(why)) => {
+            (Status::Error, None, format!("the incumbent's benchmark failed, so nothing could be compared: {why}"))
+        }
+        Ended::Stopped(Stop::Interrupted) => (Status::Interrupted, None, "interrupted by a signal".to_string()),
+        Ended::Stopped(Stop::Infrastructure(why)) => (Status::Error, None, why),
+        Ended::NoOp(why) => (Status::NoOp, None, why),
+        Ended::Decided(d) => {
+            let status = match d.verdict {
+                Verdict::Keep => Status::Keep,
+                Verdict::Revert => Status::Revert,
+                Verdict::Inconclusive => Status::Inconclusive,
+                Verdict::Unconfirmed => Status::Unconfirmed,
+            };
+            let note = d.reason.clone();
+            (status, Some(d), note)
+        }
+    };
+
+    let conf = decision.as_ref().and_then(|d| d.confirmation.as_ref());
+    let m = summary_metrics(&cand_runs, c.cfg.hardware().as_ref());
+    let hlo = records.iter().rev().filter(|r| r.side == Side::Candidate).find_map(|r| r.hlo_stats.as_ref());
+    let value = metrics::median(&cand_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
+    let incumbent_value = metrics::median(&inc_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
+    let row = ResultRow {
+        id: c.id,
+        time: crate::fsutil::now(),
+        commit: c.candidate.clone(),
+        incumbent: c.incumbent.clone(),
+        message: c.opts.message.clone(),
+        status,
+        metric: c.cfg.score.metric.as_str().into(),
+        value,
+        incumbent_value,
+        delta_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.effect_pct, c.elasticity)),
+        ci_low_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_low_pct, c.elasticity)),
+        ci_high_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_high_pct, c.elasticity)),
+        p_value: decision.as_ref().map(|d| d.p_value),
+        score: m.as_ref().and_then(|m| m.score).or_else(|| reported_median(&cand_runs, |r| r.score)),
+        latency_ms: m.as_ref().map(|m| m.latency_ms),
+        util_pct: m.as_ref().and_then(|m| m.util_pct).or_else(|| reported_median(&cand_runs, |r| r.util_pct)),
+        tflops: m.as_ref().and_then(|m| m.tflops).or_else(|| reported_median(&cand_runs, |r| r.tflops)),
+        intensity: m.as_ref().and_then(|m| m.intensity).or_else(|| reported_median(&cand_runs, |r| r.intensity)),
+        bw_pct: m.as_ref().and_then(|m| m.bw_pct).or_else(|| reported_median(&cand_runs, |r| r.bw_pct)),
+        regime: m
+            .as_ref()
+            .and_then(|m| m.regime.map(|r| r.as_str().to_string()))
+            .or_else(|| cand_runs.iter().rev().find_map(|r| r.reported.as_ref().and_then(|x| x.regime.clone()))),
+        gap_ms: m.as_ref().and_then(|m| m.gap_ms),
+        runs: records.len() as u32,
+        wall_s: c.wall_s,
+        latency_source: cand_runs.first().and_then(|r| r.latency_source.clone()),
+        host_latency_ms: metrics::median(&cand_runs.iter().filter_map(|r| r.host_latency_ms).collect::<Vec<_>>()),
+        kernel: cand_runs.iter().rev().find_map(|r| r.trace_kernel.as_ref().map(|k| k.name.clone())),
+        hlo_dot: hlo.map(|h| h.dot as u32),
+        hlo_exp: hlo.map(|h| h.exponential as u32),
+        hlo_reduce: hlo.map(|h| h.reduce as u32),
+        hlo_copy: hlo.map(|h| h.copy as u32),
+        hlo_fusion: hlo.map(|h| h.fusion as u32),
+        hlo_custom_call: hlo.map(|h| h.custom_call as u32),
+        hypothesis: c.opts.hypothesis.clone().unwrap_or_default(),
+        tags: c.opts.tags.join(";"),
+        note,
+        p_threshold: decision.as_ref().map(|d| d.p_threshold),
+        p_adjusted: decision.as_ref().map(|d| d.p_adjusted),
+        speedup_pct: decision.as_ref().map(|d| d.effect_pct),
+        confirm_delta_pct: conf.map(|k| crate::stats::metric_pct(k.effect_pct, c.elasticity)),
+        confirm_ci_low_pct: conf.map(|k| crate::stats::metric_pct(k.ci_low_pct, c.elasticity)),
+        confirm_ci_high_pct: conf.map(|k| crate::stats::metric_pct(k.ci_high_pct, c.elasticity)),
+        noise_scale: decision.as_ref().map(|d| d.scale.clone()).unwrap_or_default(),
+        noise_sd_pct: decision.as_ref().map(|d| d.noise_sd_pct),
+    };
+    (row, decision)
 }
 
 /// Park the candidate under refs/ratchet/discarded/<id> (with any edits made meanwhile on top)

@@ -4,6 +4,7 @@
 //! consistent incumbent, the hypothesis preserved, and no torn or duplicate results row.
 
 use crate::error::Result;
+use crate::error::WithPath;
 use crate::store::{ResultRow, State, Status, Store};
 use crate::vcs::short;
 use crate::vcs::{self, Repo};
@@ -86,7 +87,7 @@ pub fn allocate_id(repo: &Repo, store: &Store) -> Result<u64> {
         .max()
         .unwrap_or(0);
     let id = last.max(rows).max(parked) + 1;
-    std::fs::create_dir_all(repo.common_state_dir())?;
+    std::fs::create_dir_all(repo.common_state_dir()).with_path(repo.common_state_dir())?;
     crate::fsutil::write_atomic(&counter, id.to_string().as_bytes())?;
     Ok(id)
 }

@@ -4,6 +4,7 @@
 //! in the way, and a lock left by a dead process is reported as cleared. Every command that
 //! touches shared state (worktrees, journal, results, refs) holds it.
 
+use crate::error::WithPath;
 use crate::error::{Error, Kind, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -38,9 +39,9 @@ impl RepoLock {
     /// Take the lock of the repo whose state directory is `state_dir`, or fail with
     /// [`Kind::Locked`] naming the holder.
     pub fn acquire(state_dir: &Path, command: &str) -> Result<RepoLock> {
-        std::fs::create_dir_all(state_dir)?;
+        std::fs::create_dir_all(state_dir).with_path(state_dir)?;
         let path = state_dir.join("lock");
-        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).with_path(&path)?;
         let mut previous = String::new();
         let _ = file.read_to_string(&mut previous);
         let previous: Option<Holder> = serde_json::from_str(&previous).ok();
@@ -57,10 +58,13 @@ impl RepoLock {
         // Reported by the caller (a note): the lock itself prints nothing.
         let stale = previous.filter(|h| h.pid != std::process::id() && !crate::bench::executor::alive(h.pid as i32));
         let me = Holder { pid: std::process::id(), started: crate::fsutil::now(), command: command.to_string() };
-        file.set_len(0)?;
-        file.rewind()?;
-        file.write_all(serde_json::to_string(&me).expect("holder serializes").as_bytes())?;
-        file.sync_data()?;
+        let write = |file: &mut File| -> std::io::Result<()> {
+            file.set_len(0)?;
+            file.rewind()?;
+            file.write_all(serde_json::to_string(&me).expect("holder serializes").as_bytes())?;
+            file.sync_data()
+        };
+        write(&mut file).with_path(&path)?;
         Ok(RepoLock { file, path, stale })
     }
 

@@ -3,6 +3,7 @@
 //! the incumbent in `.ratchet/state.json`.
 
 use crate::bench::RunRecord;
+use crate::error::WithPath;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -290,10 +291,10 @@ impl Store {
     /// Append a row: the whole file is written to a temporary file and renamed over the old one,
     /// so readers see the old table or the new one, never half a row.
     pub fn append_row(&self, row: &ResultRow) -> Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+        std::fs::create_dir_all(&self.dir).with_path(&self.dir)?;
         // Temporary files of an append that was killed before its rename.
         let stale = format!(".{RESULTS_CSV}.tmp.");
-        for e in std::fs::read_dir(&self.dir)?.flatten() {
+        for e in std::fs::read_dir(&self.dir).with_path(&self.dir)?.flatten() {
             if e.file_name().to_string_lossy().starts_with(&stale) {
                 let _ = std::fs::remove_file(e.path());
             }
@@ -311,14 +312,14 @@ impl Store {
     /// Append one raw run to runs.jsonl in a single write. A torn last line left by a crash is cut
     /// off first, so the file stays one JSON object per line.
     pub fn append_run(&self, rec: &RunRecord) -> Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+        std::fs::create_dir_all(&self.dir).with_path(&self.dir)?;
         let mut line = serde_json::to_vec(rec).map_err(|e| Error::failure(format!("cannot encode a run: {e}")))?;
         line.push(b'\n');
         let path = self.runs_path();
-        let mut f = std::fs::OpenOptions::new().read(true).append(true).create(true).open(&path)?;
+        let mut f = std::fs::OpenOptions::new().read(true).append(true).create(true).open(&path).with_path(&path)?;
         truncate_torn_tail(&mut f)?;
-        f.write_all(&line)?;
-        f.sync_data()?;
+        f.write_all(&line).with_path(&path)?;
+        f.sync_data().with_path(&path)?;
         Ok(())
     }
 

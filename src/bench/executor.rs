@@ -112,7 +112,7 @@ fn write_record(path: &Path, rec: &RunRecordFile) -> std::io::Result<()> {
 impl Executor for ProcessExecutor {
     fn run(&mut self, spec: &RunSpec) -> std::io::Result<RunOutput> {
         become_subreaper();
-        std::fs::create_dir_all(&spec.log_dir)?;
+        std::fs::create_dir_all(&spec.log_dir).map_err(crate::fsutil::io_at(&spec.log_dir))?;
         let stdout_path = spec.log_dir.join("stdout.log");
         let stderr_path = spec.log_dir.join("stderr.log");
         let token = new_token();

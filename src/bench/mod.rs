@@ -188,9 +188,9 @@ pub fn measure_with(
     cancel: &crate::signals::Cancel,
 ) -> std::io::Result<RunRecord> {
     if ctx.out_dir.exists() {
-        std::fs::remove_dir_all(&ctx.out_dir)?;
+        std::fs::remove_dir_all(&ctx.out_dir).map_err(crate::fsutil::io_at(&ctx.out_dir))?;
     }
-    std::fs::create_dir_all(&ctx.out_dir)?;
+    std::fs::create_dir_all(&ctx.out_dir).map_err(crate::fsutil::io_at(&ctx.out_dir))?;
     let b = &cfg.benchmark;
     let mut env: Vec<(String, String)> = b.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let py = match std::env::var("PYTHONPATH") {

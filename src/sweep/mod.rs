@@ -14,6 +14,7 @@ pub mod hypothesis;
 
 use crate::bench::executor::Executor;
 use crate::config::{self, Config};
+use crate::error::WithPath;
 use crate::error::{Error, Result};
 use crate::events::{Effects, Event};
 use crate::experiment;
@@ -74,12 +75,12 @@ impl SweepState {
                 Error::failure(format!("{} is unreadable: {e}", p.display())).hint("it is ratchet's own; delete it if the tree is clean")
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SweepState::default()),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e).with_path(&p),
         }
     }
 
     fn save(&self, state_dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(state_dir)?;
+        std::fs::create_dir_all(state_dir).with_path(state_dir)?;
         crate::fsutil::write_atomic(&state_dir.join(STATE_FILE), &serde_json::to_vec_pretty(self).expect("state serializes"))
     }
 }
