@@ -43,12 +43,16 @@ struct Repo {
 
 impl Repo {
     fn new(max_pairs: u32) -> Repo {
+        Repo::with_config(&config(max_pairs))
+    }
+
+    fn with_config(config: &str) -> Repo {
         isolate_git();
         let r = Repo { dir: tempfile::tempdir().unwrap() };
         r.git(&["init", "-q", "-b", "main"]);
         r.git(&["config", "user.name", "Test"]);
         r.git(&["config", "user.email", "test@example.com"]);
-        r.write("ratchet.toml", &config(max_pairs));
+        r.write("ratchet.toml", config);
         r.write("kernel.py", "BQ = 128\n");
         r.write("bench.mock", "latency 10\n");
         r.git(&["add", "-A"]);
@@ -174,6 +178,7 @@ fn a_small_gain_under_noise_runs_out_of_budget_inconclusive() {
 #[test]
 fn identical_compiled_hlo_is_a_no_op_after_one_pair() {
     let repo = Repo::new(16);
+    let base = repo.head();
     let hlo = "HloModule jit_kernel\nENTRY main { ROOT x = f32[] constant(1) }\n".to_string();
     let (o, events, exec) = run(&repo, Step::Hlo(10.0, hlo.clone()), Step::Hlo(10.0, hlo));
     check_common(&repo, &o, &events, &exec);
@@ -181,6 +186,7 @@ fn identical_compiled_hlo_is_a_no_op_after_one_pair() {
     assert_eq!(o.row.runs, 2);
     assert!(o.row.note.contains("byte-identical"), "{}", o.row.note);
     assert!(o.decision.is_none() && o.discarded_ref.is_some());
+    assert_eq!(repo.head(), base);
 }
 
 #[test]
@@ -368,4 +374,90 @@ fn the_text_of_a_kept_experiment() {
     };
     insta::assert_snapshot!("kept_stdout", redact(out));
     insta::assert_snapshot!("kept_stderr", redact(err));
+}
+
+/// The command line's text of these events: (stdout, stderr).
+fn render(events: &[Event]) -> (String, String) {
+    let mut ui = ratchet::ui::Text::with_writers(Vec::new(), Vec::new());
+    for e in events.iter().cloned() {
+        ratchet::events::Events::emit(&mut ui, e);
+    }
+    let (out, err) = ui.into_writers();
+    (String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+}
+
+// Moved from tests/decisions.rs, where they ran the binary and the fake Python benchmark: the
+// same cases and assertions, in-process on the mock executor.
+
+#[test]
+fn big_gain_is_kept_early_and_confirmed() {
+    let repo = Repo::new(16);
+    let (o, events, _) = run(&repo, Step::Latency(10.0), Step::Latency(8.0));
+    assert!(render(&events).0.contains("confirmed by 4 pairs"));
+    assert_eq!(o.row.status, Status::Keep, "{:?}", o.row);
+    // 4 pairs at the first look, well under the budget of 16, plus 4 confirmation pairs.
+    assert_eq!(o.row.runs, 16);
+    assert!(o.row.delta_pct.unwrap() > 15.0);
+}
+
+#[test]
+fn failed_confirmation_is_not_kept_and_says_how_to_settle_it() {
+    let repo = Repo::new(16);
+    let base = repo.head();
+    // Faster for the candidate's first 4 runs (the first look), as slow as the incumbent afterwards.
+    let mut exec = MockExecutor::new(|c| match c.side {
+        Side::Candidate if c.n < 4 => Step::Latency(8.0),
+        _ => Step::Latency(10.0),
+    });
+    let (o, events) = repo.experiment(&mut exec, Cancel::new());
+    let o = o.unwrap();
+    check_common(&repo, &o, &events, &exec);
+    let out = render(&events).0;
+    assert!(out.contains("UNCONFIRMED") && out.contains("to settle it: git cherry-pick --no-commit"), "{out}");
+    assert_eq!(o.row.status, Status::Unconfirmed, "{:?}", o.row);
+    assert!(o.row.note.contains("unconfirmed") && o.row.note.contains("--pairs"), "{}", o.row.note);
+    assert!(o.row.confirm_delta_pct.unwrap().abs() < 3.0, "{:?}", o.row);
+    assert_eq!(o.row.runs, 16);
+    assert_eq!(repo.head(), base);
+}
+
+#[test]
+fn a_run_beating_the_roofline_is_invalid() {
+    let repo = Repo::new(16);
+    let base = repo.head();
+    // 1e13 FLOPs in 5 ms is 2000 TFLOP/s on a 197 TFLOP/s chip.
+    let (o, events, exec) = run(&repo, Step::Latency(10.0), Step::Claims(5.0, 1e13));
+    check_common(&repo, &o, &events, &exec);
+    assert_eq!(o.row.status, Status::Invalid);
+    assert!(o.row.note.contains("physics gate") && o.row.note.contains("of peak FLOP/s"), "{}", o.row.note);
+    assert_eq!(repo.head(), base);
+}
+
+#[test]
+fn throttled_runs_are_run_again_a_bounded_number_of_times() {
+    // The binary tests' default config (score decides, 4 to 8 pairs) with throttle_reruns = 1.
+    let repo = Repo::with_config(
+        &config(8).replace("[score]\nmetric = \"latency\"\n", "").replace("timeout_s = 20", "timeout_s = 20\nthrottle_reruns = 1"),
+    );
+    let (o, events, exec) = run(&repo, Step::Latency(10.0), Step::Throttled(12.0));
+    check_common(&repo, &o, &events, &exec);
+    let runs = Workspace::discover(repo.path()).unwrap().store.runs().unwrap();
+    let superseded = runs.iter().filter(|r| r.superseded).count();
+    // Only the candidate reports throttling: each of its 4 runs once more, the first one superseded.
+    assert_eq!(superseded, 4, "{runs:?}");
+    assert_eq!(o.row.runs, 12);
+    assert_eq!(o.row.status, Status::Revert);
+}
+
+#[test]
+fn an_io_error_names_its_file() {
+    let d = tempfile::tempdir().unwrap();
+    let blocker = d.path().join("results");
+    std::fs::write(&blocker, "a file where the results directory should be").unwrap();
+    let store = ratchet::store::Store::new(&blocker);
+    let row = ratchet::store::ResultRow::unmeasured(1, Status::Skipped, "exp: x", String::new(), String::new());
+    let e = store.append_row(&row).unwrap_err();
+    assert!(e.message.starts_with("I/O error on ") && e.message.contains(&blocker.display().to_string()), "{e}");
+    let e = ratchet::fsutil::write_atomic(&blocker.join("x.json"), b"{}").unwrap_err();
+    assert!(e.message.contains(&blocker.display().to_string()), "{e}");
 }

@@ -30,6 +30,8 @@ pub enum Step {
     BadCheck(f64),
     /// Exits 0 with a latency and this compiled HLO text.
     Hlo(f64, String),
+    /// Exits 0 with a latency (ms) and this FLOP count instead of the executor's.
+    Claims(f64, f64),
 }
 
 impl Step {
@@ -141,12 +143,12 @@ impl Executor for MockExecutor {
         };
         std::fs::write(&stderr_path, stderr)?;
         let mut rng = Rng::new(run * 1000 + slot as u64 + 1);
-        let mut report = |median: f64, throttled: bool, passed: bool, hlo: Option<&str>| -> std::io::Result<()> {
+        let mut report = |median: f64, throttled: bool, passed: bool, hlo: Option<&str>, flops: Option<f64>| -> std::io::Result<()> {
             let lats: Vec<f64> = (0..iters).map(|_| median * (1.0 + self.cv * rng.normal()).max(0.05)).collect();
             let mut r = serde_json::json!({
                 "version": 1,
                 "latencies_ms": lats,
-                "flops": self.flops,
+                "flops": flops.unwrap_or(self.flops),
                 "bytes": self.bytes,
                 "check": {"passed": passed, "max_abs_err": if passed { 1e-6 } else { 0.5 }, "tolerance": 1e-3},
             });
@@ -160,10 +162,11 @@ impl Executor for MockExecutor {
             std::fs::write(spec.log_dir.join(RESULT_FILE), serde_json::to_vec(&r).map_err(std::io::Error::other)?)
         };
         let exit = match &step {
-            Step::Latency(ms) => report(*ms, false, true, None).map(|_| Exit::Code(0))?,
-            Step::Throttled(ms) => report(*ms, true, true, None).map(|_| Exit::Code(0))?,
-            Step::BadCheck(ms) => report(*ms, false, false, None).map(|_| Exit::Code(0))?,
-            Step::Hlo(ms, text) => report(*ms, false, true, Some(text)).map(|_| Exit::Code(0))?,
+            Step::Latency(ms) => report(*ms, false, true, None, None).map(|_| Exit::Code(0))?,
+            Step::Throttled(ms) => report(*ms, true, true, None, None).map(|_| Exit::Code(0))?,
+            Step::BadCheck(ms) => report(*ms, false, false, None, None).map(|_| Exit::Code(0))?,
+            Step::Hlo(ms, text) => report(*ms, false, true, Some(text), None).map(|_| Exit::Code(0))?,
+            Step::Claims(ms, flops) => report(*ms, false, true, None, Some(*flops)).map(|_| Exit::Code(0))?,
             Step::Silent => Exit::Code(0),
             Step::Crash(c) => Exit::Code(*c),
             Step::Signal(s) => Exit::Signal(*s),
