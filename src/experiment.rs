@@ -62,7 +62,9 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         fx.emit(Event::Recovered { what });
     }
     let (branch, head) = repo.check_safe()?;
-    repo.check_commit_policy()?;
+    for text in repo.check_commit_policy()? {
+        fx.note(text);
+    }
     Repo::check_message(&opts.message)?;
     let cfg = ws.config()?;
     if opts.message.trim().is_empty() {
