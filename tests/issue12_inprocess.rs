@@ -461,3 +461,58 @@ fn an_io_error_names_its_file() {
     let e = ratchet::fsutil::write_atomic(&blocker.join("x.json"), b"{}").unwrap_err();
     assert!(e.message.contains(&blocker.display().to_string()), "{e}");
 }
+
+#[test]
+fn calibrate_runs_a_a_pairs_on_the_mock_and_records_no_row() {
+    let repo = Repo::new(16);
+    let mut exec = MockExecutor::sides(Step::Latency(10.0), Step::Latency(10.0));
+    let mut events = vec![];
+    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
+    let opts = ratchet::calibrate::CalibrateOptions { pairs: Some(4) };
+    ratchet::calibrate::run(&ws, &opts, &mut exec, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    assert_eq!(exec.log.len(), 8);
+    assert!(repo.statuses().is_empty());
+    let cal: serde_json::Value = serde_json::from_str(&repo.read("results/calibration.json")).unwrap();
+    assert_eq!(cal["values"].as_array().unwrap().len(), 8);
+    assert!(cal["noise"]["pair_cv_pct"].as_f64().unwrap() > 0.0);
+    let out = render(&events).0;
+    assert!(out.starts_with("calibrate: 4 A/A pairs of "), "{out}");
+    for says in ["run-to-run CV", "drift", "suggested [decision] min_effect_pct", "wrote ", "noise scale"] {
+        assert!(out.contains(says), "{says}: {out}");
+    }
+}
+
+/// What varies from run to run in rendered text (commit ids, the temporary directory, wall
+/// times, the host), replaced by fixed marks.
+fn redact(text: &str, repo: &Repo) -> String {
+    let text = text.replace(&repo.path().display().to_string(), "[repo]");
+    let text = text.replace(&format!("df on {})", ratchet::stats::history::host()), "df on [host])");
+    let text = regex::Regex::new(r"\b[0-9a-f]{8}\b").unwrap().replace_all(&text, "[sha]").into_owned();
+    let text = regex::Regex::new(r"\((\d+h)?(\d+m)?[\d.]+s\)").unwrap().replace_all(&text, "([elapsed])").into_owned();
+    let text = regex::Regex::new(r"runs in [\dhms.]+").unwrap().replace_all(&text, "runs in [wall]").into_owned();
+    regex::Regex::new(r"processes, [\d.]+ s\)").unwrap().replace_all(&text, "processes, [wall] s)").into_owned()
+}
+
+/// The text of a sweep: each hypothesis's header and lines, and the summary.
+#[test]
+fn the_text_of_a_sweep() {
+    let repo = Repo::new(16);
+    for (name, from, to) in [
+        ("01-faster.toml", "latency 10", "latency 8"),
+        ("02-stale.toml", "latency 10", "latency 9"),
+        ("03-crash.toml", "latency 8", "crash 3"),
+    ] {
+        repo.write(
+            &format!("experiments/{name}"),
+            &format!("message = \"exp: {name}\"\n[[edit]]\nfile = \"bench.mock\"\nfind = {from:?}\nreplace = {to:?}\n"),
+        );
+    }
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-qm", "queue"]);
+    let mut exec = MockExecutor::from_checkout("bench.mock");
+    let mut events = vec![];
+    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
+    sweep::run(&ws, &SweepOptions::default(), &mut exec, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    let (out, _) = render(&events);
+    insta::assert_snapshot!("sweep_stdout", redact(&out, &repo));
+}
