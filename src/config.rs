@@ -76,41 +76,8 @@ pub struct HardwareConfig {
     pub hbm_gbps: Option<f64>,
 }
 
-/// The metric that decides keep or revert.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum Metric {
-    /// util x 100 / latency_ms (the article's fitness); higher is better.
-    #[default]
-    Score,
-    /// Median latency in ms; lower is better.
-    Latency,
-    /// Achieved TFLOP/s; higher is better.
-    Tflops,
-}
-
-impl Metric {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Metric::Score => "score",
-            Metric::Latency => "latency",
-            Metric::Tflops => "tflops",
-        }
-    }
-    pub fn natural_direction(self) -> Direction {
-        match self {
-            Metric::Latency => Direction::Lower,
-            Metric::Score | Metric::Tflops => Direction::Higher,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Direction {
-    Higher,
-    Lower,
-}
+/// Moved to [`crate::stats`] (the decision's vocabulary; config sits above it).
+pub use crate::stats::{Direction, Metric};
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

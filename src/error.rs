@@ -131,6 +131,17 @@ impl From<std::io::Error> for Error {
     }
 }
 
+/// Name the file an I/O error is about: `I/O error on PATH: ...` instead of a bare `I/O error`.
+pub trait WithPath<T> {
+    fn with_path(self, path: impl AsRef<std::path::Path>) -> Result<T>;
+}
+
+impl<T> WithPath<T> for std::io::Result<T> {
+    fn with_path(self, path: impl AsRef<std::path::Path>) -> Result<T> {
+        self.map_err(|e| Error::failure(format!("I/O error on {}: {e}", path.as_ref().display())))
+    }
+}
+
 /// Attach a message to a lower-level error, keeping it as the cause.
 pub trait Context<T> {
     fn context(self, kind: Kind, message: impl FnOnce() -> String) -> Result<T>;

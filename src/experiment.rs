@@ -1,10 +1,13 @@
 //! One experiment, end to end: commit the working tree's change as a hypothesis, measure it
 //! against the incumbent in interleaved pairs, decide, keep or revert, and record the row.
+//! It prints nothing: what happens is reported as events, and the end is an [`Outcome`].
 
 use crate::bench::executor::Executor;
 use crate::bench::{self, RunRecord, RunStatus, Side};
 use crate::config::{self, Config};
+use crate::error::WithPath;
 use crate::error::{Error, Result};
+use crate::events::{Effects, Event};
 use crate::metrics::{self, Metrics};
 use crate::session::{Checkout, Session, Stop};
 use crate::stats::history;
@@ -13,9 +16,12 @@ use crate::stats::{Decision, Verdict};
 use crate::store::{ResultRow, State, Status, Store};
 use crate::vcs::short;
 use crate::vcs::{self, Repo};
+use crate::workspace::Locked;
 use crate::{fault, journal};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+pub use crate::outcome::Outcome;
 
 /// What the user asked for.
 #[derive(Debug, Clone, Default)]
@@ -40,33 +46,27 @@ pub fn split_deep_suffix(message: &str) -> (String, bool) {
     }
 }
 
-/// How an experiment ended, for the caller (exit code, tests).
-#[derive(Debug, Clone)]
-pub struct Outcome {
-    pub row: ResultRow,
-    pub decision: Option<Decision>,
-    pub discarded_ref: Option<String>,
-}
-
-/// Run one experiment in the repo containing `dir`.
-pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcome> {
+/// Run one experiment in the locked workspace. Every experiment that records a row returns
+/// `Ok` with its [`Outcome`] (interrupted and undecidable ones too: [`Outcome::error`] says
+/// how the process exits); `Err` means nothing was recorded.
+///
+/// The caller runs the recoveries first (`sweep::recover`: an unfinished experiment, and a
+/// stopped sweep's edit, which must never be committed under another message); the command
+/// line does.
+pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effects) -> Result<Outcome> {
     let started = Instant::now();
-    let repo = Repo::discover(dir)?;
-    let state_dir = repo.state_dir();
-    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
-    if let Some(what) = journal::recover(&repo, &store)? {
-        eprintln!("recovered: {what}");
-    }
-    if opts.hypothesis.is_none() {
-        // A sweep killed before its commit left its edit in the tree: never commit it as ours.
-        if let Some(what) = crate::sweep::undo_stopped_sweep(&repo, &store)? {
-            eprintln!("recovered: {what}");
-        }
+    let repo = &ws.repo;
+    let state_dir = ws.state_dir.clone();
+    let store = &ws.store;
+    if let Some(what) = journal::recover(repo, store)? {
+        fx.emit(Event::Recovered { what });
     }
     let (branch, head) = repo.check_safe()?;
-    repo.check_commit_policy()?;
+    for text in repo.check_commit_policy()? {
+        fx.note(text);
+    }
     Repo::check_message(&opts.message)?;
-    let cfg = Config::load(&config::path_in(repo.root()))?;
+    let cfg = ws.config()?;
     if opts.message.trim().is_empty() {
         return Err(
             Error::usage("the experiment's message is empty").hint("describe the hypothesis: ratchet \"experiment: bump BQ to 512\"")
@@ -80,23 +80,23 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     let seq = Sequential::new(cfg.decision.params(opts.pairs)).with_history(history::estimate(&hist.entries).map(Borrowed::new));
     let elasticity = crate::stats::elasticity(cfg.score.metric);
     repo.ensure_excludes()?;
-    std::fs::create_dir_all(&state_dir)?;
+    std::fs::create_dir_all(&state_dir).with_path(&state_dir)?;
 
     let mut state = State::load(&state_dir);
     let incumbent = match state.incumbents.get(&branch).and_then(|s| git2::Oid::from_str(s).ok()) {
         Some(remembered) if remembered == head => head,
         Some(remembered) => {
-            eprintln!(
-                "note: {branch} moved since ratchet's last kept commit ({}); the incumbent is HEAD ({})",
+            fx.note(format!(
+                "{branch} moved since ratchet's last kept commit ({}); the incumbent is HEAD ({})",
                 short(&remembered.to_string()),
                 short(&head.to_string())
-            );
+            ));
             head
         }
         None => head,
     };
     if opts.deep {
-        eprintln!("note: --deep: every run takes continuous-profiling snapshots (RATCHET_DEEP=1); `ratchet show` summarises them");
+        fx.note("--deep: every run takes continuous-profiling snapshots (RATCHET_DEEP=1); `ratchet show` summarises them");
     }
     let changes = repo.changes()?;
     if !opts.allow_empty && changes.is_empty() {
@@ -117,12 +117,12 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     // The set-up is checked before an id is taken: a broken set-up uses up no experiment id.
     let python_dir = crate::pyhelper::install(&state_dir)?;
     bench::infra::preflight(&cfg, repo.root(), &state_dir, &python_dir)?;
-    let id = journal::allocate_id(&repo, &store)?;
+    let id = journal::allocate_id(repo, store)?;
     let id_str = id.to_string();
     let exp_dir = state_dir.join("experiments").join(&id_str);
     if exp_dir.exists() {
         // Left by an experiment that died before recording its row; its runs are stale.
-        std::fs::remove_dir_all(&exp_dir)?;
+        std::fs::remove_dir_all(&exp_dir).with_path(&exp_dir)?;
     }
     let mut entry = journal::Entry {
         id,
@@ -133,7 +133,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         candidate: None,
         row: None,
         pid: std::process::id(),
-        started: crate::store::now(),
+        started: crate::fsutil::now(),
         hypothesis: opts.hypothesis.clone().unwrap_or_default(),
         tags: opts.tags.join(";"),
     };
@@ -144,46 +144,36 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     entry.candidate = Some(candidate.to_string());
     journal::write(&state_dir, &entry)?;
     fault::point("after-commit");
-    println!("experiment {id}: {}", opts.message);
-    let p = &seq.params;
-    let plan = if p.min_pairs == p.max_pairs {
-        format!("{} interleaved pairs", p.max_pairs)
-    } else {
-        format!("{} to {} interleaved pairs, a look every {}", p.min_pairs, p.max_pairs, p.look_every)
-    };
-    let confirm = if p.confirm { format!(", a keep confirmed by {} pairs in reversed order", p.confirm_pairs) } else { String::new() };
-    println!(
-        "  candidate {} vs incumbent {} on {branch}; {plan}{confirm}; deciding on {}",
-        short(&candidate.to_string()),
-        short(&incumbent.to_string()),
-        cfg.score.metric.as_str()
-    );
-    println!(
-        "  minimum effect {}% speed-up (latency terms{}); {}",
-        p.min_effect_pct,
-        if elasticity != 1.0 {
-            format!(": {:.2}% of {}", crate::stats::metric_pct(p.min_effect_pct, elasticity), cfg.score.metric.as_str())
-        } else {
-            String::new()
-        },
-        history::describe(&hist)
-    );
+    fx.emit(Event::ExperimentStarted {
+        id,
+        message: opts.message.clone(),
+        branch: branch.clone(),
+        candidate: candidate.to_string(),
+        incumbent: incumbent.to_string(),
+        metric: cfg.score.metric.as_str().to_string(),
+        params: seq.params.clone(),
+        elasticity,
+        history: history::describe(&hist),
+    });
 
     let measured = repo.incumbent_worktree(incumbent).and_then(|inc_dir| {
-        let session = Session::new(
-            &cfg,
+        let session = Session {
+            cfg: &cfg,
             exec,
-            &id_str,
-            exp_dir.join("runs"),
-            repo.root(),
-            &state_dir,
-            &python_dir,
-            opts.deep,
-            Some(&store),
-            Checkout { dir: &inc_dir, commit: incumbent.to_string() },
-            Checkout { dir: repo.root(), commit: candidate.to_string() },
-            2 * seq.max_measured_pairs(),
-        );
+            events: &mut *fx.events,
+            cancel: fx.cancel.clone(),
+            id: &id_str,
+            runs_dir: exp_dir.join("runs"),
+            repo_root: repo.root(),
+            state_dir: &state_dir,
+            python_dir: &python_dir,
+            deep: opts.deep,
+            store: Some(store),
+            incumbent: Checkout { dir: &inc_dir, commit: incumbent.to_string() },
+            candidate: Checkout { dir: repo.root(), commit: candidate.to_string() },
+            records: vec![],
+        }
+        .start(2 * seq.max_measured_pairs());
         drive(session, &seq, cfg.score.direction(), elasticity)
     });
     // Whatever appeared untracked while the benchmark ran was written by it (the hypothesis's
@@ -192,27 +182,138 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     let scan = repo.after_run_scan().unwrap_or_default();
     let outputs = scan.untracked.clone();
     if !outputs.is_empty() {
-        eprintln!(
-            "note: the benchmark wrote into the repo: {}; ratchet leaves these out of hypotheses (.git/info/exclude)",
+        fx.note(format!(
+            "the benchmark wrote into the repo: {}; ratchet leaves these out of hypotheses (.git/info/exclude)",
             outputs.join(", ")
-        );
+        ));
         repo.exclude_benchmark_outputs(&outputs)?;
     }
     let (records, ended, (main_d, confirm_d)) = match measured {
         Ok((_, Ended::Stopped(Stop::Infrastructure(why)), _)) => {
-            return Err(bench::infra::give_back(&repo, &store, &state_dir, &id_str, candidate, incumbent, &why));
+            return Err(give_back(repo, store, &state_dir, &id_str, candidate, incumbent, &why));
         }
         Err(e) if bench::infra::says_no_space(&e.to_string()) => {
-            return Err(bench::infra::give_back(&repo, &store, &state_dir, &id_str, candidate, incumbent, &e.to_string()));
+            return Err(give_back(repo, store, &state_dir, &id_str, candidate, incumbent, &e.to_string()));
         }
         Ok(v) => v,
         Err(e) => {
             // Never leave the hypothesis half-applied: park it and go back to the incumbent.
-            let _ = revert(&repo, &id_str, candidate, incumbent, None);
+            let _ = revert(repo, &id_str, candidate, incumbent, None, fx);
             return Err(e);
         }
     };
 
+    let ctx = RowContext {
+        id,
+        candidate: candidate.to_string(),
+        incumbent: incumbent.to_string(),
+        opts,
+        cfg: &cfg,
+        elasticity,
+        wall_s: started.elapsed().as_secs_f64(),
+    };
+    let (row, decision) = summarize(&ctx, &records, ended);
+    let status = row.status;
+
+    fault::point("before-decision");
+    entry.phase = journal::Phase::Decided;
+    entry.row = Some(row.clone());
+    journal::write(&state_dir, &entry)?;
+    fault::point("after-decision");
+    let discarded_ref = if status == Status::Keep {
+        state.incumbents.insert(branch.clone(), candidate.to_string());
+        state.save(&state_dir)?;
+        None
+    } else {
+        let r = revert(repo, &id_str, candidate, incumbent, Some(&scan.edited), fx).map_err(|e| {
+            let fix = if bench::infra::says_no_space(&e.to_string()) { "free disk space, then " } else { "" };
+            let hint = format!("{fix}run `ratchet status`: it finishes the rollback (the decision is in the journal)");
+            if e.hint.is_none() {
+                e.hint(hint)
+            } else {
+                e
+            }
+        })?;
+        state.incumbents.insert(branch.clone(), incumbent.to_string());
+        state.save(&state_dir)?;
+        Some(r)
+    };
+    fault::point("before-append");
+    crate::signals::inject("before-append");
+    store.append_row(&row)?;
+    fault::point("after-append");
+    journal::clear(&state_dir)?;
+    if decision.is_some() {
+        // The residuals feed the next experiments' noise scale; losing them costs runs, never
+        // validity, so a failure to write is only a note.
+        if let Some(e) = history::entry(&row.time, &format!("experiment {id}"), &[&main_d, &confirm_d]) {
+            if let Err(err) = history::record(&state_dir, &noise_key, e) {
+                fx.note(format!("could not record the noise history: {}", err.message));
+            }
+        }
+    }
+    let outcome = Outcome {
+        row,
+        decision,
+        discarded_ref,
+        runs_dir: records.last().and_then(|r| r.out_dir.parent().map(PathBuf::from)),
+        elasticity,
+        // The signal came while the decision was being recorded: that finished, and the exit
+        // code still says the user stopped ratchet (a sweep stops here too).
+        signalled: status != Status::Interrupted && fx.cancel.is_cancelled(),
+    };
+    fx.emit(Event::ExperimentFinished { outcome: Box::new(outcome.clone()) });
+    Ok(outcome)
+}
+
+/// Undo an experiment that failed for the machine's reasons: the branch goes back to the
+/// incumbent with the hypothesis's changes left in the work tree, uncommitted (a mixed reset),
+/// its runs are dropped, and its journal cleared, so no id is used up. Returns the error to exit with.
+fn give_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candidate: git2::Oid, incumbent: git2::Oid, why: &str) -> Error {
+    let undo = || -> Result<()> {
+        if repo.head_oid()? == candidate {
+            let target = repo.repo.find_object(incumbent, None)?;
+            repo.repo.reset(&target, git2::ResetType::Mixed, None)?;
+        }
+        store.drop_runs(id)?;
+        crate::journal::clear(state_dir)?;
+        // Nothing names this id any more (no row, no parked ref): it is not used up.
+        if let Ok(n) = id.parse::<u64>() {
+            crate::journal::release_id(repo, n)?;
+        }
+        Ok(())
+    };
+    let logs = state_dir.join("experiments").join(id);
+    let hint = format!(
+        "{}; then run the same command again. The hypothesis is back in the work tree, uncommitted; nothing was recorded \
+         (the runs' logs are in {})",
+        bench::infra::fix_for(why),
+        logs.display()
+    );
+    match undo() {
+        Ok(()) => Error::new(crate::error::Kind::Infrastructure, format!("not the hypothesis's fault: {why}")).hint(hint),
+        Err(e) => Error::new(
+            crate::error::Kind::Infrastructure,
+            format!("not the hypothesis's fault: {why}; and giving the hypothesis back failed: {e}"),
+        )
+        .hint(format!("{}; then run `ratchet status`, which rolls the experiment back", bench::infra::fix_for(why))),
+    }
+}
+
+/// What the row needs besides the runs.
+struct RowContext<'a> {
+    id: u64,
+    candidate: String,
+    incumbent: String,
+    opts: &'a Options,
+    cfg: &'a Config,
+    elasticity: f64,
+    wall_s: f64,
+}
+
+/// The experiment's row and decision from its runs and how the measuring ended: pure (no I/O,
+/// the time stamp aside), so what a row says is decided in one place.
+fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> (ResultRow, Option<Decision>) {
     let used = |side| records.iter().filter(move |r: &&RunRecord| r.side == side && r.status == RunStatus::Ok && !r.superseded);
     let cand_runs: Vec<&RunRecord> = used(Side::Candidate).collect();
     let inc_runs: Vec<&RunRecord> = used(Side::Incumbent).collect();
@@ -237,23 +338,23 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     };
 
     let conf = decision.as_ref().and_then(|d| d.confirmation.as_ref());
-    let m = summary_metrics(&cand_runs, cfg.hardware().as_ref());
+    let m = summary_metrics(&cand_runs, c.cfg.hardware().as_ref());
     let hlo = records.iter().rev().filter(|r| r.side == Side::Candidate).find_map(|r| r.hlo_stats.as_ref());
     let value = metrics::median(&cand_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
     let incumbent_value = metrics::median(&inc_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
     let row = ResultRow {
-        id,
-        time: crate::store::now(),
-        commit: candidate.to_string(),
-        incumbent: incumbent.to_string(),
-        message: opts.message.clone(),
+        id: c.id,
+        time: crate::fsutil::now(),
+        commit: c.candidate.clone(),
+        incumbent: c.incumbent.clone(),
+        message: c.opts.message.clone(),
         status,
-        metric: cfg.score.metric.as_str().into(),
+        metric: c.cfg.score.metric.as_str().into(),
         value,
         incumbent_value,
-        delta_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.effect_pct, elasticity)),
-        ci_low_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_low_pct, elasticity)),
-        ci_high_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_high_pct, elasticity)),
+        delta_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.effect_pct, c.elasticity)),
+        ci_low_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_low_pct, c.elasticity)),
+        ci_high_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_high_pct, c.elasticity)),
         p_value: decision.as_ref().map(|d| d.p_value),
         score: m.as_ref().and_then(|m| m.score).or_else(|| reported_median(&cand_runs, |r| r.score)),
         latency_ms: m.as_ref().map(|m| m.latency_ms),
@@ -267,7 +368,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
             .or_else(|| cand_runs.iter().rev().find_map(|r| r.reported.as_ref().and_then(|x| x.regime.clone()))),
         gap_ms: m.as_ref().and_then(|m| m.gap_ms),
         runs: records.len() as u32,
-        wall_s: started.elapsed().as_secs_f64(),
+        wall_s: c.wall_s,
         latency_source: cand_runs.first().and_then(|r| r.latency_source.clone()),
         host_latency_ms: metrics::median(&cand_runs.iter().filter_map(|r| r.host_latency_ms).collect::<Vec<_>>()),
         kernel: cand_runs.iter().rev().find_map(|r| r.trace_kernel.as_ref().map(|k| k.name.clone())),
@@ -277,75 +378,31 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         hlo_copy: hlo.map(|h| h.copy as u32),
         hlo_fusion: hlo.map(|h| h.fusion as u32),
         hlo_custom_call: hlo.map(|h| h.custom_call as u32),
-        hypothesis: opts.hypothesis.clone().unwrap_or_default(),
-        tags: opts.tags.join(";"),
+        hypothesis: c.opts.hypothesis.clone().unwrap_or_default(),
+        tags: c.opts.tags.join(";"),
         note,
         p_threshold: decision.as_ref().map(|d| d.p_threshold),
         p_adjusted: decision.as_ref().map(|d| d.p_adjusted),
         speedup_pct: decision.as_ref().map(|d| d.effect_pct),
-        confirm_delta_pct: conf.map(|c| crate::stats::metric_pct(c.effect_pct, elasticity)),
-        confirm_ci_low_pct: conf.map(|c| crate::stats::metric_pct(c.ci_low_pct, elasticity)),
-        confirm_ci_high_pct: conf.map(|c| crate::stats::metric_pct(c.ci_high_pct, elasticity)),
+        confirm_delta_pct: conf.map(|k| crate::stats::metric_pct(k.effect_pct, c.elasticity)),
+        confirm_ci_low_pct: conf.map(|k| crate::stats::metric_pct(k.ci_low_pct, c.elasticity)),
+        confirm_ci_high_pct: conf.map(|k| crate::stats::metric_pct(k.ci_high_pct, c.elasticity)),
         noise_scale: decision.as_ref().map(|d| d.scale.clone()).unwrap_or_default(),
         noise_sd_pct: decision.as_ref().map(|d| d.noise_sd_pct),
     };
-
-    fault::point("before-decision");
-    entry.phase = journal::Phase::Decided;
-    entry.row = Some(row.clone());
-    journal::write(&state_dir, &entry)?;
-    fault::point("after-decision");
-    let discarded_ref = if status == Status::Keep {
-        state.incumbents.insert(branch.clone(), candidate.to_string());
-        state.save(&state_dir)?;
-        None
-    } else {
-        let r = revert(&repo, &id_str, candidate, incumbent, Some(&scan.edited)).map_err(|e| {
-            let fix = if bench::infra::says_no_space(&e.to_string()) { "free disk space, then " } else { "" };
-            let hint = format!("{fix}run `ratchet status`: it finishes the rollback (the decision is in the journal)");
-            if e.hint.is_none() {
-                e.hint(hint)
-            } else {
-                e
-            }
-        })?;
-        state.incumbents.insert(branch.clone(), incumbent.to_string());
-        state.save(&state_dir)?;
-        Some(r)
-    };
-    fault::point("before-append");
-    crate::signals::inject("before-append");
-    store.append_row(&row)?;
-    fault::point("after-append");
-    journal::clear(&state_dir)?;
-    if decision.is_some() {
-        // The residuals feed the next experiments' noise scale; losing them costs runs, never
-        // validity, so a failure to write is only a note.
-        if let Some(e) = history::entry(&row.time, &format!("experiment {id}"), &[&main_d, &confirm_d]) {
-            if let Err(err) = history::record(&state_dir, &noise_key, e) {
-                eprintln!("note: could not record the noise history: {}", err.message);
-            }
-        }
-    }
-    print_summary(&row, decision.as_ref(), discarded_ref.as_deref(), &records, elasticity);
-    if status == Status::Interrupted {
-        return Err(Error::interrupted().hint("the hypothesis was reverted and recorded as interrupted"));
-    }
-    if crate::signals::interrupted() {
-        // The signal came while the decision was being recorded: that finished, and the exit
-        // code still says the user stopped ratchet (a sweep stops here too).
-        return Err(Error::interrupted().hint(format!("experiment {id} was decided and recorded ({}) before stopping", status.as_str())));
-    }
-    if status == Status::Error {
-        return Err(Error::failure(format!("experiment {id} could not be decided: {}", row.note))
-            .hint("check that the incumbent's benchmark runs (its logs are under .ratchet/experiments/)"));
-    }
-    Ok(Outcome { row, decision, discarded_ref })
+    (row, decision)
 }
 
 /// Park the candidate under refs/ratchet/discarded/<id> (with any edits made meanwhile on top)
 /// and bring the branch and working tree back to the incumbent.
-fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid, edited: Option<&[String]>) -> Result<String> {
+fn revert(
+    repo: &Repo,
+    id: &str,
+    candidate: git2::Oid,
+    incumbent: git2::Oid,
+    edited: Option<&[String]>,
+    fx: &mut Effects,
+) -> Result<String> {
     let head = repo.head_oid()?;
     if head != candidate {
         let name = repo.mark_discarded(id, candidate)?;
@@ -361,7 +418,7 @@ fn revert(repo: &Repo, id: &str, candidate: git2::Oid, incumbent: git2::Oid, edi
     };
     let tip = match snapshot {
         Some(snap) => {
-            eprintln!("note: files changed while experiment {id} ran; they are saved in {}{id}", vcs::DISCARDED_PREFIX);
+            fx.note(format!("files changed while experiment {id} ran; they are saved in {}{id}", vcs::DISCARDED_PREFIX));
             snap
         }
         None => candidate,
@@ -450,95 +507,4 @@ fn summary_metrics(runs: &[&RunRecord], hw: Option<&crate::hardware::Hardware>) 
 
 fn reported_median(runs: &[&RunRecord], f: fn(&bench::protocol::LegacyResult) -> Option<f64>) -> Option<f64> {
     metrics::median(&runs.iter().filter_map(|r| r.reported.as_ref().and_then(f)).collect::<Vec<_>>())
-}
-
-fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>, records: &[RunRecord], elasticity: f64) {
-    let verdict = match row.status {
-        Status::Keep => "KEEP".to_string(),
-        s => s.as_str().to_uppercase(),
-    };
-    match d {
-        Some(d) => {
-            println!(
-                "  {verdict}: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}, {} noise scale ({:.2}% per pair): {}",
-                d.effect_pct,
-                d.ci_level * 100.0,
-                d.ci_low_pct,
-                d.ci_high_pct,
-                if elasticity != 1.0 {
-                    format!(" = {} {:+.2}%", row.metric, crate::stats::metric_pct(d.effect_pct, elasticity))
-                } else {
-                    String::new()
-                },
-                crate::stats::fmt_p(d.p_value),
-                crate::stats::fmt_p(d.p_threshold),
-                crate::stats::fmt_p(d.p_adjusted),
-                d.looks,
-                if d.looks == 1 { "" } else { "s" },
-                d.pairs,
-                d.confirmation.as_ref().map(|c| format!(" + {} confirmation pairs", c.pairs)).unwrap_or_default(),
-                d.scale,
-                d.noise_sd_pct,
-                d.reason
-            );
-            if let Some(c) = &d.confirmation {
-                println!(
-                    "  confirmation alone: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}] (the unbiased figure: the first phase stopped because it looked good)",
-                    c.effect_pct,
-                    d.ci_level * 100.0,
-                    c.ci_low_pct,
-                    c.ci_high_pct
-                );
-            }
-            if row.status == Status::Unconfirmed {
-                println!(
-                    "  to settle it: git cherry-pick --no-commit refs/ratchet/discarded/{} && ratchet \"{}\" --pairs {}",
-                    row.id,
-                    row.message.replace('"', "\\\""),
-                    2 * d.pairs.max(8)
-                );
-            }
-        }
-        None => println!("  {verdict}: {}", row.note),
-    }
-    if let (Some(v), Some(iv)) = (row.value, row.incumbent_value) {
-        println!("  {}: incumbent {} -> candidate {}", row.metric, crate::report::sig(iv, 4), crate::report::sig(v, 4));
-    }
-    let mut figs = vec![];
-    if let Some(l) = row.latency_ms {
-        figs.push(format!("latency {l:.3} ms ({})", row.latency_source.as_deref().unwrap_or("?")));
-    }
-    if let Some(u) = row.util_pct {
-        figs.push(format!("util {u:.1}%"));
-    }
-    if let Some(t) = row.tflops {
-        figs.push(format!("{t:.2} TFLOP/s"));
-    }
-    if let Some(i) = row.intensity {
-        figs.push(format!("intensity {i:.0} FLOPs/byte"));
-    }
-    if let Some(b) = row.bw_pct {
-        figs.push(format!("BW {b:.1}%"));
-    }
-    if let Some(r) = &row.regime {
-        figs.push(r.clone());
-    }
-    if let Some(g) = row.gap_ms {
-        figs.push(format!("gap {g:.3} ms"));
-    }
-    if !figs.is_empty() {
-        println!("  {}", figs.join(" | "));
-    }
-    if let (Some(dot), Some(exp), Some(red), Some(copy)) = (row.hlo_dot, row.hlo_exp, row.hlo_reduce, row.hlo_copy) {
-        let warn = if copy > 0 { "  (copies: possibly defensive copies from aliasing; see `ratchet inspect`)" } else { "" };
-        println!("  HLO: {dot} dot, {exp} exponential, {red} reduce, {copy} copy{warn}");
-    }
-    if let Some(r) = discarded {
-        println!("  reverted to {}; the hypothesis is kept at {r} (git show {r})", short(&row.incumbent));
-    } else if row.status == Status::Keep {
-        println!("  kept {} as the new incumbent", short(&row.commit));
-    }
-    if let Some(dir) = records.last().map(|r| r.out_dir.clone()).and_then(|p| p.parent().map(PathBuf::from)) {
-        println!("  runs: {} ({} processes, {:.1} s)", dir.display(), row.runs, row.wall_s);
-    }
 }

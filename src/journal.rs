@@ -4,6 +4,7 @@
 //! consistent incumbent, the hypothesis preserved, and no torn or duplicate results row.
 
 use crate::error::Result;
+use crate::error::WithPath;
 use crate::store::{ResultRow, State, Status, Store};
 use crate::vcs::short;
 use crate::vcs::{self, Repo};
@@ -44,10 +45,8 @@ pub fn path(state_dir: &Path) -> PathBuf {
     state_dir.join("journal.json")
 }
 
-/// Where the executor records the running benchmark's process group, for recovery to kill.
-pub fn pgid_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("run.pgid")
-}
+/// Moved to [`crate::layout`].
+pub use crate::layout::pgid_path;
 
 pub fn load(state_dir: &Path) -> Option<Entry> {
     let text = std::fs::read_to_string(path(state_dir)).ok()?;
@@ -57,7 +56,7 @@ pub fn load(state_dir: &Path) -> Option<Entry> {
 /// Record `entry` (atomically: a reader sees the old intent or the new one).
 pub fn write(state_dir: &Path, entry: &Entry) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(entry).expect("journal serializes");
-    crate::store::write_atomic(&path(state_dir), &bytes)
+    crate::fsutil::write_atomic(&path(state_dir), &bytes)
 }
 
 pub fn clear(state_dir: &Path) -> Result<()> {
@@ -88,8 +87,8 @@ pub fn allocate_id(repo: &Repo, store: &Store) -> Result<u64> {
         .max()
         .unwrap_or(0);
     let id = last.max(rows).max(parked) + 1;
-    std::fs::create_dir_all(repo.common_state_dir())?;
-    crate::store::write_atomic(&counter, id.to_string().as_bytes())?;
+    std::fs::create_dir_all(repo.common_state_dir()).with_path(repo.common_state_dir())?;
+    crate::fsutil::write_atomic(&counter, id.to_string().as_bytes())?;
     Ok(id)
 }
 
@@ -100,7 +99,7 @@ pub fn release_id(repo: &Repo, id: u64) -> Result<()> {
     let counter = repo.common_state_dir().join("last-id");
     let last = std::fs::read_to_string(&counter).ok().and_then(|t| t.trim().parse::<u64>().ok());
     if last == Some(id) {
-        crate::store::write_atomic(&counter, (id - 1).to_string().as_bytes())?;
+        crate::fsutil::write_atomic(&counter, (id - 1).to_string().as_bytes())?;
     }
     Ok(())
 }

@@ -9,27 +9,38 @@ pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod error;
+pub mod events;
 pub mod experiment;
 pub mod fault;
+pub mod fsutil;
 pub mod hardware;
 pub mod journal;
+pub mod layout;
 pub mod lock;
 pub mod metrics;
+pub mod outcome;
 pub mod output;
 pub mod plot;
 pub mod pyhelper;
 pub mod report;
+pub mod safe_read;
 pub mod session;
 pub mod signals;
 pub mod stats;
 pub mod store;
 pub mod sweep;
 pub mod trace;
+pub mod ui;
+pub mod units;
 pub mod vcs;
+pub mod workspace;
 
 use clap::Parser;
 use cli::{Cli, Command};
 use error::{Error, Result};
+use events::Effects;
+use signals::Cancel;
+use workspace::{command_line, Locked, Workspace};
 
 /// Parse the command line and run it; returns the process exit code.
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
@@ -60,8 +71,9 @@ fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Status) => commands::status::run(&dir),
         Some(Command::Sweep(a)) => {
             signals::install()?;
-            let _lock = lock_repo(&dir)?;
-            commands::sweep::run(&dir, &a)
+            let mut ui = ui::Text::new();
+            let ws = lock_repo(&dir, &mut ui)?;
+            commands::sweep::run(&dir, &ws, &a, &mut Effects::new(&mut ui, Cancel::signals()))
         }
         Some(Command::Show(a)) => commands::show::run(&dir, &a),
         Some(Command::Plot(a)) => commands::plot::run(&dir, &a),
@@ -76,7 +88,10 @@ fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Simulate(a)) => commands::simulate::run(&dir, &a),
         Some(Command::Calibrate(a)) => {
             signals::install()?;
-            calibrate::run(&dir, &a, &mut bench::executor::ProcessExecutor)
+            let mut ui = ui::Text::new();
+            let ws = lock_repo(&dir, &mut ui)?;
+            let opts = calibrate::CalibrateOptions { pairs: a.pairs };
+            calibrate::run(&ws, &opts, &mut bench::executor::ProcessExecutor, &mut Effects::new(&mut ui, Cancel::signals()))
         }
         Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags),
         None => {
@@ -91,15 +106,16 @@ fn dispatch(cli: Cli) -> Result<()> {
 }
 
 /// Take the repo's lock for a command that changes the branch or the results.
-fn lock_repo(dir: &std::path::Path) -> Result<lock::RepoLock> {
-    let repo = vcs::Repo::discover(dir)?;
-    let args: Vec<String> = std::env::args().collect();
-    lock::RepoLock::for_repo(&repo, &args.join(" "))
+fn lock_repo(dir: &std::path::Path, events: &mut dyn events::Events) -> Result<Locked> {
+    Workspace::discover(dir)?.lock(&command_line(), events)
 }
 
 fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {
     signals::install()?;
-    let _lock = lock_repo(dir)?;
+    let mut ui = ui::Text::new();
+    let ws = lock_repo(dir, &mut ui)?;
+    let mut fx = Effects::new(&mut ui, Cancel::signals());
+    sweep::recover(&ws, &mut fx)?;
     let (message, deep_suffix) = experiment::split_deep_suffix(&message);
     let opts = experiment::Options {
         message,
@@ -108,6 +124,6 @@ fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::Experimen
         pairs: flags.pairs,
         ..Default::default()
     };
-    experiment::run(dir, &opts, &mut bench::executor::ProcessExecutor)?;
+    experiment::run(&ws, &opts, &mut bench::executor::ProcessExecutor, &mut fx)?.into_result()?;
     Ok(())
 }

@@ -4,6 +4,7 @@
 //! in the way, and a lock left by a dead process is reported as cleared. Every command that
 //! touches shared state (worktrees, journal, results, refs) holds it.
 
+use crate::error::WithPath;
 use crate::error::{Error, Kind, Result};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
@@ -19,20 +20,28 @@ pub struct Holder {
     pub command: String,
 }
 
+impl Holder {
+    /// What to tell the user when this dead holder's lock was cleared.
+    pub fn stale_note(&self) -> String {
+        format!("cleared a stale lock left by ratchet pid {} (started {}), which is no longer running", self.pid, self.started)
+    }
+}
+
 /// Held until dropped.
 #[derive(Debug)]
 pub struct RepoLock {
     file: File,
     path: PathBuf,
+    stale: Option<Holder>,
 }
 
 impl RepoLock {
     /// Take the lock of the repo whose state directory is `state_dir`, or fail with
     /// [`Kind::Locked`] naming the holder.
     pub fn acquire(state_dir: &Path, command: &str) -> Result<RepoLock> {
-        std::fs::create_dir_all(state_dir)?;
+        std::fs::create_dir_all(state_dir).with_path(state_dir)?;
         let path = state_dir.join("lock");
-        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).with_path(&path)?;
         let mut previous = String::new();
         let _ = file.read_to_string(&mut previous);
         let previous: Option<Holder> = serde_json::from_str(&previous).ok();
@@ -46,20 +55,27 @@ impl RepoLock {
             return Err(Error::new(Kind::Locked, format!("another ratchet is working on this repository: {who}"))
                 .hint("wait for it to finish, or stop it (Ctrl-C or kill PID: it rolls back cleanly)"));
         }
-        if let Some(h) = previous.filter(|h| h.pid != std::process::id() && !crate::bench::executor::alive(h.pid as i32)) {
-            eprintln!("note: cleared a stale lock left by ratchet pid {} (started {}), which is no longer running", h.pid, h.started);
-        }
-        let me = Holder { pid: std::process::id(), started: crate::store::now(), command: command.to_string() };
-        file.set_len(0)?;
-        file.rewind()?;
-        file.write_all(serde_json::to_string(&me).expect("holder serializes").as_bytes())?;
-        file.sync_data()?;
-        Ok(RepoLock { file, path })
+        // Reported by the caller (a note): the lock itself prints nothing.
+        let stale = previous.filter(|h| h.pid != std::process::id() && !crate::bench::executor::alive(h.pid as i32));
+        let me = Holder { pid: std::process::id(), started: crate::fsutil::now(), command: command.to_string() };
+        let write = |file: &mut File| -> std::io::Result<()> {
+            file.set_len(0)?;
+            file.rewind()?;
+            file.write_all(serde_json::to_string(&me).expect("holder serializes").as_bytes())?;
+            file.sync_data()
+        };
+        write(&mut file).with_path(&path)?;
+        Ok(RepoLock { file, path, stale })
     }
 
     /// Take the lock of `repo` (all its worktrees).
     pub fn for_repo(repo: &crate::vcs::Repo, command: &str) -> Result<RepoLock> {
         Self::acquire(&repo.common_state_dir(), command)
+    }
+
+    /// The holder recorded by a process that died holding the lock, if this acquisition cleared one.
+    pub fn stale(&self) -> Option<&Holder> {
+        self.stale.as_ref()
     }
 
     pub fn path(&self) -> &Path {
@@ -96,6 +112,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join("lock"), r#"{"pid":999999999,"started":"yesterday","command":"ratchet x"}"#).unwrap();
         let lock = RepoLock::acquire(d.path(), "ratchet y").unwrap();
+        assert_eq!(lock.stale().map(|h| h.pid), Some(999999999));
         let text = std::fs::read_to_string(lock.path()).unwrap();
         assert!(text.contains(&std::process::id().to_string()));
     }

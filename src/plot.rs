@@ -354,7 +354,7 @@ pub fn html(rows: &[ResultRow], hw: Option<&Hardware>, title: &str) -> DrawResul
         "<p>{} experiments, {kept} kept ({}); {runs} benchmark runs, {}.</p>\n",
         rows.len(),
         esc(&crate::report::status_counts(rows)),
-        crate::sweep::fmt_duration(wall)
+        crate::units::fmt_duration(wall)
     ));
     if let Some(g) = crate::report::gain_line(rows) {
         o.push_str(&format!("<p><b>{}</b></p>\n", esc(&g)));

@@ -14,7 +14,7 @@ pub fn install(state_dir: &Path) -> Result<PathBuf> {
     let dir = state_dir.join("python");
     let path = dir.join(FILE_NAME);
     if std::fs::read_to_string(&path).ok().as_deref() != Some(SOURCE) {
-        crate::store::write_atomic(&path, SOURCE.as_bytes())?;
+        crate::fsutil::write_atomic(&path, SOURCE.as_bytes())?;
     }
     Ok(dir)
 }

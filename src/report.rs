@@ -18,17 +18,8 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map(|x| sig(x, digits)).unwrap_or_else(|| "-".into())
 }
 
-/// `x` with `digits` decimals, or more when that would hide a small value's leading figures.
-pub fn sig(x: f64, digits: usize) -> String {
-    let a = x.abs();
-    if a == 0.0 || a >= 1.0 || !a.is_finite() {
-        return format!("{x:.digits$}");
-    }
-    // Keep three significant figures for values below 1.
-    let lead = (-a.log10()).floor() as usize;
-    let d = digits.max(lead + 3).min(12);
-    format!("{x:.d$}")
-}
+/// Moved to [`crate::units`]; re-exported so `report::sig` keeps working.
+pub use crate::units::sig;
 
 fn delta(r: &ResultRow) -> String {
     match (r.delta_pct, r.ci_low_pct, r.ci_high_pct) {
@@ -216,7 +207,7 @@ pub fn table(view: &View, color: bool) -> String {
     if let Some(g) = gain_line(all) {
         out.push_str(&format!("; {g}"));
     }
-    out.push_str(&format!("\n{runs} benchmark runs, {} of experiments", crate::sweep::fmt_duration(wall)));
+    out.push_str(&format!("\n{runs} benchmark runs, {} of experiments", crate::units::fmt_duration(wall)));
     if !view.filter.is_empty() && !view.shown.is_empty() {
         out.push_str(&format!("\nshowing {} of {} ({})", view.shown.len(), all.len(), view.filter));
     }

@@ -1,15 +1,16 @@
 //! An interleaved measuring session: runs the incumbent and the candidate as fresh benchmark
 //! processes, one pair at a time in the order asked for (AB or BA), re-running (a bounded
 //! number of times) a run that the benchmark marks as throttled. Shared by experiments and
-//! `ratchet calibrate`; the decision procedure decides which pairs to ask for.
+//! `ratchet calibrate`; the decision procedure decides which pairs to ask for. It prints
+//! nothing: each run's start and end are events (the command line draws the progress bar).
 
 use crate::bench::executor::Executor;
 use crate::bench::{self, RunContext, RunRecord, RunStatus, Side};
 use crate::config::Config;
 use crate::error::Result;
+use crate::events::{Event, Events};
+use crate::signals::Cancel;
 use crate::store::{Status, Store};
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 /// Why a session cannot go on.
@@ -31,10 +32,13 @@ pub struct Checkout<'a> {
     pub commit: String,
 }
 
-/// Where a session's runs go and what they get.
+/// Where a session's runs go and what they get. Built as a struct, then [`Session::start`]ed.
 pub struct Session<'a> {
     pub cfg: &'a Config,
     pub exec: &'a mut dyn Executor,
+    pub events: &'a mut dyn Events,
+    /// Stops the session (and its running benchmark) when set.
+    pub cancel: Cancel,
     pub id: &'a str,
     pub runs_dir: PathBuf,
     pub repo_root: &'a Path,
@@ -47,29 +51,14 @@ pub struct Session<'a> {
     pub candidate: Checkout<'a>,
     /// Every run, superseded throttled ones included, in order.
     pub records: Vec<RunRecord>,
-    pb: ProgressBar,
-    plain: bool,
 }
 
 impl<'a> Session<'a> {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        cfg: &'a Config,
-        exec: &'a mut dyn Executor,
-        id: &'a str,
-        runs_dir: PathBuf,
-        repo_root: &'a Path,
-        state_dir: &'a Path,
-        python_dir: &'a Path,
-        deep: bool,
-        store: Option<&'a Store>,
-        incumbent: Checkout<'a>,
-        candidate: Checkout<'a>,
-        max_runs: usize,
-    ) -> Self {
-        let pb = progress_bar(max_runs as u64);
-        let plain = pb.is_hidden();
-        Session { cfg, exec, id, runs_dir, repo_root, state_dir, python_dir, deep, store, incumbent, candidate, records: vec![], pb, plain }
+    /// Announce the session: it runs about `max_runs` benchmark processes (more when runs are
+    /// repeated).
+    pub fn start(self, max_runs: usize) -> Self {
+        self.events.emit(Event::SessionStarted { max_runs });
+        self
     }
 
     /// Measure one pair in the given order; returns the indices in `records` of the incumbent's
@@ -117,7 +106,7 @@ impl<'a> Session<'a> {
                     (_, Side::Incumbent) => Stop::Incumbent(err),
                 }));
             }
-            if crate::signals::interrupted() {
+            if self.cancel.is_cancelled() {
                 // The run finished before the signal: it is a sample like any other, so it is
                 // recorded before the session stops.
                 if let Some(store) = self.store {
@@ -131,12 +120,7 @@ impl<'a> Session<'a> {
                 if let Some(store) = self.store {
                     store.append_run(&self.records[i])?;
                 }
-                eprintln!(
-                    "  run {} ({}) was throttled; running it again ({attempt}/{})",
-                    i + 1,
-                    side.as_str(),
-                    self.cfg.benchmark.throttle_reruns
-                );
+                self.events.emit(Event::RunRepeated { run: i, side, attempt, max: self.cfg.benchmark.throttle_reruns });
                 continue;
             }
             if let Some(store) = self.store {
@@ -155,7 +139,7 @@ impl<'a> Session<'a> {
         if bench::infra::says_no_space(&err) {
             return Ok(Some(Stop::Infrastructure(format!("the {} run failed for lack of disk space: {err}", side.as_str()))));
         }
-        if rec.status != RunStatus::Crash || crate::signals::interrupted() {
+        if rec.status != RunStatus::Crash || self.cancel.is_cancelled() {
             return Ok(None);
         }
         let (code, signal) = (rec.exit_code, rec.signal);
@@ -163,7 +147,7 @@ impl<'a> Session<'a> {
             Side::Candidate => Side::Incumbent,
             Side::Incumbent => Side::Candidate,
         };
-        eprintln!("  the {} crashed; running the {} once to tell a broken set-up from a broken hypothesis", side.as_str(), other.as_str());
+        self.events.emit(Event::CrossCheck { crashed: side, other });
         let j = self.run_once(other, &format!("{label}, cross-check"))?;
         if let Some(store) = self.store {
             store.append_run(&self.records[j])?;
@@ -191,7 +175,7 @@ impl<'a> Session<'a> {
             Side::Candidate => &self.candidate,
             Side::Incumbent => &self.incumbent,
         };
-        self.pb.set_message(format!("{label}: {}", side.as_str()));
+        self.events.emit(Event::RunStarted { run, side, label: label.to_string() });
         let ctx = RunContext {
             experiment: self.id,
             run,
@@ -204,34 +188,21 @@ impl<'a> Session<'a> {
             python_dir: self.python_dir,
             deep: self.deep,
         };
-        let rec = bench::measure(self.exec, self.cfg, &ctx)?;
-        if self.pb.length().is_some_and(|l| l <= run as u64) {
-            self.pb.inc_length(2);
-        }
-        self.pb.inc(1);
-        if self.plain {
-            let v = rec.latency_ms.map(|l| format!("{l:.3} ms")).unwrap_or_else(|| rec.status.as_str().to_string());
-            eprintln!("  run {} {:<9} {} ({:.1} s) [{label}]", run + 1, side.as_str(), v, rec.wall_s);
-        }
+        let rec = bench::measure_with(self.exec, self.cfg, &ctx, &self.cancel)?;
+        self.events.emit(Event::RunFinished {
+            run,
+            side,
+            label: label.to_string(),
+            status: rec.status,
+            latency_ms: rec.latency_ms,
+            value: rec.value,
+            wall_s: rec.wall_s,
+        });
         self.records.push(rec);
         Ok(run)
     }
 
-    pub fn finish(&self) {
-        self.pb.finish_and_clear();
+    pub fn finish(&mut self) {
+        self.events.emit(Event::SessionFinished);
     }
-}
-
-fn progress_bar(total: u64) -> ProgressBar {
-    if !std::io::stdout().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(total);
-    pb.set_style(
-        ProgressStyle::with_template("  {spinner} [{elapsed_precise}] {bar:24.cyan/blue} run {pos}/{len} (at most) {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    pb.enable_steady_tick(std::time::Duration::from_millis(200));
-    pb
 }

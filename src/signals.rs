@@ -8,9 +8,45 @@ use std::sync::OnceLock;
 
 static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
+fn flag() -> &'static Arc<AtomicBool> {
+    FLAG.get_or_init(|| Arc::new(AtomicBool::new(false)))
+}
+
+/// A cancellation token: what the core polls to stop cleanly (kill the benchmark, roll back,
+/// record). [`Cancel::signals`] is set by SIGINT, SIGTERM and SIGHUP; [`Cancel::new`] only by
+/// [`Cancel::cancel`] (tests, a scheduler stopping one experiment).
+#[derive(Debug, Clone)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// The token the signals set (once [`install`] has run).
+    pub fn signals() -> Cancel {
+        Cancel(Arc::clone(flag()))
+    }
+
+    /// A token of its own, set only by [`Cancel::cancel`].
+    pub fn new() -> Cancel {
+        Cancel(Arc::new(AtomicBool::new(false)))
+    }
+
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl Default for Cancel {
+    fn default() -> Self {
+        Cancel::new()
+    }
+}
+
 /// Route SIGINT, SIGTERM and SIGHUP to the flag. Idempotent.
 pub fn install() -> std::io::Result<()> {
-    let flag = FLAG.get_or_init(|| Arc::new(AtomicBool::new(false)));
+    let flag = flag();
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP] {
         signal_hook::flag::register(sig, Arc::clone(flag))?;
     }

@@ -3,6 +3,7 @@
 //! the incumbent in `.ratchet/state.json`.
 
 use crate::bench::RunRecord;
+use crate::error::WithPath;
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -191,10 +192,9 @@ pub struct ResultRow {
     pub noise_sd_pct: Option<f64>,
 }
 
-/// The current time as results and state files record it (RFC 3339, UTC, whole seconds).
-pub fn now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
+use crate::fsutil::write_atomic_then;
+/// Moved to [`crate::fsutil`]; re-exported so `store::now` and `store::write_atomic` keep working.
+pub use crate::fsutil::{now, write_atomic};
 
 impl ResultRow {
     /// A row with no measurement (skipped, or interrupted before a decision): figures empty,
@@ -291,10 +291,10 @@ impl Store {
     /// Append a row: the whole file is written to a temporary file and renamed over the old one,
     /// so readers see the old table or the new one, never half a row.
     pub fn append_row(&self, row: &ResultRow) -> Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+        std::fs::create_dir_all(&self.dir).with_path(&self.dir)?;
         // Temporary files of an append that was killed before its rename.
         let stale = format!(".{RESULTS_CSV}.tmp.");
-        for e in std::fs::read_dir(&self.dir)?.flatten() {
+        for e in std::fs::read_dir(&self.dir).with_path(&self.dir)?.flatten() {
             if e.file_name().to_string_lossy().starts_with(&stale) {
                 let _ = std::fs::remove_file(e.path());
             }
@@ -312,14 +312,14 @@ impl Store {
     /// Append one raw run to runs.jsonl in a single write. A torn last line left by a crash is cut
     /// off first, so the file stays one JSON object per line.
     pub fn append_run(&self, rec: &RunRecord) -> Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+        std::fs::create_dir_all(&self.dir).with_path(&self.dir)?;
         let mut line = serde_json::to_vec(rec).map_err(|e| Error::failure(format!("cannot encode a run: {e}")))?;
         line.push(b'\n');
         let path = self.runs_path();
-        let mut f = std::fs::OpenOptions::new().read(true).append(true).create(true).open(&path)?;
+        let mut f = std::fs::OpenOptions::new().read(true).append(true).create(true).open(&path).with_path(&path)?;
         truncate_torn_tail(&mut f)?;
-        f.write_all(&line)?;
-        f.sync_data()?;
+        f.write_all(&line).with_path(&path)?;
+        f.sync_data().with_path(&path)?;
         Ok(())
     }
 
@@ -376,29 +376,6 @@ fn truncate_torn_tail(f: &mut std::fs::File) -> Result<()> {
         None => return Ok(()), // one enormous line: leave it, readers skip it
     };
     f.set_len(keep)?;
-    Ok(())
-}
-
-/// Write `bytes` to `path` through a temporary file in the same directory and a rename.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    write_atomic_then(path, bytes, || {})
-}
-
-/// [`write_atomic`], calling `before_rename` once the temporary file is complete.
-fn write_atomic_then(path: &Path, bytes: &[u8], before_rename: impl FnOnce()) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{}.tmp.{}", path.file_name().unwrap().to_string_lossy(), std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    before_rename();
-    std::fs::rename(&tmp, path)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
     Ok(())
 }
 

@@ -276,8 +276,9 @@ impl Repo {
 
     /// Refuse to commit where git would run hooks or sign the commit, unless the user said, by a
     /// git config switch, that hypothesis commits may go without: libgit2 does neither, and
-    /// ratchet never skips them silently.
-    pub fn check_commit_policy(&self) -> Result<()> {
+    /// ratchet never skips them silently. Returns the notes to tell the user (what is skipped).
+    pub fn check_commit_policy(&self) -> Result<Vec<String>> {
+        let mut notes = vec![];
         let cfg = self.repo.config()?;
         let on = |k: &str| cfg.get_bool(k).unwrap_or(false);
         let hooks = match cfg.get_path("core.hooksPath") {
@@ -292,7 +293,7 @@ impl Repo {
                 continue;
             }
             if on(SKIP_HOOKS_KEY) {
-                eprintln!("note: hypothesis commits do not run the {name} hook ({}), as {SKIP_HOOKS_KEY} says", h.display());
+                notes.push(format!("hypothesis commits do not run the {name} hook ({}), as {SKIP_HOOKS_KEY} says", h.display()));
                 continue;
             }
             return Err(Error::repo(format!(
@@ -310,9 +311,9 @@ impl Repo {
                     "let hypothesis commits be unsigned: git config {UNSIGNED_KEY} true (or git config commit.gpgsign false here)"
                 )));
             }
-            eprintln!("note: hypothesis commits are not signed, although commit.gpgsign is set ({UNSIGNED_KEY})");
+            notes.push(format!("hypothesis commits are not signed, although commit.gpgsign is set ({UNSIGNED_KEY})"));
         }
-        Ok(())
+        Ok(notes)
     }
 
     /// The message of a hypothesis commit must be storable as git writes it.
@@ -410,7 +411,7 @@ impl Repo {
             text.push('\n');
         }
         std::fs::create_dir_all(path.parent().unwrap())?;
-        crate::store::write_atomic(&path, text.as_bytes())
+        crate::fsutil::write_atomic(&path, text.as_bytes())
     }
 
     /// Tracked files whose content differs from HEAD (what a revert would overwrite).

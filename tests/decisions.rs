@@ -1,6 +1,8 @@
-//! The sequential decision end to end on the fake benchmark: early keep, futility, inconclusive,
-//! a failed confirmation, no-op on identical HLO, the physics gate, throttled re-runs and
-//! `ratchet calibrate`. The fake benchmark reports latencies without sleeping, so these are fast.
+//! The sequential decision end to end on the binary and the fake benchmark, where the command
+//! line is part of the case: inconclusive and a failed confirmation (with `ratchet results`),
+//! `ratchet calibrate` and `ratchet simulate`. The early keep, futility, no-op on identical HLO,
+//! the physics gate and throttled re-runs run in-process on the mock executor
+//! (tests/issue12_inprocess.rs).
 
 mod support;
 
@@ -10,31 +12,6 @@ use support::TestRepo;
 /// Latency decides (lower is better), 4 to `max` pairs, 4 confirmation pairs.
 fn latency_config(max: u32) -> String {
     support::DEFAULT_CONFIG.replace("max_pairs = 8", &format!("max_pairs = {max}")) + "[score]\nmetric = \"latency\"\n"
-}
-
-#[test]
-fn big_gain_is_kept_early_and_confirmed() {
-    let t = TestRepo::with_config(&latency_config(16));
-    t.write("fake.env", "FAKE_LATENCY_MS=8\n");
-    t.ratchet().arg("experiment: 20% faster").assert().success().stdout(predicate::str::contains("confirmed by 4 pairs"));
-    let r = &t.rows()[0];
-    assert_eq!(r["status"], "keep", "{r:?}");
-    // 4 pairs at the first look, well under the budget of 16, plus 4 confirmation pairs.
-    assert_eq!(r["runs"], "16");
-    assert!(r["delta_pct"].parse::<f64>().unwrap() > 15.0);
-}
-
-#[test]
-fn a_loss_stops_for_futility_at_the_first_look() {
-    let t = TestRepo::with_config(&latency_config(16));
-    let base = t.head();
-    t.write("fake.env", "FAKE_LATENCY_MS=10.5\n");
-    t.ratchet().arg("experiment: slower").assert().success();
-    let r = &t.rows()[0];
-    assert_eq!(r["status"], "revert");
-    assert_eq!(r["runs"], "8");
-    assert!(r["note"].contains("no worthwhile gain"), "{}", r["note"]);
-    assert_eq!(t.head(), base);
 }
 
 #[test]
@@ -72,49 +49,6 @@ fn failed_confirmation_is_not_kept() {
     assert_eq!(r["runs"], "16");
     assert_eq!(t.head(), base);
     t.ratchet().args(["results", "--status", "unconfirmed"]).assert().success().stdout(predicate::str::contains("a fluke"));
-}
-
-#[test]
-fn identical_hlo_is_a_no_op_after_one_pair() {
-    let t = TestRepo::new();
-    let base = t.head();
-    t.write("fake.env", "FAKE_LATENCY_MS=10\n# a comment that cannot change the kernel\n");
-    t.ratchet()
-        .env("FAKE_HLO", "HloModule jit_kernel\nENTRY main { ROOT x = f32[] constant(1) }\n")
-        .arg("experiment: comment")
-        .assert()
-        .success();
-    let r = &t.rows()[0];
-    assert_eq!(r["status"], "no-op", "{r:?}");
-    assert_eq!(r["runs"], "2");
-    assert!(r["note"].contains("byte-identical"), "{}", r["note"]);
-    assert_eq!(t.head(), base);
-}
-
-#[test]
-fn a_run_beating_the_roofline_is_invalid() {
-    let t = TestRepo::new();
-    let base = t.head();
-    // 1e13 FLOPs in 5 ms is 2000 TFLOP/s on a 197 TFLOP/s chip.
-    t.write("fake.env", "FAKE_LATENCY_MS=5\nFAKE_FLOPS=1e13\n");
-    t.ratchet().arg("experiment: too good").assert().success();
-    let r = &t.rows()[0];
-    assert_eq!(r["status"], "invalid");
-    assert!(r["note"].contains("physics gate") && r["note"].contains("of peak FLOP/s"), "{}", r["note"]);
-    assert_eq!(t.head(), base);
-}
-
-#[test]
-fn throttled_runs_are_run_again_a_bounded_number_of_times() {
-    let t = TestRepo::with_config(&support::DEFAULT_CONFIG.replace("timeout_s = 20", "timeout_s = 20\nthrottle_reruns = 1"));
-    t.write("fake.env", "FAKE_LATENCY_MS=12\nFAKE_THROTTLED=1\n");
-    t.ratchet().arg("experiment: throttled").assert().success();
-    let runs = t.runs();
-    let superseded = runs.iter().filter(|r| r["superseded"] == true).count();
-    // Only the candidate reports throttling: each of its 4 runs once more, the first one superseded.
-    assert_eq!(superseded, 4, "{runs:?}");
-    assert_eq!(t.rows()[0]["runs"], "12");
-    assert_eq!(t.rows()[0]["status"], "revert");
 }
 
 #[test]

@@ -39,6 +39,8 @@ pub struct RunSpec {
     /// Where to record the run's process group while it runs, so that a ratchet started after
     /// this one died can kill what it left behind.
     pub pgid_file: Option<PathBuf>,
+    /// Interrupts the run (SIGTERM, then SIGKILL after a short grace) when set.
+    pub cancel: crate::signals::Cancel,
 }
 
 /// How a run ended.
@@ -110,7 +112,7 @@ fn write_record(path: &Path, rec: &RunRecordFile) -> std::io::Result<()> {
 impl Executor for ProcessExecutor {
     fn run(&mut self, spec: &RunSpec) -> std::io::Result<RunOutput> {
         become_subreaper();
-        std::fs::create_dir_all(&spec.log_dir)?;
+        std::fs::create_dir_all(&spec.log_dir).map_err(crate::fsutil::io_at(&spec.log_dir))?;
         let stdout_path = spec.log_dir.join("stdout.log");
         let stderr_path = spec.log_dir.join("stderr.log");
         let token = new_token();
@@ -155,7 +157,7 @@ impl Executor for ProcessExecutor {
             if let Some(status) = child.try_wait()? {
                 break status_exit(&status);
             }
-            if crate::signals::interrupted() {
+            if spec.cancel.is_cancelled() {
                 stop_group(&mut child, pgid, INTERRUPT_GRACE.min(spec.grace))?;
                 break Exit::Interrupted;
             }
@@ -530,6 +532,7 @@ mod tests {
             timeout: Duration::from_millis(timeout_ms),
             grace: Duration::from_millis(200),
             pgid_file: None,
+            cancel: crate::signals::Cancel::new(),
         }
     }
 

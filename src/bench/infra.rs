@@ -1,13 +1,11 @@
 //! Telling the machine's faults from the hypothesis's: a preflight before anything is committed
 //! (the benchmark command exists, its Python imports what its script imports, the disk has room),
-//! and, when measuring fails for a reason that is not the hypothesis's (no space left, the
-//! incumbent failing exactly like the candidate), giving the hypothesis back uncommitted with
-//! nothing recorded and no experiment id used.
+//! and telling, when measuring fails, whether the reason is the hypothesis's or the machine's
+//! (no space left, the incumbent failing exactly like the candidate; `experiment::give_back`
+//! then gives the hypothesis back uncommitted with nothing recorded and no experiment id used).
 
 use crate::config::Config;
 use crate::error::{Error, Kind, Result};
-use crate::store::Store;
-use crate::vcs::Repo;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -131,7 +129,7 @@ fn check_python(cfg: &Config, exe: &Path, root: &Path, python_dir: &Path) -> Res
         .map(|w| root.join(w));
     let modules = script
         .as_deref()
-        .and_then(|p| crate::bench::safe_read::read_text_capped(p, 16 << 20).ok())
+        .and_then(|p| crate::safe_read::read_text_capped(p, 16 << 20).ok())
         .map(|t| top_level_imports(&t))
         .unwrap_or_default();
     let probe = "import importlib.util, sys\nmissing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]\nprint(' '.join(missing))\n";
@@ -206,39 +204,6 @@ pub fn fix_for(why: &str) -> &'static str {
         "install the missing Python module into the benchmark's interpreter"
     } else {
         "the benchmark fails the same way without the hypothesis: repair the set-up (run the [benchmark] command by hand on the incumbent)"
-    }
-}
-
-/// Undo an experiment that failed for the machine's reasons: the branch goes back to the
-/// incumbent with the hypothesis's changes left in the work tree, uncommitted (a mixed reset),
-/// its runs are dropped, and its journal cleared, so no id is used up. Returns the error to exit with.
-pub fn give_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candidate: git2::Oid, incumbent: git2::Oid, why: &str) -> Error {
-    let undo = || -> Result<()> {
-        if repo.head_oid()? == candidate {
-            let target = repo.repo.find_object(incumbent, None)?;
-            repo.repo.reset(&target, git2::ResetType::Mixed, None)?;
-        }
-        store.drop_runs(id)?;
-        crate::journal::clear(state_dir)?;
-        // Nothing names this id any more (no row, no parked ref): it is not used up.
-        if let Ok(n) = id.parse::<u64>() {
-            crate::journal::release_id(repo, n)?;
-        }
-        Ok(())
-    };
-    let logs = state_dir.join("experiments").join(id);
-    let hint = format!(
-        "{}; then run the same command again. The hypothesis is back in the work tree, uncommitted; nothing was recorded \
-         (the runs' logs are in {})",
-        fix_for(why),
-        logs.display()
-    );
-    match undo() {
-        Ok(()) => Error::new(Kind::Infrastructure, format!("not the hypothesis's fault: {why}")).hint(hint),
-        Err(e) => {
-            Error::new(Kind::Infrastructure, format!("not the hypothesis's fault: {why}; and giving the hypothesis back failed: {e}"))
-                .hint(format!("{}; then run `ratchet status`, which rolls the experiment back", fix_for(why)))
-        }
     }
 }
 

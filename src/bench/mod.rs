@@ -3,8 +3,10 @@
 
 pub mod executor;
 pub mod infra;
+pub mod mock;
 pub mod protocol;
-pub mod safe_read;
+/// Moved to the ground floor ([`crate::safe_read`]): the trace parsers read through it too.
+pub use crate::safe_read;
 
 use crate::config::{Config, LatencySource, Metric};
 use crate::hardware::Hardware;
@@ -173,12 +175,22 @@ pub struct RunContext<'a> {
     pub deep: bool,
 }
 
-/// Run the benchmark once and read its report.
+/// Run the benchmark once and read its report; a stop signal interrupts it.
 pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::io::Result<RunRecord> {
+    measure_with(exec, cfg, ctx, &crate::signals::Cancel::signals())
+}
+
+/// [`measure`], interrupted when `cancel` is set.
+pub fn measure_with(
+    exec: &mut dyn Executor,
+    cfg: &Config,
+    ctx: &RunContext,
+    cancel: &crate::signals::Cancel,
+) -> std::io::Result<RunRecord> {
     if ctx.out_dir.exists() {
-        std::fs::remove_dir_all(&ctx.out_dir)?;
+        std::fs::remove_dir_all(&ctx.out_dir).map_err(crate::fsutil::io_at(&ctx.out_dir))?;
     }
-    std::fs::create_dir_all(&ctx.out_dir)?;
+    std::fs::create_dir_all(&ctx.out_dir).map_err(crate::fsutil::io_at(&ctx.out_dir))?;
     let b = &cfg.benchmark;
     let mut env: Vec<(String, String)> = b.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     let py = match std::env::var("PYTHONPATH") {
@@ -211,7 +223,8 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         log_dir: ctx.out_dir.clone(),
         timeout: Duration::from_secs_f64(b.timeout_s),
         grace: Duration::from_secs_f64(b.kill_grace_s),
-        pgid_file: Some(crate::journal::pgid_path(ctx.state_dir)),
+        pgid_file: Some(crate::layout::pgid_path(ctx.state_dir)),
+        cancel: cancel.clone(),
     };
     let out = exec.run(&spec)?;
     let mut rec = RunRecord {
@@ -219,7 +232,7 @@ pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::
         run: ctx.run,
         side: ctx.side,
         commit: ctx.commit.into(),
-        time: crate::store::now(),
+        time: crate::fsutil::now(),
         status: RunStatus::Ok,
         exit_code: None,
         signal: None,

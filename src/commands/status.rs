@@ -14,7 +14,10 @@ pub fn run(dir: &Path) -> Result<()> {
     let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
     let args: Vec<String> = std::env::args().collect();
     match crate::lock::RepoLock::for_repo(&repo, &args.join(" ")) {
-        Ok(_lock) => {
+        Ok(lock) => {
+            if let Some(h) = lock.stale() {
+                eprintln!("note: {}", h.stale_note());
+            }
             println!("no ratchet is running here");
             match crate::journal::recover(&repo, &store)? {
                 Some(what) => println!("recovered: {what}"),

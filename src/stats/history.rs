@@ -155,7 +155,7 @@ pub fn record(state_dir: &Path, command: &str, e: Entry) -> Result<()> {
         entries.drain(..entries.len() - MAX_ENTRIES);
     }
     let bytes = serde_json::to_vec_pretty(&f).expect("history serializes");
-    crate::store::write_atomic(&path(state_dir), &bytes)
+    crate::fsutil::write_atomic(&path(state_dir), &bytes)
 }
 
 /// One line for people: the scale in use and where it comes from.

@@ -10,9 +10,45 @@ pub mod rng;
 pub mod sequential;
 pub mod simulate;
 
-use crate::config::Direction;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// The metric that decides keep or revert.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Metric {
+    /// util x 100 / latency_ms (the article's fitness); higher is better.
+    #[default]
+    Score,
+    /// Median latency in ms; lower is better.
+    Latency,
+    /// Achieved TFLOP/s; higher is better.
+    Tflops,
+}
+
+impl Metric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Score => "score",
+            Metric::Latency => "latency",
+            Metric::Tflops => "tflops",
+        }
+    }
+    pub fn natural_direction(self) -> Direction {
+        match self {
+            Metric::Latency => Direction::Lower,
+            Metric::Score | Metric::Tflops => Direction::Higher,
+        }
+    }
+}
+
+/// Which way the deciding metric gets better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    Higher,
+    Lower,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -138,10 +174,10 @@ pub fn fmt_p(p: f64) -> String {
 /// 100 / latency, with util proportional to FLOPs / latency, goes as 1/latency^2 (2); latency
 /// and TFLOP/s as 1/latency (1). The procedure divides log-ratios by it, so `min_effect_pct`
 /// and every effect it reports are speed-ups, whatever the metric.
-pub fn elasticity(metric: crate::config::Metric) -> f64 {
+pub fn elasticity(metric: Metric) -> f64 {
     match metric {
-        crate::config::Metric::Score => 2.0,
-        crate::config::Metric::Latency | crate::config::Metric::Tflops => 1.0,
+        Metric::Score => 2.0,
+        Metric::Latency | Metric::Tflops => 1.0,
     }
 }
 

@@ -56,7 +56,7 @@ impl Spending {
 }
 
 /// The procedure's parameters (from `[decision]`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Params {
     /// Pairs before the first look.
     pub min_pairs: usize,

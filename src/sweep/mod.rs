@@ -14,11 +14,14 @@ pub mod hypothesis;
 
 use crate::bench::executor::Executor;
 use crate::config::{self, Config};
+use crate::error::WithPath;
 use crate::error::{Error, Result};
+use crate::events::{Effects, Event};
 use crate::experiment;
 use crate::store::{ResultRow, Status, Store};
 use crate::vcs::short;
-use crate::vcs::{self, Repo};
+use crate::vcs::Repo;
+use crate::workspace::{Locked, Workspace};
 use hypothesis::{FileChange, Hypothesis};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -29,7 +32,8 @@ const STATE_FILE: &str = "sweep.json";
 /// What the user asked for.
 #[derive(Debug, Clone, Default)]
 pub struct SweepOptions {
-    /// Hypothesis files (or directories of them); empty: `experiments/*.toml`.
+    /// Hypothesis files (or directories of them); empty: `experiments/*.toml`. A relative path
+    /// is taken from the repository's root (the command line makes them absolute first).
     pub paths: Vec<PathBuf>,
     /// Stop before an experiment that would start after this much wall time.
     pub max_wall: Option<Duration>,
@@ -71,13 +75,13 @@ impl SweepState {
                 Error::failure(format!("{} is unreadable: {e}", p.display())).hint("it is ratchet's own; delete it if the tree is clean")
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SweepState::default()),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e).with_path(&p),
         }
     }
 
     fn save(&self, state_dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(state_dir)?;
-        crate::store::write_atomic(&state_dir.join(STATE_FILE), &serde_json::to_vec_pretty(self).expect("state serializes"))
+        std::fs::create_dir_all(state_dir).with_path(state_dir)?;
+        crate::fsutil::write_atomic(&state_dir.join(STATE_FILE), &serde_json::to_vec_pretty(self).expect("state serializes"))
     }
 }
 
@@ -120,47 +124,25 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(total))
 }
 
-/// `1h02m`, `3m12s`, `4.2s`.
-pub fn fmt_duration(secs: f64) -> String {
-    let s = secs.max(0.0);
-    if s < 60.0 {
-        return format!("{s:.1}s");
-    }
-    let total = s.round() as u64;
-    let (h, m, sec) = (total / 3600, (total % 3600) / 60, total % 60);
-    if h > 0 {
-        format!("{h}h{m:02}m")
-    } else {
-        format!("{m}m{sec:02}s")
-    }
-}
+/// Moved to [`crate::units`]; re-exported so `sweep::fmt_duration` keeps working.
+pub use crate::units::fmt_duration;
 
-/// How a sweep ended.
-#[derive(Debug, Clone)]
-pub struct SweepOutcome {
-    /// The rows this invocation recorded.
-    pub rows: Vec<ResultRow>,
-    /// Hypotheses found already finished.
-    pub already_done: usize,
-    /// Hypotheses not started because the budget ran out.
-    pub not_started: usize,
-    pub stopped_by: Option<String>,
-}
+/// Moved to [`crate::outcome`].
+pub use crate::outcome::SweepOutcome;
 
-/// Run the sweep in the repo containing `dir`.
-pub fn run(dir: &Path, opts: &SweepOptions, exec: &mut dyn Executor) -> Result<SweepOutcome> {
+/// Run the sweep in the locked workspace.
+pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Result<SweepOutcome> {
     let started = Instant::now();
-    let repo = Repo::discover(dir)?;
+    let repo = &ws.repo;
     let root = repo.root().to_path_buf();
-    // Relative paths are the user's, from where they ran ratchet.
-    let paths: Vec<PathBuf> = opts.paths.iter().map(|p| if p.is_absolute() { p.clone() } else { dir.join(p) }).collect();
+    let paths: Vec<PathBuf> = opts.paths.iter().map(|p| if p.is_absolute() { p.clone() } else { root.join(p) }).collect();
     let hyps = hypothesis::collect(&root, &paths)?;
     let (branch, _) = repo.check_safe()?;
-    let cfg = Config::load(&config::path_in(&root))?;
+    let cfg = ws.config()?;
     repo.ensure_excludes()?;
-    let state_dir = repo.state_dir();
-    let store = Store::new(&root.join(vcs::RESULTS_DIR));
-    recover(&repo, &store, &state_dir)?;
+    let state_dir = ws.state_dir.clone();
+    let store = &ws.store;
+    recover(ws, fx)?;
     let dirty = repo.changes()?;
     if !dirty.is_empty() {
         return Err(Error::repo(format!(
@@ -174,17 +156,24 @@ pub fn run(dir: &Path, opts: &SweepOptions, exec: &mut dyn Executor) -> Result<S
     let done: std::collections::HashMap<String, u64> =
         rows.iter().filter(|r| !r.hypothesis.is_empty() && is_finished(r.status)).map(|r| (r.hypothesis.clone(), r.id)).collect();
     let todo = hyps.iter().filter(|h| !done.contains_key(&h.key())).count();
-    println!("sweep: {} hypotheses on {branch}, {} already done, {todo} to run{}", hyps.len(), hyps.len() - todo, budget_text(opts));
+    fx.emit(Event::SweepStarted {
+        branch: branch.clone(),
+        hypotheses: hyps.len(),
+        already_done: hyps.len() - todo,
+        to_run: todo,
+        max_wall_s: opts.max_wall.map(|w| w.as_secs_f64()),
+        max_runs: opts.max_runs,
+    });
     let mut out = SweepOutcome { rows: vec![], already_done: hyps.len() - todo, not_started: 0, stopped_by: None };
     let mut runs_spent: u64 = 0;
     let mut walls: Vec<f64> = vec![];
     let mut result: Result<()> = Ok(());
     for (i, h) in hyps.iter().enumerate() {
         if let Some(id) = done.get(&h.key()) {
-            println!("\n[{}/{}] {}: already done (experiment {id})", i + 1, hyps.len(), h.name);
+            fx.emit(Event::HypothesisDone { index: i, total: hyps.len(), name: h.name.clone(), id: *id });
             continue;
         }
-        if crate::signals::interrupted() {
+        if fx.cancel.is_cancelled() {
             result = Err(Error::interrupted().hint("start the sweep again to resume it"));
             break;
         }
@@ -195,44 +184,32 @@ pub fn run(dir: &Path, opts: &SweepOptions, exec: &mut dyn Executor) -> Result<S
             out.stopped_by = Some(why);
             break;
         }
-        println!("\n[{}/{}] {} ({})", i + 1, hyps.len(), h.name, fmt_duration(started.elapsed().as_secs_f64()));
-        match run_one(&repo, &store, &state_dir, &branch, &cfg, h, opts, exec) {
-            Ok(row) => {
+        fx.emit(Event::HypothesisStarted { index: i, total: hyps.len(), name: h.name.clone(), elapsed_s: started.elapsed().as_secs_f64() });
+        match run_one(ws, &state_dir, &branch, &cfg, h, opts, exec, fx) {
+            Ok((row, None)) => {
                 runs_spent += row.runs as u64;
                 if row.status != Status::Skipped {
                     walls.push(row.wall_s);
                 }
                 out.rows.push(row);
             }
-            Err(e) => {
+            Ok((row, Some(e))) => {
                 // The experiment recorded its row (interrupted, or an incumbent that cannot run):
                 // going on would only fail the same way, so the sweep stops here.
-                if let Some(r) = store.rows()?.into_iter().rev().find(|r| r.hypothesis == h.key()) {
-                    runs_spent += r.runs as u64;
-                    out.rows.push(r);
-                }
+                runs_spent += row.runs as u64;
+                out.rows.push(row);
+                result = Err(e);
+                break;
+            }
+            Err(e) => {
                 result = Err(e);
                 break;
             }
         }
     }
-    print_summary(&store, &out, runs_spent, started.elapsed().as_secs_f64());
+    let gain = store.rows().ok().and_then(|all| crate::report::gain_line(&all));
+    fx.emit(Event::SweepFinished { outcome: out.clone(), runs: runs_spent, wall_s: started.elapsed().as_secs_f64(), gain });
     result.map(|_| out)
-}
-
-fn budget_text(o: &SweepOptions) -> String {
-    let mut parts = vec![];
-    if let Some(w) = o.max_wall {
-        parts.push(format!("wall time {}", fmt_duration(w.as_secs_f64())));
-    }
-    if let Some(r) = o.max_runs {
-        parts.push(format!("{r} runs"));
-    }
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("; budget: {}", parts.join(", "))
-    }
 }
 
 /// Why the next experiment must not start, if it must not. The wall budget also refuses an
@@ -258,26 +235,29 @@ fn over_budget(o: &SweepOptions, elapsed: Duration, runs_spent: u64, next_runs: 
     None
 }
 
+/// One hypothesis: its recorded row, and the error that stops the sweep after it, if any
+/// (`Err`: nothing was recorded).
 #[allow(clippy::too_many_arguments)]
 fn run_one(
-    repo: &Repo,
-    store: &Store,
+    ws: &Locked,
     state_dir: &Path,
     branch: &str,
     cfg: &Config,
     h: &Hypothesis,
     opts: &SweepOptions,
     exec: &mut dyn Executor,
-) -> Result<ResultRow> {
+    fx: &mut Effects,
+) -> Result<(ResultRow, Option<Error>)> {
+    let (repo, store) = (&ws.repo, &ws.store);
     let started = Instant::now();
     let head = repo.head_oid()?;
-    let row_of = |status: Status, why: String| -> Result<ResultRow> {
+    let mut row_of = |status: Status, why: String| -> Result<(ResultRow, Option<Error>)> {
         // An id of its own, never reused (see journal::allocate_id).
         let id = crate::journal::allocate_id(repo, store)?;
         let row = ResultRow { status, ..skipped_row(id, head, cfg, h, why, started.elapsed().as_secs_f64()) };
         store.append_row(&row)?;
-        println!("  {}: {}", status.as_str().to_uppercase(), row.note);
-        Ok(row)
+        fx.emit(Event::Unmeasured { row: Box::new(row.clone()) });
+        Ok((row, None))
     };
     let plan = match h.plan(repo) {
         Ok(p) => p,
@@ -324,14 +304,18 @@ fn run_one(
         hypothesis: Some(h.key()),
         tags: h.tags.clone(),
     };
-    let res = experiment::run(repo.root(), &eopts, exec);
-    if res.is_err() && repo.head_oid()? == head {
+    let res = experiment::run(ws, &eopts, exec, fx);
+    let failed = match &res {
+        Ok(o) => o.error(),
+        Err(_) => None,
+    };
+    if (res.is_err() || failed.is_some()) && repo.head_oid()? == head {
         // run() reverts what it committed; anything it left uncommitted is the hypothesis's.
         undo_edit(repo, &plan.changes)?;
     }
     state.in_flight = None;
     state.save(state_dir)?;
-    Ok(res?.row)
+    Ok((res?.row, failed))
 }
 
 fn skipped_row(id: u64, head: git2::Oid, cfg: &Config, h: &Hypothesis, note: String, wall_s: f64) -> ResultRow {
@@ -372,15 +356,17 @@ fn undo_edit(repo: &Repo, changes: &[FileChange]) -> Result<Vec<String>> {
     Ok(undone)
 }
 
-/// Undo what a killed sweep left of the hypothesis in flight (see the module doc).
-fn recover(repo: &Repo, store: &Store, _state_dir: &Path) -> Result<()> {
+/// Finish or roll back what a stopped ratchet left: an unfinished experiment (the journal's),
+/// then a killed sweep's hypothesis in flight (see the module doc). Run before a sweep and
+/// before a single experiment, which must never commit a sweep's edit under its own message.
+pub fn recover(ws: &Workspace, fx: &mut Effects) -> Result<()> {
     // An experiment that had committed is the journal's to finish or roll back: it records the
     // row (`interrupted` unless decided), which the check below then sees.
-    if let Some(what) = crate::journal::recover(repo, store)? {
-        eprintln!("recovered: {what}");
+    if let Some(what) = crate::journal::recover(&ws.repo, &ws.store)? {
+        fx.emit(Event::Recovered { what });
     }
-    if let Some(what) = undo_stopped_sweep(repo, store)? {
-        eprintln!("recovered: {what}");
+    if let Some(what) = undo_stopped_sweep(&ws.repo, &ws.store)? {
+        fx.emit(Event::Recovered { what });
     }
     Ok(())
 }
@@ -443,39 +429,4 @@ pub fn undo_stopped_sweep(repo: &Repo, store: &Store) -> Result<Option<String>> 
     }
     SweepState::default().save(&state_dir)?;
     Ok(said)
-}
-
-fn print_summary(store: &Store, out: &SweepOutcome, runs: u64, wall: f64) {
-    println!("\nsweep summary");
-    for r in &out.rows {
-        let effect = match (r.delta_pct, r.ci_low_pct, r.ci_high_pct) {
-            (Some(d), Some(l), Some(h)) => format!("{} {d:+.1}% [{l:+.1}, {h:+.1}]", r.metric),
-            _ => r.note.lines().next().unwrap_or("").chars().take(70).collect(),
-        };
-        let name = r.hypothesis.split('@').next().unwrap_or("");
-        println!("  {:>4}  {:<11} {:<34} {effect}", r.id, r.status.as_str(), name);
-    }
-    let count = |s: Status| out.rows.iter().filter(|r| r.status == s).count();
-    let mut parts = vec![format!("{} kept", count(Status::Keep)), format!("{} reverted", count(Status::Revert))];
-    for s in [Status::Crash, Status::Timeout, Status::Invalid, Status::Skipped, Status::Interrupted, Status::Error] {
-        if count(s) > 0 {
-            parts.push(format!("{} {}", count(s), s.as_str()));
-        }
-    }
-    println!(
-        "  {} experiments this sweep ({}); {} already done; {runs} benchmark runs in {}",
-        out.rows.len(),
-        parts.join(", "),
-        out.already_done,
-        fmt_duration(wall)
-    );
-    if let Some(why) = &out.stopped_by {
-        println!("  stopped by the {why}; {} hypotheses not started (run the sweep again to go on)", out.not_started);
-    }
-    if let Ok(all) = store.rows() {
-        if let Some(line) = crate::report::gain_line(&all) {
-            println!("  {line}");
-        }
-    }
-    println!("  review: ratchet results | ratchet show ID | ratchet plot");
 }

@@ -135,7 +135,7 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
     });
     let hlo_from_text = match &hlo_path {
         Some(p) => {
-            let text = crate::bench::safe_read::read_text_capped(p, crate::bench::safe_read::MAX_HLO_BYTES)
+            let text = crate::safe_read::read_text_capped(p, crate::safe_read::MAX_HLO_BYTES)
                 .with_context(|| format!("cannot read the HLO text {}", p.display()))?;
             Some(hlo_stats_from_text(&text))
         }

@@ -107,7 +107,7 @@ fn us_to_ps(us: f64) -> i64 {
 /// The text of a `.trace.json.gz`: the one place the file is opened and inflated, never
 /// blocking on a non-regular file and stopping at a cap (a gzip bomb is an error naming it).
 fn read_trace_text(path: &Path) -> anyhow::Result<String> {
-    Ok(crate::bench::safe_read::read_gzip_text_capped(path, crate::bench::safe_read::MAX_TRACE_JSON_BYTES)?)
+    Ok(crate::safe_read::read_gzip_text_capped(path, crate::safe_read::MAX_TRACE_JSON_BYTES)?)
 }
 
 /// Reads and analyses a `.trace.json.gz`.

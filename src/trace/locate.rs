@@ -62,7 +62,7 @@ fn format_of(path: &Path) -> Option<CaptureFormat> {
 pub fn read_run_info(dir: &Path) -> anyhow::Result<RunInfo> {
     let path = dir.join(RESULT_FILE);
     // Never a blocking open nor an unbounded read: the benchmark wrote this file.
-    let text = crate::bench::safe_read::read_text_capped(&path, crate::bench::safe_read::MAX_RESULT_BYTES)?;
+    let text = crate::safe_read::read_text_capped(&path, crate::safe_read::MAX_RESULT_BYTES)?;
     serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))
 }
 

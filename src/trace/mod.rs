@@ -225,7 +225,7 @@ pub fn analyze_xplane_file(path: &Path, opts: &AnalyzeOptions) -> anyhow::Result
 }
 
 fn analyze_xplane_file_with(path: &Path, opts: &AnalyzeOptions, require_kernel: bool) -> anyhow::Result<TraceReport> {
-    use crate::bench::safe_read::{open_regular, too_big, MAX_TRACE_BYTES};
+    use crate::safe_read::{open_regular, too_big, MAX_TRACE_BYTES};
     // A regular file only, opened without blocking, and no bigger than the cap.
     let file = open_regular(path)?;
     let len = file.metadata().with_context(|| format!("cannot read {}", path.display()))?.len();

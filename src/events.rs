@@ -1,0 +1,118 @@
+//! What the core reports while it works: typed [`Event`]s into an [`Events`] sink. The core
+//! (experiment, session, sweep, calibrate) never prints; the command line renders the events as
+//! text with a progress bar ([`crate::ui::Text`]), and [`JsonLines`] writes them one JSON object
+//! a line. Tests collect them in a `Vec<Event>`.
+
+use crate::bench::{RunStatus, Side};
+use crate::outcome::{Outcome, SweepOutcome};
+use crate::signals::Cancel;
+use crate::stats::noise::NoiseFloor;
+use crate::stats::sequential::Params;
+use crate::store::ResultRow;
+use serde::Serialize;
+use std::path::PathBuf;
+
+/// One thing that happened. Serialized with its kind under `"event"` (snake case).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A recovery finished or rolled back what a stopped ratchet left behind.
+    Recovered { what: String },
+    /// Something the user should know that is not an error.
+    Note { text: String },
+    /// An experiment committed its hypothesis and starts measuring.
+    ExperimentStarted {
+        id: u64,
+        message: String,
+        branch: String,
+        candidate: String,
+        incumbent: String,
+        metric: String,
+        params: Params,
+        /// How the metric scales with speed (see `stats::elasticity`).
+        elasticity: f64,
+        /// Where the noise scale comes from (`stats::history::describe`).
+        history: String,
+    },
+    /// A measuring session starts; it runs at most about `max_runs` benchmark processes.
+    SessionStarted { max_runs: usize },
+    /// Run `run` (0-based, in the session) of `side` starts.
+    RunStarted { run: usize, side: Side, label: String },
+    /// Run `run` ended.
+    RunFinished { run: usize, side: Side, label: String, status: RunStatus, latency_ms: Option<f64>, value: Option<f64>, wall_s: f64 },
+    /// Run `run` was throttled and is run again (`attempt` of at most `max`).
+    RunRepeated { run: usize, side: Side, attempt: u32, max: u32 },
+    /// `crashed` crashed; `other` runs once to tell a broken set-up from a broken hypothesis.
+    CrossCheck { crashed: Side, other: Side },
+    /// The session's runs are over.
+    SessionFinished,
+    /// An experiment was decided (or stopped) and its row recorded.
+    ExperimentFinished { outcome: Box<Outcome> },
+    /// A sweep starts.
+    SweepStarted { branch: String, hypotheses: usize, already_done: usize, to_run: usize, max_wall_s: Option<f64>, max_runs: Option<u64> },
+    /// A hypothesis that already has its row (`id`) is passed over.
+    HypothesisDone { index: usize, total: usize, name: String, id: u64 },
+    /// A hypothesis starts, `elapsed_s` into the sweep.
+    HypothesisStarted { index: usize, total: usize, name: String, elapsed_s: f64 },
+    /// The sweep recorded a row without measuring (skipped, refused).
+    Unmeasured { row: Box<ResultRow> },
+    /// The sweep ended; `gain` is the results' overall gain line, when there is one.
+    SweepFinished { outcome: SweepOutcome, runs: u64, wall_s: f64, gain: Option<String> },
+    /// `ratchet calibrate` starts its A/A pairs.
+    CalibrationStarted { pairs: usize, commit: String, branch: String },
+    /// The noise floor was measured and written to `path`.
+    CalibrationFinished { metric: String, noise: NoiseFloor, params: Params, path: PathBuf },
+    /// Where the noise scale of later decisions now comes from (`stats::history::describe`).
+    NoiseHistory { text: String },
+}
+
+/// Where events go.
+pub trait Events {
+    fn emit(&mut self, event: Event);
+}
+
+impl Events for Vec<Event> {
+    fn emit(&mut self, event: Event) {
+        self.push(event);
+    }
+}
+
+/// Drops every event.
+pub struct Discard;
+
+impl Events for Discard {
+    fn emit(&mut self, _: Event) {}
+}
+
+/// One JSON object per line: the machine-readable face (`--json`).
+pub struct JsonLines<W: std::io::Write>(pub W);
+
+impl<W: std::io::Write> Events for JsonLines<W> {
+    fn emit(&mut self, event: Event) {
+        // Output that cannot be written is dropped, as `println!` through the relay does: an
+        // experiment never fails because its reader went away.
+        if let Ok(line) = serde_json::to_string(&event) {
+            let _ = writeln!(self.0, "{line}");
+        }
+    }
+}
+
+/// What every operation gets besides its inputs: where its events go and the token that stops it.
+pub struct Effects<'a> {
+    pub events: &'a mut dyn Events,
+    pub cancel: Cancel,
+}
+
+impl<'a> Effects<'a> {
+    pub fn new(events: &'a mut dyn Events, cancel: Cancel) -> Self {
+        Effects { events, cancel }
+    }
+
+    pub fn emit(&mut self, event: Event) {
+        self.events.emit(event);
+    }
+
+    pub fn note(&mut self, text: impl Into<String>) {
+        self.events.emit(Event::Note { text: text.into() });
+    }
+}

@@ -1,0 +1,350 @@
+//! The command line's text face: renders the core's [`Event`]s as the lines ratchet prints
+//! (results on stdout, notes and run-by-run progress on stderr), with a progress bar when
+//! stdout is a terminal.
+
+use crate::events::{Event, Events};
+use crate::outcome::{Outcome, SweepOutcome};
+use crate::stats::noise::NoiseFloor;
+use crate::stats::sequential::Params;
+use crate::store::Status;
+use crate::units::{fmt_duration, sig};
+use crate::vcs::short;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::{IsTerminal, Stderr, Stdout, Write};
+
+/// `writeln!`, dropping an error: output that cannot be written never fails an experiment
+/// (see `output`).
+macro_rules! say {
+    ($w:expr, $($arg:tt)*) => {{
+        let _ = writeln!($w, $($arg)*);
+    }};
+}
+
+/// Renders events as text: results to `out`, notes and progress to `err`.
+pub struct Text<O: Write = Stdout, E: Write = Stderr> {
+    out: O,
+    err: E,
+    /// The session's bar; `None` outside a session.
+    pb: Option<ProgressBar>,
+    /// Whether a session draws a bar (stdout is a terminal) or prints a line per run.
+    bars: bool,
+}
+
+impl Text {
+    /// The terminal's: stdout and stderr, with a progress bar when stdout is a terminal.
+    pub fn new() -> Text {
+        Text { out: std::io::stdout(), err: std::io::stderr(), pb: None, bars: true }
+    }
+}
+
+impl Default for Text {
+    fn default() -> Self {
+        Text::new()
+    }
+}
+
+impl<O: Write, E: Write> Text<O, E> {
+    /// Into these writers, never with a progress bar (tests, logs).
+    pub fn with_writers(out: O, err: E) -> Text<O, E> {
+        Text { out, err, pb: None, bars: false }
+    }
+
+    pub fn into_writers(self) -> (O, E) {
+        (self.out, self.err)
+    }
+}
+
+impl<O: Write, E: Write> Events for Text<O, E> {
+    fn emit(&mut self, event: Event) {
+        let (o, e) = (&mut self.out, &mut self.err);
+        match event {
+            Event::Recovered { what } => say!(e, "recovered: {what}"),
+            Event::Note { text } => say!(e, "note: {text}"),
+            Event::ExperimentStarted { id, message, branch, candidate, incumbent, metric, params, elasticity, history } => {
+                experiment_header(o, id, &message, &branch, &candidate, &incumbent, &metric, &params, elasticity, &history)
+            }
+            Event::SessionStarted { max_runs } => {
+                if let Some(old) = self.pb.take() {
+                    old.finish_and_clear();
+                }
+                self.pb = Some(if self.bars { progress_bar(max_runs as u64) } else { ProgressBar::hidden() });
+            }
+            Event::RunStarted { side, label, .. } => {
+                if let Some(pb) = &self.pb {
+                    pb.set_message(format!("{label}: {}", side.as_str()));
+                }
+            }
+            Event::RunFinished { run, side, label, status, latency_ms, wall_s, .. } => {
+                let plain = match &self.pb {
+                    Some(pb) => {
+                        if pb.length().is_some_and(|l| l <= run as u64) {
+                            pb.inc_length(2);
+                        }
+                        pb.inc(1);
+                        pb.is_hidden()
+                    }
+                    None => true,
+                };
+                if plain {
+                    let v = latency_ms.map(|l| format!("{l:.3} ms")).unwrap_or_else(|| status.as_str().to_string());
+                    say!(e, "  run {} {:<9} {} ({:.1} s) [{label}]", run + 1, side.as_str(), v, wall_s);
+                }
+            }
+            Event::RunRepeated { run, side, attempt, max } => {
+                say!(e, "  run {} ({}) was throttled; running it again ({attempt}/{max})", run + 1, side.as_str());
+            }
+            Event::CrossCheck { crashed, other } => say!(
+                e,
+                "  the {} crashed; running the {} once to tell a broken set-up from a broken hypothesis",
+                crashed.as_str(),
+                other.as_str()
+            ),
+            Event::SessionFinished => {
+                if let Some(pb) = self.pb.take() {
+                    pb.finish_and_clear();
+                }
+            }
+            Event::ExperimentFinished { outcome } => experiment_summary(o, &outcome),
+            Event::SweepStarted { branch, hypotheses, already_done, to_run, max_wall_s, max_runs } => {
+                say!(
+                    o,
+                    "sweep: {hypotheses} hypotheses on {branch}, {already_done} already done, {to_run} to run{}",
+                    budget_text(max_wall_s, max_runs)
+                );
+            }
+            Event::HypothesisDone { index, total, name, id } => say!(o, "\n[{}/{total}] {name}: already done (experiment {id})", index + 1),
+            Event::HypothesisStarted { index, total, name, elapsed_s } => {
+                say!(o, "\n[{}/{total}] {name} ({})", index + 1, fmt_duration(elapsed_s))
+            }
+            Event::Unmeasured { row } => say!(o, "  {}: {}", row.status.as_str().to_uppercase(), row.note),
+            Event::SweepFinished { outcome, runs, wall_s, gain } => sweep_summary(o, &outcome, runs, wall_s, gain.as_deref()),
+            Event::CalibrationStarted { pairs, commit, branch } => {
+                say!(o, "calibrate: {pairs} A/A pairs of {} on {branch}, interleaved as an experiment", &commit[..commit.len().min(8)])
+            }
+            Event::CalibrationFinished { metric, noise, params, path } => calibration_summary(o, &metric, &noise, &params, &path),
+            Event::NoiseHistory { text } => say!(o, "  {text}"),
+        }
+    }
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    if !std::io::stdout().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template("  {spinner} [{elapsed_precise}] {bar:24.cyan/blue} run {pos}/{len} (at most) {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.enable_steady_tick(std::time::Duration::from_millis(200));
+    pb
+}
+
+#[allow(clippy::too_many_arguments)]
+fn experiment_header(
+    o: &mut impl Write,
+    id: u64,
+    message: &str,
+    branch: &str,
+    candidate: &str,
+    incumbent: &str,
+    metric: &str,
+    p: &Params,
+    elasticity: f64,
+    history: &str,
+) {
+    say!(o, "experiment {id}: {message}");
+    let plan = if p.min_pairs == p.max_pairs {
+        format!("{} interleaved pairs", p.max_pairs)
+    } else {
+        format!("{} to {} interleaved pairs, a look every {}", p.min_pairs, p.max_pairs, p.look_every)
+    };
+    let confirm = if p.confirm { format!(", a keep confirmed by {} pairs in reversed order", p.confirm_pairs) } else { String::new() };
+    say!(o, "  candidate {} vs incumbent {} on {branch}; {plan}{confirm}; deciding on {metric}", short(candidate), short(incumbent));
+    say!(
+        o,
+        "  minimum effect {}% speed-up (latency terms{}); {history}",
+        p.min_effect_pct,
+        if elasticity != 1.0 {
+            format!(": {:.2}% of {metric}", crate::stats::metric_pct(p.min_effect_pct, elasticity))
+        } else {
+            String::new()
+        },
+    );
+}
+
+/// The lines that close an experiment: the verdict with its figures, what was kept or where
+/// the reverted hypothesis is, and where the runs are.
+fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
+    let (row, elasticity) = (&oc.row, oc.elasticity);
+    let verdict = match row.status {
+        Status::Keep => "KEEP".to_string(),
+        s => s.as_str().to_uppercase(),
+    };
+    match &oc.decision {
+        Some(d) => {
+            say!(
+                o,
+                "  {verdict}: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}, {} noise scale ({:.2}% per pair): {}",
+                d.effect_pct,
+                d.ci_level * 100.0,
+                d.ci_low_pct,
+                d.ci_high_pct,
+                if elasticity != 1.0 {
+                    format!(" = {} {:+.2}%", row.metric, crate::stats::metric_pct(d.effect_pct, elasticity))
+                } else {
+                    String::new()
+                },
+                crate::stats::fmt_p(d.p_value),
+                crate::stats::fmt_p(d.p_threshold),
+                crate::stats::fmt_p(d.p_adjusted),
+                d.looks,
+                if d.looks == 1 { "" } else { "s" },
+                d.pairs,
+                d.confirmation.as_ref().map(|c| format!(" + {} confirmation pairs", c.pairs)).unwrap_or_default(),
+                d.scale,
+                d.noise_sd_pct,
+                d.reason
+            );
+            if let Some(c) = &d.confirmation {
+                say!(
+                o,
+                    "  confirmation alone: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}] (the unbiased figure: the first phase stopped because it looked good)",
+                    c.effect_pct,
+                    d.ci_level * 100.0,
+                    c.ci_low_pct,
+                    c.ci_high_pct
+                );
+            }
+            if row.status == Status::Unconfirmed {
+                say!(
+                    o,
+                    "  to settle it: git cherry-pick --no-commit refs/ratchet/discarded/{} && ratchet \"{}\" --pairs {}",
+                    row.id,
+                    row.message.replace('"', "\\\""),
+                    2 * d.pairs.max(8)
+                );
+            }
+        }
+        None => say!(o, "  {verdict}: {}", row.note),
+    }
+    if let (Some(v), Some(iv)) = (row.value, row.incumbent_value) {
+        say!(o, "  {}: incumbent {} -> candidate {}", row.metric, sig(iv, 4), sig(v, 4));
+    }
+    let mut figs = vec![];
+    if let Some(l) = row.latency_ms {
+        figs.push(format!("latency {l:.3} ms ({})", row.latency_source.as_deref().unwrap_or("?")));
+    }
+    if let Some(u) = row.util_pct {
+        figs.push(format!("util {u:.1}%"));
+    }
+    if let Some(t) = row.tflops {
+        figs.push(format!("{t:.2} TFLOP/s"));
+    }
+    if let Some(i) = row.intensity {
+        figs.push(format!("intensity {i:.0} FLOPs/byte"));
+    }
+    if let Some(b) = row.bw_pct {
+        figs.push(format!("BW {b:.1}%"));
+    }
+    if let Some(r) = &row.regime {
+        figs.push(r.clone());
+    }
+    if let Some(g) = row.gap_ms {
+        figs.push(format!("gap {g:.3} ms"));
+    }
+    if !figs.is_empty() {
+        say!(o, "  {}", figs.join(" | "));
+    }
+    if let (Some(dot), Some(exp), Some(red), Some(copy)) = (row.hlo_dot, row.hlo_exp, row.hlo_reduce, row.hlo_copy) {
+        let warn = if copy > 0 { "  (copies: possibly defensive copies from aliasing; see `ratchet inspect`)" } else { "" };
+        say!(o, "  HLO: {dot} dot, {exp} exponential, {red} reduce, {copy} copy{warn}");
+    }
+    if let Some(r) = &oc.discarded_ref {
+        say!(o, "  reverted to {}; the hypothesis is kept at {r} (git show {r})", short(&row.incumbent));
+    } else if row.status == Status::Keep {
+        say!(o, "  kept {} as the new incumbent", short(&row.commit));
+    }
+    if let Some(dir) = &oc.runs_dir {
+        say!(o, "  runs: {} ({} processes, {:.1} s)", dir.display(), row.runs, row.wall_s);
+    }
+}
+
+fn budget_text(max_wall_s: Option<f64>, max_runs: Option<u64>) -> String {
+    let mut parts = vec![];
+    if let Some(w) = max_wall_s {
+        parts.push(format!("wall time {}", fmt_duration(w)));
+    }
+    if let Some(r) = max_runs {
+        parts.push(format!("{r} runs"));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; budget: {}", parts.join(", "))
+    }
+}
+
+fn sweep_summary(o: &mut impl Write, out: &SweepOutcome, runs: u64, wall: f64, gain: Option<&str>) {
+    say!(o, "\nsweep summary");
+    for r in &out.rows {
+        let effect = match (r.delta_pct, r.ci_low_pct, r.ci_high_pct) {
+            (Some(d), Some(l), Some(h)) => format!("{} {d:+.1}% [{l:+.1}, {h:+.1}]", r.metric),
+            _ => r.note.lines().next().unwrap_or("").chars().take(70).collect(),
+        };
+        let name = r.hypothesis.split('@').next().unwrap_or("");
+        say!(o, "  {:>4}  {:<11} {:<34} {effect}", r.id, r.status.as_str(), name);
+    }
+    let count = |s: Status| out.rows.iter().filter(|r| r.status == s).count();
+    let mut parts = vec![format!("{} kept", count(Status::Keep)), format!("{} reverted", count(Status::Revert))];
+    for s in [Status::Crash, Status::Timeout, Status::Invalid, Status::Skipped, Status::Interrupted, Status::Error] {
+        if count(s) > 0 {
+            parts.push(format!("{} {}", count(s), s.as_str()));
+        }
+    }
+    say!(
+        o,
+        "  {} experiments this sweep ({}); {} already done; {runs} benchmark runs in {}",
+        out.rows.len(),
+        parts.join(", "),
+        out.already_done,
+        fmt_duration(wall)
+    );
+    if let Some(why) = &out.stopped_by {
+        say!(o, "  stopped by the {why}; {} hypotheses not started (run the sweep again to go on)", out.not_started);
+    }
+    if let Some(line) = gain {
+        say!(o, "  {line}");
+    }
+    say!(o, "  review: ratchet results | ratchet show ID | ratchet plot");
+}
+
+fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params: &Params, out: &std::path::Path) {
+    say!(
+        o,
+        "  {} runs of {metric}: run-to-run CV {:.2}% in speed-up terms (from the pairs; {:.2}% over all runs)",
+        f.runs,
+        f.pair_cv_pct,
+        f.run_cv_pct
+    );
+    say!(o, "  drift {:+.3}%/run over the session; A/A difference {:+.2}% (should be near 0)", f.drift_pct_per_run, f.aa_effect_pct);
+    say!(
+        o,
+        "  smallest gain the budget keeps with ~95% probability: {:.2}% (max_pairs {}, alpha {}, min_effect_pct {}{})",
+        f.detectable_pct,
+        params.max_pairs,
+        params.alpha,
+        params.min_effect_pct,
+        if params.confirm { format!(", confirmed by {} pairs at {}", params.confirm_pairs, params.confirm_alpha) } else { String::new() }
+    );
+    say!(o, "  suggested [decision] min_effect_pct = {:.1}", f.suggested_min_effect_pct);
+    if f.suggested_min_effect_pct > params.min_effect_pct {
+        say!(
+            o,
+            "  note: min_effect_pct {} is below what this budget can see; raise it, or raise max_pairs and confirm_pairs",
+            params.min_effect_pct
+        );
+    }
+    say!(o, "  wrote {}", out.display());
+}

@@ -1,0 +1,184 @@
+//! No import circles between ratchet's top-level modules (issue 12): the `crate::` paths of
+//! every module in src/ (tests and comments left out) form a graph, which must be acyclic, so
+//! the layers of docs/architecture.md hold. A new circle fails here and names its modules.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Cycles that must remain, each with why. Empty: there are none.
+const ALLOWED: &[(&[&str], &str)] = &[];
+
+/// The module a file under src/ belongs to: `src/x.rs` and `src/x/...` are `x`.
+fn top_module(rel: &Path) -> Option<String> {
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    // lib.rs declares every module and main.rs only calls lib: they sit above all.
+    (name != "lib" && name != "main").then(|| name.to_string())
+}
+
+/// The code of a file without its comments and its unit tests (a `#[cfg(test)] mod tests` at
+/// the end, ratchet's convention).
+fn code(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
+}
+
+/// The top-level modules a piece of code names: `crate::x...` and each first name inside
+/// `crate::{x::..., y}`.
+fn uses(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let b = code.as_bytes();
+    let ident = |i: usize| -> (String, usize) {
+        let mut j = i;
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+            j += 1;
+        }
+        (code[i..j].to_string(), j)
+    };
+    for (at, _) in code.match_indices("crate::") {
+        let start = at + "crate::".len();
+        if b.get(start) != Some(&b'{') {
+            let (name, _) = ident(start);
+            if !name.is_empty() {
+                out.insert(name);
+            }
+            continue;
+        }
+        // A use group: the names at depth 1, each at the start of an item.
+        let (mut depth, mut i, mut item_start) = (0usize, start, true);
+        while i < b.len() {
+            match b[i] {
+                b'{' => {
+                    depth += 1;
+                    item_start = depth == 1;
+                }
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                b',' if depth == 1 => item_start = true,
+                c if item_start && depth == 1 && (c.is_ascii_alphabetic() || c == b'_') => {
+                    let (name, j) = ident(i);
+                    if name != "self" {
+                        out.insert(name);
+                    }
+                    item_start = false;
+                    i = j;
+                    continue;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if p.extension().and_then(|x| x.to_str()) != Some("rs") {
+                continue;
+            }
+            let Some(m) = top_module(p.strip_prefix(&src).unwrap()) else { continue };
+            let deps = uses(&code(&std::fs::read_to_string(&p).unwrap()));
+            let entry = g.entry(m.clone()).or_default();
+            entry.extend(deps.into_iter().filter(|d| *d != m));
+        }
+    }
+    g
+}
+
+/// Strongly connected components with more than one module (Tarjan).
+fn cycles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<BTreeSet<String>>,
+    }
+    impl<'a> T<'a> {
+        fn visit(&mut self, v: &'a str) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            self.on.insert(v);
+            for w in self.g.get(v).into_iter().flatten() {
+                let w = w.as_str();
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let l = self.low[v].min(self.low[w]);
+                    self.low.insert(v, l);
+                } else if self.on.contains(w) {
+                    let l = self.low[v].min(self.index[w]);
+                    self.low.insert(v, l);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut comp = BTreeSet::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on.remove(w);
+                    comp.insert(w.to_string());
+                    if w == v {
+                        break;
+                    }
+                }
+                if comp.len() > 1 {
+                    self.out.push(comp);
+                }
+            }
+        }
+    }
+    let mut t = T { g, index: BTreeMap::new(), low: BTreeMap::new(), stack: vec![], on: BTreeSet::new(), out: vec![] };
+    for v in g.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            t.visit(v);
+        }
+    }
+    t.out
+}
+
+#[test]
+fn the_parser_sees_paths_and_use_groups() {
+    let c = code("use crate::{config::{self, Config}, error::Result};\n// crate::comment\nlet x = crate::store::now();\n#[cfg(test)]\nmod tests { use crate::ui; }");
+    assert_eq!(uses(&c), ["config", "error", "store"].iter().map(|s| s.to_string()).collect());
+    let g: BTreeMap<String, BTreeSet<String>> = [("a", vec!["b"]), ("b", vec!["c"]), ("c", vec!["a"]), ("d", vec!["a"])]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
+        .collect();
+    assert_eq!(cycles(&g), vec![["a", "b", "c"].iter().map(|s| s.to_string()).collect::<BTreeSet<_>>()]);
+}
+
+#[test]
+fn top_level_modules_import_no_circle() {
+    let g = graph();
+    assert!(g.len() > 10, "found only {:?}", g.keys());
+    let found: Vec<BTreeSet<String>> = cycles(&g)
+        .into_iter()
+        .filter(|c| !ALLOWED.iter().any(|(a, _)| a.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>() == *c))
+        .collect();
+    let show = |c: &BTreeSet<String>| {
+        c.iter().map(|m| format!("  {m} -> {:?}", g[m].intersection(c).collect::<Vec<_>>())).collect::<Vec<_>>().join("\n")
+    };
+    assert!(
+        found.is_empty(),
+        "import circles between top-level modules (see docs/architecture.md for the layers):\n{}",
+        found.iter().map(show).collect::<Vec<_>>().join("\n\n")
+    );
+}
