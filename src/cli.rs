@@ -112,6 +112,16 @@ pub struct SimulateArgs {
     /// Use the built-in [decision] defaults even inside a repo with a ratchet.toml.
     #[arg(long)]
     pub defaults: bool,
+    /// Simulate a night on a serial trunk with this many device slots running trials at once
+    /// (a comma-separated list, e.g. 1,2,4,8) instead of the per-scenario tables.
+    #[arg(long, value_name = "K,...", value_delimiter = ',')]
+    pub jobs: Vec<usize>,
+    /// Hypotheses in the simulated night's queue (with --jobs).
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub hypotheses: usize,
+    /// With --jobs: a winner must also keep on a second device before it merges.
+    #[arg(long)]
+    pub second_device: bool,
 }
 
 #[derive(Debug, Args)]

@@ -41,6 +41,9 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         p.confirm_pairs,
         p.confirm_alpha
     );
+    if !args.jobs.is_empty() {
+        return run_parallel(&seq, args);
+    }
     let plan = crate::stats::simulate::Plan {
         trials: args.trials,
         null_trials: args.null_trials.unwrap_or(args.trials.saturating_mul(25)),
@@ -61,6 +64,25 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     );
     let started = std::time::Instant::now();
     print!("{}", crate::stats::simulate::table(&seq, &plan));
+    println!("\nsimulated in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// `simulate --jobs`: the same queue of hypotheses on 1, 2, 4, ... device slots.
+fn run_parallel(seq: &crate::stats::sequential::Sequential, args: &SimulateArgs) -> Result<()> {
+    if args.jobs.contains(&0) || args.hypotheses == 0 {
+        return Err(Error::usage("--jobs and --hypotheses take counts of at least 1").hint("e.g. ratchet simulate --jobs 1,2,4,8"));
+    }
+    let mix: Vec<String> = crate::stats::parallel::MIX.iter().map(|(e, w)| format!("{:+.0}%: {:.0}%", e * 100.0, w * 100.0)).collect();
+    println!(
+        "{} hypotheses (true effects {}), each run one time unit, seed {}; every trial on one device, merges one at a time, stale winners re-measured",
+        args.hypotheses,
+        mix.join(", "),
+        args.seed
+    );
+    let cv1 = crate::stats::simulate::scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the grid has cv 1%");
+    let started = std::time::Instant::now();
+    print!("{}", crate::stats::parallel::table(seq, &args.jobs, args.hypotheses, args.seed, args.second_device, &cv1));
     println!("\nsimulated in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }

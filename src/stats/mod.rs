@@ -6,6 +6,7 @@
 pub mod history;
 pub mod mannwhitney;
 pub mod noise;
+pub mod parallel;
 pub mod rng;
 pub mod sequential;
 pub mod simulate;
