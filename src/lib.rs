@@ -33,6 +33,7 @@ use error::{Error, Result};
 
 /// Parse the command line and run it; returns the process exit code.
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    let args = commands::guard::normalize_args(args.into_iter().collect(), &commands::guard::subcommand_names());
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -85,6 +86,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 return Err(Error::usage("no experiment message given")
                     .hint("ratchet \"experiment: bump BQ to 512\" runs one; ratchet --help lists the subcommands"));
             };
+            commands::guard::check_message(&message, &commands::guard::subcommand_names())?;
             experiment_cmd(&dir, message, &e.flags)
         }
     }

@@ -1,6 +1,7 @@
 //! The subcommands other than the experiment itself, one file each: `init` (here), `results`,
 //! `status`, `sweep`, `show`, `plot` and `simulate`.
 
+pub mod guard;
 pub mod plot;
 pub mod results;
 pub mod show;
