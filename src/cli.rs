@@ -65,9 +65,12 @@ pub enum Command {
     Init(InitArgs),
     /// Print the results table.
     Results(ResultsArgs),
-    /// Show ratchet's state here: the incumbent, a running or unfinished experiment (which it
-    /// recovers), the last result.
-    Status,
+    /// Show ratchet's state here: the incumbent, a running or unfinished experiment and what
+    /// recovery will do about it (status only reports), the last result.
+    Status(StatusArgs),
+    /// Finish or roll back what a dead ratchet left: an unfinished experiment, a sweep's edit in
+    /// flight, an orphaned benchmark (the next experiment or sweep does this by itself too).
+    Recover,
     /// Run a queue of hypothesis files (default: experiments/*.toml) unattended, each as an
     /// experiment on top of what the previous ones kept; resumable, with a budget.
     Sweep(SweepArgs),
@@ -85,6 +88,13 @@ pub enum Command {
     /// Run the decision procedure against synthetic benchmarks with known effects and print
     /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
     Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Args, Default)]
+pub struct StatusArgs {
+    /// Print one JSON object (docs/json.md) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -302,7 +302,7 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
     } else {
         let r = revert(&repo, &id_str, candidate, incumbent, Some(&scan.edited)).map_err(|e| {
             let fix = if bench::infra::says_no_space(&e.to_string()) { "free disk space, then " } else { "" };
-            let hint = format!("{fix}run `ratchet status`: it finishes the rollback (the decision is in the journal)");
+            let hint = format!("{fix}run `ratchet recover`: it finishes the rollback (the decision is in the journal)");
             if e.hint.is_none() {
                 e.hint(hint)
             } else {

@@ -58,7 +58,8 @@ fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Some(Command::Init(a)) => commands::init(&dir, &a),
         Some(Command::Results(a)) => commands::results::run(&dir, &a),
-        Some(Command::Status) => commands::status::run(&dir),
+        Some(Command::Status(a)) => commands::status::run(&dir, a.json),
+        Some(Command::Recover) => commands::recover::run(&dir),
         Some(Command::Sweep(a)) => {
             signals::install()?;
             let _lock = lock_repo(&dir)?;

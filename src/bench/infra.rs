@@ -237,7 +237,7 @@ pub fn give_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candida
         Ok(()) => Error::new(Kind::Infrastructure, format!("not the hypothesis's fault: {why}")).hint(hint),
         Err(e) => {
             Error::new(Kind::Infrastructure, format!("not the hypothesis's fault: {why}; and giving the hypothesis back failed: {e}"))
-                .hint(format!("{}; then run `ratchet status`, which rolls the experiment back", fix_for(why)))
+                .hint(format!("{}; then run `ratchet recover`, which rolls the experiment back", fix_for(why)))
         }
     }
 }

@@ -2,7 +2,9 @@
 //! `status`, `sweep`, `show`, `plot` and `simulate`.
 
 pub mod guard;
+pub mod json;
 pub mod plot;
+pub mod recover;
 pub mod results;
 pub mod show;
 pub mod simulate;
