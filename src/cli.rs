@@ -24,6 +24,7 @@ pub const EXIT_CODES: &str = "Exit codes:
   4    unsafe repository state (detached HEAD, merge in progress, nothing to test)
   5    another ratchet holds the repository's lock
   6    the machine or set-up failed, not the hypothesis: nothing committed or recorded
+  7    ratchet gate: the head commit is a significant regression beyond the threshold
   130  interrupted (SIGINT/SIGTERM/SIGHUP): the hypothesis was reverted and recorded";
 
 #[derive(Debug, Args, Default)]
@@ -85,9 +86,34 @@ pub enum Command {
     /// would; prints the run-to-run CV, the drift, the smallest gain the configured budget can
     /// detect and a suggested min_effect_pct. Writes results/calibration.json only.
     Calibrate(CalibrateArgs),
+    /// CI gate: measure a commit against a base in throw-away detached checkouts (interleaved
+    /// pairs, the experiments' statistics), print a Markdown summary (also appended to
+    /// $GITHUB_STEP_SUMMARY) and exit 7 on a significant regression beyond the threshold.
+    /// Commits, resets and records nothing; works on a detached HEAD.
+    Gate(GateArgs),
     /// Run the decision procedure against synthetic benchmarks with known effects and print
     /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
     Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// The base to compare against (a branch, tag or commit, e.g. origin/main).
+    #[arg(long, value_name = "REF")]
+    pub base: String,
+    /// The commit to measure (default: HEAD).
+    #[arg(long, value_name = "REF", default_value = "HEAD")]
+    pub head: String,
+    /// Fail only on a slowdown of at least PCT percent (speed-up terms; default [decision]
+    /// min_effect_pct).
+    #[arg(long, value_name = "PCT")]
+    pub threshold: Option<f64>,
+    /// The budget of interleaved pairs (overrides [decision] max_pairs).
+    #[arg(long, value_name = "N")]
+    pub pairs: Option<u32>,
+    /// Print one JSON object (docs/json.md) instead of the Markdown; the text goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args, Default)]

@@ -75,6 +75,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             }
             trace::inspect::run_inspect(&a).map_err(Error::from)
         }
+        Some(Command::Gate(a)) => commands::gate::command(&dir, &a),
         Some(Command::Simulate(a)) => commands::simulate::run(&dir, &a),
         Some(Command::Calibrate(a)) => {
             signals::install()?;

@@ -1,6 +1,7 @@
 //! The subcommands other than the experiment itself, one file each: `init` (here), `results`,
 //! `status`, `sweep`, `show`, `plot` and `simulate`.
 
+pub mod gate;
 pub mod guard;
 pub mod json;
 pub mod plot;
