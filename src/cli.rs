@@ -49,6 +49,10 @@ pub struct ExperimentFlags {
     /// The budget of interleaved incumbent/candidate pairs (overrides [decision] max_pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
+    /// JSON lines on stdout (docs/json.md): one `run` event per benchmark run, then the
+    /// `decision` object (or an `error` object); the text goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args, Default, Clone)]
@@ -128,6 +132,9 @@ pub struct CalibrateArgs {
     /// A/A pairs to run (default: [decision] max_pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
+    /// Print the calibration as one JSON object (docs/json.md); the text goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -219,12 +226,19 @@ pub struct SweepArgs {
     /// Interleaved pairs per experiment (a file's `pairs` overrides; default [decision] pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
+    /// JSON lines on stdout (docs/json.md): each experiment's `run` events and `decision`, then
+    /// a `sweep` object; the text goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The experiment's id (the `id` column of `ratchet results`).
     pub id: u64,
+    /// Print one JSON object (docs/json.md) instead of the report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -267,6 +281,6 @@ mod tests {
         let c = Cli::try_parse_from(["ratchet", "simulate", "--trials", "10"]).unwrap();
         assert!(matches!(c.command, Some(Command::Simulate(SimulateArgs { trials: 10, .. }))));
         let c = Cli::try_parse_from(["ratchet", "calibrate", "--pairs", "6"]).unwrap();
-        assert!(matches!(c.command, Some(Command::Calibrate(CalibrateArgs { pairs: Some(6) }))));
+        assert!(matches!(c.command, Some(Command::Calibrate(CalibrateArgs { pairs: Some(6), .. }))));
     }
 }

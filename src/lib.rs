@@ -62,8 +62,16 @@ fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Recover) => commands::recover::run(&dir),
         Some(Command::Sweep(a)) => {
             signals::install()?;
-            let _lock = lock_repo(&dir)?;
-            commands::sweep::run(&dir, &a)
+            commands::json::recorded(
+                &dir,
+                a.json,
+                || {
+                    let _lock = lock_repo(&dir)?;
+                    commands::sweep::run(&dir, &a)
+                },
+                |o, rows| Some(commands::json::sweep(o, rows)),
+            )
+            .map(|_| ())
         }
         Some(Command::Show(a)) => commands::show::run(&dir, &a),
         Some(Command::Plot(a)) => commands::plot::run(&dir, &a),
@@ -79,7 +87,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Simulate(a)) => commands::simulate::run(&dir, &a),
         Some(Command::Calibrate(a)) => {
             signals::install()?;
-            calibrate::run(&dir, &a, &mut bench::executor::ProcessExecutor)
+            commands::json::calibrate(&dir, &a)
         }
         Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags),
         None => {
@@ -102,6 +110,10 @@ fn lock_repo(dir: &std::path::Path) -> Result<lock::RepoLock> {
 }
 
 fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {
+    commands::json::recorded(dir, flags.json, || experiment_cmd_text(dir, message, flags), |_, _| None)
+}
+
+fn experiment_cmd_text(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {
     signals::install()?;
     let _lock = lock_repo(dir)?;
     let (message, deep_suffix) = experiment::split_deep_suffix(&message);

@@ -51,8 +51,9 @@ pub fn run_event(r: &RunRecord) -> Value {
     )
 }
 
-/// The decision object of a recorded experiment: its row, plus what an agent acts on first.
-pub fn decision(row: &ResultRow, discarded_ref: Option<&str>) -> Value {
+/// The decision object of a recorded experiment: its row, plus what an agent acts on first
+/// (`runs` are the experiment's run records, for its count of measured pairs).
+pub fn decision(row: &ResultRow, discarded_ref: Option<&str>, runs: &[&RunRecord]) -> Value {
     let mut v = serde_json::to_value(row).expect("row serializes");
     use crate::store::StatusClass;
     let class = match row.status.class() {
@@ -61,7 +62,9 @@ pub fn decision(row: &ResultRow, discarded_ref: Option<&str>) -> Value {
         StatusClass::Failed => "failed",
         StatusClass::NotRun => "not_run",
     };
-    let pairs = (row.runs / 2) as u64;
+    // Pairs measured (confirmation included): the candidate's runs that count.
+    let pairs =
+        runs.iter().filter(|r| r.side == crate::bench::Side::Candidate && r.status == crate::bench::RunStatus::Ok && !r.superseded).count();
     if let Value::Object(m) = &mut v {
         m.insert("class".into(), json!(class));
         m.insert("kept".into(), json!(row.status == crate::store::Status::Keep));
@@ -119,4 +122,94 @@ impl Drop for JsonOut {
             libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&self.out), 1);
         }
     }
+}
+
+/// Run `op` (an experiment, a sweep, a calibration) for `--json`: its text goes to stderr; then
+/// every experiment it recorded comes out as its `run` events and its `decision` object, then
+/// `tail`'s object for the whole operation, or the `error` object when it failed (a recorded
+/// experiment still comes first: an interrupted one fails and is recorded).
+pub fn recorded<T>(
+    dir: &std::path::Path,
+    json: bool,
+    op: impl FnOnce() -> crate::error::Result<T>,
+    tail: impl FnOnce(&T, &[ResultRow]) -> Option<Value>,
+) -> crate::error::Result<T> {
+    if !json {
+        return op();
+    }
+    let mut out = JsonOut::take_stdout();
+    let repo = crate::vcs::Repo::discover(dir).ok();
+    let store = repo.as_ref().map(|r| crate::store::Store::new(&r.root().join(crate::vcs::RESULTS_DIR)));
+    let last_id = |s: &crate::store::Store| s.rows().ok().and_then(|rows| rows.iter().map(|r| r.id).max()).unwrap_or(0);
+    let before = store.as_ref().map(last_id).unwrap_or(0);
+    let result = op();
+    let mut lines = vec![];
+    let mut new_rows = vec![];
+    if let (Some(repo), Some(store)) = (&repo, &store) {
+        new_rows = store.rows().unwrap_or_default().into_iter().filter(|r| r.id > before).collect();
+        let runs = store.runs().unwrap_or_default();
+        for row in &new_rows {
+            let id = row.id.to_string();
+            let own: Vec<&RunRecord> = runs.iter().filter(|r| r.experiment == id).collect();
+            lines.extend(own.iter().map(|r| run_event(r)));
+            let parked = crate::vcs::discarded_ref(&id);
+            let parked = (row.status != crate::store::Status::Keep && repo.repo.find_reference(&parked).is_ok()).then_some(parked);
+            lines.push(decision(row, parked.as_deref(), &own));
+        }
+    }
+    match &result {
+        Ok(v) => lines.extend(tail(v, &new_rows)),
+        Err(e) => lines.push(error(e)),
+    }
+    for l in &lines {
+        match out.as_mut() {
+            Some(o) => o.emit(l),
+            None => println!("{l}"),
+        }
+    }
+    result
+}
+
+/// `ratchet calibrate --json`: the text to stderr, then the calibration object.
+pub fn calibrate(dir: &std::path::Path, args: &crate::cli::CalibrateArgs) -> crate::error::Result<()> {
+    recorded(
+        dir,
+        args.json,
+        || crate::calibrate::run(dir, args, &mut crate::bench::executor::ProcessExecutor),
+        |_, _| {
+            let repo = crate::vcs::Repo::discover(dir).ok()?;
+            let text = std::fs::read_to_string(repo.root().join(crate::vcs::RESULTS_DIR).join("calibration.json")).ok()?;
+            Some(envelope("calibration", serde_json::from_str(&text).ok()?))
+        },
+    )
+}
+
+/// `ratchet show ID --json`: the experiment's decision object, its runs and its diff's summary.
+pub fn show(repo: &crate::vcs::Repo, row: &ResultRow, runs: &[RunRecord]) -> Value {
+    let id = row.id.to_string();
+    let parked = crate::vcs::discarded_ref(&id);
+    let parked = (row.status != crate::store::Status::Keep && repo.repo.find_reference(&parked).is_ok()).then_some(parked);
+    let diff_stat = git2::Oid::from_str(&row.commit).ok().and_then(|c| repo.diff_stat(c).ok());
+    envelope(
+        "show",
+        json!({
+            "experiment": decision(row, parked.as_deref(), &runs.iter().collect::<Vec<_>>()),
+            "runs": runs.iter().map(run_event).collect::<Vec<_>>(),
+            "diff_stat": diff_stat,
+        }),
+    )
+}
+
+/// The `sweep` object that ends `ratchet sweep --json`.
+pub fn sweep(o: &crate::sweep::SweepOutcome, rows: &[ResultRow]) -> Value {
+    envelope(
+        "sweep",
+        json!({
+            "experiments": rows.iter().map(|r| r.id).collect::<Vec<_>>(),
+            "kept": rows.iter().filter(|r| r.status == crate::store::Status::Keep).count(),
+            "already_done": o.already_done,
+            "not_started": o.not_started,
+            "stopped_by": o.stopped_by,
+        }),
+    )
 }
