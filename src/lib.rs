@@ -89,15 +89,14 @@ fn dispatch(cli: Cli) -> Result<()> {
             signals::install()?;
             commands::json::calibrate(&dir, &a)
         }
-        Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags),
+        Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags, false),
         None => {
             let e = cli.experiment;
             let Some(message) = e.message else {
                 return Err(Error::usage("no experiment message given")
                     .hint("ratchet \"experiment: bump BQ to 512\" runs one; ratchet --help lists the subcommands"));
             };
-            commands::guard::check_message(&message, &commands::guard::subcommand_names())?;
-            experiment_cmd(&dir, message, &e.flags)
+            experiment_cmd(&dir, message, &e.flags, true)
         }
     }
 }
@@ -109,8 +108,16 @@ fn lock_repo(dir: &std::path::Path) -> Result<lock::RepoLock> {
     lock::RepoLock::for_repo(&repo, &args.join(" "))
 }
 
-fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {
-    commands::json::recorded(dir, flags.json, || experiment_cmd_text(dir, message, flags), |_, _| None)
+/// `guard`: refuse a message that looks like a mistyped subcommand (`ratchet MSG`; an explicit
+/// `ratchet run MSG` means it).
+fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags, guard: bool) -> Result<()> {
+    let op = || {
+        if guard {
+            commands::guard::check_message(&message, &commands::guard::subcommand_names())?;
+        }
+        experiment_cmd_text(dir, message.clone(), flags)
+    };
+    commands::json::recorded(dir, flags.json, op, |_, _| None)
 }
 
 fn experiment_cmd_text(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {

@@ -81,3 +81,14 @@ fn bad_refs_and_thresholds_are_usage_errors() {
     t.ratchet().args(["gate", "--base", &base, "--threshold", "-1"]).assert().code(2);
     untouched(&t, &head);
 }
+
+#[test]
+fn a_head_whose_benchmark_crashes_fails_the_build() {
+    let (t, base, head) = pr("FAKE_MODE=crash\n");
+    let out = t.ratchet().args(["gate", "--base", &base, "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["type"], "error");
+    assert!(v["message"].as_str().unwrap().contains("head commit's benchmark failed"), "{v}");
+    untouched(&t, &head);
+}

@@ -211,3 +211,21 @@ fn every_commands_json_validates_against_the_schema() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     valid(&serde_json::from_slice(&out.stdout).unwrap(), Some("inspect"));
 }
+
+#[test]
+fn an_interrupted_experiment_prints_its_decision_then_the_error() {
+    let t = TestRepo::new();
+    t.write("kernel.py", "BQ = 1\n");
+    let out = t.ratchet().args(["experiment: x", "--json"]).env("RATCHET_SIGNAL_AT", "after-run").output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for l in &lines {
+        valid(l, None);
+    }
+    let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["run", "decision", "error"]);
+    assert_eq!(lines[1]["status"], "interrupted");
+    assert_eq!(lines[1]["class"], "not_run");
+    assert_eq!(lines[2]["kind"], "interrupted");
+    assert_eq!(lines[2]["exit_code"], 130);
+}

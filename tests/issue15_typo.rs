@@ -26,10 +26,20 @@ fn a_mistyped_subcommand_with_uncommitted_edits_runs_nothing() {
         );
         untouched(&t, &base);
     }
+    // With --json the refusal is an error object on stdout.
+    let out = t.ratchet().args(["stauts", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["type"], "error");
+    assert_eq!(v["kind"], "usage");
+    assert!(v["message"].as_str().unwrap().contains("did you mean `ratchet status`"));
     // A trailing --deep (as a flag or in the message) does not smuggle a typo through.
     t.ratchet().args(["reslts", "--deep"]).assert().code(2);
     t.ratchet().arg("reslts --deep").assert().code(2);
     untouched(&t, &base);
+    // `ratchet run` says an experiment is meant: the word is taken as its message.
+    t.ratchet().args(["run", "reslts"]).assert().success();
+    assert_eq!(t.rows()[0]["message"], "reslts");
 }
 
 #[test]
