@@ -92,3 +92,25 @@ fn a_head_whose_benchmark_crashes_fails_the_build() {
     assert!(v["message"].as_str().unwrap().contains("head commit's benchmark failed"), "{v}");
     untouched(&t, &head);
 }
+
+#[test]
+fn a_killed_gate_leaves_checkouts_that_status_reports_and_recover_removes() {
+    let (t, base, head) = pr("FAKE_LATENCY_MS=10\nFAKE_SLEEP_S=30\n");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ratchet"))
+        .args(["gate", "--base", &base])
+        .current_dir(t.path())
+        .envs(t.ratchet().get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    support::wait_for(&t.path().join(".ratchet/gate/runs"));
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap(); // SIGKILL: no clean-up runs
+    child.wait().unwrap();
+    assert_eq!(t.git(&["worktree", "list"]).lines().count(), 3, "the gate's two checkouts are left");
+    t.ratchet().arg("status").assert().success().stdout(predicate::str::contains("stopped `ratchet gate`"));
+    assert_eq!(t.git(&["worktree", "list"]).lines().count(), 3, "status changed nothing");
+    t.ratchet().arg("recover").assert().success().stdout(predicate::str::contains("removed the throw-away checkouts"));
+    untouched(&t, &head);
+}

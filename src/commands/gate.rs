@@ -279,6 +279,24 @@ impl<'r> Checkouts<'r> {
     }
 }
 
+/// The checkouts a killed gate left registered (its names), for `ratchet status`.
+pub fn leftovers(repo: &git2::Repository) -> Vec<String> {
+    ["base", "head"].iter().map(|side| format!("ratchet-gate-{side}")).filter(|n| repo.find_worktree(n).is_ok()).collect()
+}
+
+/// Remove what a killed gate left: its checkouts' registrations, directories and scratch branches.
+pub fn remove_leftovers(repo: &Repo) -> Option<String> {
+    let names = leftovers(&repo.repo);
+    for name in &names {
+        prune(&repo.repo, name);
+    }
+    let dir = repo.state_dir().join("gate");
+    for side in ["base", "head"] {
+        let _ = std::fs::remove_dir_all(dir.join(side));
+    }
+    (!names.is_empty()).then(|| format!("removed the throw-away checkouts a stopped `ratchet gate` left ({})", names.join(", ")))
+}
+
 fn prune(repo: &git2::Repository, name: &str) {
     if let Ok(wt) = repo.find_worktree(name) {
         let mut p = git2::WorktreePruneOptions::new();

@@ -19,6 +19,10 @@ pub fn plan(repo: &Repo, store: &Store) -> Vec<String> {
     if let Some(e) = journal::load(&state_dir) {
         steps.push(plan_experiment(repo, store, &e));
     }
+    let gate = super::gate::leftovers(&repo.repo);
+    if !gate.is_empty() {
+        steps.push(format!("remove the throw-away checkouts a stopped `ratchet gate` left ({})", gate.join(", ")));
+    }
     if let Some(h) = crate::sweep::in_flight(&state_dir) {
         steps.push(format!(
             "take back the sweep hypothesis in flight {h}: undo its uncommitted edit, or park and revert its commit; the sweep runs it again"
@@ -67,6 +71,7 @@ pub fn recover(repo: &Repo, store: &Store) -> Result<Vec<String>> {
     if let Some(what) = crate::sweep::undo_stopped_sweep(repo, store)? {
         done.push(what);
     }
+    done.extend(super::gate::remove_leftovers(repo));
     Ok(done)
 }
 
