@@ -76,6 +76,9 @@ pub fn run(dir: &Path, args: &GateArgs, exec: &mut dyn Executor) -> Result<GateR
     let python_dir = crate::pyhelper::install(&state_dir)?;
     crate::bench::infra::preflight(&cfg, repo.root(), &state_dir, &python_dir)?;
 
+    if repo.changes().is_ok_and(|c| !c.is_empty()) {
+        eprintln!("note: the gate measures commits: the working tree's uncommitted changes are not part of the comparison");
+    }
     let harness_changed = harness_diff(&repo, &cfg, base, head)?;
     let gate_dir = state_dir.join("gate");
     if gate_dir.exists() {
