@@ -24,6 +24,7 @@ pub const EXIT_CODES: &str = "Exit codes:
   4    unsafe repository state (detached HEAD, merge in progress, nothing to test)
   5    another ratchet holds the repository's lock
   6    the machine or set-up failed, not the hypothesis: nothing committed or recorded
+  7    ratchet gate: the head commit is a significant regression beyond the threshold
   130  interrupted (SIGINT/SIGTERM/SIGHUP): the hypothesis was reverted and recorded";
 
 #[derive(Debug, Args, Default)]
@@ -48,6 +49,10 @@ pub struct ExperimentFlags {
     /// The budget of interleaved incumbent/candidate pairs (overrides [decision] max_pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
+    /// JSON lines on stdout (docs/json.md): one `run` event per benchmark run, then the
+    /// `decision` object (or an `error` object); the text goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args, Default, Clone)]
@@ -65,9 +70,12 @@ pub enum Command {
     Init(InitArgs),
     /// Print the results table.
     Results(ResultsArgs),
-    /// Show ratchet's state here: the incumbent, a running or unfinished experiment (which it
-    /// recovers), the last result.
-    Status,
+    /// Show ratchet's state here: the incumbent, a running or unfinished experiment and what
+    /// recovery will do about it (status only reports), the last result.
+    Status(StatusArgs),
+    /// Finish or roll back what a dead ratchet left: an unfinished experiment, a sweep's edit in
+    /// flight, an orphaned benchmark (the next experiment or sweep does this by itself too).
+    Recover,
     /// Run a queue of hypothesis files (default: experiments/*.toml) unattended, each as an
     /// experiment on top of what the previous ones kept; resumable, with a budget.
     Sweep(SweepArgs),
@@ -82,9 +90,41 @@ pub enum Command {
     /// would; prints the run-to-run CV, the drift, the smallest gain the configured budget can
     /// detect and a suggested min_effect_pct. Writes results/calibration.json only.
     Calibrate(CalibrateArgs),
+    /// CI gate: measure a commit against a base in throw-away detached checkouts (interleaved
+    /// pairs, the experiments' statistics), print a Markdown summary (also appended to
+    /// $GITHUB_STEP_SUMMARY) and exit 7 on a significant regression beyond the threshold.
+    /// Commits, resets and records nothing; works on a detached HEAD.
+    Gate(GateArgs),
     /// Run the decision procedure against synthetic benchmarks with known effects and print
     /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
     Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// The base to compare against (a branch, tag or commit, e.g. origin/main).
+    #[arg(long, value_name = "REF")]
+    pub base: String,
+    /// The commit to measure (default: HEAD).
+    #[arg(long, value_name = "REF", default_value = "HEAD")]
+    pub head: String,
+    /// Fail only on a slowdown of at least PCT percent (speed-up terms; default [decision]
+    /// min_effect_pct).
+    #[arg(long, value_name = "PCT")]
+    pub threshold: Option<f64>,
+    /// The budget of interleaved pairs (overrides [decision] max_pairs).
+    #[arg(long, value_name = "N")]
+    pub pairs: Option<u32>,
+    /// Print one JSON object (docs/json.md) instead of the Markdown; the text goes to stderr.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args, Default)]
+pub struct StatusArgs {
+    /// Print one JSON object (docs/json.md) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -92,6 +132,9 @@ pub struct CalibrateArgs {
     /// A/A pairs to run (default: [decision] max_pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
+    /// Print the calibration as one JSON object (docs/json.md); the text goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -193,12 +236,19 @@ pub struct SweepArgs {
     /// Interleaved pairs per experiment (a file's `pairs` overrides; default [decision] pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
+    /// JSON lines on stdout (docs/json.md): each experiment's `run` events and `decision`, then
+    /// a `sweep` object; the text goes to stderr.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The experiment's id (the `id` column of `ratchet results`).
     pub id: u64,
+    /// Print one JSON object (docs/json.md) instead of the report.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -241,6 +291,6 @@ mod tests {
         let c = Cli::try_parse_from(["ratchet", "simulate", "--trials", "10"]).unwrap();
         assert!(matches!(c.command, Some(Command::Simulate(SimulateArgs { trials: 10, .. }))));
         let c = Cli::try_parse_from(["ratchet", "calibrate", "--pairs", "6"]).unwrap();
-        assert!(matches!(c.command, Some(Command::Calibrate(CalibrateArgs { pairs: Some(6) }))));
+        assert!(matches!(c.command, Some(Command::Calibrate(CalibrateArgs { pairs: Some(6), .. }))));
     }
 }

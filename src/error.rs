@@ -18,6 +18,8 @@ pub mod exit {
     /// The machine or the set-up failed, not the hypothesis (no space, no interpreter, command
     /// not found, the incumbent failing like the candidate): nothing was committed or recorded.
     pub const INFRASTRUCTURE: i32 = 6;
+    /// `ratchet gate`: the head commit is a significant regression beyond the threshold.
+    pub const REGRESSION: i32 = 7;
     /// Interrupted by SIGINT or SIGTERM (128 + SIGINT, as shells report it).
     pub const INTERRUPTED: i32 = 130;
 }
@@ -32,6 +34,7 @@ pub enum Kind {
     Locked,
     Infrastructure,
     Interrupted,
+    Regression,
 }
 
 impl Kind {
@@ -44,6 +47,7 @@ impl Kind {
             Kind::Locked => exit::LOCKED,
             Kind::Infrastructure => exit::INFRASTRUCTURE,
             Kind::Interrupted => exit::INTERRUPTED,
+            Kind::Regression => exit::REGRESSION,
         }
     }
 }

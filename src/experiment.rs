@@ -227,7 +227,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     } else {
         let r = revert(repo, &id_str, candidate, incumbent, Some(&scan.edited), fx).map_err(|e| {
             let fix = if bench::infra::says_no_space(&e.to_string()) { "free disk space, then " } else { "" };
-            let hint = format!("{fix}run `ratchet status`: it finishes the rollback (the decision is in the journal)");
+            let hint = format!("{fix}run `ratchet recover`: it finishes the rollback (the decision is in the journal)");
             if e.hint.is_none() {
                 e.hint(hint)
             } else {
@@ -296,7 +296,7 @@ fn give_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candidate: 
             crate::error::Kind::Infrastructure,
             format!("not the hypothesis's fault: {why}; and giving the hypothesis back failed: {e}"),
         )
-        .hint(format!("{}; then run `ratchet status`, which rolls the experiment back", bench::infra::fix_for(why))),
+        .hint(format!("{}; then run `ratchet recover`, which rolls the experiment back", bench::infra::fix_for(why))),
     }
 }
 

@@ -44,6 +44,7 @@ use workspace::{command_line, Locked, Workspace};
 
 /// Parse the command line and run it; returns the process exit code.
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    let args = commands::guard::normalize_args(args.into_iter().collect(), &commands::guard::subcommand_names());
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -68,12 +69,21 @@ fn dispatch(cli: Cli) -> Result<()> {
     match cli.command {
         Some(Command::Init(a)) => commands::init(&dir, &a),
         Some(Command::Results(a)) => commands::results::run(&dir, &a),
-        Some(Command::Status) => commands::status::run(&dir),
+        Some(Command::Status(a)) => commands::status::run(&dir, a.json),
+        Some(Command::Recover) => commands::recover::run(&dir),
         Some(Command::Sweep(a)) => {
             signals::install()?;
-            let mut ui = ui::Text::new();
-            let ws = lock_repo(&dir, &mut ui)?;
-            commands::sweep::run(&dir, &ws, &a, &mut Effects::new(&mut ui, Cancel::signals()))
+            commands::json::recorded(
+                &dir,
+                a.json,
+                || {
+                    let mut ui = ui::Text::new();
+                    let ws = lock_repo(&dir, &mut ui)?;
+                    commands::sweep::run(&dir, &ws, &a, &mut Effects::new(&mut ui, Cancel::signals()))
+                },
+                |o, rows| Some(commands::json::sweep(o, rows)),
+            )
+            .map(|_| ())
         }
         Some(Command::Show(a)) => commands::show::run(&dir, &a),
         Some(Command::Plot(a)) => commands::plot::run(&dir, &a),
@@ -85,22 +95,20 @@ fn dispatch(cli: Cli) -> Result<()> {
             }
             trace::inspect::run_inspect(&a).map_err(Error::from)
         }
+        Some(Command::Gate(a)) => commands::gate::command(&dir, &a),
         Some(Command::Simulate(a)) => commands::simulate::run(&dir, &a),
         Some(Command::Calibrate(a)) => {
             signals::install()?;
-            let mut ui = ui::Text::new();
-            let ws = lock_repo(&dir, &mut ui)?;
-            let opts = calibrate::CalibrateOptions { pairs: a.pairs };
-            calibrate::run(&ws, &opts, &mut bench::executor::ProcessExecutor, &mut Effects::new(&mut ui, Cancel::signals()))
+            commands::json::calibrate(&dir, &a)
         }
-        Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags),
+        Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags, false),
         None => {
             let e = cli.experiment;
             let Some(message) = e.message else {
                 return Err(Error::usage("no experiment message given")
                     .hint("ratchet \"experiment: bump BQ to 512\" runs one; ratchet --help lists the subcommands"));
             };
-            experiment_cmd(&dir, message, &e.flags)
+            experiment_cmd(&dir, message, &e.flags, true)
         }
     }
 }
@@ -110,7 +118,19 @@ fn lock_repo(dir: &std::path::Path, events: &mut dyn events::Events) -> Result<L
     Workspace::discover(dir)?.lock(&command_line(), events)
 }
 
-fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {
+/// `guard`: refuse a message that looks like a mistyped subcommand (`ratchet MSG`; an explicit
+/// `ratchet run MSG` means it).
+fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags, guard: bool) -> Result<()> {
+    let op = || {
+        if guard {
+            commands::guard::check_message(&message, &commands::guard::subcommand_names())?;
+        }
+        experiment_cmd_text(dir, message.clone(), flags)
+    };
+    commands::json::recorded(dir, flags.json, op, |_, _| None)
+}
+
+fn experiment_cmd_text(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {
     signals::install()?;
     let mut ui = ui::Text::new();
     let ws = lock_repo(dir, &mut ui)?;

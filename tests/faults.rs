@@ -53,8 +53,8 @@ fn run_killed_at(point: &str, faster: bool) {
     let out = t.ratchet().arg("experiment: killed").env("RATCHET_FAULT", point).output().unwrap();
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(9), "{point}: ratchet should have died at the fault point");
-    // Starting again (status, or the next experiment) recovers.
-    let st = t.ratchet().arg("status").output().unwrap();
+    // Starting again (`ratchet recover`, or the next experiment) recovers; status only reports.
+    let st = t.ratchet().arg("recover").output().unwrap();
     assert!(st.status.success(), "{point}: {}", String::from_utf8_lossy(&st.stderr));
     check_consistent(&t, &base, change, point);
     // And the loop goes on: the next experiment gets the next id (a killed experiment's id is
@@ -101,7 +101,7 @@ fn kill_mid_benchmark_then_recover_kills_the_orphaned_benchmark() {
     child.wait().unwrap();
     let grandchild: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
     assert!(ratchet::bench::executor::alive(grandchild), "the benchmark outlives a SIGKILLed ratchet until recovery");
-    t.ratchet().arg("status").assert().success().stdout(predicates::str::contains("killed the benchmark process group"));
+    t.ratchet().arg("recover").assert().success().stdout(predicates::str::contains("killed the benchmark process group"));
     std::thread::sleep(Duration::from_millis(100));
     assert!(!ratchet::bench::executor::alive(grandchild), "recovery kills the orphaned benchmark");
     check_consistent(&t, &base2, &change, "mid-benchmark");

@@ -206,6 +206,7 @@ fn status_reports_and_undoes_a_sweep_killed_before_its_commit() {
     let t = TestRepo::new();
     sweep_killed_before_commit(&t);
     t.ratchet().arg("status").assert().success().stdout(predicate::str::contains("01-faster.toml").and(predicate::str::contains("sweep")));
+    t.ratchet().arg("recover").assert().success().stdout(predicate::str::contains("01-faster.toml").and(predicate::str::contains("sweep")));
     assert_eq!(t.git(&["status", "--porcelain"]), "");
     t.ratchet().arg("sweep").assert().success();
     assert_eq!(t.rows().last().unwrap()["status"], "keep");

@@ -150,7 +150,7 @@ fn a_kill_inside_the_revert_parks_the_hypothesis_and_the_edits_made_meanwhile() 
         t.ratchet().arg("experiment: slower").env("RATCHET_FAULT", "mid-revert-checkout").env("FAKE_WRITE_DIR", t.path()).output().unwrap();
     assert_eq!(out.status.signal(), Some(9), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=10\n", "killed with the work tree already reverted");
-    t.ratchet().arg("status").assert().success();
+    t.ratchet().arg("recover").assert().success();
     assert_eq!(t.head(), base);
     assert_eq!(t.git(&["show", "refs/ratchet/discarded/1:fake.env"]), "FAKE_LATENCY_MS=20\n", "the hypothesis, not its inverse");
     assert_eq!(t.git(&["show", "refs/ratchet/discarded/1:run0.txt"]), "benchmark output\n", "the edit made meanwhile");

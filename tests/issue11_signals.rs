@@ -163,7 +163,7 @@ fn recovery_kills_what_a_dead_ratchet_left_even_before_it_knew_the_pid() {
     assert_eq!(wait_limited(&mut child, Duration::from_secs(30)), -1, "ratchet killed itself");
     let (daemon, leader) = (read_pid(&t.path().join("daemon.pid")), read_pid(&t.path().join("leader.pid")));
     assert!(alive(daemon) && alive(leader));
-    t.ratchet().arg("status").assert().success();
+    t.ratchet().arg("recover").assert().success();
     std::thread::sleep(Duration::from_millis(100));
     assert!(!alive(daemon), "the orphaned daemon {daemon} survived recovery");
     assert!(!alive(leader), "the orphaned benchmark {leader} survived recovery");
@@ -179,8 +179,8 @@ fn recovery_never_kills_a_process_that_reused_a_recorded_pid() {
     let start = ratchet::bench::executor::proc_stat(pid).unwrap().start;
     let stale = format!("{{\"pgid\": {pid}, \"start\": {}, \"token\": \"gone-1-2\"}}", start.saturating_sub(1000));
     std::fs::write(t.path().join(".ratchet/run.pgid"), stale).unwrap();
-    t.ratchet().arg("status").assert().success();
-    assert!(alive(pid), "ratchet status killed an unrelated job that reused the pid");
+    t.ratchet().arg("recover").assert().success();
+    assert!(alive(pid), "ratchet recover killed an unrelated job that reused the pid");
     let _ = job.kill();
     let _ = job.wait();
 }
@@ -226,7 +226,7 @@ fn recovery_removes_the_temporary_files_of_killed_writes() {
     };
     assert!(!leftovers("results").is_empty(), "the fault left a temporary file");
     std::fs::write(t.path().join(".ratchet/.state.json.tmp.4242"), "{").unwrap();
-    t.ratchet().arg("status").assert().success();
+    t.ratchet().arg("recover").assert().success();
     assert!(leftovers("results").is_empty(), "{:?}", leftovers("results"));
     assert!(leftovers(".ratchet").is_empty(), "{:?}", leftovers(".ratchet"));
     assert_eq!(t.rows().len(), 1, "and the experiment was finished once");

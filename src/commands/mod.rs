@@ -1,7 +1,11 @@
 //! The subcommands other than the experiment itself, one file each: `init` (here), `results`,
 //! `status`, `sweep`, `show`, `plot` and `simulate`.
 
+pub mod gate;
+pub mod guard;
+pub mod json;
 pub mod plot;
+pub mod recover;
 pub mod results;
 pub mod show;
 pub mod simulate;

@@ -29,6 +29,10 @@ pub fn run(dir: &Path, args: &ShowArgs) -> Result<()> {
         return Err(Error::usage(format!("there is no experiment {} ({ids})", args.id)).hint("`ratchet results` lists them"));
     };
     let runs: Vec<RunRecord> = store.runs()?.into_iter().filter(|r| r.experiment == row.id.to_string()).collect();
+    if args.json {
+        println!("{}", super::json::show(&repo, row, &runs));
+        return Ok(());
+    }
     let kernel = Config::load(&config::path_in(repo.root())).ok().and_then(|c| c.trace.kernel);
     print!("{}", render(&repo, row, &runs, kernel));
     Ok(())

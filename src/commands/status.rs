@@ -1,64 +1,153 @@
 //! `ratchet status`: the incumbent, whether a ratchet is running, an unfinished experiment or
-//! sweep hypothesis (recovered when no ratchet holds the lock), and the last result.
+//! sweep hypothesis and what recovery will do about it, and the last result. It only reports:
+//! `ratchet recover` (or the next experiment or sweep) does the recovery.
 
 use crate::error::Result;
-use crate::store::Store;
+use crate::store::{ResultRow, Status, Store};
 use crate::vcs::{self, Repo};
+use serde::Serialize;
 use std::path::Path;
 
-/// The state of ratchet in this repo. Takes the lock when it is free, and then finishes or
-/// rolls back an experiment a dead ratchet left unfinished.
-pub fn run(dir: &Path) -> Result<()> {
+/// Everything `ratchet status` says, as data (`--json` prints it; the text renders it).
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Who holds the lock, when another ratchet is running here.
+    pub running: Option<String>,
+    pub branch: String,
+    /// HEAD's commit (none in a repository without commits).
+    pub head: Option<String>,
+    /// What the next experiment measures against: HEAD.
+    pub incumbent: Option<String>,
+    /// The last incumbent ratchet kept or restored on this branch.
+    pub remembered_incumbent: Option<String>,
+    /// The branch moved (a manual commit, a pull) since ratchet's last incumbent.
+    pub head_moved: bool,
+    /// The experiment in the journal: running (when locked) or left unfinished by a dead ratchet.
+    pub experiment_in_flight: Option<InFlight>,
+    pub sweep_in_flight: Option<String>,
+    /// What `ratchet recover` (or the next experiment) will do; empty when nothing is pending
+    /// (or while another ratchet runs).
+    pub recovery: Vec<String>,
+    /// The noise history's summary line.
+    pub noise: Option<String>,
+    pub last: Option<ResultRow>,
+    pub experiments: usize,
+    pub kept: usize,
+}
+
+#[derive(Debug, Serialize)]
+pub struct InFlight {
+    pub id: u64,
+    pub phase: crate::journal::Phase,
+    pub message: String,
+    pub candidate: Option<String>,
+}
+
+/// Gather the report; changes nothing (it takes the lock only to read a journal no one writes).
+pub fn report(dir: &Path) -> Result<Report> {
     let repo = Repo::discover(dir)?;
     let state_dir = repo.state_dir();
     let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
     let args: Vec<String> = std::env::args().collect();
-    match crate::lock::RepoLock::for_repo(&repo, &args.join(" ")) {
+    let (running, recovery) = match crate::lock::RepoLock::for_repo(&repo, &args.join(" ")) {
         Ok(lock) => {
             if let Some(h) = lock.stale() {
                 eprintln!("note: {}", h.stale_note());
             }
-            println!("no ratchet is running here");
-            match crate::journal::recover(&repo, &store)? {
-                Some(what) => println!("recovered: {what}"),
-                None => println!("no unfinished experiment"),
-            }
-            // A sweep killed before its commit: its edit is undone here, not left for the next
-            // experiment to commit under another message.
-            if let Some(what) = crate::sweep::undo_stopped_sweep(&repo, &store)? {
-                println!("recovered: {what}");
-            }
+            (None, super::recover::plan(&repo, &store))
         }
-        Err(e) if e.kind == crate::error::Kind::Locked => {
-            println!("{}", e.message);
-            if let Some(j) = crate::journal::load(&state_dir) {
+        Err(e) if e.kind == crate::error::Kind::Locked => (Some(e.message), vec![]),
+        Err(e) => return Err(e),
+    };
+    let head_ref = repo.repo.head().ok();
+    let branch = head_ref.as_ref().and_then(|h| h.shorthand().map(str::to_string)).unwrap_or_else(|| "HEAD".into());
+    let head = head_ref.as_ref().and_then(|h| h.target()).map(|o| o.to_string());
+    let state = crate::store::State::load(&state_dir);
+    let remembered = state.incumbents.get(&branch).cloned();
+    let head_moved = matches!((&remembered, &head), (Some(r), Some(h)) if r != h);
+    let noise = crate::config::Config::load(&crate::config::path_in(repo.root())).ok().map(|cfg| {
+        let key = crate::experiment::history_key(&cfg);
+        crate::stats::history::describe(&crate::stats::history::load(&state_dir, &key))
+    });
+    let rows = store.rows()?;
+    Ok(Report {
+        running,
+        branch,
+        incumbent: head.clone(),
+        head,
+        remembered_incumbent: remembered,
+        head_moved,
+        experiment_in_flight: crate::journal::load(&state_dir).map(|j| InFlight {
+            id: j.id,
+            phase: j.phase,
+            message: j.message,
+            candidate: j.candidate,
+        }),
+        sweep_in_flight: crate::sweep::in_flight(&state_dir),
+        recovery,
+        noise,
+        kept: rows.iter().filter(|r| r.status == Status::Keep).count(),
+        experiments: rows.len(),
+        last: rows.last().cloned(),
+    })
+}
+
+/// The state of ratchet in this repo, as text or (`json`) one JSON object.
+pub fn run(dir: &Path, json: bool) -> Result<()> {
+    let r = report(dir)?;
+    if json {
+        println!("{}", super::json::to_line("status", &r));
+        return Ok(());
+    }
+    let short = |s: &str| s[..s.len().min(12)].to_string();
+    match &r.running {
+        Some(who) => {
+            println!("{who}");
+            if let Some(j) = &r.experiment_in_flight {
                 println!("  experiment {} ({:?}): {}", j.id, j.phase, j.message);
             }
-            if let Some(h) = crate::sweep::in_flight(&state_dir) {
+            if let Some(h) = &r.sweep_in_flight {
                 println!("  sweep hypothesis in flight: {h}");
             }
         }
-        Err(e) => return Err(e),
+        None => {
+            println!("no ratchet is running here");
+            if r.recovery.is_empty() {
+                println!("no unfinished experiment");
+            } else {
+                if let Some(j) = &r.experiment_in_flight {
+                    println!("unfinished experiment {} ({:?}): {}", j.id, j.phase, j.message);
+                }
+                if let Some(h) = &r.sweep_in_flight {
+                    println!("unfinished sweep hypothesis: {h}");
+                }
+                println!("recovery pending (`ratchet recover` does it, or the next experiment or sweep):");
+                for step in &r.recovery {
+                    println!("  - {step}");
+                }
+            }
+        }
     }
-    let head = repo.repo.head().ok();
-    let branch = head.as_ref().and_then(|h| h.shorthand().map(str::to_string)).unwrap_or_else(|| "HEAD".into());
-    let state = crate::store::State::load(&state_dir);
-    match state.incumbents.get(&branch) {
-        Some(inc) => println!("incumbent on {branch}: {}", &inc[..inc.len().min(12)]),
-        None => println!("incumbent on {branch}: HEAD (no experiment yet)"),
+    match (&r.remembered_incumbent, &r.head) {
+        (Some(inc), Some(head)) if r.head_moved => println!(
+            "incumbent on {}: HEAD {} ({} moved since ratchet's last incumbent {}; the next experiment measures against HEAD)",
+            r.branch,
+            short(head),
+            r.branch,
+            short(inc)
+        ),
+        (Some(inc), _) => println!("incumbent on {}: {}", r.branch, short(inc)),
+        (None, _) => println!("incumbent on {}: HEAD (no experiment yet)", r.branch),
     }
-    if let Ok(cfg) = crate::config::Config::load(&crate::config::path_in(repo.root())) {
-        let key = crate::experiment::history_key(&cfg);
-        println!("{}", crate::stats::history::describe(&crate::stats::history::load(&state_dir, &key)));
+    if let Some(n) = &r.noise {
+        println!("{n}");
     }
-    let rows = store.rows()?;
-    match rows.last() {
-        Some(r) => println!("last experiment: {} {} ({}): {}", r.id, r.status.as_str(), r.time, r.message),
+    match &r.last {
+        Some(l) => println!("last experiment: {} {} ({}): {}", l.id, l.status.as_str(), l.time, l.message),
         None => println!("no experiments yet"),
     }
-    if !rows.is_empty() {
-        let kept = rows.iter().filter(|r| r.status == crate::store::Status::Keep).count();
-        println!("{} experiments, {} kept", rows.len(), kept);
+    if r.experiments > 0 {
+        println!("{} experiments, {} kept", r.experiments, r.kept);
     }
     Ok(())
 }

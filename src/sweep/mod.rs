@@ -381,7 +381,7 @@ pub fn in_flight(state_dir: &Path) -> Option<String> {
 /// not yet committed is undone (only where the files still hold exactly what the hypothesis
 /// wrote), a commit without a row is parked and reverted. Called by a resumed sweep, by a single
 /// experiment (which must never commit the sweep's edit under its own message) and by `ratchet
-/// status`; the caller holds the lock and has run the journal's recovery. Returns what it did.
+/// recover`; the caller holds the lock and has run the journal's recovery. Returns what it did.
 pub fn undo_stopped_sweep(repo: &Repo, store: &Store) -> Result<Option<String>> {
     let state_dir = repo.state_dir();
     let state = SweepState::load(&state_dir)?;

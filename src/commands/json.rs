@@ -1,0 +1,221 @@
+//! `--json`: every object ratchet prints for a program carries the schema's version and its
+//! type (docs/json.md, docs/json.schema.json). For commands whose core still prints text, the
+//! text goes to stderr while the JSON lines go to the real stdout.
+
+use crate::bench::RunRecord;
+use crate::store::ResultRow;
+use serde::Serialize;
+use serde_json::{json, Value};
+use std::io::Write;
+use std::os::fd::{FromRawFd, OwnedFd};
+
+/// The version of the JSON output's schema; raised on any change that is not an addition.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// `value` (an object) with `schema_version` and `type` added, as one line.
+pub fn to_line(kind: &str, value: &impl Serialize) -> String {
+    envelope(kind, serde_json::to_value(value).expect("serializable")).to_string()
+}
+
+pub fn envelope(kind: &str, value: Value) -> Value {
+    let mut v = match value {
+        Value::Object(m) => m,
+        other => {
+            let mut m = serde_json::Map::new();
+            m.insert("value".into(), other);
+            m
+        }
+    };
+    v.insert("schema_version".into(), json!(SCHEMA_VERSION));
+    v.insert("type".into(), json!(kind));
+    Value::Object(v)
+}
+
+/// One benchmark run of an experiment, as its `run` event.
+pub fn run_event(r: &RunRecord) -> Value {
+    envelope(
+        "run",
+        json!({
+            "experiment": r.experiment,
+            "run": r.run,
+            "side": r.side.as_str(),
+            "commit": r.commit,
+            "status": r.status.as_str(),
+            "value": r.value,
+            "latency_ms": r.latency_ms,
+            "latency_source": r.latency_source,
+            "wall_s": r.wall_s,
+            "superseded": r.superseded,
+            "error": r.error,
+        }),
+    )
+}
+
+/// The decision object of a recorded experiment: its row, plus what an agent acts on first
+/// (`runs` are the experiment's run records, for its count of measured pairs).
+pub fn decision(row: &ResultRow, discarded_ref: Option<&str>, runs: &[&RunRecord]) -> Value {
+    let mut v = serde_json::to_value(row).expect("row serializes");
+    use crate::store::StatusClass;
+    let class = match row.status.class() {
+        StatusClass::Kept => "kept",
+        StatusClass::NotKept => "not_kept",
+        StatusClass::Failed => "failed",
+        StatusClass::NotRun => "not_run",
+    };
+    // Pairs measured (confirmation included): the candidate's runs that count.
+    let pairs =
+        runs.iter().filter(|r| r.side == crate::bench::Side::Candidate && r.status == crate::bench::RunStatus::Ok && !r.superseded).count();
+    if let Value::Object(m) = &mut v {
+        m.insert("class".into(), json!(class));
+        m.insert("kept".into(), json!(row.status == crate::store::Status::Keep));
+        m.insert("discarded_ref".into(), json!(discarded_ref));
+        m.insert("pairs".into(), json!(pairs));
+    }
+    envelope("decision", v)
+}
+
+/// The error object printed (with `--json`) when a command fails.
+pub fn error(e: &crate::error::Error) -> Value {
+    envelope(
+        "error",
+        json!({"kind": format!("{:?}", e.kind).to_lowercase(), "message": e.message, "hint": e.hint, "exit_code": e.exit_code()}),
+    )
+}
+
+/// The real stdout, for JSON lines, while `println!` goes to stderr; restored when dropped.
+pub struct JsonOut {
+    out: std::fs::File,
+}
+
+impl JsonOut {
+    /// Point fd 1 at stderr and keep the original stdout for JSON. `None` if the fds cannot be
+    /// duplicated (then JSON goes to stdout with the text, which is still parseable line by line
+    /// only if the caller prints nothing else).
+    pub fn take_stdout() -> Option<JsonOut> {
+        let _ = std::io::stdout().flush();
+        // SAFETY: plain fd syscalls on the standard fds; the duplicate is owned below.
+        unsafe {
+            let saved = libc::fcntl(1, libc::F_DUPFD_CLOEXEC, 3);
+            if saved < 0 {
+                return None;
+            }
+            let saved = OwnedFd::from_raw_fd(saved);
+            if libc::dup2(2, 1) < 0 {
+                return None;
+            }
+            Some(JsonOut { out: std::fs::File::from(saved) })
+        }
+    }
+
+    pub fn emit(&mut self, v: &Value) {
+        // A closed reader must not abort the experiment: a failed write is dropped.
+        let _ = writeln!(self.out, "{v}");
+        let _ = self.out.flush();
+    }
+}
+
+impl Drop for JsonOut {
+    fn drop(&mut self) {
+        let _ = std::io::stdout().flush();
+        // SAFETY: dup2 of a descriptor we own back onto fd 1.
+        unsafe {
+            libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&self.out), 1);
+        }
+    }
+}
+
+/// Run `op` (an experiment, a sweep, a calibration) for `--json`: its text goes to stderr; then
+/// every experiment it recorded comes out as its `run` events and its `decision` object, then
+/// `tail`'s object for the whole operation, or the `error` object when it failed (a recorded
+/// experiment still comes first: an interrupted one fails and is recorded).
+pub fn recorded<T>(
+    dir: &std::path::Path,
+    json: bool,
+    op: impl FnOnce() -> crate::error::Result<T>,
+    tail: impl FnOnce(&T, &[ResultRow]) -> Option<Value>,
+) -> crate::error::Result<T> {
+    if !json {
+        return op();
+    }
+    let mut out = JsonOut::take_stdout();
+    let repo = crate::vcs::Repo::discover(dir).ok();
+    let store = repo.as_ref().map(|r| crate::store::Store::new(&r.root().join(crate::vcs::RESULTS_DIR)));
+    let last_id = |s: &crate::store::Store| s.rows().ok().and_then(|rows| rows.iter().map(|r| r.id).max()).unwrap_or(0);
+    let before = store.as_ref().map(last_id).unwrap_or(0);
+    let result = op();
+    let mut lines = vec![];
+    let mut new_rows = vec![];
+    if let (Some(repo), Some(store)) = (&repo, &store) {
+        new_rows = store.rows().unwrap_or_default().into_iter().filter(|r| r.id > before).collect();
+        let runs = store.runs().unwrap_or_default();
+        for row in &new_rows {
+            let id = row.id.to_string();
+            let own: Vec<&RunRecord> = runs.iter().filter(|r| r.experiment == id).collect();
+            lines.extend(own.iter().map(|r| run_event(r)));
+            let parked = crate::vcs::discarded_ref(&id);
+            let parked = (row.status != crate::store::Status::Keep && repo.repo.find_reference(&parked).is_ok()).then_some(parked);
+            lines.push(decision(row, parked.as_deref(), &own));
+        }
+    }
+    match &result {
+        Ok(v) => lines.extend(tail(v, &new_rows)),
+        Err(e) => lines.push(error(e)),
+    }
+    for l in &lines {
+        match out.as_mut() {
+            Some(o) => o.emit(l),
+            None => println!("{l}"),
+        }
+    }
+    result
+}
+
+/// `ratchet calibrate --json`: the text to stderr, then the calibration object.
+pub fn calibrate(dir: &std::path::Path, args: &crate::cli::CalibrateArgs) -> crate::error::Result<()> {
+    recorded(
+        dir,
+        args.json,
+        || {
+            let mut ui = crate::ui::Text::new();
+            let ws = crate::workspace::Workspace::discover(dir)?.lock(&std::env::args().collect::<Vec<_>>().join(" "), &mut ui)?;
+            let opts = crate::calibrate::CalibrateOptions { pairs: args.pairs };
+            let mut fx = crate::events::Effects::new(&mut ui, crate::signals::Cancel::signals());
+            crate::calibrate::run(&ws, &opts, &mut crate::bench::executor::ProcessExecutor, &mut fx)
+        },
+        |_, _| {
+            let repo = crate::vcs::Repo::discover(dir).ok()?;
+            let text = std::fs::read_to_string(repo.root().join(crate::vcs::RESULTS_DIR).join("calibration.json")).ok()?;
+            Some(envelope("calibration", serde_json::from_str(&text).ok()?))
+        },
+    )
+}
+
+/// `ratchet show ID --json`: the experiment's decision object, its runs and its diff's summary.
+pub fn show(repo: &crate::vcs::Repo, row: &ResultRow, runs: &[RunRecord]) -> Value {
+    let id = row.id.to_string();
+    let parked = crate::vcs::discarded_ref(&id);
+    let parked = (row.status != crate::store::Status::Keep && repo.repo.find_reference(&parked).is_ok()).then_some(parked);
+    let diff_stat = git2::Oid::from_str(&row.commit).ok().and_then(|c| repo.diff_stat(c).ok());
+    envelope(
+        "show",
+        json!({
+            "experiment": decision(row, parked.as_deref(), &runs.iter().collect::<Vec<_>>()),
+            "runs": runs.iter().map(run_event).collect::<Vec<_>>(),
+            "diff_stat": diff_stat,
+        }),
+    )
+}
+
+/// The `sweep` object that ends `ratchet sweep --json`.
+pub fn sweep(o: &crate::sweep::SweepOutcome, rows: &[ResultRow]) -> Value {
+    envelope(
+        "sweep",
+        json!({
+            "experiments": rows.iter().map(|r| r.id).collect::<Vec<_>>(),
+            "kept": rows.iter().filter(|r| r.status == crate::store::Status::Keep).count(),
+            "already_done": o.already_done,
+            "not_started": o.not_started,
+            "stopped_by": o.stopped_by,
+        }),
+    )
+}
