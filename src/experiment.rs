@@ -288,6 +288,9 @@ pub fn run(dir: &Path, opts: &Options, exec: &mut dyn Executor) -> Result<Outcom
         confirm_ci_high_pct: conf.map(|c| crate::stats::metric_pct(c.ci_high_pct, elasticity)),
         noise_scale: decision.as_ref().map(|d| d.scale.clone()).unwrap_or_default(),
         noise_sd_pct: decision.as_ref().map(|d| d.noise_sd_pct),
+        hlo_loop_copy: hlo.map(|h| h.loop_copies as u32),
+        kernel_ops: crate::diagnose::columns::kernel_ops_cell(&cand_runs),
+        meta: crate::diagnose::columns::meta_cell(&cand_runs),
     };
 
     fault::point("before-decision");
@@ -530,8 +533,13 @@ fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>,
         println!("  {}", figs.join(" | "));
     }
     if let (Some(dot), Some(exp), Some(red), Some(copy)) = (row.hlo_dot, row.hlo_exp, row.hlo_reduce, row.hlo_copy) {
-        let warn = if copy > 0 { "  (copies: possibly defensive copies from aliasing; see `ratchet inspect`)" } else { "" };
-        println!("  HLO: {dot} dot, {exp} exponential, {red} reduce, {copy} copy{warn}");
+        let loops = row.hlo_loop_copy.unwrap_or(0).min(copy);
+        let warn = if copy > loops { "  (copies: possibly defensive copies from aliasing; see `ratchet inspect`)" } else { "" };
+        let of_loops = if loops > 0 { format!(" ({loops} while-loop state)") } else { String::new() };
+        println!("  HLO: {dot} dot, {exp} exponential, {red} reduce, {copy} copy{of_loops}{warn}");
+    }
+    if !row.kernel_ops.is_empty() {
+        println!("  kernel body: {}", row.kernel_ops.replace(';', ", ").replace('=', " "));
     }
     if let Some(r) = discarded {
         println!("  reverted to {}; the hypothesis is kept at {r} (git show {r})", short(&row.incumbent));
