@@ -54,7 +54,8 @@ fn gap_findings_follow_the_articles_bands() {
     assert_eq!(g[0].level, Level::Warn);
     // The likely causes, in the article's order (section 3.3).
     let w = &g[0].what;
-    let order: Vec<usize> = ["register spilling", "pipeline bubbles", "defensive copies", "VPU bottleneck"].iter().map(|c| w.find(c).unwrap()).collect();
+    let order: Vec<usize> =
+        ["register spilling", "pipeline bubbles", "defensive copies", "VPU bottleneck"].iter().map(|c| w.find(c).unwrap()).collect();
     assert!(order.windows(2).all(|p| p[0] < p[1]), "{w}");
     assert!(w.contains("reaches 66.7% of its roofline"), "{w}");
 }
@@ -193,7 +194,9 @@ fn spill_cliff_between_neighbouring_block_sizes() {
 
 #[test]
 fn environments_that_differ_are_named() {
-    let a: environment::Environment = serde_json::from_str(r#"{"jax":"0.10.2","jaxlib":"0.10.2","device_kind":"TPU v5 lite","device_count":4,"python":"3.11.7"}"#).unwrap();
+    let a: environment::Environment =
+        serde_json::from_str(r#"{"jax":"0.10.2","jaxlib":"0.10.2","device_kind":"TPU v5 lite","device_count":4,"python":"3.11.7"}"#)
+            .unwrap();
     let mut b = a.clone();
     b.insert("python".into(), "3.12.1".into());
     assert!(environment::difference_warning(&a, &b).is_none());
@@ -234,7 +237,10 @@ fn inspect_lowered_gpu_kernel_counts_the_triton_body_as_json() {
     let out = inspect(&[fixture("lowered/h100-bq128-bkv256").to_str().unwrap(), "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let k = &v["kernel_ops"][0];
-    assert_eq!((k["dialect"].as_str(), k["matmul"].as_u64(), k["exp"].as_u64(), k["loops"].as_u64()), (Some("triton"), Some(2), Some(2), Some(1)));
+    assert_eq!(
+        (k["dialect"].as_str(), k["matmul"].as_u64(), k["exp"].as_u64(), k["loops"].as_u64()),
+        (Some("triton"), Some(2), Some(2), Some(1))
+    );
     assert_eq!(v["hbm_gbps"].as_f64(), Some(3350.0));
     let rules: Vec<&str> = v["findings"].as_array().unwrap().iter().map(|f| f["rule"].as_str().unwrap()).collect();
     assert!(rules.contains(&"regime") && rules.contains(&"gap") && rules.contains(&"op-counts"), "{rules:?}");

@@ -14,6 +14,7 @@
 pub mod cliff;
 pub mod columns;
 pub mod environment;
+pub mod show;
 
 use std::fmt::Write as _;
 
