@@ -115,6 +115,11 @@ fn copy_alarm_only_for_copies_that_are_not_loop_state() {
     let c = rule(&f, "copies");
     assert_eq!(c[0].level, Level::Warn);
     assert!(c[0].prescription.as_deref().unwrap().contains("scratch_shapes"));
+    // Copy events in the trace (section 4.4): a warning only when the HLO has suspect copies.
+    let f = diagnose::diagnose(&Inputs { hlo: Some(&one_more), copy_share: Some(0.09), ..Default::default() });
+    assert!(rule(&f, "copies").iter().any(|x| x.level == Level::Warn && x.what.starts_with("copy events take 9.0%")), "{f:?}");
+    let f = diagnose::diagnose(&Inputs { hlo: Some(&loop_only), copy_share: Some(0.09), ..Default::default() });
+    assert!(rule(&f, "copies").iter().all(|x| x.level != Level::Warn), "{f:?}");
     // A copy inside the kernel body is flagged too.
     let k = KernelOps { dialect: "mosaic".into(), name: "fa".into(), copy: 1, ..Default::default() };
     let f = diagnose::diagnose(&Inputs { kernel_ops: std::slice::from_ref(&k), ..Default::default() });

@@ -176,6 +176,8 @@ pub struct Inputs<'a> {
     pub exp_share: Option<f64>,
     /// Kernel blocks per execution seen in the trace (most frequent per-execution op count).
     pub blocks_seen: Option<u64>,
+    /// Share of the kernel's op time in copy events (copy, copy-start, copy-done), from the trace.
+    pub copy_share: Option<f64>,
     /// The backend the run was on (`cpu`, `tpu`, `gpu`).
     pub backend: Option<&'a str>,
 }
@@ -215,6 +217,15 @@ fn roofline_findings(r: RooflineView, inp: &Inputs, has_blocks: bool, out: &mut 
     } else {
         format!("{:.1}x above the ridge", r.intensity / r.ridge)
     };
+    if inp.backend == Some("cpu") {
+        out.push(Finding::new(
+            "regime",
+            Level::Note,
+            "CPU run: the peaks are nominal (the `cpu` preset), so util, BW and the regime word below only rank runs of this machine"
+                .into(),
+            None,
+        ));
+    }
     let word = regime_word(r.memory_bound, share);
     if word == "LATENCY-BOUND" {
         out.push(Finding::new(
@@ -305,6 +316,17 @@ fn copy_findings(inp: &Inputs, out: &mut Vec<Finding>) {
                 None,
             ));
         }
+    }
+    // Section 4.4, step 5: copy events in the steady state. They cost what the HLO's copies
+    // cost; whether they are defensive is the HLO's call (loop state and async copies are not).
+    if let Some(share) = inp.copy_share.filter(|s| *s > 0.0) {
+        let suspect = inp.hlo.map(HloStats::suspect_copies);
+        let (level, why) = match suspect {
+            Some(n) if n > 0 => (Level::Warn, format!("{n} of the HLO's copies may be defensive")),
+            Some(_) => (Level::Note, "none of the HLO's copies is a defensive one (loop state)".to_string()),
+            None => (Level::Note, "no HLO to tell what they are".to_string()),
+        };
+        out.push(Finding::new("copies", level, format!("copy events take {} of the kernel's op time; {why}", pct(share)), None));
     }
     for k in inp.kernel_ops.iter().filter(|k| k.copy > 0) {
         out.push(Finding::new(
@@ -461,6 +483,14 @@ pub fn exp_share(k: &crate::trace::KernelStats) -> Option<f64> {
         .map(|o| o.total_us)
         .sum();
     (total > 0.0).then_some(exp / total)
+}
+
+/// Share of the kernel's op (self) time in copy events (categories `copy`, `copy-start`,
+/// `copy-done`).
+pub fn copy_share(k: &crate::trace::KernelStats) -> Option<f64> {
+    let total: f64 = k.category_breakdown.iter().map(|c| c.total_us).sum();
+    let copy: f64 = k.category_breakdown.iter().filter(|c| c.category.starts_with("copy")).map(|c| c.total_us).sum();
+    (total > 0.0).then_some(copy / total)
 }
 
 /// Kernel blocks per execution seen in the trace: the largest per-execution occurrence count of

@@ -164,6 +164,7 @@ pub fn render(row: &ResultRow, runs: &[RunRecord], all_rows: &[ResultRow], confi
             bubble_fraction: trace.as_ref().and_then(super::bubble_fraction),
             exp_share: trace.as_ref().and_then(super::exp_share),
             blocks_seen: trace.as_ref().and_then(super::blocks_seen),
+            copy_share: trace.as_ref().and_then(super::copy_share),
             backend: last.backend.as_deref(),
         });
         if !findings.is_empty() {

@@ -232,6 +232,7 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         bubble_fraction: kstats.and_then(crate::diagnose::bubble_fraction),
         exp_share: kstats.and_then(crate::diagnose::exp_share),
         blocks_seen: kstats.and_then(crate::diagnose::blocks_seen),
+        copy_share: kstats.and_then(crate::diagnose::copy_share),
         backend: info.and_then(|i| i.backend.as_deref()),
     });
     Ok(InspectOutput {
