@@ -72,9 +72,57 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// The cliffs in a results table. Only measured rows (kept or not kept) with a latency and a
-/// `meta` take part; several rows of one configuration count by their median.
+/// One measured configuration: an experiment's candidate (its results row) or its incumbent
+/// (from its runs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    /// The experiment it was measured in.
+    pub id: u64,
+    /// `meta` as a results cell (`BKV=256;BQ=128;...`).
+    pub meta: String,
+    pub latency_ms: f64,
+    pub gap_ms: Option<f64>,
+}
+
+/// The measured candidates of a results table: kept or not kept rows with a latency.
+pub fn candidates(rows: &[ResultRow]) -> Vec<Measured> {
+    rows.iter()
+        .filter(|r| matches!(r.status.class(), StatusClass::Kept | StatusClass::NotKept))
+        .filter_map(|r| Some(Measured { id: r.id, meta: r.meta.clone(), latency_ms: r.latency_ms?, gap_ms: r.gap_ms }))
+        .collect()
+}
+
+/// The incumbents of the experiments whose runs are given: per experiment, the median latency
+/// of its ok incumbent runs and the last one's `meta`. A sweep that reverts a bigger block
+/// leaves the smaller one only on the incumbent side, so the cliff needs these points.
+pub fn incumbents(runs: &[crate::bench::RunRecord], rows: &[ResultRow]) -> Vec<Measured> {
+    use crate::bench::{RunStatus, Side};
+    rows.iter()
+        .filter(|r| matches!(r.status.class(), StatusClass::Kept | StatusClass::NotKept))
+        .filter_map(|r| {
+            let id = r.id.to_string();
+            let inc: Vec<&crate::bench::RunRecord> = runs
+                .iter()
+                .filter(|x| x.experiment == id && x.side == Side::Incumbent && x.status == RunStatus::Ok && !x.superseded)
+                .collect();
+            let mut lat: Vec<f64> = inc.iter().filter_map(|x| x.latency_ms).collect();
+            if lat.is_empty() {
+                return None;
+            }
+            let meta = super::columns::meta_cell(&inc);
+            Some(Measured { id: r.id, meta, latency_ms: median(&mut lat), gap_ms: None })
+        })
+        .collect()
+}
+
+/// The cliffs in a results table (candidates only).
 pub fn detect(rows: &[ResultRow]) -> Vec<Cliff> {
+    detect_points(&candidates(rows))
+}
+
+/// The cliffs among measured configurations; several measurements of one configuration count
+/// by their median.
+pub fn detect_points(measured: &[Measured]) -> Vec<Cliff> {
     struct Point {
         tunables: BTreeMap<String, u64>,
         // Non-numeric meta entries (dtype, variant): a change there is another configuration.
@@ -83,11 +131,10 @@ pub fn detect(rows: &[ResultRow]) -> Vec<Cliff> {
         gap: Option<f64>,
         id: u64,
     }
-    let points: Vec<Point> = rows
+    let points: Vec<Point> = measured
         .iter()
-        .filter(|r| matches!(r.status.class(), StatusClass::Kept | StatusClass::NotKept))
         .filter_map(|r| {
-            let latency = r.latency_ms.filter(|l| l.is_finite() && *l > 0.0)?;
+            let latency = Some(r.latency_ms).filter(|l| l.is_finite() && *l > 0.0)?;
             let mut tunables = BTreeMap::new();
             let mut labels = BTreeMap::new();
             for (k, v) in parse_cell(&r.meta) {
@@ -119,7 +166,10 @@ pub fn detect(rows: &[ResultRow]) -> Vec<Cliff> {
                     let mut lat: Vec<f64> = ps.iter().map(|p| p.latency).collect();
                     let mut gaps: Vec<f64> = ps.iter().filter_map(|p| p.gap).collect();
                     let gap = (!gaps.is_empty()).then(|| median(&mut gaps));
-                    (size, median(&mut lat), gap, ps.iter().map(|p| p.id).collect())
+                    let mut ids: Vec<u64> = ps.iter().map(|p| p.id).collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    (size, median(&mut lat), gap, ids)
                 })
                 .collect();
             for w in steps.windows(2) {

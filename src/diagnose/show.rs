@@ -100,7 +100,15 @@ fn tunables_cell(r: Option<&RunRecord>) -> String {
 }
 
 /// The A/B table, the candidate's findings, the measured-with lines and the cliffs.
-pub fn render(row: &ResultRow, runs: &[RunRecord], all_rows: &[ResultRow], configured: Option<Hardware>, kernel: Option<String>) -> String {
+/// `all_runs`: every run of the results (for the incumbents' points of the spill-cliff check).
+pub fn render(
+    row: &ResultRow,
+    runs: &[RunRecord],
+    all_rows: &[ResultRow],
+    all_runs: &[RunRecord],
+    configured: Option<Hardware>,
+    kernel: Option<String>,
+) -> String {
     let mut o = String::new();
     let inc = side_figures(runs, Side::Incumbent, configured);
     let cand = side_figures(runs, Side::Candidate, configured);
@@ -173,7 +181,9 @@ pub fn render(row: &ResultRow, runs: &[RunRecord], all_rows: &[ResultRow], confi
         }
     }
 
-    let cliffs = cliff::detect(all_rows);
+    let mut points = cliff::candidates(all_rows);
+    points.extend(cliff::incumbents(all_runs, all_rows));
+    let cliffs = cliff::detect_points(&points);
     if !cliffs.is_empty() {
         let _ = writeln!(o, "\nspill cliffs across the results (latency or gap jumps as a block size grows)");
         for c in &cliffs {
