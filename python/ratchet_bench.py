@@ -475,8 +475,14 @@ def kernel_bodies(module):
                 config = json.loads(_attr_str(op.attributes, "backend_config"))
                 body = base64.b64decode(config["custom_call_config"]["body"])
                 name = _attr_str(op.attributes, "kernel_name") or "mosaic_kernel"
-                out.append({"dialect": "mosaic", "target": target, "name": name,
-                            "text": _parse_bytecode(body, _tpu_register())})
+                entry = {"dialect": "mosaic", "target": target, "name": name,
+                         "text": _parse_bytecode(body, _tpu_register())}
+                # The pallas_call's cost_estimate: what XProf's roofline tool reads.
+                cost = config.get("custom_call_config", {}).get("cost_estimate") or config.get("cost_estimate")
+                if isinstance(cost, dict):
+                    entry["cost"] = {k: int(cost[k]) for k in ("flops", "transcendentals", "bytes_accessed")
+                                     if isinstance(cost.get(k), (int, float))}
+                out.append(entry)
             elif target and "triton" in target:
                 cfg = op.attributes["mhlo.backend_config"]
                 name = _attr_str(cfg, "name") or "triton_kernel"
@@ -506,6 +512,7 @@ def write_kernel_bodies(path, bodies):
             if "text" not in b:
                 continue
             extra = "".join(f" {k}={','.join(map(str, b[k]))}" for k in ("grid",) if k in b)
+            extra += "".join(f" cost_{k}={v}" for k, v in sorted(b.get("cost", {}).items()))
             f.write(f"// ratchet-kernel dialect={b['dialect']} name={b['name']} "
                     f"target={b['target']}{extra}\n")
             f.write(b["text"])

@@ -250,3 +250,18 @@ fn inspect_lowered_gpu_kernel_counts_the_triton_body_as_json() {
     let rules: Vec<&str> = v["findings"].as_array().unwrap().iter().map(|f| f["rule"].as_str().unwrap()).collect();
     assert!(rules.contains(&"regime") && rules.contains(&"gap") && rules.contains(&"op-counts"), "{rules:?}");
 }
+
+#[test]
+fn cost_estimate_of_a_mosaic_kernel_is_checked_against_the_benchmarks_flops() {
+    let k = KernelOps { dialect: "mosaic".into(), name: "fa".into(), ..Default::default() };
+    let f = diagnose::diagnose(&Inputs { kernel_ops: std::slice::from_ref(&k), ..Default::default() });
+    assert!(rule(&f, "cost-estimate")[0].what.contains("carries no cost_estimate"), "{f:?}");
+    let k = KernelOps { cost_flops: Some(1_000_000), ..k };
+    let same = diagnose::diagnose(&Inputs { kernel_ops: std::slice::from_ref(&k), flops: Some(1.005e6), ..Default::default() });
+    assert_eq!(rule(&same, "cost-estimate")[0].level, Level::Good);
+    let off = diagnose::diagnose(&Inputs { kernel_ops: std::slice::from_ref(&k), flops: Some(2e6), ..Default::default() });
+    assert!(rule(&off, "cost-estimate")[0].what.contains("disagree"), "{off:?}");
+    // Only Mosaic kernels are checked: the estimate is read from the tpu_custom_call config.
+    let t = KernelOps { dialect: "triton".into(), ..Default::default() };
+    assert!(rule(&diagnose::diagnose(&Inputs { kernel_ops: std::slice::from_ref(&t), ..Default::default() }), "cost-estimate").is_empty());
+}

@@ -27,6 +27,12 @@ fn mosaic_kernel_of_the_example_has_the_articles_op_counts() {
     assert_eq!((k.load, k.store), (15, 7));
     assert_eq!(k.opcodes["tpu.matmul"], 2);
     assert_eq!(k.opcodes["vector.multi_reduction"], 2);
+    // The pallas_call's cost_estimate (kernel.py's), from the custom call's config: 1 head,
+    // seq=512, head_dim=64: 4 * 512^2 * 64 + 5 * 512^2 FLOPs; an exp per score and per row and
+    // KV block; Q, O once and K, V once per Q block (4 blocks), bf16.
+    assert_eq!(k.cost_flops, Some(4 * 512 * 512 * 64 + 5 * 512 * 512));
+    assert_eq!(k.cost_transcendentals, Some(512 * (512 + 4)));
+    assert_eq!(k.cost_bytes, Some(64 * 2 * (2 * 512 + 2 * 512 * 4)));
 }
 
 #[test]

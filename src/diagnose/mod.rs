@@ -180,6 +180,8 @@ pub struct Inputs<'a> {
     pub copy_share: Option<f64>,
     /// The backend the run was on (`cpu`, `tpu`, `gpu`).
     pub backend: Option<&'a str>,
+    /// The benchmark's FLOPs per call (the result file's `flops`).
+    pub flops: Option<f64>,
 }
 
 fn meta_u64(meta: Option<&serde_json::Value>, key: &str) -> Option<u64> {
@@ -203,6 +205,7 @@ pub fn diagnose(inp: &Inputs) -> Vec<Finding> {
         roofline_findings(r, inp, has_blocks, &mut out);
     }
     copy_findings(inp, &mut out);
+    cost_estimate_findings(inp, &mut out);
     op_count_findings(inp, has_blocks, &mut out);
     pipeline_findings(inp, &mut out);
     out
@@ -335,6 +338,38 @@ fn copy_findings(inp: &Inputs, out: &mut Vec<Finding>) {
             format!("{} copy op(s) inside the {} kernel {}: full-buffer read+write each", k.copy, k.dialect, k.name),
             Some(FIX),
         ));
+    }
+}
+
+/// A Mosaic kernel is one custom call to XProf: its roofline tool sees the kernel's FLOPs and
+/// bytes only through the `pallas_call`'s `cost_estimate` (the article's section 3.1 tool).
+fn cost_estimate_findings(inp: &Inputs, out: &mut Vec<Finding>) {
+    for k in inp.kernel_ops.iter().filter(|k| k.dialect == "mosaic") {
+        match (k.cost_flops.map(|c| c as f64), inp.flops) {
+            (None, _) => out.push(Finding::new(
+                "cost-estimate",
+                Level::Note,
+                format!("the {} kernel's pallas_call carries no cost_estimate: XProf's roofline tool sees no FLOPs in it", k.name),
+                Some("pass cost_estimate=pl.CostEstimate(flops=..., transcendentals=..., bytes_accessed=...) to pl.pallas_call"),
+            )),
+            (Some(c), Some(f)) if f > 0.0 && ((c - f) / f).abs() > 0.01 => out.push(Finding::new(
+                "cost-estimate",
+                Level::Note,
+                format!(
+                    "the pallas_call's cost_estimate says {c:.4e} FLOPs, the benchmark {f:.4e}: XProf's roofline and ratchet's disagree"
+                ),
+                None,
+            )),
+            (Some(c), _) => out.push(Finding::new(
+                "cost-estimate",
+                Level::Good,
+                format!(
+                    "the pallas_call's cost_estimate gives XProf {c:.4e} FLOPs{}",
+                    k.cost_bytes.map(|b| format!(", {:.4e} bytes", b as f64)).unwrap_or_default()
+                ),
+                None,
+            )),
+        }
     }
 }
 

@@ -174,6 +174,7 @@ pub fn render(
             blocks_seen: trace.as_ref().and_then(super::blocks_seen),
             copy_share: trace.as_ref().and_then(super::copy_share),
             backend: last.backend.as_deref(),
+            flops: last.flops,
         });
         if !findings.is_empty() {
             let _ = writeln!(o, "\ndiagnosis of the candidate (KernelForge part 2)");

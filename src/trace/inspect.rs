@@ -234,6 +234,7 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         blocks_seen: kstats.and_then(crate::diagnose::blocks_seen),
         copy_share: kstats.and_then(crate::diagnose::copy_share),
         backend: info.and_then(|i| i.backend.as_deref()),
+        flops,
     });
     Ok(InspectOutput {
         report,

@@ -47,6 +47,14 @@ pub struct KernelOps {
     pub pipelined_operands: Option<usize>,
     /// The kernel's grid: Mosaic `iteration_bounds`, Triton's launch grid from the header.
     pub grid: Vec<u64>,
+    /// The `pallas_call`'s `cost_estimate` (Mosaic): what XProf's roofline tool reads for the
+    /// custom call. `None` when the call carries none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_flops: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_transcendentals: Option<u64>,
     /// Every op, constants included.
     pub total_ops: usize,
     /// Count of each op name (version prefix dropped).
@@ -243,13 +251,15 @@ pub enum KernelBodyError {
 /// The kernels of a kernel-body file, each with its counts.
 pub fn parse_kernel_bodies(text: &str) -> Result<Vec<KernelOps>, KernelBodyError> {
     let mut out = Vec::new();
-    let mut current: Option<(String, String, Vec<u64>, String)> = None;
-    let finish = |cur: Option<(String, String, Vec<u64>, String)>, out: &mut Vec<KernelOps>| {
-        if let Some((dialect, name, grid, body)) = cur {
+    type Cost = [Option<u64>; 3];
+    let mut current: Option<(String, String, Vec<u64>, Cost, String)> = None;
+    let finish = |cur: Option<(String, String, Vec<u64>, Cost, String)>, out: &mut Vec<KernelOps>| {
+        if let Some((dialect, name, grid, cost, body)) = cur {
             let mut k = kernel_ops(&body, &dialect, &name);
             if k.grid.is_empty() {
                 k.grid = grid;
             }
+            [k.cost_flops, k.cost_bytes, k.cost_transcendentals] = cost;
             out.push(k);
         }
     };
@@ -260,8 +270,10 @@ pub fn parse_kernel_bodies(text: &str) -> Result<Vec<KernelOps>, KernelBodyError
                 h.split_whitespace().find_map(|kv| kv.strip_prefix(key).and_then(|v| v.strip_prefix('='))).unwrap_or("").to_string()
             };
             let grid = field("grid").split(',').filter_map(|x| x.trim().parse().ok()).collect();
-            current = Some((field("dialect"), field("name"), grid, String::new()));
-        } else if let Some((_, _, _, body)) = current.as_mut() {
+            let num = |key: &str| field(key).parse::<u64>().ok();
+            let cost = [num("cost_flops"), num("cost_bytes_accessed"), num("cost_transcendentals")];
+            current = Some((field("dialect"), field("name"), grid, cost, String::new()));
+        } else if let Some((_, _, _, _, body)) = current.as_mut() {
             body.push_str(line);
             body.push('\n');
         }
