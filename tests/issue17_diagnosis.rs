@@ -186,6 +186,11 @@ fn spill_cliff_between_neighbouring_block_sizes() {
     assert_eq!(c[0].ids, vec![3]);
     assert!(c[0].message().starts_with("spill cliff between BKV=256 and BKV=512 (BQ=128)"), "{}", c[0].message());
     assert!(c[0].message().contains("back off BKV to 256"));
+    // Another problem size is another sweep; derived counts (grid_steps, num_*) are not.
+    let c = cliff::detect(&[row(1, "BKV=64;seq=512;grid_steps=64", 1.0, 0.4), row(2, "BKV=128;seq=1024;grid_steps=64", 3.0, 2.0)]);
+    assert!(c.is_empty(), "{c:?}");
+    let c = cliff::detect(&[row(1, "BKV=64;seq=512;grid_steps=64", 1.0, 0.4), row(2, "BKV=128;seq=512;grid_steps=32", 3.0, 2.0)]);
+    assert_eq!(c.len(), 1, "{c:?}");
     // +24% latency alone is no cliff; a gap 1.5x with a slower kernel is.
     let c = cliff::detect(&[row(1, "BKV=64", 1.0, 0.5), row(2, "BKV=128", 1.24, 0.6)]);
     assert!(c.is_empty(), "{c:?}");

@@ -62,6 +62,12 @@ fn is_tunable(key: &str, value: &str) -> bool {
         && value.parse::<u64>().is_ok()
 }
 
+/// Counts that follow from the tunables (`num_q_blocks`, `grid_steps`, `num_kv_blocks`): they
+/// change with the block size by construction, so they do not split a sweep.
+fn is_derived_count(key: &str) -> bool {
+    key.starts_with("num_") || key.ends_with("_blocks") || key.ends_with("_steps")
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len();
@@ -140,7 +146,9 @@ pub fn detect_points(measured: &[Measured]) -> Vec<Cliff> {
             for (k, v) in parse_cell(&r.meta) {
                 if is_tunable(k, v) {
                     tunables.insert(k.to_string(), v.parse().ok()?);
-                } else if v.parse::<f64>().is_err() {
+                } else if !is_derived_count(k) {
+                    // Shapes (seq, heads, head_dim) and labels (dtype, variant): another value
+                    // is another problem, never the same sweep.
                     labels.insert(k.to_string(), v.to_string());
                 }
             }
