@@ -23,6 +23,7 @@ Importing the module turns on JAX's persistent compilation cache under the repo'
 once; it must happen before the first compile, which is why it is done at import.
 """
 
+import base64
 import json
 import math
 import os
@@ -68,8 +69,12 @@ DEFAULTS = {
 
 # Dense bf16 peak TFLOP/s and HBM GB/s by (a substring of) jax's device_kind, for the
 # human-readable roofline figures only; ratchet computes its own from its hardware preset.
-# Sources: Google Cloud TPU system architecture pages, NVIDIA H100/H200/A100 datasheets.
+# ONE table: src/hardware.rs's DEVICE_KINDS holds the same rows (a Rust test reads this file
+# and fails when the two differ). Sources: Google Cloud TPU system architecture pages
+# (v4, v5e, v5p, v6e, TPU7x Ironwood), NVIDIA H100/H200/A100 datasheets.
 PEAKS = (
+    ("TPU7x", 2307.0, 7380.0),
+    ("TPU v7", 2307.0, 7380.0),
     ("TPU v6 lite", 918.0, 1640.0),
     ("TPU v5 lite", 197.0, 819.0),
     ("TPU v5p", 459.0, 2765.0),
@@ -81,6 +86,12 @@ PEAKS = (
     ("A100", 312.0, 1555.0),
 )
 
+# The profiler depths RATCHET_TRACE_MODE may name: the article's tpu_trace_mode values
+# (section 2.4). TRACE_COMPUTE shows compute and DMA rows; _AND_SYNC adds sync events.
+TRACE_MODES = ("TRACE_ONLY_HOST", "TRACE_ONLY_XLA", "TRACE_COMPUTE", "TRACE_COMPUTE_AND_SYNC")
+DEFAULT_TRACE_MODE = "TRACE_COMPUTE"
+KERNEL_BODY_FILE = "kernel.body.mlir"
+
 
 class BenchError(Exception):
     """A benchmark that cannot produce a valid result; `run` exits non-zero with it."""
@@ -90,7 +101,7 @@ class Settings:
     """Where and how much to run, as read from the RATCHET_* environment."""
 
     def __init__(self, out_dir, warmup, iters, profile_iters, under_ratchet, deep=False,
-                 snapshots=4, window=2):
+                 snapshots=4, window=2, trace_mode=DEFAULT_TRACE_MODE):
         self.out_dir = out_dir
         self.warmup = warmup
         self.iters = iters
@@ -100,12 +111,15 @@ class Settings:
         self.deep = deep
         self.snapshots = snapshots
         self.window = window
+        # The TPU profiler depth (RATCHET_TRACE_MODE; ratchet's [trace] depth).
+        self.trace_mode = trace_mode
 
     def __repr__(self):
         return (
             f"Settings(out_dir={self.out_dir!r}, warmup={self.warmup}, iters={self.iters}, "
             f"profile_iters={self.profile_iters}, under_ratchet={self.under_ratchet}, "
-            f"deep={self.deep}, snapshots={self.snapshots}, window={self.window})"
+            f"deep={self.deep}, snapshots={self.snapshots}, window={self.window}, "
+            f"trace_mode={self.trace_mode!r})"
         )
 
 
@@ -122,8 +136,18 @@ def _env_count(env, name, minimum):
     return value
 
 
+def _trace_mode(env):
+    raw = env.get("RATCHET_TRACE_MODE", "").strip()
+    if not raw:
+        return DEFAULT_TRACE_MODE
+    if raw.upper() not in TRACE_MODES:
+        raise BenchError(f"RATCHET_TRACE_MODE={raw!r} is not one of {', '.join(TRACE_MODES)}")
+    return raw.upper()
+
+
 def settings_from_env(env=None):
-    """Read RATCHET_OUT / _WARMUP / _ITERS / _PROFILE_ITERS, with the protocol's defaults."""
+    """Read RATCHET_OUT / _WARMUP / _ITERS / _PROFILE_ITERS / _TRACE_MODE, with the protocol's
+    defaults."""
     env = os.environ if env is None else env
     out = env.get("RATCHET_OUT", "").strip()
     return Settings(
@@ -135,6 +159,7 @@ def settings_from_env(env=None):
         deep=env.get("RATCHET_DEEP", "0").strip() == "1",
         snapshots=_env_count(env, "RATCHET_DEEP_SNAPSHOTS", 1),
         window=_env_count(env, "RATCHET_DEEP_WINDOW", 1),
+        trace_mode=_trace_mode(env),
     )
 
 
@@ -249,7 +274,7 @@ def write_result(out_dir, result):
     return path
 
 
-def _profile_options(backend):
+def _profile_options(backend, trace_mode=DEFAULT_TRACE_MODE):
     options = jax.profiler.ProfileOptions()
     options.python_tracer_level = 0  # Python call events only bury the kernel
     # On CPU the kernel's HLO ops are host events, which need host level 2; on TPU and GPU
@@ -258,8 +283,9 @@ def _profile_options(backend):
     if hasattr(options, "device_tracer_level"):
         options.device_tracer_level = 1
     if backend == "tpu":
-        # The article: the default TRACE_ONLY_XLA hides compute and DMA rows.
-        options.advanced_configuration = {"tpu_trace_mode": "TRACE_COMPUTE"}
+        # The article (section 2.4): the default TRACE_ONLY_XLA hides compute and DMA rows;
+        # TRACE_COMPUTE_AND_SYNC adds the sync events that show pipeline stalls.
+        options.advanced_configuration = {"tpu_trace_mode": trace_mode}
     return options
 
 
@@ -339,7 +365,7 @@ def deep_snapshots(compiled, args, settings, backend):
         start_step = step
         try:
             with jax.profiler.trace(os.path.join(settings.out_dir, rel),
-                                    profiler_options=_profile_options(backend)):
+                                    profiler_options=_profile_options(backend, settings.trace_mode)):
                 for _ in range(settings.window):
                     with jax.profiler.TraceAnnotation(f"kernel_step_{step}"):
                         _call(compiled, args)
@@ -373,12 +399,170 @@ def _positive_or_none(name, value):
 
 
 def _compile(fn, args):
-    """AOT-compile fn once: the executable serves the runs and its HLO text is the dump."""
+    """AOT-compile fn once: the executable serves the runs and its HLO text is the dump.
+    Returns (lowered, compiled): the lowered module carries the Pallas kernels' bodies."""
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     try:
-        return jitted.lower(*args).compile()
+        lowered = jitted.lower(*args)
+        return lowered, lowered.compile()
     except Exception as e:
         raise BenchError(f"compiling the kernel failed: {type(e).__name__}: {e}") from e
+
+
+def _custom_calls(op):
+    """Every stablehlo.custom_call under an MLIR operation, depth first."""
+    for region in op.regions:
+        for block in region.blocks:
+            for child in block.operations:
+                o = child.operation
+                if o.name == "stablehlo.custom_call":
+                    yield o
+                yield from _custom_calls(o)
+
+
+def _parse_bytecode(data, register):
+    """MLIR text of a serialized module (bytecode or text), with `register(ctx)`'s dialects
+    known and any other dialect kept as generic ops."""
+    from jaxlib.mlir import ir
+
+    ctx = ir.Context()
+    if register is not None:
+        register(ctx)
+    ctx.allow_unregistered_dialects = True
+    with ctx:
+        return ir.Module.parse(data).operation.get_asm(enable_debug_info=False)
+
+
+def _tpu_register():
+    try:
+        from jax._src.lib import tpu  # jaxlib's Mosaic TPU dialect bindings
+        return tpu.register_dialect
+    except Exception:
+        return None
+
+
+def _triton_register():
+    try:
+        from jaxlib.triton import dialect
+        return dialect.register_dialect
+    except Exception:
+        return None
+
+
+def _attr_str(attrs, name):
+    try:
+        return attrs[name].value
+    except Exception:
+        return None
+
+
+def kernel_bodies(module):
+    """The Pallas kernels inside a lowered StableHLO module, as MLIR text.
+
+    On TPU a Pallas kernel is one `tpu_custom_call` whose backend_config JSON carries the
+    Mosaic module (base64 MLIR bytecode, `custom_call_config.body`); on GPU it is one
+    `__gpu$xla.gpu.triton` custom call whose `mhlo.backend_config.ir` is the Triton module's
+    bytecode. Both are turned back into text here, where jaxlib's MLIR bindings exist, so
+    that ratchet can count the ops the HLO cannot see. Returns a list of dicts with
+    `dialect` ('mosaic' or 'triton'), `name`, `target` and `text`; kernels that cannot be
+    decoded are listed with an `error` instead of `text`.
+    """
+    out = []
+    for op in _custom_calls(module.operation):
+        target = _attr_str(op.attributes, "call_target_name")
+        try:
+            if target == "tpu_custom_call":
+                config = json.loads(_attr_str(op.attributes, "backend_config"))
+                body = base64.b64decode(config["custom_call_config"]["body"])
+                name = _attr_str(op.attributes, "kernel_name") or "mosaic_kernel"
+                entry = {"dialect": "mosaic", "target": target, "name": name,
+                         "text": _parse_bytecode(body, _tpu_register())}
+                # The pallas_call's cost_estimate: what XProf's roofline tool reads.
+                cost = config.get("custom_call_config", {}).get("cost_estimate") or config.get("cost_estimate")
+                if isinstance(cost, dict):
+                    entry["cost"] = {k: int(cost[k]) for k in ("flops", "transcendentals", "bytes_accessed")
+                                     if isinstance(cost.get(k), (int, float))}
+                out.append(entry)
+            elif target and "triton" in target:
+                cfg = op.attributes["mhlo.backend_config"]
+                name = _attr_str(cfg, "name") or "triton_kernel"
+                grid = []
+                for axis in ("grid_x", "grid_y", "grid_z"):
+                    try:
+                        grid.append(int(str(cfg[axis]).split(":")[0]))
+                    except Exception:
+                        pass
+                text = _parse_bytecode(cfg["ir"].value_bytes, _triton_register())
+                entry = {"dialect": "triton", "target": target, "name": name, "text": text}
+                if grid:
+                    entry["grid"] = grid
+                out.append(entry)
+        except Exception as e:  # a kernel we cannot read costs its op counts, not the run
+            out.append({"dialect": "unknown", "target": target or "?", "name": "?",
+                        "error": f"{type(e).__name__}: {e}"})
+    return out
+
+
+def write_kernel_bodies(path, bodies):
+    """Write the decoded kernels to one text file, each after a `// ratchet-kernel` header
+    line (the format ratchet's kernel-body reader splits on). Returns how many were written."""
+    written = 0
+    with open(path, "w", encoding="utf-8") as f:
+        for b in bodies:
+            if "text" not in b:
+                continue
+            extra = "".join(f" {k}={','.join(map(str, b[k]))}" for k in ("grid",) if k in b)
+            extra += "".join(f" cost_{k}={v}" for k, v in sorted(b.get("cost", {}).items()))
+            f.write(f"// ratchet-kernel dialect={b['dialect']} name={b['name']} "
+                    f"target={b['target']}{extra}\n")
+            f.write(b["text"])
+            if not b["text"].endswith("\n"):
+                f.write("\n")
+            written += 1
+    return written
+
+
+def _dist_version(*names):
+    from importlib import metadata
+
+    for name in names:
+        try:
+            return metadata.version(name)
+        except Exception:
+            continue
+    return None
+
+
+def environment(env=None):
+    """What a run was measured with: JAX / jaxlib / libtpu or CUDA plugin versions, the
+    backend, device kind and count, the platform version and the XLA flags in effect.
+    Only plain strings and numbers, so that two runs compare key by key."""
+    env = os.environ if env is None else env
+    import jaxlib
+
+    devices = jax.devices()
+    out = {
+        "jax": jax.__version__,
+        "jaxlib": getattr(jaxlib, "__version__", None) or _dist_version("jaxlib"),
+        "python": "%d.%d.%d" % sys.version_info[:3],
+        "backend": jax.default_backend(),
+        "device_kind": devices[0].device_kind if devices else None,
+        "device_count": len(devices),
+    }
+    try:
+        out["platform_version"] = str(devices[0].client.platform_version)
+    except Exception:
+        pass
+    libtpu = _dist_version("libtpu", "libtpu-nightly")
+    if libtpu:
+        out["libtpu"] = libtpu
+    cuda = _dist_version("jax-cuda12-plugin", "jax-cuda13-plugin", "jax-cuda12-pjrt")
+    if cuda:
+        out["cuda_plugin"] = cuda
+    for flag in ("XLA_FLAGS", "LIBTPU_INIT_ARGS"):
+        if env.get(flag, "").strip():
+            out[flag] = env[flag].strip()
+    return {k: v for k, v in out.items() if v is not None}
 
 
 def _call(compiled, args):
@@ -400,10 +584,19 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
     backend = jax.default_backend()
     device = jax.devices()[0].device_kind
 
-    compiled = _compile(fn, args)
+    lowered, compiled = _compile(fn, args)
     hlo_path = os.path.join(s.out_dir, HLO_FILE)
     with open(hlo_path, "w", encoding="utf-8") as f:
         f.write(compiled.as_text() or "")
+    # The Pallas kernels' own bodies (TPU / GPU): the HLO shows each as one custom call.
+    try:
+        bodies = kernel_bodies(lowered.compiler_ir("stablehlo"))
+    except Exception:
+        bodies = []
+    body_path = os.path.join(s.out_dir, KERNEL_BODY_FILE)
+    has_body = bool(bodies) and write_kernel_bodies(body_path, bodies) > 0
+    if not has_body and os.path.exists(body_path):
+        os.remove(body_path)
 
     out = None
     try:
@@ -421,7 +614,7 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
     if s.profile_iters:
         trace_dir = os.path.join(s.out_dir, PROFILE_DIR)
         try:
-            with jax.profiler.trace(trace_dir, profiler_options=_profile_options(backend)):
+            with jax.profiler.trace(trace_dir, profiler_options=_profile_options(backend, s.trace_mode)):
                 for i in range(s.profile_iters):
                     with jax.profiler.TraceAnnotation(f"kernel_step_{i}"):
                         _call(compiled, args)
@@ -452,6 +645,8 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
     if trace is not None:
         result["trace"] = trace
     result["hlo"] = HLO_FILE
+    if has_body:
+        result["kernel_body"] = KERNEL_BODY_FILE
     kernel = kernel or getattr(fn, "__name__", None)
     if kernel:
         result["kernel"] = kernel
@@ -461,6 +656,7 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
         result["meta"] = _json_meta(meta)
     if snapshots is not None:
         result["snapshots"] = snapshots
+    result["environment"] = environment()
     write_result(s.out_dir, result)
     return result
 

@@ -203,6 +203,34 @@ pub struct TraceConfig {
     pub kernel: Option<String>,
     #[serde(default)]
     pub latency: LatencySource,
+    /// The TPU profiler depth the benchmark captures with (`RATCHET_TRACE_MODE`; the article's
+    /// `tpu_trace_mode`, section 2.4).
+    #[serde(default)]
+    pub depth: TraceDepth,
+}
+
+/// `[trace] depth`: how much the TPU profiler records (the article, section 2.4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum TraceDepth {
+    TraceOnlyHost,
+    TraceOnlyXla,
+    /// Compute (MXU/VPU) and DMA rows: what kernel work needs (the default).
+    #[default]
+    TraceCompute,
+    /// Compute plus synchronization events: for pipeline stalls and bubbles.
+    TraceComputeAndSync,
+}
+
+impl TraceDepth {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TraceDepth::TraceOnlyHost => "TRACE_ONLY_HOST",
+            TraceDepth::TraceOnlyXla => "TRACE_ONLY_XLA",
+            TraceDepth::TraceCompute => "TRACE_COMPUTE",
+            TraceDepth::TraceComputeAndSync => "TRACE_COMPUTE_AND_SYNC",
+        }
+    }
 }
 
 mod defaults {

@@ -389,6 +389,9 @@ fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> (ResultRow,
         confirm_ci_high_pct: conf.map(|k| crate::stats::metric_pct(k.ci_high_pct, c.elasticity)),
         noise_scale: decision.as_ref().map(|d| d.scale.clone()).unwrap_or_default(),
         noise_sd_pct: decision.as_ref().map(|d| d.noise_sd_pct),
+        hlo_loop_copy: hlo.map(|h| h.loop_copies as u32),
+        kernel_ops: crate::diagnose::columns::kernel_ops_cell(&cand_runs),
+        meta: crate::diagnose::columns::meta_cell(&cand_runs),
     };
     (row, decision)
 }

@@ -38,7 +38,23 @@ pub const PRESETS: &[Preset] = &[
     Preset {
         name: "tpu-v7x",
         hw: Hardware { peak_tflops: 2307.0, hbm_gbps: 7380.0 },
+        // The same figures give seed 003's v7x ridge: 2307T / 7380 GB/s = 313 FLOPs/byte.
         source: "Google Cloud TPU7x (Ironwood) documentation: 2307 TFLOP/s bf16, 7380 GB/s HBM3e",
+    },
+    Preset {
+        name: "tpu-v4",
+        hw: Hardware { peak_tflops: 275.0, hbm_gbps: 1228.0 },
+        source: "Google Cloud TPU v4 documentation: 275 TFLOP/s bf16, 1228 GB/s HBM2",
+    },
+    Preset {
+        name: "a100",
+        hw: Hardware { peak_tflops: 312.0, hbm_gbps: 1555.0 },
+        source: "NVIDIA A100 40GB datasheet: 312 TFLOP/s dense bf16, 1555 GB/s HBM2",
+    },
+    Preset {
+        name: "a100-80gb",
+        hw: Hardware { peak_tflops: 312.0, hbm_gbps: 2039.0 },
+        source: "NVIDIA A100 80GB SXM datasheet: 312 TFLOP/s dense bf16, 2039 GB/s HBM2e",
     },
     Preset {
         name: "h100",
@@ -58,6 +74,29 @@ pub const PRESETS: &[Preset] = &[
         source: "nominal figures for running examples on a CPU (not a measured peak)",
     },
 ];
+
+/// jax `device_kind` substrings and the preset each names, most specific first. The Python
+/// helper's `PEAKS` table (python/ratchet_bench.py) holds the same rows with the figures
+/// inlined; `peak_table_matches_the_python_helper` fails when the two drift apart.
+pub const DEVICE_KINDS: &[(&str, &str)] = &[
+    ("TPU7x", "tpu-v7x"),
+    ("TPU v7", "tpu-v7x"),
+    ("TPU v6 lite", "tpu-v6e"),
+    ("TPU v5 lite", "tpu-v5e"),
+    ("TPU v5p", "tpu-v5p"),
+    ("TPU v5", "tpu-v5p"),
+    ("TPU v4", "tpu-v4"),
+    ("H200", "h200"),
+    ("H100", "h100"),
+    ("A100-SXM4-80GB", "a100-80gb"),
+    ("A100", "a100"),
+];
+
+/// The preset for a jax `device_kind` (`TPU v5 lite`, `NVIDIA H100 80GB HBM3`), if known.
+pub fn for_device_kind(kind: &str) -> Option<&'static Preset> {
+    let k = kind.to_ascii_lowercase();
+    DEVICE_KINDS.iter().find(|(sub, _)| k.contains(&sub.to_ascii_lowercase())).and_then(|(_, name)| preset(name))
+}
 
 pub fn preset(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
@@ -79,5 +118,40 @@ mod tests {
         }
         assert!(preset("TPU-V5E").is_some());
         assert!(preset("tpu-v9").is_none());
+    }
+
+    #[test]
+    fn device_kinds_name_presets() {
+        for (_, name) in DEVICE_KINDS {
+            assert!(preset(name).is_some(), "{name}");
+        }
+        assert_eq!(for_device_kind("TPU v5 lite").unwrap().name, "tpu-v5e");
+        assert_eq!(for_device_kind("NVIDIA H100 80GB HBM3").unwrap().name, "h100");
+        assert_eq!(for_device_kind("NVIDIA A100-SXM4-80GB").unwrap().name, "a100-80gb");
+        assert_eq!(for_device_kind("TPU7x").unwrap().hw.peak_tflops, 2307.0);
+        assert!(for_device_kind("cpu").is_none());
+    }
+
+    /// One table of peaks: the Python helper's PEAKS rows equal DEVICE_KINDS + PRESETS.
+    #[test]
+    fn peak_table_matches_the_python_helper() {
+        let py = crate::pyhelper::SOURCE;
+        let start = py.find("PEAKS = (").expect("PEAKS table in ratchet_bench.py");
+        let table = &py[start..start + py[start..].find("\n)").unwrap()];
+        let rows: Vec<(String, f64, f64)> = table
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim().strip_prefix("(\"")?;
+                let (kind, rest) = l.split_once("\", ")?;
+                let nums: Vec<f64> = rest.trim_end_matches("),").split(',').map(|x| x.trim().parse().unwrap()).collect();
+                Some((kind.to_string(), nums[0], nums[1]))
+            })
+            .collect();
+        assert_eq!(rows.len(), DEVICE_KINDS.len());
+        for ((kind, tflops, gbps), (k, name)) in rows.iter().zip(DEVICE_KINDS) {
+            assert_eq!(kind, k);
+            let hw = preset(name).unwrap().hw;
+            assert_eq!((hw.peak_tflops, hw.hbm_gbps), (*tflops, *gbps), "{kind}");
+        }
     }
 }

@@ -8,6 +8,7 @@ pub mod cleanup;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod diagnose;
 pub mod error;
 pub mod events;
 pub mod experiment;

@@ -324,6 +324,9 @@ pub const COLUMNS: &[&str] = &[
     "confirm_ci_high_pct",
     "noise_scale",
     "noise_sd_pct",
+    "hlo_loop_copy",
+    "kernel_ops",
+    "meta",
 ];
 
 pub fn render(view: &View, format: Format, color: bool) -> String {

@@ -190,6 +190,17 @@ pub struct ResultRow {
     pub noise_scale: String,
     #[serde(default)]
     pub noise_sd_pct: Option<f64>,
+    /// Of `hlo_copy`, the copies that carry a while loop's state (the Pallas interpreter's grid
+    /// loop on CPU), not defensive copies.
+    #[serde(default)]
+    pub hlo_loop_copy: Option<u32>,
+    /// Op counts inside the candidate's Pallas kernel (TPU/GPU): `matmul=2;exp=2;...`.
+    #[serde(default)]
+    pub kernel_ops: String,
+    /// The candidate's tunables and shapes as its benchmark reported them (`meta`):
+    /// `BKV=128;BQ=128;...`, for spill-cliff detection across a sweep.
+    #[serde(default)]
+    pub meta: String,
 }
 
 use crate::fsutil::write_atomic_then;
@@ -244,6 +255,9 @@ impl ResultRow {
             confirm_ci_high_pct: None,
             noise_scale: String::new(),
             noise_sd_pct: None,
+            hlo_loop_copy: None,
+            kernel_ops: String::new(),
+            meta: String::new(),
         }
     }
 }
@@ -446,6 +460,9 @@ mod tests {
             confirm_ci_high_pct: Some(60.0),
             noise_scale: "history".into(),
             noise_sd_pct: Some(1.4),
+            hlo_loop_copy: None,
+            kernel_ops: String::new(),
+            meta: String::new(),
         }
     }
 

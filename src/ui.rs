@@ -258,8 +258,14 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
         say!(o, "  {}", figs.join(" | "));
     }
     if let (Some(dot), Some(exp), Some(red), Some(copy)) = (row.hlo_dot, row.hlo_exp, row.hlo_reduce, row.hlo_copy) {
-        let warn = if copy > 0 { "  (copies: possibly defensive copies from aliasing; see `ratchet inspect`)" } else { "" };
-        say!(o, "  HLO: {dot} dot, {exp} exponential, {red} reduce, {copy} copy{warn}");
+        // Copies that carry a while loop's state are the loop's, not defensive copies.
+        let loops = row.hlo_loop_copy.unwrap_or(0).min(copy);
+        let warn = if copy > loops { "  (copies: possibly defensive copies from aliasing; see `ratchet inspect`)" } else { "" };
+        let of_loops = if loops > 0 { format!(" ({loops} while-loop state)") } else { String::new() };
+        say!(o, "  HLO: {dot} dot, {exp} exponential, {red} reduce, {copy} copy{of_loops}{warn}");
+    }
+    if !row.kernel_ops.is_empty() {
+        say!(o, "  kernel body: {}", row.kernel_ops.replace(';', ", ").replace('=', " "));
     }
     if let Some(r) = &oc.discarded_ref {
         say!(o, "  reverted to {}; the hypothesis is kept at {r} (git show {r})", short(&row.incumbent));

@@ -3,7 +3,9 @@
 Modelled on the kernel of the KernelForge series ("Deep-Dive into TPU Profiling", part 2):
 exact attention without materialising the (seq, seq) score matrix, an online softmax, and
 scratch buffers for the running max, running sum and output accumulator. The block sizes
-`BQ` and `BKV` below are plain constants so that a hypothesis is a one-line edit.
+are plain constants so that a hypothesis is a one-line edit: `BQ` / `BKV` on a TPU or GPU
+(defaults: the article's memory-bound baseline, section 3.4), `CPU_BQ` / `CPU_BKV` on CPU, where
+the interpreter pays per grid step and the problem is small.
 
 One kernel source, three backends, picked from `jax.default_backend()`:
   * tpu: Mosaic, grid (heads, Q blocks, KV blocks), state in VMEM scratch (scratch_shapes).
@@ -25,9 +27,16 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
 # Query rows per block: each Q block re-reads all of K and V, so this sets the re-read factor.
-BQ = 32
-# Key/value rows per inner step: the score tile is (BQ, BKV).
-BKV = 32
+# Accelerator default: the article's baseline (BQ=128, BKV=256 at seq=16384: 128 x 64 = 8192
+# grid steps, memory-bound); its prescription is to grow BQ first, then BKV
+# (experiments/accelerator/ holds that progression).
+BQ = 128
+# Key/value rows per inner step: the score tile is (BQ, BKV), f32 in vector registers.
+BKV = 256
+# CPU (the Pallas interpreter, seq=512): small blocks so that block-size hypotheses show
+# (experiments/*.toml edit these).
+CPU_BQ = 32
+CPU_BKV = 32
 
 # exp() runs on the exponent of each score, a few VPU ops per element (article: ~5 per score).
 SOFTMAX_FLOPS_PER_SCORE = 5
@@ -107,17 +116,36 @@ def default_variant():
     return {"tpu": "mosaic", "gpu": "triton"}.get(jax.default_backend(), "interpret")
 
 
+def default_blocks(variant=None):
+    """(BQ, BKV) for a kernel form: the accelerator constants for Mosaic and Triton, the CPU
+    ones for the interpreter."""
+    variant = variant or default_variant()
+    return (BQ, BKV) if variant in ("mosaic", "triton") else (CPU_BQ, CPU_BKV)
+
+
+def cost_estimate(heads, seq, seq_kv, head_dim, num_q_blocks, num_kv_blocks, itemsize):
+    """What XProf's roofline tool reads from a Pallas call (the HLO's custom call carries no
+    FLOP count of its own): FLOPs as compute_flops() counts them, transcendentals (one exp per
+    score and one rescale exp per row and KV block) and HBM bytes with the K/V re-reads, as
+    estimate_actual_memory_traffic() counts them."""
+    return pl.CostEstimate(
+        flops=int(heads * (4 * seq * seq_kv * head_dim + SOFTMAX_FLOPS_PER_SCORE * seq * seq_kv)),
+        transcendentals=int(heads * seq * (seq_kv + num_kv_blocks)),
+        bytes_accessed=int(heads * head_dim * itemsize * (2 * seq + 2 * seq_kv * num_q_blocks)),
+    )
+
+
 @functools.partial(jax.jit, static_argnames=("bq", "bkv", "variant"))
 def flash_attention(q, k, v, *, bq=None, bkv=None, variant=None):
     """softmax(q k^T / sqrt(d)) v for (heads, seq, head_dim) inputs, fused in one kernel.
 
     `variant` forces a kernel form ('mosaic', 'triton', 'interpret' for the grid kernel
     on the interpreter, 'interpret-loop' for the Triton form on the interpreter); the
-    default follows the backend. Block sizes default to the module constants.
+    default follows the backend. Block sizes default to the module constants for that form.
     """
-    bq = BQ if bq is None else bq
-    bkv = BKV if bkv is None else bkv
     variant = variant or default_variant()
+    bq = default_blocks(variant)[0] if bq is None else bq
+    bkv = default_blocks(variant)[1] if bkv is None else bkv
     heads, seq, head_dim = q.shape
     seq_kv = k.shape[1]
     if seq % bq or seq_kv % bkv:
@@ -126,6 +154,7 @@ def flash_attention(q, k, v, *, bq=None, bkv=None, variant=None):
         )
     scale = 1.0 / math.sqrt(head_dim)
     out_shape = jax.ShapeDtypeStruct(q.shape, q.dtype)
+    cost = cost_estimate(heads, seq, seq_kv, head_dim, seq // bq, seq_kv // bkv, q.dtype.itemsize)
 
     if variant in ("triton", "interpret-loop"):
         from jax.experimental.pallas import triton as pl_triton
@@ -149,6 +178,7 @@ def flash_attention(q, k, v, *, bq=None, bkv=None, variant=None):
                 else None
             ),
             interpret=variant == "interpret-loop",
+            cost_estimate=cost,
             name="flash_attention",
         )(q, k, v)
 
@@ -177,6 +207,7 @@ def flash_attention(q, k, v, *, bq=None, bkv=None, variant=None):
             else None
         ),
         interpret=variant == "interpret",
+        cost_estimate=cost,
         name="flash_attention",
     )(q, k, v)
 
@@ -188,10 +219,10 @@ def reference_attention(q, k, v):
     return jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(s, axis=-1), v32)
 
 
-def get_tiling_meta(heads, seq, head_dim, *, bq=None, bkv=None):
+def get_tiling_meta(heads, seq, head_dim, *, bq=None, bkv=None, variant=None):
     """The tiling of one call: block sizes and how many blocks each axis is cut into."""
-    bq = BQ if bq is None else bq
-    bkv = BKV if bkv is None else bkv
+    bq = default_blocks(variant)[0] if bq is None else bq
+    bkv = default_blocks(variant)[1] if bkv is None else bkv
     return {
         "BQ": bq,
         "BKV": bkv,

@@ -65,9 +65,10 @@ def main():
     v = jax.random.normal(kv, shape, dtype)
     expected = jax.jit(kernel.reference_attention)(q, k, v)
 
-    meta = kernel.get_tiling_meta(heads, seq, head_dim)
+    variant = kernel.default_variant()
+    meta = kernel.get_tiling_meta(heads, seq, head_dim, variant=variant)
     meta["dtype"] = dtype.name
-    meta["variant"] = kernel.default_variant()
+    meta["variant"] = variant
     ratchet_bench.run(
         kernel.flash_attention,
         (q, k, v),

@@ -102,8 +102,23 @@ class KernelTest(unittest.TestCase):
     def test_block_constants_are_plain_lines(self):
         with open(os.path.join(EXAMPLE, "kernel.py")) as f:
             lines = f.read().splitlines()
-        self.assertIn("BQ = 32", lines)
-        self.assertIn("BKV = 32", lines)
+        # CPU (interpreter) blocks, edited by experiments/*.toml; accelerator blocks, edited by
+        # experiments/accelerator/*.toml (the article's baseline, section 3.4).
+        self.assertIn("CPU_BQ = 32", lines)
+        self.assertIn("CPU_BKV = 32", lines)
+        self.assertIn("BQ = 128", lines)
+        self.assertIn("BKV = 256", lines)
+        self.assertEqual(self.k.default_blocks("mosaic"), (128, 256))
+        self.assertEqual(self.k.default_blocks("triton"), (128, 256))
+        self.assertEqual(self.k.default_blocks("interpret"), (32, 32))
+
+    def test_cost_estimate_matches_the_roofline_inputs(self):
+        # The pallas_call's CostEstimate carries compute_flops() and the re-read traffic.
+        meta = self.k.get_tiling_meta(1, 16384, 128, bq=128, bkv=256)
+        c = self.k.cost_estimate(1, 16384, 16384, 128, meta["num_q_blocks"], meta["num_kv_blocks"], 2)
+        self.assertEqual(c.flops, self.k.compute_flops(1, 16384, 128))
+        self.assertEqual(c.bytes_accessed, self.k.estimate_actual_memory_traffic(meta, 2))
+        self.assertEqual(c.transcendentals, 16384 * (16384 + 64))
 
     def test_grid_kernel_matches_reference(self):
         q, k, v = inputs(heads=2)
@@ -179,7 +194,8 @@ class ExperimentsTest(unittest.TestCase):
                     with open(path, "w") as f:
                         f.write(before)
         final = load_kernel(path, "fa_kernel_final")
-        self.assertEqual((final.BQ, final.BKV), (128, 128))
+        self.assertEqual((final.CPU_BQ, final.CPU_BKV), (128, 128))
+        self.assertEqual((final.BQ, final.BKV), (128, 256))
         self.assertEqual(final._stats_shape(128, 64), (128, 1))
 
     def test_message_and_refusal(self):
@@ -209,6 +225,37 @@ class ExperimentsTest(unittest.TestCase):
                 with self.subTest(name=name):
                     load_hypothesis(os.path.join(EXPERIMENTS, name))
 
+
+
+class AcceleratorExperimentsTest(unittest.TestCase):
+    """experiments/accelerator/: the article's progression, each step lowered for TPU (Mosaic)
+    on this host; the kernel body must keep the article's op counts and its grid must match
+    the tiling meta the benchmark reports."""
+
+    def test_progression_lowers_for_tpu(self):
+        import sys
+        sys.path.insert(0, os.path.join(REPO, "python"))
+        import ratchet_bench
+
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, os.path.dirname(KERNEL_REL)))
+            shutil.copy(os.path.join(REPO, KERNEL_REL), os.path.join(d, KERNEL_REL))
+            acc = os.path.join(EXPERIMENTS, "accelerator")
+            spec = jax.ShapeDtypeStruct((1, 16384, 128), jnp.bfloat16)
+            blocks = []
+            for i, name in enumerate(sorted(os.listdir(acc))):
+                apply_hypothesis(os.path.join(acc, name), d)
+                kern = load_kernel(os.path.join(d, KERNEL_REL), f"fa_acc_{i}")
+                fn = jax.jit(lambda q, k, v, kern=kern: kern.flash_attention(q, k, v, variant="mosaic"))
+                lowered = fn.trace(spec, spec, spec).lower(lowering_platforms=("tpu",))
+                body = ratchet_bench.kernel_bodies(lowered.compiler_ir("stablehlo"))[0]["text"]
+                self.assertEqual(body.count("tpu.matmul"), 2, name)
+                self.assertEqual(body.count("math.exp"), 2, name)
+                meta = kern.get_tiling_meta(1, 16384, 128, variant="mosaic")
+                bounds = f"iteration_bounds = array<i64: 1, {meta['num_q_blocks']}, {meta['num_kv_blocks']}>"
+                self.assertIn(bounds, body, name)
+                blocks.append((kern.BQ, kern.BKV))
+            self.assertEqual(blocks, [(512, 256), (1024, 256), (1024, 512), (1024, 1024), (1024, 1024)])
 
 if __name__ == "__main__":
     unittest.main()

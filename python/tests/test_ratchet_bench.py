@@ -36,7 +36,7 @@ import ratchet_bench as rb  # noqa: E402
 
 ALLOWED_KEYS = {
     "version", "latencies_ms", "flops", "bytes", "min_bytes", "check", "trace", "hlo",
-    "kernel", "backend", "device", "throttled", "meta", "snapshots",
+    "kernel", "backend", "device", "throttled", "meta", "snapshots", "kernel_body", "environment",
 }
 
 BENCH_SCRIPT = textwrap.dedent(
@@ -133,6 +133,10 @@ class ProtocolRunTest(unittest.TestCase):
         self.assertEqual(r["bytes"], 3 * 32 * 32 * 4)
         self.assertEqual(r["min_bytes"], 3 * 32 * 32 * 4)
         self.assertEqual(r["check"]["passed"], True)
+        # Issue 17: what the run was measured with; no Pallas kernel, so no kernel body.
+        self.assertEqual(r["environment"]["jax"], jax.__version__)
+        self.assertEqual(r["environment"]["device_count"], len(jax.devices()))
+        self.assertNotIn("kernel_body", r)
         self.assertEqual(r["check"]["tolerance"], 1e-5)
         self.assertLess(r["check"]["max_abs_err"], 1e-5)
         self.assertEqual(r["kernel"], "tiny_kernel")

@@ -113,6 +113,14 @@ pub struct RunRecord {
     /// Counts of the compiled HLO the benchmark dumped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hlo_stats: Option<crate::trace::HloStats>,
+    /// The Pallas kernels' bodies the benchmark decoded (TPU, GPU), and their op counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_body: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_ops: Vec<crate::trace::kernel_body::KernelOps>,
+    /// What the run was measured with (the result file's `environment`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<std::collections::BTreeMap<String, serde_json::Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     pub out_dir: PathBuf,
@@ -209,6 +217,7 @@ pub fn measure_with(
         ("RATCHET_REPO".into(), ctx.repo_root.display().to_string()),
         ("RATCHET_STATE_DIR".into(), ctx.state_dir.display().to_string()),
         ("RATCHET_DEEP".into(), if ctx.deep { "1" } else { "0" }.into()),
+        ("RATCHET_TRACE_MODE".into(), cfg.trace.depth.as_str().into()),
         ("PYTHONPATH".into(), py),
     ]);
     if let Some(hw) = cfg.hardware() {
@@ -257,6 +266,9 @@ pub fn measure_with(
         trace_error: None,
         host_latency_ms: None,
         hlo_stats: None,
+        kernel_body: None,
+        kernel_ops: vec![],
+        environment: None,
         error: None,
         out_dir: ctx.out_dir.clone(),
         snapshots: vec![],
@@ -301,6 +313,7 @@ pub fn measure_with(
     }
     let roots = [ctx.out_dir.as_path(), ctx.dir, ctx.repo_root];
     read_hlo(&mut rec, &roots);
+    read_kernel_body(&mut rec, &roots);
     read_snapshots(&mut rec, cfg, &roots);
     if rec.trace.is_some() && cfg.trace.latency != LatencySource::Host {
         read_trace(&mut rec, cfg, &roots);
@@ -400,6 +413,16 @@ fn read_hlo(rec: &mut RunRecord, roots: &[&Path]) {
     }
 }
 
+/// Count the ops of the Pallas kernel bodies the run decoded; like the HLO, a missing or
+/// unreadable file only loses the counts (and a path outside the run's places is dropped).
+fn read_kernel_body(rec: &mut RunRecord, roots: &[&Path]) {
+    let Some(p) = rec.kernel_body.clone() else { return };
+    match safe_read::confine(&p, roots).and_then(|real| safe_read::read_text_capped(&real, safe_read::MAX_HLO_BYTES)) {
+        Ok(text) => rec.kernel_ops = crate::trace::kernel_body::parse_kernel_bodies(&text).unwrap_or_default(),
+        Err(_) => rec.kernel_body = None,
+    }
+}
+
 /// What a run's traces are read for: the kernel's time per execution, nothing more.
 fn kernel_times_only(cfg: &Config, rec: &RunRecord) -> crate::trace::AnalyzeOptions {
     crate::trace::AnalyzeOptions { kernel: cfg.trace.kernel.clone().or_else(|| rec.kernel.clone()), times_only: true }
@@ -474,6 +497,8 @@ fn read_report(rec: &mut RunRecord, summary_lines: &[String]) -> Result<(), Stri
         rec.device = r.device.clone();
         rec.throttled = r.throttled;
         rec.meta = r.meta.clone();
+        rec.kernel_body = r.kernel_body.as_ref().map(resolve);
+        rec.environment = r.environment.clone();
         rec.snapshots = r
             .snapshots
             .iter()

@@ -70,6 +70,12 @@ pub struct ResultFile {
     /// Continuous-profiling snapshots (only when `RATCHET_DEEP=1`), in the order taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub snapshots: Option<Vec<SnapshotEntry>>,
+    /// The Pallas kernels' bodies as MLIR text (`kernel.body.mlir`; TPU and GPU only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_body: Option<String>,
+    /// What the run was measured with: versions, device kind and count, XLA flags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<std::collections::BTreeMap<String, serde_json::Value>>,
 }
 
 /// The shortest time a run may report: 1 ps. Below it a time is a unit mistake or a denormal

@@ -28,13 +28,17 @@ pub fn run(dir: &Path, args: &ShowArgs) -> Result<()> {
         };
         return Err(Error::usage(format!("there is no experiment {} ({ids})", args.id)).hint("`ratchet results` lists them"));
     };
-    let runs: Vec<RunRecord> = store.runs()?.into_iter().filter(|r| r.experiment == row.id.to_string()).collect();
+    let all_runs = store.runs()?;
+    let runs: Vec<RunRecord> = all_runs.iter().filter(|r| r.experiment == row.id.to_string()).cloned().collect();
     if args.json {
         println!("{}", super::json::show(&repo, row, &runs));
         return Ok(());
     }
-    let kernel = Config::load(&config::path_in(repo.root())).ok().and_then(|c| c.trace.kernel);
-    print!("{}", render(&repo, row, &runs, kernel));
+    let cfg = Config::load(&config::path_in(repo.root())).ok();
+    let kernel = cfg.as_ref().and_then(|c| c.trace.kernel.clone());
+    print!("{}", render(&repo, row, &runs, kernel.clone()));
+    // Issue 17: incumbent beside candidate, the candidate's diagnosis, spill cliffs.
+    print!("{}", crate::diagnose::show::render(row, &runs, &rows, &all_runs, cfg.as_ref().and_then(Config::hardware), kernel));
     Ok(())
 }
 

@@ -30,6 +30,11 @@ pub struct InspectArgs {
     /// Compiled HLO text of the kernel, for HLO op counts (default: the result file's "hlo")
     #[arg(long, value_name = "FILE")]
     pub hlo: Option<PathBuf>,
+    /// The Pallas kernel's body as MLIR text (kernel.body.mlir, or a file written by
+    /// tests/helpers/lower_kernel_bodies.py), for op counts inside the kernel (default: the
+    /// result file's "kernel_body")
+    #[arg(long, value_name = "FILE")]
+    pub kernel_body: Option<PathBuf>,
     /// FLOPs of one kernel call (default: the result file's "flops")
     #[arg(long)]
     pub flops: Option<f64>,
@@ -73,6 +78,20 @@ pub struct Roofline {
 }
 
 impl Roofline {
+    /// The figures the diagnosis rules read.
+    pub fn view(&self) -> crate::diagnose::RooflineView {
+        crate::diagnose::RooflineView {
+            memory_bound: self.regime == "MEMORY-BOUND",
+            intensity: self.intensity,
+            ridge: self.ridge,
+            compute_only_ms: self.compute_only_ms,
+            memory_only_ms: self.memory_only_ms,
+            actual_ms: self.actual_ms,
+            util: self.utilization,
+            bw: self.bandwidth_fraction,
+        }
+    }
+
     /// The diagnosis for `flops` and `bytes` per call taking `actual_ms`, on a chip with
     /// `peak_tflops` and `hbm_gbps`.
     pub fn compute(flops: f64, bytes: f64, min_bytes: Option<f64>, actual_ms: f64, peak_tflops: f64, hbm_gbps: f64) -> Roofline {
@@ -119,15 +138,30 @@ pub struct InspectOutput {
     pub peak_tflops: Option<f64>,
     pub hbm_gbps: Option<f64>,
     pub roofline: Option<Roofline>,
+    /// The kernel-body file read, and the op counts of each kernel in it.
+    pub kernel_body_file: Option<String>,
+    pub kernel_ops: Vec<crate::trace::kernel_body::KernelOps>,
+    /// What the run was measured with (its result file's `environment`).
+    pub environment: Option<crate::diagnose::environment::Environment>,
+    /// The article's diagnosis of these figures (crate::diagnose).
+    pub findings: Vec<crate::diagnose::Finding>,
 }
 
 /// Reads the capture and gathers the figures `inspect` shows.
 pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
-    let located = locate(&args.path)?;
-    let run = located.run.clone();
-    // Looking needs no single kernel: with several equally-run modules and none named, every
-    // module is shown (and the roofline, which needs one latency, is left out).
-    let report = analyze_located_for_inspect(&located, &AnalyzeOptions { kernel: args.kernel.clone(), ..Default::default() })?;
+    let (report, run) = match traceless_run(&args.path) {
+        // A run that recorded no trace (TPU/GPU runs with profile_iters = 0, or a run
+        // directory holding only a result file, HLO and kernel body): the diagnosis from the
+        // benchmark's own timings, HLO and kernel body.
+        Some(run) => (no_trace_report(&args.path), Some(run)),
+        None => {
+            let located = locate(&args.path)?;
+            let run = located.run.clone();
+            // Looking needs no single kernel: with several equally-run modules and none named,
+            // every module is shown (and the roofline, which needs one latency, is left out).
+            (analyze_located_for_inspect(&located, &AnalyzeOptions { kernel: args.kernel.clone(), ..Default::default() })?, run)
+        }
+    };
     let info = run.as_ref().map(|(_, i)| i);
     let hlo_path = args.hlo.clone().or_else(|| {
         let (dir, i) = run.as_ref()?;
@@ -151,8 +185,16 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
     let bytes = args.bytes.or(info.and_then(|i| i.bytes));
     let min_bytes = args.min_bytes.or(info.and_then(|i| i.min_bytes));
     let device = report.device.as_ref();
-    let peak_tflops = args.peak_tflops.or(device.and_then(|d| d.peak_tflops)).or(args.config_hardware.map(|h| h.peak_tflops));
-    let hbm_gbps = args.hbm_gbps.or(device.and_then(|d| d.hbm_gbps)).or(args.config_hardware.map(|h| h.hbm_gbps));
+    // Peaks: the flags, the capture's device plane, the run's device kind (the one peak table,
+    // crate::hardware), then the repo's configured hardware.
+    let kind_hw = info.and_then(|i| i.device.as_deref()).and_then(crate::hardware::for_device_kind).map(|p| p.hw);
+    let peak_tflops = args
+        .peak_tflops
+        .or(device.and_then(|d| d.peak_tflops))
+        .or(kind_hw.map(|h| h.peak_tflops))
+        .or(args.config_hardware.map(|h| h.peak_tflops));
+    let hbm_gbps =
+        args.hbm_gbps.or(device.and_then(|d| d.hbm_gbps)).or(kind_hw.map(|h| h.hbm_gbps)).or(args.config_hardware.map(|h| h.hbm_gbps));
     let (latency_source, latency_ms) = match report.kernel.as_ref().map(|k| k.median_us) {
         Some(us) if us.is_finite() && us > 0.0 => (Some("trace".to_string()), Some(us / 1e3)),
         _ => match info.map(|i| super::analysis::Summary::of(&i.latencies_ms).median) {
@@ -166,6 +208,34 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         }
         _ => None,
     };
+    let body_path = args.kernel_body.clone().or_else(|| {
+        let (dir, i) = run.as_ref()?;
+        i.kernel_body.as_deref().map(|h| resolve_in_run(dir, h))
+    });
+    let kernel_ops = match &body_path {
+        Some(p) => {
+            let text = crate::bench::safe_read::read_text_capped(p, crate::bench::safe_read::MAX_HLO_BYTES)
+                .with_context(|| format!("cannot read the kernel body {}", p.display()))?;
+            crate::trace::kernel_body::parse_kernel_bodies(&text).with_context(|| format!("kernel body {}", p.display()))?
+        }
+        None => Vec::new(),
+    };
+    let hlo_for_rules = hlo_from_text.as_ref().or(report.hlo_ops_from_proto.as_ref());
+    let kstats = report.kernel.as_ref();
+    let findings = crate::diagnose::diagnose(&crate::diagnose::Inputs {
+        roofline: roofline.as_ref().map(Roofline::view),
+        bytes,
+        min_bytes,
+        meta: info.and_then(|i| i.meta.as_ref()),
+        hlo: hlo_for_rules,
+        kernel_ops: &kernel_ops,
+        bubble_fraction: kstats.and_then(crate::diagnose::bubble_fraction),
+        exp_share: kstats.and_then(crate::diagnose::exp_share),
+        blocks_seen: kstats.and_then(crate::diagnose::blocks_seen),
+        copy_share: kstats.and_then(crate::diagnose::copy_share),
+        backend: info.and_then(|i| i.backend.as_deref()),
+        flops,
+    });
     Ok(InspectOutput {
         report,
         hlo_file: hlo_path.map(|p| p.display().to_string()),
@@ -178,7 +248,40 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         peak_tflops,
         hbm_gbps,
         roofline,
+        kernel_body_file: body_path.map(|p| p.display().to_string()),
+        kernel_ops,
+        environment: info.and_then(|i| i.environment.clone()),
+        findings,
     })
+}
+
+/// A run directory whose result file names no trace and which holds no profile: its
+/// directory and result file.
+fn traceless_run(path: &std::path::Path) -> Option<(PathBuf, super::RunInfo)> {
+    let result = path.join(crate::bench::protocol::RESULT_FILE);
+    if !path.is_dir() || !result.is_file() {
+        return None;
+    }
+    let info = super::locate::read_run_info(path).ok()?;
+    (info.trace.is_none() && locate(path).is_err()).then(|| (path.to_path_buf(), info))
+}
+
+/// The (empty) trace part of a traceless run's output.
+fn no_trace_report(path: &std::path::Path) -> TraceReport {
+    TraceReport {
+        capture: "(none)".into(),
+        format: super::CaptureFormat::Xplane,
+        events: 0,
+        source: format!("no trace in {}: times are the benchmark's own", path.display()),
+        device: None,
+        op_time: "-".into(),
+        modules: Vec::new(),
+        kernel: None,
+        hlo_ops_from_proto: None,
+        host_steps_us: Vec::new(),
+        ops_by_module: Vec::new(),
+        warnings: vec!["the run recorded no trace (profile_iters = 0?): no op breakdown, no pipeline figures".into()],
+    }
 }
 
 /// `ratchet inspect`: prints the diagnosis (or `--json`) to stdout.
@@ -249,35 +352,37 @@ pub fn render_text(o: &InspectOutput) -> String {
     if r.kernel.is_none() {
         let _ = writeln!(s, "Op times:  {}", r.op_time);
     }
-    let _ = writeln!(s, "\nModules (device time; share of the device's module time):");
-    let _ = writeln!(
-        s,
-        "  {:<44} {:>6} {:>12} {:>12} {:>12} {:>12} {:>7}  device",
-        "name", "runs", "median us", "mean us", "min us", "max us", "share"
-    );
-    for m in &r.modules {
-        let name = match &m.within {
-            Some(w) => format!("{} (Pallas, in {w})", m.name),
-            None => m.name.clone(),
-        };
+    if !r.modules.is_empty() {
+        let _ = writeln!(s, "\nModules (device time; share of the device's module time):");
         let _ = writeln!(
             s,
-            "  {:<44} {:>6} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>6.1}%  {}",
-            name,
-            m.executions,
-            m.median_us,
-            m.mean_us,
-            m.min_us,
-            m.max_us,
-            m.share_of_device_time * 100.0,
-            m.device.as_deref().unwrap_or("host")
+            "  {:<44} {:>6} {:>12} {:>12} {:>12} {:>12} {:>7}  device",
+            "name", "runs", "median us", "mean us", "min us", "max us", "share"
         );
-        for d in &m.devices {
+        for m in &r.modules {
+            let name = match &m.within {
+                Some(w) => format!("{} (Pallas, in {w})", m.name),
+                None => m.name.clone(),
+            };
             let _ = writeln!(
                 s,
-                "    on {:<41} {:>6} {:>12.1} {:>12.1} {:>12.1} {:>12.1}",
-                d.device, d.executions, d.median_us, d.mean_us, d.min_us, d.max_us
+                "  {:<44} {:>6} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>6.1}%  {}",
+                name,
+                m.executions,
+                m.median_us,
+                m.mean_us,
+                m.min_us,
+                m.max_us,
+                m.share_of_device_time * 100.0,
+                m.device.as_deref().unwrap_or("host")
             );
+            for d in &m.devices {
+                let _ = writeln!(
+                    s,
+                    "    on {:<41} {:>6} {:>12.1} {:>12.1} {:>12.1} {:>12.1}",
+                    d.device, d.executions, d.median_us, d.mean_us, d.min_us, d.max_us
+                );
+            }
         }
     }
     if let Some(k) = &r.kernel {
@@ -368,6 +473,19 @@ pub fn render_text(o: &InspectOutput) -> String {
     }
     if let Some(h) = &r.hlo_ops_from_proto {
         let _ = writeln!(s, "\nHLO (embedded in the capture):\n    {}", hlo_line(h));
+    }
+    if !o.kernel_ops.is_empty() {
+        let _ = writeln!(s, "\nKernel body ({}):", o.kernel_body_file.as_deref().unwrap_or("text"));
+        for k in &o.kernel_ops {
+            let _ = writeln!(s, "    {} ({}): {}", k.name, k.dialect, k.summary());
+        }
+    }
+    if let Some(e) = &o.environment {
+        let _ = writeln!(s, "\nMeasured with: {}", crate::diagnose::environment::summary(e));
+    }
+    if !o.findings.is_empty() {
+        let _ = writeln!(s, "\nDiagnosis (KernelForge part 2):");
+        s.push_str(&crate::diagnose::render(&o.findings));
     }
     if let Some(k) = &r.kernel {
         render_ops(&mut s, "", &k.category_breakdown, &k.op_breakdown);

@@ -35,6 +35,10 @@ pub struct RunInfo {
     pub latencies_ms: Vec<f64>,
     pub backend: Option<String>,
     pub device: Option<String>,
+    /// The Pallas kernels' bodies (TPU/GPU), tunables, and what the run was measured with.
+    pub kernel_body: Option<String>,
+    pub meta: Option<serde_json::Value>,
+    pub environment: Option<std::collections::BTreeMap<String, serde_json::Value>>,
 }
 
 /// A located capture, with the run it belongs to when the path was a run directory.

@@ -15,6 +15,9 @@ FAKE_HLO          text to dump as the run's compiled HLO (kernel.hlo.txt, named 
 FAKE_LATER_LATENCY_MS, FAKE_LATER_FROM_RUN
                   from run index FAKE_LATER_FROM_RUN on, report FAKE_LATER_LATENCY_MS instead
 FAKE_THROTTLED    1: mark every run as throttled
+FAKE_META         JSON object reported as the run's `meta` (default {"fake": true})
+FAKE_ENV          JSON object reported as the run's `environment`
+FAKE_KERNEL_BODY  path of a kernel-body file to copy into RATCHET_OUT as kernel.body.mlir
 """
 import json
 import os
@@ -85,8 +88,14 @@ def main():
         "flops": flops,
         "bytes": float(cfg.get("FAKE_BYTES", "1e7")),
         "check": {"passed": mode != "badcheck", "max_abs_err": 0.5 if mode == "badcheck" else 1e-6, "tolerance": 1e-3},
-        "meta": {"fake": True},
+        "meta": json.loads(cfg["FAKE_META"]) if "FAKE_META" in cfg else {"fake": True},
     }
+    if "FAKE_ENV" in cfg:
+        result["environment"] = json.loads(cfg["FAKE_ENV"])
+    if "FAKE_KERNEL_BODY" in cfg:
+        with open(cfg["FAKE_KERNEL_BODY"]) as src, open(os.path.join(out, "kernel.body.mlir"), "w") as dst:
+            dst.write(src.read())
+        result["kernel_body"] = "kernel.body.mlir"
     if "FAKE_HLO" in cfg:
         with open(os.path.join(out, "kernel.hlo.txt"), "w") as f:
             f.write(cfg["FAKE_HLO"])

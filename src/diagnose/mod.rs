@@ -1,0 +1,570 @@
+//! The article's diagnosis as rules: from the roofline figures, the HLO and kernel-body op
+//! counts, the trace's pipeline figures and the benchmark's tunables, the findings the source
+//! article (KernelForge part 2, "Deep-Dive into TPU Profiling") teaches, each with its
+//! prescription. Pure functions; `ratchet inspect` and `ratchet show` print their output.
+//!
+//! Thresholds and their sources (section numbers of that article unless said otherwise):
+//! gap below 10% of actual: near the roofline; above 30%: significant overhead (section 6, step
+//! 2); likely causes of a gap, in order: register spilling, pipeline bubbles, defensive copies,
+//! VPU bottleneck (3.3); bubble fraction above 10% a red flag, below 5% excellent (4.4); exp
+//! above 10% of the time: VPU bottleneck (6, step 5); expected op counts 2 dot, 2 exp, 2-4
+//! reduce, 0 copy (5.3); "low both FLOP rate and bandwidth" is latency-bound (the TPU profiling
+//! skill notes, seed 003, "Bound Type" table).
+
+pub mod cliff;
+pub mod columns;
+pub mod environment;
+pub mod show;
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::trace::kernel_body::KernelOps;
+use crate::trace::HloStats;
+
+/// Gap share below which the kernel is near its roofline (section 6, step 2).
+pub const NEAR_ROOFLINE_GAP: f64 = 0.10;
+/// Gap share above which the overhead is significant (section 6, step 2).
+pub const SIGNIFICANT_GAP: f64 = 0.30;
+/// Bubble fraction above which the pipeline is a red flag (section 4.4).
+pub const BUBBLE_RED_FLAG: f64 = 0.10;
+/// Bubble fraction below which the pipeline is excellent (section 4.4).
+pub const BUBBLE_EXCELLENT: f64 = 0.05;
+/// Share of the time in exp above which the VPU is the bottleneck (section 6, step 5).
+pub const EXP_SHARE_VPU: f64 = 0.10;
+/// The article's expected counts for the attention kernel (section 5.3).
+pub const EXPECTED_DOTS: usize = 2;
+pub const EXPECTED_EXPS: usize = 2;
+pub const MAX_EXPECTED_REDUCES: usize = 4;
+
+/// How much a finding asks for attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// All is as it should be.
+    Good,
+    /// A figure to know.
+    Note,
+    /// Something to act on.
+    Warn,
+}
+
+impl Level {
+    pub fn mark(self) -> &'static str {
+        match self {
+            Level::Good => "ok  ",
+            Level::Note => "note",
+            Level::Warn => "WARN",
+        }
+    }
+}
+
+/// One diagnosis: what the numbers say and, where the article gives one, what to do.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Short rule name (`gap`, `regime`, `copies`, ...).
+    pub rule: &'static str,
+    pub level: Level,
+    pub what: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prescription: Option<String>,
+}
+
+impl Finding {
+    fn new(rule: &'static str, level: Level, what: String, prescription: Option<&str>) -> Finding {
+        Finding { rule, level, what, prescription: prescription.map(str::to_string) }
+    }
+}
+
+/// The roofline figures the rules read (as `inspect` and `metrics` compute them).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RooflineView {
+    pub memory_bound: bool,
+    pub intensity: f64,
+    pub ridge: f64,
+    pub compute_only_ms: f64,
+    pub memory_only_ms: f64,
+    pub actual_ms: f64,
+    /// Fractions of the peaks (0..1).
+    pub util: f64,
+    pub bw: f64,
+}
+
+impl RooflineView {
+    pub fn gap_ms(&self) -> f64 {
+        self.actual_ms - self.compute_only_ms.max(self.memory_only_ms)
+    }
+}
+
+/// Where the gap puts the kernel (section 6, step 2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum GapBand {
+    /// Below 10% of actual: gains will be incremental.
+    NearRoofline,
+    /// Between 10% and 30%.
+    Moderate,
+    /// Above 30%: register spills, pipeline bubbles or defensive copies.
+    Significant,
+}
+
+/// The gap as a share of the actual time (`None` without a positive actual time).
+pub fn gap_share(gap_ms: f64, actual_ms: f64) -> Option<f64> {
+    (actual_ms > 0.0 && gap_ms.is_finite()).then(|| (gap_ms / actual_ms).max(0.0))
+}
+
+/// The article's band for a gap share: < 10% near, > 30% significant, else between.
+pub fn gap_band(share: f64) -> GapBand {
+    if share < NEAR_ROOFLINE_GAP {
+        GapBand::NearRoofline
+    } else if share > SIGNIFICANT_GAP {
+        GapBand::Significant
+    } else {
+        GapBand::Moderate
+    }
+}
+
+/// The fraction of its roofline the kernel reaches: max(compute-only, memory-only) / actual.
+/// Equal to 1 - gap share, and to the larger of util and BW.
+pub fn achieved_fraction(compute_only_ms: f64, memory_only_ms: f64, actual_ms: f64) -> Option<f64> {
+    (actual_ms > 0.0).then(|| compute_only_ms.max(memory_only_ms) / actual_ms)
+}
+
+/// Estimated over minimum traffic: how many times the tiling reads the data (section 3.4: an
+/// actual intensity 32x below the perfect-reuse one means K and V are re-read ~32 times).
+pub fn reread_factor(bytes: f64, min_bytes: f64) -> Option<f64> {
+    (bytes > 0.0 && min_bytes > 0.0).then(|| bytes / min_bytes)
+}
+
+/// The regime word. The roofline's side (compute or memory) is only the direction; when the gap
+/// is above the article's 30%, the larger of util and BW is below 70%: both units are mostly
+/// idle, which seed 003 calls latency-bound ("low both FLOP rate and bandwidth") and the
+/// article's utilization table reads as "pipeline bubbles or overhead". Then the word is
+/// `LATENCY-BOUND`, so that a 0.2% util, 99.8% gap kernel is not called compute-bound.
+pub fn regime_word(memory_bound: bool, gap_share: f64) -> &'static str {
+    if gap_share > SIGNIFICANT_GAP {
+        "LATENCY-BOUND"
+    } else if memory_bound {
+        "MEMORY-BOUND"
+    } else {
+        "COMPUTE-BOUND"
+    }
+}
+
+/// The article's likely causes of a large gap, most probable first (section 3.3), each with
+/// where ratchet looks for it.
+pub const LIKELY_CAUSES: [(&str, &str); 4] = [
+    ("register spilling", "the score tile (BQ x BKV) overflows the vector registers; look for a spill cliff as BKV grows"),
+    ("pipeline bubbles", "DMA and compute do not overlap; check the bubble fraction and the grid size"),
+    ("defensive copies", "copies of aliased buffers; check the HLO and kernel-body copy counts"),
+    ("VPU bottleneck", "exp and reductions stall the MXU; check exp's share of the time"),
+];
+
+/// Everything the rules may read; each rule uses what is present.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs<'a> {
+    pub roofline: Option<RooflineView>,
+    pub bytes: Option<f64>,
+    pub min_bytes: Option<f64>,
+    /// The benchmark's `meta` (BQ, BKV, grid_steps, ...).
+    pub meta: Option<&'a serde_json::Value>,
+    pub hlo: Option<&'a HloStats>,
+    pub kernel_ops: &'a [KernelOps],
+    /// Idle share inside the kernel's executions, from the trace.
+    pub bubble_fraction: Option<f64>,
+    /// Share of the kernel's op time in exponentials, from the trace.
+    pub exp_share: Option<f64>,
+    /// Kernel blocks per execution seen in the trace (most frequent per-execution op count).
+    pub blocks_seen: Option<u64>,
+    /// Share of the kernel's op time in copy events (copy, copy-start, copy-done), from the trace.
+    pub copy_share: Option<f64>,
+    /// The backend the run was on (`cpu`, `tpu`, `gpu`).
+    pub backend: Option<&'a str>,
+    /// The benchmark's FLOPs per call (the result file's `flops`).
+    pub flops: Option<f64>,
+}
+
+fn meta_u64(meta: Option<&serde_json::Value>, key: &str) -> Option<u64> {
+    meta?.get(key)?.as_u64()
+}
+
+fn pct(x: f64) -> String {
+    if x != 0.0 && x.abs() < 0.01 {
+        format!("{:.2}%", x * 100.0)
+    } else {
+        format!("{:.1}%", x * 100.0)
+    }
+}
+
+/// The findings, in the order of the article's protocol (section 6): regime and gap, traffic,
+/// HLO and kernel body, trace.
+pub fn diagnose(inp: &Inputs) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let has_blocks = meta_u64(inp.meta, "BQ").is_some() && meta_u64(inp.meta, "BKV").is_some();
+    if let Some(r) = inp.roofline {
+        roofline_findings(r, inp, has_blocks, &mut out);
+    }
+    copy_findings(inp, &mut out);
+    cost_estimate_findings(inp, &mut out);
+    op_count_findings(inp, has_blocks, &mut out);
+    pipeline_findings(inp, &mut out);
+    out
+}
+
+fn roofline_findings(r: RooflineView, inp: &Inputs, has_blocks: bool, out: &mut Vec<Finding>) {
+    let gap = r.gap_ms();
+    let Some(share) = gap_share(gap, r.actual_ms) else { return };
+    let side = if r.memory_bound { "MEMORY-BOUND" } else { "COMPUTE-BOUND" };
+    let ridge_x = if r.memory_bound {
+        format!("{:.1}x below the ridge", r.ridge / r.intensity)
+    } else {
+        format!("{:.1}x above the ridge", r.intensity / r.ridge)
+    };
+    if inp.backend == Some("cpu") {
+        out.push(Finding::new(
+            "regime",
+            Level::Note,
+            "CPU run: the peaks are nominal (the `cpu` preset), so util, BW and the regime word below only rank runs of this machine"
+                .into(),
+            None,
+        ));
+    }
+    let word = regime_word(r.memory_bound, share);
+    if word == "LATENCY-BOUND" {
+        out.push(Finding::new(
+            "regime",
+            Level::Warn,
+            format!(
+                "LATENCY-BOUND: util {} and BW {} are both low; the roofline side is {side} ({ridge_x}), but overhead, not {}, sets the time",
+                pct(r.util),
+                pct(r.bw),
+                if r.memory_bound { "bandwidth" } else { "compute" }
+            ),
+            Some("close the gap first (its likely causes below): pipeline better, fewer and bigger grid steps, fewer sync points"),
+        ));
+    } else if r.memory_bound {
+        out.push(Finding::new(
+            "regime",
+            Level::Note,
+            format!("MEMORY-BOUND, {ridge_x}: BW {} of peak, util {}", pct(r.bw), pct(r.util)),
+            Some("reduce HBM traffic: larger blocks, fewer re-reads, better tiling (section 6, step 2)"),
+        ));
+    } else {
+        out.push(Finding::new(
+            "regime",
+            Level::Note,
+            format!("COMPUTE-BOUND, {ridge_x}: util {} of peak, BW {}", pct(r.util), pct(r.bw)),
+            Some("reduce per-step VPU work, feed the MXU better, or change the algorithm (block skipping) (section 6, step 2)"),
+        ));
+    }
+
+    let band = gap_band(share);
+    let achieved = achieved_fraction(r.compute_only_ms, r.memory_only_ms, r.actual_ms).unwrap_or(0.0);
+    let what = format!(
+        "gap {:.3} ms = {} of the actual {:.3} ms; the kernel reaches {} of its roofline",
+        gap,
+        pct(share),
+        r.actual_ms,
+        pct(achieved)
+    );
+    match band {
+        GapBand::NearRoofline => out.push(Finding::new(
+            "gap",
+            Level::Good,
+            format!("{what}: near the roofline (gap < 10%)"),
+            Some("gains from here are incremental"),
+        )),
+        GapBand::Moderate => out.push(Finding::new("gap", Level::Note, format!("{what}: between the article's bands (10-30%)"), None)),
+        GapBand::Significant => {
+            let causes: Vec<String> = LIKELY_CAUSES.iter().enumerate().map(|(i, (c, how))| format!("{}. {c}: {how}", i + 1)).collect();
+            out.push(Finding::new(
+                "gap",
+                Level::Warn,
+                format!("{what}: significant overhead (gap > 30%); likely causes, most probable first:\n{}", causes.join("\n")),
+                None,
+            ));
+        }
+    }
+
+    if let (Some(b), Some(mb)) = (inp.bytes, inp.min_bytes) {
+        if let Some(f) = reread_factor(b, mb) {
+            let level = if f > 2.0 && r.memory_bound { Level::Warn } else { Level::Note };
+            let rx = if r.memory_bound && f > 1.0 && has_blocks {
+                Some("increase block sizes, BQ first, then BKV: fewer Q blocks mean fewer K/V re-reads (higher intensity) and bigger transfers (better bandwidth) (section 3.4)")
+            } else {
+                None
+            };
+            out.push(Finding::new(
+                "re-reads",
+                level,
+                format!("re-read factor {f:.1}x: estimated traffic over the minimum (perfect reuse)"),
+                rx,
+            ));
+        }
+    }
+}
+
+fn copy_findings(inp: &Inputs, out: &mut Vec<Finding>) {
+    const FIX: &str = "use dedicated scratch_shapes for every accumulator; never read an output ref before its final write (section 5.4)";
+    if let Some(h) = inp.hlo {
+        if h.suspect_copies() > 0 {
+            out.push(Finding::new("copies", Level::Warn, h.copy_warning().unwrap_or_default(), Some(FIX)));
+        } else if h.loop_copies > 0 {
+            let why =
+                if inp.backend == Some("cpu") || h.custom_call == 0 { "the Pallas interpreter's grid loop (CPU)" } else { "a while loop" };
+            out.push(Finding::new(
+                "copies",
+                Level::Good,
+                format!("{} HLO copies, all while-loop state of {why}: not defensive copies", h.loop_copies),
+                None,
+            ));
+        }
+    }
+    // Section 4.4, step 5: copy events in the steady state. They cost what the HLO's copies
+    // cost; whether they are defensive is the HLO's call (loop state and async copies are not).
+    if let Some(share) = inp.copy_share.filter(|s| *s > 0.0) {
+        let suspect = inp.hlo.map(HloStats::suspect_copies);
+        let (level, why) = match suspect {
+            Some(n) if n > 0 => (Level::Warn, format!("{n} of the HLO's copies may be defensive")),
+            Some(_) => (Level::Note, "none of the HLO's copies is a defensive one (loop state)".to_string()),
+            None => (Level::Note, "no HLO to tell what they are".to_string()),
+        };
+        out.push(Finding::new("copies", level, format!("copy events take {} of the kernel's op time; {why}", pct(share)), None));
+    }
+    for k in inp.kernel_ops.iter().filter(|k| k.copy > 0) {
+        out.push(Finding::new(
+            "copies",
+            Level::Warn,
+            format!("{} copy op(s) inside the {} kernel {}: full-buffer read+write each", k.copy, k.dialect, k.name),
+            Some(FIX),
+        ));
+    }
+}
+
+/// A Mosaic kernel is one custom call to XProf: its roofline tool sees the kernel's FLOPs and
+/// bytes only through the `pallas_call`'s `cost_estimate` (the article's section 3.1 tool).
+fn cost_estimate_findings(inp: &Inputs, out: &mut Vec<Finding>) {
+    for k in inp.kernel_ops.iter().filter(|k| k.dialect == "mosaic") {
+        match (k.cost_flops.map(|c| c as f64), inp.flops) {
+            (None, _) => out.push(Finding::new(
+                "cost-estimate",
+                Level::Note,
+                format!("the {} kernel's pallas_call carries no cost_estimate: XProf's roofline tool sees no FLOPs in it", k.name),
+                Some("pass cost_estimate=pl.CostEstimate(flops=..., transcendentals=..., bytes_accessed=...) to pl.pallas_call"),
+            )),
+            (Some(c), Some(f)) if f > 0.0 && ((c - f) / f).abs() > 0.01 => out.push(Finding::new(
+                "cost-estimate",
+                Level::Note,
+                format!(
+                    "the pallas_call's cost_estimate says {c:.4e} FLOPs, the benchmark {f:.4e}: XProf's roofline and ratchet's disagree"
+                ),
+                None,
+            )),
+            (Some(c), _) => out.push(Finding::new(
+                "cost-estimate",
+                Level::Good,
+                format!(
+                    "the pallas_call's cost_estimate gives XProf {c:.4e} FLOPs{}",
+                    k.cost_bytes.map(|b| format!(", {:.4e} bytes", b as f64)).unwrap_or_default()
+                ),
+                None,
+            )),
+        }
+    }
+}
+
+/// Section 5.3's expected counts, applied to the kernel body on accelerators (the HLO shows a
+/// Pallas kernel as one custom call) and to the HLO where the kernel is plain HLO (interpreter).
+/// Only for a kernel with BQ/BKV tunables: the expectations are the attention kernel's.
+fn op_count_findings(inp: &Inputs, has_blocks: bool, out: &mut Vec<Finding>) {
+    let counts: Option<(String, usize, usize, usize)> = match (inp.kernel_ops.first(), inp.hlo) {
+        (Some(k), _) => Some((format!("{} kernel body", k.dialect), k.matmul, k.exp, k.reduce)),
+        (None, Some(h)) if h.custom_call == 0 => Some(("HLO".into(), h.dot, h.exponential, h.reduce)),
+        (None, Some(h)) => {
+            out.push(Finding::new(
+                "op-counts",
+                Level::Note,
+                format!(
+                    "the HLO holds {} custom call(s) and sees nothing inside a Pallas kernel; the kernel body was not recorded",
+                    h.custom_call
+                ),
+                Some("run with ratchet_bench on TPU/GPU: it writes kernel.body.mlir, whose ops ratchet counts"),
+            ));
+            None
+        }
+        _ => None,
+    };
+    let Some((src, dot, exp, reduce)) = counts else { return };
+    if !has_blocks {
+        return;
+    }
+    if dot > EXPECTED_DOTS {
+        out.push(Finding::new(
+            "op-counts",
+            Level::Warn,
+            format!("{dot} matmuls in the {src}, {EXPECTED_DOTS} expected (QK^T, PV)"),
+            Some("the compiler is splitting the matmul: check that block shapes align with the MXU tile (128x128) (section 5.3)"),
+        ));
+    }
+    if exp > EXPECTED_EXPS {
+        out.push(Finding::new(
+            "op-counts",
+            Level::Warn,
+            format!("{exp} exponentials in the {src}, {EXPECTED_EXPS} expected"),
+            Some("redundant exp: check whether the computation is duplicated; can the math be simpler? (sections 5.3, 6)"),
+        ));
+    }
+    if reduce > MAX_EXPECTED_REDUCES {
+        out.push(Finding::new(
+            "op-counts",
+            Level::Warn,
+            format!("{reduce} reductions in the {src}, 2-4 expected"),
+            Some("the compiler is decomposing the reduction into stages (section 5.3)"),
+        ));
+    }
+    if dot <= EXPECTED_DOTS && exp <= EXPECTED_EXPS && reduce <= MAX_EXPECTED_REDUCES {
+        out.push(Finding::new(
+            "op-counts",
+            Level::Good,
+            format!("{dot} matmul, {exp} exp, {reduce} reduce in the {src}: as expected (section 5.3)"),
+            None,
+        ));
+    }
+}
+
+fn pipeline_findings(inp: &Inputs, out: &mut Vec<Finding>) {
+    if let Some(b) = inp.bubble_fraction {
+        let what = format!("bubble fraction {} (idle time inside the kernel's executions)", pct(b));
+        if b > BUBBLE_RED_FLAG {
+            out.push(Finding::new(
+                "bubbles",
+                Level::Warn,
+                format!("{what}: above 10%, a red flag"),
+                Some("more grid iterations or bigger blocks; check that double buffering is active (section 4.3)"),
+            ));
+        } else if b < BUBBLE_EXCELLENT {
+            out.push(Finding::new("bubbles", Level::Good, format!("{what}: below 5%, excellent"), None));
+        } else {
+            out.push(Finding::new("bubbles", Level::Note, format!("{what}: between 5% and 10%"), None));
+        }
+    }
+    if let Some(s) = inp.exp_share {
+        if s > EXP_SHARE_VPU {
+            out.push(Finding::new(
+                "vpu",
+                Level::Warn,
+                format!("exp takes {} of the kernel's op time: above 10%, a VPU bottleneck", pct(s)),
+                Some("the MXU waits for the softmax's exp; simplify the math or cut per-step VPU work (sections 4.5, 6)"),
+            ));
+        }
+    }
+    let meta_steps = meta_u64(inp.meta, "grid_steps");
+    let body_steps = inp.kernel_ops.iter().find_map(KernelOps::grid_steps);
+    if let (Some(m), Some(b)) = (meta_steps, body_steps) {
+        // The Triton form loops over KV inside the kernel: its launch grid is the Q blocks only.
+        let loops_inside = inp.kernel_ops.iter().any(|k| k.loops > 0);
+        if b != m && !loops_inside {
+            out.push(Finding::new(
+                "grid",
+                Level::Warn,
+                format!("the kernel's grid has {b} steps, meta.grid_steps says {m}"),
+                Some("the benchmark's tiling meta does not describe the kernel it runs: its traffic estimate is off too"),
+            ));
+        }
+    }
+    if let (Some(m), Some(seen)) = (meta_steps, inp.blocks_seen) {
+        if seen > 1 {
+            let (level, what) = if seen == m {
+                (Level::Good, format!("the trace shows {seen} kernel blocks per execution = the grid product (meta.grid_steps)"))
+            } else {
+                (Level::Note, format!("the trace shows {seen} kernel blocks per execution; meta.grid_steps is {m}"))
+            };
+            out.push(Finding::new("grid", level, what, None));
+        }
+    }
+}
+
+/// The findings as indented text, one per entry, prescriptions after an arrow.
+pub fn render(findings: &[Finding]) -> String {
+    let mut s = String::new();
+    for f in findings {
+        let mut lines = f.what.lines();
+        let _ = writeln!(s, "  [{}] {}", f.level.mark(), lines.next().unwrap_or(""));
+        for l in lines {
+            let _ = writeln!(s, "           {l}");
+        }
+        if let Some(p) = &f.prescription {
+            let _ = writeln!(s, "           -> {p}");
+        }
+    }
+    s
+}
+
+/// Bubble fraction of a trace's kernel: the share of its executions' spans that no op covers
+/// (self times of all ops over the summed spans). `None` without ops.
+pub fn bubble_fraction(k: &crate::trace::KernelStats) -> Option<f64> {
+    let span: f64 = k.per_execution_us.iter().sum();
+    let busy: f64 = k.category_breakdown.iter().map(|c| c.total_us).sum();
+    (span > 0.0 && busy > 0.0).then(|| (1.0 - busy / span).clamp(0.0, 1.0))
+}
+
+/// Share of the kernel's op (self) time in exponentials (ops or categories named exp*).
+pub fn exp_share(k: &crate::trace::KernelStats) -> Option<f64> {
+    let total: f64 = k.op_breakdown.iter().map(|o| o.total_us).sum();
+    let exp: f64 = k
+        .op_breakdown
+        .iter()
+        .filter(|o| o.category.starts_with("exponential") || o.name.starts_with("exponential"))
+        .map(|o| o.total_us)
+        .sum();
+    (total > 0.0).then_some(exp / total)
+}
+
+/// Share of the kernel's op (self) time in copy events (categories `copy`, `copy-start`,
+/// `copy-done`).
+pub fn copy_share(k: &crate::trace::KernelStats) -> Option<f64> {
+    let total: f64 = k.category_breakdown.iter().map(|c| c.total_us).sum();
+    let copy: f64 = k.category_breakdown.iter().filter(|c| c.category.starts_with("copy")).map(|c| c.total_us).sum();
+    (total > 0.0).then_some(copy / total)
+}
+
+/// Kernel blocks per execution seen in the trace: the largest per-execution occurrence count of
+/// any op (the grid loop's body runs once per block).
+pub fn blocks_seen(k: &crate::trace::KernelStats) -> Option<u64> {
+    let n = k.executions as u64;
+    (n > 0).then(|| k.op_breakdown.iter().map(|o| o.count / n).max().unwrap_or(0)).filter(|b| *b > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gap_bands_at_the_articles_thresholds() {
+        assert_eq!(gap_band(0.0), GapBand::NearRoofline);
+        assert_eq!(gap_band(0.0999), GapBand::NearRoofline);
+        assert_eq!(gap_band(0.10), GapBand::Moderate);
+        assert_eq!(gap_band(0.30), GapBand::Moderate);
+        assert_eq!(gap_band(0.3001), GapBand::Significant);
+        assert_eq!(gap_share(1.42, 2.12).map(|s| (s * 1000.0).round()), Some(670.0));
+        assert_eq!(gap_share(-0.1, 1.0), Some(0.0));
+        assert_eq!(gap_share(1.0, 0.0), None);
+    }
+
+    #[test]
+    fn regime_word_is_latency_bound_above_thirty_percent_gap() {
+        assert_eq!(regime_word(false, 0.998), "LATENCY-BOUND");
+        assert_eq!(regime_word(true, 0.31), "LATENCY-BOUND");
+        assert_eq!(regime_word(true, 0.30), "MEMORY-BOUND");
+        assert_eq!(regime_word(false, 0.05), "COMPUTE-BOUND");
+    }
+
+    #[test]
+    fn achieved_fraction_and_reread_factor() {
+        // Section 3.4: memory-only 2.01 ms of 5.20 ms actual.
+        assert!((achieved_fraction(0.70, 2.01, 5.20).unwrap() - 0.3865).abs() < 1e-4);
+        assert_eq!(achieved_fraction(1.0, 1.0, 0.0), None);
+        assert_eq!(reread_factor(64.0, 2.0), Some(32.0));
+        assert_eq!(reread_factor(1.0, 0.0), None);
+    }
+}
