@@ -85,7 +85,7 @@ pub enum Command {
     Plot(PlotArgs),
     /// Read a trace (an .xplane.pb, a profile directory or a run directory) and print the
     /// article-style diagnosis: regime, intensity, time decomposition, HLO counts, op breakdown.
-    Inspect(crate::trace::inspect::InspectArgs),
+    Inspect(InspectArgs),
     /// Measure the noise floor: A/A runs of HEAD against itself, interleaved as an experiment
     /// would; prints the run-to-run CV, the drift, the smallest gain the configured budget can
     /// detect and a suggested min_effect_pct. Writes results/calibration.json only.
@@ -259,6 +259,47 @@ pub struct PlotArgs {
     /// Also write a self-contained HTML report of the results (table and inline charts) to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+}
+
+/// Arguments of `ratchet inspect`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct InspectArgs {
+    /// An .xplane.pb (or .trace.json.gz), a profile log directory, or a ratchet run directory
+    /// (one holding ratchet-result.json)
+    pub path: std::path::PathBuf,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Regular expression naming the kernel's module (default: the result file's "kernel",
+    /// else the module executed most often)
+    #[arg(long, value_name = "PATTERN")]
+    pub kernel: Option<String>,
+    /// Compiled HLO text of the kernel, for HLO op counts (default: the result file's "hlo")
+    #[arg(long, value_name = "FILE")]
+    pub hlo: Option<std::path::PathBuf>,
+    /// The Pallas kernel's body as MLIR text (kernel.body.mlir, or a file written by
+    /// tests/helpers/lower_kernel_bodies.py), for op counts inside the kernel (default: the
+    /// result file's "kernel_body")
+    #[arg(long, value_name = "FILE")]
+    pub kernel_body: Option<std::path::PathBuf>,
+    /// FLOPs of one kernel call (default: the result file's "flops")
+    #[arg(long)]
+    pub flops: Option<f64>,
+    /// Estimated HBM bytes of one call, re-reads included (default: the result file's "bytes")
+    #[arg(long)]
+    pub bytes: Option<f64>,
+    /// HBM bytes with perfect reuse (default: the result file's "min_bytes")
+    #[arg(long)]
+    pub min_bytes: Option<f64>,
+    /// Peak compute of the chip in TFLOP/s (default: from the capture's device plane)
+    #[arg(long, value_name = "TFLOPS")]
+    pub peak_tflops: Option<f64>,
+    /// Peak HBM bandwidth in GB/s (default: from the capture's device plane)
+    #[arg(long, value_name = "GBPS")]
+    pub hbm_gbps: Option<f64>,
+    /// The repo's configured hardware, used when neither a flag nor the capture gives peaks.
+    #[arg(skip)]
+    pub config_hardware: Option<crate::hardware::Hardware>,
 }
 
 #[cfg(test)]

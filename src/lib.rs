@@ -94,7 +94,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             if let Ok(repo) = vcs::Repo::discover(&start) {
                 a.config_hardware = config::Config::load(&config::path_in(repo.root())).ok().and_then(|c| c.hardware());
             }
-            trace::inspect::run_inspect(&a).map_err(Error::from)
+            commands::inspect::run_inspect(&a).map_err(Error::from)
         }
         Some(Command::Gate(a)) => commands::gate::command(&dir, &a),
         Some(Command::Simulate(a)) => commands::simulate::run(&dir, &a),

@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ratchet::trace::inspect::{build_inspect, render_text, InspectArgs};
+use ratchet::commands::inspect::{build_inspect, render_text, InspectArgs};
 use ratchet::trace::{analyze, hlo_stats_from_text, AnalyzeOptions, TraceReport};
 
 fn fixture(rel: &str) -> PathBuf {

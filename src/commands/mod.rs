@@ -3,6 +3,7 @@
 
 pub mod gate;
 pub mod guard;
+pub mod inspect;
 pub mod json;
 pub mod plot;
 pub mod recover;

@@ -8,7 +8,6 @@
 
 pub mod analysis;
 pub mod hlo;
-pub mod inspect;
 pub mod json_trace;
 pub mod kernel_body;
 pub mod locate;

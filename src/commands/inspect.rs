@@ -11,49 +11,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde::Serialize;
 
-use super::locate::{locate, resolve_in_run};
-use super::{analyze_located_for_inspect, hlo_stats_from_text, AnalyzeOptions, CategoryStat, HloStats, OpStat, TraceReport};
-
-/// Arguments of `ratchet inspect`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct InspectArgs {
-    /// An .xplane.pb (or .trace.json.gz), a profile log directory, or a ratchet run directory
-    /// (one holding ratchet-result.json)
-    pub path: PathBuf,
-    /// Print one JSON object instead of text
-    #[arg(long)]
-    pub json: bool,
-    /// Regular expression naming the kernel's module (default: the result file's "kernel",
-    /// else the module executed most often)
-    #[arg(long, value_name = "PATTERN")]
-    pub kernel: Option<String>,
-    /// Compiled HLO text of the kernel, for HLO op counts (default: the result file's "hlo")
-    #[arg(long, value_name = "FILE")]
-    pub hlo: Option<PathBuf>,
-    /// The Pallas kernel's body as MLIR text (kernel.body.mlir, or a file written by
-    /// tests/helpers/lower_kernel_bodies.py), for op counts inside the kernel (default: the
-    /// result file's "kernel_body")
-    #[arg(long, value_name = "FILE")]
-    pub kernel_body: Option<PathBuf>,
-    /// FLOPs of one kernel call (default: the result file's "flops")
-    #[arg(long)]
-    pub flops: Option<f64>,
-    /// Estimated HBM bytes of one call, re-reads included (default: the result file's "bytes")
-    #[arg(long)]
-    pub bytes: Option<f64>,
-    /// HBM bytes with perfect reuse (default: the result file's "min_bytes")
-    #[arg(long)]
-    pub min_bytes: Option<f64>,
-    /// Peak compute of the chip in TFLOP/s (default: from the capture's device plane)
-    #[arg(long, value_name = "TFLOPS")]
-    pub peak_tflops: Option<f64>,
-    /// Peak HBM bandwidth in GB/s (default: from the capture's device plane)
-    #[arg(long, value_name = "GBPS")]
-    pub hbm_gbps: Option<f64>,
-    /// The repo's configured hardware, used when neither a flag nor the capture gives peaks.
-    #[arg(skip)]
-    pub config_hardware: Option<crate::hardware::Hardware>,
-}
+pub use crate::cli::InspectArgs;
+use crate::trace::locate::{locate, resolve_in_run};
+use crate::trace::{analyze_located_for_inspect, hlo_stats_from_text, AnalyzeOptions, CategoryStat, HloStats, OpStat, TraceReport};
 
 /// The roofline diagnosis of one kernel (the article's section 3).
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -197,7 +157,7 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         args.hbm_gbps.or(device.and_then(|d| d.hbm_gbps)).or(kind_hw.map(|h| h.hbm_gbps)).or(args.config_hardware.map(|h| h.hbm_gbps));
     let (latency_source, latency_ms) = match report.kernel.as_ref().map(|k| k.median_us) {
         Some(us) if us.is_finite() && us > 0.0 => (Some("trace".to_string()), Some(us / 1e3)),
-        _ => match info.map(|i| super::analysis::Summary::of(&i.latencies_ms).median) {
+        _ => match info.map(|i| crate::trace::analysis::Summary::of(&i.latencies_ms).median) {
             Some(ms) if ms.is_finite() => (Some("benchmark".to_string()), Some(ms)),
             _ => (None, None),
         },
@@ -257,12 +217,12 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
 
 /// A run directory whose result file names no trace and which holds no profile: its
 /// directory and result file.
-fn traceless_run(path: &std::path::Path) -> Option<(PathBuf, super::RunInfo)> {
+fn traceless_run(path: &std::path::Path) -> Option<(PathBuf, crate::trace::RunInfo)> {
     let result = path.join(crate::bench::protocol::RESULT_FILE);
     if !path.is_dir() || !result.is_file() {
         return None;
     }
-    let info = super::locate::read_run_info(path).ok()?;
+    let info = crate::trace::locate::read_run_info(path).ok()?;
     (info.trace.is_none() && locate(path).is_err()).then(|| (path.to_path_buf(), info))
 }
 
@@ -270,7 +230,7 @@ fn traceless_run(path: &std::path::Path) -> Option<(PathBuf, super::RunInfo)> {
 fn no_trace_report(path: &std::path::Path) -> TraceReport {
     TraceReport {
         capture: "(none)".into(),
-        format: super::CaptureFormat::Xplane,
+        format: crate::trace::CaptureFormat::Xplane,
         events: 0,
         source: format!("no trace in {}: times are the benchmark's own", path.display()),
         device: None,
@@ -392,7 +352,7 @@ pub fn render_text(o: &InspectOutput) -> String {
             k.name, k.executions, k.median_us, k.min_us, k.max_us
         );
         if !r.host_steps_us.is_empty() {
-            let med = super::analysis::Summary::of(&r.host_steps_us).median;
+            let med = crate::trace::analysis::Summary::of(&r.host_steps_us).median;
             let _ =
                 writeln!(s, "Host steps: {} kernel_step annotations, median {:.1} us (dispatch + run + wait)", r.host_steps_us.len(), med);
         }
