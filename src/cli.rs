@@ -14,6 +14,9 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub experiment: ExperimentArgs,
+    /// When to colour the output (auto: on a terminal, unless NO_COLOR is set or TERM=dumb).
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto", global = true)]
+    pub color: crate::term::ColorChoice,
 }
 
 pub const EXIT_CODES: &str = "Exit codes:
@@ -156,6 +159,9 @@ pub struct ResultsArgs {
     /// Order of the rows: id (run order), delta (largest gain first), value (best first).
     #[arg(long, value_enum, default_value = "id")]
     pub sort: SortKey,
+    /// Every column, however wide (the default table fits the terminal's width, or COLUMNS).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// How `ratchet results` orders its rows.

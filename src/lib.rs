@@ -24,6 +24,7 @@ pub mod signals;
 pub mod stats;
 pub mod store;
 pub mod sweep;
+pub mod term;
 pub mod trace;
 pub mod vcs;
 
@@ -50,6 +51,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
 }
 
 fn dispatch(cli: Cli) -> Result<()> {
+    term::set_color_choice(cli.color);
     let dir = match &cli.experiment.repo.dir {
         Some(d) => d.clone(),
         None => std::env::current_dir()?,

@@ -1,0 +1,155 @@
+//! Issue 16: the morning review reads right at 80 and 120 columns, leads with speed-ups, keeps
+//! every row on one line (in the table and in results.csv), and the wide table keeps everything.
+
+mod support;
+
+use ratchet::store::{ResultRow, Status, Store};
+use support::TestRepo;
+
+/// A night like the demo's: score (1/latency^2) from 1.23 to 232 over kept gains, with reverts,
+/// an inconclusive, a no-op, a crash whose note spans many lines, and a skipped hypothesis.
+pub fn demo_rows() -> Vec<ResultRow> {
+    let mut rows = vec![];
+    let mut inc = 1.23f64;
+    let spec: &[(Status, &str, Option<f64>)] = &[
+        (Status::Keep, "experiment: bump BQ from 128 to 512 rows so each block reuses K and V more", Some(85.0)),
+        (Status::Revert, "experiment: BKV 256 -> 128", Some(-4.0)),
+        (Status::Keep, "experiment: fuse the softmax rescale into the PV matmul", Some(140.0)),
+        (Status::Inconclusive, "experiment: unroll the inner loop twice", Some(1.5)),
+        (Status::NoOp, "experiment: rename a local variable", Some(0.1)),
+        (Status::Crash, "experiment: use bf16 accumulators", None),
+        (Status::Keep, "experiment: causal block skipping: skip fully masked KV blocks entirely", Some(900.0)),
+        (Status::Skipped, "experiment: double-buffer the KV copies", None),
+        (Status::Keep, "experiment: BQ 512 -> 1024", Some(340.0)),
+    ];
+    for (i, (status, msg, d)) in spec.iter().enumerate() {
+        let id = i as u64 + 1;
+        let mut r = ResultRow::unmeasured(id, *status, msg, format!("{:08x}{}", 0x1234567u64 * (id + 7), "0".repeat(32)), "0".repeat(40));
+        r.metric = "score".into();
+        r.runs = if d.is_some() { 16 } else { 2 };
+        r.wall_s = 60.0;
+        if let Some(d) = d {
+            let v = inc * (1.0 + d / 100.0);
+            r.incumbent_value = Some(inc);
+            r.value = Some(v);
+            r.delta_pct = Some(*d);
+            r.ci_low_pct = Some(d - 3.0);
+            r.ci_high_pct = Some(d + 3.0);
+            r.speedup_pct = Some(((1.0 + d / 100.0).sqrt() - 1.0) * 100.0);
+            r.p_value = Some(0.001);
+            r.latency_ms = Some(10.0 / (v / 1.23).sqrt());
+            r.intensity = Some(31.0 * (1.0 + id as f64 * 0.4));
+            r.tflops = Some(2.0 * (v / 1.23).sqrt());
+            r.regime = Some("memory-bound".into());
+            if *status == Status::Keep {
+                inc = v;
+            }
+        }
+        r.note = match status {
+            Status::Crash => "candidate crashed (exit 1):\nTraceback (most recent call last):\n  File \"prepare.py\", line 3\n    import kernel\n  File \"kernel.py\", line 9\nValueError: bf16 accumulation overflowed\n".into(),
+            _ => "the decision's reason".into(),
+        };
+        rows.push(r);
+    }
+    rows
+}
+
+fn repo_with_demo() -> TestRepo {
+    let t = TestRepo::new();
+    let store = Store::new(&t.path().join("results"));
+    for r in demo_rows() {
+        store.append_row(&r).unwrap();
+    }
+    t
+}
+
+fn results(t: &TestRepo, cols: &str, extra: &[&str]) -> String {
+    let out = t.ratchet().arg("results").args(extra).env("COLUMNS", cols).env_remove("NO_COLOR").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_table_fits_80_and_120_columns_with_whole_hashes() {
+    let t = repo_with_demo();
+    for width in [80usize, 120] {
+        let text = results(&t, &width.to_string(), &[]);
+        eprintln!("--- COLUMNS={width}: {} lines\n{text}", text.lines().count());
+        for l in text.lines() {
+            assert!(l.chars().count() <= width, "line wider than {width}: {l:?}");
+        }
+        // One line per row: header, two rules, nine rows, and a short footer.
+        assert!(text.lines().count() <= 9 + 3 + 5, "{text}");
+        for r in demo_rows() {
+            assert!(text.lines().any(|l| l.trim_start().starts_with(&format!("{} ", r.id))), "row {} missing:\n{text}", r.id);
+        }
+        assert!(text.contains("speed-up"), "{text}");
+        if width >= 120 {
+            // Commits are shown whole, never split across lines.
+            for r in demo_rows() {
+                assert!(text.contains(&r.commit[..8]), "commit of {} split or missing:\n{text}", r.id);
+            }
+        }
+    }
+    // The crash's many-line note never spills into the table.
+    let text = results(&t, "80", &[]);
+    assert!(!text.contains("Traceback"), "{text}");
+}
+
+#[test]
+fn speed_ups_lead_and_the_score_change_sits_beside() {
+    let t = repo_with_demo();
+    let text = results(&t, "100", &[]);
+    // Keep 1: score +85% is a 1.36x speed-up, latency -26.5%.
+    let row1 = text.lines().find(|l| l.trim_start().starts_with("1 ")).unwrap();
+    assert!(row1.contains("1.36x") && row1.contains("-26.5%") && row1.contains("+85.0%"), "{row1}");
+    // The night: score x 1.85 x 2.4 x 10 x 4.4 = x195.4, a 13.98x speed-up, latency -92.8%.
+    assert!(text.contains("speed-up 14.0x (latency -92.8%) over the first baseline"), "{text}");
+    assert!(text.contains("score 1.23 -> 240"), "{text}");
+}
+
+#[test]
+fn wide_shows_every_column_on_one_line_per_row() {
+    let t = repo_with_demo();
+    let text = results(&t, "80", &["--wide"]);
+    for col in ["commit", "latency ms", "util %", "regime", "runs", "note", "p"] {
+        assert!(text.contains(col), "{col} missing:\n{text}");
+    }
+    assert_eq!(text.lines().filter(|l| l.contains("✗ crash")).count(), 1, "{text}");
+    assert!(text.contains("candidate crashed (exit 1): ⏎ Traceback"), "{text}");
+    for r in demo_rows() {
+        assert!(text.contains(&r.commit[..8]));
+    }
+}
+
+#[test]
+fn results_csv_keeps_one_line_per_row_and_show_the_whole_note() {
+    let t = repo_with_demo();
+    let csv = t.read("results/results.csv");
+    assert_eq!(csv.lines().count(), 1 + demo_rows().len(), "{csv}");
+    assert!(csv.contains("candidate crashed (exit 1):\\nTraceback"), "{csv}");
+    // Reading it back restores the text: `show` prints the full note.
+    let rows = Store::new(&t.path().join("results")).rows().unwrap();
+    assert_eq!(rows[5].note, demo_rows()[5].note);
+    let show = t.ratchet().args(["show", "6"]).output().unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("ValueError: bf16 accumulation overflowed"), "{show}");
+    // The export is one line per row too.
+    let out = t.ratchet().args(["results", "--format", "csv"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1 + demo_rows().len());
+}
+
+#[test]
+fn color_follows_no_color_and_the_flag() {
+    let t = repo_with_demo();
+    let plain = results(&t, "100", &[]);
+    assert!(!plain.contains('\x1b'), "a pipe gets no colour");
+    let forced = results(&t, "100", &["--color", "always"]);
+    assert!(forced.contains("\x1b[1;32m✔ keep"), "{forced}");
+    for l in forced.lines() {
+        let visible = l.replace("\x1b[1;32m", "").replace("\x1b[31m", "").replace("\x1b[33m", "").replace("\x1b[0m", "");
+        assert!(visible.chars().count() <= 100, "{l:?}");
+    }
+    let out = t.ratchet().args(["results", "--color", "never"]).env("COLUMNS", "100").output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains('\x1b'));
+}
