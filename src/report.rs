@@ -474,7 +474,7 @@ fn wide_body(view: &View, color: bool) -> String {
         &metric,
         "best",
         "gain",
-        "Δ [CI]",
+        "metric gain [CI]",
         "p",
         "latency ms",
         "util %",

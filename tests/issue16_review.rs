@@ -1,65 +1,16 @@
 //! Issue 16: the morning review reads right at 80 and 120 columns, leads with speed-ups, keeps
 //! every row on one line (in the table and in results.csv), and the wide table keeps everything.
 
+mod issue16_demo;
 mod support;
 
-use ratchet::store::{ResultRow, Status, Store};
+use issue16_demo::demo_rows;
+use ratchet::store::Store;
 use support::TestRepo;
-
-/// A night like the demo's: score (1/latency^2) from 1.23 to 232 over kept gains, with reverts,
-/// an inconclusive, a no-op, a crash whose note spans many lines, and a skipped hypothesis.
-pub fn demo_rows() -> Vec<ResultRow> {
-    let mut rows = vec![];
-    let mut inc = 1.23f64;
-    let spec: &[(Status, &str, Option<f64>)] = &[
-        (Status::Keep, "experiment: bump BQ from 128 to 512 rows so each block reuses K and V more", Some(85.0)),
-        (Status::Revert, "experiment: BKV 256 -> 128", Some(-4.0)),
-        (Status::Keep, "experiment: fuse the softmax rescale into the PV matmul", Some(140.0)),
-        (Status::Inconclusive, "experiment: unroll the inner loop twice", Some(1.5)),
-        (Status::NoOp, "experiment: rename a local variable", Some(0.1)),
-        (Status::Crash, "experiment: use bf16 accumulators", None),
-        (Status::Keep, "experiment: causal block skipping: skip fully masked KV blocks entirely", Some(900.0)),
-        (Status::Skipped, "experiment: double-buffer the KV copies", None),
-        (Status::Keep, "experiment: BQ 512 -> 1024", Some(340.0)),
-    ];
-    for (i, (status, msg, d)) in spec.iter().enumerate() {
-        let id = i as u64 + 1;
-        let mut r = ResultRow::unmeasured(id, *status, msg, format!("{:08x}{}", 0x1234567u64 * (id + 7), "0".repeat(32)), "0".repeat(40));
-        r.metric = "score".into();
-        r.runs = if d.is_some() { 16 } else { 2 };
-        r.wall_s = 60.0;
-        if let Some(d) = d {
-            let v = inc * (1.0 + d / 100.0);
-            r.incumbent_value = Some(inc);
-            r.value = Some(v);
-            r.delta_pct = Some(*d);
-            r.ci_low_pct = Some(d - 3.0);
-            r.ci_high_pct = Some(d + 3.0);
-            r.speedup_pct = Some(((1.0 + d / 100.0).sqrt() - 1.0) * 100.0);
-            r.p_value = Some(0.001);
-            r.latency_ms = Some(10.0 / (v / 1.23).sqrt());
-            r.intensity = Some(31.0 * (1.0 + id as f64 * 0.4));
-            r.tflops = Some(2.0 * (v / 1.23).sqrt());
-            r.regime = Some("memory-bound".into());
-            if *status == Status::Keep {
-                inc = v;
-            }
-        }
-        r.note = match status {
-            Status::Crash => "candidate crashed (exit 1):\nTraceback (most recent call last):\n  File \"prepare.py\", line 3\n    import kernel\n  File \"kernel.py\", line 9\nValueError: bf16 accumulation overflowed\n".into(),
-            _ => "the decision's reason".into(),
-        };
-        rows.push(r);
-    }
-    rows
-}
 
 fn repo_with_demo() -> TestRepo {
     let t = TestRepo::new();
-    let store = Store::new(&t.path().join("results"));
-    for r in demo_rows() {
-        store.append_row(&r).unwrap();
-    }
+    issue16_demo::write_demo(t.path());
     t
 }
 
