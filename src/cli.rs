@@ -51,6 +51,9 @@ pub struct ExperimentFlags {
     /// The budget of interleaved incumbent/candidate pairs (overrides [decision] max_pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
+    /// Commit untracked files over 1 MiB or binary ones too (refused otherwise, asked on a terminal).
+    #[arg(long)]
+    pub allow_large: bool,
 }
 
 #[derive(Debug, Args, Default, Clone)]

@@ -2,6 +2,7 @@
 //! loop: config -> vcs -> bench (the only place that spawns processes) -> trace -> metrics -> stats ->
 //! store -> report, with `experiment` orchestrating one hypothesis end to end.
 
+pub mod admit;
 pub mod bench;
 pub mod calibrate;
 pub mod cleanup;
@@ -108,6 +109,7 @@ fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::Experimen
         deep: flags.deep || deep_suffix,
         allow_empty: flags.allow_empty,
         pairs: flags.pairs,
+        allow_large: flags.allow_large,
         ..Default::default()
     };
     experiment::run(dir, &opts, &mut bench::executor::ProcessExecutor)?;

@@ -473,7 +473,7 @@ fn wide_body(view: &View, color: bool) -> String {
         "latency Δ",
         &metric,
         "best",
-        "gain",
+        "total gain",
         "metric gain [CI]",
         "p",
         "latency ms",

@@ -323,6 +323,7 @@ fn run_one(
         pairs: h.pairs.or(opts.pairs),
         hypothesis: Some(h.key()),
         tags: h.tags.clone(),
+        allow_large: false,
     };
     let res = experiment::run(repo.root(), &eopts, exec);
     if res.is_err() && repo.head_oid()? == head {
