@@ -88,6 +88,9 @@ pub enum Command {
     /// would; prints the run-to-run CV, the drift, the smallest gain the configured budget can
     /// detect and a suggested min_effect_pct. Writes results/calibration.json only.
     Calibrate(CalibrateArgs),
+    /// Put a reverted experiment's parked change (refs/ratchet/discarded/ID) back into the
+    /// working tree, uncommitted; with --run or --pairs, run it again at once.
+    Retry(RetryArgs),
     /// Run the decision procedure against synthetic benchmarks with known effects and print
     /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
     Simulate(SimulateArgs),
@@ -190,6 +193,18 @@ pub struct SweepArgs {
     #[arg(long)]
     pub deep: bool,
     /// Interleaved pairs per experiment (a file's `pairs` overrides; default [decision] pairs).
+    #[arg(long, value_name = "N")]
+    pub pairs: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The experiment's id (the `id` column of `ratchet results`).
+    pub id: u64,
+    /// Run it right away as a new experiment ("<message> (retry of ID)").
+    #[arg(long)]
+    pub run: bool,
+    /// Run it right away with this budget of pairs (implies --run).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
 }

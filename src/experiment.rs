@@ -495,12 +495,7 @@ fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>,
                 );
             }
             if row.status == Status::Unconfirmed {
-                println!(
-                    "  to settle it: git cherry-pick --no-commit refs/ratchet/discarded/{} && ratchet \"{}\" --pairs {}",
-                    row.id,
-                    row.message.replace('"', "\\\""),
-                    2 * d.pairs.max(8)
-                );
+                println!("  to settle it: ratchet retry {} --pairs {}", row.id, 2 * d.pairs.max(8));
             }
         }
         None => println!("  {verdict}: {}", row.note),
@@ -538,7 +533,11 @@ fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>,
         println!("  HLO: {dot} dot, {exp} exponential, {red} reduce, {copy} copy{warn}");
     }
     if let Some(r) = discarded {
-        println!("  reverted to {}; the hypothesis is kept at {r} (git show {r})", short(&row.incumbent));
+        println!(
+            "  reverted to {}; the hypothesis is kept at {r} (git show {r}; ratchet retry {} re-applies it)",
+            short(&row.incumbent),
+            row.id
+        );
     } else if row.status == Status::Keep {
         println!("  kept {} as the new incumbent", short(&row.commit));
     }

@@ -82,6 +82,16 @@ fn dispatch(cli: Cli) -> Result<()> {
             calibrate::run(&dir, &a, &mut bench::executor::ProcessExecutor)
         }
         Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags),
+        Some(Command::Retry(a)) => {
+            let message = {
+                let _lock = lock_repo(&dir)?;
+                commands::retry::apply(&dir, &a)?
+            };
+            if !(a.run || a.pairs.is_some()) {
+                return Ok(());
+            }
+            experiment_cmd(&dir, message, &cli::ExperimentFlags { pairs: a.pairs, ..Default::default() })
+        }
         None => {
             let e = cli.experiment;
             let Some(message) = e.message else {

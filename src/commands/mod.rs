@@ -3,6 +3,7 @@
 
 pub mod plot;
 pub mod results;
+pub mod retry;
 pub mod show;
 pub mod simulate;
 pub mod status;

@@ -114,7 +114,7 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
         }
         if parked && row.status != Status::Keep {
             let _ = writeln!(o, "  see it: git show {discarded}   (reverted; parked there)");
-            let _ = writeln!(o, "  bring it back: git cherry-pick {discarded}");
+            let _ = writeln!(o, "  bring it back: ratchet retry {} (uncommitted, to run again; --run runs it)", row.id);
         } else {
             let _ = writeln!(o, "  see it: git show {}", &row.commit[..row.commit.len().min(12)]);
         }
