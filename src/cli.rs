@@ -91,6 +91,9 @@ pub enum Command {
     /// Put a reverted experiment's parked change (refs/ratchet/discarded/ID) back into the
     /// working tree, uncommitted; with --run or --pairs, run it again at once.
     Retry(RetryArgs),
+    /// Free disk under .ratchet/: remove the run directories (traces) of experiments that were
+    /// neither kept nor among the last N; results.csv and runs.jsonl are never touched.
+    Gc(GcArgs),
     /// Run the decision procedure against synthetic benchmarks with known effects and print
     /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
     Simulate(SimulateArgs),
@@ -195,6 +198,22 @@ pub struct SweepArgs {
     /// Interleaved pairs per experiment (a file's `pairs` overrides; default [decision] pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
+}
+
+/// The `ratchet gc --keep-last` default (also the figure `ratchet status` quotes).
+pub const GC_KEEP_LAST: usize = 5;
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Keep the run directories of the last N experiments, whatever their outcome.
+    #[arg(long, value_name = "N", default_value_t = GC_KEEP_LAST)]
+    pub keep_last: usize,
+    /// Say what would go, remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also drop the JAX compilation cache (.ratchet/cache).
+    #[arg(long)]
+    pub cache: bool,
 }
 
 #[derive(Debug, Args)]

@@ -82,6 +82,10 @@ fn dispatch(cli: Cli) -> Result<()> {
             calibrate::run(&dir, &a, &mut bench::executor::ProcessExecutor)
         }
         Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags),
+        Some(Command::Gc(a)) => {
+            let _lock = lock_repo(&dir)?;
+            commands::gc::run(&dir, &a)
+        }
         Some(Command::Retry(a)) => {
             let message = {
                 let _lock = lock_repo(&dir)?;

@@ -57,5 +57,6 @@ pub fn run(dir: &Path) -> Result<()> {
         let kept = rows.iter().filter(|r| r.status == crate::store::Status::Keep).count();
         println!("{} experiments, {} kept", rows.len(), kept);
     }
+    println!("{}", crate::commands::gc::disk_line(&repo, &rows));
     Ok(())
 }
