@@ -94,6 +94,13 @@ pub enum Command {
     /// Free disk under .ratchet/: remove the run directories (traces) of experiments that were
     /// neither kept nor among the last N; results.csv and runs.jsonl are never touched.
     Gc(GcArgs),
+    /// Print a shell completion script: ratchet completions bash > /etc/bash_completion.d/ratchet
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): ratchet man > ratchet.1
+    Man,
     /// Run the decision procedure against synthetic benchmarks with known effects and print
     /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
     Simulate(SimulateArgs),

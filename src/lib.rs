@@ -82,6 +82,8 @@ fn dispatch(cli: Cli) -> Result<()> {
             calibrate::run(&dir, &a, &mut bench::executor::ProcessExecutor)
         }
         Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags),
+        Some(Command::Completions { shell }) => commands::completions::completions(shell),
+        Some(Command::Man) => commands::completions::man(),
         Some(Command::Gc(a)) => {
             let _lock = lock_repo(&dir)?;
             commands::gc::run(&dir, &a)

@@ -104,3 +104,15 @@ fn color_follows_no_color_and_the_flag() {
     let out = t.ratchet().args(["results", "--color", "never"]).env("COLUMNS", "100").output().unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains('\x1b'));
 }
+
+#[test]
+fn durations_need_a_unit() {
+    let t = TestRepo::new();
+    t.ratchet()
+        .args(["sweep", "--max-wall", "8"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("\"8\" has no unit; write 8h, 8m or 8s"));
+    t.ratchet().args(["results", "--since", "12"]).assert().code(2);
+    assert!(ratchet::sweep::parse_duration("1h30m").is_ok());
+}

@@ -1,6 +1,7 @@
 //! The subcommands other than the experiment itself, one file each: `init` (here), `results`,
 //! `status`, `sweep`, `show`, `plot`, `simulate`, `retry` and `gc`.
 
+pub mod completions;
 pub mod gc;
 pub mod plot;
 pub mod results;
