@@ -101,6 +101,9 @@ pub enum Command {
     },
     /// Print the man page (roff): ratchet man > ratchet.1
     Man,
+    /// Print the directory holding the ratchet_bench helper (written there first), to run
+    /// prepare.py by hand: PYTHONPATH=$(ratchet pythonpath) python3 prepare.py
+    Pythonpath,
     /// Run the decision procedure against synthetic benchmarks with known effects and print
     /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
     Simulate(SimulateArgs),

@@ -84,6 +84,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags),
         Some(Command::Completions { shell }) => commands::completions::completions(shell),
         Some(Command::Man) => commands::completions::man(),
+        Some(Command::Pythonpath) => commands::pythonpath::run(&dir),
         Some(Command::Gc(a)) => {
             let _lock = lock_repo(&dir)?;
             commands::gc::run(&dir, &a)

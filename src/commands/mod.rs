@@ -4,6 +4,7 @@
 pub mod completions;
 pub mod gc;
 pub mod plot;
+pub mod pythonpath;
 pub mod results;
 pub mod retry;
 pub mod show;
