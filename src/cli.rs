@@ -149,9 +149,9 @@ pub struct InitArgs {
     /// Overwrite an existing ratchet.toml.
     #[arg(long)]
     pub force: bool,
-    /// Hardware preset to write.
-    #[arg(long, default_value = "tpu-v5e")]
-    pub preset: String,
+    /// Hardware preset to write (default: the detected accelerator, else `cpu`).
+    #[arg(long)]
+    pub preset: Option<String>,
     /// The benchmark command (default: python3 prepare.py when prepare.py exists).
     #[arg(long)]
     pub command: Option<String>,
