@@ -503,6 +503,9 @@ fn print_summary(row: &ResultRow, d: Option<&Decision>, discarded: Option<&str>,
     if let (Some(v), Some(iv)) = (row.value, row.incumbent_value) {
         println!("  {}: incumbent {} -> candidate {}", row.metric, crate::report::sig(iv, 4), crate::report::sig(v, 4));
     }
+    if let Some(line) = crate::report::speedup_line(row) {
+        println!("  {line}");
+    }
     let mut figs = vec![];
     if let Some(l) = row.latency_ms {
         figs.push(format!("latency {l:.3} ms ({})", row.latency_source.as_deref().unwrap_or("?")));

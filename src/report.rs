@@ -125,6 +125,18 @@ pub fn speedup(r: &ResultRow) -> Option<(f64, Option<(f64, f64)>)> {
     Some((x, ci))
 }
 
+/// "speed-up 1.36x [1.35-1.37], latency -26.5%, score +85.0%": one experiment's effect in the
+/// terms people read right (a positive latency "gain" reads as slower).
+pub fn speedup_line(r: &ResultRow) -> Option<String> {
+    let (x, ci) = speedup(r)?;
+    let ci = ci.map(|(lo, hi)| format!(" [{lo:.2}-{hi:.2}]")).unwrap_or_default();
+    let mut line = format!("speed-up {}{ci}, latency {}", fmt_x(x), pct1(latency_change_pct(x)));
+    if let (Some(d), false) = (r.delta_pct, r.metric == "latency" || r.metric.is_empty()) {
+        line.push_str(&format!(", {} {}", r.metric, pct1(d)));
+    }
+    Some(line)
+}
+
 /// "1.23x": two decimals below 10x, one above.
 pub fn fmt_x(x: f64) -> String {
     if x >= 9.995 {

@@ -12,7 +12,12 @@ fn retry_reapplies_then_runs_with_more_pairs() {
     let t = TestRepo::new();
     let base = t.git(&["rev-parse", "HEAD"]);
     t.write("fake.env", "FAKE_LATENCY_MS=50\n");
-    t.ratchet().arg("experiment: slower").assert().success().stdout(predicate::str::contains("ratchet retry 1 re-applies it"));
+    // The summary reads as a slow-down in x and in latency terms.
+    t.ratchet()
+        .arg("experiment: slower")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("ratchet retry 1 re-applies it").and(predicate::str::contains("speed-up 0.2")));
     assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=10\n", "reverted");
     t.ratchet().args(["show", "1"]).assert().success().stdout(predicate::str::contains("bring it back: ratchet retry 1"));
 

@@ -57,6 +57,19 @@ fn speed_ups_lead_and_the_score_change_sits_beside() {
     // The night: score x 1.85 x 2.4 x 10 x 4.4 = x195.4, a 13.98x speed-up, latency -92.8%.
     assert!(text.contains("speed-up 14.0x (latency -92.8%) over the first baseline"), "{text}");
     assert!(text.contains("score 1.23 -> 240"), "{text}");
+    // `show` says the same in the same words.
+    let show = t.ratchet().args(["show", "1"]).output().unwrap();
+    let show = String::from_utf8_lossy(&show.stdout);
+    assert!(show.contains("speed-up 1.36x [1.35-1.37], latency -26.5%, score +85.0%"), "{show}");
+}
+
+#[test]
+fn a_latency_gain_reads_as_faster() {
+    // With latency deciding, delta_pct +193% is a 2.93x speed-up: latency -65.9%, never "+193%".
+    let mut r = demo_rows().remove(0);
+    r.metric = "latency".into();
+    (r.delta_pct, r.ci_low_pct, r.ci_high_pct, r.speedup_pct) = (Some(193.0), Some(180.0), Some(206.0), None);
+    assert_eq!(ratchet::report::speedup_line(&r).unwrap(), "speed-up 2.93x [2.80-3.06], latency -65.9%");
 }
 
 #[test]
