@@ -73,7 +73,7 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
             let _ = writeln!(o, "  no statistical decision ({})", row.status.as_str());
         }
     }
-    if let Some(line) = crate::report::speedup_line(&row) {
+    if let Some(line) = crate::report::speedup_line(row) {
         let _ = writeln!(o, "  {line}");
     }
     let _ = writeln!(o, "  {}: incumbent {} -> candidate {}", row.metric, opt(row.incumbent_value, 4, ""), opt(row.value, 4, ""));
