@@ -252,6 +252,10 @@ pub struct PlotArgs {
     /// Also write a self-contained HTML report of the results (table and inline charts) to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Also draw experiment ID's per-op self time, candidate beside incumbent, from its runs'
+    /// traces (ops-ID.{png,svg}; in the HTML report too); repeat for several.
+    #[arg(long, value_name = "ID")]
+    pub ops: Vec<u64>,
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use crate::bench::{RunRecord, RunStatus, Side};
 use crate::hardware::Hardware;
 use crate::report::{progression, sig};
 use crate::store::{ResultRow, Status, StatusClass};
+use crate::trace::OpStat;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -498,6 +499,137 @@ fn runs_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, night: &Night) 
     Ok(())
 }
 
+/// Ops drawn on the per-op chart at most (largest change first).
+pub const MAX_OPS: usize = 14;
+
+/// One experiment's per-op self time per kernel execution, incumbent (grey) beside candidate
+/// (its status colour), the ops that changed most first.
+fn ops_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, row: &ResultRow, cand: &[OpStat], inc: &[OpStat]) -> DrawResult<()> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let ops = op_pairs(cand, inc);
+    let n = ops.len().max(1) as f64;
+    let xmax = ops.iter().flat_map(|o| [o.1, o.2]).fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    let title = format!("experiment {}: self time per op and kernel execution (us)", row.id);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(230)
+        .build_cartesian_2d(0.0..xmax, -0.6..(n - 0.4))
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("us per kernel execution")
+        .y_labels(ops.len().max(1))
+        .y_label_formatter(&|y| {
+            let i = y.round() as i64;
+            if (y - i as f64).abs() > 1e-6 || i < 0 || i as usize >= ops.len() {
+                String::new()
+            } else {
+                middle_cut(&ops[ops.len() - 1 - i as usize].0, 30)
+            }
+        })
+        .label_style(("sans-serif", 13))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(e)?;
+    let c = status_color(row.status);
+    // The largest change on top.
+    let bars = ops.iter().rev().enumerate().flat_map(|(k, (_, cv, iv))| {
+        let y = k as f64;
+        [
+            Rectangle::new([(0.0, y + 0.02), (*iv, y + 0.38)], REVERT.mix(0.7).filled()),
+            Rectangle::new([(0.0, y - 0.38), (*cv, y - 0.02)], c.filled()),
+        ]
+    });
+    chart.draw_series(bars).map_err(e)?;
+    chart
+        .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+        .map_err(e)?
+        .label("incumbent")
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], REVERT.mix(0.7).filled()));
+    chart
+        .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+        .map_err(e)?
+        .label("candidate")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], c.filled()));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}
+
+/// `s` cut to `max` chars in the middle: op names differ at their ends (`..._fusion.2`).
+fn middle_cut(s: &str, max: usize) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= max {
+        return s.to_string();
+    }
+    let head = (max - 1) / 2;
+    let tail = max - 1 - head;
+    format!("{}…{}", chars[..head].iter().collect::<String>(), chars[chars.len() - tail..].iter().collect::<String>())
+}
+
+/// (op, candidate us, incumbent us) for the ops of either side, largest absolute change first,
+/// at most [`MAX_OPS`].
+pub fn op_pairs(cand: &[OpStat], inc: &[OpStat]) -> Vec<(String, f64, f64)> {
+    let mut names: Vec<&str> = cand.iter().chain(inc).map(|o| o.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let get = |ops: &[OpStat], n: &str| ops.iter().find(|o| o.name == n).map(|o| o.per_execution_us).unwrap_or(0.0);
+    let mut out: Vec<(String, f64, f64)> = names.iter().map(|n| (n.to_string(), get(cand, n), get(inc, n))).collect();
+    // By change, then by size (an unchanged kernel still shows its heaviest ops).
+    out.sort_by(|a, b| {
+        ((b.1 - b.2).abs(), b.1.max(b.2)).partial_cmp(&((a.1 - a.2).abs(), a.1.max(a.2))).unwrap_or(std::cmp::Ordering::Equal)
+    });
+    out.truncate(MAX_OPS);
+    out
+}
+
+/// The per-op chart of one experiment as SVG.
+pub fn ops_svg(row: &ResultRow, cand: &[OpStat], inc: &[OpStat]) -> DrawResult<String> {
+    font_once();
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        ops_chart(&root, row, cand, inc)?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
+/// The per-op chart of one experiment as PNG bytes.
+pub fn ops_png(row: &ResultRow, cand: &[OpStat], inc: &[OpStat]) -> DrawResult<Vec<u8>> {
+    font_once();
+    let (w, h) = SIZE;
+    let mut rgb = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
+        ops_chart(&root, row, cand, inc)?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    encode_png(&rgb)
+}
+
+fn encode_png(rgb: &[u8]) -> DrawResult<Vec<u8>> {
+    let (w, h) = SIZE;
+    let mut out = vec![];
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut wr = enc.write_header().map_err(|e| e.to_string())?;
+        wr.write_image_data(rgb).map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
 /// Which chart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Chart {
@@ -551,15 +683,7 @@ pub fn png(chart: Chart, night: &Night) -> DrawResult<Vec<u8>> {
         draw(&root, chart, night)?;
         root.present().map_err(|e| e.to_string())?;
     }
-    let mut out = vec![];
-    {
-        let mut enc = png::Encoder::new(&mut out, w, h);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        let mut wr = enc.write_header().map_err(|e| e.to_string())?;
-        wr.write_image_data(&rgb).map_err(|e| e.to_string())?;
-    }
-    Ok(out)
+    encode_png(&rgb)
 }
 
 fn esc(s: &str) -> String {
@@ -570,6 +694,11 @@ fn esc(s: &str) -> String {
 /// No scripts, no stylesheets or images from elsewhere: it opens the same offline. It reads on a
 /// phone too (a viewport tag; the charts scale, the table scrolls sideways in its own box).
 pub fn html(night: &Night, title: &str) -> DrawResult<String> {
+    html_with(night, title, &[])
+}
+
+/// [`html`] with extra inline SVG charts (per-op charts) after the others.
+pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResult<String> {
     let rows = night.rows;
     let mut o = String::new();
     o.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
@@ -605,6 +734,11 @@ pub fn html(night: &Night, title: &str) -> DrawResult<String> {
         }
         let s = svg(c, night)?;
         // Drop the XML prolog if any: inline SVG must start at <svg (its viewBox lets it scale).
+        let start = s.find("<svg").unwrap_or(0);
+        o.push_str(&s[start..]);
+        o.push('\n');
+    }
+    for s in extra_svgs {
         let start = s.find("<svg").unwrap_or(0);
         o.push_str(&s[start..]);
         o.push('\n');
@@ -687,6 +821,12 @@ pub fn html(night: &Night, title: &str) -> DrawResult<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn op_names_are_cut_in_the_middle() {
+        assert_eq!(middle_cut("dynamic-update-slice_convert_fusion.2", 20), "dynamic-u…t_fusion.2");
+        assert_eq!(middle_cut("while", 20), "while");
+    }
 
     #[test]
     fn log_axis_labels_read_as_values() {

@@ -205,3 +205,64 @@ fn the_html_reads_on_a_phone_and_in_a_real_browser() {
         eprintln!("screenshot: {}", shot.display());
     }
 }
+
+#[test]
+fn per_op_bars_from_the_runs_traces() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/example-cpu");
+    if !fixture.join("flash_attention_bq128_bkv128.xplane.pb").exists() {
+        eprintln!("NOTE: tests/fixtures/example-cpu is absent: skipping the per-op chart");
+        return;
+    }
+    let t = TestRepo::new();
+    let rows = demo_rows();
+    let store = ratchet::store::Store::new(&t.path().join("results"));
+    for r in &rows {
+        store.append_row(r).unwrap();
+    }
+    // Experiment 1's runs point at a real JAX capture (both sides: the same kernel).
+    for mut run in issue16_demo::demo_runs(&rows) {
+        if run.experiment == "1" {
+            run.out_dir = fixture.clone();
+        }
+        store.append_run(&run).unwrap();
+    }
+    let out = t.path().join("plots");
+    t.ratchet()
+        .args(["plot", "--ops", "1", "-o"])
+        .arg(&out)
+        .arg("--html")
+        .arg(out.join("report.html"))
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("ops-1.png"));
+    let svg = std::fs::read_to_string(out.join("ops-1.svg")).unwrap();
+    std::fs::copy(out.join("ops-1.png"), keep_dir().join("ops-1.png")).unwrap();
+    assert!(svg.contains("experiment 1: self time per op"), "{svg}");
+    // Two bars per op (candidate and incumbent), at most 14 ops.
+    let bars = svg.matches("<rect").count() - 1 - 2; // background, two legend swatches
+    assert!((4..=2 * ratchet::plot::MAX_OPS + 2).contains(&bars), "{bars} bars");
+    assert!(std::fs::read_to_string(out.join("report.html")).unwrap().contains("experiment 1: self time per op"));
+    // An experiment without traces says why.
+    t.ratchet().args(["plot", "--ops", "3", "-o"]).arg(&out).assert().code(2).stderr(predicates::str::contains("no readable trace"));
+}
+
+#[test]
+fn op_pairs_put_the_largest_change_first() {
+    let op = |n: &str, us: f64| ratchet::trace::OpStat {
+        name: n.into(),
+        category: "x".into(),
+        count: 1,
+        total_us: us,
+        inclusive_us: us,
+        per_execution_us: us,
+        fraction: 0.1,
+        flops: None,
+        bytes: None,
+    };
+    let cand = [op("dot", 50.0), op("exp", 9.0), op("new_op", 3.0)];
+    let inc = [op("dot", 100.0), op("exp", 10.0), op("copy", 20.0)];
+    let p = plot::op_pairs(&cand, &inc);
+    let names: Vec<&str> = p.iter().map(|x| x.0.as_str()).collect();
+    assert_eq!(names, ["dot", "copy", "new_op", "exp"]);
+    assert_eq!((p[1].1, p[1].2), (0.0, 20.0), "an op gone from the candidate is 0 there");
+}

@@ -1,5 +1,5 @@
-//! `ratchet plot`: write the staircase, roofline and run-distribution charts as PNG and SVG, and
-//! with `--html` a self-contained HTML report of the results.
+//! `ratchet plot`: write the staircase, roofline and run-distribution charts as PNG and SVG,
+//! with `--ops ID` an experiment's per-op chart, and with `--html` a self-contained HTML report.
 
 use crate::cli::PlotArgs;
 use crate::config::{self, Config};
@@ -33,10 +33,31 @@ pub fn run(dir: &Path, args: &PlotArgs) -> Result<()> {
         write_atomic(&out.join(format!("{name}.png")), &png)?;
         println!("wrote {0}/{name}.png and {0}/{name}.svg", out.display());
     }
+    let mut extra = vec![];
+    for &id in &args.ops {
+        let row = rows.iter().find(|r| r.id == id).ok_or_else(|| {
+            Error::usage(format!("--ops {id}: no experiment {id} in results/results.csv")).hint("`ratchet results` lists the ids")
+        })?;
+        let exp_runs: Vec<_> = runs.iter().filter(|r| r.experiment == id.to_string()).cloned().collect();
+        let kernel = Config::load(&config::path_in(repo.root())).ok().and_then(|c| c.trace.kernel);
+        let opts = crate::trace::AnalyzeOptions { kernel, ..Default::default() };
+        let side = |s| crate::commands::show::op_breakdown(&exp_runs, s, &opts).map(|(_, ops)| ops);
+        let (Some(cand), Some(inc)) = (side(crate::bench::Side::Candidate), side(crate::bench::Side::Incumbent)) else {
+            return Err(Error::usage(format!("--ops {id}: experiment {id} has no readable trace on both sides")).hint(
+                "traces are written when [benchmark] profile_iters > 0, and `ratchet gc` removes those of old reverted experiments",
+            ));
+        };
+        let svg = plot::ops_svg(row, &cand, &inc).map_err(|e| fail("ops", e))?;
+        write_atomic(&out.join(format!("ops-{id}.svg")), svg.as_bytes())?;
+        let png = plot::ops_png(row, &cand, &inc).map_err(|e| fail("ops", e))?;
+        write_atomic(&out.join(format!("ops-{id}.png")), &png)?;
+        println!("wrote {0}/ops-{id}.png and {0}/ops-{id}.svg", out.display());
+        extra.push(svg);
+    }
     if let Some(h) = &args.html {
         let path = if h.is_absolute() { h.clone() } else { dir.join(h) };
         let title = format!("ratchet results: {}", repo.root().file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
-        let text = plot::html(&night, &title).map_err(|e| fail("html", e))?;
+        let text = plot::html_with(&night, &title, &extra).map_err(|e| fail("html", e))?;
         write_atomic(&path, text.as_bytes())?;
         println!("wrote {}", path.display());
     }
