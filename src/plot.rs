@@ -131,6 +131,8 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
     // end: the bottom when higher is better, the top for latency.
     let span = hi - lo;
     let (ylo, yhi) = if lower_better { (lo - 0.35 * span, hi + 0.08 * span) } else { (lo - 0.08 * span, hi + 0.35 * span) };
+    // A linear axis of positive values does not go below zero (no "-2 ms" tick).
+    let ylo = if !axis.log && mn.is_finite() && mn > 0.0 { ylo.max(0.0) } else { ylo };
     let band = if lower_better { yhi - 0.03 * (yhi - ylo) } else { ylo + 0.03 * (yhi - ylo) };
     let n = rows.len() as f64;
     let dir = if lower_better { "lower is better" } else { "higher is better" };
@@ -144,7 +146,7 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
     chart
         .configure_mesh()
         .x_desc("experiment id")
-        .y_desc(metric.clone())
+        .y_desc(if lower_better { "latency (ms)".to_string() } else { metric.clone() })
         .x_labels(rows.len().clamp(2, 20) + 1)
         .x_label_formatter(&|x| {
             let i = x.round() as i64;

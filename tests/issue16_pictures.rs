@@ -87,6 +87,7 @@ fn with_lower_is_better_failures_sit_at_the_top() {
     }
     let night = Night { rows: &rows, runs: &[], hw: None };
     let svg = plot::svg(Chart::Staircase, &night).unwrap();
+    std::fs::write(keep_dir().join("latency-staircase.png"), plot::png(Chart::Staircase, &night).unwrap()).unwrap();
     let red = triangles(&svg, RED);
     let data: Vec<_> = red.iter().filter(|(x, _)| *x > 300.0).collect();
     assert_eq!(data.len(), 1, "{red:?}");
