@@ -129,3 +129,44 @@ fn durations_need_a_unit() {
     t.ratchet().args(["results", "--since", "12"]).assert().code(2);
     assert!(ratchet::sweep::parse_duration("1h30m").is_ok());
 }
+
+/// `ratchet results` on a real terminal (a pty from util-linux `script`), with `env` settings.
+fn on_a_terminal(t: &TestRepo, env: &str) -> Option<String> {
+    if std::process::Command::new("script").arg("--version").output().is_err() {
+        return None;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("ratchet");
+    let cmd = format!("env -u NO_COLOR COLUMNS=100 {env} {} results", bin.display());
+    let out = std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]).current_dir(t.path()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_terminal_gets_colour_unless_no_color_or_a_dumb_term() {
+    let t = repo_with_demo();
+    let Some(plain_term) = on_a_terminal(&t, "TERM=xterm") else {
+        eprintln!("NOTE: util-linux `script` not available: the terminal colour check is skipped");
+        return;
+    };
+    assert!(plain_term.contains("\x1b[1;32m✔ keep"), "{plain_term}");
+    assert!(!on_a_terminal(&t, "TERM=xterm NO_COLOR=1").unwrap().contains("\x1b["));
+    assert!(!on_a_terminal(&t, "TERM=dumb").unwrap().contains("\x1b["));
+}
+
+#[test]
+fn without_columns_the_terminal_width_is_used() {
+    let t = repo_with_demo();
+    if std::process::Command::new("script").arg("--version").output().is_err() {
+        eprintln!("NOTE: util-linux `script` not available: the terminal width check is skipped");
+        return;
+    }
+    let bin = assert_cmd::cargo::cargo_bin("ratchet");
+    let cmd = format!("stty cols 72; env -u COLUMNS {} results --color never", bin.display());
+    let out = std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]).current_dir(t.path()).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
+    assert!(text.contains("✔ keep"), "{text}");
+    for l in text.lines() {
+        assert!(l.chars().count() <= 72, "wider than the 72-column terminal: {l:?}");
+    }
+}
