@@ -11,6 +11,9 @@ use std::path::Path;
 /// Untracked files larger than this need `--allow-large` (or a yes on a terminal).
 pub const LARGE_BYTES: u64 = 1 << 20;
 
+/// Files larger than this are not scanned for conflict markers.
+const SCAN_BYTES: u64 = 8 << 20;
+
 /// Directories written by running the benchmark or Python by hand, at any depth: never part of
 /// a hypothesis unless already tracked. `profile_data` is ratchet_bench's output directory when
 /// run without ratchet (python/ratchet_bench.py `DEFAULT_OUT`); `.ratchet` its compilation cache.
@@ -76,7 +79,7 @@ pub fn human(bytes: u64) -> String {
 /// Check and list what the hypothesis would commit; returns the paths to commit. `changes`
 /// are the working tree's changed paths ([`Repo::changes`]).
 pub fn admit(repo: &Repo, changes: Vec<String>, allow_large: bool, allow_empty: bool) -> Result<Vec<String>> {
-    let untracked = untracked_files(repo.root())?;
+    let untracked = untracked_of(repo.root(), &changes)?;
     let (left_out, kept): (Vec<String>, Vec<String>) = changes.into_iter().partition(|p| untracked.contains(p) && in_output_dir(p));
     if !left_out.is_empty() {
         let dirs: std::collections::BTreeSet<String> = left_out.iter().filter_map(|p| output_dir_of(p)).collect();
@@ -99,12 +102,17 @@ pub fn admit(repo: &Repo, changes: Vec<String>, allow_large: bool, allow_empty: 
         let meta = std::fs::symlink_metadata(&full).ok();
         let size = meta.as_ref().map(|m| m.len());
         if meta.as_ref().is_some_and(|m| m.is_file()) {
-            if std::fs::read(&full).is_ok_and(|t| has_conflict_markers(&t)) {
+            // Conflict markers are looked for in text-sized files only (a huge data file is not
+            // read into memory for it).
+            if size.unwrap_or(0) <= SCAN_BYTES && std::fs::read(&full).is_ok_and(|t| has_conflict_markers(&t)) {
                 conflicted.push(p.clone());
             }
             let is_new = untracked.contains(p);
-            if is_new && (size.unwrap_or(0) > LARGE_BYTES || looks_binary(&full)) {
-                heavy.push(format!("{p} ({}{})", human(size.unwrap_or(0)), if looks_binary(&full) { ", binary" } else { "" }));
+            if is_new {
+                let binary = looks_binary(&full);
+                if size.unwrap_or(0) > LARGE_BYTES || binary {
+                    heavy.push(format!("{p} ({}{})", human(size.unwrap_or(0)), if binary { ", binary" } else { "" }));
+                }
             }
         }
         entries.push(Entry { path: p.clone(), size, untracked: untracked.contains(p) });
@@ -125,13 +133,11 @@ pub fn admit(repo: &Repo, changes: Vec<String>, allow_large: bool, allow_empty: 
     Ok(kept)
 }
 
-/// Every untracked, not ignored file under `root` (directories walked into).
-fn untracked_files(root: &Path) -> Result<std::collections::HashSet<String>> {
-    let git = git2::Repository::open(root)?;
-    let mut opts = git2::StatusOptions::new();
-    opts.include_untracked(true).recurse_untracked_dirs(true).include_ignored(false).exclude_submodules(true);
-    let statuses = git.statuses(Some(&mut opts))?;
-    Ok(statuses.iter().filter(|s| s.status().is_wt_new()).filter_map(|s| s.path().map(str::to_string)).collect())
+/// Which of `changes` are untracked: not in the index. Index lookups, not a second status walk
+/// (a large repository pays for one walk only).
+fn untracked_of(root: &Path, changes: &[String]) -> Result<std::collections::HashSet<String>> {
+    let index = git2::Repository::open(root)?.index()?;
+    Ok(changes.iter().filter(|p| index.get_path(Path::new(p.as_str()), 0).is_none()).cloned().collect())
 }
 
 /// "hypothesis: kernel.py (2.1 KB), new helper.py (812 B), deleted old.py".
