@@ -713,7 +713,7 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
          th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}td.l,th.l{text-align:left}\
          td.msg{white-space:normal;min-width:14em;max-width:28em}\
          tr.kept td{background:#eaf6ee;font-weight:bold}tr.failed td{color:#b02020}tr.notrun td{color:#888}\
-         tr.unsure td.st{color:#b07000}\
+         tr.unsure td.st{color:#b07000}ol.kept li{margin:0.2em 0}ol.kept .fx{color:#1a7a3a;font-size:0.9em}\
          .charts svg{display:block;width:100%;max-width:960px;height:auto;margin:0.5em 0}</style>\n</head><body>\n",
     );
     o.push_str(&format!("<h1>{}</h1>\n", esc(title)));
@@ -728,6 +728,21 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
     ));
     if let Some(g) = crate::report::gain_line(rows) {
         o.push_str(&format!("<p><b>{}</b></p>\n", esc(&g)));
+    }
+    // The night's story in one list: what was kept, in order, with what each brought.
+    let kept: Vec<&ResultRow> = rows.iter().filter(|r| r.status == Status::Keep).collect();
+    if !kept.is_empty() {
+        o.push_str("<ol class=\"kept\">\n");
+        for r in kept {
+            let fx = crate::report::speedup_line(r).unwrap_or_default();
+            o.push_str(&format!(
+                "<li value=\"{}\">{} <span class=\"fx\">{}</span></li>\n",
+                r.id,
+                esc(&crate::report::short_message(&r.message)),
+                esc(&fx)
+            ));
+        }
+        o.push_str("</ol>\n");
     }
     o.push_str("<div class=\"charts\">\n");
     for c in Chart::ALL {

@@ -167,6 +167,12 @@ fn the_html_reads_on_a_phone_and_in_a_real_browser() {
     assert!(note.contains("candidate crashed (exit 1): ⏎ Traceback"), "{note}");
     assert!(!note.contains('\n'));
     assert!(html.contains("speed-up 14.0x (latency -92.8%)"));
+    // What was kept, in order, with what each brought.
+    assert!(
+        html.contains("<li value=\"7\">causal block skipping: skip fully masked KV blocks entirely <span class=\"fx\">speed-up 3.16x"),
+        "{html}"
+    );
+    assert_eq!(html.matches("<li value=").count(), 4);
 
     let Some(browser) = ["chromium-headless-shell", "chromium", "google-chrome", "chromium-browser"]
         .into_iter()
