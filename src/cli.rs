@@ -236,6 +236,9 @@ pub struct RetryArgs {
     /// Run it right away with this budget of pairs (implies --run).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
+    /// When running it: commit large or binary new files too (as `ratchet --allow-large`).
+    #[arg(long)]
+    pub allow_large: bool,
 }
 
 #[derive(Debug, Args)]

@@ -97,7 +97,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             if !(a.run || a.pairs.is_some()) {
                 return Ok(());
             }
-            experiment_cmd(&dir, message, &cli::ExperimentFlags { pairs: a.pairs, ..Default::default() })
+            experiment_cmd(&dir, message, &cli::ExperimentFlags { pairs: a.pairs, allow_large: a.allow_large, ..Default::default() })
         }
         None => {
             let e = cli.experiment;
