@@ -22,6 +22,8 @@ import sys
 import time
 
 SCHEMA_VERSION = 1
+# The constants proposals edit (--params): BQ/BKV on an accelerator; the example kernel keeps
+# its interpreter-sized blocks in CPU_BQ/CPU_BKV.
 PARAMS = ("BQ", "BKV")
 LOW, HIGH = 8, 1024
 
@@ -45,10 +47,10 @@ def ratchet(args, opts, check_json=True, whole=False):
     return proc.returncode, objs
 
 
-def read_params(kernel):
+def read_params(kernel, names=PARAMS):
     text = open(kernel).read()
     found = {}
-    for name in PARAMS:
+    for name in names:
         m = re.search(rf"^{name} = (\d+)$", text, re.M)
         if m:
             found[name] = int(m.group(1))
@@ -63,7 +65,7 @@ def set_param(kernel, name, old, new):
         f.write(text.replace(line, repl))
 
 
-def proposals(params, diagnosis):
+def proposals(params, diagnosis, names=PARAMS):
     """Block-size changes, one constant at a time, most promising first. Bigger blocks mean
     fewer grid steps and fewer K/V re-reads (higher arithmetic intensity): first when the
     incumbent is memory-bound or overhead-bound; smaller ones last (less VMEM, more overlap)."""
@@ -71,7 +73,7 @@ def proposals(params, diagnosis):
     bigger_first = "COMPUTE" not in regime.upper()
     out = []
     for factor in ((2, 4, 0.5) if bigger_first else (0.5, 2, 4)):
-        for name in PARAMS:
+        for name in names:
             if name not in params:
                 continue
             new = int(params[name] * factor)
@@ -96,6 +98,11 @@ def main():
     ap.add_argument("--log", default=None, help="ideas log (default: <repo>/.ratchet/agent-ideas.jsonl)")
     ap.add_argument("--ratchet", default=os.environ.get("RATCHET", "ratchet"), help="the ratchet binary")
     ap.add_argument("--verbose", action="store_true", help="show ratchet's text (stderr)")
+    ap.add_argument(
+        "--params",
+        default=",".join(PARAMS),
+        help="comma-separated block-size constants to tune (default: BQ,BKV; CPU_BQ,CPU_BKV for the example on CPU)",
+    )
     opts = ap.parse_args()
     opts.repo = os.path.abspath(opts.repo)
     kernel = os.path.join(opts.repo, opts.kernel)
@@ -123,8 +130,9 @@ def main():
         rows = rows[0] if rows else []
         kept = [r for r in rows if r["status"] == "keep"]
         diagnosis = kept[-1] if kept else (rows[-1] if rows else None)
-        params = read_params(kernel)
-        ideas = [p for p in proposals(params, diagnosis) if (incumbent, p[0], p[2]) not in tried]
+        names = tuple(n.strip() for n in opts.params.split(",") if n.strip())
+        params = read_params(kernel, names)
+        ideas = [p for p in proposals(params, diagnosis, names) if (incumbent, p[0], p[2]) not in tried]
         if not ideas:
             print("agent: no untried idea left on this incumbent")
             break

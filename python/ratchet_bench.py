@@ -746,7 +746,8 @@ def run(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, kernel=
     print(f"    {'Full HLO:':<17}{os.path.join(settings.out_dir, HLO_FILE)}")
     print(f"Result file: {os.path.join(settings.out_dir, RESULT_FILE)}")
     if not settings.under_ratchet and result.get("trace"):
-        print(f"Trace: xprof --port=8791 {os.path.join(settings.out_dir, result['trace'])}")
+        print(f"Trace: xprof --port=8791 {os.path.join(settings.out_dir, result['trace'])}"
+              "  (XProf's viewer: pip install xprof)")
     if result.get("check", {}).get("passed") is False:
         print("ratchet_bench: the correctness check FAILED; ratchet will mark this run invalid",
               file=sys.stderr)

@@ -14,6 +14,9 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub experiment: ExperimentArgs,
+    /// When to colour the output (auto: on a terminal, unless NO_COLOR is set or TERM=dumb).
+    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto", global = true)]
+    pub color: crate::term::ColorChoice,
 }
 
 pub const EXIT_CODES: &str = "Exit codes:
@@ -53,6 +56,9 @@ pub struct ExperimentFlags {
     /// `decision` object (or an `error` object); the text goes to stderr.
     #[arg(long)]
     pub json: bool,
+    /// Commit untracked files over 1 MiB or binary ones too (refused otherwise, asked on a terminal).
+    #[arg(long)]
+    pub allow_large: bool,
 }
 
 #[derive(Debug, Args, Default, Clone)]
@@ -95,6 +101,22 @@ pub enum Command {
     /// $GITHUB_STEP_SUMMARY) and exit 7 on a significant regression beyond the threshold.
     /// Commits, resets and records nothing; works on a detached HEAD.
     Gate(GateArgs),
+    /// Put a reverted experiment's parked change (refs/ratchet/discarded/ID) back into the
+    /// working tree, uncommitted; with --run or --pairs, run it again at once.
+    Retry(RetryArgs),
+    /// Free disk under .ratchet/: remove the run directories (traces) of experiments that were
+    /// neither kept nor among the last N; results.csv and runs.jsonl are never touched.
+    Gc(GcArgs),
+    /// Print a shell completion script: ratchet completions bash > /etc/bash_completion.d/ratchet
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): ratchet man > ratchet.1
+    Man,
+    /// Print the directory holding the ratchet_bench helper (written there first), to run
+    /// prepare.py by hand: PYTHONPATH=$(ratchet pythonpath) python3 prepare.py
+    Pythonpath,
     /// Run the decision procedure against synthetic benchmarks with known effects and print
     /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
     Simulate(SimulateArgs),
@@ -180,9 +202,9 @@ pub struct InitArgs {
     /// Overwrite an existing ratchet.toml.
     #[arg(long)]
     pub force: bool,
-    /// Hardware preset to write.
-    #[arg(long, default_value = "tpu-v5e")]
-    pub preset: String,
+    /// Hardware preset to write (default: the detected accelerator, else `cpu`).
+    #[arg(long)]
+    pub preset: Option<String>,
     /// The benchmark command (default: python3 prepare.py when prepare.py exists).
     #[arg(long)]
     pub command: Option<String>,
@@ -209,6 +231,9 @@ pub struct ResultsArgs {
     /// Order of the rows: id (run order), delta (largest gain first), value (best first).
     #[arg(long, value_enum, default_value = "id")]
     pub sort: SortKey,
+    /// Every column, however wide (the default table fits the terminal's width, or COLUMNS).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// How `ratchet results` orders its rows.
@@ -242,6 +267,37 @@ pub struct SweepArgs {
     pub json: bool,
 }
 
+/// The `ratchet gc --keep-last` default (also the figure `ratchet status` quotes).
+pub const GC_KEEP_LAST: usize = 5;
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Keep the run directories of the last N experiments, whatever their outcome.
+    #[arg(long, value_name = "N", default_value_t = GC_KEEP_LAST)]
+    pub keep_last: usize,
+    /// Say what would go, remove nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Also drop the JAX compilation cache (.ratchet/cache).
+    #[arg(long)]
+    pub cache: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RetryArgs {
+    /// The experiment's id (the `id` column of `ratchet results`).
+    pub id: u64,
+    /// Run it right away as a new experiment ("<message> (retry of ID)").
+    #[arg(long)]
+    pub run: bool,
+    /// Run it right away with this budget of pairs (implies --run).
+    #[arg(long, value_name = "N")]
+    pub pairs: Option<u32>,
+    /// When running it: commit large or binary new files too (as `ratchet --allow-large`).
+    #[arg(long)]
+    pub allow_large: bool,
+}
+
 #[derive(Debug, Args)]
 pub struct ShowArgs {
     /// The experiment's id (the `id` column of `ratchet results`).
@@ -259,6 +315,10 @@ pub struct PlotArgs {
     /// Also write a self-contained HTML report of the results (table and inline charts) to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// Also draw experiment ID's per-op self time, candidate beside incumbent, from its runs'
+    /// traces (ops-ID.{png,svg}; in the HTML report too); repeat for several.
+    #[arg(long, value_name = "ID")]
+    pub ops: Vec<u64>,
 }
 
 /// Arguments of `ratchet inspect`.

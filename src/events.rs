@@ -20,6 +20,8 @@ pub enum Event {
     Recovered { what: String },
     /// Something the user should know that is not an error.
     Note { text: String },
+    /// What the hypothesis commits (paths and sizes), before it is committed.
+    Hypothesis { listing: String },
     /// An experiment committed its hypothesis and starts measuring.
     ExperimentStarted {
         id: u64,

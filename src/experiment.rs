@@ -35,6 +35,8 @@ pub struct Options {
     pub hypothesis: Option<String>,
     /// Its tags, recorded in the row.
     pub tags: Vec<String>,
+    /// Commit large or binary untracked files too (`--allow-large`).
+    pub allow_large: bool,
 }
 
 /// The message's trailing ` --deep`, as the source article writes it, means the `--deep` flag.
@@ -113,6 +115,8 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         ))
         .hint("commit harness changes on their own first (git commit), then run the experiment with only the kernel change"));
     }
+
+    let changes = crate::admit::admit(repo, changes, opts.allow_large, opts.allow_empty, fx)?;
 
     // The set-up is checked before an id is taken: a broken set-up uses up no experiment id.
     let python_dir = crate::pyhelper::install(&state_dir)?;

@@ -2,6 +2,7 @@
 //! loop: config -> vcs -> bench (the only place that spawns processes) -> trace -> metrics -> stats ->
 //! store -> report, with `experiment` orchestrating one hypothesis end to end.
 
+pub mod admit;
 pub mod bench;
 pub mod calibrate;
 pub mod cleanup;
@@ -30,6 +31,7 @@ pub mod signals;
 pub mod stats;
 pub mod store;
 pub mod sweep;
+pub mod term;
 pub mod trace;
 pub mod ui;
 pub mod units;
@@ -63,6 +65,7 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
 }
 
 fn dispatch(cli: Cli) -> Result<()> {
+    term::set_color_choice(cli.color);
     let dir = match &cli.experiment.repo.dir {
         Some(d) => d.clone(),
         None => std::env::current_dir()?,
@@ -103,6 +106,25 @@ fn dispatch(cli: Cli) -> Result<()> {
             commands::json::calibrate(&dir, &a)
         }
         Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags, false),
+        Some(Command::Completions { shell }) => commands::completions::completions(shell),
+        Some(Command::Man) => commands::completions::man(),
+        Some(Command::Pythonpath) => commands::pythonpath::run(&dir),
+        Some(Command::Gc(a)) => {
+            let mut ui = ui::Text::new();
+            let _ws = lock_repo(&dir, &mut ui)?;
+            commands::gc::run(&dir, &a)
+        }
+        Some(Command::Retry(a)) => {
+            let message = {
+                let mut ui = ui::Text::new();
+                let _ws = lock_repo(&dir, &mut ui)?;
+                commands::retry::apply(&dir, &a)?
+            };
+            if !(a.run || a.pairs.is_some()) {
+                return Ok(());
+            }
+            experiment_cmd(&dir, message, &cli::ExperimentFlags { pairs: a.pairs, allow_large: a.allow_large, ..Default::default() }, false)
+        }
         None => {
             let e = cli.experiment;
             let Some(message) = e.message else {
@@ -143,6 +165,7 @@ fn experiment_cmd_text(dir: &std::path::Path, message: String, flags: &cli::Expe
         deep: flags.deep || deep_suffix,
         allow_empty: flags.allow_empty,
         pairs: flags.pairs,
+        allow_large: flags.allow_large,
         ..Default::default()
     };
     experiment::run(&ws, &opts, &mut bench::executor::ProcessExecutor, &mut fx)?.into_result()?;

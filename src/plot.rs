@@ -1,15 +1,18 @@
-//! Pictures of the results (plotters): the score staircase over experiments (kept and reverted
-//! marked, best-so-far as a step line) and the roofline chart (the configured hardware's roof,
-//! each experiment's intensity vs achieved TFLOP/s, log-log), as SVG text and PNG bytes, and a
-//! self-contained HTML report with the SVGs inline.
+//! Pictures of the results (plotters): the score staircase over experiments (kept points with
+//! their descriptions, best-so-far as a step line), the roofline chart (the configured hardware's
+//! roof, the baseline and the path of kept commits, log-log) and each experiment's runs on both
+//! sides, as SVG text and PNG bytes, and a self-contained HTML report with the SVGs inline.
+//! Every status is drawn by its class (`Status::class`): only failures are red.
 //!
 //! PNG text needs a font: DejaVu Sans ships in `assets/fonts/` (license beside it) and is
 //! compiled in, so rendering needs no system fonts. SVG names the font family and leaves the
 //! glyphs to the viewer.
 
+use crate::bench::{RunRecord, RunStatus, Side};
 use crate::hardware::Hardware;
 use crate::report::{progression, sig};
-use crate::store::{ResultRow, Status};
+use crate::store::{ResultRow, Status, StatusClass};
+use crate::trace::OpStat;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -19,7 +22,42 @@ const KEEP: RGBColor = RGBColor(0x1a, 0x9a, 0x4a);
 const REVERT: RGBColor = RGBColor(0x88, 0x88, 0x88);
 const FAIL: RGBColor = RGBColor(0xd0, 0x30, 0x30);
 const BEST: RGBColor = RGBColor(0x1f, 0x5f, 0xbf);
+const UNSURE: RGBColor = RGBColor(0xd8, 0x8c, 0x00);
 
+/// What the charts draw: the rows of results.csv and the raw runs of runs.jsonl.
+#[derive(Debug, Clone, Copy)]
+pub struct Night<'a> {
+    pub rows: &'a [ResultRow],
+    pub runs: &'a [RunRecord],
+    pub hw: Option<&'a Hardware>,
+}
+
+/// Kept points labelled on a chart at most: beyond it, only the largest steps get a label.
+const MAX_LABELS: usize = 12;
+
+/// The ids of the kept rows whose points get a label: all of them up to [`MAX_LABELS`], else the
+/// largest gains (so a long night's chart stays readable).
+fn labelled_keeps(rows: &[ResultRow]) -> Vec<u64> {
+    let mut kept: Vec<&ResultRow> = rows.iter().filter(|r| r.status == Status::Keep).collect();
+    if kept.len() > MAX_LABELS {
+        kept.sort_by(|a, b| b.delta_pct.unwrap_or(0.0).total_cmp(&a.delta_pct.unwrap_or(0.0)));
+        kept.truncate(MAX_LABELS);
+    }
+    kept.iter().map(|r| r.id).collect()
+}
+
+/// The baseline's roofline point (intensity, TFLOP/s): the first measured experiment's
+/// incumbent runs (median latency, their FLOPs and bytes).
+pub fn baseline_point(night: &Night) -> Option<(f64, f64)> {
+    let first = night.rows.iter().find(|r| r.incumbent_value.is_some())?;
+    let id = first.id.to_string();
+    let inc: Vec<&RunRecord> =
+        night.runs.iter().filter(|r| r.experiment == id && r.side == Side::Incumbent && r.status == RunStatus::Ok).collect();
+    let lat = crate::metrics::median(&inc.iter().filter_map(|r| r.latency_ms).collect::<Vec<_>>())?;
+    let last = inc.iter().rev().find(|r| r.flops.is_some())?;
+    let (flops, bytes) = (last.flops?, last.bytes?);
+    (bytes > 0.0 && lat > 0.0).then(|| (flops / bytes, flops / (lat / 1e3) / 1e12))
+}
 type DrawResult<T> = Result<T, String>;
 
 fn font_once() {
@@ -70,24 +108,34 @@ fn range(vals: &[f64], axis: Axis) -> (f64, f64) {
 }
 
 fn status_color(s: Status) -> RGBColor {
-    match s {
-        Status::Keep => KEEP,
-        Status::Revert | Status::Skipped => REVERT,
-        _ => FAIL,
+    match s.class() {
+        StatusClass::Kept => KEEP,
+        StatusClass::NotKept if matches!(s, Status::Inconclusive | Status::Unconfirmed) => UNSURE,
+        StatusClass::NotKept | StatusClass::NotRun => REVERT,
+        StatusClass::Failed => FAIL,
     }
 }
 
 fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow]) -> DrawResult<()> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
-    let metric = rows.last().map(|r| r.metric.clone()).unwrap_or_else(|| "score".into());
+    let metric = rows.iter().rev().find(|r| !r.metric.is_empty()).map(|r| r.metric.clone()).unwrap_or_else(|| "score".into());
+    let lower_better = metric == "latency";
     let best = progression(rows);
     let vals: Vec<f64> = rows.iter().flat_map(|r| [r.value, r.incumbent_value]).flatten().filter(|v| *v > 0.0).collect();
     let (mn, mx) = (vals.iter().cloned().fold(f64::INFINITY, f64::min), vals.iter().cloned().fold(0.0, f64::max));
     let axis = Axis { log: mn.is_finite() && mx / mn > 20.0 };
-    let (ylo, yhi) = range(&vals, axis);
+    let (lo, hi) = range(&vals, axis);
+    // Room for the legend on the side the staircase moves away from (the start's side is low for
+    // higher-is-better, high for latency), and a band for outcomes without a value at the worst
+    // end: the bottom when higher is better, the top for latency.
+    let span = hi - lo;
+    let (ylo, yhi) = if lower_better { (lo - 0.35 * span, hi + 0.08 * span) } else { (lo - 0.08 * span, hi + 0.35 * span) };
+    // A linear axis of positive values does not go below zero (no "-2 ms" tick).
+    let ylo = if !axis.log && mn.is_finite() && mn > 0.0 { ylo.max(0.0) } else { ylo };
+    let band = if lower_better { yhi - 0.03 * (yhi - ylo) } else { ylo + 0.03 * (yhi - ylo) };
     let n = rows.len() as f64;
-    let dir = if metric == "latency" { "lower is better" } else { "higher is better" };
+    let dir = if lower_better { "lower is better" } else { "higher is better" };
     let mut chart = ChartBuilder::on(root)
         .caption(format!("{metric} over experiments ({dir}{})", if axis.log { ", log scale" } else { "" }), ("sans-serif", 22))
         .margin(16)
@@ -98,7 +146,7 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
     chart
         .configure_mesh()
         .x_desc("experiment id")
-        .y_desc(metric.clone())
+        .y_desc(if lower_better { "latency (ms)".to_string() } else { metric.clone() })
         .x_labels(rows.len().clamp(2, 20) + 1)
         .x_label_formatter(&|x| {
             let i = x.round() as i64;
@@ -116,25 +164,8 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
         .draw()
         .map_err(e)?;
 
-    // Best so far: a step line from the first baseline (x = 0) through every experiment.
-    let mut steps = vec![];
-    let mut prev = rows.iter().find_map(|r| r.incumbent_value);
-    if let Some(p) = prev {
-        steps.push((-0.4, axis.to(p)));
-    }
-    for (i, b) in best.iter().enumerate() {
-        let x = i as f64 + 1.0;
-        if let Some(b) = b {
-            if let Some(p) = prev {
-                steps.push((x - 0.5, axis.to(p)));
-            }
-            steps.push((x - 0.5, axis.to(*b)));
-            steps.push((x + 0.4, axis.to(*b)));
-            prev = Some(*b);
-        }
-    }
     chart
-        .draw_series(LineSeries::new(steps, BEST.stroke_width(3)))
+        .draw_series(LineSeries::new(step_line(rows, &best).into_iter().map(|(x, y)| (x, axis.to(y))), BEST.stroke_width(3)))
         .map_err(e)?
         .label("best so far")
         .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], BEST.stroke_width(3)));
@@ -148,41 +179,105 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
             .filter_map(|(i, r)| r.value.filter(|v| *v > 0.0).map(|v| (i as f64 + 1.0, axis.to(v), r.status)))
             .collect()
     };
+    let unsure = |s: Status| matches!(s, Status::Inconclusive | Status::Unconfirmed);
+    chart
+        .draw_series(
+            pts(&|s| s.class() == StatusClass::NotKept && !unsure(s))
+                .into_iter()
+                .map(|(x, y, _)| Cross::new((x, y), 6, REVERT.stroke_width(3))),
+        )
+        .map_err(e)?
+        .label("reverted / no-op")
+        .legend(|(x, y)| Cross::new((x + 9, y), 6, REVERT.stroke_width(3)));
+    chart
+        .draw_series(pts(&unsure).into_iter().map(|(x, y, _)| Circle::new((x, y), 6, UNSURE.stroke_width(3))))
+        .map_err(e)?
+        .label("inconclusive / unconfirmed (worth a rerun)")
+        .legend(|(x, y)| Circle::new((x + 9, y), 5, UNSURE.stroke_width(3)));
     chart
         .draw_series(pts(&|s| s == Status::Keep).into_iter().map(|(x, y, _)| Circle::new((x, y), 7, KEEP.filled())))
         .map_err(e)?
         .label("kept")
         .legend(|(x, y)| Circle::new((x + 9, y), 6, KEEP.filled()));
+    // Outcomes without a value sit in the band at the worst end: failures red, not-run grey.
+    let unmeasured = |class: StatusClass| -> Vec<f64> {
+        rows.iter()
+            .enumerate()
+            .filter(|(_, r)| r.status.class() == class && (class == StatusClass::Failed || r.value.is_none()))
+            .map(|(i, _)| i as f64 + 1.0)
+            .collect()
+    };
     chart
-        .draw_series(pts(&|s| s == Status::Revert).into_iter().map(|(x, y, _)| Cross::new((x, y), 7, REVERT.stroke_width(3))))
+        .draw_series(unmeasured(StatusClass::Failed).into_iter().map(|x| TriangleMarker::new((x, band), 7, FAIL.filled())))
         .map_err(e)?
-        .label("reverted")
-        .legend(|(x, y)| Cross::new((x + 9, y), 6, REVERT.stroke_width(3)));
-    // Failures and skips have no value: mark them on the floor of the chart.
-    let floor = ylo + (yhi - ylo) * 0.03;
-    let failed: Vec<(f64, Status)> = rows
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| !matches!(r.status, Status::Keep | Status::Revert))
-        .map(|(i, r)| (i as f64 + 1.0, r.status))
-        .collect();
-    chart
-        .draw_series(failed.iter().map(|(x, s)| TriangleMarker::new((*x, floor), 7, status_color(*s).filled())))
-        .map_err(e)?
-        .label("crash / timeout / invalid (red), skipped (grey)")
+        .label("crash / timeout / invalid")
         .legend(|(x, y)| TriangleMarker::new((x + 9, y), 6, FAIL.filled()));
+    let not_run = unmeasured(StatusClass::NotRun);
+    if !not_run.is_empty() {
+        chart
+            .draw_series(not_run.into_iter().map(|x| TriangleMarker::new((x, band), 6, REVERT.stroke_width(2))))
+            .map_err(e)?
+            .label("skipped / refused / interrupted / error")
+            .legend(|(x, y)| TriangleMarker::new((x + 9, y), 5, REVERT.stroke_width(2)));
+    }
+    // Short descriptions on kept points (as autoresearch's progress.png), alternating above and
+    // below the step so neighbours do not collide; a long night labels only its largest steps.
+    let labelled = labelled_keeps(rows);
+    let mut labels = vec![];
+    for (k, (i, r)) in rows.iter().enumerate().filter(|(_, r)| labelled.contains(&r.id)).enumerate() {
+        let Some(v) = r.value.filter(|v| *v > 0.0) else { continue };
+        let text = format!("{}: {}", r.id, crate::term::cut(&crate::report::short_message(&r.message), 26));
+        let dy = if k % 2 == 0 { -22 } else { 12 };
+        // Near the right edge the label ends at the point instead of starting there.
+        let x = i as f64 + 1.0;
+        let dx = if x > n * 0.7 { -10 - 7 * crate::term::cells(&text) as i32 } else { -10 };
+        labels.push(EmptyElement::at((x, axis.to(v))) + Text::new(text, (dx, dy), ("sans-serif", 12).into_font().color(&KEEP)));
+    }
+    chart.draw_series(labels).map_err(e)?;
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(if lower_better { SeriesLabelPosition::LowerLeft } else { SeriesLabelPosition::UpperLeft })
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 14))
+        .label_font(("sans-serif", 13))
         .draw()
         .map_err(e)?;
     Ok(())
 }
 
-fn roofline<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow], hw: Option<&Hardware>) -> DrawResult<()> {
+/// The best-so-far step line: level from the baseline, a vertical rise exactly between the
+/// experiment before a keep and the keep, level again to the next keep (no slanted segments).
+fn step_line(rows: &[ResultRow], best: &[Option<f64>]) -> Vec<(f64, f64)> {
+    let mut steps = vec![];
+    let mut prev: Option<f64> = None;
+    for (i, b) in best.iter().enumerate() {
+        let Some(b) = *b else { continue };
+        let x = i as f64 + 1.0;
+        match prev {
+            None => {
+                let start = rows.iter().find_map(|r| r.incumbent_value).unwrap_or(b);
+                steps.push((-0.4, start));
+                if start != b {
+                    steps.push((x - 0.5, start));
+                    steps.push((x - 0.5, b));
+                }
+            }
+            Some(p) if p != b => {
+                steps.push((x - 0.5, p));
+                steps.push((x - 0.5, b));
+            }
+            _ => {}
+        }
+        prev = Some(b);
+    }
+    if let Some(p) = prev {
+        steps.push((rows.len() as f64 + 0.4, p));
+    }
+    steps
+}
+
+fn roofline<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, night: &Night) -> DrawResult<()> {
+    let (rows, hw) = (night.rows, night.hw);
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
     let log = Axis { log: true };
@@ -193,8 +288,9 @@ fn roofline<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow
             _ => None,
         })
         .collect();
-    let mut xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
-    let mut ys: Vec<f64> = pts.iter().map(|p| p.1).collect();
+    let base = baseline_point(night);
+    let mut xs: Vec<f64> = pts.iter().map(|p| p.0).chain(base.map(|b| b.0)).collect();
+    let mut ys: Vec<f64> = pts.iter().map(|p| p.1).chain(base.map(|b| b.1)).collect();
     if let Some(hw) = hw {
         let ridge = hw.peak_tflops * 1e3 / hw.hbm_gbps;
         xs.extend([ridge / 10.0, ridge * 4.0]);
@@ -207,6 +303,8 @@ fn roofline<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow
     let (xlo, xhi) = range(&xs, log);
     let xhi = xhi + (xhi - xlo) * 0.06;
     let (ylo, yhi) = range(&ys, log);
+    // Headroom above for the legend.
+    let yhi = yhi + (yhi - ylo) * 0.25;
     let title = match hw {
         Some(h) => format!("roofline: {} TFLOP/s peak, {} GB/s HBM", sig(h.peak_tflops, 0), sig(h.hbm_gbps, 0)),
         None => "roofline (no [hardware] in ratchet.toml: points only)".into(),
@@ -243,43 +341,295 @@ fn roofline<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow
             .label(format!("roofline (ridge {} FLOPs/byte)", sig(ridge, 0)))
             .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], BLACK.stroke_width(2)));
     }
-    // Points on top of each other (same kernel shape, similar speed) share one label "3,4".
-    let mut labels: Vec<(f64, f64, String)> = vec![];
-    for (i, t, r) in &pts {
-        let (x, y) = (log.to(*i), log.to(*t));
-        match labels.iter_mut().find(|l| (l.0 - x).abs() < 0.02 * (xhi - xlo) && (l.1 - y).abs() < 0.03 * (yhi - ylo)) {
-            Some(l) => l.2.push_str(&format!(",{}", r.id)),
-            None => labels.push((x, y, r.id.to_string())),
+    // The path of kept commits: from the baseline through each keep, in order.
+    let mut path: Vec<(f64, f64)> = base.map(|(i, t)| (log.to(i), log.to(t))).into_iter().collect();
+    path.extend(pts.iter().filter(|p| p.2.status == Status::Keep).map(|(i, t, _)| (log.to(*i), log.to(*t))));
+    if path.len() > 1 {
+        chart
+            .draw_series(LineSeries::new(path, BEST.mix(0.8).stroke_width(2)))
+            .map_err(e)?
+            .label("path of kept commits")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 18, y)], BEST.stroke_width(2)));
+    }
+    // Kept last, so a kept point is never hidden under another at the same spot.
+    for (class, name) in
+        [(StatusClass::NotRun, ""), (StatusClass::Failed, "failed"), (StatusClass::NotKept, "not kept"), (StatusClass::Kept, "kept")]
+    {
+        let group: Vec<&(f64, f64, &ResultRow)> = pts.iter().filter(|p| p.2.status.class() == class).collect();
+        if group.is_empty() {
+            continue;
+        }
+        let s = chart
+            .draw_series(group.iter().map(|(i, t, r)| {
+                let c = status_color(r.status);
+                let r = if class == StatusClass::Kept { 7 } else { 5 };
+                Circle::new((log.to(*i), log.to(*t)), r, c.filled())
+            }))
+            .map_err(e)?;
+        if !name.is_empty() {
+            let c = match class {
+                StatusClass::Kept => KEEP,
+                StatusClass::Failed => FAIL,
+                _ => REVERT,
+            };
+            s.label(name).legend(move |(x, y)| Circle::new((x + 9, y), 6, c.filled()));
         }
     }
-    // Kept last, so a kept point is never hidden under a reverted one at the same spot.
-    for (s, name) in [(Status::Invalid, "other"), (Status::Revert, "reverted"), (Status::Keep, "kept")] {
-        let group: Vec<&(f64, f64, &ResultRow)> = pts
-            .iter()
-            .filter(|p| match s {
-                Status::Keep | Status::Revert => p.2.status == s,
-                _ => !matches!(p.2.status, Status::Keep | Status::Revert),
-            })
-            .collect();
-        let c = status_color(s);
+    if let Some((i, t)) = base {
         chart
-            .draw_series(group.iter().map(|(i, t, _)| Circle::new((log.to(*i), log.to(*t)), 6, c.filled())))
+            .draw_series([Circle::new((log.to(i), log.to(t)), 7, BEST.filled())])
             .map_err(e)?
-            .label(name)
-            .legend(move |(x, y)| Circle::new((x + 9, y), 6, c.filled()));
+            .label("baseline")
+            .legend(|(x, y)| Circle::new((x + 9, y), 6, BEST.filled()));
+    }
+    // Labels only on the baseline and the (largest) keeps; labels at the same spot merge ("3,7").
+    let labelled = labelled_keeps(rows);
+    let mut labels: Vec<(f64, f64, String)> = vec![];
+    let spots = base
+        .map(|(i, t)| (log.to(i), log.to(t), "base".to_string()))
+        .into_iter()
+        .chain(pts.iter().filter(|p| labelled.contains(&p.2.id)).map(|(i, t, r)| (log.to(*i), log.to(*t), r.id.to_string())));
+    for (x, y, text) in spots {
+        match labels.iter_mut().find(|l| (l.0 - x).abs() < 0.03 * (xhi - xlo) && (l.1 - y).abs() < 0.04 * (yhi - ylo)) {
+            Some(l) => l.2.push_str(&format!(",{text}")),
+            None => labels.push((x, y, text)),
+        }
     }
     chart
-        .draw_series(labels.into_iter().map(|(x, y, text)| EmptyElement::at((x, y)) + Text::new(text, (8, -16), ("sans-serif", 13))))
+        .draw_series(labels.into_iter().map(|(x, y, text)| EmptyElement::at((x, y)) + Text::new(text, (9, -17), ("sans-serif", 13))))
         .map_err(e)?;
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 14))
+        .label_font(("sans-serif", 13))
         .draw()
         .map_err(e)?;
     Ok(())
+}
+
+/// Each measured experiment's runs, both sides (as hyperfine's whisker plots): per side a box
+/// from the lower to the upper quartile, the median across it, whiskers to the extremes.
+fn runs_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, night: &Night) -> DrawResult<()> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let lat = |id: &str, side: Side| -> Vec<f64> {
+        let mut v: Vec<f64> = night
+            .runs
+            .iter()
+            .filter(|r| r.experiment == id && r.side == side && r.status == RunStatus::Ok)
+            .filter_map(|r| r.latency_ms)
+            .filter(|l| *l > 0.0)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    // Each experiment in percent of its incumbent's median: the spread of both sides and the
+    // gap between them read the same whether the kernel takes 10 ms or 0.1 ms.
+    let groups: Vec<(&ResultRow, Vec<f64>, Vec<f64>)> = night
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let (inc, cand) = (lat(&r.id.to_string(), Side::Incumbent), lat(&r.id.to_string(), Side::Candidate));
+            let base = crate::metrics::median(&inc)?;
+            let pct = |v: Vec<f64>| v.into_iter().map(|x| x / base * 100.0).collect::<Vec<f64>>();
+            Some((r, pct(inc), pct(cand)))
+        })
+        .collect();
+    let all: Vec<f64> = groups.iter().flat_map(|(_, a, b)| a.iter().chain(b.iter()).cloned()).collect();
+    let (mn, mx) = (all.iter().cloned().fold(f64::INFINITY, f64::min), all.iter().cloned().fold(0.0, f64::max));
+    let axis = Axis { log: mn.is_finite() && mx / mn > 20.0 };
+    let (ylo, yhi) = range(&all, axis);
+    let yhi = yhi + (yhi - ylo) * 0.2;
+    let n = groups.len().max(1) as f64;
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!("every run: candidate (coloured) vs incumbent (grey){}", if axis.log { ", log scale" } else { "" }),
+            ("sans-serif", 20),
+        )
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(72)
+        .build_cartesian_2d(-0.6..(n - 0.4), ylo..yhi)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("experiment id")
+        .y_desc("latency, % of the incumbent's median (lower is better)")
+        .x_labels(groups.len().clamp(1, 25))
+        .x_label_formatter(&|x| {
+            let i = x.round() as i64;
+            if (x - i as f64).abs() > 1e-6 || i < 0 || i as usize >= groups.len() {
+                String::new()
+            } else {
+                groups[i as usize].0.id.to_string()
+            }
+        })
+        .y_label_formatter(&|y| axis.label(*y))
+        .label_style(("sans-serif", 14))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(e)?;
+    let q = |v: &[f64], p: f64| -> f64 {
+        let k = (v.len() - 1) as f64 * p;
+        let (a, b) = (v[k.floor() as usize], v[k.ceil() as usize]);
+        a + (b - a) * (k - k.floor())
+    };
+    let mut elems: Vec<PathElement<(f64, f64)>> = vec![];
+    let mut boxes: Vec<Rectangle<(f64, f64)>> = vec![];
+    for (k, (r, inc, cand)) in groups.iter().enumerate() {
+        for (v, dx, color) in [(inc, -0.18, REVERT), (cand, 0.18, status_color(r.status))] {
+            if v.is_empty() {
+                continue;
+            }
+            let x = k as f64 + dx;
+            let w = 0.13;
+            let (lo, q1, med, q3, hi) = (v[0], q(v, 0.25), q(v, 0.5), q(v, 0.75), v[v.len() - 1]);
+            let y = |t: f64| axis.to(t);
+            let style = color.stroke_width(2);
+            elems.push(PathElement::new([(x, y(lo)), (x, y(q1))], style));
+            elems.push(PathElement::new([(x, y(q3)), (x, y(hi))], style));
+            elems.push(PathElement::new([(x - w / 2.0, y(lo)), (x + w / 2.0, y(lo))], style));
+            elems.push(PathElement::new([(x - w / 2.0, y(hi)), (x + w / 2.0, y(hi))], style));
+            boxes.push(Rectangle::new([(x - w, y(q1)), (x + w, y(q3))], color.mix(0.35).filled()));
+            elems.push(PathElement::new([(x - w, y(med)), (x + w, y(med))], BLACK.stroke_width(2)));
+        }
+    }
+    chart.draw_series(boxes).map_err(e)?;
+    chart.draw_series(elems).map_err(e)?;
+    Ok(())
+}
+
+/// Ops drawn on the per-op chart at most (largest change first).
+pub const MAX_OPS: usize = 14;
+
+/// One experiment's per-op self time per kernel execution, incumbent (grey) beside candidate
+/// (its status colour), the ops that changed most first.
+fn ops_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, row: &ResultRow, cand: &[OpStat], inc: &[OpStat]) -> DrawResult<()> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let ops = op_pairs(cand, inc);
+    let n = ops.len().max(1) as f64;
+    let xmax = ops.iter().flat_map(|o| [o.1, o.2]).fold(0.0f64, f64::max).max(1e-9) * 1.1;
+    let title = format!("experiment {}: self time per op and kernel execution (us)", row.id);
+    let mut chart = ChartBuilder::on(root)
+        .caption(title, ("sans-serif", 20))
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(230)
+        .build_cartesian_2d(0.0..xmax, -0.6..(n - 0.4))
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("us per kernel execution")
+        .y_labels(ops.len().max(1))
+        .y_label_formatter(&|y| {
+            let i = y.round() as i64;
+            if (y - i as f64).abs() > 1e-6 || i < 0 || i as usize >= ops.len() {
+                String::new()
+            } else {
+                middle_cut(&ops[ops.len() - 1 - i as usize].0, 30)
+            }
+        })
+        .label_style(("sans-serif", 13))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(e)?;
+    let c = status_color(row.status);
+    // The largest change on top.
+    let bars = ops.iter().rev().enumerate().flat_map(|(k, (_, cv, iv))| {
+        let y = k as f64;
+        [
+            Rectangle::new([(0.0, y + 0.02), (*iv, y + 0.38)], REVERT.mix(0.7).filled()),
+            Rectangle::new([(0.0, y - 0.38), (*cv, y - 0.02)], c.filled()),
+        ]
+    });
+    chart.draw_series(bars).map_err(e)?;
+    chart
+        .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+        .map_err(e)?
+        .label("incumbent")
+        .legend(|(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], REVERT.mix(0.7).filled()));
+    chart
+        .draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())
+        .map_err(e)?
+        .label("candidate")
+        .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], c.filled()));
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}
+
+/// `s` cut to `max` chars in the middle: op names differ at their ends (`..._fusion.2`).
+fn middle_cut(s: &str, max: usize) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= max {
+        return s.to_string();
+    }
+    let head = (max - 1) / 2;
+    let tail = max - 1 - head;
+    format!("{}…{}", chars[..head].iter().collect::<String>(), chars[chars.len() - tail..].iter().collect::<String>())
+}
+
+/// (op, candidate us, incumbent us) for the ops of either side, largest absolute change first,
+/// at most [`MAX_OPS`].
+pub fn op_pairs(cand: &[OpStat], inc: &[OpStat]) -> Vec<(String, f64, f64)> {
+    let mut names: Vec<&str> = cand.iter().chain(inc).map(|o| o.name.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let get = |ops: &[OpStat], n: &str| ops.iter().find(|o| o.name == n).map(|o| o.per_execution_us).unwrap_or(0.0);
+    let mut out: Vec<(String, f64, f64)> = names.iter().map(|n| (n.to_string(), get(cand, n), get(inc, n))).collect();
+    // By change, then by size (an unchanged kernel still shows its heaviest ops).
+    out.sort_by(|a, b| {
+        ((b.1 - b.2).abs(), b.1.max(b.2)).partial_cmp(&((a.1 - a.2).abs(), a.1.max(a.2))).unwrap_or(std::cmp::Ordering::Equal)
+    });
+    out.truncate(MAX_OPS);
+    out
+}
+
+/// The per-op chart of one experiment as SVG.
+pub fn ops_svg(row: &ResultRow, cand: &[OpStat], inc: &[OpStat]) -> DrawResult<String> {
+    font_once();
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        ops_chart(&root, row, cand, inc)?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
+/// The per-op chart of one experiment as PNG bytes.
+pub fn ops_png(row: &ResultRow, cand: &[OpStat], inc: &[OpStat]) -> DrawResult<Vec<u8>> {
+    font_once();
+    let (w, h) = SIZE;
+    let mut rgb = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
+        ops_chart(&root, row, cand, inc)?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    encode_png(&rgb)
+}
+
+fn encode_png(rgb: &[u8]) -> DrawResult<Vec<u8>> {
+    let (w, h) = SIZE;
+    let mut out = vec![];
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        let mut wr = enc.write_header().map_err(|e| e.to_string())?;
+        wr.write_image_data(rgb).map_err(|e| e.to_string())?;
+    }
+    Ok(out)
 }
 
 /// Which chart.
@@ -287,64 +637,84 @@ fn roofline<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow
 pub enum Chart {
     Staircase,
     Roofline,
+    /// Every run's latency, both sides, per experiment.
+    Runs,
 }
 
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: Chart, rows: &[ResultRow], hw: Option<&Hardware>) -> DrawResult<()> {
+impl Chart {
+    pub const ALL: [Chart; 3] = [Chart::Staircase, Chart::Roofline, Chart::Runs];
+
+    /// The file name stem it is written under.
+    pub fn name(self) -> &'static str {
+        match self {
+            Chart::Staircase => "staircase",
+            Chart::Roofline => "roofline",
+            Chart::Runs => "runs",
+        }
+    }
+}
+
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: Chart, night: &Night) -> DrawResult<()> {
     match chart {
-        Chart::Staircase => staircase(root, rows),
-        Chart::Roofline => roofline(root, rows, hw),
+        Chart::Staircase => staircase(root, night.rows),
+        Chart::Roofline => roofline(root, night),
+        Chart::Runs => runs_chart(root, night),
     }
 }
 
 /// The chart as SVG text.
-pub fn svg(chart: Chart, rows: &[ResultRow], hw: Option<&Hardware>) -> DrawResult<String> {
+pub fn svg(chart: Chart, night: &Night) -> DrawResult<String> {
     // Layout measures text even in SVG.
     font_once();
     let mut out = String::new();
     {
         let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
-        draw(&root, chart, rows, hw)?;
+        draw(&root, chart, night)?;
         root.present().map_err(|e| e.to_string())?;
     }
     Ok(out)
 }
 
 /// The chart as PNG bytes.
-pub fn png(chart: Chart, rows: &[ResultRow], hw: Option<&Hardware>) -> DrawResult<Vec<u8>> {
+pub fn png(chart: Chart, night: &Night) -> DrawResult<Vec<u8>> {
     font_once();
     let (w, h) = SIZE;
     let mut rgb = vec![0u8; (w * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
-        draw(&root, chart, rows, hw)?;
+        draw(&root, chart, night)?;
         root.present().map_err(|e| e.to_string())?;
     }
-    let mut out = vec![];
-    {
-        let mut enc = png::Encoder::new(&mut out, w, h);
-        enc.set_color(png::ColorType::Rgb);
-        enc.set_depth(png::BitDepth::Eight);
-        let mut wr = enc.write_header().map_err(|e| e.to_string())?;
-        wr.write_image_data(&rgb).map_err(|e| e.to_string())?;
-    }
-    Ok(out)
+    encode_png(&rgb)
 }
 
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// A self-contained HTML report: the story line, both charts inline as SVG, and the table.
-/// No scripts, no stylesheets or images from elsewhere: it opens the same offline.
-pub fn html(rows: &[ResultRow], hw: Option<&Hardware>, title: &str) -> DrawResult<String> {
+/// A self-contained HTML report: the story line, the charts inline as SVG, and the table.
+/// No scripts, no stylesheets or images from elsewhere: it opens the same offline. It reads on a
+/// phone too (a viewport tag; the charts scale, the table scrolls sideways in its own box).
+pub fn html(night: &Night, title: &str) -> DrawResult<String> {
+    html_with(night, title, &[])
+}
+
+/// [`html`] with extra inline SVG charts (per-op charts) after the others.
+pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResult<String> {
+    let rows = night.rows;
     let mut o = String::new();
     o.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
+    o.push_str("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
     o.push_str(&format!("<title>{}</title>\n", esc(title)));
     o.push_str(
-        "<style>body{font-family:sans-serif;margin:2em;color:#222}table{border-collapse:collapse;font-size:13px}\
-         th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right}td.l,th.l{text-align:left}\
-         tr.keep td{background:#eaf6ee;font-weight:bold}tr.fail td{color:#b02020}tr.skipped td{color:#888}\
-         .charts svg{max-width:100%;height:auto;margin:0.5em 0}</style>\n</head><body>\n",
+        "<style>body{font-family:sans-serif;margin:1em auto;padding:0 1em;max-width:1100px;color:#222;line-height:1.4}\
+         h1{font-size:1.4em;overflow-wrap:anywhere}\
+         .scroll{overflow-x:auto;max-width:100%}table{border-collapse:collapse;font-size:13px}\
+         th,td{padding:3px 8px;border-bottom:1px solid #ddd;text-align:right;white-space:nowrap}td.l,th.l{text-align:left}\
+         td.msg{white-space:normal;min-width:14em;max-width:28em}\
+         tr.kept td{background:#eaf6ee;font-weight:bold}tr.failed td{color:#b02020}tr.notrun td{color:#888}\
+         tr.unsure td.st{color:#b07000}ol.kept li{margin:0.2em 0}ol.kept .fx{color:#1a7a3a;font-size:0.9em}\
+         .charts svg{display:block;width:100%;max-width:960px;height:auto;margin:0.5em 0}</style>\n</head><body>\n",
     );
     o.push_str(&format!("<h1>{}</h1>\n", esc(title)));
     let kept = rows.iter().filter(|r| r.status == Status::Keep).count();
@@ -359,64 +729,121 @@ pub fn html(rows: &[ResultRow], hw: Option<&Hardware>, title: &str) -> DrawResul
     if let Some(g) = crate::report::gain_line(rows) {
         o.push_str(&format!("<p><b>{}</b></p>\n", esc(&g)));
     }
+    // The night's story in one list: what was kept, in order, with what each brought.
+    let kept: Vec<&ResultRow> = rows.iter().filter(|r| r.status == Status::Keep).collect();
+    if !kept.is_empty() {
+        o.push_str("<ol class=\"kept\">\n");
+        for r in kept {
+            let fx = crate::report::speedup_line(r).unwrap_or_default();
+            o.push_str(&format!(
+                "<li value=\"{}\">{} <span class=\"fx\">{}</span></li>\n",
+                r.id,
+                esc(&crate::report::short_message(&r.message)),
+                esc(&fx)
+            ));
+        }
+        o.push_str("</ol>\n");
+    }
     o.push_str("<div class=\"charts\">\n");
-    for c in [Chart::Staircase, Chart::Roofline] {
-        let s = svg(c, rows, hw)?;
-        // Drop the XML prolog if any: inline SVG must start at <svg.
+    for c in Chart::ALL {
+        if c == Chart::Runs && night.runs.is_empty() {
+            continue;
+        }
+        let s = svg(c, night)?;
+        // Drop the XML prolog if any: inline SVG must start at <svg (its viewBox lets it scale).
         let start = s.find("<svg").unwrap_or(0);
         o.push_str(&s[start..]);
         o.push('\n');
     }
-    o.push_str("</div>\n<table>\n<tr>");
-    let cols =
-        ["id", "status", "commit", "message", "tags", "value", "best", "Δ% [CI]", "p", "latency ms", "util %", "regime", "runs", "note"];
+    for s in extra_svgs {
+        let start = s.find("<svg").unwrap_or(0);
+        o.push_str(&s[start..]);
+        o.push('\n');
+    }
+    o.push_str("</div>\n<div class=\"scroll\"><table>\n<tr>");
+    let cols = [
+        "id",
+        "status",
+        "commit",
+        "message",
+        "speed-up [CI]",
+        "latency Δ",
+        "metric Δ",
+        "best",
+        "p",
+        "latency ms",
+        "util %",
+        "regime",
+        "runs",
+        "note",
+    ];
     for c in cols {
-        let l = matches!(c, "status" | "commit" | "message" | "tags" | "regime" | "note");
+        let l = matches!(c, "status" | "commit" | "message" | "regime" | "note");
         o.push_str(&format!("<th{}>{}</th>", if l { " class=\"l\"" } else { "" }, esc(c)));
     }
     o.push_str("</tr>\n");
     let best = progression(rows);
+    let first = rows.iter().find_map(|r| r.incumbent_value);
     let f = |v: Option<f64>, d: usize| v.map(|x| sig(x, d)).unwrap_or_else(|| "-".into());
     for (r, b) in rows.iter().zip(best) {
-        let class = match r.status {
-            Status::Keep => "keep",
-            Status::Revert => "revert",
-            Status::Skipped => "skipped",
-            _ => "fail",
+        let class = match r.status.class() {
+            StatusClass::Kept => "kept",
+            StatusClass::NotKept if matches!(r.status, Status::Inconclusive | Status::Unconfirmed) => "unsure",
+            StatusClass::NotKept => "notkept",
+            StatusClass::Failed => "failed",
+            StatusClass::NotRun => "notrun",
         };
-        let delta = match (r.delta_pct, r.ci_low_pct, r.ci_high_pct) {
-            (Some(d), Some(l), Some(h)) => format!("{d:+.1}% [{l:+.1}, {h:+.1}]"),
+        let (sx, lat) = match crate::report::speedup(r) {
+            Some((x, ci)) => (
+                match ci {
+                    Some((lo, hi)) => format!("{} [{lo:.2}-{hi:.2}]", crate::report::fmt_x(x)),
+                    None => crate::report::fmt_x(x),
+                },
+                crate::report::pct1(crate::report::latency_change_pct(x)),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        let metric_delta = r.delta_pct.map(|d| format!("{} {}", r.metric, crate::report::pct1(d))).unwrap_or("-".into());
+        let best_x = match (first, b) {
+            (Some(f0), Some(b)) if !r.metric.is_empty() => crate::report::fmt_x(crate::report::overall_factor(&r.metric, f0, b)),
             _ => "-".into(),
         };
         let cells = [
-            (r.id.to_string(), false),
-            (r.status.as_str().to_string(), true),
-            (r.commit.chars().take(8).collect(), true),
-            (r.message.clone(), true),
-            (r.tags.replace(';', ", "), true),
-            (f(r.value, 3), false),
-            (f(b, 3), false),
-            (delta, false),
-            (r.p_value.map(crate::stats::fmt_p).unwrap_or("-".into()), false),
-            (f(r.latency_ms, 3), false),
-            (f(r.util_pct, 1), false),
-            (r.regime.clone().unwrap_or_default(), true),
-            (r.runs.to_string(), false),
-            (r.note.lines().next().unwrap_or("").chars().take(120).collect(), true),
+            (r.id.to_string(), ""),
+            (r.status.as_str().to_string(), "l st"),
+            (r.commit.chars().take(8).collect(), "l"),
+            (crate::report::one_line(&r.message), "l msg"),
+            (sx, ""),
+            (lat, ""),
+            (metric_delta, ""),
+            (best_x, ""),
+            (r.p_value.map(crate::stats::fmt_p).unwrap_or("-".into()), ""),
+            (f(r.latency_ms, 3), ""),
+            (f(r.util_pct, 1), ""),
+            (r.regime.clone().unwrap_or_default(), "l"),
+            (r.runs.to_string(), ""),
+            // The note on one line, cut between words; `ratchet show ID` has all of it.
+            (crate::term::cut(&crate::report::one_line(&r.note), 100), "l msg"),
         ];
         o.push_str(&format!("<tr class=\"{class}\">"));
-        for (text, left) in cells {
-            o.push_str(&format!("<td{}>{}</td>", if left { " class=\"l\"" } else { "" }, esc(&text)));
+        for (text, cls) in cells {
+            o.push_str(&format!("<td{}>{}</td>", if cls.is_empty() { String::new() } else { format!(" class=\"{cls}\"") }, esc(&text)));
         }
         o.push_str("</tr>\n");
     }
-    o.push_str("</table>\n</body></html>\n");
+    o.push_str("</table></div>\n</body></html>\n");
     Ok(o)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn op_names_are_cut_in_the_middle() {
+        assert_eq!(middle_cut("dynamic-update-slice_convert_fusion.2", 20), "dynamic-u…t_fusion.2");
+        assert_eq!(middle_cut("while", 20), "while");
+    }
 
     #[test]
     fn log_axis_labels_read_as_values() {

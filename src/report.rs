@@ -1,7 +1,7 @@
 //! Showing results: the terminal table (kept rows marked, the progression of the best value
 //! visible), and the same rows as CSV, JSON or Markdown from the one in-memory row type.
 
-use crate::store::{ResultRow, Status};
+use crate::store::{ResultRow, Status, StatusClass};
 use crate::vcs::short;
 use comfy_table::{presets, Attribute, Cell, CellAlignment, Color, ContentArrangement, Table};
 
@@ -63,7 +63,88 @@ pub fn progression(rows: &[ResultRow]) -> Vec<Option<f64>> {
         .collect()
 }
 
-/// The gain of the best value over the first measured baseline, in percent (positive = better).
+/// `x` to `n` significant figures, without a trailing exponent: 1.23, 240, 0.00432.
+pub fn figures(x: f64, n: usize) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let mag = x.abs().log10().floor() as i64;
+    let decimals = (n as i64 - 1 - mag).max(0) as usize;
+    let scale = 10f64.powi(mag as i32 + 1 - n as i32);
+    let rounded = if decimals == 0 { (x / scale).round() * scale } else { x };
+    format!("{rounded:.decimals$}")
+}
+
+/// How many times a speed-up's log shows in the metric's log-ratio (as `stats::elasticity`, by
+/// the name a row records): `score` goes as 1/latency^2, latency and TFLOP/s as 1/latency.
+pub fn elasticity_of(metric: &str) -> f64 {
+    if metric == "score" {
+        2.0
+    } else {
+        1.0
+    }
+}
+
+/// A change of a metric of elasticity `e` (percent, positive = better) as a speed-up factor.
+pub fn factor_from_metric_pct(pct: f64, e: f64) -> f64 {
+    (1.0 + pct / 100.0).max(1e-12).powf(1.0 / e)
+}
+
+/// "+1.5%", "-26.5%"; a change that rounds to zero is "±0.0%" (never "-0.0%").
+pub fn pct1(p: f64) -> String {
+    if (p * 10.0).round() == 0.0 {
+        "±0.0%".into()
+    } else {
+        format!("{p:+.1}%")
+    }
+}
+
+/// The change of latency (percent, negative = faster) that a speed-up factor means.
+pub fn latency_change_pct(factor: f64) -> f64 {
+    (1.0 / factor - 1.0) * 100.0
+}
+
+/// A row's speed-up of the candidate over the incumbent (x, latency terms) with its interval
+/// when recorded: `speedup_pct` when the row has it, else its metric change converted back.
+pub fn speedup(r: &ResultRow) -> Option<(f64, Option<(f64, f64)>)> {
+    let e = elasticity_of(&r.metric);
+    let x = r.speedup_pct.map(|s| 1.0 + s / 100.0).or_else(|| r.delta_pct.map(|d| factor_from_metric_pct(d, e)))?;
+    let ci = match (r.ci_low_pct, r.ci_high_pct) {
+        (Some(lo), Some(hi)) => Some((factor_from_metric_pct(lo, e), factor_from_metric_pct(hi, e))),
+        _ => None,
+    };
+    Some((x, ci))
+}
+
+/// "speed-up 1.36x [1.35-1.37], latency -26.5%, score +85.0%": one experiment's effect in the
+/// terms people read right (a positive latency "gain" reads as slower).
+pub fn speedup_line(r: &ResultRow) -> Option<String> {
+    let (x, ci) = speedup(r)?;
+    let ci = ci.map(|(lo, hi)| format!(" [{lo:.2}-{hi:.2}]")).unwrap_or_default();
+    let mut line = format!("speed-up {}{ci}, latency {}", fmt_x(x), pct1(latency_change_pct(x)));
+    if let (Some(d), false) = (r.delta_pct, r.metric == "latency" || r.metric.is_empty()) {
+        line.push_str(&format!(", {} {}", r.metric, pct1(d)));
+    }
+    Some(line)
+}
+
+/// "1.23x": two decimals below 10x, one above.
+pub fn fmt_x(x: f64) -> String {
+    if x >= 9.995 {
+        format!("{x:.1}x")
+    } else {
+        format!("{x:.2}x")
+    }
+}
+
+/// The best value's speed-up over the first baseline (x): the metric's ratio, in latency terms.
+pub fn overall_factor(metric: &str, first: f64, best: f64) -> f64 {
+    let ratio = if metric == "latency" { first / best } else { best / first };
+    ratio.max(1e-12).powf(1.0 / elasticity_of(metric))
+}
+
+/// The gain of the best value over the first measured baseline, in percent of the metric
+/// (positive = better).
 fn gain_pct(metric: &str, first: f64, best: f64) -> f64 {
     if metric == "latency" {
         (first / best - 1.0) * 100.0
@@ -72,14 +153,26 @@ fn gain_pct(metric: &str, first: f64, best: f64) -> f64 {
     }
 }
 
-/// "score 1.23 -> 4.56 (+270.7% over the first baseline)", over all rows.
+/// "13.7x faster (latency -92.7%) over the first baseline; score 1.23 -> 232 (+18775.9%)": the
+/// speed-up leads, the deciding metric's own change beside it, over all rows.
 pub fn gain_line(rows: &[ResultRow]) -> Option<String> {
-    let metric = rows.last()?.metric.clone();
+    let metric = rows.iter().rev().find(|r| !r.metric.is_empty())?.metric.clone();
     let first = rows.iter().find_map(|r| r.incumbent_value)?;
     let last = progression(rows).into_iter().flatten().last()?;
-    let line = format!("{metric} {} -> {} ({:+.1}% over the first baseline)", sig(first, 3), sig(last, 3), gain_pct(&metric, first, last));
+    let x = overall_factor(&metric, first, last);
+    let mut line = format!("speed-up {} (latency {:+.1}%) over the first baseline", fmt_x(x), latency_change_pct(x));
+    if metric != "latency" {
+        line.push_str(&format!("; {metric} {} -> {} ({:+.1}%)", figures(first, 3), figures(last, 3), gain_pct(&metric, first, last)));
+    } else {
+        line.push_str(&format!("; latency {} -> {} ms", figures(first, 3), figures(last, 3)));
+    }
     Some(match confirmed_gain_pct(rows) {
-        Some(g) => format!("{line}; confirmation batches alone: {g:+.1}%"),
+        Some(g) => {
+            let cx = factor_from_metric_pct(g, elasticity_of(&metric));
+            // The metric's own change, except latency, whose change reads as a change of time.
+            let own = if metric == "latency" { format!("latency {:+.1}%", latency_change_pct(cx)) } else { format!("{metric} {g:+.1}%") };
+            format!("{line}; confirmation batches alone: {:+.1}% speed-up ({own})", (cx - 1.0) * 100.0)
+        }
         None => line,
     })
 }
@@ -130,15 +223,249 @@ impl<'a> View<'a> {
     }
 }
 
-/// The morning review: a readable, aligned table for a terminal, and the night's story under it.
+/// How the terminal table is laid out.
+#[derive(Debug, Clone, Copy)]
+pub struct TableOpts {
+    pub color: bool,
+    /// The width every line fits into (the compact table).
+    pub width: usize,
+    /// Every column, one line per row, however wide.
+    pub wide: bool,
+}
+
+/// The morning review at the terminal's width (`ratchet results`).
 pub fn table(view: &View, color: bool) -> String {
+    table_with(view, TableOpts { color, width: crate::term::width(), wide: false })
+}
+
+/// The compact table (fits `opts.width`) or, with `opts.wide`, every column.
+pub fn table_with(view: &View, opts: TableOpts) -> String {
     let all = view.all;
     if all.is_empty() {
-        return "no experiments yet: run `ratchet \"experiment: ...\"` after editing the kernel, or `ratchet sweep`".into();
+        let text = "no experiments yet: run `ratchet \"experiment: ...\"` after editing the kernel, or `ratchet sweep`";
+        return if opts.wide { text.into() } else { crate::term::wrap(text, opts.width).join("\n") };
     }
+    let body = if view.shown.is_empty() {
+        format!("no experiment matches {}", view.filter)
+    } else if opts.wide {
+        wide_body(view, opts.color)
+    } else {
+        compact_body(view, opts)
+    };
+    let mut out = body;
+    for line in footer(view) {
+        if opts.wide {
+            out.push_str(&format!("\n{line}"));
+        } else {
+            for l in crate::term::wrap(&line, opts.width) {
+                out.push_str(&format!("\n{l}"));
+            }
+        }
+    }
+    out
+}
+
+/// The story under the table: counts, the gain over the first baseline, runs spent, the filter.
+fn footer(view: &View) -> Vec<String> {
+    let all = view.all;
+    let kept = all.iter().filter(|r| r.status == Status::Keep).count();
+    let runs: u64 = all.iter().map(|r| r.runs as u64).sum();
+    let wall: f64 = all.iter().map(|r| r.wall_s).sum();
+    let others: Vec<ResultRow> = all.iter().filter(|r| r.status != Status::Keep).cloned().collect();
+    let others = if others.is_empty() { String::new() } else { format!(" ({})", status_counts(&others)) };
+    let mut lines = vec![format!("{} experiments, {} kept{others}", all.len(), kept)];
+    if let Some(g) = gain_line(all) {
+        lines.push(g);
+    }
+    lines.push(format!("{runs} benchmark runs, {} of experiments", crate::units::fmt_duration(wall)));
+    if !view.filter.is_empty() && !view.shown.is_empty() {
+        lines.push(format!("showing {} of {} ({})", view.shown.len(), all.len(), view.filter));
+    }
+    lines
+}
+
+/// The message as a one-line label: its first line, without the conventional `experiment: `.
+pub fn short_message(message: &str) -> String {
+    let first = message.lines().next().unwrap_or("").trim();
+    let rest = first.strip_prefix("experiment:").map(str::trim_start).unwrap_or(first);
+    let more = if message.trim().lines().nth(1).is_some() { " …" } else { "" };
+    format!("{rest}{more}")
+}
+
+/// A field's text on one line: line breaks shown as ` ⏎ `, so a table row stays one line.
+pub fn one_line(text: &str) -> String {
+    text.trim().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ⏎ ")
+}
+
+fn status_cell(s: Status, color: bool) -> String {
+    let m = mark(s);
+    if !color {
+        return m.to_string();
+    }
+    let code = match s.class() {
+        StatusClass::Kept => "1;32",
+        StatusClass::NotKept if matches!(s, Status::Inconclusive | Status::Unconfirmed) => "33",
+        StatusClass::NotKept | StatusClass::NotRun => "",
+        StatusClass::Failed => "31",
+    };
+    if code.is_empty() {
+        m.to_string()
+    } else {
+        format!("\x1b[{code}m{m}\x1b[0m")
+    }
+}
+
+/// One column of the compact table.
+struct Col {
+    header: String,
+    cells: Vec<String>,
+    right: bool,
+    /// Lower goes in first when the width is short; the message (flex) takes what is left.
+    priority: u8,
+    flex: bool,
+}
+
+/// The compact table: id, status, speed-up with its interval, latency change, the deciding
+/// metric's change, the message; commit and best-so-far when the width allows. Every line
+/// fits `opts.width`; a cell is never wrapped (the message is cut at a word).
+fn compact_body(view: &View, opts: TableOpts) -> String {
+    let all = view.all;
+    let metric = all.iter().rev().find(|r| !r.metric.is_empty()).map(|r| r.metric.clone()).unwrap_or_else(|| "score".into());
+    let best = progression(all);
+    let first = all.iter().find_map(|r| r.incumbent_value);
+    let rows: Vec<&ResultRow> = view.shown.iter().map(|&i| &all[i]).collect();
+    let mut cols = vec![
+        Col { header: "id".into(), cells: rows.iter().map(|r| r.id.to_string()).collect(), right: true, priority: 0, flex: false },
+        Col {
+            header: "status".into(),
+            cells: rows.iter().map(|r| mark(r.status).to_string()).collect(),
+            right: false,
+            priority: 1,
+            flex: false,
+        },
+        Col {
+            header: "commit".into(),
+            cells: rows.iter().map(|r| if r.commit.is_empty() { "-".into() } else { short(&r.commit).to_string() }).collect(),
+            right: false,
+            priority: 6,
+            flex: false,
+        },
+        Col {
+            header: "speed-up [CI]".into(),
+            cells: rows
+                .iter()
+                .map(|r| match speedup(r) {
+                    Some((x, Some((lo, hi)))) => format!("{} [{:.2}-{:.2}]", fmt_x(x), lo, hi),
+                    Some((x, None)) => fmt_x(x),
+                    None => "-".into(),
+                })
+                .collect(),
+            right: true,
+            priority: 2,
+            flex: false,
+        },
+        Col {
+            header: "latency".into(),
+            cells: rows.iter().map(|r| speedup(r).map(|(x, _)| pct1(latency_change_pct(x))).unwrap_or("-".into())).collect(),
+            right: true,
+            priority: 4,
+            flex: false,
+        },
+        Col {
+            header: "best".into(),
+            cells: view
+                .shown
+                .iter()
+                .map(|&i| match (first, best[i]) {
+                    (Some(f), Some(b)) => fmt_x(overall_factor(&metric, f, b)),
+                    _ => "-".into(),
+                })
+                .collect(),
+            right: true,
+            priority: 7,
+            flex: false,
+        },
+    ];
+    // The deciding metric's own change beside the speed-up (for latency it is the latency column).
+    if metric != "latency" {
+        cols.push(Col {
+            header: format!("{metric} Δ"),
+            cells: rows.iter().map(|r| r.delta_pct.map(pct1).unwrap_or("-".into())).collect(),
+            right: true,
+            priority: 5,
+            flex: false,
+        });
+        cols.swap(5, 6); // display order: ..., latency, metric Δ, best
+    }
+    cols.push(Col {
+        header: "message".into(),
+        cells: rows.iter().map(|r| short_message(&r.message)).collect(),
+        right: false,
+        priority: 3,
+        flex: true,
+    });
+    let w = |c: &Col| c.cells.iter().map(|s| crate::term::cells(s)).chain([crate::term::cells(&c.header)]).max().unwrap_or(0);
+    let widths: Vec<usize> = cols.iter().map(w).collect();
+    const SEP: usize = 2;
+    const MSG_MIN: usize = 16;
+    // Take columns by priority while the message keeps at least MSG_MIN cells.
+    let mut order: Vec<usize> = (0..cols.len()).filter(|&i| !cols[i].flex).collect();
+    order.sort_by_key(|&i| cols[i].priority);
+    let mut used = 0usize;
+    let mut take = vec![false; cols.len()];
+    for i in order {
+        let extra = widths[i] + if used == 0 { 0 } else { SEP };
+        let after = used + extra;
+        // Commit and best-so-far only where the message keeps room to be read.
+        let room = if cols[i].priority >= 6 { 2 * MSG_MIN } else { MSG_MIN };
+        if cols[i].priority <= 1 || after + SEP + room <= opts.width {
+            take[i] = true;
+            used = after;
+        }
+    }
+    let msg = cols.len() - 1;
+    take[msg] = true;
+    let msg_width = opts.width.saturating_sub(used + SEP).max(8).min(widths[msg]);
+    let mut lines = vec![];
+    let line = |cells: Vec<(String, usize, bool)>| -> String {
+        let parts: Vec<String> = cells
+            .into_iter()
+            .map(|(text, width, right)| {
+                let pad = width.saturating_sub(crate::term::cells(&text));
+                if right {
+                    format!("{}{text}", " ".repeat(pad))
+                } else {
+                    format!("{text}{}", " ".repeat(pad))
+                }
+            })
+            .collect();
+        parts.join(&" ".repeat(SEP)).trim_end().to_string()
+    };
+    let shown: Vec<usize> = (0..cols.len()).filter(|&i| take[i]).collect();
+    let cell_width = |i: usize| if i == msg { msg_width } else { widths[i] };
+    lines.push(line(shown.iter().map(|&i| (crate::term::cut(&cols[i].header, cell_width(i)), cell_width(i), cols[i].right)).collect()));
+    lines.push("─".repeat(opts.width.min(used + SEP + msg_width)));
+    for (k, r) in rows.iter().enumerate() {
+        let mut text =
+            line(shown.iter().map(|&i| (crate::term::cut(&cols[i].cells[k], cell_width(i)), cell_width(i), cols[i].right)).collect());
+        if opts.color {
+            // Colour the status after the layout, so escape codes never count as width.
+            let plain = mark(r.status);
+            text = text.replacen(plain, &status_cell(r.status, true), 1);
+        }
+        lines.push(text);
+    }
+    lines.push("─".repeat(opts.width.min(used + SEP + msg_width)));
+    lines.join("\n")
+}
+
+/// Every column, one line per row however wide (`ratchet results --wide`): cells are never
+/// wrapped, so hashes and numbers stay whole; notes are cut to one line.
+fn wide_body(view: &View, color: bool) -> String {
+    let all = view.all;
     let metric = all.last().map(|r| r.metric.clone()).unwrap_or_default();
     let mut t = Table::new();
-    t.load_preset(presets::UTF8_HORIZONTAL_ONLY).set_content_arrangement(ContentArrangement::Dynamic);
+    t.load_preset(presets::UTF8_HORIZONTAL_ONLY).set_content_arrangement(ContentArrangement::Disabled);
     if !color {
         t.force_no_tty();
     }
@@ -147,15 +474,18 @@ pub fn table(view: &View, color: bool) -> String {
         "status",
         "commit",
         "message",
+        "speed-up [CI]",
+        "latency Δ",
         &metric,
         "best",
-        "gain",
-        "Δ [CI]",
+        "total gain",
+        "metric gain [CI]",
         "p",
         "latency ms",
         "util %",
         "regime",
         "runs",
+        "note",
     ]);
     let best = progression(all);
     let first = all.iter().find_map(|r| r.incumbent_value);
@@ -165,11 +495,11 @@ pub fn table(view: &View, color: bool) -> String {
         let mut status = Cell::new(mark(r.status));
         let mut value = Cell::new(num(r.value, digits)).set_alignment(CellAlignment::Right);
         if color {
-            status = match r.status {
-                Status::Keep => status.fg(Color::Green).add_attribute(Attribute::Bold),
-                Status::Revert | Status::Skipped | Status::NoOp => status,
-                Status::Inconclusive => status.fg(Color::Yellow),
-                _ => status.fg(Color::Red),
+            status = match r.status.class() {
+                StatusClass::Kept => status.fg(Color::Green).add_attribute(Attribute::Bold),
+                StatusClass::NotKept if matches!(r.status, Status::Inconclusive | Status::Unconfirmed) => status.fg(Color::Yellow),
+                StatusClass::NotKept | StatusClass::NotRun => status,
+                StatusClass::Failed => status.fg(Color::Red),
             };
             if r.status == Status::Keep {
                 value = value.add_attribute(Attribute::Bold);
@@ -179,13 +509,24 @@ pub fn table(view: &View, color: bool) -> String {
             (Some(f), Some(b)) => format!("{:+.1}%", gain_pct(&r.metric, f, b)),
             _ => "-".into(),
         };
-        let msg: String = r.message.lines().next().unwrap_or("").chars().take(48).collect();
+        let (sx, lat) = match speedup(r) {
+            Some((x, ci)) => (
+                match ci {
+                    Some((lo, hi)) => format!("{} [{:.2}-{:.2}]", fmt_x(x), lo, hi),
+                    None => fmt_x(x),
+                },
+                format!("{:+.1}%", latency_change_pct(x)),
+            ),
+            None => ("-".into(), "-".into()),
+        };
         let commit = if r.commit.is_empty() { "-" } else { short(&r.commit) };
         t.add_row(vec![
             Cell::new(r.id),
             status,
             Cell::new(commit),
-            Cell::new(msg),
+            Cell::new(crate::term::cut(&short_message(&r.message), 60)),
+            Cell::new(sx).set_alignment(CellAlignment::Right),
+            Cell::new(lat).set_alignment(CellAlignment::Right),
             value,
             Cell::new(num(b, digits)).set_alignment(CellAlignment::Right),
             Cell::new(gain).set_alignment(CellAlignment::Right),
@@ -195,29 +536,16 @@ pub fn table(view: &View, color: bool) -> String {
             Cell::new(num(r.util_pct, 1)).set_alignment(CellAlignment::Right),
             Cell::new(r.regime.clone().unwrap_or("-".into())),
             Cell::new(r.runs).set_alignment(CellAlignment::Right),
+            Cell::new(crate::term::cut(&one_line(&r.note), 80)),
         ]);
     }
-    let kept = all.iter().filter(|r| r.status == Status::Keep).count();
-    let runs: u64 = all.iter().map(|r| r.runs as u64).sum();
-    let wall: f64 = all.iter().map(|r| r.wall_s).sum();
-    let mut out = if view.shown.is_empty() { format!("no experiment matches {}", view.filter) } else { t.to_string() };
-    let others: Vec<ResultRow> = all.iter().filter(|r| r.status != Status::Keep).cloned().collect();
-    let others = if others.is_empty() { String::new() } else { format!(" ({})", status_counts(&others)) };
-    out.push_str(&format!("\n{} experiments, {} kept{others}", all.len(), kept));
-    if let Some(g) = gain_line(all) {
-        out.push_str(&format!("; {g}"));
-    }
-    out.push_str(&format!("\n{runs} benchmark runs, {} of experiments", crate::units::fmt_duration(wall)));
-    if !view.filter.is_empty() && !view.shown.is_empty() {
-        out.push_str(&format!("\nshowing {} of {} ({})", view.shown.len(), all.len(), view.filter));
-    }
-    out
+    t.to_string()
 }
 
 pub fn csv(rows: &[ResultRow]) -> String {
     let mut w = csv::Writer::from_writer(vec![]);
     for r in rows {
-        w.serialize(r).expect("rows serialize");
+        w.serialize(r.for_csv()).expect("rows serialize");
     }
     if rows.is_empty() {
         // Still print the header so scripts see the columns.
@@ -330,8 +658,13 @@ pub const COLUMNS: &[&str] = &[
 ];
 
 pub fn render(view: &View, format: Format, color: bool) -> String {
+    render_with(view, format, TableOpts { color, width: crate::term::width(), wide: false })
+}
+
+/// [`render`] with the table's layout given.
+pub fn render_with(view: &View, format: Format, opts: TableOpts) -> String {
     match format {
-        Format::Table => table(view, color),
+        Format::Table => table_with(view, opts),
         Format::Csv => csv(&view.rows()),
         Format::Json => json(&view.rows()),
         Format::Md => markdown(view),
@@ -359,6 +692,18 @@ mod tests {
         let text = std::fs::read_to_string(store.csv_path()).unwrap();
         assert_eq!(text.lines().next().unwrap(), COLUMNS.join(","));
         assert_eq!(csv(&[]).trim(), COLUMNS.join(","));
+    }
+
+    #[test]
+    fn figures_are_significant() {
+        assert_eq!(figures(1.23, 3), "1.23");
+        assert_eq!(figures(240.293, 3), "240");
+        assert_eq!(figures(0.004321, 3), "0.00432");
+        assert_eq!(figures(12345.0, 3), "12300");
+        assert_eq!(fmt_x(13.72), "13.7x");
+        assert_eq!(fmt_x(1.234), "1.23x");
+        assert!((overall_factor("score", 1.23, 232.0) - 13.73).abs() < 0.01);
+        assert!((latency_change_pct(2.0) + 50.0).abs() < 1e-9);
     }
 
     #[test]

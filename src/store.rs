@@ -208,6 +208,43 @@ use crate::fsutil::write_atomic_then;
 pub use crate::fsutil::{now, write_atomic};
 
 impl ResultRow {
+    /// The row as results.csv stores it: line breaks in the message and the note escaped (`\n`,
+    /// `\r`, `\\`), so every row is one line for line tools; [`ResultRow::from_csv`] undoes it.
+    pub fn for_csv(&self) -> ResultRow {
+        let esc = |s: &str| s.replace('\\', "\\\\").replace('\r', "\\r").replace('\n', "\\n");
+        ResultRow { message: esc(&self.message), note: esc(&self.note), ..self.clone() }
+    }
+
+    /// The row as read from results.csv, its text fields unescaped.
+    pub fn from_csv(self) -> ResultRow {
+        ResultRow { message: unescape_line(&self.message), note: unescape_line(&self.note), ..self }
+    }
+}
+
+/// Undo [`ResultRow::for_csv`]'s escapes; any other backslash stays as it is.
+pub fn unescape_line(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some('\\') => out.push('\\'),
+            Some(o) => {
+                out.push('\\');
+                out.push(o);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+impl ResultRow {
     /// A row with no measurement (skipped, or interrupted before a decision): figures empty,
     /// the time now.
     pub fn unmeasured(id: u64, status: Status, message: &str, commit: String, incumbent: String) -> ResultRow {
@@ -286,10 +323,10 @@ impl Store {
             return Ok(vec![]);
         }
         let mut rdr = csv::Reader::from_path(&path).map_err(|e| Error::failure(format!("cannot read {}: {e}", path.display())))?;
-        rdr.deserialize()
+        rdr.deserialize::<ResultRow>()
             .enumerate()
             .map(|(i, r)| {
-                r.map_err(|e| {
+                r.map(ResultRow::from_csv).map_err(|e| {
                     Error::failure(format!("{} row {}: {e}", path.display(), i + 1))
                         .hint("the file is written only by ratchet; restore it from a backup or move it aside")
                 })
@@ -317,7 +354,7 @@ impl Store {
         rows.push(row.clone());
         let mut w = csv::Writer::from_writer(vec![]);
         for r in &rows {
-            w.serialize(r).map_err(|e| Error::failure(format!("cannot encode a results row: {e}")))?;
+            w.serialize(r.for_csv()).map_err(|e| Error::failure(format!("cannot encode a results row: {e}")))?;
         }
         let bytes = w.into_inner().map_err(|e| Error::failure(format!("cannot encode results: {e}")))?;
         write_atomic_then(&self.csv_path(), &bytes, || crate::fault::point("mid-append"))

@@ -60,6 +60,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
         match event {
             Event::Recovered { what } => say!(e, "recovered: {what}"),
             Event::Note { text } => say!(e, "note: {text}"),
+            Event::Hypothesis { listing } => say!(e, "{listing}"),
             Event::ExperimentStarted { id, message, branch, candidate, incumbent, metric, params, elasticity, history } => {
                 experiment_header(o, id, &message, &branch, &candidate, &incumbent, &metric, &params, elasticity, &history)
             }
@@ -218,19 +219,16 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
                 );
             }
             if row.status == Status::Unconfirmed {
-                say!(
-                    o,
-                    "  to settle it: git cherry-pick --no-commit refs/ratchet/discarded/{} && ratchet \"{}\" --pairs {}",
-                    row.id,
-                    row.message.replace('"', "\\\""),
-                    2 * d.pairs.max(8)
-                );
+                say!(o, "  to settle it: ratchet retry {} --pairs {}", row.id, 2 * d.pairs.max(8));
             }
         }
         None => say!(o, "  {verdict}: {}", row.note),
     }
     if let (Some(v), Some(iv)) = (row.value, row.incumbent_value) {
         say!(o, "  {}: incumbent {} -> candidate {}", row.metric, sig(iv, 4), sig(v, 4));
+    }
+    if let Some(line) = crate::report::speedup_line(row) {
+        say!(o, "  {line}");
     }
     let mut figs = vec![];
     if let Some(l) = row.latency_ms {
@@ -268,7 +266,12 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
         say!(o, "  kernel body: {}", row.kernel_ops.replace(';', ", ").replace('=', " "));
     }
     if let Some(r) = &oc.discarded_ref {
-        say!(o, "  reverted to {}; the hypothesis is kept at {r} (git show {r})", short(&row.incumbent));
+        say!(
+            o,
+            "  reverted to {}; the hypothesis is kept at {r} (git show {r}; ratchet retry {} re-applies it)",
+            short(&row.incumbent),
+            row.id
+        );
     } else if row.status == Status::Keep {
         say!(o, "  kept {} as the new incumbent", short(&row.commit));
     }

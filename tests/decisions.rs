@@ -41,7 +41,7 @@ fn failed_confirmation_is_not_kept() {
         .arg("experiment: a fluke")
         .assert()
         .success()
-        .stdout(predicate::str::contains("UNCONFIRMED").and(predicate::str::contains("to settle it: git cherry-pick --no-commit")));
+        .stdout(predicate::str::contains("UNCONFIRMED").and(predicate::str::contains("to settle it: ratchet retry 1 --pairs")));
     let r = &t.rows()[0];
     assert_eq!(r["status"], "unconfirmed", "{r:?}");
     assert!(r["note"].contains("unconfirmed") && r["note"].contains("--pairs"), "{}", r["note"]);

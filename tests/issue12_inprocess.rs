@@ -346,7 +346,9 @@ fn events_serialize_as_json_lines() {
     let text = String::from_utf8(sink.0).unwrap();
     let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), events.len());
-    assert_eq!(lines[0]["event"], "experiment_started");
+    // What the hypothesis commits comes first, then the experiment starts.
+    assert_eq!(lines[0]["event"], "hypothesis");
+    assert_eq!(lines[1]["event"], "experiment_started");
     let last = lines.last().unwrap();
     assert_eq!(last["event"], "experiment_finished");
     assert_eq!(last["outcome"]["row"]["status"], "keep");
@@ -415,7 +417,7 @@ fn failed_confirmation_is_not_kept_and_says_how_to_settle_it() {
     let o = o.unwrap();
     check_common(&repo, &o, &events, &exec);
     let out = render(&events).0;
-    assert!(out.contains("UNCONFIRMED") && out.contains("to settle it: git cherry-pick --no-commit"), "{out}");
+    assert!(out.contains("UNCONFIRMED") && out.contains("to settle it: ratchet retry"), "{out}");
     assert_eq!(o.row.status, Status::Unconfirmed, "{:?}", o.row);
     assert!(o.row.note.contains("unconfirmed") && o.row.note.contains("--pairs"), "{}", o.row.note);
     assert!(o.row.confirm_delta_pct.unwrap().abs() < 3.0, "{:?}", o.row);

@@ -107,7 +107,8 @@ fn the_driver_runs_the_real_example_kernel_on_cpu() {
     t.git(&["add", "-A"]);
     t.git(&["commit", "-q", "-m", "FlashAttention example: baseline"]);
     let started = std::time::Instant::now();
-    let out = run_driver(&t, "examples/flash_attention/kernel.py", &["--max-hypotheses", "1"]);
+    // On CPU the example's blocks are its CPU_* constants (BQ/BKV are the accelerator's).
+    let out = run_driver(&t, "examples/flash_attention/kernel.py", &["--max-hypotheses", "1", "--params", "CPU_BQ,CPU_BKV"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     eprintln!("agent driver on the real example: {:.0} s\n{stdout}", started.elapsed().as_secs_f64());
@@ -115,14 +116,14 @@ fn the_driver_runs_the_real_example_kernel_on_cpu() {
     // Twice the Q block: half the grid steps of the interpreter, clearly faster. On a loaded
     // machine 3 pairs may not settle it: then the driver retries once with more pairs.
     assert!(!rows.is_empty() && rows.len() <= 2, "{rows:?}");
-    assert!(rows.iter().all(|r| r["message"] == "experiment: BQ 32 -> 64"), "{rows:?}");
+    assert!(rows.iter().all(|r| r["message"] == "experiment: CPU_BQ 32 -> 64"), "{rows:?}");
     if rows.len() == 2 {
         assert!(["inconclusive", "unconfirmed"].contains(&rows[0]["status"].as_str()), "only an unsettled one is retried: {rows:?}");
     }
     let last = rows.last().unwrap();
     assert!(["keep", "inconclusive", "unconfirmed"].contains(&last["status"].as_str()), "{last:?}");
     assert!(last["speedup_pct"].parse::<f64>().unwrap() > 0.0, "bigger Q blocks are faster here: {last:?}");
-    let bq = if last["status"] == "keep" { "\nBQ = 64\n" } else { "\nBQ = 32\n" };
+    let bq = if last["status"] == "keep" { "\nCPU_BQ = 64\n" } else { "\nCPU_BQ = 32\n" };
     assert!(t.read("examples/flash_attention/kernel.py").contains(bq), "the tree holds the incumbent's {bq:?}");
     assert_eq!(t.read(".ratchet/agent-ideas.jsonl").lines().count(), 1);
 }

@@ -103,7 +103,7 @@ fn sweep_compounds_kept_gains_and_goes_on_past_failures() {
     t.ratchet().args(["show", "3"]).assert().success().stdout(predicate::str::contains("exited with code 3"));
     t.ratchet().args(["show", "99"]).assert().code(2).stderr(predicate::str::contains("no experiment 99"));
 
-    // Pictures: PNG and SVG of both charts, and a self-contained HTML report.
+    // Pictures: PNG and SVG of the charts (staircase, roofline, runs), and a self-contained HTML report.
     t.ratchet().args(["plot", "--html", "report.html"]).assert().success();
     for name in ["staircase", "roofline"] {
         let png = std::fs::read(t.path().join(format!("results/plots/{name}.png"))).unwrap();
@@ -113,7 +113,7 @@ fn sweep_compounds_kept_gains_and_goes_on_past_failures() {
         assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>"), "{name}.svg");
     }
     let html = t.read("report.html");
-    assert!(html.starts_with("<!DOCTYPE html>") && html.matches("<svg").count() == 2 && html.contains("exp: 5 -&gt; 2.5 ms"));
+    assert!(html.starts_with("<!DOCTYPE html>") && html.matches("<svg").count() == 3 && html.contains("exp: 5 -&gt; 2.5 ms"));
     for external in ["src=", "href=", "<script", "<link", "url("] {
         assert!(!html.contains(external), "the report must be self-contained, found {external}");
     }

@@ -1,13 +1,18 @@
 //! The subcommands other than the experiment itself, one file each: `init` (here), `results`,
-//! `status`, `sweep`, `show`, `plot` and `simulate`.
+//! `status`, `sweep`, `show`, `plot`, `simulate`, `retry` and `gc`.
 
+pub mod completions;
+pub mod detect;
 pub mod gate;
+pub mod gc;
 pub mod guard;
 pub mod inspect;
 pub mod json;
 pub mod plot;
+pub mod pythonpath;
 pub mod recover;
 pub mod results;
+pub mod retry;
 pub mod show;
 pub mod simulate;
 pub mod status;
@@ -28,12 +33,15 @@ pub fn init(dir: &Path, args: &InitArgs) -> Result<()> {
     if path.exists() && !args.force {
         return Err(Error::config(format!("{} already exists", path.display())).hint("pass --force to overwrite it"));
     }
-    if crate::hardware::preset(&args.preset).is_none() {
-        return Err(Error::usage(format!(
-            "unknown hardware preset {:?}; known: {}",
-            args.preset,
-            crate::hardware::preset_names().join(", ")
-        )));
+    let (preset, detected) = match &args.preset {
+        Some(p) => (p.clone(), None),
+        None => match detect::detect() {
+            Some((p, from)) => (p.to_string(), Some(format!("detected {from}"))),
+            None => ("cpu".to_string(), Some("no TPU or known GPU detected: nominal CPU figures; pass --preset to choose".to_string())),
+        },
+    };
+    if crate::hardware::preset(&preset).is_none() {
+        return Err(Error::usage(format!("unknown hardware preset {preset:?}; known: {}", crate::hardware::preset_names().join(", "))));
     }
     let has_prepare = root.join("prepare.py").exists();
     let command = match (&args.command, has_prepare) {
@@ -44,9 +52,13 @@ pub fn init(dir: &Path, args: &InitArgs) -> Result<()> {
                 .hint("pass it: ratchet init --command \"python3 bench.py\""))
         }
     };
-    let text = config::template(&command, &args.preset);
+    let text = config::template(&command, &preset);
     crate::store::write_atomic(&path, text.as_bytes())?;
-    println!("wrote {} (benchmark: {command}; hardware: {})", path.display(), args.preset);
+    println!(
+        "wrote {} (benchmark: {command}; hardware: {preset}{})",
+        path.display(),
+        detected.map(|d| format!(", {d}")).unwrap_or_default()
+    );
     if has_prepare {
         println!("found prepare.py: it should follow the benchmark protocol (docs/protocol.md), or print RESULT: lines");
     }

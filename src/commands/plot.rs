@@ -1,35 +1,63 @@
-//! `ratchet plot`: write the staircase and roofline charts as PNG and SVG, and with `--html`
-//! a self-contained HTML report of the results.
+//! `ratchet plot`: write the staircase, roofline and run-distribution charts as PNG and SVG,
+//! with `--ops ID` an experiment's per-op chart, and with `--html` a self-contained HTML report.
 
 use crate::cli::PlotArgs;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
-use crate::plot::{self, Chart};
+use crate::plot::{self, Chart, Night};
 use crate::store::{write_atomic, Store};
 use crate::vcs::{self, Repo};
 use std::path::Path;
 
 pub fn run(dir: &Path, args: &PlotArgs) -> Result<()> {
     let repo = Repo::discover(dir)?;
-    let rows = Store::new(&repo.root().join(vcs::RESULTS_DIR)).rows()?;
+    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
+    let rows = store.rows()?;
     if rows.is_empty() {
         return Err(Error::usage("no experiments to plot yet").hint("run `ratchet sweep` or `ratchet \"experiment: ...\"` first"));
     }
+    let runs = store.runs()?;
     let hw = Config::load(&config::path_in(repo.root())).ok().and_then(|c| c.hardware());
+    let night = Night { rows: &rows, runs: &runs, hw: hw.as_ref() };
     let out = if args.out.is_absolute() { args.out.clone() } else { repo.root().join(&args.out) };
     std::fs::create_dir_all(&out)?;
     let fail = |what: &str, e: String| Error::failure(format!("drawing the {what} chart failed: {e}"));
-    for (chart, name) in [(Chart::Staircase, "staircase"), (Chart::Roofline, "roofline")] {
-        let svg = plot::svg(chart, &rows, hw.as_ref()).map_err(|e| fail(name, e))?;
+    for chart in Chart::ALL {
+        let name = chart.name();
+        if chart == Chart::Runs && runs.is_empty() {
+            continue;
+        }
+        let svg = plot::svg(chart, &night).map_err(|e| fail(name, e))?;
         write_atomic(&out.join(format!("{name}.svg")), svg.as_bytes())?;
-        let png = plot::png(chart, &rows, hw.as_ref()).map_err(|e| fail(name, e))?;
+        let png = plot::png(chart, &night).map_err(|e| fail(name, e))?;
         write_atomic(&out.join(format!("{name}.png")), &png)?;
         println!("wrote {0}/{name}.png and {0}/{name}.svg", out.display());
+    }
+    let mut extra = vec![];
+    for &id in &args.ops {
+        let row = rows.iter().find(|r| r.id == id).ok_or_else(|| {
+            Error::usage(format!("--ops {id}: no experiment {id} in results/results.csv")).hint("`ratchet results` lists the ids")
+        })?;
+        let exp_runs: Vec<_> = runs.iter().filter(|r| r.experiment == id.to_string()).cloned().collect();
+        let kernel = Config::load(&config::path_in(repo.root())).ok().and_then(|c| c.trace.kernel);
+        let opts = crate::trace::AnalyzeOptions { kernel, ..Default::default() };
+        let side = |s| crate::commands::show::op_breakdown(&exp_runs, s, &opts).map(|(_, ops)| ops);
+        let (Some(cand), Some(inc)) = (side(crate::bench::Side::Candidate), side(crate::bench::Side::Incumbent)) else {
+            return Err(Error::usage(format!("--ops {id}: experiment {id} has no readable trace on both sides")).hint(
+                "traces are written when [benchmark] profile_iters > 0, and `ratchet gc` removes those of old reverted experiments",
+            ));
+        };
+        let svg = plot::ops_svg(row, &cand, &inc).map_err(|e| fail("ops", e))?;
+        write_atomic(&out.join(format!("ops-{id}.svg")), svg.as_bytes())?;
+        let png = plot::ops_png(row, &cand, &inc).map_err(|e| fail("ops", e))?;
+        write_atomic(&out.join(format!("ops-{id}.png")), &png)?;
+        println!("wrote {0}/ops-{id}.png and {0}/ops-{id}.svg", out.display());
+        extra.push(svg);
     }
     if let Some(h) = &args.html {
         let path = if h.is_absolute() { h.clone() } else { dir.join(h) };
         let title = format!("ratchet results: {}", repo.root().file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
-        let text = plot::html(&rows, hw.as_ref(), &title).map_err(|e| fail("html", e))?;
+        let text = plot::html_with(&night, &title, &extra).map_err(|e| fail("html", e))?;
         write_atomic(&path, text.as_bytes())?;
         println!("wrote {}", path.display());
     }

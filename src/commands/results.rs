@@ -7,7 +7,6 @@ use crate::error::{Error, Result};
 use crate::report::{self, View};
 use crate::store::{ResultRow, Status, Store};
 use crate::vcs::{self, Repo};
-use std::io::IsTerminal;
 use std::path::Path;
 
 pub fn run(dir: &Path, args: &ResultsArgs) -> Result<()> {
@@ -15,8 +14,8 @@ pub fn run(dir: &Path, args: &ResultsArgs) -> Result<()> {
     let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
     let rows = store.rows()?;
     let view = select(&rows, args, chrono::Utc::now())?;
-    let color = std::io::stdout().is_terminal();
-    println!("{}", report::render(&view, args.format, color).trim_end());
+    let opts = report::TableOpts { color: crate::term::color(), width: crate::term::width(), wide: args.wide };
+    println!("{}", report::render_with(&view, args.format, opts).trim_end());
     Ok(())
 }
 

@@ -81,6 +81,9 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
             let _ = writeln!(o, "  no statistical decision ({})", row.status.as_str());
         }
     }
+    if let Some(line) = crate::report::speedup_line(row) {
+        let _ = writeln!(o, "  {line}");
+    }
     let _ = writeln!(o, "  {}: incumbent {} -> candidate {}", row.metric, opt(row.incumbent_value, 4, ""), opt(row.value, 4, ""));
 
     let _ = writeln!(o, "\nmetrics (candidate, median over its runs)");
@@ -122,7 +125,7 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
         }
         if parked && row.status != Status::Keep {
             let _ = writeln!(o, "  see it: git show {discarded}   (reverted; parked there)");
-            let _ = writeln!(o, "  bring it back: git cherry-pick {discarded}");
+            let _ = writeln!(o, "  bring it back: ratchet retry {} (uncommitted, to run again; --run runs it)", row.id);
         } else {
             let _ = writeln!(o, "  see it: git show {}", &row.commit[..row.commit.len().min(12)]);
         }

@@ -33,6 +33,8 @@ pub struct Report {
     pub last: Option<ResultRow>,
     pub experiments: usize,
     pub kept: usize,
+    /// Disk taken by ratchet's files and what `ratchet gc` would free, as one line.
+    pub disk: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -89,6 +91,7 @@ pub fn report(dir: &Path) -> Result<Report> {
         kept: rows.iter().filter(|r| r.status == Status::Keep).count(),
         experiments: rows.len(),
         last: rows.last().cloned(),
+        disk: crate::commands::gc::disk_line(&repo, &rows),
     })
 }
 
@@ -149,5 +152,6 @@ pub fn run(dir: &Path, json: bool) -> Result<()> {
     if r.experiments > 0 {
         println!("{} experiments, {} kept", r.experiments, r.kept);
     }
+    println!("{}", r.disk);
     Ok(())
 }

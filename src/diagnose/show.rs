@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use crate::bench::{RunRecord, RunStatus, Side};
 use crate::hardware::Hardware;
 use crate::metrics::{self, Metrics};
-use crate::report::sig;
 use crate::store::ResultRow;
+use crate::units::sig;
 
 use super::environment::{self, Environment};
 use super::{cliff, Inputs, RooflineView};

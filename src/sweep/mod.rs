@@ -97,8 +97,9 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     if t.is_empty() {
         return Err(bad());
     }
+    // A bare number has no unit: `--max-wall 8` meant as 8 hours must not run for 8 seconds.
     if let Ok(v) = t.parse::<f64>() {
-        return if v.is_finite() && v >= 0.0 { Ok(Duration::from_secs_f64(v)) } else { Err(bad()) };
+        return if v == 0.0 { Ok(Duration::ZERO) } else { Err(format!("{s:?} has no unit; write {t}h, {t}m or {t}s")) };
     }
     let mut total = 0.0;
     let mut num = String::new();
@@ -303,6 +304,7 @@ fn run_one(
         pairs: h.pairs.or(opts.pairs),
         hypothesis: Some(h.key()),
         tags: h.tags.clone(),
+        allow_large: false,
     };
     let res = experiment::run(ws, &eopts, exec, fx);
     let failed = match &res {

@@ -1,0 +1,83 @@
+//! Which hardware preset `ratchet init` writes when none is given: the machine's accelerator as
+//! the TPU runtime's environment or `nvidia-smi` names it, else the nominal `cpu` preset.
+
+use std::process::Command;
+use std::time::Duration;
+
+/// The preset for an accelerator name: a TPU accelerator type (`v5litepod-8`, `v6e-4`, `v5p-8`,
+/// `tpu7x-...`) or a GPU's marketing name (`NVIDIA H100 80GB HBM3`).
+pub fn preset_for(name: &str) -> Option<&'static str> {
+    let n = name.to_ascii_lowercase();
+    // Order matters: "v5litepod" before "v5p"/"v5", "h200" before "h100".
+    let table: &[(&str, &str)] = &[
+        ("v5litepod", "tpu-v5e"),
+        ("v5e", "tpu-v5e"),
+        ("v5p", "tpu-v5p"),
+        ("v6e", "tpu-v6e"),
+        ("tpu7x", "tpu-v7x"),
+        ("v7x", "tpu-v7x"),
+        ("h200", "h200"),
+        ("h100", "h100"),
+    ];
+    table.iter().find(|(k, _)| n.contains(k)).map(|(_, p)| *p)
+}
+
+/// The detected preset and what it was detected from, or `None` with no known accelerator.
+pub fn detect() -> Option<(&'static str, String)> {
+    for var in ["TPU_ACCELERATOR_TYPE", "ACCELERATOR_TYPE"] {
+        if let Ok(v) = std::env::var(var) {
+            if let Some(p) = preset_for(&v) {
+                return Some((p, format!("{var}={v}")));
+            }
+        }
+    }
+    let gpu = run_with_timeout("nvidia-smi", &["--query-gpu=name", "--format=csv,noheader"], Duration::from_secs(10))?;
+    let first = gpu.lines().next()?.trim().to_string();
+    preset_for(&first).map(|p| (p, format!("nvidia-smi: {first}")))
+}
+
+/// stdout of `cmd args` when it exits 0 within `limit` (a hung driver must not hang `init`).
+fn run_with_timeout(cmd: &str, args: &[&str], limit: Duration) -> Option<String> {
+    let mut child = Command::new(cmd)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let start = std::time::Instant::now();
+    loop {
+        match child.try_wait().ok()? {
+            Some(status) if status.success() => {
+                let mut out = String::new();
+                std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+                return Some(out);
+            }
+            Some(_) => return None,
+            None if start.elapsed() > limit => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            None => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_map_to_presets() {
+        assert_eq!(preset_for("v5litepod-8"), Some("tpu-v5e"));
+        assert_eq!(preset_for("v5p-16"), Some("tpu-v5p"));
+        assert_eq!(preset_for("v6e-4"), Some("tpu-v6e"));
+        assert_eq!(preset_for("NVIDIA H100 80GB HBM3"), Some("h100"));
+        assert_eq!(preset_for("NVIDIA H200"), Some("h200"));
+        assert_eq!(preset_for("NVIDIA A10G"), None);
+        for p in ["tpu-v5e", "tpu-v5p", "tpu-v6e", "tpu-v7x", "h100", "h200"] {
+            assert!(crate::hardware::preset(p).is_some(), "{p} is a preset");
+        }
+    }
+}

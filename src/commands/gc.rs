@@ -1,0 +1,109 @@
+//! `ratchet gc`: bound the disk that `.ratchet/` takes. Retention: the run directories (traces,
+//! HLO, snapshots) of kept experiments and of the last N experiments stay; the others go. The
+//! rows of results.csv and the raw runs of runs.jsonl always stay, so tables, charts and the
+//! statistics are unchanged; `ratchet show` of a collected experiment says its traces are gone.
+
+use crate::cli::GcArgs;
+use crate::error::Result;
+use crate::store::{Status, Store};
+use crate::vcs::{self, Repo};
+use std::path::{Path, PathBuf};
+
+/// Bytes under `path`, symlinks not followed (0 when it does not exist).
+pub fn du(path: &Path) -> u64 {
+    let Ok(meta) = std::fs::symlink_metadata(path) else { return 0 };
+    if !meta.is_dir() {
+        return meta.len();
+    }
+    std::fs::read_dir(path).map(|rd| rd.flatten().map(|e| du(&e.path())).sum()).unwrap_or(0)
+}
+
+/// The experiment directories `gc` would remove, with their sizes: every `experiments/<id>` that
+/// is neither kept, nor among the last `keep_last` ids, nor the one an unfinished journal names.
+pub fn collectable(state_dir: &Path, rows: &[crate::store::ResultRow], keep_last: usize) -> Vec<(u64, PathBuf, u64)> {
+    let mut ids: Vec<u64> = rows.iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    let recent: Vec<u64> = ids.iter().rev().take(keep_last).cloned().collect();
+    let kept: Vec<u64> = rows.iter().filter(|r| r.status == Status::Keep).map(|r| r.id).collect();
+    let in_flight = crate::journal::load(state_dir).map(|j| j.id);
+    let mut out = vec![];
+    let Ok(rd) = std::fs::read_dir(state_dir.join("experiments")) else { return out };
+    for e in rd.flatten() {
+        let Some(id) = e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else { continue };
+        // An id with no row yet (an experiment running or left unfinished) is never collected.
+        let recorded = ids.contains(&id);
+        if !recorded || kept.contains(&id) || recent.contains(&id) || in_flight == Some(id) {
+            continue;
+        }
+        out.push((id, e.path(), du(&e.path())));
+    }
+    out.sort();
+    out
+}
+
+pub fn run(dir: &Path, args: &GcArgs) -> Result<()> {
+    let repo = Repo::discover(dir)?;
+    let state_dir = repo.state_dir();
+    let rows = Store::new(&repo.root().join(vcs::RESULTS_DIR)).rows()?;
+    let before = du(&state_dir);
+    let victims = collectable(&state_dir, &rows, args.keep_last);
+    let freed: u64 = victims.iter().map(|v| v.2).sum();
+    let verb = if args.dry_run { "would remove" } else { "removed" };
+    let ids: Vec<String> = victims.iter().map(|v| v.0.to_string()).collect();
+    if !args.dry_run {
+        for (_, path, _) in &victims {
+            std::fs::remove_dir_all(path)?;
+        }
+    }
+    println!(
+        "retention: the run directories of kept experiments and of the last {} stay; results.csv and runs.jsonl are never touched",
+        args.keep_last
+    );
+    if victims.is_empty() {
+        println!("nothing to collect");
+    } else {
+        println!(
+            "{verb} the run directories of {} experiment{} ({}): {}",
+            victims.len(),
+            if victims.len() == 1 { "" } else { "s" },
+            ids.join(", "),
+            crate::admit::human(freed)
+        );
+    }
+    let mut freed_total = freed;
+    if args.cache {
+        let cache = state_dir.join("cache");
+        let size = du(&cache);
+        if !args.dry_run && cache.exists() {
+            std::fs::remove_dir_all(&cache)?;
+        }
+        println!("{verb} the compilation cache ({}): the next runs compile afresh", crate::admit::human(size));
+        freed_total += size;
+    }
+    let after = if args.dry_run { before.saturating_sub(freed_total) } else { du(&state_dir) };
+    println!(".ratchet: {} -> {}", crate::admit::human(before), crate::admit::human(after));
+    Ok(())
+}
+
+/// "disk: .ratchet 227.1 MB (experiments 200.3 MB, cache 20.0 MB), results 1.2 MB; `ratchet gc` would free 180.2 MB".
+pub fn disk_line(repo: &Repo, rows: &[crate::store::ResultRow]) -> String {
+    let state_dir = repo.state_dir();
+    let total = du(&state_dir);
+    let parts: Vec<String> = ["experiments", "cache", "worktrees", "calibration"]
+        .iter()
+        .map(|d| (d, du(&state_dir.join(d))))
+        .filter(|(_, s)| *s > 0)
+        .map(|(d, s)| format!("{d} {}", crate::admit::human(s)))
+        .collect();
+    let results = du(&repo.root().join(vcs::RESULTS_DIR));
+    let free: u64 = collectable(&state_dir, rows, crate::cli::GC_KEEP_LAST).iter().map(|v| v.2).sum();
+    let mut line = format!("disk: .ratchet {}", crate::admit::human(total));
+    if !parts.is_empty() {
+        line.push_str(&format!(" ({})", parts.join(", ")));
+    }
+    line.push_str(&format!(", results {}", crate::admit::human(results)));
+    if free > 0 {
+        line.push_str(&format!("; `ratchet gc` would free {}", crate::admit::human(free)));
+    }
+    line
+}

@@ -1,0 +1,63 @@
+//! `ratchet retry ID`: put a parked hypothesis (`refs/ratchet/discarded/ID`) back into the
+//! working tree as an uncommitted change on top of HEAD, ready to run again; with `--run` or
+//! `--pairs N` it runs at once. Unlike `git cherry-pick`, nothing is committed: the change
+//! goes through the ratchet again instead of becoming the incumbent untested.
+
+use crate::cli::RetryArgs;
+use crate::error::{Error, Result};
+use crate::store::{Status, Store};
+use crate::vcs::{self, Repo};
+use std::path::Path;
+
+/// Apply experiment `args.id`'s parked change to the working tree; returns the message to run
+/// it under ("<its message> (retry of <id>)").
+pub fn apply(dir: &Path, args: &RetryArgs) -> Result<String> {
+    let repo = Repo::discover(dir)?;
+    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
+    let rows = store.rows()?;
+    let row = rows
+        .iter()
+        .find(|r| r.id == args.id)
+        .ok_or_else(|| Error::usage(format!("no experiment {} in results/results.csv", args.id)).hint("`ratchet results` lists the ids"))?;
+    if row.status == Status::Keep {
+        return Err(Error::usage(format!("experiment {} was kept: its change is in the history already", args.id))
+            .hint("to measure HEAD again: ratchet \"experiment: re-measure\" --allow-empty"));
+    }
+    let git = git2::Repository::open(repo.root())?;
+    let name = vcs::discarded_ref(&args.id.to_string());
+    let parked = match git.find_reference(&name).and_then(|r| r.peel_to_commit()) {
+        Ok(c) => c,
+        Err(_) => {
+            return Err(Error::usage(format!("experiment {} ({}) has no parked hypothesis at {name}", args.id, row.status.as_str()))
+                .hint("only a measured, reverted hypothesis is parked; one skipped or refused never made a commit"))
+        }
+    };
+    let changes = repo.changes()?;
+    if !changes.is_empty() {
+        return Err(Error::repo(format!(
+            "the working tree has changes ({}): a retry would mix them into the hypothesis",
+            changes.join(", ")
+        ))
+        .hint("commit or stash them first (git stash), then retry"));
+    }
+    let parent = parked.parent(0)?;
+    let mut opts = git2::DiffOptions::new();
+    opts.show_binary(true);
+    let diff = git.diff_tree_to_tree(Some(&parent.tree()?), Some(&parked.tree()?), Some(&mut opts))?;
+    let files: Vec<String> =
+        diff.deltas().filter_map(|d| d.new_file().path().or(d.old_file().path()).map(|p| p.display().to_string())).collect();
+    // libgit2 checks every hunk before it writes: a change that no longer applies leaves the
+    // working tree as it was.
+    git.apply(&diff, git2::ApplyLocation::WorkDir, None).map_err(|e| {
+        Error::repo(format!("experiment {}'s change does not apply to HEAD any more: {}", args.id, e.message()))
+            .hint(format!("see it with git show {name}, and redo the edit by hand"))
+    })?;
+    println!("re-applied experiment {} ({}) to the working tree: {}", args.id, row.status.as_str(), files.join(", "));
+    let message = format!("{} (retry of {})", row.message.lines().next().unwrap_or("").trim(), args.id);
+    if !(args.run || args.pairs.is_some()) {
+        let pairs = row.runs.max(16) / 2 * 2;
+        println!("run it with: ratchet retry {} --run   (or with more pairs: ratchet \"{message}\" --pairs {pairs})", args.id);
+        println!("drop it with: git checkout -- {}", files.join(" "));
+    }
+    Ok(message)
+}

@@ -1,0 +1,139 @@
+//! Terminal conventions in one place: the width tables fit into (`COLUMNS`, else the terminal's
+//! own size, else 80) and whether to colour (`--color`, `NO_COLOR`, `TERM=dumb`, a terminal).
+
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// `--color`: when to colour the output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ColorChoice {
+    /// Colour on a terminal, unless `NO_COLOR` is set or `TERM` is `dumb`.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+static CHOICE: AtomicU8 = AtomicU8::new(0);
+
+/// Record the command line's `--color` for [`color`].
+pub fn set_color_choice(c: ColorChoice) {
+    CHOICE.store(
+        match c {
+            ColorChoice::Auto => 0,
+            ColorChoice::Always => 1,
+            ColorChoice::Never => 2,
+        },
+        Ordering::Relaxed,
+    );
+}
+
+/// Whether stdout gets colour: `--color always|never` wins; otherwise colour only on a terminal,
+/// and never with `NO_COLOR` set to anything non-empty (no-color.org) or `TERM=dumb`.
+pub fn color() -> bool {
+    let choice = match CHOICE.load(Ordering::Relaxed) {
+        1 => ColorChoice::Always,
+        2 => ColorChoice::Never,
+        _ => ColorChoice::Auto,
+    };
+    decide_color(choice, std::env::var_os("NO_COLOR"), std::env::var("TERM").ok().as_deref(), std::io::stdout().is_terminal())
+}
+
+fn decide_color(choice: ColorChoice, no_color: Option<std::ffi::OsString>, term: Option<&str>, tty: bool) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => tty && no_color.map_or(true, |v| v.is_empty()) && term != Some("dumb"),
+    }
+}
+
+/// The width to fit output into: `COLUMNS` when set (as shells and test harnesses set it),
+/// else the terminal's width, else 80 (a pipe or a file: the conventional width).
+pub fn width() -> usize {
+    if let Some(w) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|&w| w > 0) {
+        return w.max(40);
+    }
+    tty_width().unwrap_or(80).max(40)
+}
+
+fn tty_width() -> Option<usize> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    // SAFETY: TIOCGWINSZ fills a winsize struct for a terminal fd; nothing else is touched.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_col > 0).then_some(ws.ws_col as usize)
+}
+
+/// The display width of `s` in terminal cells (every char counts one: the table uses no wide
+/// glyphs, and the few symbols it prints, ✔ · ✗ Δ, are one cell).
+pub fn cells(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// `s` cut to at most `max` cells at a word boundary, with `…` marking the cut.
+pub fn cut(s: &str, max: usize) -> String {
+    if cells(s) <= max {
+        return s.to_string();
+    }
+    if max <= 1 {
+        return "…".chars().take(max).collect();
+    }
+    let hard: String = s.chars().take(max - 1).collect();
+    // Back up to the last space when that keeps at least half the room: no word cut in half.
+    let soft = match hard.rfind(' ') {
+        Some(p) if cells(&hard[..p]) >= max / 2 => hard[..p].trim_end().to_string(),
+        _ => hard,
+    };
+    format!("{soft}…")
+}
+
+/// `text` wrapped at spaces into lines of at most `width` cells (a word longer than the line is
+/// cut, so no line is ever wider).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![];
+    let mut line = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let word = if cells(word) > width { cut(word, width) } else { word.to_string() };
+        if !line.is_empty() && cells(&line) + 1 + cells(&word) > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn color_follows_the_conventions() {
+        let on = Some(std::ffi::OsString::from("1"));
+        assert!(decide_color(ColorChoice::Auto, None, Some("xterm"), true));
+        assert!(!decide_color(ColorChoice::Auto, on.clone(), Some("xterm"), true), "NO_COLOR");
+        assert!(decide_color(ColorChoice::Auto, Some("".into()), Some("xterm"), true), "an empty NO_COLOR is unset");
+        assert!(!decide_color(ColorChoice::Auto, None, Some("dumb"), true), "TERM=dumb");
+        assert!(!decide_color(ColorChoice::Auto, None, Some("xterm"), false), "a pipe");
+        assert!(decide_color(ColorChoice::Always, on, Some("dumb"), false));
+        assert!(!decide_color(ColorChoice::Never, None, Some("xterm"), true));
+    }
+
+    #[test]
+    fn cuts_fall_between_words() {
+        assert_eq!(cut("bump the query block to 512 rows", 20), "bump the query…");
+        assert_eq!(cut("short", 20), "short");
+        assert_eq!(cut("supercalifragilistic", 8), "superca…");
+        assert!(cells(&cut("a b c d e f g h", 5)) <= 5);
+        let w = wrap("score 1.23 -> 4.56 over the first baseline; confirmation batches alone: +3%", 30);
+        assert!(w.iter().all(|l| cells(l) <= 30), "{w:?}");
+        assert_eq!(w.join(" "), "score 1.23 -> 4.56 over the first baseline; confirmation batches alone: +3%");
+    }
+}
