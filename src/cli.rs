@@ -17,6 +17,13 @@ pub struct Cli {
     /// When to colour the output (auto: on a terminal, unless NO_COLOR is set or TERM=dumb).
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto", global = true)]
     pub color: crate::term::ColorChoice,
+    /// Print only results: no per-run progress, notes or listing of what a hypothesis commits
+    /// (errors still go to stderr).
+    #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+    /// Print every run's line even where a progress bar is drawn (on a terminal).
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
 }
 
 pub const EXIT_CODES: &str = "Exit codes:

@@ -66,6 +66,13 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
 
 fn dispatch(cli: Cli) -> Result<()> {
     term::set_color_choice(cli.color);
+    ui::set_verbosity(if cli.quiet {
+        ui::Verbosity::Quiet
+    } else if cli.verbose {
+        ui::Verbosity::Verbose
+    } else {
+        ui::Verbosity::Normal
+    });
     let dir = match &cli.experiment.repo.dir {
         Some(d) => d.clone(),
         None => std::env::current_dir()?,

@@ -20,6 +20,32 @@ macro_rules! say {
     }};
 }
 
+/// How much the text face says (`--quiet`, `--verbose`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verbosity {
+    /// Results only: no per-run progress, notes or hypothesis listing on stderr, no bar.
+    Quiet,
+    #[default]
+    Normal,
+    /// Every run's line, above the progress bar when one is drawn.
+    Verbose,
+}
+
+static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(1);
+
+/// Set once from the command line; every [`Text::new`] after it follows it.
+pub fn set_verbosity(v: Verbosity) {
+    VERBOSITY.store(v as u8, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn verbosity() -> Verbosity {
+    match VERBOSITY.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => Verbosity::Quiet,
+        2 => Verbosity::Verbose,
+        _ => Verbosity::Normal,
+    }
+}
+
 /// Renders events as text: results to `out`, notes and progress to `err`.
 pub struct Text<O: Write = Stdout, E: Write = Stderr> {
     out: O,
@@ -28,12 +54,14 @@ pub struct Text<O: Write = Stdout, E: Write = Stderr> {
     pb: Option<ProgressBar>,
     /// Whether a session draws a bar (stdout is a terminal) or prints a line per run.
     bars: bool,
+    verbosity: Verbosity,
 }
 
 impl Text {
     /// The terminal's: stdout and stderr, with a progress bar when stdout is a terminal.
     pub fn new() -> Text {
-        Text { out: std::io::stdout(), err: std::io::stderr(), pb: None, bars: true }
+        let verbosity = verbosity();
+        Text { out: std::io::stdout(), err: std::io::stderr(), pb: None, bars: verbosity != Verbosity::Quiet, verbosity }
     }
 }
 
@@ -46,7 +74,13 @@ impl Default for Text {
 impl<O: Write, E: Write> Text<O, E> {
     /// Into these writers, never with a progress bar (tests, logs).
     pub fn with_writers(out: O, err: E) -> Text<O, E> {
-        Text { out, err, pb: None, bars: false }
+        Text { out, err, pb: None, bars: false, verbosity: Verbosity::Normal }
+    }
+
+    /// The same, at another verbosity.
+    pub fn with_verbosity(mut self, v: Verbosity) -> Self {
+        self.verbosity = v;
+        self
     }
 
     pub fn into_writers(self) -> (O, E) {
@@ -56,6 +90,10 @@ impl<O: Write, E: Write> Text<O, E> {
 
 impl<O: Write, E: Write> Events for Text<O, E> {
     fn emit(&mut self, event: Event) {
+        let quiet = self.verbosity == Verbosity::Quiet;
+        if quiet && matches!(event, Event::Note { .. } | Event::Hypothesis { .. } | Event::RunRepeated { .. } | Event::CrossCheck { .. }) {
+            return;
+        }
         let (o, e) = (&mut self.out, &mut self.err);
         match event {
             Event::Recovered { what } => say!(e, "recovered: {what}"),
@@ -86,9 +124,15 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                     }
                     None => true,
                 };
-                if plain {
-                    let v = latency_ms.map(|l| format!("{l:.3} ms")).unwrap_or_else(|| status.as_str().to_string());
-                    say!(e, "  run {} {:<9} {} ({:.1} s) [{label}]", run + 1, side.as_str(), v, wall_s);
+                let v = latency_ms.map(|l| format!("{l:.3} ms")).unwrap_or_else(|| status.as_str().to_string());
+                let line = format!("  run {} {:<9} {} ({:.1} s) [{label}]", run + 1, side.as_str(), v, wall_s);
+                if !quiet && plain {
+                    say!(e, "{line}");
+                } else if self.verbosity == Verbosity::Verbose {
+                    // Above the bar, which redraws below it.
+                    if let Some(pb) = &self.pb {
+                        pb.println(line);
+                    }
                 }
             }
             Event::RunRepeated { run, side, attempt, max } => {
@@ -356,4 +400,38 @@ fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params:
         );
     }
     say!(o, "  wrote {}", out.display());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::{RunStatus, Side};
+
+    fn said(v: Verbosity) -> (String, String) {
+        let mut t = Text::with_writers(Vec::new(), Vec::new()).with_verbosity(v);
+        t.emit(Event::Note { text: "a note".into() });
+        t.emit(Event::Hypothesis { listing: "hypothesis: 1 file".into() });
+        t.emit(Event::SessionStarted { max_runs: 2 });
+        t.emit(Event::RunFinished {
+            run: 0,
+            side: Side::Candidate,
+            label: "pair 1".into(),
+            status: RunStatus::Ok,
+            latency_ms: Some(8.0),
+            value: Some(8.0),
+            wall_s: 0.5,
+        });
+        t.emit(Event::SessionFinished);
+        t.emit(Event::Recovered { what: "rolled back experiment 3".into() });
+        let (o, e) = t.into_writers();
+        (String::from_utf8(o).unwrap(), String::from_utf8(e).unwrap())
+    }
+
+    #[test]
+    fn quiet_drops_progress_and_notes_but_not_recoveries() {
+        let (_, normal) = said(Verbosity::Normal);
+        assert!(normal.contains("note: a note") && normal.contains("hypothesis: 1 file") && normal.contains("run 1 candidate"), "{normal}");
+        let (_, quiet) = said(Verbosity::Quiet);
+        assert_eq!(quiet, "recovered: rolled back experiment 3\n");
+    }
 }
