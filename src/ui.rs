@@ -342,9 +342,10 @@ fn budget_text(max_wall_s: Option<f64>, max_runs: Option<u64>) -> String {
 fn sweep_summary(o: &mut impl Write, out: &SweepOutcome, runs: u64, wall: f64, gain: Option<&str>) {
     say!(o, "\nsweep summary");
     for r in &out.rows {
-        let effect = match (r.delta_pct, r.ci_low_pct, r.ci_high_pct) {
-            (Some(d), Some(l), Some(h)) => format!("{} {d:+.1}% [{l:+.1}, {h:+.1}]", r.metric),
-            _ => r.note.lines().next().unwrap_or("").chars().take(70).collect(),
+        // Speed-up first (issue 16: "+1204% score" reads wrong), the metric's change beside it.
+        let effect = match crate::report::speedup_line(r) {
+            Some(line) => line,
+            None => r.note.lines().next().unwrap_or("").chars().take(70).collect(),
         };
         let name = r.hypothesis.split('@').next().unwrap_or("");
         say!(o, "  {:>4}  {:<11} {:<34} {effect}", r.id, r.status.as_str(), name);
