@@ -20,10 +20,9 @@
 //! null change. The simulation checks that, and measures what parallelism buys: hypotheses per
 //! time unit, and what the stale re-measurements cost.
 
-use super::history;
 use super::rng::Rng;
-use super::sequential::{incumbent_first, run_to_decision, Borrowed, Params, Phase, Sequential};
-use super::simulate::{session, Scenario, HISTORY_PAIRS};
+use super::sequential::{Borrowed, Params, Sequential};
+use super::simulate::{calibrated_scale, decide_on, session, Scenario};
 use super::Verdict;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -134,16 +133,7 @@ fn trial(seq: &Sequential, plan: &ParallelPlan, slot: usize, effect: f64, job: &
     let salt = (job.h as u64) << 20 ^ slot as u64 ^ if matches!(job.kind, Kind::Lane { .. }) { 1 << 60 } else { 0 };
     let mut rng = Rng::new(plan.seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let device = Scenario { cv: plan.scenario.cv * device_factor(plan.seed, slot), ..plan.scenario.clone() };
-    let hp = HISTORY_PAIRS;
-    let cal = session(&device, 2 * hp, 1.0, &mut rng);
-    let d: Vec<f64> = (0..hp)
-        .map(|i| {
-            let (a, b) = (cal[2 * i], cal[2 * i + 1]);
-            let (inc, cnd) = if incumbent_first(Phase::Main, i) { (a, b) } else { (b, a) };
-            (inc / cnd).ln()
-        })
-        .collect();
-    let scale = history::entry("", "calibrate", &[&d]).and_then(|e| history::estimate(&[e]));
+    let scale = calibrated_scale(&device, &mut rng);
     // A stale winner's recheck: one look of a confirmation's size and level, for any gain > 0.
     let seq = if plan.recheck && matches!(job.kind, Kind::Lane { .. }) {
         let p = &seq.params;
@@ -153,14 +143,7 @@ fn trial(seq: &Sequential, plan: &ParallelPlan, slot: usize, effect: f64, job: &
     };
     let seq = seq.with_history(scale.map(Borrowed::new));
     let states = session(&device, 2 * seq.max_measured_pairs() + 2, device.jump, &mut rng);
-    let cand = 1.0 / (1.0 + effect);
-    let mut pos = 0;
-    let d = run_to_decision(&seq, |phase, i| {
-        let (a, b) = (states[pos], states[pos + 1]);
-        pos += 2;
-        let (inc, cnd) = if incumbent_first(phase, i) { (a, b * cand) } else { (b, a * cand) };
-        (inc / cnd).ln()
-    });
+    let (d, pos) = decide_on(&seq, &states, effect);
     (d.verdict, pos as u64)
 }
 

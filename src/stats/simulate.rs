@@ -174,6 +174,35 @@ pub fn session(s: &Scenario, len: usize, noise: f64, rng: &mut Rng) -> Vec<f64> 
         .collect()
 }
 
+/// The noise scale a simulated `ratchet calibrate` of `HISTORY_PAIRS` A/A pairs on `s` (at the
+/// history's noise) lends to later decisions, as `stats::history` estimates it.
+pub fn calibrated_scale(s: &Scenario, rng: &mut Rng) -> Option<super::sequential::NoiseScale> {
+    let hp = HISTORY_PAIRS;
+    let cal = session(s, 2 * hp, 1.0, rng);
+    let d: Vec<f64> = (0..hp)
+        .map(|i| {
+            let (a, b) = (cal[2 * i], cal[2 * i + 1]);
+            let (inc, cnd) = if incumbent_first(Phase::Main, i) { (a, b) } else { (b, a) };
+            (inc / cnd).ln()
+        })
+        .collect();
+    history::entry("", "calibrate", &[&d]).and_then(|e| history::estimate(&[e]))
+}
+
+/// The procedure's decision on a candidate `effect` faster, its pairs in the procedure's order on
+/// consecutive positions of `states`; with the runs it took.
+pub fn decide_on(seq: &Sequential, states: &[f64], effect: f64) -> (super::Decision, usize) {
+    let cand = 1.0 / (1.0 + effect);
+    let mut pos = 0;
+    let d = run_to_decision(seq, |phase: Phase, i| {
+        let (a, b) = (states[pos], states[pos + 1]);
+        pos += 2;
+        let (inc, cnd) = if incumbent_first(phase, i) { (a, b * cand) } else { (b, a * cand) };
+        (inc / cnd).ln()
+    });
+    (d, pos)
+}
+
 /// Tallies of one (scenario, effect) cell.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Cell {
@@ -215,31 +244,15 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
     for t in 0..trials {
         let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let trial_seq = if history {
-            let hp = HISTORY_PAIRS;
-            let cal = session(s, 2 * hp, 1.0, &mut rng);
-            let d: Vec<f64> = (0..hp)
-                .map(|i| {
-                    let (a, b) = (cal[2 * i], cal[2 * i + 1]);
-                    let (inc, cnd) = if incumbent_first(Phase::Main, i) { (a, b) } else { (b, a) };
-                    (inc / cnd).ln()
-                })
-                .collect();
-            let scale = history::entry("", "calibrate", &[&d]).and_then(|e| history::estimate(&[e]));
+            let scale = calibrated_scale(s, &mut rng);
             cell.with_history += scale.is_some() as usize;
             seq.clone().with_history(scale.map(Borrowed::new))
         } else {
             seq.clone()
         };
         let states = session(s, positions, s.jump, &mut rng);
+        let (d, pos) = decide_on(&trial_seq, &states, effect);
         let cand = 1.0 / (1.0 + effect);
-        // The procedure: pairs in its order, on consecutive positions of the session.
-        let mut pos = 0;
-        let d = run_to_decision(&trial_seq, |phase: Phase, i| {
-            let (a, b) = (states[pos], states[pos + 1]);
-            pos += 2;
-            let (inc, cnd) = if incumbent_first(phase, i) { (a, b * cand) } else { (b, a * cand) };
-            (inc / cnd).ln()
-        });
         cell.total_runs += pos;
         cell.max_runs = cell.max_runs.max(pos);
         match d.verdict {
