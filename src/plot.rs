@@ -749,16 +749,10 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
         if c == Chart::Runs && night.runs.is_empty() {
             continue;
         }
-        let s = svg(c, night)?;
-        // Drop the XML prolog if any: inline SVG must start at <svg (its viewBox lets it scale).
-        let start = s.find("<svg").unwrap_or(0);
-        o.push_str(&s[start..]);
-        o.push('\n');
+        inline_svg(&mut o, &svg(c, night)?);
     }
     for s in extra_svgs {
-        let start = s.find("<svg").unwrap_or(0);
-        o.push_str(&s[start..]);
-        o.push('\n');
+        inline_svg(&mut o, s);
     }
     o.push_str("</div>\n<div class=\"scroll\"><table>\n<tr>");
     let cols = [
@@ -833,6 +827,14 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
     }
     o.push_str("</table></div>\n</body></html>\n");
     Ok(o)
+}
+
+/// Append an SVG to an HTML page without its XML prolog: inline SVG must start at `<svg` (its
+/// viewBox lets it scale).
+fn inline_svg(o: &mut String, s: &str) {
+    let start = s.find("<svg").unwrap_or(0);
+    o.push_str(&s[start..]);
+    o.push('\n');
 }
 
 #[cfg(test)]
