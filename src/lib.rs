@@ -26,6 +26,7 @@ pub mod plot;
 pub mod pyhelper;
 pub mod report;
 pub mod safe_read;
+pub mod scale;
 pub mod session;
 pub mod signals;
 pub mod stats;

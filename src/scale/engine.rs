@@ -1,0 +1,65 @@
+//! How trials reach devices: the [`Engine`] trait that the controller drives, and the types it
+//! persists in the journal so a restarted controller can find (or cancel) every trial in flight.
+//! Engines only start, watch and stop workers; they never read a result or decide anything.
+
+use crate::error::Result;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// One trial: the candidate measured against the incumbent on one device, by a worker
+/// (`ratchet worker ...`) that writes `out_dir` and decides nothing.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct TrialSpec {
+    /// Unique within the repository (the experiment id it will be recorded under, plus an
+    /// attempt suffix for a re-measurement of a stale winner).
+    pub id: String,
+    /// The repository the worker fetches both commits from: a path every worker can read (the
+    /// repository itself on one host, a shared bare repository or a bundle on a cluster).
+    pub repo: PathBuf,
+    /// Commit ids (full hex).
+    pub incumbent: String,
+    pub candidate: String,
+    /// The run directory the worker fills; the trial is finished when its result file (written
+    /// last, atomically) exists there.
+    pub out_dir: PathBuf,
+}
+
+/// An engine's own name for a submitted trial (a pid, a Slurm `jobid_taskid`, a hook's token),
+/// stored in the journal before the controller waits on it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, Hash)]
+pub struct JobHandle {
+    pub trial: String,
+    pub engine_id: String,
+    /// The local device slot it runs on, where the engine has slots.
+    pub slot: Option<usize>,
+}
+
+/// What an engine knows about a job.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobState {
+    Queued,
+    Running,
+    /// The worker exited; whether it produced a result is read from `out_dir`, not from here.
+    Finished,
+    /// The engine lost it or it was killed (the reason, as the engine reports it).
+    Failed(String),
+}
+
+/// A way of running workers: local device slots, Slurm, or a user's submit/poll/cancel hook.
+pub trait Engine {
+    /// For messages and the journal (`local`, `slurm`, `hook`).
+    fn name(&self) -> &str;
+    /// How many trials may be in flight at once.
+    fn capacity(&self) -> usize;
+    /// Start these trials; `worker` is the argument vector of the worker command for each trial
+    /// (same order), to be run with the engine's device binding. Slurm submits one job array.
+    fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>>;
+    fn poll(&mut self, job: &JobHandle) -> Result<JobState>;
+    /// Stop a job and every process it started; a job already gone is not an error.
+    fn cancel(&mut self, job: &JobHandle) -> Result<()>;
+    /// Bring the run directory to the controller where it is not on a shared filesystem (a
+    /// hook's fetch command); a no-op by default.
+    fn fetch(&mut self, _job: &JobHandle, _trial: &TrialSpec) -> Result<()> {
+        Ok(())
+    }
+}
