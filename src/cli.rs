@@ -369,6 +369,38 @@ pub struct InspectArgs {
     pub config_hardware: Option<crate::hardware::Hardware>,
 }
 
+/// The library's `results --format` values, spelled for the command line here so that clap stays
+/// out of `report`.
+impl clap::ValueEnum for Format {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Format::Table, Format::Csv, Format::Json, Format::Md]
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(match self {
+            Format::Table => "table",
+            Format::Csv => "csv",
+            Format::Json => "json",
+            Format::Md => "md",
+        }))
+    }
+}
+
+/// `--color`'s values, spelled for the command line here so that clap stays out of `term`.
+impl clap::ValueEnum for crate::term::ColorChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        use crate::term::ColorChoice::*;
+        &[Auto, Always, Never]
+    }
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        use crate::term::ColorChoice::*;
+        Some(match self {
+            Auto => clap::builder::PossibleValue::new("auto").help("Colour on a terminal, unless NO_COLOR is set or TERM is dumb"),
+            Always => clap::builder::PossibleValue::new("always"),
+            Never => clap::builder::PossibleValue::new("never"),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

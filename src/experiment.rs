@@ -492,8 +492,8 @@ fn drive(mut s: Session, seq: &Sequential, direction: config::Direction, elastic
 /// Both runs dumped their compiled HLO and the texts are byte-identical.
 fn same_hlo(inc: &RunRecord, cand: &RunRecord) -> Option<String> {
     let (a, b) = (inc.hlo.as_ref()?, cand.hlo.as_ref()?);
-    let cap = bench::safe_read::MAX_HLO_BYTES;
-    let (ta, tb) = (bench::safe_read::read_capped(a, cap).ok()?, bench::safe_read::read_capped(b, cap).ok()?);
+    let cap = crate::safe_read::MAX_HLO_BYTES;
+    let (ta, tb) = (crate::safe_read::read_capped(a, cap).ok()?, crate::safe_read::read_capped(b, cap).ok()?);
     (ta == tb).then(|| {
         format!(
             "the candidate's compiled HLO is byte-identical to the incumbent's ({} bytes): the change cannot alter the kernel",

@@ -45,7 +45,7 @@ pub fn path(state_dir: &Path) -> PathBuf {
     state_dir.join("journal.json")
 }
 
-/// Moved to [`crate::layout`].
+/// Moved to `crate::layout`.
 pub use crate::layout::pgid_path;
 
 pub fn load(state_dir: &Path) -> Option<Entry> {

@@ -1,181 +1,68 @@
 //! ratchet: a git-backed optimization ratchet for accelerator kernels. The modules follow the
 //! loop: config -> vcs -> bench (the only place that spawns processes) -> trace -> metrics -> stats ->
 //! store -> report, with `experiment` orchestrating one hypothesis end to end.
+//!
+//! # Driving it as a library
+//! The command line ([`commands`]) is one face of this crate; a scheduler or an agent can drive the
+//! same core without it:
+//! - [`workspace::Workspace::discover`] finds the repository; [`workspace::Workspace::lock`]
+//!   gives the [`workspace::Locked`] handle every operation that changes the branch takes.
+//! - [`experiment::run`] measures and decides one hypothesis, [`sweep::run`] a queue of them,
+//!   [`calibrate::run`] measures the noise; each returns data ([`outcome::Outcome`],
+//!   [`outcome::SweepOutcome`]) and reports progress as [`events::Event`]s through
+//!   [`events::Effects`] (a sink plus a cancellation token): nothing in the core prints.
+//! - Benchmarks are spawned through [`bench::executor::Executor`]; [`bench::mock::MockExecutor`]
+//!   replays scripted runs for exact in-process tests.
+//! - [`scale`] runs trials on several devices, deciding them one at a time against one trunk.
+//! - [`store`] reads the results table and the raw runs; [`trace`] parses XProf captures;
+//!   [`stats`] holds the decision procedure and its simulation; [`diagnose`] interprets a run.
+//!
+//! Modules marked hidden in the docs are public only for the project's own tests and examples.
 
-pub mod admit;
+// The public API.
 pub mod bench;
 pub mod calibrate;
-pub mod cleanup;
-pub mod cli;
 pub mod commands;
 pub mod config;
 pub mod diagnose;
 pub mod error;
 pub mod events;
 pub mod experiment;
-pub mod fault;
-pub mod fsutil;
-pub mod hardware;
-pub mod journal;
-pub mod layout;
-pub mod lock;
-pub mod metrics;
 pub mod outcome;
-pub mod output;
 pub mod plot;
-pub mod pyhelper;
 pub mod report;
-pub mod safe_read;
 pub mod scale;
-pub mod session;
 pub mod signals;
 pub mod stats;
 pub mod store;
 pub mod sweep;
-pub mod term;
 pub mod trace;
 pub mod ui;
-pub mod units;
 pub mod vcs;
 pub mod workspace;
 
-use clap::Parser;
-use cli::{Cli, Command};
-use error::{Error, Result};
-use events::Effects;
-use signals::Cancel;
-use workspace::{command_line, Locked, Workspace};
+// Public for the binary, the tests and the examples only.
+#[doc(hidden)]
+pub mod fault;
+#[doc(hidden)]
+pub mod fsutil;
+#[doc(hidden)]
+pub mod hardware;
+#[doc(hidden)]
+pub mod journal;
+#[doc(hidden)]
+pub mod output;
+#[doc(hidden)]
+pub mod pyhelper;
 
-/// Parse the command line and run it; returns the process exit code.
-pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
-    let args = commands::guard::normalize_args(args.into_iter().collect(), &commands::guard::subcommand_names());
-    let cli = match Cli::try_parse_from(args) {
-        Ok(c) => c,
-        Err(e) => {
-            let _ = e.print();
-            return if e.use_stderr() { error::exit::USAGE } else { 0 };
-        }
-    };
-    match dispatch(cli) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("error: {e}");
-            e.exit_code()
-        }
-    }
-}
-
-fn dispatch(cli: Cli) -> Result<()> {
-    term::set_color_choice(cli.color);
-    ui::set_verbosity(if cli.quiet {
-        ui::Verbosity::Quiet
-    } else if cli.verbose {
-        ui::Verbosity::Verbose
-    } else {
-        ui::Verbosity::Normal
-    });
-    let dir = match &cli.experiment.repo.dir {
-        Some(d) => d.clone(),
-        None => std::env::current_dir()?,
-    };
-    match cli.command {
-        Some(Command::Init(a)) => commands::init(&dir, &a),
-        Some(Command::Results(a)) => commands::results::run(&dir, &a),
-        Some(Command::Status(a)) => commands::status::run(&dir, a.json),
-        Some(Command::Recover) => commands::recover::run(&dir),
-        Some(Command::Sweep(a)) => {
-            signals::install()?;
-            commands::json::recorded(
-                &dir,
-                a.json,
-                || {
-                    let mut ui = ui::Text::new();
-                    let ws = lock_repo(&dir, &mut ui)?;
-                    commands::sweep::run(&dir, &ws, &a, &mut Effects::new(&mut ui, Cancel::signals()))
-                },
-                |o, rows| Some(commands::json::sweep(o, rows)),
-            )
-            .map(|_| ())
-        }
-        Some(Command::Show(a)) => commands::show::run(&dir, &a),
-        Some(Command::Plot(a)) => commands::plot::run(&dir, &a),
-        Some(Command::Inspect(mut a)) => {
-            // Inside a ratchet repo, its configured hardware completes the roofline.
-            let start = if a.path.is_dir() { a.path.clone() } else { dir.clone() };
-            if let Ok(repo) = vcs::Repo::discover(&start) {
-                a.config_hardware = config::Config::load(&config::path_in(repo.root())).ok().and_then(|c| c.hardware());
-            }
-            commands::inspect::run_inspect(&a).map_err(Error::from)
-        }
-        Some(Command::Gate(a)) => commands::gate::command(&dir, &a),
-        Some(Command::Simulate(a)) => commands::simulate::run(&dir, &a),
-        Some(Command::Calibrate(a)) => {
-            signals::install()?;
-            commands::json::calibrate(&dir, &a)
-        }
-        Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags, false),
-        Some(Command::Completions { shell }) => commands::completions::completions(shell),
-        Some(Command::Man) => commands::completions::man(),
-        Some(Command::Pythonpath) => commands::pythonpath::run(&dir),
-        Some(Command::Gc(a)) => {
-            let mut ui = ui::Text::new();
-            let _ws = lock_repo(&dir, &mut ui)?;
-            commands::gc::run(&dir, &a)
-        }
-        Some(Command::Retry(a)) => {
-            let message = {
-                let mut ui = ui::Text::new();
-                let _ws = lock_repo(&dir, &mut ui)?;
-                commands::retry::apply(&dir, &a)?
-            };
-            if !(a.run || a.pairs.is_some()) {
-                return Ok(());
-            }
-            experiment_cmd(&dir, message, &cli::ExperimentFlags { pairs: a.pairs, allow_large: a.allow_large, ..Default::default() }, false)
-        }
-        None => {
-            let e = cli.experiment;
-            let Some(message) = e.message else {
-                return Err(Error::usage("no experiment message given")
-                    .hint("ratchet \"experiment: bump BQ to 512\" runs one; ratchet --help lists the subcommands"));
-            };
-            experiment_cmd(&dir, message, &e.flags, true)
-        }
-    }
-}
-
-/// Take the repo's lock for a command that changes the branch or the results.
-fn lock_repo(dir: &std::path::Path, events: &mut dyn events::Events) -> Result<Locked> {
-    Workspace::discover(dir)?.lock(&command_line(), events)
-}
-
-/// `guard`: refuse a message that looks like a mistyped subcommand (`ratchet MSG`; an explicit
-/// `ratchet run MSG` means it).
-fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags, guard: bool) -> Result<()> {
-    let op = || {
-        if guard {
-            commands::guard::check_message(&message, &commands::guard::subcommand_names())?;
-        }
-        experiment_cmd_text(dir, message.clone(), flags)
-    };
-    commands::json::recorded(dir, flags.json, op, |_, _| None)
-}
-
-fn experiment_cmd_text(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {
-    signals::install()?;
-    let mut ui = ui::Text::new();
-    let ws = lock_repo(dir, &mut ui)?;
-    let mut fx = Effects::new(&mut ui, Cancel::signals());
-    sweep::recover(&ws, &mut fx)?;
-    let (message, deep_suffix) = experiment::split_deep_suffix(&message);
-    let opts = experiment::Options {
-        message,
-        deep: flags.deep || deep_suffix,
-        allow_empty: flags.allow_empty,
-        pairs: flags.pairs,
-        allow_large: flags.allow_large,
-        ..Default::default()
-    };
-    experiment::run(&ws, &opts, &mut bench::executor::ProcessExecutor, &mut fx)?.into_result()?;
-    Ok(())
-}
+// Internal.
+pub(crate) mod admit;
+pub(crate) mod cleanup;
+pub(crate) mod cli;
+pub(crate) mod layout;
+pub(crate) mod lock;
+pub(crate) mod metrics;
+pub(crate) mod safe_read;
+pub(crate) mod session;
+pub(crate) mod term;
+pub(crate) mod units;

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{Read, Seek, Write};
 use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Who holds the lock.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -31,7 +31,6 @@ impl Holder {
 #[derive(Debug)]
 pub struct RepoLock {
     file: File,
-    path: PathBuf,
     stale: Option<Holder>,
 }
 
@@ -65,7 +64,7 @@ impl RepoLock {
             file.sync_data()
         };
         write(&mut file).with_path(&path)?;
-        Ok(RepoLock { file, path, stale })
+        Ok(RepoLock { file, stale })
     }
 
     /// Take the lock of `repo` (all its worktrees).
@@ -76,10 +75,6 @@ impl RepoLock {
     /// The holder recorded by a process that died holding the lock, if this acquisition cleared one.
     pub fn stale(&self) -> Option<&Holder> {
         self.stale.as_ref()
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
@@ -113,7 +108,7 @@ mod tests {
         std::fs::write(d.path().join("lock"), r#"{"pid":999999999,"started":"yesterday","command":"ratchet x"}"#).unwrap();
         let lock = RepoLock::acquire(d.path(), "ratchet y").unwrap();
         assert_eq!(lock.stale().map(|h| h.pid), Some(999999999));
-        let text = std::fs::read_to_string(lock.path()).unwrap();
+        let text = std::fs::read_to_string(d.path().join("lock")).unwrap();
         assert!(text.contains(&std::process::id().to_string()));
     }
 }

@@ -5,7 +5,8 @@ use crate::store::{ResultRow, Status, StatusClass};
 use crate::vcs::short;
 use comfy_table::{presets, Attribute, Cell, CellAlignment, Color, ContentArrangement, Table};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+/// How `ratchet results` writes its rows (the command line's `--format`, see `cli`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {
     #[default]
     Table,
@@ -18,7 +19,7 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map(|x| sig(x, digits)).unwrap_or_else(|| "-".into())
 }
 
-/// Moved to [`crate::units`]; re-exported so `report::sig` keeps working.
+/// Moved to `crate::units`; re-exported so `report::sig` keeps working.
 pub use crate::units::sig;
 
 fn delta(r: &ResultRow) -> String {

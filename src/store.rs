@@ -308,6 +308,11 @@ impl Store {
         Store { dir: results_dir.to_path_buf() }
     }
 
+    /// `results/`.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     pub fn csv_path(&self) -> PathBuf {
         self.dir.join(RESULTS_CSV)
     }

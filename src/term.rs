@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 /// `--color`: when to colour the output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ColorChoice {
     /// Colour on a terminal, unless `NO_COLOR` is set or `TERM` is `dumb`.
     #[default]

@@ -182,3 +182,53 @@ fn top_level_modules_import_no_circle() {
         found.iter().map(show).collect::<Vec<_>>().join("\n\n")
     );
 }
+
+/// Every `.rs` file under src/ with its path relative to src/ and its code (comments and unit
+/// tests left out).
+fn sources() -> Vec<(std::path::PathBuf, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = vec![];
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().and_then(|x| x.to_str()) == Some("rs") {
+                out.push((p.strip_prefix(&src).unwrap().to_path_buf(), code(&std::fs::read_to_string(&p).unwrap())));
+            }
+        }
+    }
+    out
+}
+
+/// The library/CLI line: clap lives in the command line's face (`cli`, `commands`, `main`) only,
+/// so a scheduler can drive the core without it.
+#[test]
+fn clap_stays_in_the_command_line() {
+    let face = |rel: &Path| rel.starts_with("cli.rs") || rel.starts_with("commands") || rel.starts_with("main.rs");
+    let offenders: Vec<String> =
+        sources().into_iter().filter(|(rel, code)| !face(rel) && code.contains("clap")).map(|(rel, _)| rel.display().to_string()).collect();
+    assert!(offenders.is_empty(), "clap named outside cli.rs/commands/: {offenders:?}");
+}
+
+/// The core never reaches up into the command line: only `commands` may use `cli`, and nothing
+/// below uses `commands`.
+#[test]
+fn the_core_does_not_import_the_command_line() {
+    let g = graph();
+    let bad: Vec<String> = g
+        .iter()
+        .filter(|(m, _)| m.as_str() != "commands" && m.as_str() != "cli")
+        .flat_map(|(m, deps)| deps.iter().filter(|d| *d == "cli" || *d == "commands").map(move |d| format!("{m} -> {d}")))
+        .collect();
+    assert!(bad.is_empty(), "core modules importing the command line: {bad:?}");
+}
+
+/// lib.rs only declares the modules (and documents the API): dispatch lives in `commands`.
+#[test]
+fn lib_rs_declares_modules_only() {
+    let lib = sources().into_iter().find(|(rel, _)| rel == Path::new("lib.rs")).expect("src/lib.rs").1;
+    let stray: Vec<&str> = lib.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("#[") && !l.contains("mod ")).collect();
+    assert!(stray.is_empty(), "lib.rs holds more than module declarations: {stray:?}");
+}

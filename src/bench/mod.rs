@@ -5,11 +5,10 @@ pub mod executor;
 pub mod infra;
 pub mod mock;
 pub mod protocol;
-/// Moved to the ground floor ([`crate::safe_read`]): the trace parsers read through it too.
-pub use crate::safe_read;
 
 use crate::config::{Config, LatencySource, Metric};
 use crate::hardware::Hardware;
+use crate::safe_read;
 use executor::{Executor, Exit, RunSpec};
 use protocol::{Check, LegacyResult, RESULT_FILE};
 use serde::{Deserialize, Serialize};
@@ -342,7 +341,7 @@ pub fn measure_with(
 /// No kernel beats the roofline: a run claiming more than 100% of peak FLOP/s or bandwidth,
 /// i.e. a latency below max(compute-only, memory-only) for its FLOPs and bytes, measured
 /// something else (an unwaited asynchronous call, a wrong FLOP or byte count, a cache hit),
-/// or [hardware] understates the chip. Such a run is invalid, whatever its value.
+/// or `[hardware]` understates the chip. Such a run is invalid, whatever its value.
 pub fn physics_gate(rec: &RunRecord, hw: Option<&Hardware>) -> Result<(), String> {
     let fix = "check that every timed call is waited on (jax.block_until_ready), that \"flops\" and \"bytes\" \
                count one call, and that [hardware] names this chip";

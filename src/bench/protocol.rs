@@ -6,7 +6,7 @@ use std::path::Path;
 
 pub const RESULT_FILE: &str = "ratchet-result.json";
 pub const SCHEMA_VERSION: u32 = 1;
-use super::safe_read::MAX_RESULT_BYTES;
+use crate::safe_read::MAX_RESULT_BYTES;
 
 /// The benchmark's correctness check against its reference.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -102,7 +102,7 @@ fn perr(msg: impl Into<String>) -> ProtocolError {
 
 /// Read and validate a result file (a regular file of at most 64 MiB, opened without blocking).
 pub fn read_result_file(path: &Path) -> Result<ResultFile, ProtocolError> {
-    let text = super::safe_read::read_text_capped(path, MAX_RESULT_BYTES).map_err(|e| perr(e.0))?;
+    let text = crate::safe_read::read_text_capped(path, MAX_RESULT_BYTES).map_err(|e| perr(e.0))?;
     parse_result_file(&text)
 }
 

@@ -13,6 +13,7 @@ use crate::stats::history;
 use crate::stats::sequential::{incumbent_first, Borrowed, Next, Phase, Sequential};
 use crate::stats::{Decision, Verdict};
 use crate::vcs::{self, short, Repo};
+use crate::workspace::{command_line, Locked, Workspace};
 use serde::Serialize;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -49,13 +50,12 @@ pub struct GateReport {
     pub markdown: String,
 }
 
-pub fn run(dir: &Path, args: &GateArgs, exec: &mut dyn Executor, fx: &mut crate::events::Effects) -> Result<GateReport> {
-    let repo = Repo::discover(dir)?;
-    let argv: Vec<String> = std::env::args().collect();
-    // It runs benchmarks (which record their process group in the state dir): one ratchet at a time.
-    let _lock = crate::lock::RepoLock::for_repo(&repo, &argv.join(" "))?;
-    let base = resolve(&repo, &args.base, "--base")?;
-    let head = resolve(&repo, &args.head, "--head")?;
+/// Measure `--head` against `--base` in the locked workspace (it runs benchmarks, which record
+/// their process group in the state dir: one ratchet at a time).
+pub fn run(ws: &Locked, args: &GateArgs, exec: &mut dyn Executor, fx: &mut crate::events::Effects) -> Result<GateReport> {
+    let repo = &ws.repo;
+    let base = resolve(repo, &args.base, "--base")?;
+    let head = resolve(repo, &args.head, "--head")?;
     let cfg = Config::load(&config::path_in(repo.root()))?;
     if let Some(pairs) = args.pairs.filter(|&p| !(2..=config::MAX_PAIRS).contains(&p)) {
         return Err(Error::usage(format!("--pairs {pairs}: must be between 2 (a paired test needs two pairs) and {}", config::MAX_PAIRS)));
@@ -79,7 +79,7 @@ pub fn run(dir: &Path, args: &GateArgs, exec: &mut dyn Executor, fx: &mut crate:
     if repo.changes().is_ok_and(|c| !c.is_empty()) {
         eprintln!("note: the gate measures commits: the working tree's uncommitted changes are not part of the comparison");
     }
-    let harness_changed = harness_diff(&repo, &cfg, base, head)?;
+    let harness_changed = harness_diff(repo, &cfg, base, head)?;
     let gate_dir = state_dir.join("gate");
     if gate_dir.exists() {
         std::fs::remove_dir_all(&gate_dir)?;
@@ -206,9 +206,10 @@ pub fn command(dir: &Path, args: &GateArgs) -> Result<()> {
     let mut out = if args.json { super::json::JsonOut::take_stdout() } else { None };
     // The runs' progress is drawn as for an experiment (to stderr under --json).
     let mut ui = crate::ui::Text::new();
-    let mut fx = crate::events::Effects::new(&mut ui, crate::signals::Cancel::signals());
-    let result = run(dir, args, &mut crate::bench::executor::ProcessExecutor, &mut fx);
-    drop(fx);
+    let result = Workspace::discover(dir).and_then(|ws| ws.lock(&command_line(), &mut ui)).and_then(|ws| {
+        let mut fx = crate::events::Effects::new(&mut ui, crate::signals::Cancel::signals());
+        run(&ws, args, &mut crate::bench::executor::ProcessExecutor, &mut fx)
+    });
     drop(ui);
     match (&result, out.as_mut()) {
         (Ok(r), Some(o)) => o.emit(&super::json::envelope("gate", serde_json::to_value(r).expect("json"))),

@@ -5,8 +5,9 @@
 
 use crate::cli::GcArgs;
 use crate::error::Result;
-use crate::store::{Status, Store};
+use crate::store::Status;
 use crate::vcs::{self, Repo};
+use crate::workspace::Workspace;
 use std::path::{Path, PathBuf};
 
 /// Bytes under `path`, symlinks not followed (0 when it does not exist).
@@ -41,10 +42,10 @@ pub fn collectable(state_dir: &Path, rows: &[crate::store::ResultRow], keep_last
     out
 }
 
-pub fn run(dir: &Path, args: &GcArgs) -> Result<()> {
-    let repo = Repo::discover(dir)?;
-    let state_dir = repo.state_dir();
-    let rows = Store::new(&repo.root().join(vcs::RESULTS_DIR)).rows()?;
+pub fn run(ws: &Workspace, args: &GcArgs) -> Result<()> {
+    let _repo = &ws.repo;
+    let state_dir = ws.state_dir.clone();
+    let rows = ws.store.rows()?;
     let before = du(&state_dir);
     let victims = collectable(&state_dir, &rows, args.keep_last);
     let freed: u64 = victims.iter().map(|v| v.2).sum();

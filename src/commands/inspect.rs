@@ -174,7 +174,7 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
     });
     let kernel_ops = match &body_path {
         Some(p) => {
-            let text = crate::bench::safe_read::read_text_capped(p, crate::bench::safe_read::MAX_HLO_BYTES)
+            let text = crate::safe_read::read_text_capped(p, crate::safe_read::MAX_HLO_BYTES)
                 .with_context(|| format!("cannot read the kernel body {}", p.display()))?;
             crate::trace::kernel_body::parse_kernel_bodies(&text).with_context(|| format!("kernel body {}", p.display()))?
         }

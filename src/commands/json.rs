@@ -138,14 +138,14 @@ pub fn recorded<T>(
         return op();
     }
     let mut out = JsonOut::take_stdout();
-    let repo = crate::vcs::Repo::discover(dir).ok();
-    let store = repo.as_ref().map(|r| crate::store::Store::new(&r.root().join(crate::vcs::RESULTS_DIR)));
+    let ws = crate::workspace::Workspace::discover(dir).ok();
+    let (repo, store) = (ws.as_ref().map(|w| &w.repo), ws.as_ref().map(|w| &w.store));
     let last_id = |s: &crate::store::Store| s.rows().ok().and_then(|rows| rows.iter().map(|r| r.id).max()).unwrap_or(0);
-    let before = store.as_ref().map(last_id).unwrap_or(0);
+    let before = store.map(last_id).unwrap_or(0);
     let result = op();
     let mut lines = vec![];
     let mut new_rows = vec![];
-    if let (Some(repo), Some(store)) = (&repo, &store) {
+    if let (Some(repo), Some(store)) = (repo, store) {
         new_rows = store.rows().unwrap_or_default().into_iter().filter(|r| r.id > before).collect();
         let runs = store.runs().unwrap_or_default();
         for row in &new_rows {
@@ -177,14 +177,14 @@ pub fn calibrate(dir: &std::path::Path, args: &crate::cli::CalibrateArgs) -> cra
         args.json,
         || {
             let mut ui = crate::ui::Text::new();
-            let ws = crate::workspace::Workspace::discover(dir)?.lock(&std::env::args().collect::<Vec<_>>().join(" "), &mut ui)?;
+            let ws = super::lock_repo(dir, &mut ui)?;
             let opts = crate::calibrate::CalibrateOptions { pairs: args.pairs };
             let mut fx = crate::events::Effects::new(&mut ui, crate::signals::Cancel::signals());
             crate::calibrate::run(&ws, &opts, &mut crate::bench::executor::ProcessExecutor, &mut fx)
         },
         |_, _| {
-            let repo = crate::vcs::Repo::discover(dir).ok()?;
-            let text = std::fs::read_to_string(repo.root().join(crate::vcs::RESULTS_DIR).join("calibration.json")).ok()?;
+            let ws = crate::workspace::Workspace::discover(dir).ok()?;
+            let text = std::fs::read_to_string(ws.store.dir().join("calibration.json")).ok()?;
             Some(envelope("calibration", serde_json::from_str(&text).ok()?))
         },
     )

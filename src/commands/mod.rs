@@ -1,11 +1,12 @@
-//! The subcommands other than the experiment itself, one file each: `init` (here), `results`,
-//! `status`, `sweep`, `show`, `plot`, `simulate`, `retry` and `gc`.
+//! The command line's face of the library: [`main_with_args`] parses the arguments and dispatches
+//! each subcommand to its file here (one file per command); the core never sees clap types.
 
 pub mod completions;
 pub mod detect;
 pub mod gate;
 pub mod gc;
 pub mod guard;
+pub mod init;
 pub mod inspect;
 pub mod json;
 pub mod plot;
@@ -18,49 +19,142 @@ pub mod simulate;
 pub mod status;
 pub mod sweep;
 
-use crate::cli::InitArgs;
-use crate::config;
-use crate::error::{Error, Result};
-use crate::vcs::Repo;
-use std::path::Path;
+use crate::cli::{self, Cli, Command};
+use crate::error::{self, Error, Result};
+use crate::events::{self, Effects};
+use crate::signals::{self, Cancel};
+use crate::workspace::{command_line, Locked, Workspace};
+use crate::{bench, commands, experiment, term, ui};
+use clap::Parser;
 
-pub fn init(dir: &Path, args: &InitArgs) -> Result<()> {
-    let root = match Repo::discover(dir) {
-        Ok(r) => r.root().to_path_buf(),
-        Err(_) => dir.to_path_buf(),
-    };
-    let path = config::path_in(&root);
-    if path.exists() && !args.force {
-        return Err(Error::config(format!("{} already exists", path.display())).hint("pass --force to overwrite it"));
-    }
-    let (preset, detected) = match &args.preset {
-        Some(p) => (p.clone(), None),
-        None => match detect::detect() {
-            Some((p, from)) => (p.to_string(), Some(format!("detected {from}"))),
-            None => ("cpu".to_string(), Some("no TPU or known GPU detected: nominal CPU figures; pass --preset to choose".to_string())),
-        },
-    };
-    if crate::hardware::preset(&preset).is_none() {
-        return Err(Error::usage(format!("unknown hardware preset {preset:?}; known: {}", crate::hardware::preset_names().join(", "))));
-    }
-    let has_prepare = root.join("prepare.py").exists();
-    let command = match (&args.command, has_prepare) {
-        (Some(c), _) => c.clone(),
-        (None, true) => "python3 prepare.py".to_string(),
-        (None, false) => {
-            return Err(Error::usage(format!("no prepare.py in {}, so ratchet cannot guess the benchmark command", root.display()))
-                .hint("pass it: ratchet init --command \"python3 bench.py\""))
+/// Parse the command line and run it; returns the process exit code.
+pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    let args = commands::guard::normalize_args(args.into_iter().collect(), &commands::guard::subcommand_names());
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { error::exit::USAGE } else { 0 };
         }
     };
-    let text = config::template(&command, &preset);
-    crate::store::write_atomic(&path, text.as_bytes())?;
-    println!(
-        "wrote {} (benchmark: {command}; hardware: {preset}{})",
-        path.display(),
-        detected.map(|d| format!(", {d}")).unwrap_or_default()
-    );
-    if has_prepare {
-        println!("found prepare.py: it should follow the benchmark protocol (docs/protocol.md), or print RESULT: lines");
+    match dispatch(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e}");
+            e.exit_code()
+        }
     }
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
+    term::set_color_choice(cli.color);
+    ui::set_verbosity(if cli.quiet {
+        ui::Verbosity::Quiet
+    } else if cli.verbose {
+        ui::Verbosity::Verbose
+    } else {
+        ui::Verbosity::Normal
+    });
+    let dir = match &cli.experiment.repo.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir()?,
+    };
+    match cli.command {
+        Some(Command::Init(a)) => commands::init::run(&dir, &a),
+        Some(Command::Results(a)) => commands::results::run(&Workspace::discover(&dir)?, &a),
+        Some(Command::Status(a)) => commands::status::run(&Workspace::discover(&dir)?, a.json),
+        Some(Command::Recover) => commands::recover::run(&lock_repo(&dir, &mut ui::Text::new())?),
+        Some(Command::Sweep(a)) => {
+            signals::install()?;
+            commands::json::recorded(
+                &dir,
+                a.json,
+                || {
+                    let mut ui = ui::Text::new();
+                    let ws = lock_repo(&dir, &mut ui)?;
+                    commands::sweep::run(&dir, &ws, &a, &mut Effects::new(&mut ui, Cancel::signals()))
+                },
+                |o, rows| Some(commands::json::sweep(o, rows)),
+            )
+            .map(|_| ())
+        }
+        Some(Command::Show(a)) => commands::show::run(&Workspace::discover(&dir)?, &a),
+        Some(Command::Plot(a)) => commands::plot::run(&Workspace::discover(&dir)?, &dir, &a),
+        Some(Command::Inspect(mut a)) => {
+            // Inside a ratchet repo, its configured hardware completes the roofline.
+            let start = if a.path.is_dir() { a.path.clone() } else { dir.clone() };
+            if let Ok(ws) = Workspace::discover(&start) {
+                a.config_hardware = ws.config().ok().and_then(|c| c.hardware());
+            }
+            commands::inspect::run_inspect(&a).map_err(Error::from)
+        }
+        Some(Command::Gate(a)) => commands::gate::command(&dir, &a),
+        Some(Command::Simulate(a)) => commands::simulate::run(&dir, &a),
+        Some(Command::Calibrate(a)) => {
+            signals::install()?;
+            commands::json::calibrate(&dir, &a)
+        }
+        Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags, false),
+        Some(Command::Completions { shell }) => commands::completions::completions(shell),
+        Some(Command::Man) => commands::completions::man(),
+        Some(Command::Pythonpath) => commands::pythonpath::run(&Workspace::discover(&dir)?),
+        Some(Command::Gc(a)) => {
+            let ws = lock_repo(&dir, &mut ui::Text::new())?;
+            commands::gc::run(&ws, &a)
+        }
+        Some(Command::Retry(a)) => {
+            let message = {
+                let ws = lock_repo(&dir, &mut ui::Text::new())?;
+                commands::retry::apply(&ws, &a)?
+            };
+            if !(a.run || a.pairs.is_some()) {
+                return Ok(());
+            }
+            experiment_cmd(&dir, message, &cli::ExperimentFlags { pairs: a.pairs, allow_large: a.allow_large, ..Default::default() }, false)
+        }
+        None => {
+            let e = cli.experiment;
+            let Some(message) = e.message else {
+                return Err(Error::usage("no experiment message given")
+                    .hint("ratchet \"experiment: bump BQ to 512\" runs one; ratchet --help lists the subcommands"));
+            };
+            experiment_cmd(&dir, message, &e.flags, true)
+        }
+    }
+}
+
+/// Take the repo's lock for a command that changes the branch or the results.
+pub(crate) fn lock_repo(dir: &std::path::Path, events: &mut dyn events::Events) -> Result<Locked> {
+    Workspace::discover(dir)?.lock(&command_line(), events)
+}
+
+/// `guard`: refuse a message that looks like a mistyped subcommand (`ratchet MSG`; an explicit
+/// `ratchet run MSG` means it).
+fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags, guard: bool) -> Result<()> {
+    let op = || {
+        if guard {
+            commands::guard::check_message(&message, &commands::guard::subcommand_names())?;
+        }
+        experiment_cmd_text(dir, message.clone(), flags)
+    };
+    commands::json::recorded(dir, flags.json, op, |_, _| None)
+}
+
+fn experiment_cmd_text(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {
+    signals::install()?;
+    let mut ui = ui::Text::new();
+    let ws = lock_repo(dir, &mut ui)?;
+    let mut fx = Effects::new(&mut ui, Cancel::signals());
+    crate::sweep::recover(&ws, &mut fx)?;
+    let (message, deep_suffix) = experiment::split_deep_suffix(&message);
+    let opts = experiment::Options {
+        message,
+        deep: flags.deep || deep_suffix,
+        allow_empty: flags.allow_empty,
+        pairs: flags.pairs,
+        allow_large: flags.allow_large,
+        ..Default::default()
+    };
+    experiment::run(&ws, &opts, &mut bench::executor::ProcessExecutor, &mut fx)?.into_result()?;
     Ok(())
 }

@@ -5,13 +5,14 @@ use crate::cli::PlotArgs;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::plot::{self, Chart, Night};
-use crate::store::{write_atomic, Store};
-use crate::vcs::{self, Repo};
+use crate::store::write_atomic;
+use crate::workspace::Workspace;
 use std::path::Path;
 
-pub fn run(dir: &Path, args: &PlotArgs) -> Result<()> {
-    let repo = Repo::discover(dir)?;
-    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
+/// `dir` is where ratchet was started (`-C`): a relative `--html` path is taken from there.
+pub fn run(ws: &Workspace, dir: &Path, args: &PlotArgs) -> Result<()> {
+    let repo = &ws.repo;
+    let store = &ws.store;
     let rows = store.rows()?;
     if rows.is_empty() {
         return Err(Error::usage("no experiments to plot yet").hint("run `ratchet sweep` or `ratchet \"experiment: ...\"` first"));

@@ -3,11 +3,10 @@
 //! `PYTHONPATH=$(ratchet pythonpath) python3 prepare.py`.
 
 use crate::error::Result;
-use crate::vcs::Repo;
-use std::path::Path;
+use crate::workspace::Workspace;
 
-pub fn run(dir: &Path) -> Result<()> {
-    let repo = Repo::discover(dir)?;
+pub fn run(ws: &Workspace) -> Result<()> {
+    let repo = &ws.repo;
     repo.ensure_excludes()?;
     let python_dir = crate::pyhelper::install(&repo.state_dir())?;
     println!("{}", python_dir.display());

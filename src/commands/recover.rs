@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::journal::{self, Phase};
 use crate::store::{Status, Store};
 use crate::vcs::{self, short, Repo};
-use std::path::Path;
+use crate::workspace::Locked;
 
 /// What recovery will do here, one sentence per step, without changing anything. Call with the
 /// lock held (otherwise the journal may belong to a running ratchet).
@@ -76,15 +76,9 @@ pub fn recover(repo: &Repo, store: &Store) -> Result<Vec<String>> {
 }
 
 /// `ratchet recover`.
-pub fn run(dir: &Path) -> Result<()> {
-    let repo = Repo::discover(dir)?;
-    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
-    let args: Vec<String> = std::env::args().collect();
-    let lock = crate::lock::RepoLock::for_repo(&repo, &args.join(" "))?;
-    if let Some(h) = lock.stale() {
-        eprintln!("note: {}", h.stale_note());
-    }
-    let done = recover(&repo, &store)?;
+/// `ratchet recover`, in the locked workspace.
+pub fn run(ws: &Locked) -> Result<()> {
+    let done = recover(&ws.repo, &ws.store)?;
     if done.is_empty() {
         println!("nothing to recover");
     }

@@ -5,13 +5,12 @@
 use crate::cli::{ResultsArgs, SortKey};
 use crate::error::{Error, Result};
 use crate::report::{self, View};
-use crate::store::{ResultRow, Status, Store};
-use crate::vcs::{self, Repo};
-use std::path::Path;
+use crate::store::{ResultRow, Status};
+use crate::workspace::Workspace;
 
-pub fn run(dir: &Path, args: &ResultsArgs) -> Result<()> {
-    let repo = Repo::discover(dir)?;
-    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
+pub fn run(ws: &Workspace, args: &ResultsArgs) -> Result<()> {
+    let _repo = &ws.repo;
+    let store = &ws.store;
     let rows = store.rows()?;
     let view = select(&rows, args, chrono::Utc::now())?;
     let opts = report::TableOpts { color: crate::term::color(), width: crate::term::width(), wide: args.wide };

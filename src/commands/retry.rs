@@ -5,15 +5,15 @@
 
 use crate::cli::RetryArgs;
 use crate::error::{Error, Result};
-use crate::store::{Status, Store};
-use crate::vcs::{self, Repo};
-use std::path::Path;
+use crate::store::Status;
+use crate::vcs::{self};
+use crate::workspace::Workspace;
 
 /// Apply experiment `args.id`'s parked change to the working tree; returns the message to run
-/// it under ("<its message> (retry of <id>)").
-pub fn apply(dir: &Path, args: &RetryArgs) -> Result<String> {
-    let repo = Repo::discover(dir)?;
-    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
+/// it under (`<its message> (retry of <id>)`).
+pub fn apply(ws: &Workspace, args: &RetryArgs) -> Result<String> {
+    let repo = &ws.repo;
+    let store = &ws.store;
     let rows = store.rows()?;
     let row = rows
         .iter()

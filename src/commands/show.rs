@@ -8,18 +8,19 @@ use crate::cli::ShowArgs;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::report::sig;
-use crate::store::{ResultRow, Status, Store};
+use crate::store::{ResultRow, Status};
 use crate::trace::{self, AnalyzeOptions, OpStat};
 use crate::vcs::{self, Repo};
+use crate::workspace::Workspace;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 /// One count of an HLO summary.
 type HloCount = fn(&trace::HloStats) -> usize;
 
-pub fn run(dir: &Path, args: &ShowArgs) -> Result<()> {
-    let repo = Repo::discover(dir)?;
-    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
+pub fn run(ws: &Workspace, args: &ShowArgs) -> Result<()> {
+    let repo = &ws.repo;
+    let store = &ws.store;
     let rows = store.rows()?;
     let Some(row) = rows.iter().find(|r| r.id == args.id) else {
         let ids = match (rows.first(), rows.last()) {
@@ -31,12 +32,12 @@ pub fn run(dir: &Path, args: &ShowArgs) -> Result<()> {
     let all_runs = store.runs()?;
     let runs: Vec<RunRecord> = all_runs.iter().filter(|r| r.experiment == row.id.to_string()).cloned().collect();
     if args.json {
-        println!("{}", super::json::show(&repo, row, &runs));
+        println!("{}", super::json::show(repo, row, &runs));
         return Ok(());
     }
     let cfg = Config::load(&config::path_in(repo.root())).ok();
     let kernel = cfg.as_ref().and_then(|c| c.trace.kernel.clone());
-    print!("{}", render(&repo, row, &runs, kernel.clone()));
+    print!("{}", render(repo, row, &runs, kernel.clone()));
     // Issue 17: incumbent beside candidate, the candidate's diagnosis, spill cliffs.
     print!("{}", crate::diagnose::show::render(row, &runs, &rows, &all_runs, cfg.as_ref().and_then(Config::hardware), kernel));
     Ok(())

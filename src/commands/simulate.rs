@@ -5,7 +5,7 @@
 use crate::cli::SimulateArgs;
 use crate::config;
 use crate::error::{Error, Result};
-use crate::vcs::Repo;
+use crate::workspace::Workspace;
 use std::path::Path;
 
 /// `ratchet simulate`: the decision procedure of this repo's `[decision]` (or the defaults)
@@ -14,10 +14,10 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     if args.trials == 0 {
         return Err(Error::usage("--trials 0: give at least one trial per scenario"));
     }
-    let decision = match Repo::discover(dir) {
-        Ok(repo) if !args.defaults && config::path_in(repo.root()).exists() => {
-            println!("[decision] of {}", config::path_in(repo.root()).display());
-            config::Config::load(&config::path_in(repo.root()))?.decision
+    let decision = match Workspace::discover(dir) {
+        Ok(ws) if !args.defaults && ws.config_path().exists() => {
+            println!("[decision] of {}", ws.config_path().display());
+            ws.config()?.decision
         }
         _ => {
             println!("[decision] defaults");

@@ -3,10 +3,9 @@
 //! `ratchet recover` (or the next experiment or sweep) does the recovery.
 
 use crate::error::Result;
-use crate::store::{ResultRow, Status, Store};
-use crate::vcs::{self, Repo};
+use crate::store::{ResultRow, Status};
+use crate::workspace::Workspace;
 use serde::Serialize;
-use std::path::Path;
 
 /// Everything `ratchet status` says, as data (`--json` prints it; the text renders it).
 #[derive(Debug, Serialize)]
@@ -46,17 +45,17 @@ pub struct InFlight {
 }
 
 /// Gather the report; changes nothing (it takes the lock only to read a journal no one writes).
-pub fn report(dir: &Path) -> Result<Report> {
-    let repo = Repo::discover(dir)?;
-    let state_dir = repo.state_dir();
-    let store = Store::new(&repo.root().join(vcs::RESULTS_DIR));
+pub fn report(ws: &Workspace) -> Result<Report> {
+    let repo = &ws.repo;
+    let state_dir = ws.state_dir.clone();
+    let store = &ws.store;
     let args: Vec<String> = std::env::args().collect();
-    let (running, recovery) = match crate::lock::RepoLock::for_repo(&repo, &args.join(" ")) {
+    let (running, recovery) = match crate::lock::RepoLock::for_repo(repo, &args.join(" ")) {
         Ok(lock) => {
             if let Some(h) = lock.stale() {
                 eprintln!("note: {}", h.stale_note());
             }
-            (None, super::recover::plan(&repo, &store))
+            (None, super::recover::plan(repo, store))
         }
         Err(e) if e.kind == crate::error::Kind::Locked => (Some(e.message), vec![]),
         Err(e) => return Err(e),
@@ -91,13 +90,13 @@ pub fn report(dir: &Path) -> Result<Report> {
         kept: rows.iter().filter(|r| r.status == Status::Keep).count(),
         experiments: rows.len(),
         last: rows.last().cloned(),
-        disk: crate::commands::gc::disk_line(&repo, &rows),
+        disk: crate::commands::gc::disk_line(repo, &rows),
     })
 }
 
 /// The state of ratchet in this repo, as text or (`json`) one JSON object.
-pub fn run(dir: &Path, json: bool) -> Result<()> {
-    let r = report(dir)?;
+pub fn run(ws: &Workspace, json: bool) -> Result<()> {
+    let r = report(ws)?;
     if json {
         println!("{}", super::json::to_line("status", &r));
         return Ok(());

@@ -125,7 +125,7 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(total))
 }
 
-/// Moved to [`crate::units`]; re-exported so `sweep::fmt_duration` keeps working.
+/// Moved to `crate::units`; re-exported so `sweep::fmt_duration` keeps working.
 pub use crate::units::fmt_duration;
 
 /// Moved to [`crate::outcome`].

@@ -1,5 +1,5 @@
 //! From a capture's events to per-execution module times, the kernel's choice and its op
-//! breakdown: the data model shared by the `.xplane.pb` pass ([`super::scan`]) and the
+//! breakdown: the data model shared by the `.xplane.pb` pass (`trace::scan`) and the
 //! Chrome-trace fallback ([`super::json_trace`]).
 //!
 //! Op names and modules are interned to integers as they are met, so the tables a pass fills

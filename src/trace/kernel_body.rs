@@ -8,7 +8,7 @@
 //! (written by `ratchet_bench.write_kernel_bodies`). Ops are recognised in both MLIR forms: the
 //! generic `"dialect.op"(...)` form (the serialized Mosaic module prints its ops as
 //! `"stable_mosaic.tpu.matmul"`, the version prefix is dropped) and the custom
-//! `%x = dialect.op ...` form (Triton). What counts as what is listed in [`classify`].
+//! `%x = dialect.op ...` form (Triton). What counts as what is listed in `classify`.
 
 use std::collections::BTreeMap;
 

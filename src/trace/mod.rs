@@ -2,9 +2,9 @@
 //! breakdown and HLO statistics, from an `.xplane.pb` (or a `.trace.json.gz` as a fallback).
 //!
 //! The flow is locate (which file) -> map it and decode its skeleton ([`xplane`], zero-copy)
-//! -> one fused pass over every event ([`scan`]) that fills the module executions of every
+//! -> one fused pass over every event (`scan`) that fills the module executions of every
 //! device and the op tables -> pick the kernel -> its figures. [`analyze`] runs it all;
-//! [`inspect`] prints it.
+//! `ratchet inspect` (commands::inspect) prints it.
 
 pub mod analysis;
 pub mod hlo;

@@ -1,5 +1,5 @@
 //! Protobuf wire-format primitives shared by the capture and HLO readers: wire types and a
-//! bounds-checked varint decoder (encoding per https://protobuf.dev/programming-guides/encoding/).
+//! bounds-checked varint decoder (encoding per <https://protobuf.dev/programming-guides/encoding/>).
 //!
 //! Our own few lines instead of `prost`: the readers never build messages, they walk bytes,
 //! and the varint is the hottest loop of a two-million-event capture.

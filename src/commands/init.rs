@@ -1,0 +1,48 @@
+//! `ratchet init`: write a `ratchet.toml` for this repository, detecting the device.
+
+use crate::cli::InitArgs;
+use crate::config;
+use crate::error::{Error, Result};
+use crate::workspace::Workspace;
+use std::path::Path;
+
+pub fn run(dir: &Path, args: &InitArgs) -> Result<()> {
+    let root = match Workspace::discover(dir) {
+        Ok(ws) => ws.root().to_path_buf(),
+        Err(_) => dir.to_path_buf(),
+    };
+    let path = config::path_in(&root);
+    if path.exists() && !args.force {
+        return Err(Error::config(format!("{} already exists", path.display())).hint("pass --force to overwrite it"));
+    }
+    let (preset, detected) = match &args.preset {
+        Some(p) => (p.clone(), None),
+        None => match super::detect::detect() {
+            Some((p, from)) => (p.to_string(), Some(format!("detected {from}"))),
+            None => ("cpu".to_string(), Some("no TPU or known GPU detected: nominal CPU figures; pass --preset to choose".to_string())),
+        },
+    };
+    if crate::hardware::preset(&preset).is_none() {
+        return Err(Error::usage(format!("unknown hardware preset {preset:?}; known: {}", crate::hardware::preset_names().join(", "))));
+    }
+    let has_prepare = root.join("prepare.py").exists();
+    let command = match (&args.command, has_prepare) {
+        (Some(c), _) => c.clone(),
+        (None, true) => "python3 prepare.py".to_string(),
+        (None, false) => {
+            return Err(Error::usage(format!("no prepare.py in {}, so ratchet cannot guess the benchmark command", root.display()))
+                .hint("pass it: ratchet init --command \"python3 bench.py\""))
+        }
+    };
+    let text = config::template(&command, &preset);
+    crate::store::write_atomic(&path, text.as_bytes())?;
+    println!(
+        "wrote {} (benchmark: {command}; hardware: {preset}{})",
+        path.display(),
+        detected.map(|d| format!(", {d}")).unwrap_or_default()
+    );
+    if has_prepare {
+        println!("found prepare.py: it should follow the benchmark protocol (docs/protocol.md), or print RESULT: lines");
+    }
+    Ok(())
+}
