@@ -22,6 +22,7 @@ pub struct CalibrateOptions {
 /// Measure the noise floor in the locked workspace (the lock matters: calibrating moves the
 /// incumbent checkout, which an experiment may be measuring from).
 pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Result<()> {
+    ws.require_recovered("calibrate::run")?;
     let repo = &ws.repo;
     let (branch, head) = repo.check_safe()?;
     let cfg = ws.config()?;

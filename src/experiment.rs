@@ -53,9 +53,10 @@ pub fn split_deep_suffix(message: &str) -> (String, bool) {
 /// how the process exits); `Err` means nothing was recorded.
 ///
 /// The caller runs the recoveries first (`sweep::recover`: an unfinished experiment, and a
-/// stopped sweep's edit, which must never be committed under another message); the command
-/// line does.
+/// stopped sweep's edit, which must never be committed under another message), as the command
+/// line does; without them this refuses to start.
 pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effects) -> Result<Outcome> {
+    ws.require_recovered("experiment::run")?;
     let started = Instant::now();
     let repo = &ws.repo;
     let state_dir = ws.state_dir.clone();

@@ -49,7 +49,7 @@ impl Workspace {
         if let Some(h) = lock.stale() {
             events.emit(Event::Note { text: h.stale_note() });
         }
-        Ok(Locked { ws: self, _lock: lock })
+        Ok(Locked { ws: self, _lock: lock, recovered: std::cell::Cell::new(false) })
     }
 }
 
@@ -57,6 +57,26 @@ impl Workspace {
 pub struct Locked {
     ws: Workspace,
     _lock: RepoLock,
+    /// Whether `sweep::recover` has run under this lock: what a stopped ratchet left (an
+    /// unfinished experiment, a sweep's edit) must be settled before anything is measured.
+    recovered: std::cell::Cell<bool>,
+}
+
+impl Locked {
+    /// Record that the recoveries ran (called by `sweep::recover`).
+    pub fn mark_recovered(&self) {
+        self.recovered.set(true);
+    }
+
+    /// `Err` unless the recoveries ran under this lock: measuring on top of a stopped sweep's
+    /// edit would commit it under another message, or calibrate a hypothesis as the incumbent.
+    pub fn require_recovered(&self, what: &str) -> Result<()> {
+        if self.recovered.get() {
+            return Ok(());
+        }
+        Err(crate::error::Error::failure(format!("{what} was called before the workspace's recoveries ran"))
+            .hint("call ratchet::sweep::recover(&locked, &mut effects) after taking the lock, as the command line does"))
+    }
 }
 
 impl std::ops::Deref for Locked {

@@ -473,7 +473,9 @@ fn calibrate_runs_a_a_pairs_on_the_mock_and_records_no_row() {
     let mut events = vec![];
     let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
     let opts = ratchet::calibrate::CalibrateOptions { pairs: Some(4) };
-    ratchet::calibrate::run(&ws, &opts, &mut exec, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    let mut fx = Effects::new(&mut events, Cancel::new());
+    sweep::recover(&ws, &mut fx).unwrap();
+    ratchet::calibrate::run(&ws, &opts, &mut exec, &mut fx).unwrap();
     assert_eq!(exec.log.len(), 8);
     assert!(repo.statuses().is_empty());
     let cal: serde_json::Value = serde_json::from_str(&repo.read("results/calibration.json")).unwrap();
@@ -519,4 +521,24 @@ fn the_text_of_a_sweep() {
     sweep::run(&ws, &SweepOptions::default(), &mut exec, &mut Effects::new(&mut events, Cancel::new())).unwrap();
     let (out, _) = render(&events);
     insta::assert_snapshot!("sweep_stdout", redact(&out, &repo));
+}
+
+/// A library caller that skips the recoveries is refused before anything is measured or
+/// committed (a stopped sweep's edit would otherwise be committed under another message).
+#[test]
+fn measuring_before_the_recoveries_is_refused() {
+    let repo = Repo::new(16);
+    repo.write("kernel.py", "BQ = 256\n");
+    let mut exec = MockExecutor::sides(Step::Latency(10.0), Step::Latency(9.0));
+    let mut events = vec![];
+    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
+    let mut fx = Effects::new(&mut events, Cancel::new());
+    let opts = Options { message: "exp: BQ 256".into(), ..Default::default() };
+    let e = experiment::run(&ws, &opts, &mut exec, &mut fx).unwrap_err();
+    assert!(e.to_string().contains("before the workspace's recoveries"), "{e}");
+    let cal = ratchet::calibrate::run(&ws, &ratchet::calibrate::CalibrateOptions { pairs: Some(4) }, &mut exec, &mut fx).unwrap_err();
+    assert!(cal.to_string().contains("calibrate::run"), "{cal}");
+    assert!(exec.log.is_empty(), "nothing may run: {:?}", exec.log);
+    assert!(repo.statuses().is_empty());
+    assert_eq!(repo.read("kernel.py"), "BQ = 256\n", "the edit stays in the tree, uncommitted");
 }

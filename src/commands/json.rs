@@ -180,6 +180,7 @@ pub fn calibrate(dir: &std::path::Path, args: &crate::cli::CalibrateArgs) -> cra
             let ws = super::lock_repo(dir, &mut ui)?;
             let opts = crate::calibrate::CalibrateOptions { pairs: args.pairs };
             let mut fx = crate::events::Effects::new(&mut ui, crate::signals::Cancel::signals());
+            crate::sweep::recover(&ws, &mut fx)?;
             crate::calibrate::run(&ws, &opts, &mut crate::bench::executor::ProcessExecutor, &mut fx)
         },
         |_, _| {

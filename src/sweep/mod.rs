@@ -21,7 +21,7 @@ use crate::experiment;
 use crate::store::{ResultRow, Status, Store};
 use crate::vcs::short;
 use crate::vcs::Repo;
-use crate::workspace::{Locked, Workspace};
+use crate::workspace::Locked;
 use hypothesis::{FileChange, Hypothesis};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -361,7 +361,7 @@ fn undo_edit(repo: &Repo, changes: &[FileChange]) -> Result<Vec<String>> {
 /// Finish or roll back what a stopped ratchet left: an unfinished experiment (the journal's),
 /// then a killed sweep's hypothesis in flight (see the module doc). Run before a sweep and
 /// before a single experiment, which must never commit a sweep's edit under its own message.
-pub fn recover(ws: &Workspace, fx: &mut Effects) -> Result<()> {
+pub fn recover(ws: &Locked, fx: &mut Effects) -> Result<()> {
     // An experiment that had committed is the journal's to finish or roll back: it records the
     // row (`interrupted` unless decided), which the check below then sees.
     if let Some(what) = crate::journal::recover(&ws.repo, &ws.store)? {
@@ -370,6 +370,7 @@ pub fn recover(ws: &Workspace, fx: &mut Effects) -> Result<()> {
     if let Some(what) = undo_stopped_sweep(&ws.repo, &ws.store)? {
         fx.emit(Event::Recovered { what });
     }
+    ws.mark_recovered();
     Ok(())
 }
 
