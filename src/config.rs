@@ -282,8 +282,10 @@ pub struct EngineConfig {
     pub sbatch_args: Option<Vec<String>>,
     /// Slurm: the limit of each `sbatch` / `squeue` / `scontrol` / `scancel` call (default 60 s).
     pub command_timeout_s: Option<f64>,
-    /// Hook: shell commands (run with `sh -c` from the repository root).
+    /// Hook: shell commands (run with `sh -c` from the repository root); `submit_batch` instead
+    /// of `submit` takes every trial of a batch in one call.
     pub submit: Option<String>,
+    pub submit_batch: Option<String>,
     pub poll: Option<String>,
     pub cancel: Option<String>,
     pub fetch: Option<String>,
@@ -294,7 +296,7 @@ pub struct EngineConfig {
 impl EngineConfig {
     /// The keys each kind takes (besides `kind`), for the error naming a misplaced one.
     pub const SLURM_KEYS: &'static [&'static str] = &["capacity", "partition", "gres", "exclusive", "sbatch_args", "command_timeout_s"];
-    pub const HOOK_KEYS: &'static [&'static str] = &["capacity", "submit", "poll", "cancel", "fetch", "hook_timeout_s"];
+    pub const HOOK_KEYS: &'static [&'static str] = &["capacity", "submit", "submit_batch", "poll", "cancel", "fetch", "hook_timeout_s"];
 
     /// The keys set in this table, besides `kind`.
     fn set_keys(&self) -> Vec<&'static str> {
@@ -306,6 +308,7 @@ impl EngineConfig {
             ("sbatch_args", self.sbatch_args.is_some()),
             ("command_timeout_s", self.command_timeout_s.is_some()),
             ("submit", self.submit.is_some()),
+            ("submit_batch", self.submit_batch.is_some()),
             ("poll", self.poll.is_some()),
             ("cancel", self.cancel.is_some()),
             ("fetch", self.fetch.is_some()),
@@ -375,9 +378,19 @@ impl EngineConfig {
             }
         }
         if self.kind == EngineKind::Hook {
-            for (key, v) in [("submit", &self.submit), ("poll", &self.poll), ("cancel", &self.cancel)] {
+            let submit = match (&self.submit, &self.submit_batch) {
+                (Some(_), Some(_)) => return bad("submit_batch", "cannot be combined with submit; give one of them".into()),
+                (None, Some(_)) => ("submit_batch", &self.submit_batch),
+                _ => ("submit", &self.submit),
+            };
+            for (key, v) in [submit, ("poll", &self.poll), ("cancel", &self.cancel)] {
                 match v {
-                    None => return bad(key, "is required for kind = \"hook\" (submit, poll and cancel; fetch is optional)".into()),
+                    None => {
+                        return bad(
+                            key,
+                            "is required for kind = \"hook\" (submit or submit_batch, poll and cancel; fetch is optional)".into(),
+                        )
+                    }
                     Some(c) if c.trim().is_empty() => return bad(key, "is empty; give the shell command to run".into()),
                     _ => {}
                 }

@@ -72,6 +72,7 @@ impl Rig {
         HookOptions {
             capacity: 4,
             submit: self.hook("submit.sh"),
+            batch: false,
             poll: self.hook("poll.sh"),
             cancel: self.hook("cancel.sh"),
             fetch: Some(self.hook("fetch.sh")),
@@ -278,6 +279,57 @@ fn a_failed_submit_cancels_the_trials_already_submitted() {
     assert_eq!(wait_dead(&[pid]), Vec::<i32>::new(), "the first trial's worker was stopped");
 }
 
+/// The batch form: every trial of the batch on stdin as a JSON array; each worker started in
+/// its own session, one token line per trial (what a Kubernetes Indexed Job's hook does with
+/// `jobname:index`).
+const SUBMIT_BATCH: &str = r#"
+import json, os, subprocess, sys
+state = sys.argv[1]
+trials = json.load(sys.stdin)
+assert len(trials) == int(os.environ["RATCHET_TRIAL_COUNT"])
+for t in trials:
+    log = open(os.path.join(t["out_dir"], "worker.log"), "w")
+    wrapped = 'eval "$0"; echo $? > "$1/exit"'
+    shell = " ".join("'" + a.replace("'", "'\\''") + "'" for a in t["worker"])
+    p = subprocess.Popen(["sh", "-c", wrapped, shell, t["out_dir"]], stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    open(os.path.join(state, str(p.pid)), "w").write(t["out_dir"] + "\n")
+    print("local-%d" % p.pid)
+"#;
+
+#[test]
+fn a_batch_goes_to_submit_batch_in_one_call() {
+    let rig = Rig::new();
+    std::fs::write(rig.path().join("submit_batch.py"), SUBMIT_BATCH).unwrap();
+    let calls = rig.path().join("calls");
+    let submit =
+        format!("echo x >> {} && python3 {} {}", calls.display(), rig.path().join("submit_batch.py").display(), rig.state().display());
+    let mut e = HookEngine::new(HookOptions { submit, batch: true, ..rig.options() });
+    let trials: Vec<TrialSpec> = (0..3).map(|i| rig.trial(&format!("b{i}"))).collect();
+    let argv: Vec<Vec<String>> = trials
+        .iter()
+        .map(|t| {
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "echo \"$1\" > \"$0\"".into(),
+                t.out_dir.join("r.txt").to_string_lossy().into(),
+                format!("{} it's", t.id),
+            ]
+        })
+        .collect();
+    let jobs = e.submit(&trials, &argv).unwrap();
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1, "one call for the batch");
+    assert_eq!(poll_until_done(&mut e, &jobs), vec![JobState::Finished; 3]);
+    for t in &trials {
+        assert_eq!(std::fs::read_to_string(t.out_dir.join("r.txt")).unwrap(), format!("{} it's\n", t.id));
+    }
+    // A batch hook that answers for fewer trials than it was given.
+    rig.script("short.sh", "#!/bin/sh\ncat >/dev/null\necho only-one\n");
+    let mut e = HookEngine::new(HookOptions { submit: rig.hook("short.sh"), batch: true, ..rig.options() });
+    let err = e.submit(&trials, &argv).unwrap_err();
+    assert!(err.message.contains("submit_batch hook for 3 trials printed 1 token lines"), "{}", err.message);
+}
+
 const BASE: &str = "[benchmark]\ncommand = \"python3 b.py\"\n[score]\nmetric = \"latency\"\n";
 
 fn config_error(engine: &str) -> String {
@@ -294,7 +346,12 @@ fn the_engine_table_is_validated_strictly() {
         ("kind = \"slurm\"\nsubmit = \"x\"\n", &["line 7", "[engine] submit", "does not apply to kind = \"slurm\"", "partition, gres"]),
         ("kind = \"hook\"\nsubmit = \"a\"\npoll = \"b\"\ncancel = \"c\"\npartition = \"p\"\n", &["[engine] partition", "kind = \"hook\""]),
         ("capacity = 4\n", &["[engine] capacity", "kind = \"local\"", "--jobs"]),
-        ("kind = \"hook\"\nsubmit = \"a\"\ncancel = \"c\"\n", &["[engine] poll: is required", "submit, poll and cancel"]),
+        ("kind = \"hook\"\nsubmit = \"a\"\ncancel = \"c\"\n", &["[engine] poll: is required", "submit or submit_batch, poll and cancel"]),
+        ("kind = \"hook\"\npoll = \"b\"\ncancel = \"c\"\n", &["[engine] submit: is required"]),
+        (
+            "kind = \"hook\"\nsubmit = \"a\"\nsubmit_batch = \"a\"\npoll = \"b\"\ncancel = \"c\"\n",
+            &["line 8", "[engine] submit_batch: cannot be combined with submit"],
+        ),
         ("kind = \"hook\"\nsubmit = \" \"\npoll = \"b\"\ncancel = \"c\"\n", &["line 7", "[engine] submit: is empty"]),
         ("kind = \"slurm\"\ncapacity = 0\n", &["line 7", "[engine] capacity: must be between 1 and 10000"]),
         ("kind = \"slurm\"\ncommand_timeout_s = -1\n", &["[engine] command_timeout_s: must be in (0, 3600]"]),
@@ -319,6 +376,7 @@ fn the_engine_table_is_validated_strictly() {
         "kind = \"slurm\"\ngres = \"\"\n",
         "kind = \"slurm\"\ngres = \"gpu:a100:1,shard:2\"\ncommand_timeout_s = 120\n",
         "kind = \"hook\"\nsubmit = \"a\"\npoll = \"b\"\ncancel = \"c\"\nfetch = \"d\"\nhook_timeout_s = 30\n",
+        "kind = \"hook\"\nsubmit_batch = \"a\"\npoll = \"b\"\ncancel = \"c\"\n",
     ] {
         Config::parse(&format!("{BASE}[engine]\n{ok}")).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
     }

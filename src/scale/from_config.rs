@@ -38,7 +38,8 @@ pub fn engine_from_config(cfg: &EngineConfig, root: &Path, work_dir: &Path) -> R
         }
         EngineKind::Hook => Some(Box::new(HookEngine::new(HookOptions {
             capacity,
-            submit: cfg.submit.clone().unwrap_or_default(),
+            submit: cfg.submit.clone().or_else(|| cfg.submit_batch.clone()).unwrap_or_default(),
+            batch: cfg.submit_batch.is_some(),
             poll: cfg.poll.clone().unwrap_or_default(),
             cancel: cfg.cancel.clone().unwrap_or_default(),
             fetch: cfg.fetch.clone(),

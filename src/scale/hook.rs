@@ -16,6 +16,10 @@ pub const MAX_TOKEN: usize = 1024;
 pub struct HookOptions {
     pub capacity: usize,
     pub submit: String,
+    /// `submit` takes a whole batch at once (`[engine] submit_batch`): a JSON array on stdin,
+    /// one token line per trial out, for launchers that start many tasks as one job (a
+    /// Kubernetes Indexed Job).
+    pub batch: bool,
     pub poll: String,
     pub cancel: String,
     pub fetch: Option<String>,
@@ -33,6 +37,7 @@ pub struct HookEngine {
 #[derive(Clone, Copy)]
 enum Hook {
     Submit,
+    SubmitBatch,
     Poll,
     Cancel,
     Fetch,
@@ -42,6 +47,7 @@ impl Hook {
     fn name(self) -> &'static str {
         match self {
             Hook::Submit => "submit",
+            Hook::SubmitBatch => "submit_batch",
             Hook::Poll => "poll",
             Hook::Cancel => "cancel",
             Hook::Fetch => "fetch",
@@ -56,7 +62,7 @@ impl HookEngine {
 
     fn command(&self, hook: Hook) -> &str {
         match hook {
-            Hook::Submit => &self.opts.submit,
+            Hook::Submit | Hook::SubmitBatch => &self.opts.submit,
             Hook::Poll => &self.opts.poll,
             Hook::Cancel => &self.opts.cancel,
             Hook::Fetch => self.opts.fetch.as_deref().unwrap_or(""),
@@ -157,11 +163,18 @@ impl Engine for HookEngine {
         self.opts.capacity
     }
 
-    /// One submit call per trial; when one fails, those already submitted are cancelled, so a
-    /// failed submit leaves nothing running that the controller does not know of.
+    /// One submit call per trial (or one for the batch); when one fails, those already
+    /// submitted are cancelled, so a failed submit leaves nothing running that the controller
+    /// does not know of.
     fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
         if trials.len() != worker.len() {
             return Err(Error::failure(format!("hook engine: {} trials but {} worker commands", trials.len(), worker.len())));
+        }
+        if trials.is_empty() {
+            return Ok(vec![]);
+        }
+        if self.opts.batch {
+            return self.submit_batch(trials, worker);
         }
         let mut handles: Vec<JobHandle> = vec![];
         for (t, argv) in trials.iter().zip(worker) {
@@ -213,24 +226,70 @@ impl Engine for HookEngine {
 }
 
 impl HookEngine {
-    fn submit_one(&mut self, t: &TrialSpec, argv: &[String]) -> Result<JobHandle> {
+    fn prepare(t: &TrialSpec, argv: &[String]) -> Result<()> {
         if argv.is_empty() {
             return Err(Error::failure(format!("hook engine: trial {} has an empty worker command", t.id)));
         }
         // The run directory exists before the hook runs, for a hook that logs into it.
-        std::fs::create_dir_all(&t.out_dir).with_path(&t.out_dir)?;
+        std::fs::create_dir_all(&t.out_dir).with_path(&t.out_dir)
+    }
+
+    fn check_token(hook: Hook, trial: &str, token: String) -> Result<String> {
+        if token.len() > MAX_TOKEN || token.chars().any(char::is_control) {
+            return Err(Error::new(
+                Kind::Infrastructure,
+                format!(
+                    "hook engine: the {} hook for trial {trial} printed a token of {} bytes or with control characters; at most {MAX_TOKEN} printable bytes",
+                    hook.name(),
+                    token.len()
+                ),
+            ));
+        }
+        Ok(token)
+    }
+
+    /// The batch form: every trial in one call, one token line per trial in the same order.
+    fn submit_batch(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
+        for (t, argv) in trials.iter().zip(worker) {
+            Self::prepare(t, argv)?;
+        }
+        let input: Vec<SubmitInput> = trials.iter().zip(worker).map(|(t, w)| SubmitInput { trial: t, worker: w }).collect();
+        let json = serde_json::to_vec(&input).map_err(|e| Error::failure(e.to_string()))?;
+        let env = vec![("RATCHET_TRIAL_COUNT".to_string(), trials.len().to_string())];
+        let label = format!("{}..{}", trials[0].id, trials[trials.len() - 1].id);
+        let out = self.call(Hook::SubmitBatch, &label, env, Some(json))?;
+        let lines: Vec<String> = out.stdout.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect();
+        if lines.len() != trials.len() {
+            return Err(Error::new(
+                Kind::Infrastructure,
+                format!(
+                    "hook engine: the submit_batch hook for {} trials printed {} token lines ({:?}); it must print one per trial, in order",
+                    trials.len(),
+                    lines.len(),
+                    clip(&out.stdout)
+                ),
+            )
+            .hint(
+                "send the hook's other messages to stderr (>&2); whatever it started is not known to ratchet and must be stopped by hand",
+            ));
+        }
+        trials
+            .iter()
+            .zip(lines)
+            .map(|(t, token)| {
+                Ok(JobHandle { trial: t.id.clone(), engine_id: Self::check_token(Hook::SubmitBatch, &t.id, token)?, slot: None })
+            })
+            .collect()
+    }
+
+    fn submit_one(&mut self, t: &TrialSpec, argv: &[String]) -> Result<JobHandle> {
+        Self::prepare(t, argv)?;
         let mut env = Self::trial_env(t);
         env.push(("RATCHET_WORKER".into(), shell_join(argv)));
         let input = serde_json::to_vec(&SubmitInput { trial: t, worker: argv }).map_err(|e| Error::failure(e.to_string()))?;
         let out = self.call(Hook::Submit, &t.id, env, Some(input))?;
         let token = Self::one_line(Hook::Submit, &t.id, &out, "the job's token")?;
-        if token.len() > MAX_TOKEN || token.chars().any(char::is_control) {
-            return Err(Error::new(
-                Kind::Infrastructure,
-                format!("hook engine: the submit hook for trial {} printed a token of {} bytes or with control characters; at most {MAX_TOKEN} printable bytes", t.id, token.len()),
-            ));
-        }
-        Ok(JobHandle { trial: t.id.clone(), engine_id: token, slot: None })
+        Ok(JobHandle { trial: t.id.clone(), engine_id: Self::check_token(Hook::Submit, &t.id, token)?, slot: None })
     }
 }
 
