@@ -26,6 +26,8 @@ state="$1"; pid="${RATCHET_JOB#local-}"
 out="$(cat "$state/$pid" 2>/dev/null)" || { echo "failed: unknown job $RATCHET_JOB"; exit 0; }
 if [ -f "$out/exit" ]; then echo finished
 elif [ -r "/proc/$pid/stat" ] && ! grep -q ') Z' "/proc/$pid/stat"; then echo running
+# Looked at again: the worker may have ended between the first look and the second.
+elif [ -f "$out/exit" ]; then echo finished
 else echo "failed: worker $pid died without an exit status"; fi
 "#;
 const CANCEL: &str = r#"#!/bin/sh
