@@ -305,7 +305,14 @@ fn a_batch_goes_to_submit_batch_in_one_call() {
     let calls = rig.path().join("calls");
     let submit =
         format!("echo x >> {} && python3 {} {}", calls.display(), rig.path().join("submit_batch.py").display(), rig.state().display());
-    let mut e = HookEngine::new(HookOptions { submit, batch: true, ..rig.options() });
+    // Through the config: submit_batch instead of submit.
+    let toml = format!(
+        "{BASE}[engine]\nkind = \"hook\"\nsubmit_batch = {submit:?}\npoll = {:?}\ncancel = {:?}\n",
+        rig.hook("poll.sh"),
+        rig.hook("cancel.sh")
+    );
+    let cfg = Config::parse(&toml).unwrap();
+    let mut e = ratchet::scale::engine_from_config(&cfg.engine, rig.path(), rig.path()).unwrap().unwrap();
     let trials: Vec<TrialSpec> = (0..3).map(|i| rig.trial(&format!("b{i}"))).collect();
     let argv: Vec<Vec<String>> = trials
         .iter()
@@ -321,7 +328,7 @@ fn a_batch_goes_to_submit_batch_in_one_call() {
         .collect();
     let jobs = e.submit(&trials, &argv).unwrap();
     assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1, "one call for the batch");
-    assert_eq!(poll_until_done(&mut e, &jobs), vec![JobState::Finished; 3]);
+    assert_eq!(poll_until_done(e.as_mut(), &jobs), vec![JobState::Finished; 3]);
     for t in &trials {
         assert_eq!(std::fs::read_to_string(t.out_dir.join("r.txt")).unwrap(), format!("{} it's\n", t.id));
     }

@@ -81,6 +81,13 @@ impl Call {
             // A group of its own, so a timeout reaches everything the command started.
             .process_group(0);
         if let Some(d) = &self.dir {
+            // Checked here: spawn reports a missing directory as a missing program.
+            if !d.is_dir() {
+                return Err(Error::new(
+                    Kind::Infrastructure,
+                    format!("cannot run `{}`: its working directory {} does not exist", self.display(), d.display()),
+                ));
+            }
             cmd.current_dir(d);
         }
         for (k, v) in &self.env {
@@ -257,6 +264,14 @@ mod tests {
         let out = sh("sleep 3 & echo token-1", 10_000).run().unwrap();
         assert!(t.elapsed() < Duration::from_secs(2), "took {:?}", t.elapsed());
         assert_eq!(out.stdout.trim(), "token-1");
+    }
+
+    #[test]
+    fn a_missing_working_directory_is_not_called_a_missing_program() {
+        let mut c = Call::new(vec!["true".into()], Duration::from_secs(1));
+        c.dir = Some("/no/such/dir".into());
+        let err = c.run().unwrap_err();
+        assert!(err.message.contains("working directory /no/such/dir does not exist"), "{}", err.message);
     }
 
     #[test]

@@ -74,9 +74,9 @@ impl SlurmEngine {
         };
         let mut argv = vec![exe];
         argv.extend(args.iter().cloned());
-        let mut call = Call::new(argv, self.opts.command_timeout);
-        call.dir = Some(self.opts.work_dir.clone());
-        call.run().map_err(|e| {
+        // No working directory of its own: sbatch gets --chdir, and the others need none.
+        Call::new(argv, self.opts.command_timeout)
+            .run().map_err(|e| {
             let hint = e.hint.clone().unwrap_or_default();
             Error::new(e.kind, format!("slurm engine: {}", e.message)).hint(if hint.contains("install") {
                 "install Slurm's client commands (Debian: slurm-client) or set the engine's bin_dir; scripts/slurm-localhost.sh starts a one-node cluster here".into()
