@@ -135,7 +135,19 @@ if ! running /run/slurmctld.pid; then
 fi
 if ! running /run/slurmd.pid; then
   say "starting slurmd"
-  slurmd || die "slurmd failed to start; see $LOGS/slurmd.log"
+  if ! slurmd; then
+    # Most often the cgroup plugin: cgroup v2 without systemd managing slurmd. Fall back once:
+    # 24.05 and later can switch cgroups off; 22.05 to 23.11 can leave systemd out of cgroup v2
+    # (cgroup.conf(5) of each version).
+    tail -n 5 "$LOGS/slurmd.log" 2>/dev/null | grep -qi cgroup || die "slurmd failed to start; see $LOGS/slurmd.log"
+    ver="$(slurmd -V | awk '{ print $2 }')"
+    case "$ver" in
+      2[0-3].*) printf 'IgnoreSystemd=yes\n' >"$CONF_DIR/cgroup.conf" ;;
+      *) printf 'CgroupPlugin=disabled\n' >"$CONF_DIR/cgroup.conf" ;;
+    esac
+    say "slurmd $ver could not use cgroups; retrying with $(cat "$CONF_DIR/cgroup.conf")"
+    slurmd || die "slurmd failed to start; see $LOGS/slurmd.log"
+  fi
 fi
 
 # 5. Wait for the node to be idle (or mixed/allocated when jobs already run).

@@ -40,12 +40,17 @@ fn slurm_with_gpus() -> Result<(), String> {
         .clone()
 }
 
+/// The tests that use the cluster take turns: an exclusive job and an array that must run all
+/// at once cannot share one node.
+static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 macro_rules! need_slurm {
     () => {
         if let Err(why) = slurm_with_gpus() {
             eprintln!("SKIPPED (no Slurm here: {why}); scripts/slurm-localhost.sh starts one as root");
             return;
         }
+        let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
     };
 }
 
@@ -198,6 +203,34 @@ fn cancel_stops_the_workers_processes() {
     }
     // Cancelling again (the task is gone) is not an error.
     e.cancel(&jobs[0]).unwrap();
+}
+
+#[test]
+fn exclusive_tasks_never_share_the_node() {
+    need_slurm!();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lock = d.join("lock");
+    let worker = d.join("worker.sh");
+    // mkdir is atomic: a second task inside the node while the first holds it leaves a mark.
+    write_script(
+        &worker,
+        &format!("#!/bin/sh\nmkdir {lock} 2>/dev/null || touch \"$1/overlap\"\nsleep 0.5\nrmdir {lock} 2>/dev/null\necho done > \"$1/result.txt\"\n", lock = lock.display()),
+    );
+    let cfg = Config::parse("[benchmark]\ncommand = \"python3 b.py\"\n[score]\nmetric = \"latency\"\n[engine]\nkind = \"slurm\"\nexclusive = true\ncommand_timeout_s = 30\n").unwrap();
+    let mut e = ratchet::scale::engine_from_config(&cfg.engine, d, &d.join("work")).unwrap().unwrap();
+    let trials: Vec<TrialSpec> = (0..2).map(|i| trial(d, &format!("x{i}"))).collect();
+    let argv: Vec<Vec<String>> = trials.iter().map(|t| vec![worker.to_string_lossy().into(), t.out_dir.to_string_lossy().into()]).collect();
+    let jobs = e.submit(&trials, &argv).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while jobs.iter().any(|j| matches!(e.poll(j).unwrap(), JobState::Queued | JobState::Running)) {
+        assert!(Instant::now() < deadline, "exclusive tasks did not finish");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for t in &trials {
+        assert!(t.out_dir.join("result.txt").exists(), "{} ran", t.id);
+        assert!(!t.out_dir.join("overlap").exists(), "{} shared the node", t.id);
+    }
 }
 
 #[test]
