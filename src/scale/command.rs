@@ -128,7 +128,7 @@ impl Call {
                 let so_far = Output { code: None, signal: None, stdout: out.take(), stderr: err.take() };
                 return Err(Error::new(
                     Kind::Infrastructure,
-                    format!("`{}` did not finish within {:.0} s; it was killed", self.display(), self.timeout.as_secs_f64()),
+                    format!("`{}` did not finish within {} s; it was killed", self.display(), seconds(self.timeout)),
                 )
                 .hint(match so_far.tail() {
                     t if t.is_empty() => "raise the engine's timeout or find out why the command hangs".to_string(),
@@ -177,6 +177,16 @@ impl Collector {
     fn take(&self) -> String {
         let g = self.buf.lock().unwrap_or_else(|e| e.into_inner());
         String::from_utf8_lossy(&g.0).into_owned()
+    }
+}
+
+/// "60" or "0.5": whole seconds without a fraction.
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s:.1}")
     }
 }
 
@@ -243,7 +253,7 @@ mod tests {
         let t = Instant::now();
         let err = sh(&script, 300).run().unwrap_err();
         assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
-        assert!(err.message.contains("did not finish within"), "{}", err.message);
+        assert!(err.message.contains("did not finish within 0.3 s"), "{}", err.message);
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         // The background sleep was in the group: gone (or a zombie awaiting its reaper) once
         // the kernel has delivered the SIGKILL.

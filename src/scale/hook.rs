@@ -219,6 +219,8 @@ impl Engine for HookEngine {
         if self.opts.fetch.is_none() {
             return Ok(());
         }
+        let cwd = std::env::current_dir()?;
+        let trial = &TrialSpec { repo: cwd.join(&trial.repo), out_dir: cwd.join(&trial.out_dir), ..trial.clone() };
         let mut env = Self::trial_env(trial);
         env.push(("RATCHET_JOB".into(), job.engine_id.clone()));
         self.call(Hook::Fetch, &trial.id, env, None).map(|_| ())
@@ -226,12 +228,17 @@ impl Engine for HookEngine {
 }
 
 impl HookEngine {
-    fn prepare(t: &TrialSpec, argv: &[String]) -> Result<()> {
+    /// The trial as the hooks see it: its paths absolute (the hooks run from the repository
+    /// root, not from the controller's directory), its run directory created, for a hook that
+    /// logs into it.
+    fn prepare(t: &TrialSpec, argv: &[String]) -> Result<TrialSpec> {
         if argv.is_empty() {
             return Err(Error::failure(format!("hook engine: trial {} has an empty worker command", t.id)));
         }
-        // The run directory exists before the hook runs, for a hook that logs into it.
-        std::fs::create_dir_all(&t.out_dir).with_path(&t.out_dir)
+        let cwd = std::env::current_dir()?;
+        let t = TrialSpec { repo: cwd.join(&t.repo), out_dir: cwd.join(&t.out_dir), ..t.clone() };
+        std::fs::create_dir_all(&t.out_dir).with_path(&t.out_dir)?;
+        Ok(t)
     }
 
     fn check_token(hook: Hook, trial: &str, token: String) -> Result<String> {
@@ -250,10 +257,8 @@ impl HookEngine {
 
     /// The batch form: every trial in one call, one token line per trial in the same order.
     fn submit_batch(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
-        for (t, argv) in trials.iter().zip(worker) {
-            Self::prepare(t, argv)?;
-        }
-        let input: Vec<SubmitInput> = trials.iter().zip(worker).map(|(t, w)| SubmitInput { trial: t, worker: w }).collect();
+        let prepared = trials.iter().zip(worker).map(|(t, argv)| Self::prepare(t, argv)).collect::<Result<Vec<_>>>()?;
+        let input: Vec<SubmitInput> = prepared.iter().zip(worker).map(|(t, w)| SubmitInput { trial: t, worker: w }).collect();
         let json = serde_json::to_vec(&input).map_err(|e| Error::failure(e.to_string()))?;
         let env = vec![("RATCHET_TRIAL_COUNT".to_string(), trials.len().to_string())];
         let label = format!("{}..{}", trials[0].id, trials[trials.len() - 1].id);
@@ -283,7 +288,7 @@ impl HookEngine {
     }
 
     fn submit_one(&mut self, t: &TrialSpec, argv: &[String]) -> Result<JobHandle> {
-        Self::prepare(t, argv)?;
+        let t = &Self::prepare(t, argv)?;
         let mut env = Self::trial_env(t);
         env.push(("RATCHET_WORKER".into(), shell_join(argv)));
         let input = serde_json::to_vec(&SubmitInput { trial: t, worker: argv }).map_err(|e| Error::failure(e.to_string()))?;
