@@ -34,6 +34,9 @@ pub struct Config {
     pub decision: DecisionConfig,
     #[serde(default)]
     pub trace: TraceConfig,
+    /// Where trials run (issue 18): local slots, Slurm or a user's hook.
+    #[serde(default)]
+    pub engine: EngineConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -233,6 +236,173 @@ impl TraceDepth {
     }
 }
 
+/// `[engine] kind`: how trials reach devices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// This host's device slots (`--jobs`, `[devices]`): the default.
+    #[default]
+    Local,
+    /// One Slurm job array per batch of trials (docs/scale-out.md, "Slurm").
+    Slurm,
+    /// The user's submit / poll / cancel / fetch commands (docs/scale-out.md, "Hook").
+    Hook,
+}
+
+impl EngineKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Local => "local",
+            EngineKind::Slurm => "slurm",
+            EngineKind::Hook => "hook",
+        }
+    }
+}
+
+/// The most trials an external engine may have in flight.
+pub const MAX_ENGINE_CAPACITY: u32 = 10_000;
+/// The longest wait for one engine command (`sbatch`, a hook): 1 hour.
+pub const MAX_ENGINE_TIMEOUT_S: f64 = 3600.0;
+
+/// `[engine]`: one flat table; which keys apply depends on `kind` (checked in `validate`).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    #[serde(default)]
+    pub kind: EngineKind,
+    /// Trials in flight at once (slurm, hook; default 4).
+    pub capacity: Option<u32>,
+    /// Slurm: the partition (`sbatch --partition`); the cluster's default when absent.
+    pub partition: Option<String>,
+    /// Slurm: the generic resources of one task (`--gres`, default "gpu:1"; "" asks for none).
+    pub gres: Option<String>,
+    /// Slurm: a whole node per task (`--exclusive`) instead of `gres`.
+    pub exclusive: Option<bool>,
+    /// Slurm: more `sbatch` options (`--time=2:00:00`, `--account=x`).
+    pub sbatch_args: Option<Vec<String>>,
+    /// Slurm: the limit of each `sbatch` / `squeue` / `scontrol` / `scancel` call (default 60 s).
+    pub command_timeout_s: Option<f64>,
+    /// Hook: shell commands (run with `sh -c` from the repository root); `submit_batch` instead
+    /// of `submit` takes every trial of a batch in one call.
+    pub submit: Option<String>,
+    pub submit_batch: Option<String>,
+    pub poll: Option<String>,
+    pub cancel: Option<String>,
+    pub fetch: Option<String>,
+    /// Hook: the limit of each hook call (default 60 s).
+    pub hook_timeout_s: Option<f64>,
+}
+
+impl EngineConfig {
+    /// The keys each kind takes (besides `kind`), for the error naming a misplaced one.
+    pub const SLURM_KEYS: &'static [&'static str] = &["capacity", "partition", "gres", "exclusive", "sbatch_args", "command_timeout_s"];
+    pub const HOOK_KEYS: &'static [&'static str] = &["capacity", "submit", "submit_batch", "poll", "cancel", "fetch", "hook_timeout_s"];
+
+    /// The keys set in this table, besides `kind`.
+    fn set_keys(&self) -> Vec<&'static str> {
+        let keys = [
+            ("capacity", self.capacity.is_some()),
+            ("partition", self.partition.is_some()),
+            ("gres", self.gres.is_some()),
+            ("exclusive", self.exclusive.is_some()),
+            ("sbatch_args", self.sbatch_args.is_some()),
+            ("command_timeout_s", self.command_timeout_s.is_some()),
+            ("submit", self.submit.is_some()),
+            ("submit_batch", self.submit_batch.is_some()),
+            ("poll", self.poll.is_some()),
+            ("cancel", self.cancel.is_some()),
+            ("fetch", self.fetch.is_some()),
+            ("hook_timeout_s", self.hook_timeout_s.is_some()),
+        ];
+        keys.iter().filter(|(_, set)| *set).map(|(k, _)| *k).collect()
+    }
+
+    fn validate(&self, text: &str) -> Result<()> {
+        let bad = |key: &str, why: String| {
+            let at = key_line(text, "engine", key).map(|l| format!("line {l}: ")).unwrap_or_default();
+            Err(Error::config(format!("{at}[engine] {key}: {why}")))
+        };
+        let allowed: &[&str] = match self.kind {
+            EngineKind::Local => &[],
+            EngineKind::Slurm => Self::SLURM_KEYS,
+            EngineKind::Hook => Self::HOOK_KEYS,
+        };
+        for key in self.set_keys() {
+            if !allowed.contains(&key) {
+                let takes =
+                    if allowed.is_empty() { "none (its slots come from --jobs and [devices])".to_string() } else { allowed.join(", ") };
+                return bad(key, format!("does not apply to kind = \"{}\", which takes {takes}", self.kind.as_str()));
+            }
+        }
+        if let Some(c) = self.capacity {
+            if c == 0 || c > MAX_ENGINE_CAPACITY {
+                return bad("capacity", format!("must be between 1 and {MAX_ENGINE_CAPACITY} trials in flight, got {c}"));
+            }
+        }
+        for (key, v) in [("command_timeout_s", self.command_timeout_s), ("hook_timeout_s", self.hook_timeout_s)] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v > 0.0 && v <= MAX_ENGINE_TIMEOUT_S) {
+                    return bad(key, format!("must be in (0, {MAX_ENGINE_TIMEOUT_S}] seconds, got {v}"));
+                }
+            }
+        }
+        if let Some(p) = &self.partition {
+            if p.is_empty() || p.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return bad("partition", format!("must be a partition name without spaces, got {p:?}"));
+            }
+        }
+        if let Some(g) = &self.gres {
+            // name[:type][:count], comma-separated (sbatch(1), --gres); "" asks for none.
+            let item = regex::Regex::new(r"^[A-Za-z0-9_./-]+(:[A-Za-z0-9_./-]+)*$").expect("static regex");
+            if !g.is_empty() && !g.split(',').all(|i| item.is_match(i)) {
+                return bad("gres", format!("must look like \"gpu:1\" or \"gpu:a100:1\" (or \"\" for none), got {g:?}"));
+            }
+            if self.exclusive == Some(true) && !g.is_empty() {
+                return bad("gres", "cannot be combined with exclusive = true (a whole node per task); remove one".into());
+            }
+        }
+        if let Some(args) = &self.sbatch_args {
+            // ratchet sets these itself: the array, the output files and the working directory.
+            const OWN: &[&str] = &["--array", "-a", "--output", "-o", "--error", "-e", "--parsable", "--chdir", "-D", "--wrap"];
+            for a in args {
+                let flag = a.split('=').next().unwrap_or("");
+                if !a.starts_with('-') {
+                    return bad("sbatch_args", format!("{a:?} is not an option; give each as \"--name=value\""));
+                }
+                if OWN.contains(&flag) {
+                    return bad(
+                        "sbatch_args",
+                        format!("{flag} is set by ratchet (one array task per trial, output into each run directory); remove it"),
+                    );
+                }
+            }
+        }
+        if self.kind == EngineKind::Hook {
+            let submit = match (&self.submit, &self.submit_batch) {
+                (Some(_), Some(_)) => return bad("submit_batch", "cannot be combined with submit; give one of them".into()),
+                (None, Some(_)) => ("submit_batch", &self.submit_batch),
+                _ => ("submit", &self.submit),
+            };
+            for (key, v) in [submit, ("poll", &self.poll), ("cancel", &self.cancel)] {
+                match v {
+                    None => {
+                        return bad(
+                            key,
+                            "is required for kind = \"hook\" (submit or submit_batch, poll and cancel; fetch is optional)".into(),
+                        )
+                    }
+                    Some(c) if c.trim().is_empty() => return bad(key, "is empty; give the shell command to run".into()),
+                    _ => {}
+                }
+            }
+            if self.fetch.as_deref().is_some_and(|c| c.trim().is_empty()) {
+                return bad("fetch", "is empty; give the shell command or leave the key out".into());
+            }
+        }
+        Ok(())
+    }
+}
+
 mod defaults {
     pub fn timeout_s() -> f64 {
         600.0
@@ -406,6 +576,7 @@ impl Config {
                 return bad("trace", "kernel", format!("is not a valid regular expression: {e}"));
             }
         }
+        self.engine.validate(text)?;
         Ok(())
     }
 

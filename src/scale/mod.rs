@@ -2,4 +2,10 @@
 //! docs/scale-out.md and `stats::parallel`): engines that run trials on device slots, and the
 //! controller that decides them one at a time against the trunk.
 
+pub mod command;
 pub mod engine;
+pub mod from_config;
+pub mod hook;
+pub mod slurm;
+
+pub use from_config::engine_from_config;

@@ -1,0 +1,316 @@
+//! The hook engine: the user's own submit / poll / cancel / fetch shell commands drive any
+//! launcher (SkyPilot, Kubernetes Jobs, CI runners) through a small line protocol, documented in
+//! docs/scale-out.md ("Hook"); each call is bounded and killed as a process group when it overruns.
+
+use super::command::{shell_join, Call, Output};
+use super::engine::{Engine, JobHandle, JobState, TrialSpec};
+use crate::error::{Error, Kind, Result, WithPath};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The longest token a submit hook may print.
+pub const MAX_TOKEN: usize = 1024;
+
+/// The user's commands, each run with `sh -c` from `dir`.
+#[derive(Debug, Clone)]
+pub struct HookOptions {
+    pub capacity: usize,
+    pub submit: String,
+    /// `submit` takes a whole batch at once (`[engine] submit_batch`): a JSON array on stdin,
+    /// one token line per trial out, for launchers that start many tasks as one job (a
+    /// Kubernetes Indexed Job).
+    pub batch: bool,
+    pub poll: String,
+    pub cancel: String,
+    pub fetch: Option<String>,
+    /// The limit of each call.
+    pub timeout: Duration,
+    /// The repository root: the hooks' working directory.
+    pub dir: PathBuf,
+}
+
+pub struct HookEngine {
+    opts: HookOptions,
+}
+
+/// Which hook, for messages.
+#[derive(Clone, Copy)]
+enum Hook {
+    Submit,
+    SubmitBatch,
+    Poll,
+    Cancel,
+    Fetch,
+}
+
+impl Hook {
+    fn name(self) -> &'static str {
+        match self {
+            Hook::Submit => "submit",
+            Hook::SubmitBatch => "submit_batch",
+            Hook::Poll => "poll",
+            Hook::Cancel => "cancel",
+            Hook::Fetch => "fetch",
+        }
+    }
+}
+
+impl HookEngine {
+    pub fn new(opts: HookOptions) -> HookEngine {
+        HookEngine { opts }
+    }
+
+    fn command(&self, hook: Hook) -> &str {
+        match hook {
+            Hook::Submit | Hook::SubmitBatch => &self.opts.submit,
+            Hook::Poll => &self.opts.poll,
+            Hook::Cancel => &self.opts.cancel,
+            Hook::Fetch => self.opts.fetch.as_deref().unwrap_or(""),
+        }
+    }
+
+    /// Run one hook; a failure to start, an overrun or a non-zero exit is an error naming the
+    /// hook, the trial and what the hook printed.
+    fn call(&self, hook: Hook, trial: &str, env: Vec<(String, String)>, stdin: Option<Vec<u8>>) -> Result<Output> {
+        let cmd = self.command(hook);
+        let mut call = Call::new(vec!["sh".into(), "-c".into(), cmd.into()], self.opts.timeout);
+        call.env = env;
+        call.stdin = stdin;
+        call.dir = Some(self.opts.dir.clone());
+        let what = format!("hook engine: the {} hook (`{cmd}`) for trial {trial}", hook.name());
+        let out = call.run().map_err(|e| {
+            let msg = e.message.replace(&format!("`{}`", call.display()), "it");
+            Error::new(e.kind, format!("{what}: {msg}")).hint(e.hint.unwrap_or_default())
+        })?;
+        if !out.success() {
+            let tail = out.tail();
+            let said = if tail.is_empty() { String::new() } else { format!(":\n{tail}") };
+            return Err(Error::new(Kind::Infrastructure, format!("{what} failed ({}){said}", out.how()))
+                .hint(format!("run the [engine] {} command by hand with the same environment to see why", hook.name())));
+        }
+        Ok(out)
+    }
+
+    /// The one line a hook must print on stdout.
+    fn one_line(hook: Hook, trial: &str, out: &Output, expected: &str) -> Result<String> {
+        let lines: Vec<&str> = out.stdout.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        match lines.as_slice() {
+            [one] => Ok(one.to_string()),
+            _ => Err(Error::new(
+                Kind::Infrastructure,
+                format!(
+                    "hook engine: the {} hook for trial {trial} printed {} lines on stdout ({:?}); it must print exactly one: {expected}",
+                    hook.name(),
+                    lines.len(),
+                    clip(&out.stdout)
+                ),
+            )
+            .hint("send the hook's other messages to stderr (>&2)")),
+        }
+    }
+
+    fn job_env(job: &JobHandle) -> Vec<(String, String)> {
+        vec![("RATCHET_JOB".into(), job.engine_id.clone()), ("RATCHET_TRIAL_ID".into(), job.trial.clone())]
+    }
+
+    fn trial_env(t: &TrialSpec) -> Vec<(String, String)> {
+        vec![
+            ("RATCHET_TRIAL_ID".into(), t.id.clone()),
+            ("RATCHET_OUT_DIR".into(), t.out_dir.to_string_lossy().into_owned()),
+            ("RATCHET_REPO".into(), t.repo.to_string_lossy().into_owned()),
+            ("RATCHET_INCUMBENT".into(), t.incumbent.clone()),
+            ("RATCHET_CANDIDATE".into(), t.candidate.clone()),
+        ]
+    }
+}
+
+fn clip(s: &str) -> String {
+    let s = s.trim();
+    match s.char_indices().nth(200) {
+        Some((i, _)) => format!("{}...", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// A poll hook's line as a state: `queued`, `running`, `finished`, `failed` or `failed: REASON`.
+fn parse_state(line: &str) -> Option<JobState> {
+    match line {
+        "queued" => Some(JobState::Queued),
+        "running" => Some(JobState::Running),
+        "finished" => Some(JobState::Finished),
+        "failed" => Some(JobState::Failed("the poll hook said failed".into())),
+        _ => {
+            let reason = line.strip_prefix("failed:")?.trim();
+            Some(JobState::Failed(if reason.is_empty() { "the poll hook said failed".into() } else { reason.to_string() }))
+        }
+    }
+}
+
+/// The trial as the submit hook reads it on stdin.
+#[derive(serde::Serialize)]
+struct SubmitInput<'a> {
+    #[serde(flatten)]
+    trial: &'a TrialSpec,
+    worker: &'a [String],
+}
+
+impl Engine for HookEngine {
+    fn name(&self) -> &str {
+        "hook"
+    }
+
+    fn capacity(&self) -> usize {
+        self.opts.capacity
+    }
+
+    /// One submit call per trial (or one for the batch); when one fails, those already
+    /// submitted are cancelled, so a failed submit leaves nothing running that the controller
+    /// does not know of.
+    fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
+        if trials.len() != worker.len() {
+            return Err(Error::failure(format!("hook engine: {} trials but {} worker commands", trials.len(), worker.len())));
+        }
+        if trials.is_empty() {
+            return Ok(vec![]);
+        }
+        if self.opts.batch {
+            return self.submit_batch(trials, worker);
+        }
+        let mut handles: Vec<JobHandle> = vec![];
+        for (t, argv) in trials.iter().zip(worker) {
+            match self.submit_one(t, argv) {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    let mut undone = vec![];
+                    for h in &handles {
+                        if let Err(c) = self.cancel(h) {
+                            undone.push(format!("{} ({})", h.engine_id, c.message));
+                        }
+                    }
+                    return Err(if undone.is_empty() {
+                        e
+                    } else {
+                        let hint = format!("these were submitted and could not be cancelled: {}", undone.join(", "));
+                        Error::new(e.kind, e.message).hint(hint)
+                    });
+                }
+            }
+        }
+        Ok(handles)
+    }
+
+    fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
+        let out = self.call(Hook::Poll, &job.trial, Self::job_env(job), None)?;
+        let expected = "queued, running, finished, failed or failed: REASON";
+        let line = Self::one_line(Hook::Poll, &job.trial, &out, expected)?;
+        parse_state(&line).ok_or_else(|| {
+            Error::new(
+                Kind::Infrastructure,
+                format!("hook engine: the poll hook for trial {} printed {:?}; expected one of: {expected}", job.trial, clip(&line)),
+            )
+        })
+    }
+
+    fn cancel(&mut self, job: &JobHandle) -> Result<()> {
+        self.call(Hook::Cancel, &job.trial, Self::job_env(job), None).map(|_| ())
+    }
+
+    fn fetch(&mut self, job: &JobHandle, trial: &TrialSpec) -> Result<()> {
+        if self.opts.fetch.is_none() {
+            return Ok(());
+        }
+        let cwd = std::env::current_dir()?;
+        let trial = &TrialSpec { repo: cwd.join(&trial.repo), out_dir: cwd.join(&trial.out_dir), ..trial.clone() };
+        let mut env = Self::trial_env(trial);
+        env.push(("RATCHET_JOB".into(), job.engine_id.clone()));
+        self.call(Hook::Fetch, &trial.id, env, None).map(|_| ())
+    }
+}
+
+impl HookEngine {
+    /// The trial as the hooks see it: its paths absolute (the hooks run from the repository
+    /// root, not from the controller's directory), its run directory created, for a hook that
+    /// logs into it.
+    fn prepare(t: &TrialSpec, argv: &[String]) -> Result<TrialSpec> {
+        if argv.is_empty() {
+            return Err(Error::failure(format!("hook engine: trial {} has an empty worker command", t.id)));
+        }
+        let cwd = std::env::current_dir()?;
+        let t = TrialSpec { repo: cwd.join(&t.repo), out_dir: cwd.join(&t.out_dir), ..t.clone() };
+        std::fs::create_dir_all(&t.out_dir).with_path(&t.out_dir)?;
+        Ok(t)
+    }
+
+    fn check_token(hook: Hook, trial: &str, token: String) -> Result<String> {
+        if token.len() > MAX_TOKEN || token.chars().any(char::is_control) {
+            return Err(Error::new(
+                Kind::Infrastructure,
+                format!(
+                    "hook engine: the {} hook for trial {trial} printed a token of {} bytes or with control characters; at most {MAX_TOKEN} printable bytes",
+                    hook.name(),
+                    token.len()
+                ),
+            ));
+        }
+        Ok(token)
+    }
+
+    /// The batch form: every trial in one call, one token line per trial in the same order.
+    fn submit_batch(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
+        let prepared = trials.iter().zip(worker).map(|(t, argv)| Self::prepare(t, argv)).collect::<Result<Vec<_>>>()?;
+        let input: Vec<SubmitInput> = prepared.iter().zip(worker).map(|(t, w)| SubmitInput { trial: t, worker: w }).collect();
+        let json = serde_json::to_vec(&input).map_err(|e| Error::failure(e.to_string()))?;
+        let env = vec![("RATCHET_TRIAL_COUNT".to_string(), trials.len().to_string())];
+        let label = format!("{}..{}", trials[0].id, trials[trials.len() - 1].id);
+        let out = self.call(Hook::SubmitBatch, &label, env, Some(json))?;
+        let lines: Vec<String> = out.stdout.lines().map(str::trim).filter(|l| !l.is_empty()).map(str::to_string).collect();
+        if lines.len() != trials.len() {
+            return Err(Error::new(
+                Kind::Infrastructure,
+                format!(
+                    "hook engine: the submit_batch hook for {} trials printed {} token lines ({:?}); it must print one per trial, in order",
+                    trials.len(),
+                    lines.len(),
+                    clip(&out.stdout)
+                ),
+            )
+            .hint(
+                "send the hook's other messages to stderr (>&2); whatever it started is not known to ratchet and must be stopped by hand",
+            ));
+        }
+        trials
+            .iter()
+            .zip(lines)
+            .map(|(t, token)| {
+                Ok(JobHandle { trial: t.id.clone(), engine_id: Self::check_token(Hook::SubmitBatch, &t.id, token)?, slot: None })
+            })
+            .collect()
+    }
+
+    fn submit_one(&mut self, t: &TrialSpec, argv: &[String]) -> Result<JobHandle> {
+        let t = &Self::prepare(t, argv)?;
+        let mut env = Self::trial_env(t);
+        env.push(("RATCHET_WORKER".into(), shell_join(argv)));
+        let input = serde_json::to_vec(&SubmitInput { trial: t, worker: argv }).map_err(|e| Error::failure(e.to_string()))?;
+        let out = self.call(Hook::Submit, &t.id, env, Some(input))?;
+        let token = Self::one_line(Hook::Submit, &t.id, &out, "the job's token")?;
+        Ok(JobHandle { trial: t.id.clone(), engine_id: Self::check_token(Hook::Submit, &t.id, token)?, slot: None })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_lines_parse_strictly() {
+        assert_eq!(parse_state("queued"), Some(JobState::Queued));
+        assert_eq!(parse_state("running"), Some(JobState::Running));
+        assert_eq!(parse_state("finished"), Some(JobState::Finished));
+        assert_eq!(parse_state("failed: node lost"), Some(JobState::Failed("node lost".into())));
+        assert!(matches!(parse_state("failed"), Some(JobState::Failed(_))));
+        for bad in ["Running", "done", "failed node lost", ""] {
+            assert_eq!(parse_state(bad), None, "{bad}");
+        }
+    }
+}

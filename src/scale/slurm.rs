@@ -1,0 +1,364 @@
+//! The Slurm engine: a batch of trials becomes one job array (`sbatch --array`), task i running
+//! trial i's worker with its own GPU (`--gres=gpu:1`) or node (`--exclusive`), its output in
+//! the trial's run directory on the shared filesystem; polled with `squeue`, stopped with `scancel`.
+
+use super::command::{shell_join, Call, Output};
+use super::engine::{Engine, JobHandle, JobState, TrialSpec};
+use crate::error::{Error, Kind, Result, WithPath};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long one `squeue` listing of an array answers polls of its tasks: the controller polls
+/// every trial in turn, and one call per array per round is enough.
+const LISTING_TTL: Duration = Duration::from_millis(1000);
+
+/// What the Slurm engine submits with.
+#[derive(Debug, Clone)]
+pub struct SlurmOptions {
+    /// Trials in flight at once.
+    pub capacity: usize,
+    pub partition: Option<String>,
+    /// `--gres` of one task; `None` asks for none.
+    pub gres: Option<String>,
+    /// `--exclusive`: a whole node per task.
+    pub exclusive: bool,
+    /// More `sbatch` options, after ratchet's own.
+    pub sbatch_args: Vec<String>,
+    /// The limit of each Slurm command, and of the wait for a cancelled task to end.
+    pub command_timeout: Duration,
+    /// Where the generated batch scripts go (under `slurm/`); on the shared filesystem, like
+    /// the run directories, since the compute node opens the output files through it.
+    pub work_dir: PathBuf,
+    /// Where `sbatch`, `squeue`, `scontrol` and `scancel` are, when not on PATH.
+    pub bin_dir: Option<PathBuf>,
+}
+
+impl SlurmOptions {
+    pub fn new(work_dir: impl Into<PathBuf>) -> SlurmOptions {
+        SlurmOptions {
+            capacity: 4,
+            partition: None,
+            gres: Some("gpu:1".into()),
+            exclusive: false,
+            sbatch_args: vec![],
+            command_timeout: Duration::from_secs(60),
+            work_dir: work_dir.into(),
+            bin_dir: None,
+        }
+    }
+}
+
+/// A task's state as Slurm names it (`squeue %T`, `scontrol`'s `JobState=`) and why.
+#[derive(Debug, Clone, PartialEq)]
+struct TaskState {
+    state: String,
+    reason: String,
+}
+
+pub struct SlurmEngine {
+    opts: SlurmOptions,
+    /// Per array job id: when it was listed, and each task's state by `job_task` id.
+    listings: HashMap<String, (Instant, HashMap<String, TaskState>)>,
+}
+
+impl SlurmEngine {
+    pub fn new(opts: SlurmOptions) -> SlurmEngine {
+        SlurmEngine { opts, listings: HashMap::new() }
+    }
+
+    fn call(&self, program: &str, args: &[String]) -> Result<Output> {
+        let exe = match &self.opts.bin_dir {
+            Some(d) => d.join(program).to_string_lossy().into_owned(),
+            None => program.to_string(),
+        };
+        let mut argv = vec![exe];
+        argv.extend(args.iter().cloned());
+        // No working directory of its own: sbatch gets --chdir, and the others need none.
+        Call::new(argv, self.opts.command_timeout)
+            .run().map_err(|e| {
+            let hint = e.hint.clone().unwrap_or_default();
+            Error::new(e.kind, format!("slurm engine: {}", e.message)).hint(if hint.contains("install") {
+                "install Slurm's client commands (Debian: slurm-client) or set the engine's bin_dir; scripts/slurm-localhost.sh starts a one-node cluster here".into()
+            } else {
+                hint
+            })
+        })
+    }
+
+    /// A Slurm command that exited non-zero, as an error naming it and its stderr.
+    fn failed(call: &str, out: &Output) -> Error {
+        Error::new(Kind::Infrastructure, format!("slurm engine: `{call}` failed ({}): {}", out.how(), out.tail()))
+            .hint("check the [engine] settings (partition, gres, sbatch_args) against `sinfo` and the cluster's limits")
+    }
+
+    /// The generated batch script: task i `exec`s trial i's worker.
+    fn batch_script(trials: &[TrialSpec], worker: &[Vec<String>]) -> String {
+        let mut s = String::from("#!/bin/sh\n");
+        s.push_str(&format!("# Written by ratchet: {} trials as one Slurm job array, task i runs trial i.\n", trials.len()));
+        s.push_str("case \"${SLURM_ARRAY_TASK_ID:-}\" in\n");
+        for (i, (t, argv)) in trials.iter().zip(worker).enumerate() {
+            s.push_str(&format!("  {i}) export RATCHET_TRIAL_ID={}; exec {} ;;\n", super::command::shell_quote(&t.id), shell_join(argv)));
+        }
+        s.push_str("  *) echo \"ratchet: no trial for array task ${SLURM_ARRAY_TASK_ID:-(unset)}\" >&2; exit 2 ;;\nesac\n");
+        s
+    }
+
+    /// Each task's state in the array `job`, listed once per `LISTING_TTL`.
+    fn listing(&mut self, job: &str) -> Result<&HashMap<String, TaskState>> {
+        let fresh = self.listings.get(job).is_some_and(|(at, _)| at.elapsed() < LISTING_TTL);
+        if !fresh {
+            // -r: one line per array task (pending ones too); -t all: finished ones while the
+            // controller still remembers them (MinJobAge).
+            let args: Vec<String> = ["-h", "-r", "-t", "all", "-j", job, "-o", "%i|%T|%r"].iter().map(|s| s.to_string()).collect();
+            let out = self.call("squeue", &args)?;
+            let mut tasks = HashMap::new();
+            if out.success() {
+                for line in out.stdout.lines() {
+                    let mut f = line.trim().splitn(3, '|');
+                    if let (Some(id), Some(state), Some(reason)) = (f.next(), f.next(), f.next()) {
+                        tasks.insert(id.to_string(), TaskState { state: state.to_string(), reason: reason.to_string() });
+                    }
+                }
+            } else if !gone(&out) {
+                return Err(Self::failed(&format!("squeue -j {job}"), &out));
+            }
+            self.listings.insert(job.to_string(), (Instant::now(), tasks));
+        }
+        Ok(&self.listings[job].1)
+    }
+
+    /// A task's state: from the array's listing, else from `scontrol` (a task squeue no longer
+    /// lists); `None` when Slurm has forgotten it.
+    fn task_state(&mut self, engine_id: &str) -> Result<Option<TaskState>> {
+        let (job, _) = split_id(engine_id)?;
+        if let Some(t) = self.listing(&job)?.get(engine_id) {
+            return Ok(Some(t.clone()));
+        }
+        let out = self.call("scontrol", &["show".into(), "job".into(), engine_id.into()])?;
+        if !out.success() {
+            if gone(&out) {
+                return Ok(None);
+            }
+            return Err(Self::failed(&format!("scontrol show job {engine_id}"), &out));
+        }
+        let field = |name: &str| out.stdout.split_whitespace().find_map(|w| w.strip_prefix(name).map(str::to_string)).unwrap_or_default();
+        Ok(Some(TaskState { state: field("JobState="), reason: field("Reason=") }))
+    }
+}
+
+/// `jobid_taskid` split into its parts.
+fn split_id(engine_id: &str) -> Result<(String, u32)> {
+    let bad = || Error::failure(format!("slurm engine: {engine_id:?} is not a Slurm array task id (JOBID_TASKID)"));
+    let (job, task) = engine_id.split_once('_').ok_or_else(bad)?;
+    if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    Ok((job.to_string(), task.parse().map_err(|_| bad())?))
+}
+
+/// Whether a failed Slurm command says the job is unknown (finished and purged, or never was).
+fn gone(out: &Output) -> bool {
+    let text = format!("{}{}", out.stderr, out.stdout);
+    text.contains("Invalid job id") || text.contains("already completing or completed")
+}
+
+/// Slurm's job state names (squeue(1), "JOB STATE CODES") as the controller's states: the
+/// worker exited (COMPLETED, or FAILED for a non-zero exit) is Finished, its result read from
+/// the run directory; killed or lost by Slurm is Failed.
+fn map_state(t: &TaskState) -> Result<JobState> {
+    // scontrol may add flags (`CANCELLED+`) and squeue's reason "None" says nothing.
+    let state = t.state.trim_end_matches('+');
+    let why = |s: &str| match t.reason.as_str() {
+        "" | "None" | "(null)" => format!("slurm: {s}"),
+        r => format!("slurm: {s} ({r})"),
+    };
+    Ok(match state {
+        "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD" | "SPECIAL_EXIT" => JobState::Queued,
+        "CONFIGURING" | "RUNNING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "SIGNALING" | "STAGE_OUT" | "RESIZING" => JobState::Running,
+        "COMPLETED" | "FAILED" => JobState::Finished,
+        "CANCELLED" | "TIMEOUT" | "NODE_FAIL" | "PREEMPTED" | "BOOT_FAIL" | "DEADLINE" | "OUT_OF_MEMORY" | "REVOKED" => {
+            JobState::Failed(why(state))
+        }
+        other => {
+            return Err(Error::failure(format!("slurm engine: unknown job state {other:?} (reason {:?})", t.reason))
+                .hint("a newer Slurm may have added it; report it to ratchet"))
+        }
+    })
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    if p.is_absolute() {
+        Ok(p.to_path_buf())
+    } else {
+        Ok(std::env::current_dir()?.join(p))
+    }
+}
+
+impl Engine for SlurmEngine {
+    fn name(&self) -> &str {
+        "slurm"
+    }
+
+    fn capacity(&self) -> usize {
+        self.opts.capacity
+    }
+
+    fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
+        if trials.len() != worker.len() {
+            return Err(Error::failure(format!("slurm engine: {} trials but {} worker commands", trials.len(), worker.len())));
+        }
+        if trials.is_empty() {
+            return Ok(vec![]);
+        }
+        if let Some(i) = worker.iter().position(|w| w.is_empty()) {
+            return Err(Error::failure(format!("slurm engine: trial {} has an empty worker command", trials[i].id)));
+        }
+        // The batch's own directory: the script, and one link per task to its run directory,
+        // so that `--output=<batch>/%a/slurm.out` lands in each trial's run directory.
+        let root = absolute(&self.opts.work_dir)?.join("slurm");
+        std::fs::create_dir_all(&root).with_path(&root)?;
+        let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3f");
+        let batch = (0..1000)
+            .map(|n| root.join(format!("{stamp}-{}-{n}", std::process::id())))
+            .find(|p| std::fs::create_dir(p).is_ok())
+            .ok_or_else(|| Error::failure(format!("slurm engine: cannot create a batch directory under {}", root.display())))?;
+        for (i, t) in trials.iter().enumerate() {
+            let out = absolute(&t.out_dir)?;
+            std::fs::create_dir_all(&out).with_path(&out)?;
+            let link = batch.join(i.to_string());
+            std::os::unix::fs::symlink(&out, &link).with_path(&link)?;
+        }
+        let script = batch.join("array.sh");
+        std::fs::write(&script, Self::batch_script(trials, worker)).with_path(&script)?;
+        // '%' starts a filename pattern in sbatch; a literal one is "%%".
+        let pat = batch.to_string_lossy().replace('%', "%%");
+        let mut args = vec![
+            "--parsable".to_string(),
+            format!("--array=0-{}", trials.len() - 1),
+            "--job-name=ratchet".into(),
+            format!("--chdir={}", batch.display()),
+            format!("--output={pat}/%a/slurm.out"),
+            format!("--error={pat}/%a/slurm.err"),
+        ];
+        if self.opts.exclusive {
+            args.push("--exclusive".into());
+        } else if let Some(g) = &self.opts.gres {
+            args.push(format!("--gres={g}"));
+        }
+        if let Some(p) = &self.opts.partition {
+            args.push(format!("--partition={p}"));
+        }
+        args.extend(self.opts.sbatch_args.iter().cloned());
+        args.push(script.to_string_lossy().into_owned());
+        let out = self.call("sbatch", &args)?;
+        if !out.success() {
+            return Err(Self::failed(&format!("sbatch {}", shell_join(&args)), &out));
+        }
+        let first = out.stdout.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+        // --parsable prints "jobid" or "jobid;cluster".
+        let job = first.split(';').next().unwrap_or("");
+        if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Error::new(
+                Kind::Infrastructure,
+                format!("slurm engine: sbatch printed {:?}, not a job id (it was run with --parsable)", out.stdout.trim()),
+            ));
+        }
+        self.listings.remove(job);
+        Ok(trials.iter().enumerate().map(|(i, t)| JobHandle { trial: t.id.clone(), engine_id: format!("{job}_{i}"), slot: None }).collect())
+    }
+
+    fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
+        match self.task_state(&job.engine_id)? {
+            Some(t) => map_state(&t),
+            // Purged after MinJobAge: it ended long ago; the run directory tells how.
+            None => Ok(JobState::Finished),
+        }
+    }
+
+    fn cancel(&mut self, job: &JobHandle) -> Result<()> {
+        let (array, _) = split_id(&job.engine_id)?;
+        let out = self.call("scancel", std::slice::from_ref(&job.engine_id))?;
+        if !out.success() && !gone(&out) {
+            return Err(Self::failed(&format!("scancel {}", job.engine_id), &out));
+        }
+        // scancel only asks; the task's processes get SIGTERM, then SIGKILL after the cluster's
+        // KillWait. Wait until Slurm says they are gone (not running nor completing).
+        let deadline = Instant::now() + self.opts.command_timeout;
+        loop {
+            self.listings.remove(&array);
+            match self.task_state(&job.engine_id)? {
+                None => return Ok(()),
+                Some(t) if !matches!(map_state(&t), Ok(JobState::Running) | Ok(JobState::Queued)) => return Ok(()),
+                Some(t) if Instant::now() >= deadline => return Err(Error::new(
+                    Kind::Infrastructure,
+                    format!(
+                        "slurm engine: task {} is still {} {:.0} s after scancel",
+                        job.engine_id,
+                        t.state,
+                        self.opts.command_timeout.as_secs_f64()
+                    ),
+                )
+                .hint(
+                    "check the node with `scontrol show node` and the task's processes; the controller will not reuse its run directory",
+                )),
+                Some(_) => std::thread::sleep(Duration::from_millis(200)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(state: &str, reason: &str) -> TaskState {
+        TaskState { state: state.into(), reason: reason.into() }
+    }
+
+    #[test]
+    fn slurm_states_map_to_the_controllers() {
+        assert_eq!(map_state(&ts("PENDING", "Resources")).unwrap(), JobState::Queued);
+        assert_eq!(map_state(&ts("RUNNING", "None")).unwrap(), JobState::Running);
+        // Completing: the worker exited but Slurm is still cleaning up its processes.
+        assert_eq!(map_state(&ts("COMPLETING", "None")).unwrap(), JobState::Running);
+        assert_eq!(map_state(&ts("COMPLETED", "None")).unwrap(), JobState::Finished);
+        assert_eq!(map_state(&ts("FAILED", "NonZeroExitCode")).unwrap(), JobState::Finished);
+        assert_eq!(map_state(&ts("CANCELLED+", "None")).unwrap(), JobState::Failed("slurm: CANCELLED".into()));
+        assert_eq!(map_state(&ts("TIMEOUT", "TimeLimit")).unwrap(), JobState::Failed("slurm: TIMEOUT (TimeLimit)".into()));
+        assert!(map_state(&ts("WEIRD", "x")).unwrap_err().message.contains("WEIRD"));
+    }
+
+    #[test]
+    fn ids_are_job_underscore_task() {
+        assert_eq!(split_id("123_4").unwrap(), ("123".to_string(), 4));
+        for bad in ["123", "_4", "12a_4", "123_x", ""] {
+            assert!(split_id(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_batch_script_runs_trial_i_for_task_i() {
+        let dir = tempfile::tempdir().unwrap();
+        let trial = |id: &str| TrialSpec {
+            id: id.into(),
+            repo: "/r".into(),
+            incumbent: "a".into(),
+            candidate: "b".into(),
+            out_dir: dir.path().join(id),
+        };
+        let trials = [trial("e1"), trial("it's e2")];
+        let worker = vec![
+            vec!["sh".to_string(), "-c".into(), "echo one $RATCHET_TRIAL_ID".into()],
+            vec!["printf".to_string(), "%s|".into(), "two words".into(), "$HOME".into()],
+        ];
+        let script = dir.path().join("s.sh");
+        std::fs::write(&script, SlurmEngine::batch_script(&trials, &worker)).unwrap();
+        let run = |task: &str| std::process::Command::new("sh").arg(&script).env("SLURM_ARRAY_TASK_ID", task).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&run("0").stdout), "one e1\n");
+        assert_eq!(String::from_utf8_lossy(&run("1").stdout), "two words|$HOME|");
+        let none = run("2");
+        assert_eq!(none.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&none.stderr).contains("no trial for array task 2"));
+    }
+}
