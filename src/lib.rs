@@ -109,6 +109,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Some(Command::Gate(a)) => commands::gate::command(&dir, &a),
         Some(Command::Simulate(a)) => commands::simulate::run(&dir, &a),
+        Some(Command::Worker(a)) => commands::worker::run(cli.experiment.repo.dir.as_deref(), &a),
         Some(Command::Calibrate(a)) => {
             signals::install()?;
             commands::json::calibrate(&dir, &a)

@@ -17,6 +17,7 @@ pub mod show;
 pub mod simulate;
 pub mod status;
 pub mod sweep;
+pub mod worker;
 
 use crate::cli::InitArgs;
 use crate::config;

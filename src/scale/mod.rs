@@ -3,3 +3,5 @@
 //! controller that decides them one at a time against the trunk.
 
 pub mod engine;
+pub mod trial;
+pub mod worker;
