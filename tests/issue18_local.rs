@@ -52,10 +52,14 @@ fn live_workers(t: &TestRepo) -> Vec<i32> {
 /// The trunk is consistent: HEAD holds exactly the kept hypotheses' commits, in row order, and
 /// every hypothesis has exactly one row.
 fn check_trunk(t: &TestRepo, base: &str) {
+    check_trunk_of(t, base, &["01-faster.toml", "02-faster-still.toml", "03-crash.toml", "04-slower.toml"]);
+}
+
+fn check_trunk_of(t: &TestRepo, base: &str, queue: &[&str]) {
     let rows = t.rows();
     let mut names: Vec<String> = rows.iter().map(|r| r["hypothesis"].split('@').next().unwrap().to_string()).collect();
     names.sort();
-    assert_eq!(names, ["01-faster.toml", "02-faster-still.toml", "03-crash.toml", "04-slower.toml"], "{rows:?}");
+    assert_eq!(names, queue, "{rows:?}");
     let kept: Vec<&str> = rows.iter().filter(|r| r["status"] == "keep").map(|r| r["commit"].as_str()).collect();
     let log = t.git(&["log", "--format=%H", "--reverse", &format!("{base}..HEAD")]);
     assert_eq!(log.lines().collect::<Vec<_>>(), kept, "{rows:?}");
@@ -161,4 +165,32 @@ fn sigint_stops_the_workers_and_records_nothing_half_done() {
     assert_eq!(t.head(), base);
     assert_eq!(t.git(&["status", "--porcelain"]), "");
     assert!(t.rows().is_empty(), "{:?}", t.rows());
+}
+
+/// Two winners on a small budget: the first recorded is a merge, the second a stale winner.
+fn two_winners() -> TestRepo {
+    let cfg = support::DEFAULT_CONFIG.replace("max_pairs = 8", "max_pairs = 4").replace("confirm_pairs = 4", "confirm_pairs = 2");
+    let t = TestRepo::with_config(&cfg);
+    t.write("fake.env", ENV);
+    hypothesis(&t, "01-faster.toml", "exp: 10 -> 5 ms", "#a\n", "FAKE_LATENCY_MS=5\n");
+    hypothesis(&t, "02-faster-still.toml", "exp: -> 4 ms", "#b\n", "FAKE_LATENCY_MS=4\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-qm", "queue"]);
+    t
+}
+
+#[test]
+fn a_kill_while_recording_merges_nothing_twice() {
+    for point in ["scale-before-record", "scale-after-merge", "scale-before-append"] {
+        let t = two_winners();
+        let base = t.head();
+        let out = t.ratchet().args(["sweep", "--jobs", "2"]).env("RATCHET_FAULT", point).output().unwrap();
+        assert!(!out.status.success(), "{point}: the fault point was not reached");
+        t.ratchet().args(["sweep", "--jobs", "2"]).assert().success();
+        // Each hypothesis has one row, the trunk holds exactly the kept commits (merged once),
+        // and the first winner was kept (the second may lose against it once it merged).
+        check_trunk_of(&t, &base, &["01-faster.toml", "02-faster-still.toml"]);
+        assert!(t.rows().iter().any(|r| r["status"] == "keep"), "{point}");
+        assert!(live_workers(&t).is_empty(), "{point}");
+    }
 }
