@@ -168,6 +168,8 @@ fn experiment_cmd_text(dir: &std::path::Path, message: String, flags: &cli::Expe
     let ws = lock_repo(dir, &mut ui)?;
     let mut fx = Effects::new(&mut ui, Cancel::signals());
     sweep::recover(&ws, &mut fx)?;
+    // A stopped parallel sweep's workers must not run beside this experiment's benchmark.
+    scale::controller::recover(&ws, &mut fx)?;
     let (message, deep_suffix) = experiment::split_deep_suffix(&message);
     let opts = experiment::Options {
         message,

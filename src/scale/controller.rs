@@ -436,7 +436,10 @@ impl<'a> Controller<'a> {
                 won_against: w.spec.incumbent.clone(),
                 head,
             });
-            let Some(h) = self.hyp(&w.hypothesis) else { continue };
+            let Some(h) = self.hyp(&w.hypothesis) else {
+                self.forget(&w.spec.id)?;
+                continue;
+            };
             let first = FirstWin {
                 trial: w.spec.id.clone(),
                 incumbent: w.spec.incumbent.clone(),
