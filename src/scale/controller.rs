@@ -431,6 +431,10 @@ impl<'a> Controller<'a> {
                 return Ok(());
             }
             let (w, a) = self.winners.pop_front().expect("front");
+            if !self.journal.trials.iter().any(|t| t.spec.id == w.spec.id) {
+                // Recorded meanwhile (its recheck, journaled before a restart, decided it).
+                continue;
+            }
             fx.emit(Event::StaleWinner {
                 name: self.hyp(&w.hypothesis).map(|h| h.name.clone()).unwrap_or_default(),
                 won_against: w.spec.incumbent.clone(),
@@ -644,6 +648,8 @@ impl<'a> Controller<'a> {
             (None, _) => format!(" [host {}]", a.result.host),
         };
         row.note.push_str(&where_);
+        // A winner whose recheck (journaled before a restart) decides it leaves the FIFO too.
+        self.winners.retain(|(w, _)| !trials.contains(&w.spec.id));
         let rec = Recording { row: row.clone(), branch: self.branch.clone(), out_dirs, merge, trials };
         self.journal.recording = Some(rec.clone());
         self.journal.save(&self.state_dir)?;
