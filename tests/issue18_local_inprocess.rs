@@ -37,6 +37,10 @@ struct Inline {
     exec: MockExecutor,
     /// Every worker command line, in order.
     argvs: Vec<Vec<String>>,
+    /// Stop the controller (as a kill would) right after this many workers wrote their result,
+    /// before it has seen the last one finish.
+    die_after: Option<(usize, Cancel)>,
+    finished: usize,
 }
 
 impl Engine for Inline {
@@ -76,6 +80,13 @@ impl Engine for Inline {
         };
         let exec: &mut dyn Executor = &mut self.exec;
         worker::run(&o, exec, &mut Effects::new(&mut Discard, Cancel::new()))?;
+        self.finished += 1;
+        if let Some((n, cancel)) = &self.die_after {
+            if self.finished == *n {
+                cancel.cancel();
+                return Ok(JobState::Running);
+            }
+        }
         Ok(JobState::Finished)
     }
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
@@ -87,6 +98,65 @@ impl Engine for Inline {
 fn hypothesis(dir: &Path, name: &str, i: usize, to: f64) {
     let text = format!("message = \"{name}\"\n[[edit]]\nfile = \"factors.env\"\nfind = \"F{i}=1.0\\n\"\nreplace = \"F{i}={to}\\n\"\n");
     std::fs::write(dir.join("experiments").join(format!("{name}.toml")), text).unwrap();
+}
+
+fn setup(dir: &Path) -> String {
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.name", "Test"]);
+    git(dir, &["config", "user.email", "test@example.com"]);
+    std::fs::write(
+        dir.join("ratchet.toml"),
+        "[benchmark]\ncommand = \"true\"\nwarmup = 0\niters = 5\nprofile_iters = 0\n[decision]\nmin_pairs = 4\nmax_pairs = 8\nconfirm_pairs = 4\n[score]\nmetric = \"latency\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("factors.env"), "F0=1.0\nF1=1.0\nF2=1.0\n").unwrap();
+    std::fs::create_dir_all(dir.join("experiments")).unwrap();
+    hypothesis(dir, "01-half", 0, 0.5);
+    hypothesis(dir, "02-faster", 1, 0.8);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "baseline"]);
+    git(dir, &["rev-parse", "HEAD"]).trim().to_string()
+}
+
+#[test]
+fn a_trial_finished_before_the_controller_stopped_is_decided_from_its_run_directory() {
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let base = setup(dir);
+    let cancel = Cancel::new();
+    {
+        let mut events: Vec<Event> = vec![];
+        let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+        // 01's worker finishes and is decided; 02's writes its result, then the controller stops.
+        let mut engine = Inline {
+            capacity: 2,
+            pending: VecDeque::new(),
+            exec: executor(),
+            argvs: vec![],
+            die_after: Some((2, cancel.clone())),
+            finished: 0,
+        };
+        let err = ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, cancel))
+            .unwrap_err();
+        assert_eq!(err.kind, ratchet::error::Kind::Interrupted);
+        assert_eq!(ws.store.rows().unwrap().len(), 1, "01 was recorded; 02's trial waits in the journal");
+    }
+    let mut events: Vec<Event> = vec![];
+    let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0 };
+    let out =
+        ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    // 02's finished trial was not run again: only its recheck against 01 was.
+    assert_eq!(engine.argvs.len(), 1, "{:?}", engine.argvs);
+    assert!(engine.argvs[0].iter().any(|a| a == "--recheck"));
+    let rows = ws.store.rows().unwrap();
+    assert_eq!(
+        rows.iter().map(|r| (r.message.as_str(), r.status.as_str())).collect::<Vec<_>>(),
+        [("01-half", "keep"), ("02-faster", "keep")]
+    );
+    assert_eq!(out.rows.len(), 1);
+    assert_eq!(git(dir, &["log", "--format=%s", &format!("{base}..HEAD")]).lines().count(), 2);
 }
 
 #[test]
@@ -113,7 +183,7 @@ fn the_second_winner_is_rechecked_against_the_new_head_then_merges_on_top() {
 
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![] };
+    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0 };
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
 
