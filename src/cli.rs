@@ -127,6 +127,43 @@ pub enum Command {
     /// Run the decision procedure against synthetic benchmarks with known effects and print
     /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
     Simulate(SimulateArgs),
+    /// For engines and scripts (issue 18): measure --candidate against --incumbent on this
+    /// machine's device in interleaved pairs with the experiments' stopping rule, and write a run
+    /// directory (trial.json last); decides, commits and records nothing. See docs/scale-out.md.
+    Worker(WorkerArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    // The repository holding both commits is the global `--repo R` (required here): a work tree
+    // or a bare repository (only read), or a git bundle.
+    /// The incumbent's full commit id.
+    #[arg(long, value_name = "SHA")]
+    pub incumbent: String,
+    /// The candidate's full commit id.
+    #[arg(long, value_name = "SHA")]
+    pub candidate: String,
+    /// The run directory to fill (runs/, runs.jsonl, traces.json, worker.pid, trial.json).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// The trial's id, as its runs name it (default: the --out directory's name).
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    /// ratchet.toml to use (default: the one in the incumbent's checkout).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Pairs budget, as `ratchet --pairs`.
+    #[arg(long, value_name = "N")]
+    pub pairs: Option<u32>,
+    /// The noise scale to borrow (SD,DF of one pair's log-ratio), as the controller's history gives it.
+    #[arg(long, value_name = "SD,DF")]
+    pub noise_scale: Option<String>,
+    /// A stale winner's recheck: one look of [decision] confirm_pairs at confirm_alpha.
+    #[arg(long)]
+    pub recheck: bool,
+    /// Continuous-profiling snapshots in every run.
+    #[arg(long)]
+    pub deep: bool,
 }
 
 #[derive(Debug, Args)]
@@ -272,6 +309,10 @@ pub struct SweepArgs {
     /// a `sweep` object; the text goes to stderr.
     #[arg(long)]
     pub json: bool,
+    /// Run up to N hypotheses at once on local device slots ([devices] in ratchet.toml binds
+    /// each to a device), deciding them one at a time on one trunk (docs/scale-out.md).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
 }
 
 /// The `ratchet gc --keep-last` default (also the figure `ratchet status` quotes).

@@ -37,6 +37,55 @@ pub struct Config {
     /// Where trials run (issue 18): local slots, Slurm or a user's hook.
     #[serde(default)]
     pub engine: EngineConfig,
+    /// `[devices]`: the local device slots of a parallel sweep (issue 18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<DevicesConfig>,
+}
+
+/// The device kinds `[devices] kind` knows, and how each binds one slot to one device.
+pub const DEVICE_KINDS: [&str; 4] = ["cuda", "rocm", "tpu", "cpu"];
+
+/// `[devices]`: either `kind` and `count` (slot i gets device i), or explicit `[[devices.slot]]`
+/// entries with the environment that binds each (docs/scale-out.md).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevicesConfig {
+    pub kind: Option<String>,
+    pub count: Option<usize>,
+    /// Pin slot i to CPUs [i*k, (i+1)*k) (with `kind`).
+    pub cpus_per_slot: Option<usize>,
+    /// First of the slots' ports (`kind = "tpu"`: slot i gets base_port + i).
+    pub base_port: Option<u16>,
+    #[serde(default)]
+    pub slot: Vec<DeviceSlot>,
+}
+
+/// One explicit slot.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSlot {
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// CPUs to pin its worker to, e.g. "0-3" or "0,2,4-5".
+    pub cpus: Option<String>,
+}
+
+/// The most device slots of one host.
+pub const MAX_SLOTS: usize = 256;
+
+/// Parse a CPU list (`0-3`, `0,2,4-5`).
+pub fn parse_cpus(s: &str) -> std::result::Result<Vec<usize>, String> {
+    let bad = || format!("{s:?} is not a CPU list; write e.g. \"0-3\" or \"0,2,4-5\"");
+    let mut out = vec![];
+    for part in s.split(',').map(str::trim) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+        if a > b || b >= 4096 {
+            return Err(bad());
+        }
+        out.extend(a..=b);
+    }
+    Ok(out)
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -571,12 +620,80 @@ impl Config {
         if !(d.min_effect_pct.is_finite() && d.min_effect_pct >= 0.0 && d.min_effect_pct <= 1000.0) {
             return bad("decision", "min_effect_pct", format!("must be in [0, 1000] percent, got {}", d.min_effect_pct));
         }
+        if let Some(d) = &self.devices {
+            self.validate_devices(d, text)?;
+        }
         if let Some(k) = &self.trace.kernel {
             if let Err(e) = regex::Regex::new(k) {
                 return bad("trace", "kernel", format!("is not a valid regular expression: {e}"));
             }
         }
         self.engine.validate(text)?;
+        Ok(())
+    }
+
+    fn validate_devices(&self, d: &DevicesConfig, text: &str) -> Result<()> {
+        let bad = |key: &str, why: String| {
+            let at = key_line(text, "devices", key).map(|l| format!("line {l}: ")).unwrap_or_default();
+            Err(Error::config(format!("{at}[devices] {key}: {why}")))
+        };
+        match (&d.kind, d.count, d.slot.is_empty()) {
+            (Some(_), _, false) => {
+                return Err(Error::config("[devices] has both `kind` and [[devices.slot]] entries; give one of them")
+                    .hint("kind = \"cuda\" with count = 8 binds slot i to device i; [[devices.slot]] lists each slot's env"))
+            }
+            (None, None, true) => {
+                return Err(Error::config("[devices] is empty: it needs `kind` and `count`, or [[devices.slot]] entries")
+                    .hint("e.g. [devices] kind = \"cuda\" count = 8"))
+            }
+            (None, Some(_), _) => return bad("count", "needs `kind` (one of cuda, rocm, tpu, cpu)".into()),
+            (Some(_), None, _) => return bad("count", "is missing: how many devices of that kind (slot i binds device i)".into()),
+            _ => {}
+        }
+        if let Some(k) = &d.kind {
+            if !DEVICE_KINDS.contains(&k.as_str()) {
+                return bad("kind", format!("unknown kind {k:?}; known: {}", DEVICE_KINDS.join(", ")));
+            }
+        }
+        if let Some(c) = d.count {
+            if !(1..=MAX_SLOTS).contains(&c) {
+                return bad("count", format!("must be between 1 and {MAX_SLOTS}, got {c}"));
+            }
+        }
+        if d.cpus_per_slot == Some(0) {
+            return bad("cpus_per_slot", "must be at least 1".into());
+        }
+        if d.cpus_per_slot.is_some() && d.kind.is_none() {
+            return bad("cpus_per_slot", "goes with `kind`; give each [[devices.slot]] its own `cpus`".into());
+        }
+        if d.base_port.is_some() && d.kind.as_deref() != Some("tpu") {
+            return bad("base_port", "is for kind = \"tpu\" (one port per slot)".into());
+        }
+        if let (Some(p), Some(c)) = (d.base_port, d.count) {
+            if p < 1024 || p as usize + c > 65536 {
+                return bad("base_port", format!("must be at least 1024 and leave room for {c} ports below 65536, got {p}"));
+            }
+        }
+        if d.slot.len() > MAX_SLOTS {
+            return Err(Error::config(format!("[devices] lists {} slots; at most {MAX_SLOTS}", d.slot.len())));
+        }
+        for (i, s) in d.slot.iter().enumerate() {
+            let which = format!("[[devices.slot]] #{}", i + 1);
+            if let Some(c) = &s.cpus {
+                parse_cpus(c).map_err(|e| Error::config(format!("{which} cpus: {e}")))?;
+            }
+            for k in s.env.keys() {
+                if k.is_empty() || k.contains('=') || k.contains('\0') || k.starts_with("RATCHET_") {
+                    return Err(Error::config(format!(
+                        "{which} env: {k:?} is not a variable a slot may set (empty, holds '=' or NUL, or is ratchet's own RATCHET_*)"
+                    )));
+                }
+            }
+            if s.env.is_empty() && s.cpus.is_none() {
+                return Err(Error::config(format!("{which} binds nothing: give it `env = {{ ... }}` or `cpus`"))
+                    .hint("e.g. env = { CUDA_VISIBLE_DEVICES = \"0\" }"));
+            }
+        }
         Ok(())
     }
 

@@ -66,6 +66,13 @@ pub enum Event {
     CalibrationFinished { metric: String, noise: NoiseFloor, params: Params, path: PathBuf },
     /// Where the noise scale of later decisions now comes from (`stats::history::describe`).
     NoiseHistory { text: String },
+    /// A parallel sweep handed a trial to a device slot (`recheck`: a stale winner measured
+    /// again against the trunk head).
+    TrialSubmitted { trial: String, name: String, slot: Option<usize>, device: String, incumbent: String, recheck: bool },
+    /// A trial's worker ended (`end`: how its measuring ended, from its trial.json).
+    TrialFinished { trial: String, name: String, slot: Option<usize>, end: String, wall_s: f64 },
+    /// A winner whose trunk head moved while it was measured waits for its recheck.
+    StaleWinner { name: String, won_against: String, head: String },
 }
 
 /// Where events go.

@@ -306,19 +306,19 @@ fn give_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candidate: 
 }
 
 /// What the row needs besides the runs.
-struct RowContext<'a> {
-    id: u64,
-    candidate: String,
-    incumbent: String,
-    opts: &'a Options,
-    cfg: &'a Config,
-    elasticity: f64,
-    wall_s: f64,
+pub(crate) struct RowContext<'a> {
+    pub(crate) id: u64,
+    pub(crate) candidate: String,
+    pub(crate) incumbent: String,
+    pub(crate) opts: &'a Options,
+    pub(crate) cfg: &'a Config,
+    pub(crate) elasticity: f64,
+    pub(crate) wall_s: f64,
 }
 
 /// The experiment's row and decision from its runs and how the measuring ended: pure (no I/O,
 /// the time stamp aside), so what a row says is decided in one place.
-fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> (ResultRow, Option<Decision>) {
+pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> (ResultRow, Option<Decision>) {
     let used = |side| records.iter().filter(move |r: &&RunRecord| r.side == side && r.status == RunStatus::Ok && !r.superseded);
     let cand_runs: Vec<&RunRecord> = used(Side::Candidate).collect();
     let inc_runs: Vec<&RunRecord> = used(Side::Incumbent).collect();
@@ -438,7 +438,7 @@ fn revert(
 }
 
 /// How the measuring ended.
-enum Ended {
+pub(crate) enum Ended {
     Decided(Decision),
     /// The candidate's compiled HLO is byte-identical to the incumbent's.
     NoOp(String),
@@ -449,7 +449,7 @@ enum Ended {
 /// the procedure's phase gives, AB/BA alternating, the confirmation reversed), and repeat until
 /// it decides or a run fails. After the first pair, identical compiled HLO on both sides ends
 /// the experiment at once as a no-op.
-type Batches = (Vec<f64>, Vec<f64>);
+pub(crate) type Batches = (Vec<f64>, Vec<f64>);
 
 /// The key of a benchmark's noise history: its command, the deciding metric and the latency
 /// source (each changes the noise), on this host (`history` adds it).
@@ -457,7 +457,12 @@ pub fn history_key(cfg: &Config) -> String {
     format!("{} [{}, latency {:?}]", cfg.benchmark.command, cfg.score.metric.as_str(), cfg.trace.latency).to_lowercase()
 }
 
-fn drive(mut s: Session, seq: &Sequential, direction: config::Direction, elasticity: f64) -> Result<(Vec<RunRecord>, Ended, Batches)> {
+pub(crate) fn drive(
+    mut s: Session,
+    seq: &Sequential,
+    direction: config::Direction,
+    elasticity: f64,
+) -> Result<(Vec<RunRecord>, Ended, Batches)> {
     let (mut main, mut confirm): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
     let ended = 'measure: loop {
         let (phase, pairs) = match seq.next(&main, &confirm) {

@@ -168,6 +168,21 @@ impl<O: Write, E: Write> Events for Text<O, E> {
             }
             Event::CalibrationFinished { metric, noise, params, path } => calibration_summary(o, &metric, &noise, &params, &path),
             Event::NoiseHistory { text } => say!(o, "  {text}"),
+            Event::TrialSubmitted { trial, name, slot, device, incumbent, recheck } => {
+                let what = if recheck { "recheck against the head" } else { "trial" };
+                let on = slot.map(|s| format!("slot {s}")).unwrap_or_else(|| "the engine".into());
+                say!(o, "  {name}: {what} {trial} on {on} ({device}), incumbent {}", &incumbent[..incumbent.len().min(8)])
+            }
+            Event::TrialFinished { trial, name, slot, end, wall_s } => {
+                let on = slot.map(|s| format!(" on slot {s}")).unwrap_or_default();
+                say!(o, "  {name}: trial {trial}{on} ended ({end}, {})", fmt_duration(wall_s))
+            }
+            Event::StaleWinner { name, won_against, head } => say!(
+                o,
+                "  {name}: won against {}, but the trunk moved to {}; it is measured again against the head before it may merge",
+                &won_against[..won_against.len().min(8)],
+                &head[..head.len().min(8)]
+            ),
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod show;
 pub mod simulate;
 pub mod status;
 pub mod sweep;
+pub mod worker;
 
 use crate::cli::{self, Cli, Command};
 use crate::error::{self, Error, Result};
@@ -90,6 +91,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Some(Command::Gate(a)) => commands::gate::command(&dir, &a),
         Some(Command::Simulate(a)) => commands::simulate::run(&dir, &a),
+        Some(Command::Worker(a)) => commands::worker::run(cli.experiment.repo.dir.as_deref(), &a),
         Some(Command::Calibrate(a)) => {
             signals::install()?;
             commands::json::calibrate(&dir, &a)
@@ -146,6 +148,8 @@ fn experiment_cmd_text(dir: &std::path::Path, message: String, flags: &cli::Expe
     let ws = lock_repo(dir, &mut ui)?;
     let mut fx = Effects::new(&mut ui, Cancel::signals());
     crate::sweep::recover(&ws, &mut fx)?;
+    // A stopped parallel sweep's workers must not run beside this experiment's benchmark.
+    crate::scale::controller::recover(&ws, &mut fx)?;
     let (message, deep_suffix) = experiment::split_deep_suffix(&message);
     let opts = experiment::Options {
         message,

@@ -16,5 +16,14 @@ pub fn run(dir: &Path, ws: &Locked, args: &SweepArgs, fx: &mut Effects) -> Resul
     // Relative paths are the user's, from where they ran ratchet.
     let paths = args.paths.iter().map(|p| if p.is_absolute() { p.clone() } else { dir.join(p) }).collect();
     let opts = SweepOptions { paths, max_wall, max_runs: args.max_runs, deep: args.deep, pairs: args.pairs };
+    // Parallel trials (issue 18) only when asked for: --jobs, or [devices] in ratchet.toml.
+    let devices = ws.config()?.devices;
+    if args.jobs.is_some() || devices.is_some() {
+        let slots = crate::scale::local::slots(devices.as_ref(), args.jobs)?;
+        let mut engine = crate::scale::local::LocalEngine::new(slots, &ws.state_dir);
+        return crate::scale::controller::run(ws, &opts, &mut engine, fx);
+    }
+    // A parallel sweep stopped before: its workers are stopped and its recording finished first.
+    crate::scale::controller::recover(ws, fx)?;
     sweep::run(ws, &opts, &mut crate::bench::executor::ProcessExecutor, fx)
 }

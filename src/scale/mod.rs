@@ -3,9 +3,13 @@
 //! controller that decides them one at a time against the trunk.
 
 pub mod command;
+pub mod controller;
 pub mod engine;
 pub mod from_config;
 pub mod hook;
+pub mod local;
 pub mod slurm;
+pub mod trial;
+pub mod worker;
 
 pub use from_config::engine_from_config;

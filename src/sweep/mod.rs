@@ -216,7 +216,7 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
 /// Why the next experiment must not start, if it must not. The wall budget also refuses an
 /// experiment that, at the sweep's average pace, would end past it: an 8h budget means being
 /// done by morning, not starting a long experiment at 7:59.
-fn over_budget(o: &SweepOptions, elapsed: Duration, runs_spent: u64, next_runs: u64, walls: &[f64]) -> Option<String> {
+pub(crate) fn over_budget(o: &SweepOptions, elapsed: Duration, runs_spent: u64, next_runs: u64, walls: &[f64]) -> Option<String> {
     if let Some(max) = o.max_runs {
         if runs_spent + next_runs > max {
             return Some(format!("run budget: {runs_spent} of {max} runs spent, the next experiment needs up to {next_runs}"));

@@ -1,0 +1,152 @@
+//! Parallel sweeps measured (issue 18): the same queue of hypotheses swept by the release
+//! `ratchet sweep --jobs N` for N = 1, 2, 4, 8 fake device slots, each run of a sleep-dominated
+//! shell benchmark (so 8 slots fit on 2 cores), and the hypotheses per hour, the stale rechecks
+//! and the keeps per true effect printed as a Markdown table (docs/scale-out.md holds one).
+//!
+//! Each hypothesis changes its own factor line of factors.env, and the benchmark's latency is
+//! 10 ms times the product of the factors, so kept gains compound and every hypothesis still
+//! applies on top of any other. True effects are drawn as `ratchet simulate --jobs` draws them
+//! (stats::parallel::MIX); the per-run noise is 1% (gaussian, from /dev/urandom).
+//!
+//! cargo build --release && cargo run --release --example parallel_throughput [-- HYPOTHESES [SLEEP_S [JOBS,..]]]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const BENCH: &str = r#"#!/bin/sh
+# A fake device: sleeps (the device's time), then reports 10 ms x the product of factors.env.
+sleep "$BENCH_SLEEP_S"
+seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+awk -F= -v seed="$seed" 'BEGIN { p = 1 } /^F[0-9]+=/ { p *= $2 }
+END { srand(seed); u1 = rand(); u2 = rand(); if (u1 < 1e-12) u1 = 1e-12;
+      z = sqrt(-2 * log(u1)) * cos(6.283185307 * u2);
+      printf "RESULT: latency=%.6fms\n", 10 * p * (1 + 0.01 * z) }' factors.env
+"#;
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git").args(args).current_dir(dir).env("GIT_CONFIG_NOSYSTEM", "1").output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The true speed-up of hypothesis `h` (the simulation's mix, drawn by a fixed hash).
+fn effect(seed: u64, h: usize) -> f64 {
+    let mut x = seed ^ (h as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x ^= x >> 29;
+    let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+    let mut acc = 0.0;
+    for (e, w) in ratchet::stats::parallel::MIX {
+        acc += w;
+        if u < acc {
+            return e;
+        }
+    }
+    0.0
+}
+
+fn setup(dir: &Path, n: usize, seed: u64) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.name", "bench"]);
+    git(dir, &["config", "user.email", "bench@example.com"]);
+    std::fs::write(dir.join("bench.sh"), BENCH).unwrap();
+    std::fs::write(
+        dir.join("ratchet.toml"),
+        "[benchmark]\ncommand = \"sh bench.sh\"\nwarmup = 0\niters = 1\nprofile_iters = 0\n[score]\nmetric = \"latency\"\n",
+    )
+    .unwrap();
+    let factors: String = (0..n).map(|i| format!("F{i}=1.0\n")).collect();
+    std::fs::write(dir.join("factors.env"), factors).unwrap();
+    std::fs::create_dir_all(dir.join("experiments")).unwrap();
+    for i in 0..n {
+        let e = effect(seed, i);
+        let text = format!(
+            "message = \"h{i:02}: {:+.0}%\"\n[[edit]]\nfile = \"factors.env\"\nfind = \"F{i}=1.0\\n\"\nreplace = \"F{i}={:.6}\\n\"\n",
+            e * 100.0,
+            1.0 / (1.0 + e)
+        );
+        std::fs::write(dir.join(format!("experiments/h{i:02}.toml")), text).unwrap();
+    }
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "baseline and queue"]);
+}
+
+fn ratchet_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/release/examples/parallel_throughput -> target/release/ratchet
+    let bin = exe.parent().and_then(Path::parent).unwrap().join("ratchet");
+    assert!(bin.exists(), "build the binary first: cargo build --release ({} is missing)", bin.display());
+    bin
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(16);
+    let sleep: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0.25);
+    let jobs: Vec<usize> = args.get(3).map(|s| s.split(',').map(|x| x.parse().unwrap()).collect()).unwrap_or(vec![1, 2, 4, 8]);
+    let seed = 20261123;
+    let bin = ratchet_bin();
+    let effects: Vec<f64> = (0..n).map(|i| effect(seed, i)).collect();
+    let count = |e: f64| effects.iter().filter(|&&x| x == e).count();
+    println!(
+        "{n} hypotheses (+0% x{}, -5% x{}, +1% x{}, +3% x{}, +10% x{}), each run sleeping {sleep} s, 1% noise, {} cores\n",
+        count(0.0),
+        count(-0.05),
+        count(0.01),
+        count(0.03),
+        count(0.10),
+        std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1)
+    );
+    println!("| slots | wall | hypotheses / hour | speed-up | runs / hypothesis | stale rechecks | +0% kept | -5% kept | +1% kept | +3% kept | +10% kept |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut base_rate = None;
+    for &k in &jobs {
+        let dir = tempfile::tempdir().unwrap();
+        setup(dir.path(), n, seed);
+        let t = Instant::now();
+        let out = Command::new(&bin)
+            .args(["sweep", "--jobs", &k.to_string()])
+            .current_dir(dir.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("BENCH_SLEEP_S", sleep.to_string())
+            .output()
+            .unwrap();
+        let wall = t.elapsed().as_secs_f64();
+        assert!(out.status.success(), "sweep --jobs {k} failed: {}", String::from_utf8_lossy(&out.stderr));
+        let mut rdr = csv::Reader::from_path(dir.path().join("results/results.csv")).unwrap();
+        let headers = rdr.headers().unwrap().clone();
+        let col = |name: &str| headers.iter().position(|h| h == name).unwrap();
+        let (hyp, status, runs, note) = (col("hypothesis"), col("status"), col("runs"), col("note"));
+        let mut kept = std::collections::HashMap::<String, (usize, usize)>::new();
+        let (mut total_runs, mut stale, mut rows) = (0u64, 0usize, 0usize);
+        for r in rdr.records() {
+            let r = r.unwrap();
+            rows += 1;
+            let i: usize = r[hyp].trim_start_matches('h')[..2].parse().unwrap();
+            let e = format!("{:+.0}%", effects[i] * 100.0);
+            let slot = kept.entry(e).or_default();
+            slot.1 += 1;
+            if &r[status] == "keep" {
+                slot.0 += 1;
+            }
+            total_runs += r[runs].parse::<u64>().unwrap_or(0);
+            if r[note].starts_with("stale winner") {
+                stale += 1;
+            }
+        }
+        assert_eq!(rows, n, "every hypothesis has one row");
+        let rate = n as f64 / wall * 3600.0;
+        let speedup = rate / *base_rate.get_or_insert(rate);
+        let cell = |e: &str| kept.get(e).map(|(k, t)| format!("{k}/{t}")).unwrap_or_else(|| "-".into());
+        println!(
+            "| {k} | {wall:.0} s | {rate:.0} | {speedup:.2}x | {:.1} | {stale} | {} | {} | {} | {} | {} |",
+            total_runs as f64 / n as f64,
+            cell("+0%"),
+            cell("-5%"),
+            cell("+1%"),
+            cell("+3%"),
+            cell("+10%")
+        );
+    }
+}

@@ -1,0 +1,846 @@
+//! The controller of a parallel sweep (`ratchet sweep --jobs N`): hands hypotheses to free slots
+//! of an [`Engine`] as trials against the trunk head, and decides them one at a time on one
+//! trunk through the merge lane of `stats::parallel` (docs/scale-out.md): a winner merges only
+//! if its incumbent is still the head; a stale winner waits in a FIFO and is rechecked against
+//! the head while nothing else merges. Every decision is the experiments' own, made here from
+//! the worker's run directory; a worker decides nothing.
+//!
+//! Crash safety: `.ratchet/scale.json` journals every trial before it is submitted and its
+//! engine handle before it is waited on, and every recording (row, merge, park) before it
+//! starts, so a controller killed at any point loses no finished trial, merges nothing twice,
+//! and its workers are stopped by the next start ([`recover`]).
+
+use super::engine::{Engine, JobHandle, JobState, TrialSpec};
+use super::trial::{TrialEnd, TrialResult};
+use crate::config::{self, Config};
+use crate::error::{Error, Result, WithPath};
+use crate::events::{Effects, Event};
+use crate::experiment::{self, Ended, RowContext};
+use crate::outcome::{Outcome, SweepOutcome};
+use crate::session::Stop;
+use crate::stats::history;
+use crate::stats::sequential::Next;
+use crate::stats::Decision;
+use crate::store::{ResultRow, State, Status, Store};
+use crate::sweep::hypothesis::{self, Hypothesis, Plan};
+use crate::sweep::SweepOptions;
+use crate::vcs::{short, Repo};
+use crate::workspace::{Locked, Workspace};
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const JOURNAL: &str = "scale.json";
+/// Where a trial's candidate commit is kept until it is merged or parked.
+pub const TRIAL_REF_PREFIX: &str = "refs/ratchet/trials/";
+
+/// A trial the controller submitted (or is about to) and has not recorded yet.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Tracked {
+    spec: TrialSpec,
+    /// Set once the engine took it: what to poll or cancel.
+    handle: Option<JobHandle>,
+    hypothesis: String,
+    /// A stale winner's recheck: the trial it first won.
+    first: Option<FirstWin>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct FirstWin {
+    trial: String,
+    incumbent: String,
+    runs: u32,
+    wall_s: f64,
+    out_dir: PathBuf,
+}
+
+/// A row being recorded: what it changes is redone (idempotently) by a restarted controller.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Recording {
+    row: ResultRow,
+    branch: String,
+    /// Run directories whose runs go to runs.jsonl under the row's id.
+    out_dirs: Vec<PathBuf>,
+    /// Merge: move the branch from `row.incumbent` to `row.commit`. Otherwise park `row.commit`.
+    merge: bool,
+    /// The trials this row ends (their journal entries and refs go).
+    trials: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Journal {
+    #[serde(default)]
+    next_trial: u64,
+    #[serde(default)]
+    trials: Vec<Tracked>,
+    #[serde(default)]
+    recording: Option<Recording>,
+}
+
+impl Journal {
+    fn load(state_dir: &Path) -> Result<Journal> {
+        let p = state_dir.join(JOURNAL);
+        match std::fs::read_to_string(&p) {
+            Ok(t) => serde_json::from_str(&t).map_err(|e| {
+                Error::failure(format!("{} is unreadable: {e}", p.display()))
+                    .hint("it is ratchet's own; delete it to start the parallel sweep afresh")
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Journal::default()),
+            Err(e) => Err(e).with_path(&p),
+        }
+    }
+
+    fn save(&self, state_dir: &Path) -> Result<()> {
+        crate::fsutil::write_atomic(&state_dir.join(JOURNAL), &serde_json::to_vec_pretty(self).expect("journal serializes"))
+    }
+}
+
+/// A trial's outcome as the experiments' code decides it.
+struct Assessed {
+    row: ResultRow,
+    decision: Option<Decision>,
+    result: TrialResult,
+}
+
+/// Finish what a stopped parallel sweep left (under the lock): a recording under way is
+/// completed, every worker still running is stopped (with its benchmark), and a trial without a
+/// result is forgotten (its hypothesis runs again). Finished trials stay journaled for the next
+/// parallel sweep, which decides them from their run directories.
+pub fn recover(ws: &Workspace, fx: &mut Effects) -> Result<()> {
+    for what in recover_steps(&ws.repo, &ws.store)? {
+        fx.emit(Event::Recovered { what });
+    }
+    Ok(())
+}
+
+/// [`recover`], returning what it did (for `ratchet recover`).
+pub fn recover_steps(repo: &Repo, store: &Store) -> Result<Vec<String>> {
+    let state_dir = &repo.state_dir();
+    let mut said = vec![];
+    if !state_dir.join(JOURNAL).exists() {
+        return Ok(said);
+    }
+    let mut j = Journal::load(state_dir)?;
+    let stopped = super::local::kill_orphans(&state_dir.join("trials"));
+    if !stopped.is_empty() {
+        said.push(format!("stopped the workers a stopped parallel sweep left running ({})", stopped.join(", ")));
+    }
+    if let Some(rec) = j.recording.clone() {
+        finish_recording(repo, store, &mut j, &rec)?;
+        said.push(format!("finished recording experiment {} of a stopped parallel sweep", rec.row.id));
+    }
+    let before = j.trials.len();
+    let mut dropped = vec![];
+    j.trials.retain(|t| {
+        let done = TrialResult::read(&t.spec.out_dir).ok().flatten().is_some_and(|r| r.end != TrialEnd::Interrupted);
+        if !done {
+            dropped.push(t.spec.id.clone());
+        }
+        done
+    });
+    for id in &dropped {
+        drop_trial_ref(repo, id);
+    }
+    if j.trials.len() != before {
+        said.push(format!(
+            "forgot {} unfinished trial(s) of a stopped parallel sweep; their hypotheses run again",
+            before - j.trials.len()
+        ));
+    }
+    j.save(state_dir)?;
+    Ok(said)
+}
+
+/// What `ratchet status` may say about a stopped parallel sweep.
+pub fn in_flight(state_dir: &Path) -> Option<String> {
+    let j = Journal::load(state_dir).ok()?;
+    (!j.trials.is_empty() || j.recording.is_some())
+        .then(|| format!("{} trial(s) of a parallel sweep journaled in {JOURNAL}", j.trials.len()))
+}
+
+/// The worker's command line for a trial (argv[0] is this ratchet).
+pub fn worker_argv(
+    exe: &Path,
+    spec: &TrialSpec,
+    config: &Path,
+    pairs: Option<u32>,
+    noise: Option<crate::stats::sequential::NoiseScale>,
+    recheck: bool,
+    deep: bool,
+) -> Vec<String> {
+    let mut v = vec![
+        exe.display().to_string(),
+        "worker".into(),
+        "--repo".into(),
+        spec.repo.display().to_string(),
+        "--incumbent".into(),
+        spec.incumbent.clone(),
+        "--candidate".into(),
+        spec.candidate.clone(),
+        "--out".into(),
+        spec.out_dir.display().to_string(),
+        "--id".into(),
+        spec.id.clone(),
+        "--config".into(),
+        config.display().to_string(),
+    ];
+    if let Some(p) = pairs {
+        v.extend(["--pairs".into(), p.to_string()]);
+    }
+    if let Some(n) = noise {
+        v.extend(["--noise-scale".into(), format!("{},{}", n.sd, n.df)]);
+    }
+    if recheck {
+        v.push("--recheck".into());
+    }
+    if deep {
+        v.push("--deep".into());
+    }
+    v
+}
+
+/// The ratchet binary workers run (`RATCHET_WORKER_EXE` overrides, for tests and wrappers).
+fn worker_exe() -> Result<PathBuf> {
+    match std::env::var_os("RATCHET_WORKER_EXE") {
+        Some(p) => Ok(PathBuf::from(p)),
+        None => Ok(std::env::current_exe()?),
+    }
+}
+
+/// Run the sweep on `engine`'s slots.
+pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut Effects) -> Result<SweepOutcome> {
+    let started = Instant::now();
+    let repo = &ws.repo;
+    let root = repo.root().to_path_buf();
+    let paths: Vec<PathBuf> = opts.paths.iter().map(|p| if p.is_absolute() { p.clone() } else { root.join(p) }).collect();
+    let hyps = hypothesis::collect(&root, &paths)?;
+    let (branch, _) = repo.check_safe()?;
+    let cfg = ws.config()?;
+    repo.ensure_excludes()?;
+    let state_dir = ws.state_dir.clone();
+    std::fs::create_dir_all(&state_dir).with_path(&state_dir)?;
+    crate::sweep::recover(ws, fx)?;
+    // Trials of a controller that died: those without a result are cancelled through the engine
+    // that ran them (a cluster's too), then forgotten by `recover`.
+    let mut j = Journal::load(&state_dir)?;
+    for t in &j.trials {
+        let finished = TrialResult::read(&t.spec.out_dir).ok().flatten().is_some();
+        if let (false, Some(h)) = (finished, &t.handle) {
+            engine.cancel(h)?;
+        }
+    }
+    recover(ws, fx)?;
+    j = Journal::load(&state_dir)?;
+    let dirty = repo.changes()?;
+    if !dirty.is_empty() {
+        return Err(Error::repo(format!(
+            "the working tree has changes ({}), but a sweep's hypotheses must be the only change",
+            dirty.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+        ))
+        .hint("commit them (git commit -am ...) or stash them (git stash -u), then start the sweep again"));
+    }
+    let python_dir = crate::pyhelper::install(&state_dir)?;
+    crate::bench::infra::preflight(&cfg, &root, &state_dir, &python_dir)?;
+
+    let rows = ws.store.rows()?;
+    let done: HashMap<String, u64> = rows
+        .iter()
+        .filter(|r| !r.hypothesis.is_empty() && crate::sweep::is_finished(r.status))
+        .map(|r| (r.hypothesis.clone(), r.id))
+        .collect();
+    // Journaled trials of hypotheses recorded since, or no longer queued, are dropped.
+    let keys: HashMap<String, usize> = hyps.iter().enumerate().map(|(i, h)| (h.key(), i)).collect();
+    let stale_entries: Vec<String> = j
+        .trials
+        .iter()
+        .filter(|t| done.contains_key(&t.hypothesis) || !keys.contains_key(&t.hypothesis))
+        .map(|t| t.spec.id.clone())
+        .collect();
+    if !stale_entries.is_empty() {
+        j.trials.retain(|t| !stale_entries.contains(&t.spec.id));
+        for id in &stale_entries {
+            drop_trial_ref(repo, id);
+        }
+        j.save(&state_dir)?;
+    }
+    let todo = hyps.iter().filter(|h| !done.contains_key(&h.key())).count();
+    fx.emit(Event::SweepStarted {
+        branch: branch.clone(),
+        hypotheses: hyps.len(),
+        already_done: hyps.len() - todo,
+        to_run: todo,
+        max_wall_s: opts.max_wall.map(|w| w.as_secs_f64()),
+        max_runs: opts.max_runs,
+    });
+    for (i, h) in hyps.iter().enumerate() {
+        if let Some(id) = done.get(&h.key()) {
+            fx.emit(Event::HypothesisDone { index: i, total: hyps.len(), name: h.name.clone(), id: *id });
+        }
+    }
+    let mut c = Controller {
+        ws,
+        cfg: &cfg,
+        opts,
+        hyps: &hyps,
+        keys,
+        branch,
+        state_dir: state_dir.clone(),
+        config_path: ws.config_path(),
+        exe: worker_exe()?,
+        journal: j,
+        out: SweepOutcome { rows: vec![], already_done: hyps.len() - todo, not_started: 0, stopped_by: None },
+        winners: VecDeque::new(),
+        lane: None,
+        runs_spent: 0,
+        walls: vec![],
+        started,
+    };
+    let in_journal: Vec<String> = c.journal.trials.iter().map(|t| t.hypothesis.clone()).collect();
+    let mut queue: VecDeque<usize> =
+        (0..hyps.len()).filter(|&i| !done.contains_key(&hyps[i].key()) && !in_journal.contains(&hyps[i].key())).collect();
+    let result = c.drive(engine, &mut queue, fx);
+    if result.is_err() || fx.cancel.is_cancelled() {
+        c.stop_all(engine);
+    }
+    let gain = ws.store.rows().ok().and_then(|all| crate::report::gain_line(&all));
+    fx.emit(Event::SweepFinished { outcome: c.out.clone(), runs: c.runs_spent, wall_s: started.elapsed().as_secs_f64(), gain });
+    result.map(|_| c.out)
+}
+
+struct Controller<'a> {
+    ws: &'a Locked,
+    cfg: &'a Config,
+    opts: &'a SweepOptions,
+    hyps: &'a [Hypothesis],
+    keys: HashMap<String, usize>,
+    branch: String,
+    state_dir: PathBuf,
+    config_path: PathBuf,
+    exe: PathBuf,
+    journal: Journal,
+    out: SweepOutcome,
+    /// Winners waiting for the merge lane, in the order they won.
+    winners: VecDeque<(Tracked, Assessed)>,
+    /// The recheck in the lane (its trial id): no merge happens until it is decided.
+    lane: Option<String>,
+    runs_spent: u64,
+    walls: Vec<f64>,
+    started: Instant,
+}
+
+impl<'a> Controller<'a> {
+    fn repo(&self) -> &'a Repo {
+        let ws: &'a Locked = self.ws;
+        &ws.repo
+    }
+
+    fn hyp(&self, key: &str) -> Option<&'a Hypothesis> {
+        let hyps: &'a [Hypothesis] = self.hyps;
+        self.keys.get(key).map(|&i| &hyps[i])
+    }
+
+    fn drive(&mut self, engine: &mut dyn Engine, queue: &mut VecDeque<usize>, fx: &mut Effects) -> Result<()> {
+        let mut stopping: Option<Error> = None;
+        loop {
+            if fx.cancel.is_cancelled() {
+                return Err(
+                    Error::interrupted().hint("the workers were stopped; start the sweep again to resume it (finished trials are kept)")
+                );
+            }
+            // Finished trials, in the order the engine reports them.
+            let ids: Vec<String> = self.journal.trials.iter().map(|t| t.spec.id.clone()).collect();
+            for id in ids {
+                let Some(t) = self.journal.trials.iter().find(|t| t.spec.id == id).cloned() else { continue };
+                if self.winners.iter().any(|(w, _)| w.spec.id == id) {
+                    continue;
+                }
+                let finished = match &t.handle {
+                    Some(h) => !matches!(engine.poll(h)?, JobState::Queued | JobState::Running),
+                    // Re-attached from the journal with its result already there.
+                    None => true,
+                };
+                if !finished {
+                    continue;
+                }
+                if let Some(h) = &t.handle {
+                    engine.fetch(h, &t.spec)?;
+                }
+                if let Err(e) = self.finished(t, fx) {
+                    stopping.get_or_insert(e);
+                }
+            }
+            if let Some(e) = stopping {
+                // As a serial sweep stops on an error: nothing new starts, trials in flight stop
+                // (they run again on resume), finished winners stay journaled.
+                return Err(e);
+            }
+            self.lane_step(engine, fx)?;
+            while self.running() < engine.capacity() && self.lane_waits_for_slot().is_none() {
+                let Some(&i) = queue.front() else { break };
+                let h = &self.hyps[i];
+                let pairs = self.cfg.decision.params(h.pairs.or(self.opts.pairs)).max_total_pairs() as u64;
+                if let Some(why) = crate::sweep::over_budget(self.opts, self.started.elapsed(), self.runs_spent, 2 * pairs, &self.walls) {
+                    self.out.not_started = queue.len();
+                    self.out.stopped_by = Some(why);
+                    queue.clear();
+                    break;
+                }
+                queue.pop_front();
+                fx.emit(Event::HypothesisStarted {
+                    index: i,
+                    total: self.hyps.len(),
+                    name: h.name.clone(),
+                    elapsed_s: self.started.elapsed().as_secs_f64(),
+                });
+                self.start(engine, h, None, fx)?;
+            }
+            if self.journal.trials.is_empty() && self.winners.is_empty() && self.lane.is_none() && queue.is_empty() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Trials the engine is running (journaled, not waiting in the winners' FIFO).
+    fn running(&self) -> usize {
+        self.journal.trials.iter().filter(|t| !self.winners.iter().any(|(w, _)| w.spec.id == t.spec.id)).count()
+    }
+
+    /// The stale winner at the head of the FIFO, when it waits for a slot for its recheck.
+    fn lane_waits_for_slot(&self) -> Option<()> {
+        let (w, _) = self.winners.front()?;
+        (self.lane.is_none() && self.head().ok()? != w.spec.incumbent).then_some(())
+    }
+
+    fn head(&self) -> Result<String> {
+        Ok(self.repo().head_oid()?.to_string())
+    }
+
+    /// Merge fresh winners; send the first stale one to its recheck (the lane then blocks merges).
+    fn lane_step(&mut self, engine: &mut dyn Engine, fx: &mut Effects) -> Result<()> {
+        while self.lane.is_none() {
+            let Some((w, _)) = self.winners.front() else { return Ok(()) };
+            let head = self.head()?;
+            if w.spec.incumbent == head {
+                let (w, a) = self.winners.pop_front().expect("front");
+                self.record(&w, a, true, fx)?;
+                continue;
+            }
+            if self.running() >= engine.capacity() {
+                return Ok(());
+            }
+            let (w, a) = self.winners.pop_front().expect("front");
+            if !self.journal.trials.iter().any(|t| t.spec.id == w.spec.id) {
+                // Recorded meanwhile (its recheck, journaled before a restart, decided it).
+                continue;
+            }
+            fx.emit(Event::StaleWinner {
+                name: self.hyp(&w.hypothesis).map(|h| h.name.clone()).unwrap_or_default(),
+                won_against: w.spec.incumbent.clone(),
+                head,
+            });
+            let Some(h) = self.hyp(&w.hypothesis) else {
+                self.forget(&w.spec.id)?;
+                continue;
+            };
+            let first = FirstWin {
+                trial: w.spec.id.clone(),
+                incumbent: w.spec.incumbent.clone(),
+                runs: a.row.runs,
+                wall_s: a.row.wall_s,
+                out_dir: w.spec.out_dir.clone(),
+            };
+            // The first trial's journal entry goes once the recheck is journaled.
+            let old = w.spec.id.clone();
+            if let Some(id) = self.start(engine, h, Some(first), fx)? {
+                self.lane = Some(id);
+            }
+            self.journal.trials.retain(|t| t.spec.id != old);
+            self.journal.save(&self.state_dir)?;
+            drop_trial_ref(self.repo(), &old);
+        }
+        Ok(())
+    }
+
+    /// Plan `h` on the head, commit its candidate (on no branch) and submit its trial. Returns
+    /// the trial's id, or `None` when the hypothesis was recorded without measuring.
+    fn start(&mut self, engine: &mut dyn Engine, h: &Hypothesis, first: Option<FirstWin>, fx: &mut Effects) -> Result<Option<String>> {
+        let repo = self.repo();
+        let head = repo.head_oid()?;
+        let won = first.as_ref().map(|f| format!("won against {}, then ", short(&f.incumbent))).unwrap_or_default();
+        let plan = match h.plan(repo) {
+            Ok(p) if p.changes.is_empty() => {
+                return self.unmeasured(
+                    h,
+                    head,
+                    Status::Skipped,
+                    format!("{won}applying it changes nothing (the incumbent already has it)"),
+                    fx,
+                );
+            }
+            Ok(p) => p,
+            Err(e) => {
+                return self.unmeasured(
+                    h,
+                    head,
+                    Status::Skipped,
+                    format!("{won}does not apply to {}: {}", short(&head.to_string()), e.0),
+                    fx,
+                )
+            }
+        };
+        let protected = config::protected_paths(self.cfg, repo.root());
+        let touched: Vec<&str> = plan.files.iter().filter(|p| config::is_protected(p, &protected)).map(String::as_str).collect();
+        if !touched.is_empty() {
+            let why = format!(
+                "refused: it changes the benchmark harness ({}); a gain could then come from the measuring stick, not the kernel",
+                touched.join(", ")
+            );
+            return self.unmeasured(h, head, Status::Refused, why, fx);
+        }
+        let n = self.journal.next_trial + 1;
+        self.journal.next_trial = n;
+        let id = format!("t{n}");
+        let out_dir = self.state_dir.join("trials").join(&id);
+        if out_dir.exists() {
+            std::fs::remove_dir_all(&out_dir).with_path(&out_dir)?;
+        }
+        let candidate = candidate_commit(repo, head, &plan, &h.message)?;
+        repo.repo.reference(&format!("{TRIAL_REF_PREFIX}{id}"), candidate, true, "ratchet: trial candidate")?;
+        let spec = TrialSpec {
+            id: id.clone(),
+            repo: repo.root().to_path_buf(),
+            incumbent: head.to_string(),
+            candidate: candidate.to_string(),
+            out_dir,
+        };
+        let recheck = first.is_some();
+        let noise = history::estimate(&history::load(&self.state_dir, &experiment::history_key(self.cfg)).entries);
+        let argv =
+            worker_argv(&self.exe, &spec, &self.config_path, h.pairs.or(self.opts.pairs), noise, recheck, h.deep.unwrap_or(self.opts.deep));
+        // Journaled before it is submitted, and its handle before it is waited on.
+        self.journal.trials.push(Tracked { spec: spec.clone(), handle: None, hypothesis: h.key(), first });
+        self.journal.save(&self.state_dir)?;
+        let handle = engine
+            .submit(std::slice::from_ref(&spec), std::slice::from_ref(&argv))?
+            .pop()
+            .ok_or_else(|| Error::failure("the engine returned no job"))?;
+        let slot = handle.slot;
+        if let Some(t) = self.journal.trials.iter_mut().find(|t| t.spec.id == id) {
+            t.handle = Some(handle);
+        }
+        self.journal.save(&self.state_dir)?;
+        fx.emit(Event::TrialSubmitted {
+            trial: id.clone(),
+            name: h.name.clone(),
+            slot,
+            device: engine.name().to_string(),
+            incumbent: spec.incumbent,
+            recheck,
+        });
+        Ok(Some(id))
+    }
+
+    /// A skipped or refused hypothesis: its row at once, as a serial sweep records it.
+    fn unmeasured(&mut self, h: &Hypothesis, head: git2::Oid, status: Status, note: String, fx: &mut Effects) -> Result<Option<String>> {
+        let id = crate::journal::allocate_id(self.repo(), &self.ws.store)?;
+        let row = ResultRow {
+            metric: self.cfg.score.metric.as_str().into(),
+            hypothesis: h.key(),
+            tags: h.tags.join(";"),
+            note,
+            ..ResultRow::unmeasured(id, status, &h.message, String::new(), head.to_string())
+        };
+        self.ws.store.append_row(&row)?;
+        fx.emit(Event::Unmeasured { row: Box::new(row.clone()) });
+        self.out.rows.push(row);
+        Ok(None)
+    }
+
+    /// A trial's worker ended: decide it and record it, or queue a winner for the lane.
+    fn finished(&mut self, t: Tracked, fx: &mut Effects) -> Result<()> {
+        let name = self.hyp(&t.hypothesis).map(|h| h.name.clone()).unwrap_or_default();
+        let result = TrialResult::read(&t.spec.out_dir)?;
+        let Some(result) = result else {
+            self.forget(&t.spec.id)?;
+            let log = t.spec.out_dir.join("worker.log");
+            return Err(Error::new(
+                crate::error::Kind::Infrastructure,
+                format!("the worker of trial {} ({name}) ended without a result", t.spec.id),
+            )
+            .hint(format!("see {}; the hypothesis runs again when the sweep is started again", log.display())));
+        };
+        fx.emit(Event::TrialFinished {
+            trial: t.spec.id.clone(),
+            name: name.clone(),
+            slot: result.slot,
+            end: end_text(&result.end),
+            wall_s: result.wall_s,
+        });
+        match &result.end {
+            TrialEnd::Interrupted => {
+                self.forget(&t.spec.id)?;
+                return Err(
+                    Error::interrupted().hint(format!("the worker of trial {} was stopped; start the sweep again to resume", t.spec.id))
+                );
+            }
+            TrialEnd::Infrastructure { why } => {
+                self.forget(&t.spec.id)?;
+                return Err(Error::new(crate::error::Kind::Infrastructure, format!("not the hypothesis's fault: {why}"))
+                    .hint(format!("{}; then start the sweep again (nothing was recorded for {name})", crate::bench::infra::fix_for(why))));
+            }
+            _ => {}
+        }
+        let Some(h) = self.hyp(&t.hypothesis) else {
+            self.forget(&t.spec.id)?;
+            return Ok(());
+        };
+        let a = assess(self.cfg, self.opts, h, &t.spec, result)?;
+        if t.first.is_some() {
+            self.lane = None;
+        }
+        if a.row.status == Status::Keep && t.first.is_none() {
+            self.winners.push_back((t, a));
+            return Ok(());
+        }
+        let merge = a.row.status == Status::Keep;
+        let stop = a.row.status == Status::Error;
+        self.record(&t, a, merge, fx)?;
+        if stop {
+            return Err(Error::failure(format!("{name} could not be decided: the incumbent's benchmark failed"))
+                .hint("check that the incumbent's benchmark runs (its logs are under .ratchet/trials/)"));
+        }
+        Ok(())
+    }
+
+    /// Forget a trial that recorded nothing (its hypothesis runs again).
+    fn forget(&mut self, id: &str) -> Result<()> {
+        self.journal.trials.retain(|t| t.spec.id != id);
+        self.journal.save(&self.state_dir)?;
+        drop_trial_ref(self.repo(), id);
+        Ok(())
+    }
+
+    /// Record a decided trial: its row, and the merge (a keep whose incumbent is the head) or
+    /// the parked candidate.
+    fn record(&mut self, t: &Tracked, a: Assessed, merge: bool, fx: &mut Effects) -> Result<()> {
+        let mut row = a.row;
+        row.id = crate::journal::allocate_id(self.repo(), &self.ws.store)?;
+        let mut out_dirs = vec![t.spec.out_dir.clone()];
+        let mut trials = vec![t.spec.id.clone()];
+        if let Some(f) = &t.first {
+            row.runs += f.runs;
+            row.wall_s += f.wall_s;
+            row.note = format!(
+                "stale winner: kept against {}, then the trunk moved; rechecked against {} ({} pairs at the confirmation's level): {}",
+                short(&f.incumbent),
+                short(&row.incumbent),
+                a.decision.as_ref().map(|d| d.pairs).unwrap_or(0),
+                row.note
+            );
+            out_dirs.insert(0, f.out_dir.clone());
+            trials.insert(0, f.trial.clone());
+        }
+        let where_ = match (a.result.slot, a.result.device_env.iter().next()) {
+            (Some(s), Some((k, v))) => format!(" [slot {s}, {k}={v}]"),
+            (Some(s), None) => format!(" [slot {s}]"),
+            (None, _) => format!(" [host {}]", a.result.host),
+        };
+        row.note.push_str(&where_);
+        // A winner whose recheck (journaled before a restart) decides it leaves the FIFO too.
+        self.winners.retain(|(w, _)| !trials.contains(&w.spec.id));
+        let rec = Recording { row: row.clone(), branch: self.branch.clone(), out_dirs, merge, trials };
+        self.journal.recording = Some(rec.clone());
+        self.journal.save(&self.state_dir)?;
+        crate::fault::point("scale-before-record");
+        finish_recording(self.repo(), &self.ws.store, &mut self.journal, &rec)?;
+        if a.decision.is_some() {
+            let key = experiment::history_key(self.cfg);
+            if let Some(e) = history::entry(&row.time, &format!("experiment {}", row.id), &[&a.result.main, &a.result.confirm]) {
+                if let Err(err) = history::record(&self.state_dir, &key, e) {
+                    fx.note(format!("could not record the noise history: {}", err.message));
+                }
+            }
+        }
+        self.runs_spent += row.runs as u64;
+        self.walls.push(row.wall_s);
+        let outcome = Outcome {
+            row: row.clone(),
+            decision: a.decision,
+            discarded_ref: (!merge).then(|| crate::vcs::discarded_ref(&row.id.to_string())),
+            runs_dir: Some(t.spec.out_dir.join("runs")),
+            elasticity: crate::stats::elasticity(self.cfg.score.metric),
+            signalled: false,
+        };
+        fx.emit(Event::ExperimentFinished { outcome: Box::new(outcome) });
+        self.out.rows.push(row);
+        Ok(())
+    }
+
+    /// Stop every trial in flight (Ctrl-C, an error): their workers are cancelled and the trials
+    /// forgotten (they run again on resume); finished winners stay journaled.
+    fn stop_all(&mut self, engine: &mut dyn Engine) {
+        let waiting: Vec<String> = self.winners.iter().map(|(w, _)| w.spec.id.clone()).collect();
+        let inflight: Vec<Tracked> = self.journal.trials.iter().filter(|t| !waiting.contains(&t.spec.id)).cloned().collect();
+        for t in inflight {
+            if let Some(h) = &t.handle {
+                let _ = engine.cancel(h);
+            }
+            let finished = TrialResult::read(&t.spec.out_dir).ok().flatten().is_some_and(|r| r.end != TrialEnd::Interrupted);
+            if !finished {
+                let _ = self.forget(&t.spec.id);
+            }
+        }
+    }
+}
+
+fn end_text(e: &TrialEnd) -> String {
+    match e {
+        TrialEnd::Decided => "decided".into(),
+        TrialEnd::NoOp { .. } => "no-op".into(),
+        TrialEnd::Candidate { status, .. } => status.as_str().into(),
+        TrialEnd::Incumbent { .. } => "incumbent failed".into(),
+        TrialEnd::Infrastructure { .. } => "infrastructure".into(),
+        TrialEnd::Interrupted => "interrupted".into(),
+    }
+}
+
+/// The row and decision of a finished trial, from its run directory, by the experiments' code:
+/// the stopping rule is rebuilt from this controller's config (it must be the one the worker
+/// used) and asked to decide on the trial's pairs.
+fn assess(cfg: &Config, opts: &SweepOptions, h: &Hypothesis, spec: &TrialSpec, result: TrialResult) -> Result<Assessed> {
+    let pairs = h.pairs.or(opts.pairs);
+    let seq = super::worker::stopping_rule(cfg, pairs, result.recheck, result.noise_scale);
+    if serde_json::to_value(&seq.params).expect("params serialize") != result.params {
+        return Err(Error::failure(format!(
+            "trial {} was measured with another stopping rule than this ratchet.toml gives ({})",
+            spec.id,
+            spec.out_dir.display()
+        ))
+        .hint("ratchet.toml changed while the sweep ran; restore it, or delete the trial's directory to run it again"));
+    }
+    let records = TrialResult::records(&spec.out_dir)?;
+    let ended = match &result.end {
+        TrialEnd::Decided => match seq.next(&result.main, &result.confirm) {
+            Next::Done(d) => Ended::Decided(d),
+            Next::Measure { .. } => {
+                return Err(Error::failure(format!(
+                    "trial {} stopped before its stopping rule decided ({})",
+                    spec.id,
+                    spec.out_dir.display()
+                )))
+            }
+        },
+        TrialEnd::NoOp { why } => Ended::NoOp(why.clone()),
+        TrialEnd::Candidate { status, why } => Ended::Stopped(Stop::Candidate(*status, why.clone())),
+        TrialEnd::Incumbent { why } => Ended::Stopped(Stop::Incumbent(why.clone())),
+        TrialEnd::Infrastructure { why } => Ended::Stopped(Stop::Infrastructure(why.clone())),
+        TrialEnd::Interrupted => Ended::Stopped(Stop::Interrupted),
+    };
+    let eopts = experiment::Options {
+        message: h.message.clone(),
+        deep: h.deep.unwrap_or(opts.deep),
+        allow_empty: false,
+        pairs,
+        hypothesis: Some(h.key()),
+        tags: h.tags.clone(),
+        allow_large: false,
+    };
+    let ctx = RowContext {
+        id: 0,
+        candidate: spec.candidate.clone(),
+        incumbent: spec.incumbent.clone(),
+        opts: &eopts,
+        cfg,
+        elasticity: crate::stats::elasticity(cfg.score.metric),
+        wall_s: result.wall_s,
+    };
+    let (row, decision) = experiment::summarize(&ctx, &records, ended);
+    Ok(Assessed { row, decision, result })
+}
+
+/// Complete a recording (idempotent: a restarted controller redoes it): merge or park, then the
+/// runs and the row, then forget its trials.
+fn finish_recording(repo: &Repo, store: &Store, j: &mut Journal, rec: &Recording) -> Result<()> {
+    let state_dir = repo.state_dir();
+    let row = &rec.row;
+    let candidate = git2::Oid::from_str(&row.commit)?;
+    let incumbent = git2::Oid::from_str(&row.incumbent)?;
+    let recorded = store.rows()?.iter().any(|r| r.id == row.id);
+    if rec.merge {
+        let head = repo.head_oid()?;
+        if head == incumbent {
+            repo.reset_to(candidate)?;
+        } else if head != candidate && !recorded {
+            return Err(Error::repo(format!(
+                "a parallel sweep was merging {} onto {}, but HEAD is {} now",
+                short(&row.commit),
+                short(&row.incumbent),
+                short(&head.to_string())
+            ))
+            .hint(format!("check `git log`; then delete {} to start afresh", state_dir.join(JOURNAL).display())));
+        }
+        crate::fault::point("scale-after-merge");
+        let mut state = State::load(&state_dir);
+        state.incumbents.insert(rec.branch.clone(), row.commit.clone());
+        state.save(&state_dir)?;
+    } else {
+        repo.mark_discarded(&row.id.to_string(), candidate)?;
+    }
+    if !recorded {
+        let id = row.id.to_string();
+        // A recording redone after a kill mid-append starts its runs afresh.
+        store.drop_runs(&id)?;
+        for d in &rec.out_dirs {
+            for mut r in TrialResult::records(d).unwrap_or_default() {
+                r.experiment = id.clone();
+                store.append_run(&r)?;
+            }
+        }
+        crate::fault::point("scale-before-append");
+        store.append_row(row)?;
+    }
+    j.trials.retain(|t| !rec.trials.contains(&t.spec.id));
+    j.recording = None;
+    j.save(&state_dir)?;
+    for t in &rec.trials {
+        drop_trial_ref(repo, t);
+    }
+    Ok(())
+}
+
+fn drop_trial_ref(repo: &Repo, id: &str) {
+    if let Ok(mut r) = repo.repo.find_reference(&format!("{TRIAL_REF_PREFIX}{id}")) {
+        let _ = r.delete();
+    }
+}
+
+/// The hypothesis's commit on top of `head`, on no branch: `head`'s tree with the plan's blobs.
+fn candidate_commit(repo: &Repo, head: git2::Oid, plan: &Plan, message: &str) -> Result<git2::Oid> {
+    let r = &repo.repo;
+    let parent = r.find_commit(head)?;
+    let base = parent.tree()?;
+    let mut b = git2::build::TreeUpdateBuilder::new();
+    for c in &plan.changes {
+        match &c.after {
+            Some(blob) => {
+                let mode = match c.mode {
+                    0o100755 => git2::FileMode::BlobExecutable,
+                    0o120000 => git2::FileMode::Link,
+                    _ => git2::FileMode::Blob,
+                };
+                b.upsert(c.path.as_str(), git2::Oid::from_str(blob)?, mode);
+            }
+            None => {
+                b.remove(c.path.as_str());
+            }
+        }
+    }
+    let tree = r.find_tree(b.create_updated(r, &base)?)?;
+    let sig = match r.signature() {
+        Ok(s) => s.to_owned(),
+        Err(_) => git2::Signature::now("ratchet", "ratchet@localhost")?,
+    };
+    Ok(r.commit(None, &sig, &sig, message, &tree, &[&parent])?)
+}

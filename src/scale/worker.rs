@@ -1,0 +1,243 @@
+//! The worker's trial (`ratchet worker`): check both commits out of the repository into the
+//! worker's own directory, measure them in interleaved pairs with the experiments' measuring loop
+//! and stopping rule, and write the run directory (`trial.json` last). It decides nothing and
+//! never writes to the repository it reads.
+
+use super::trial::{self, TrialEnd, TrialResult, WorkerPid};
+use crate::bench::executor::Executor;
+use crate::config::Config;
+use crate::error::{Error, Result, WithPath};
+use crate::events::Effects;
+use crate::experiment::Ended;
+use crate::session::{Checkout, Session, Stop};
+use crate::stats::sequential::{Borrowed, NoiseScale, Params, Sequential};
+use git2::Oid;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The environment variable naming a reusable per-slot work directory (checkouts, the worker's
+/// state); without it the worker uses `<out>/work` and removes its checkouts at the end.
+pub const WORK_DIR_VAR: &str = "RATCHET_WORKER_DIR";
+/// The slot index an engine with local slots gives its worker (recorded in `trial.json`).
+pub const SLOT_VAR: &str = "RATCHET_SLOT";
+/// Prefixes of the environment variables that bind a device, recorded in `trial.json`.
+const DEVICE_ENV: [&str; 5] = ["CUDA_", "TPU_", "HIP_", "ROCR_", "NVIDIA_"];
+
+/// One trial to measure (the worker's command line).
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    pub repo: PathBuf,
+    pub incumbent: String,
+    pub candidate: String,
+    pub out: PathBuf,
+    pub id: Option<String>,
+    /// ratchet.toml to use (default: the incumbent checkout's).
+    pub config: Option<PathBuf>,
+    pub pairs: Option<u32>,
+    pub noise_scale: Option<NoiseScale>,
+    pub recheck: bool,
+    pub deep: bool,
+    /// Work directory (default: `$RATCHET_WORKER_DIR`, else `<out>/work`).
+    pub work: Option<PathBuf>,
+}
+
+/// The stopping rule of a trial: the experiments' sequential procedure, or for a stale winner's
+/// recheck one look of the confirmation's size and level (docs/scale-out.md).
+pub fn stopping_rule(cfg: &Config, pairs: Option<u32>, recheck: bool, noise: Option<NoiseScale>) -> Sequential {
+    let p = cfg.decision.params(pairs);
+    let params = if recheck { Params::fixed(p.confirm_pairs.max(2), p.confirm_alpha, 0.0) } else { p };
+    Sequential::new(params).with_history(noise.map(Borrowed::new))
+}
+
+/// Parse `SD,DF` (the `--noise-scale` argument).
+pub fn parse_noise(s: &str) -> std::result::Result<NoiseScale, String> {
+    let bad = || format!("{s:?} is not a noise scale; write SD,DF (e.g. 0.012,30)");
+    let (a, b) = s.split_once(',').ok_or_else(bad)?;
+    let (sd, df): (f64, f64) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+    if !(sd.is_finite() && sd > 0.0 && df.is_finite() && df >= 1.0) {
+        return Err(format!("{s:?}: the sd must be positive and the degrees of freedom at least 1"));
+    }
+    Ok(NoiseScale { sd, df })
+}
+
+/// Run the trial; the result is also written to `<out>/trial.json` (last). `Err`: no result file
+/// was written (bad arguments, a checkout that failed).
+pub fn run(o: &WorkerOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Result<TrialResult> {
+    let started_at = crate::fsutil::now();
+    let started = Instant::now();
+    let incumbent = parse_oid(&o.incumbent, "--incumbent")?;
+    let candidate = parse_oid(&o.candidate, "--candidate")?;
+    std::fs::create_dir_all(&o.out).with_path(&o.out)?;
+    let out = o.out.canonicalize().with_path(&o.out)?;
+    if out.join(trial::RESULT_FILE).exists() {
+        return Err(Error::usage(format!("{} already holds a finished trial ({})", out.display(), trial::RESULT_FILE))
+            .hint("give each trial its own --out directory"));
+    }
+    let throwaway = o.work.is_none() && std::env::var_os(WORK_DIR_VAR).is_none();
+    let work = match (&o.work, std::env::var_os(WORK_DIR_VAR)) {
+        (Some(w), _) => w.clone(),
+        (None, Some(w)) => PathBuf::from(w),
+        (None, None) => out.join("work"),
+    };
+    std::fs::create_dir_all(&work).with_path(&work)?;
+    // One worker per work directory: two sharing checkouts would measure each other's files.
+    let _lock = crate::lock::RepoLock::acquire(&work, &crate::workspace::command_line())?;
+    let state_dir = work.join("state");
+    std::fs::create_dir_all(&state_dir).with_path(&state_dir)?;
+    // A later controller kills this worker (and its benchmark) by this record if it is orphaned.
+    let me = std::process::id() as i32;
+    let pid =
+        WorkerPid { pid: me, start: crate::bench::executor::proc_stat(me).map(|s| s.start).unwrap_or(0), state_dir: state_dir.clone() };
+    crate::fsutil::write_atomic(&out.join(trial::PID_FILE), &serde_json::to_vec(&pid).expect("pid serializes"))?;
+
+    let (inc_dir, cand_dir) = checkouts(&o.repo, &work, incumbent, candidate)?;
+    let config_path = o.config.clone().unwrap_or_else(|| crate::config::path_in(&inc_dir));
+    let cfg = Config::load(&config_path)?;
+    if let Some(p) = o.pairs.filter(|&p| !(2..=crate::config::MAX_PAIRS).contains(&p)) {
+        return Err(Error::usage(format!("--pairs {p}: must be between 2 and {}", crate::config::MAX_PAIRS)));
+    }
+    let seq = stopping_rule(&cfg, o.pairs, o.recheck, o.noise_scale);
+    let elasticity = crate::stats::elasticity(cfg.score.metric);
+    let python_dir = crate::pyhelper::install(&state_dir)?;
+    crate::bench::infra::preflight(&cfg, &cand_dir, &state_dir, &python_dir)?;
+    let id = o.id.clone().unwrap_or_else(|| out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "trial".into()));
+    let runs_dir = out.join("runs");
+    if runs_dir.exists() {
+        // Left by a worker killed mid-trial: its runs are stale.
+        std::fs::remove_dir_all(&runs_dir).with_path(&runs_dir)?;
+    }
+    let session = Session {
+        cfg: &cfg,
+        exec,
+        events: &mut *fx.events,
+        cancel: fx.cancel.clone(),
+        id: &id,
+        runs_dir,
+        repo_root: &cand_dir,
+        state_dir: &state_dir,
+        python_dir: &python_dir,
+        deep: o.deep,
+        store: None,
+        incumbent: Checkout { dir: &inc_dir, commit: incumbent.to_string() },
+        candidate: Checkout { dir: &cand_dir, commit: candidate.to_string() },
+        records: vec![],
+    }
+    .start(2 * seq.max_measured_pairs());
+    let measured = crate::experiment::drive(session, &seq, cfg.score.direction(), elasticity);
+    let (records, ended, (main, confirm)) = match measured {
+        Ok(v) => v,
+        Err(e) if crate::bench::infra::says_no_space(&e.to_string()) => {
+            (vec![], Ended::Stopped(Stop::Infrastructure(e.to_string())), (vec![], vec![]))
+        }
+        Err(e) => return Err(e),
+    };
+    let end = match ended {
+        Ended::Decided(_) => TrialEnd::Decided,
+        Ended::NoOp(why) => TrialEnd::NoOp { why },
+        Ended::Stopped(Stop::Candidate(status, why)) => TrialEnd::Candidate { status, why },
+        Ended::Stopped(Stop::Incumbent(why)) => TrialEnd::Incumbent { why },
+        Ended::Stopped(Stop::Infrastructure(why)) => TrialEnd::Infrastructure { why },
+        Ended::Stopped(Stop::Interrupted) => TrialEnd::Interrupted,
+    };
+    let mut lines = String::new();
+    for r in &records {
+        lines.push_str(&serde_json::to_string(r).expect("run serializes"));
+        lines.push('\n');
+    }
+    crate::fsutil::write_atomic(&out.join(trial::RUNS_FILE), lines.as_bytes())?;
+    let traces: Vec<serde_json::Value> = records
+        .iter()
+        .map(|r| serde_json::json!({"run": r.run, "side": r.side, "trace": r.trace, "hlo": r.hlo, "kernel_body": r.kernel_body, "out_dir": r.out_dir}))
+        .collect();
+    crate::fsutil::write_atomic(&out.join(trial::TRACES_FILE), &serde_json::to_vec_pretty(&traces).expect("json"))?;
+    let device_env = std::env::vars().filter(|(k, _)| DEVICE_ENV.iter().any(|p| k.starts_with(p))).collect();
+    let result = TrialResult {
+        schema: trial::SCHEMA,
+        id,
+        incumbent: incumbent.to_string(),
+        candidate: candidate.to_string(),
+        repo: o.repo.clone(),
+        host: crate::stats::history::host(),
+        device_env,
+        slot: std::env::var(SLOT_VAR).ok().and_then(|s| s.parse().ok()),
+        started: started_at,
+        finished: crate::fsutil::now(),
+        wall_s: started.elapsed().as_secs_f64(),
+        params: serde_json::to_value(&seq.params).expect("params serialize"),
+        recheck: o.recheck,
+        pairs: o.pairs,
+        noise_scale: o.noise_scale,
+        end,
+        main,
+        confirm,
+        runs: records.len(),
+    };
+    if throwaway {
+        for d in [&inc_dir, &cand_dir] {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+    result.write(&out)?;
+    Ok(result)
+}
+
+fn parse_oid(s: &str, flag: &str) -> Result<Oid> {
+    if s.len() != 40 || !s.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(Error::usage(format!("{flag} {s:?}: give the full 40-hex-digit commit id")));
+    }
+    Oid::from_str(s).map_err(|e| Error::usage(format!("{flag} {s:?}: {}", e.message())))
+}
+
+/// Both commits checked out fresh under `work` (`incumbent/`, `candidate/`), from a git directory
+/// of the worker's own that reads the repository's objects in place (git alternates) or, for a
+/// bundle, fetches it: the repository itself is only read.
+fn checkouts(repo: &Path, work: &Path, incumbent: Oid, candidate: Oid) -> Result<(PathBuf, PathBuf)> {
+    let git_dir = work.join("git");
+    if !git_dir.join("HEAD").exists() {
+        git2::Repository::init_bare(&git_dir)?;
+    }
+    if repo.is_file() {
+        // A bundle (`git bundle create`): libgit2 cannot read one, git can.
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&git_dir)
+            .args(["fetch", "--quiet"])
+            .arg(repo)
+            .arg("+refs/*:refs/bundle/*")
+            .output()
+            .map_err(|e| Error::failure(format!("cannot run git to read the bundle {}: {e}", repo.display())))?;
+        if !out.status.success() {
+            return Err(Error::repo(format!(
+                "git could not read the bundle {}: {}",
+                repo.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+    } else {
+        let src = git2::Repository::open(repo)
+            .map_err(|e| Error::repo(format!("--repo {}: not a git repository ({})", repo.display(), e.message())))?;
+        let objects = src.commondir().join("objects").canonicalize().with_path(src.commondir())?;
+        let alt = git_dir.join("objects/info/alternates");
+        std::fs::create_dir_all(alt.parent().expect("has a parent")).with_path(&alt)?;
+        crate::fsutil::write_atomic(&alt, format!("{}\n", objects.display()).as_bytes())?;
+    }
+    let r = git2::Repository::open_bare(&git_dir)?;
+    let mut dirs = vec![];
+    for (name, oid) in [("incumbent", incumbent), ("candidate", candidate)] {
+        let commit = r.find_commit(oid).map_err(|_| {
+            Error::repo(format!("the {name} commit {oid} is not in {}", repo.display()))
+                .hint("the controller must make both commits reachable there (push them, or rebuild the bundle)")
+        })?;
+        let dir = work.join(name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).with_path(&dir)?;
+        }
+        std::fs::create_dir_all(&dir).with_path(&dir)?;
+        let mut co = git2::build::CheckoutBuilder::new();
+        co.force().target_dir(&dir).update_index(false);
+        r.checkout_tree(commit.tree()?.as_object(), Some(&mut co))?;
+        dirs.push(dir);
+    }
+    let cand = dirs.pop().expect("two checkouts");
+    Ok((dirs.pop().expect("two checkouts"), cand))
+}
