@@ -51,3 +51,20 @@ fn without_source_locations_every_unrolled_op_counts() {
     let k = &parse_kernel_bodies(&text).unwrap()[0];
     assert_eq!((k.matmul, k.exp, k.reduce, k.dma), (8, 18, 8, 4));
 }
+
+#[test]
+fn the_diagnosis_reads_the_mosaic_gpu_body_as_the_articles_counts() {
+    use ratchet::diagnose::{self, Inputs, Level};
+    let ks = parse_kernel_bodies(&fixture("mosaic_gpu_bq64_bkv64.mlir")).unwrap();
+    // The attention kernel's tunables (the op-count rule is for a kernel with BQ/BKV), and its
+    // grid: 8 Q blocks of one head; the KV loop is inside the kernel.
+    let meta = serde_json::json!({"BQ": 64, "BKV": 64, "grid_steps": 8});
+    let f = diagnose::diagnose(&Inputs { kernel_ops: &ks, meta: Some(&meta), backend: Some("gpu"), ..Default::default() });
+    let counts: Vec<_> = f.iter().filter(|x| x.rule == "op-counts").collect();
+    assert_eq!(counts.len(), 1, "{f:?}");
+    assert_eq!(counts[0].level, Level::Good, "{f:?}");
+    assert!(counts[0].what.contains("2 matmul, 2 exp, 2 reduce in the mosaic_gpu kernel body"), "{f:?}");
+    // No copy alarm, and the cost_estimate rule (TPU's custom_call_config) does not apply.
+    assert!(f.iter().all(|x| x.rule != "cost-estimate"), "{f:?}");
+    assert!(f.iter().all(|x| !(x.rule.contains("cop") && x.level != Level::Good)), "{f:?}");
+}
