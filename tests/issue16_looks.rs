@@ -226,3 +226,19 @@ fn the_chart_draws_the_statistic_against_both_boundaries_and_rings_the_deciding_
     assert_eq!(dots, 2, "{svg}");
     assert!(ratchet::plot::looks_png(&rec).unwrap().starts_with(b"\x89PNG"));
 }
+
+#[test]
+fn identical_pairs_have_no_finite_statistic_and_still_draw() {
+    // A deterministic benchmark: every pair's log-ratio is the same, se = 0, the sign decides.
+    let mut repo = Repo::new(16);
+    let mut exec = MockExecutor::sides(Step::Latency(10.0), Step::Latency(8.0));
+    exec.cv = 0.0;
+    let o = repo.experiment(&mut exec);
+    let d = o.decision.as_ref().unwrap();
+    let first = &d.trail[0];
+    assert_eq!((first.statistic, first.keep_boundary), (None, None), "{first:?}");
+    assert!(first.estimate_pct > 24.0 && first.se_pct == 0.0, "{first:?}");
+    // Drawn at the chart's edge on the side of its sign, without failing.
+    let svg = ratchet::plot::looks_svg(&o.looks_record().unwrap()).unwrap();
+    assert!(svg.contains(&format!("decided: {}", o.row.status.as_str())), "{svg}");
+}
