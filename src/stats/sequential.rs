@@ -486,7 +486,7 @@ impl Sequential {
                 return Next::Measure { phase: Phase::Main, pairs: (n.max(main.len() + 1)) - main.len() };
             };
             let last = k + 1 == looks.len();
-            trail.push(self.look_record(&t, LookPhase::Decision, k + 1, a_k, min_log, self.futility_level(&t, last)));
+            trail.push(self.look_record(&t, k + 1, a_k, min_log, self.futility_level(&t, last)));
             let outcome = self.look(&t, a_k, min_log, k + 1, last);
             let q = self.tq(1.0 - p.alpha, t.df);
             let pv = self.p_value(&t);
@@ -700,10 +700,10 @@ impl Sequential {
     /// A first-phase look: keep when t >= the look's critical value and the mean >= the minimum
     /// effect (t >= min_log / se); revert when the (1 - beta) upper bound is below the minimum
     /// effect (t < min_log / se - q(1 - beta)).
-    fn look_record(&self, t: &Test, phase: LookPhase, look: usize, a_k: f64, min_log: f64, beta: Option<f64>) -> Look {
+    fn look_record(&self, t: &Test, look: usize, a_k: f64, min_log: f64, beta: Option<f64>) -> Look {
         let keep = self.tq(1.0 - a_k, t.df).max(min_log / t.se);
         let revert = beta.map(|b| min_log / t.se - self.tq(1.0 - b, t.df));
-        self.record(t, phase, look, a_k, keep, revert)
+        self.record(t, LookPhase::Decision, look, a_k, keep, revert)
     }
 
     /// A confirmation look: confirmed at t >= q(1 - a_j) (with a gain > 0); unconfirmed below it
