@@ -420,9 +420,10 @@ def _custom_calls(op):
                 yield from _custom_calls(o)
 
 
-def _parse_bytecode(data, register):
+def _parse_bytecode(data, register, debug_info=False):
     """MLIR text of a serialized module (bytecode or text), with `register(ctx)`'s dialects
-    known and any other dialect kept as generic ops."""
+    known and any other dialect kept as generic ops. `debug_info` keeps each op's source
+    location (`loc(#locN)`)."""
     from jaxlib.mlir import ir
 
     ctx = ir.Context()
@@ -430,7 +431,7 @@ def _parse_bytecode(data, register):
         register(ctx)
     ctx.allow_unregistered_dialects = True
     with ctx:
-        return ir.Module.parse(data).operation.get_asm(enable_debug_info=False)
+        return ir.Module.parse(data).operation.get_asm(enable_debug_info=debug_info)
 
 
 def _tpu_register():
@@ -445,6 +446,22 @@ def _triton_register():
     try:
         from jaxlib.triton import dialect
         return dialect.register_dialect
+    except Exception:
+        return None
+
+
+def _mosaic_gpu_register():
+    """Mosaic GPU bodies use upstream dialects (gpu, nvvm, llvm) besides mosaic_gpu's own: its
+    shared-memory space is a `gpu` attribute that an empty context cannot parse."""
+    try:
+        from jax._src.interpreters import mlir as jax_mlir
+        from jax._src.lib import mosaic_gpu_dialect
+
+        def register(ctx):
+            ctx.append_dialect_registry(jax_mlir.upstream_dialects)
+            ctx.load_all_available_dialects()
+            mosaic_gpu_dialect.register_dialect(ctx)
+        return register
     except Exception:
         return None
 
@@ -483,6 +500,18 @@ def kernel_bodies(module):
                     entry["cost"] = {k: int(cost[k]) for k in ("flops", "transcendentals", "bytes_accessed")
                                      if isinstance(cost.get(k), (int, float))}
                 out.append(entry)
+            elif target and target.startswith("mosaic_gpu"):
+                # Pallas' Mosaic GPU backend (`plgpu`): `mhlo.backend_config.module` is the
+                # kernel's module as bytecode; its launch grid is inside (gpu.launch). It is
+                # lowered to per-thread registers, so one array op becomes one op per register
+                # fragment: the source locations kept here tell ratchet which belong together.
+                cfg = op.attributes["mhlo.backend_config"]
+                name = _attr_str(op.attributes, "kernel_name") or "mosaic_gpu_kernel"
+                text = _parse_bytecode(cfg["module"].value_bytes, _mosaic_gpu_register(), debug_info=True)
+                m = re.search(r"^module @([\w.$-]+)", text, re.M)  # the pallas_call's name
+                if m and name == "mosaic_gpu_kernel":
+                    name = m.group(1)
+                out.append({"dialect": "mosaic_gpu", "target": target, "name": name, "text": text})
             elif target and "triton" in target:
                 cfg = op.attributes["mhlo.backend_config"]
                 name = _attr_str(cfg, "name") or "triton_kernel"

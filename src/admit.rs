@@ -1,11 +1,13 @@
 //! What goes into a hypothesis commit: the changed paths are listed with their sizes; the
 //! benchmark helper's own output (`profile_data/`, a nested `.ratchet/`, `__pycache__/`) is
 //! left out; files with merge-conflict markers are refused, and so are large or binary
-//! untracked files unless allowed (asked on a terminal, refused with the fix elsewhere).
+//! untracked files unless allowed (asked through [`crate::events::Events::ask`], which the
+//! command line answers from a terminal; refused with the fix where nobody can answer).
 
 use crate::error::{Error, Result};
+use crate::events::Question;
 use crate::vcs::Repo;
-use std::io::{BufRead, IsTerminal, Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 /// Untracked files larger than this need `--allow-large` (or a yes on a terminal).
@@ -127,7 +129,8 @@ pub fn admit(
         return Err(Error::repo(format!("merge-conflict markers (<<<<<<< ... >>>>>>>) in {}", conflicted.join(", ")))
             .hint("resolve the conflict first; nothing was committed"));
     }
-    if !heavy.is_empty() && !allow_large && !confirm(&heavy) {
+    // Asked through the command line's face (a terminal answers); nobody to ask means no.
+    if !heavy.is_empty() && !allow_large && fx.ask(&Question::CommitLargeFiles { files: heavy.clone() }) != Some(true) {
         return Err(Error::repo(format!(
             "untracked large or binary files would enter the hypothesis: {} (over {} or binary)",
             heavy.join(", "),
@@ -163,18 +166,6 @@ pub fn listing(entries: &[Entry]) -> String {
         .collect();
     let more = if entries.len() > 12 { format!(" and {} more", entries.len() - 12) } else { String::new() };
     format!("hypothesis: {} file{}, {}: {}{more}", entries.len(), if entries.len() == 1 { "" } else { "s" }, human(total), shown.join(", "))
-}
-
-/// Ask on a terminal whether to commit `files`; no terminal (a sweep, a pipe, CI) means no.
-fn confirm(files: &[String]) -> bool {
-    if !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
-        return false;
-    }
-    eprint!("large or binary untracked files would be committed: {}\ncommit them as part of the hypothesis? [y/N] ", files.join(", "));
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    let _ = std::io::stdin().lock().read_line(&mut answer);
-    matches!(answer.trim(), "y" | "Y" | "yes")
 }
 
 #[cfg(test)]

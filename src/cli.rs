@@ -367,6 +367,11 @@ pub struct PlotArgs {
     /// traces (ops-ID.{png,svg}; in the HTML report too); repeat for several.
     #[arg(long, value_name = "ID")]
     pub ops: Vec<u64>,
+    /// Draw experiment ID's sequential test: its statistic at each look against the keep and
+    /// revert boundaries (looks-ID.{png,svg}; in the HTML report too); repeat for several.
+    /// Default: the latest experiment that has a record of its looks.
+    #[arg(long, value_name = "ID")]
+    pub looks: Vec<u64>,
 }
 
 /// Arguments of `ratchet inspect`.

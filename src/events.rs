@@ -75,9 +75,38 @@ pub enum Event {
     StaleWinner { name: String, won_against: String, head: String },
 }
 
+/// A yes/no question the core puts to the person running ratchet; the command line's text face
+/// answers it from the terminal. The core never reads the terminal itself.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "question", rename_all = "snake_case")]
+pub enum Question {
+    /// Untracked large or binary files (each "path (size[, binary])") would enter the
+    /// hypothesis: commit them?
+    CommitLargeFiles { files: Vec<String> },
+}
+
+impl Question {
+    /// The question as asked on a terminal.
+    pub fn text(&self) -> String {
+        match self {
+            Question::CommitLargeFiles { files } => format!(
+                "large or binary untracked files would be committed: {}\ncommit them as part of the hypothesis? [y/N] ",
+                files.join(", ")
+            ),
+        }
+    }
+}
+
 /// Where events go.
 pub trait Events {
     fn emit(&mut self, event: Event);
+
+    /// Put `question` to the person at the command line: `Some(answer)`, or `None` where nobody
+    /// can answer (no terminal, `--json`, a test's sink), and the caller keeps its
+    /// non-interactive default.
+    fn ask(&mut self, _question: &Question) -> Option<bool> {
+        None
+    }
 }
 
 impl Events for Vec<Event> {
@@ -123,5 +152,10 @@ impl<'a> Effects<'a> {
 
     pub fn note(&mut self, text: impl Into<String>) {
         self.events.emit(Event::Note { text: text.into() });
+    }
+
+    /// Ask the person at the command line (see [`Events::ask`]).
+    pub fn ask(&mut self, question: &Question) -> Option<bool> {
+        self.events.ask(question)
     }
 }

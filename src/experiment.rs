@@ -267,6 +267,10 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         // code still says the user stopped ratchet (a sweep stops here too).
         signalled: status != Status::Interrupted && fx.cancel.is_cancelled(),
     };
+    // The test's looks beside the runs, for `ratchet plot`; a failure costs only the picture.
+    if let Err(err) = outcome.write_looks() {
+        fx.note(format!("could not record the sequential test's looks: {}", err.message));
+    }
     fx.emit(Event::ExperimentFinished { outcome: Box::new(outcome.clone()) });
     Ok(outcome)
 }

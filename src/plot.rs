@@ -1,7 +1,8 @@
 //! Pictures of the results (plotters): the score staircase over experiments (kept points with
 //! their descriptions, best-so-far as a step line), the roofline chart (the configured hardware's
-//! roof, the baseline and the path of kept commits, log-log) and each experiment's runs on both
-//! sides, as SVG text and PNG bytes, and a self-contained HTML report with the SVGs inline.
+//! roof, the baseline and the path of kept commits, log-log), each experiment's runs on both
+//! sides and one experiment's sequential test (its statistic against the boundaries, look by
+//! look), as SVG text and PNG bytes, and a self-contained HTML report with the SVGs inline.
 //! Every status is drawn by its class (`Status::class`): only failures are red.
 //!
 //! PNG text needs a font: DejaVu Sans ships in `assets/fonts/` (license beside it) and is
@@ -10,7 +11,9 @@
 
 use crate::bench::{RunRecord, RunStatus, Side};
 use crate::hardware::Hardware;
+use crate::outcome::LooksRecord;
 use crate::report::{progression, sig};
+use crate::stats::{Look, LookPhase, Verdict};
 use crate::store::{ResultRow, Status, StatusClass};
 use crate::trace::OpStat;
 use plotters::coord::Shift;
@@ -630,6 +633,158 @@ fn encode_png(rgb: &[u8]) -> DrawResult<Vec<u8>> {
         wr.write_image_data(rgb).map_err(|e| e.to_string())?;
     }
     Ok(out)
+}
+
+/// Where each look sits on the looks chart's x axis: pairs measured, the confirmation batch's
+/// counted on from the first phase's last look.
+fn look_xs(rec: &LooksRecord) -> Vec<f64> {
+    let main_end = rec.looks.iter().filter(|l| l.phase == LookPhase::Decision).map(|l| l.pairs).max().unwrap_or(0);
+    rec.looks.iter().map(|l| (l.pairs + if l.phase == LookPhase::Confirmation { main_end } else { 0 }) as f64).collect()
+}
+
+/// One experiment's sequential test: the statistic (estimate / se) at each look against the
+/// keep and revert boundaries of that look, the decision phase and its confirmation batch, the
+/// deciding look ringed.
+fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRecord) -> DrawResult<()> {
+    let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
+    root.fill(&WHITE).map_err(e)?;
+    let xs = look_xs(rec);
+    let finite: Vec<f64> =
+        rec.looks.iter().flat_map(|l| [l.statistic, l.keep_boundary, l.revert_boundary]).flatten().chain([0.0]).collect();
+    let (lo, hi) = range(&finite, Axis { log: false });
+    // Headroom above for the legend; an unbounded statistic (se = 0) is drawn at the edge.
+    let (ylo, yhi) = (lo, hi + (hi - lo) * 0.3);
+    let clamp = |v: Option<f64>, l: &Look| -> f64 { v.unwrap_or(if l.estimate_pct > 0.0 { hi } else { lo }) };
+    let xmax = xs.iter().cloned().fold(1.0, f64::max);
+    let status = match rec.verdict {
+        Verdict::Keep => Status::Keep,
+        Verdict::Revert => Status::Revert,
+        Verdict::Inconclusive => Status::Inconclusive,
+        Verdict::Unconfirmed => Status::Unconfirmed,
+    };
+    let verdict = status.as_str();
+    let mut chart = ChartBuilder::on(root)
+        .caption(
+            format!("experiment {}: the sequential test's statistic at each look ({verdict}, {:+.1}%)", rec.experiment, rec.effect_pct),
+            ("sans-serif", 20),
+        )
+        .margin(16)
+        .x_label_area_size(44)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..xmax * 1.08 + 0.5, ylo..yhi)
+        .map_err(e)?;
+    chart
+        .configure_mesh()
+        .x_desc("pairs measured (confirmation batch after the first phase)")
+        .y_desc("statistic: estimate / standard error")
+        .x_label_formatter(&|x| format!("{x:.0}"))
+        .label_style(("sans-serif", 14))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(e)?;
+    chart.draw_series(LineSeries::new([(0.0, 0.0), (xmax * 1.08 + 0.5, 0.0)], BLACK.mix(0.3))).map_err(e)?;
+    let phases =
+        [(LookPhase::Decision, BEST, "statistic, decision phase"), (LookPhase::Confirmation, UNSURE, "statistic, confirmation batch")];
+    let pts = |phase: LookPhase, f: &dyn Fn(&Look) -> Option<f64>| -> Vec<(f64, f64)> {
+        rec.looks.iter().zip(&xs).filter(|(l, _)| l.phase == phase).filter_map(|(l, &x)| f(l).map(|y| (x, y))).collect()
+    };
+    // Boundaries first, so the statistic is drawn over them: one dashed step per look.
+    for (name, color, get) in [
+        ("keep boundary", KEEP, (|l: &Look| l.keep_boundary) as fn(&Look) -> Option<f64>),
+        ("revert boundary", FAIL, |l: &Look| l.revert_boundary),
+    ] {
+        let mut first = true;
+        for (phase, _, _) in phases {
+            let p = pts(phase, &get);
+            if p.is_empty() {
+                continue;
+            }
+            let s = chart.draw_series(DashedLineSeries::new(p.clone(), 6, 4, color.stroke_width(2))).map_err(e)?;
+            if first {
+                s.label(name).legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
+                first = false;
+            }
+            chart.draw_series(p.iter().map(|&(x, y)| Cross::new((x, y), 4, color.stroke_width(2)))).map_err(e)?;
+        }
+    }
+    for (phase, color, name) in phases {
+        let p: Vec<(f64, f64)> =
+            rec.looks.iter().zip(&xs).filter(|(l, _)| l.phase == phase).map(|(l, &x)| (x, clamp(l.statistic, l))).collect();
+        if p.is_empty() {
+            continue;
+        }
+        chart
+            .draw_series(LineSeries::new(p.clone(), color.stroke_width(3)))
+            .map_err(e)?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(3)));
+        chart.draw_series(p.iter().map(|&(x, y)| Circle::new((x, y), 4, color.filled()))).map_err(e)?;
+    }
+    // The confirmation batch starts where the first phase stopped.
+    if let Some(i) = rec.looks.iter().position(|l| l.phase == LookPhase::Confirmation) {
+        let x0 = xs[..i].iter().cloned().fold(0.0, f64::max);
+        chart.draw_series(LineSeries::new([(x0, ylo), (x0, hi)], BLACK.mix(0.25))).map_err(e)?;
+        chart
+            .draw_series([
+                EmptyElement::at((x0, hi)) + Text::new("confirmation", (6, 4), ("sans-serif", 13).into_font().color(&BLACK.mix(0.6)))
+            ])
+            .map_err(e)?;
+    }
+    // The deciding look (the last), ringed in the verdict's colour; with a confirmation, the
+    // look that ended the first phase is ringed too.
+    let mut rings = vec![];
+    if let Some(i) = rec.looks.iter().rposition(|l| l.phase == LookPhase::Decision) {
+        if i + 1 < rec.looks.len() {
+            rings.push((i, BEST, "first phase: promising".to_string()));
+        }
+    }
+    if let Some(l) = rec.looks.last() {
+        let which = if l.phase == LookPhase::Confirmation { "confirmation look" } else { "look" };
+        rings.push((rec.looks.len() - 1, status_color(status), format!("decided: {verdict} at {which} {} ({} pairs)", l.look, l.pairs)));
+    }
+    for (i, color, text) in rings {
+        let (x, y) = (xs[i], clamp(rec.looks[i].statistic, &rec.looks[i]));
+        let dx = if x > xmax * 0.6 { -12 - 7 * crate::term::cells(&text) as i32 } else { 12 };
+        chart
+            .draw_series([EmptyElement::at((x, y))
+                + Circle::new((0, 0), 10, color.stroke_width(3))
+                + Text::new(text, (dx, -22), ("sans-serif", 13).into_font().color(&color))])
+            .map_err(e)?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(e)?;
+    Ok(())
+}
+
+/// One experiment's looks chart as SVG.
+pub fn looks_svg(rec: &LooksRecord) -> DrawResult<String> {
+    font_once();
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, SIZE).into_drawing_area();
+        looks_chart(&root, rec)?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(out)
+}
+
+/// One experiment's looks chart as PNG bytes.
+pub fn looks_png(rec: &LooksRecord) -> DrawResult<Vec<u8>> {
+    font_once();
+    let (w, h) = SIZE;
+    let mut rgb = vec![0u8; (w * h * 3) as usize];
+    {
+        let root = BitMapBackend::with_buffer(&mut rgb, SIZE).into_drawing_area();
+        looks_chart(&root, rec)?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    encode_png(&rgb)
 }
 
 /// Which chart.

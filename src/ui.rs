@@ -2,7 +2,7 @@
 //! (results on stdout, notes and run-by-run progress on stderr), with a progress bar when
 //! stdout is a terminal.
 
-use crate::events::{Event, Events};
+use crate::events::{Event, Events, Question};
 use crate::outcome::{Outcome, SweepOutcome};
 use crate::stats::noise::NoiseFloor;
 use crate::stats::sequential::Params;
@@ -55,13 +55,15 @@ pub struct Text<O: Write = Stdout, E: Write = Stderr> {
     /// Whether a session draws a bar (stdout is a terminal) or prints a line per run.
     bars: bool,
     verbosity: Verbosity,
+    /// Whether questions are put to the terminal (stdin and stderr): the terminal's face only.
+    interactive: bool,
 }
 
 impl Text {
     /// The terminal's: stdout and stderr, with a progress bar when stdout is a terminal.
     pub fn new() -> Text {
         let verbosity = verbosity();
-        Text { out: std::io::stdout(), err: std::io::stderr(), pb: None, bars: verbosity != Verbosity::Quiet, verbosity }
+        Text { out: std::io::stdout(), err: std::io::stderr(), pb: None, bars: verbosity != Verbosity::Quiet, verbosity, interactive: true }
     }
 }
 
@@ -74,7 +76,7 @@ impl Default for Text {
 impl<O: Write, E: Write> Text<O, E> {
     /// Into these writers, never with a progress bar (tests, logs).
     pub fn with_writers(out: O, err: E) -> Text<O, E> {
-        Text { out, err, pb: None, bars: false, verbosity: Verbosity::Normal }
+        Text { out, err, pb: None, bars: false, verbosity: Verbosity::Normal, interactive: false }
     }
 
     /// The same, at another verbosity.
@@ -89,6 +91,26 @@ impl<O: Write, E: Write> Text<O, E> {
 }
 
 impl<O: Write, E: Write> Events for Text<O, E> {
+    /// A question is answered on the terminal: asked on stderr, read from stdin (a line starting
+    /// `y`); no terminal on either (a pipe, CI) means nobody to ask.
+    fn ask(&mut self, question: &Question) -> Option<bool> {
+        use std::io::{BufRead, IsTerminal};
+        if !self.interactive || !std::io::stdin().is_terminal() || !std::io::stderr().is_terminal() {
+            return None;
+        }
+        let err = &mut self.err;
+        let mut ask = || {
+            let _ = write!(err, "{}", question.text());
+            let _ = err.flush();
+            let mut answer = String::new();
+            std::io::stdin().lock().read_line(&mut answer).ok().map(|_| matches!(answer.trim(), "y" | "Y" | "yes"))
+        };
+        match &self.pb {
+            Some(pb) => pb.suspend(ask),
+            None => ask(),
+        }
+    }
+
     fn emit(&mut self, event: Event) {
         let quiet = self.verbosity == Verbosity::Quiet;
         if quiet && matches!(event, Event::Note { .. } | Event::Hypothesis { .. } | Event::RunRepeated { .. } | Event::CrossCheck { .. }) {

@@ -7,6 +7,7 @@ mod issue16_demo;
 mod support;
 
 use issue16_demo::demo_rows;
+use predicates::prelude::PredicateBooleanExt;
 use ratchet::plot::{self, Chart, Night};
 use ratchet::store::{ResultRow, Status};
 use support::TestRepo;
@@ -149,12 +150,25 @@ fn labels_stay_few_on_a_long_night() {
 fn the_html_reads_on_a_phone_and_in_a_real_browser() {
     let t = TestRepo::new();
     issue16_demo::write_demo(t.path());
+    // The last kept experiment's sequential test, as the experiment records it beside its runs.
+    let exp9 = t.path().join(".ratchet/experiments/9");
+    std::fs::create_dir_all(&exp9).unwrap();
+    std::fs::write(exp9.join(ratchet::outcome::LOOKS_FILE), serde_json::to_string(&demo_looks(9)).unwrap()).unwrap();
     let out = t.path().join("plots");
-    t.ratchet().args(["plot", "-o"]).arg(&out).arg("--html").arg(out.join("report.html")).assert().success();
-    for f in ["staircase", "roofline", "runs"] {
+    t.ratchet()
+        .args(["plot", "-o"])
+        .arg(&out)
+        .arg("--html")
+        .arg(out.join("report.html"))
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("looks-9.png"));
+    for f in ["staircase", "roofline", "runs", "looks-9"] {
         assert!(out.join(format!("{f}.png")).exists() && out.join(format!("{f}.svg")).exists(), "{f}");
     }
+    std::fs::copy(out.join("looks-9.png"), keep_dir().join("looks-9.png")).unwrap();
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("experiment 9: the sequential test&apos;s statistic"), "the looks chart is in the page");
     std::fs::write(keep_dir().join("report.html"), &html).unwrap();
     assert!(html.contains("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"));
     assert!(html.contains("viewBox=\"0 0 960 540\""), "charts scale with the page");
@@ -181,7 +195,7 @@ fn the_html_reads_on_a_phone_and_in_a_real_browser() {
         eprintln!("NOTE: no headless browser (chromium-headless-shell/chromium) on PATH: the HTML was checked as text only");
         return;
     };
-    for (w, h) in [(420u32, 1800u32), (1280, 2200)] {
+    for (w, h) in [(420u32, 1800u32), (1280, 2800)] {
         let shot = keep_dir().join(format!("report-{w}.png"));
         let _ = std::fs::remove_file(&shot);
         let status = std::process::Command::new(browser)
@@ -211,6 +225,53 @@ fn the_html_reads_on_a_phone_and_in_a_real_browser() {
         assert!(dark < 10, "{w}px: {dark} dark pixels on the right edge");
         eprintln!("screenshot: {}", shot.display());
     }
+}
+
+/// A real decision of the sequential test on a fixed series of pairs (a 3% gain under 3% noise:
+/// a few looks, then the confirmation), as the record an experiment writes.
+fn demo_looks(id: u64) -> ratchet::outcome::LooksRecord {
+    use ratchet::stats::sequential::{run_to_decision, Params, Sequential, Spending};
+    let params = Params {
+        min_pairs: 4,
+        max_pairs: 24,
+        look_every: 2,
+        alpha: 0.02,
+        spending: Spending::Pocock,
+        min_effect_pct: 1.0,
+        futility_beta: Some(0.2),
+        confirm: true,
+        confirm_pairs: 8,
+        confirm_alpha: 0.05,
+    };
+    // A fixed, zero-mean noise pattern (no generator: the picture is the same every run).
+    let noise = [0.04, -0.05, 0.01, -0.03, 0.05, -0.02, 0.03, -0.04, 0.02, -0.01, 0.04, -0.05];
+    let d = run_to_decision(&Sequential::new(params), |_, i| 0.03 + noise[i % noise.len()]);
+    ratchet::outcome::LooksRecord {
+        version: ratchet::outcome::LOOKS_VERSION,
+        experiment: id,
+        verdict: d.verdict,
+        effect_pct: d.effect_pct,
+        ci_level: d.ci_level,
+        looks: d.trail,
+    }
+}
+
+#[test]
+fn the_looks_chart_of_an_experiment_without_a_record_is_a_note() {
+    let t = TestRepo::new();
+    issue16_demo::write_demo(t.path());
+    let out = t.path().join("plots");
+    // No experiment recorded its looks (an old night): no looks chart by default, and one asked
+    // for says why, without failing.
+    t.ratchet().args(["plot", "-o"]).arg(&out).assert().success().stdout(predicates::str::contains("looks-").not());
+    t.ratchet()
+        .args(["plot", "--looks", "3", "-o"])
+        .arg(&out)
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("experiment 3 has no record of its sequential test's looks"));
+    assert!(!out.join("looks-3.svg").exists());
+    t.ratchet().args(["plot", "--looks", "99", "-o"]).arg(&out).assert().code(2).stderr(predicates::str::contains("no experiment 99"));
 }
 
 #[test]

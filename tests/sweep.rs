@@ -113,7 +113,9 @@ fn sweep_compounds_kept_gains_and_goes_on_past_failures() {
         assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>"), "{name}.svg");
     }
     let html = t.read("report.html");
-    assert!(html.starts_with("<!DOCTYPE html>") && html.matches("<svg").count() == 3 && html.contains("exp: 5 -&gt; 2.5 ms"));
+    // Staircase, roofline, runs, and the latest experiment's sequential test (its looks).
+    assert!(html.starts_with("<!DOCTYPE html>") && html.matches("<svg").count() == 4 && html.contains("exp: 5 -&gt; 2.5 ms"));
+    assert!(html.contains("the sequential test&apos;s statistic"));
     for external in ["src=", "href=", "<script", "<link", "url("] {
         assert!(!html.contains(external), "the report must be self-contained, found {external}");
     }

@@ -1,11 +1,14 @@
 //! `ratchet plot`: write the staircase, roofline and run-distribution charts as PNG and SVG,
-//! with `--ops ID` an experiment's per-op chart, and with `--html` a self-contained HTML report.
+//! with `--ops ID` an experiment's per-op chart, the sequential test's looks of `--looks ID` (by
+//! default the latest experiment that recorded them), and with `--html` a self-contained HTML
+//! report.
 
 use crate::cli::PlotArgs;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
+use crate::outcome::{read_looks, LooksRecord};
 use crate::plot::{self, Chart, Night};
-use crate::store::write_atomic;
+use crate::store::{write_atomic, ResultRow};
 use crate::workspace::Workspace;
 use std::path::Path;
 
@@ -55,6 +58,22 @@ pub fn run(ws: &Workspace, dir: &Path, args: &PlotArgs) -> Result<()> {
         println!("wrote {0}/ops-{id}.png and {0}/ops-{id}.svg", out.display());
         extra.push(svg);
     }
+    let state_dir = repo.state_dir();
+    for (id, rec) in looks_to_draw(&state_dir, &rows, &args.looks)? {
+        let Some(rec) = rec else {
+            println!(
+                "experiment {id} has no record of its sequential test's looks (decided before ratchet kept them, \
+                 not decided by the test, or its directory was removed by `ratchet gc`): no looks chart"
+            );
+            continue;
+        };
+        let svg = plot::looks_svg(&rec).map_err(|e| fail("looks", e))?;
+        write_atomic(&out.join(format!("looks-{id}.svg")), svg.as_bytes())?;
+        let png = plot::looks_png(&rec).map_err(|e| fail("looks", e))?;
+        write_atomic(&out.join(format!("looks-{id}.png")), &png)?;
+        println!("wrote {0}/looks-{id}.png and {0}/looks-{id}.svg", out.display());
+        extra.push(svg);
+    }
     if let Some(h) = &args.html {
         let path = if h.is_absolute() { h.clone() } else { dir.join(h) };
         let title = format!("ratchet results: {}", repo.root().file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
@@ -63,4 +82,28 @@ pub fn run(ws: &Workspace, dir: &Path, args: &PlotArgs) -> Result<()> {
         println!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// The experiments whose looks chart is drawn, each with its record (`None`: it has none). The
+/// ids asked for (an id not in results.csv is a usage error); none asked: the latest experiment
+/// with a record, if any.
+fn looks_to_draw(state_dir: &Path, rows: &[ResultRow], ids: &[u64]) -> Result<Vec<(u64, Option<LooksRecord>)>> {
+    let dir = |id: u64| state_dir.join("experiments").join(id.to_string());
+    if ids.is_empty() {
+        for r in rows.iter().rev() {
+            if let Some(rec) = read_looks(&dir(r.id))? {
+                return Ok(vec![(r.id, Some(rec))]);
+            }
+        }
+        return Ok(vec![]);
+    }
+    ids.iter()
+        .map(|&id| {
+            if !rows.iter().any(|r| r.id == id) {
+                return Err(Error::usage(format!("--looks {id}: no experiment {id} in results/results.csv"))
+                    .hint("`ratchet results` lists the ids"));
+            }
+            Ok((id, read_looks(&dir(id))?))
+        })
+        .collect()
 }

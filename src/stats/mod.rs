@@ -127,6 +127,49 @@ pub struct Decision {
     #[serde(default)]
     pub confirmation: Option<Confirmation>,
     pub reason: String,
+    /// Every look taken, in order, with the statistic and the boundaries it was held against
+    /// (what `ratchet plot` draws). Empty for decisions recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trail: Vec<Look>,
+}
+
+/// Which batch a look belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LookPhase {
+    /// The first phase: keep, revert or go on.
+    Decision,
+    /// The confirmation batch of a promising first phase.
+    Confirmation,
+}
+
+/// One look of the sequential test: the statistic (estimate / se, on the log-ratio scale) and
+/// the boundaries it was compared with at that look, as the test applied them. A boundary is
+/// `None` where that look could not stop that way (no futility stop at an interim look without
+/// one) or where the statistic is unbounded (identical pairs: se = 0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Look {
+    pub phase: LookPhase,
+    /// 1-based within its phase.
+    pub look: usize,
+    /// Pairs measured by this look (outliers set aside included) and pairs tested.
+    pub pairs: usize,
+    pub tested: usize,
+    /// The estimate, in percent speed-up, and its standard error (log-ratio, in percent).
+    pub estimate_pct: f64,
+    pub se_pct: f64,
+    /// estimate / se (log-ratio scale); `None` when se = 0.
+    pub statistic: Option<f64>,
+    /// At or above: keep (decision phase: significant at this look's level and at least the
+    /// minimum effect) or confirmed (confirmation).
+    pub keep_boundary: Option<f64>,
+    /// Below: revert (futility) or, in the confirmation, unconfirmed.
+    pub revert_boundary: Option<f64>,
+    /// The significance level spent at this look, and the reference t's degrees of freedom.
+    pub alpha: f64,
+    pub df: f64,
+    /// `history` (the borrowed noise scale) or `own` (the pairs' own t-test).
+    pub scale: String,
 }
 
 /// Log-ratios oriented so that positive means the candidate is better.

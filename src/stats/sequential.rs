@@ -20,7 +20,7 @@
 //! larger, so the guard adds no false keeps), and gross outliers are set aside and replaced. The
 //! argument and its assumptions are in docs/decisions.md.
 
-use super::{fmt_p, pct, Confirmation, Decision, Verdict};
+use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Verdict};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, FisherSnedecor, Normal, StudentsT};
 use std::cell::RefCell;
@@ -203,6 +203,8 @@ pub const EARLY_BETA: f64 = 0.2;
 type Memo = HashMap<(u8, u64, u64, u64), f64>;
 
 /// What the driver does next.
+// `Done` is built once per decision; boxing it would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Next {
     /// Measure this many more pairs of `phase`, then ask again.
@@ -478,11 +480,13 @@ impl Sequential {
         let looks = p.looks();
         let alphas = p.look_alphas();
         let min_log = (1.0 + p.min_effect_pct / 100.0).ln();
+        let mut trail = Vec::new();
         for (k, (&n, &a_k)) in looks.iter().zip(&alphas).enumerate() {
             let Some(t) = self.test(main, n, (0.0, 0.0)) else {
                 return Next::Measure { phase: Phase::Main, pairs: (n.max(main.len() + 1)) - main.len() };
             };
             let last = k + 1 == looks.len();
+            trail.push(self.look_record(&t, k + 1, a_k, min_log, self.futility_level(&t, last)));
             let outcome = self.look(&t, a_k, min_log, k + 1, last);
             let q = self.tq(1.0 - p.alpha, t.df);
             let pv = self.p_value(&t);
@@ -501,6 +505,7 @@ impl Sequential {
                 noise_sd_pct: Self::sd_pct(&t),
                 excluded: t.excluded,
                 confirmation: None,
+                trail: trail.clone(),
                 reason: if t.excluded > 0 {
                     format!("{reason} ({} gross outlier pair{} set aside and replaced)", t.excluded, if t.excluded == 1 { "" } else { "s" })
                 } else {
@@ -544,17 +549,7 @@ impl Sequential {
         // The one-sided upper bound of the gain: below the minimum effect, a worthwhile gain has
         // become unlikely. At the last look a plain (1 - alpha) bound decides revert vs
         // inconclusive even without early futility stops.
-        let futility_beta = match &self.borrowed {
-            Some(b) if p.futility_beta.is_some() && t.n < p.min_pairs => Some(b.early_beta),
-            Some(b) if p.futility_beta.is_some() => Some(b.futility_beta),
-            _ => p.futility_beta,
-        };
-        let beta = match (futility_beta, last) {
-            (Some(b), _) => Some(b),
-            (None, true) => Some(p.alpha),
-            (None, false) => None,
-        };
-        if let Some(beta) = beta {
+        if let Some(beta) = self.futility_level(t, last) {
             let upper = t.mean + self.tq(1.0 - beta, t.df) * t.se;
             if upper < min_log {
                 return LookOutcome::Futile(format!(
@@ -610,6 +605,8 @@ impl Sequential {
                 None => false,
             };
             let last = j + 1 == clooks.len() || futile;
+            let min_log = (1.0 + p.min_effect_pct / 100.0).ln();
+            first.trail.push(self.confirm_look_record(&t, j + 1, a_j, min_log, j + 1 == clooks.len()));
             if !passed && !last {
                 continue;
             }
@@ -659,6 +656,64 @@ impl Sequential {
             return Next::Done(first);
         }
         unreachable!("the last confirmation look always decides")
+    }
+}
+
+/// The look record ([`Look`]): each boundary on the statistic's scale (estimate / se), as
+/// [`Sequential::look`] and [`Sequential::confirmation`] apply it.
+impl Sequential {
+    /// The level of the futility bound at a first-phase look: early (before `min_pairs`) or
+    /// borrowed-scale levels, the configured one, or at the last look a plain `alpha`; `None`
+    /// where this look cannot stop for futility.
+    fn futility_level(&self, t: &Test, last: bool) -> Option<f64> {
+        let p = &self.params;
+        let futility_beta = match &self.borrowed {
+            Some(b) if p.futility_beta.is_some() && t.n < p.min_pairs => Some(b.early_beta),
+            Some(b) if p.futility_beta.is_some() => Some(b.futility_beta),
+            _ => p.futility_beta,
+        };
+        match (futility_beta, last) {
+            (Some(b), _) => Some(b),
+            (None, true) => Some(p.alpha),
+            (None, false) => None,
+        }
+    }
+
+    fn record(&self, t: &Test, phase: LookPhase, look: usize, alpha: f64, keep: f64, revert: Option<f64>) -> Look {
+        let finite = |x: f64| x.is_finite().then_some(x);
+        Look {
+            phase,
+            look,
+            pairs: t.measured,
+            tested: t.n,
+            estimate_pct: pct(t.mean),
+            se_pct: t.se * 100.0,
+            statistic: finite(t.t()),
+            keep_boundary: finite(keep),
+            revert_boundary: revert.and_then(finite),
+            alpha,
+            df: t.df,
+            scale: t.scale_name().to_string(),
+        }
+    }
+
+    /// A first-phase look: keep when t >= the look's critical value and the mean >= the minimum
+    /// effect (t >= min_log / se); revert when the (1 - beta) upper bound is below the minimum
+    /// effect (t < min_log / se - q(1 - beta)).
+    fn look_record(&self, t: &Test, look: usize, a_k: f64, min_log: f64, beta: Option<f64>) -> Look {
+        let keep = self.tq(1.0 - a_k, t.df).max(min_log / t.se);
+        let revert = beta.map(|b| min_log / t.se - self.tq(1.0 - b, t.df));
+        self.record(t, LookPhase::Decision, look, a_k, keep, revert)
+    }
+
+    /// A confirmation look: confirmed at t >= q(1 - a_j) (with a gain > 0); unconfirmed below it
+    /// at the batch's last look, and before that (borrowed scale) when the (1 - early_beta) upper
+    /// bound is also below the minimum effect.
+    fn confirm_look_record(&self, t: &Test, look: usize, a_j: f64, min_log: f64, final_look: bool) -> Look {
+        let keep = self.tq(1.0 - a_j, t.df);
+        let futile = self.borrowed.as_ref().map(|b| min_log / t.se - self.tq(1.0 - b.early_beta, t.df));
+        let revert = if final_look { Some(keep) } else { futile.map(|f| f.min(keep)) };
+        self.record(t, LookPhase::Confirmation, look, a_j, keep, revert)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Op counts inside a Pallas kernel: on TPU and GPU the HLO shows a Pallas kernel as one custom
 //! call, so its matmuls, exponentials, reductions, DMAs and copies are read from the kernel's
-//! own body (the Mosaic module or the Triton module, as MLIR text) that `ratchet_bench` decodes
-//! from the custom call and writes to `kernel.body.mlir`.
+//! own body (the Mosaic module, the Triton module or the Mosaic GPU module, as MLIR text) that
+//! `ratchet_bench` decodes from the custom call and writes to `kernel.body.mlir`.
 //!
 //! The file holds one or more kernels, each after a header line
 //! `// ratchet-kernel dialect=mosaic name=flash_attention target=tpu_custom_call [grid=1,4,1]`
@@ -9,6 +9,13 @@
 //! generic `"dialect.op"(...)` form (the serialized Mosaic module prints its ops as
 //! `"stable_mosaic.tpu.matmul"`, the version prefix is dropped) and the custom
 //! `%x = dialect.op ...` form (Triton). What counts as what is listed in `classify`.
+//!
+//! Mosaic GPU (Pallas `plgpu`, custom call `mosaic_gpu_v2`) serializes its kernel already lowered
+//! to per-thread code (gpu / nvvm / llvm ops, `"stable_mosaic_gpu.*"`): one array op becomes one
+//! op per register fragment (a (64, 64) `exp` is 16 `math.exp` on `vector<2xf32>`), and a wgmma
+//! is PTX in `llvm.inline_asm`. `ratchet_bench` writes that body with its source locations, and
+//! matmuls, exponentials and reductions are counted once per source location: ops unrolled from
+//! one source op share it. DMAs, waits, copies, loads and stores are counted per op.
 
 use std::collections::BTreeMap;
 
@@ -20,17 +27,20 @@ pub const HEADER: &str = "// ratchet-kernel";
 /// Op counts of one kernel body.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KernelOps {
-    /// `mosaic` (TPU), `triton` (GPU), or what the header says.
+    /// `mosaic` (TPU), `triton` or `mosaic_gpu` (GPU), or what the header says.
     pub dialect: String,
     pub name: String,
-    /// Matrix multiplies: `tpu.matmul`, `tt.dot`, `vector.contract`, wgmma / tcgen05 MMAs.
+    /// Matrix multiplies: `tpu.matmul`, `tt.dot`, `vector.contract`, wgmma / tcgen05 MMAs
+    /// (Mosaic GPU: the `wgmma.mma_async` / `tcgen05.mma` PTX of one source matmul counts once).
     pub matmul: usize,
     /// Exponentials: `math.exp`/`exp2`/`expm1`, and Triton's `extern_elementwise` calls of
     /// libdevice `__nv_exp*`.
     pub exp: usize,
-    /// Reductions: `vector.multi_reduction`, `vector.reduction`, `tt.reduce`.
+    /// Reductions: `vector.multi_reduction`, `vector.reduction`, `tt.reduce`; Mosaic GPU: the
+    /// butterfly warp shuffles (`nvvm.shfl.sync` kind bfly) of one source reduction.
     pub reduce: usize,
-    /// Explicit DMA / async copy starts: `tpu.enqueue_dma`, Triton's `async_copy_*`, TMA loads.
+    /// Explicit DMA / async copy starts: `tpu.enqueue_dma`, Triton's `async_copy_*`, TMA loads
+    /// and stores (`nvvm.cp.async.bulk.tensor.*` on Mosaic GPU).
     pub dma: usize,
     /// Waits on DMAs (`tpu.wait_dma*`, `async_wait`, barrier waits).
     pub dma_wait: usize,
@@ -45,7 +55,8 @@ pub struct KernelOps {
     /// Mosaic: the operands the pipeline moves by DMA each grid step (`window_params`);
     /// these DMAs are issued by Pallas' pipeline, not by ops in the body.
     pub pipelined_operands: Option<usize>,
-    /// The kernel's grid: Mosaic `iteration_bounds`, Triton's launch grid from the header.
+    /// The kernel's grid: Mosaic `iteration_bounds`, Triton's launch grid from the header,
+    /// Mosaic GPU's `gpu.launch` grid operands.
     pub grid: Vec<u64>,
     /// The `pallas_call`'s `cost_estimate` (Mosaic): what XProf's roofline tool reads for the
     /// custom call. `None` when the call carries none.
@@ -103,6 +114,11 @@ enum Class {
 /// `symbol = "..."` of a Triton `extern_elementwise`.
 fn classify(op: &str, extern_symbol: Option<&str>) -> Class {
     let last = op.rsplit('.').next().unwrap_or(op);
+    // Mosaic GPU: TMA copies (`...tensor.shared.cluster.global` loads, `...tensor.global.shared.cta`
+    // stores) and non-tensor bulk copies; their commit / wait ops are not copies.
+    if op.starts_with("nvvm.cp.async.") && !op.ends_with(".commit.group") && !op.contains("wait") {
+        return Class::Dma;
+    }
     match op {
         "tpu.matmul"
         | "tt.dot"
@@ -115,7 +131,7 @@ fn classify(op: &str, extern_symbol: Option<&str>) -> Class {
         | "nvgpu.warpgroup.mma" => Class::Matmul,
         "math.exp" | "math.exp2" | "math.expm1" | "tt.precise_exp" => Class::Exp,
         "tt.extern_elementwise" if extern_symbol.is_some_and(|s| s.contains("exp")) => Class::Exp,
-        "vector.multi_reduction" | "vector.reduction" | "tt.reduce" | "tpu.all_reduce" => Class::Reduce,
+        "vector.multi_reduction" | "vector.reduction" | "tt.reduce" | "tpu.all_reduce" | "nvvm.redux.sync" => Class::Reduce,
         "tpu.enqueue_dma"
         | "tpu.enqueue_indirect_dma"
         | "ttg.async_copy_global_to_local"
@@ -132,15 +148,41 @@ fn classify(op: &str, extern_symbol: Option<&str>) -> Class {
         | "ttg.async_wait"
         | "ttng.wait_barrier"
         | "ttng.async_tma_store_wait"
-        | "mosaic_gpu.wait" => Class::DmaWait,
+        | "mosaic_gpu.wait"
+        | "nvvm.mbarrier.try_wait.parity"
+        | "nvvm.mbarrier.try_wait"
+        | "nvvm.cp.async.bulk.wait_group"
+        | "nvvm.cp.async.wait.group" => Class::DmaWait,
         "scf.for" | "scf.while" => Class::Loop,
-        "vector.load" | "tpu.load" | "tpu.strided_load" | "memref.load" | "tt.load" | "ttg.local_load" => Class::Load,
-        "vector.store" | "tpu.vector_store" | "tpu.store" | "tpu.strided_store" | "memref.store" | "tt.store" | "ttg.local_store" => {
-            Class::Store
-        }
+        "vector.load" | "tpu.load" | "tpu.strided_load" | "memref.load" | "tt.load" | "ttg.local_load" | "llvm.load" => Class::Load,
+        "vector.store" | "tpu.vector_store" | "tpu.store" | "tpu.strided_store" | "memref.store" | "tt.store" | "ttg.local_store"
+        | "llvm.store" => Class::Store,
         _ if last == "copy" || last.ends_with("_copy") => Class::Copy,
         _ => Class::Other,
     }
+}
+
+/// The class of an op on its line: [`classify`], plus the Mosaic GPU ops whose meaning is in an
+/// attribute (PTX in `llvm.inline_asm`, the kind of a warp shuffle).
+fn classify_line(op: &str, line: &str) -> Class {
+    match op {
+        "llvm.inline_asm" => match quoted_attr(line, "asm_string") {
+            Some(asm) if asm.contains("wgmma.mma_async") || asm.contains("tcgen05.mma") => Class::Matmul,
+            Some(asm) if asm.contains("ex2.approx") => Class::Exp,
+            _ => Class::Other,
+        },
+        // A butterfly shuffle is a step of a cross-lane reduction (`idx` shuffles broadcast).
+        "nvvm.shfl.sync" if line.contains("shfl_kind bfly") => Class::Reduce,
+        _ => classify(op, quoted_attr(line, "symbol")),
+    }
+}
+
+/// The source location an op line ends with (`loc(#loc104)` or an inline `loc("...")`), as
+/// `ratchet_bench` writes Mosaic GPU bodies; `None` for bodies written without locations.
+fn source_loc(line: &str) -> Option<&str> {
+    let at = line.rfind(" loc(")?;
+    let loc = line[at + 1..].trim_end();
+    loc.ends_with(')').then_some(loc)
 }
 
 /// The op name on one line of MLIR text, or `None` when the line holds no op. Handles
@@ -165,7 +207,7 @@ fn op_name(line: &str) -> Option<&str> {
     // An op name is `dialect.op`: at least one dot, starting with a letter (this also skips
     // `module`, attribute aliases and block labels).
     let ok = name.contains('.') && name.starts_with(|c: char| c.is_ascii_alphabetic()) && !name.ends_with('.');
-    ok.then(|| name.strip_prefix("stable_mosaic.").unwrap_or(name))
+    ok.then(|| name.strip_prefix("stable_mosaic.").or_else(|| name.strip_prefix("stable_mosaic_gpu.")).unwrap_or(name))
 }
 
 /// `key = value` of an attribute on the line, e.g. `symbol = "__nv_expf"` -> `__nv_expf`.
@@ -181,6 +223,28 @@ fn iteration_bounds(line: &str) -> Option<Vec<u64>> {
     let rest = &line[at..];
     let inner = &rest[..rest.find('>')?];
     inner.split(',').map(|x| x.trim().parse().ok()).collect()
+}
+
+/// `%21 = "...arith.constant"() {value = 8 : index}` -> ("%21", 8): index constants, from
+/// which a Mosaic GPU `gpu.launch` takes its grid.
+fn index_constant(line: &str) -> Option<(&str, u64)> {
+    let (lhs, rhs) = line.trim_start().split_once(" = ")?;
+    if !rhs.contains("arith.constant") || !lhs.starts_with('%') {
+        return None;
+    }
+    let at = rhs.find("{value = ")? + "{value = ".len();
+    let (v, ty) = rhs[at..].split_once(" : ")?;
+    ty.starts_with("index").then_some(())?;
+    Some((lhs, v.trim().parse().ok()?))
+}
+
+/// The grid of a `gpu.launch` line: its first three operands that are index constants (the
+/// async token before them is not; block sizes and shared memory follow).
+fn launch_grid(line: &str, consts: &BTreeMap<String, u64>) -> Option<Vec<u64>> {
+    let at = line.find("gpu.launch\"(")? + "gpu.launch\"(".len();
+    let args = &line[at..at + line[at..].find(')')?];
+    let grid: Vec<u64> = args.split(',').filter_map(|a| consts.get(a.trim()).copied()).take(3).collect();
+    (grid.len() == 3).then_some(grid)
 }
 
 /// How many `window_bounds` entries the line's `window_params` list holds.
@@ -214,7 +278,16 @@ fn window_params(line: &str) -> Option<usize> {
 /// Counts the ops of one kernel's MLIR text.
 pub fn kernel_ops(text: &str, dialect: &str, name: &str) -> KernelOps {
     let mut k = KernelOps { dialect: dialect.to_string(), name: name.to_string(), ..Default::default() };
+    let mut consts = BTreeMap::new();
+    // Source ops already counted, by (class, location): an unrolled op counts once.
+    let mut seen = std::collections::BTreeSet::new();
     for line in text.lines() {
+        if let Some((var, v)) = index_constant(line) {
+            consts.insert(var.to_string(), v);
+        }
+        if let Some(g) = launch_grid(line, &consts) {
+            k.grid = g;
+        }
         if let Some(b) = iteration_bounds(line) {
             // The kernel's main function carries the grid; the index-map functions do not.
             k.grid = b;
@@ -225,7 +298,15 @@ pub fn kernel_ops(text: &str, dialect: &str, name: &str) -> KernelOps {
         let Some(op) = op_name(line) else { continue };
         k.total_ops += 1;
         *k.opcodes.entry(op.to_string()).or_default() += 1;
-        match classify(op, quoted_attr(line, "symbol")) {
+        let class = classify_line(op, line);
+        if matches!(class, Class::Matmul | Class::Exp | Class::Reduce) {
+            if let Some(loc) = source_loc(line) {
+                if !seen.insert((class as u8, loc.to_string())) {
+                    continue;
+                }
+            }
+        }
+        match class {
             Class::Matmul => k.matmul += 1,
             Class::Exp => k.exp += 1,
             Class::Reduce => k.reduce += 1,
@@ -322,6 +403,33 @@ mod tests {
 "#;
         let k = kernel_ops(t, "mosaic", "k");
         assert_eq!((k.dma, k.dma_wait, k.copy), (2, 1, 1));
+    }
+
+    #[test]
+    fn mosaic_gpu_ops_count_once_per_source_location() {
+        let t = r#"%20 = "stable_mosaic_gpu.arith.constant"() {value = 1 : index} : () -> index loc(#loc1)
+%21 = "stable_mosaic_gpu.arith.constant"() {value = 8 : index} : () -> index loc(#loc1)
+%22 = "stable_mosaic_gpu.arith.constant"() {value = 128 : index} : () -> index loc(#loc1)
+%235 = "stable_mosaic_gpu.gpu.launch"(%28, %21, %20, %20, %22, %20, %20, %18) ({
+%1 = "stable_mosaic_gpu.math.exp"(%0#0) : (vector<2xf32>) -> vector<2xf32> loc(#loc7)
+%2 = "stable_mosaic_gpu.math.exp"(%0#1) : (vector<2xf32>) -> vector<2xf32> loc(#loc7)
+%3 = "stable_mosaic_gpu.math.exp"(%0#2) : (vector<1xf32>) -> vector<1xf32> loc(#loc8)
+%4 = "stable_mosaic_gpu.llvm.inline_asm"(%a) {asm_string = "{ wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 }"} : (i32) -> f32 loc(#loc9)
+%5 = "stable_mosaic_gpu.llvm.inline_asm"(%a) {asm_string = "{ wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 }"} : (i32) -> f32 loc(#loc9)
+%6 = "stable_mosaic_gpu.llvm.inline_asm"(%a) {asm_string = "max.NaN.f32 $0, $1, $2;"} : (f32) -> f32 loc(#loc9)
+%7 = "stable_mosaic_gpu.nvvm.shfl.sync"(%a, %b, %c, %d) {kind = #nvvm<shfl_kind bfly>} : (i32, i32, i32, i32) -> i32 loc(#loc10)
+%8 = "stable_mosaic_gpu.nvvm.shfl.sync"(%a, %b, %c, %d) {kind = #nvvm<shfl_kind idx>} : (i32, i32, i32, i32) -> i32 loc(#loc10)
+"stable_mosaic_gpu.nvvm.cp.async.bulk.tensor.shared.cluster.global"(%a) : () -> () loc(#loc11)
+"stable_mosaic_gpu.nvvm.cp.async.bulk.tensor.shared.cluster.global"(%b) : () -> () loc(#loc11)
+"stable_mosaic_gpu.nvvm.cp.async.bulk.commit.group"() : () -> () loc(#loc12)
+"stable_mosaic_gpu.nvvm.cp.async.bulk.wait_group"() {group = 0 : i32} : () -> () loc(#loc12)
+"#;
+        let k = kernel_ops(t, "mosaic_gpu", "k");
+        // Two exp locations, one wgmma location (the max asm is not a matmul), one butterfly
+        // reduction; both TMA loads count (DMAs count per op), the commit is not a copy.
+        assert_eq!((k.exp, k.matmul, k.reduce, k.dma, k.dma_wait, k.copy), (2, 1, 1, 2, 1, 0));
+        assert_eq!(k.grid, vec![8, 1, 1]);
+        assert_eq!(k.opcodes["math.exp"], 3);
     }
 
     #[test]

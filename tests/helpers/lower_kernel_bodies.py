@@ -11,7 +11,9 @@ lowered HLO (one custom call), and a ratchet-result.json whose flops / bytes / m
 come from the example's kernel.py, and whose latency is LATENCY_MS, an input given by the
 caller (nothing is measured: there is no TPU or GPU here).
 
-Writes OUT_DIR/mosaic_bq{BQ}_bkv{BKV}.mlir and OUT_DIR/triton_bq{BQ}_bkv{BKV}.mlir. The
+Writes OUT_DIR/mosaic_bq{BQ}_bkv{BKV}.mlir and OUT_DIR/triton_bq{BQ}_bkv{BKV}.mlir, and
+OUT_DIR/mosaic_gpu_bq64_bkv64.mlir: the kernel's Mosaic GPU form (flash_attention_mosaic_gpu.py,
+Pallas `plgpu`; its import needs `absl-py`), always at BQ=BKV=64. The
 committed fixtures under tests/fixtures/kernel_bodies/ come from this script (defaults:
 BQ=BKV=128, seq=512, head_dim=64, bf16); tests/issue17_kernel_body.rs asserts their op counts and
 python/tests/test_kernel_bodies.py re-lowers and checks the script still reproduces them.
@@ -24,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, os.path.join(ROOT, "examples", "flash_attention"))
+sys.path.insert(0, HERE)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -33,6 +36,9 @@ import ratchet_bench  # noqa: E402
 
 # platform jax lowers for, kernel variant of kernel.py, file prefix
 TARGETS = (("tpu", "mosaic"), ("cuda", "triton"))
+# The Mosaic GPU form (tests/helpers/flash_attention_mosaic_gpu.py): wgmma needs BQ a multiple of
+# 64, so it is lowered at its own block sizes.
+MOSAIC_GPU_BLOCKS = (64, 64)
 
 
 def lower(bq, bkv, seq, head_dim, out_dir):
@@ -49,7 +55,27 @@ def lower(bq, bkv, seq, head_dim, out_dir):
         path = os.path.join(out_dir, f"{variant}_bq{bq}_bkv{bkv}.mlir")
         ratchet_bench.write_kernel_bodies(path, bodies)
         written.append(path)
+    written.append(lower_mosaic_gpu(*MOSAIC_GPU_BLOCKS, seq, head_dim, out_dir))
     return written
+
+
+def lower_mosaic_gpu(bq, bkv, seq, head_dim, out_dir):
+    """The kernel's Mosaic GPU form (Pallas `plgpu`), lowered for cuda on this host."""
+    try:
+        import flash_attention_mosaic_gpu
+        from jax.experimental.pallas import mosaic_gpu  # noqa: F401
+    except ImportError as e:  # jax's Mosaic GPU package imports absl
+        raise SystemExit(f"Mosaic GPU lowering needs {e.name}: pip install absl-py") from e
+
+    spec = jax.ShapeDtypeStruct((1, seq, head_dim), jnp.bfloat16)
+    fn = jax.jit(lambda q, k, v: flash_attention_mosaic_gpu.flash_attention(q, k, v, bq=bq, bkv=bkv))
+    lowered = fn.trace(spec, spec, spec).lower(lowering_platforms=("cuda",))
+    bodies = ratchet_bench.kernel_bodies(lowered.compiler_ir("stablehlo"))
+    if not bodies or any("text" not in b for b in bodies):
+        raise SystemExit(f"no readable Mosaic GPU kernel body: {bodies}")
+    path = os.path.join(out_dir, f"mosaic_gpu_bq{bq}_bkv{bkv}.mlir")
+    ratchet_bench.write_kernel_bodies(path, bodies)
+    return path
 
 
 def run_dir(out_dir, platform, bq, bkv, seq, head_dim, latency_ms, device_kind):
