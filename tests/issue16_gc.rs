@@ -1,5 +1,6 @@
 //! Issue 16: `ratchet gc` keeps the run directories of kept experiments and of the last N, removes
-//! the others, never touches results.csv or runs.jsonl; `ratchet status` shows the sizes.
+//! the others (all but the sequential test's looks.json), never touches results.csv or runs.jsonl;
+//! `ratchet status` shows the sizes.
 
 mod support;
 
@@ -37,7 +38,10 @@ fn gc_keeps_kept_and_recent_experiments() {
         predicate::str::contains("removed the run directories of 1 experiment (2)")
             .and(predicate::str::contains("kept experiments and of the last 1 stay")),
     );
-    assert!(!exp(2).exists());
+    // Only the decision's record stays: it cannot be rebuilt from the runs, and it is tiny.
+    let left: Vec<String> = std::fs::read_dir(exp(2)).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left, vec!["looks.json".to_string()], "collected experiment 2 keeps only its looks record");
+    t.ratchet().args(["plot", "--looks", "2"]).assert().success().stdout(predicate::str::contains("looks-2"));
     assert!(exp(1).is_dir(), "kept");
     assert!(exp(3).is_dir(), "the last one");
     assert_eq!(t.read("results/results.csv"), csv);

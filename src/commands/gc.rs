@@ -2,9 +2,11 @@
 //! HLO, snapshots) of kept experiments and of the last N experiments stay; the others go. The
 //! rows of results.csv and the raw runs of runs.jsonl always stay, so tables, charts and the
 //! statistics are unchanged; `ratchet show` of a collected experiment says its traces are gone.
+//! Each directory's `looks.json` (the sequential test's record, a few KB) stays too: the record
+//! of a decision cannot be rebuilt from the runs, and `ratchet plot --looks` draws it.
 
 use crate::cli::GcArgs;
-use crate::error::Result;
+use crate::error::{Result, WithPath};
 use crate::store::Status;
 use crate::vcs::{self, Repo};
 use crate::workspace::Workspace;
@@ -19,8 +21,23 @@ pub fn du(path: &Path) -> u64 {
     std::fs::read_dir(path).map(|rd| rd.flatten().map(|e| du(&e.path())).sum()).unwrap_or(0)
 }
 
-/// The experiment directories `gc` would remove, with their sizes: every `experiments/<id>` that
-/// is neither kept, nor among the last `keep_last` ids, nor the one an unfinished journal names.
+/// What `gc` keeps of a collected experiment's directory.
+fn kept_file(name: &std::ffi::OsStr) -> bool {
+    name == crate::outcome::LOOKS_FILE
+}
+
+/// The entries of an experiment directory that `gc` removes, with their total size.
+fn removable(dir: &Path) -> (Vec<PathBuf>, u64) {
+    let entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().filter(|e| !kept_file(&e.file_name())).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    let size = entries.iter().map(|p| du(p)).sum();
+    (entries, size)
+}
+
+/// The experiment directories `gc` would empty, with the bytes it would free: every
+/// `experiments/<id>` that is neither kept, nor among the last `keep_last` ids, nor the one an
+/// unfinished journal names, and that still holds more than its `looks.json`.
 pub fn collectable(state_dir: &Path, rows: &[crate::store::ResultRow], keep_last: usize) -> Vec<(u64, PathBuf, u64)> {
     let mut ids: Vec<u64> = rows.iter().map(|r| r.id).collect();
     ids.sort_unstable();
@@ -36,7 +53,10 @@ pub fn collectable(state_dir: &Path, rows: &[crate::store::ResultRow], keep_last
         if !recorded || kept.contains(&id) || recent.contains(&id) || in_flight == Some(id) {
             continue;
         }
-        out.push((id, e.path(), du(&e.path())));
+        let (entries, size) = removable(&e.path());
+        if !entries.is_empty() {
+            out.push((id, e.path(), size));
+        }
     }
     out.sort();
     out
@@ -53,7 +73,11 @@ pub fn run(ws: &Workspace, args: &GcArgs) -> Result<()> {
     let ids: Vec<String> = victims.iter().map(|v| v.0.to_string()).collect();
     if !args.dry_run {
         for (_, path, _) in &victims {
-            std::fs::remove_dir_all(path)?;
+            for entry in removable(path).0 {
+                let gone =
+                    if entry.is_dir() && !entry.is_symlink() { std::fs::remove_dir_all(&entry) } else { std::fs::remove_file(&entry) };
+                gone.with_path(&entry)?;
+            }
         }
     }
     println!(
