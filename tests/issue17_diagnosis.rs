@@ -150,6 +150,14 @@ fn pipeline_thresholds_bubbles_exp_share_and_grid() {
     assert_eq!(level(0.05), Level::Note);
     assert_eq!(level(0.10), Level::Note);
     assert_eq!(level(0.1001), Level::Warn);
+    // DMA/compute overlap from TRACE_COMPUTE rows: the bands are ours (the article gives none).
+    let overlap = |o: f64| rule(&diagnose::diagnose(&Inputs { dma_overlap: Some(o), ..Default::default() }), "overlap")[0].clone();
+    assert_eq!(overlap(0.4999).level, Level::Warn);
+    assert!(overlap(0.2).prescription.as_deref().unwrap().contains("PrefetchScalarGridSpec"));
+    assert_eq!(overlap(0.5).level, Level::Note);
+    assert_eq!(overlap(0.8999).level, Level::Note);
+    assert_eq!(overlap(0.9).level, Level::Good);
+    assert!(rule(&diagnose::diagnose(&Inputs::default()), "overlap").is_empty(), "no rows, no finding");
     let vpu = |s: f64| rule(&diagnose::diagnose(&Inputs { exp_share: Some(s), ..Default::default() }), "vpu").len();
     assert_eq!((vpu(0.10), vpu(0.11)), (0, 1));
     let meta = serde_json::json!({"grid_steps": 512});

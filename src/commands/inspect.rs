@@ -190,6 +190,7 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         hlo: hlo_for_rules,
         kernel_ops: &kernel_ops,
         bubble_fraction: kstats.and_then(crate::diagnose::bubble_fraction),
+        dma_overlap: kstats.and_then(|k| k.pipeline.as_ref()).map(|p| p.dma_overlap),
         exp_share: kstats.and_then(crate::diagnose::exp_share),
         blocks_seen: kstats.and_then(crate::diagnose::blocks_seen),
         copy_share: kstats.and_then(crate::diagnose::copy_share),

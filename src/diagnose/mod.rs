@@ -27,6 +27,11 @@ use crate::trace::HloStats;
 pub const NEAR_ROOFLINE_GAP: f64 = 0.10;
 /// Gap share above which the overhead is significant (section 6, step 2).
 pub const SIGNIFICANT_GAP: f64 = 0.30;
+/// DMA/compute overlap bands. The article (4.2-4.4) describes the healthy pattern (each step's
+/// DMA under the previous step's compute) but gives no number: below half hidden means the two
+/// mostly alternate, 90% and more is the healthy picture. These two cut-offs are ours.
+pub const OVERLAP_BROKEN: f64 = 0.5;
+pub const OVERLAP_HEALTHY: f64 = 0.9;
 /// Bubble fraction above which the pipeline is a red flag (section 4.4).
 pub const BUBBLE_RED_FLAG: f64 = 0.10;
 /// Bubble fraction below which the pipeline is excellent (section 4.4).
@@ -172,6 +177,9 @@ pub struct Inputs<'a> {
     pub kernel_ops: &'a [KernelOps],
     /// Idle share inside the kernel's executions, from the trace.
     pub bubble_fraction: Option<f64>,
+    /// Share of the steady state's DMA time hidden under compute, from a `TRACE_COMPUTE`
+    /// capture's rows.
+    pub dma_overlap: Option<f64>,
     /// Share of the kernel's op time in exponentials, from the trace.
     pub exp_share: Option<f64>,
     /// Kernel blocks per execution seen in the trace (most frequent per-execution op count).
@@ -448,6 +456,31 @@ fn pipeline_findings(inp: &Inputs, out: &mut Vec<Finding>) {
             out.push(Finding::new("bubbles", Level::Note, format!("{what}: between 5% and 10%"), None));
         }
     }
+    if let Some(o) = inp.dma_overlap {
+        let what = format!("{} of the DMA time is hidden under compute (steady state, TRACE_COMPUTE rows)", pct(o));
+        if o < OVERLAP_BROKEN {
+            out.push(Finding::new(
+                "overlap",
+                Level::Warn,
+                format!("{what}: DMA and compute mostly take turns, so the pipeline is not overlapping"),
+                Some("double buffering disabled or broken: verify PrefetchScalarGridSpec; check in_specs/out_specs (section 4.3)"),
+            ));
+        } else if o >= OVERLAP_HEALTHY {
+            out.push(Finding::new(
+                "overlap",
+                Level::Good,
+                format!("{what}: transfers overlap compute (section 4.2's healthy pattern)"),
+                None,
+            ));
+        } else {
+            out.push(Finding::new(
+                "overlap",
+                Level::Note,
+                format!("{what}: partly exposed"),
+                Some("bigger blocks give each transfer more compute to hide under (section 4.2)"),
+            ));
+        }
+    }
     if let Some(s) = inp.exp_share {
         if s > EXP_SHARE_VPU {
             out.push(Finding::new(
@@ -500,9 +533,15 @@ pub fn render(findings: &[Finding]) -> String {
     s
 }
 
-/// Bubble fraction of a trace's kernel: the share of its executions' spans that no op covers
-/// (self times of all ops over the summed spans). `None` without ops.
+/// Bubble fraction of a trace's kernel: the share of its executions' spans that no compute block
+/// (a TRACE_COMPUTE capture) or else no op covers (self times of all ops over the summed spans).
+/// `None` without either.
 pub fn bubble_fraction(k: &crate::trace::KernelStats) -> Option<f64> {
+    // A TRACE_COMPUTE capture shows the compute blocks themselves: the gaps between them are
+    // the bubbles (on TPU the op table only has the one custom call covering the whole kernel).
+    if let Some(p) = &k.pipeline {
+        return Some((1.0 - p.compute_share).clamp(0.0, 1.0));
+    }
     let span: f64 = k.per_execution_us.iter().sum();
     let busy: f64 = k.category_breakdown.iter().map(|c| c.total_us).sum();
     (span > 0.0 && busy > 0.0).then(|| (1.0 - busy / span).clamp(0.0, 1.0))
@@ -528,9 +567,13 @@ pub fn copy_share(k: &crate::trace::KernelStats) -> Option<f64> {
     (total > 0.0).then_some(copy / total)
 }
 
-/// Kernel blocks per execution seen in the trace: the largest per-execution occurrence count of
-/// any op (the grid loop's body runs once per block).
+/// Kernel blocks per execution seen in the trace: the compute blocks of a TRACE_COMPUTE capture,
+/// or else the largest per-execution occurrence count of any op (the grid loop's body runs once
+/// per block).
 pub fn blocks_seen(k: &crate::trace::KernelStats) -> Option<u64> {
+    if let Some(p) = &k.pipeline {
+        return Some(p.compute_blocks_per_execution.round() as u64).filter(|b| *b > 0);
+    }
     let n = k.executions as u64;
     (n > 0).then(|| k.op_breakdown.iter().map(|o| o.count / n).max().unwrap_or(0)).filter(|b| *b > 0)
 }

@@ -170,6 +170,7 @@ pub fn render(
             hlo: last.hlo_stats.as_ref(),
             kernel_ops: &last.kernel_ops,
             bubble_fraction: trace.as_ref().and_then(super::bubble_fraction),
+            dma_overlap: trace.as_ref().and_then(|k| k.pipeline.as_ref()).map(|p| p.dma_overlap),
             exp_share: trace.as_ref().and_then(super::exp_share),
             blocks_seen: trace.as_ref().and_then(super::blocks_seen),
             copy_share: trace.as_ref().and_then(super::copy_share),

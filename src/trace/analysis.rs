@@ -427,6 +427,8 @@ pub(crate) struct Collected {
     /// What the op times are: the `device_duration_ps` stat (as XProf) or the event's.
     pub op_time: String,
     pub warnings: Vec<String>,
+    /// Per TPU device, its `TRACE_COMPUTE` compute and DMA rows (absent in other captures).
+    pub pipeline: std::collections::HashMap<String, super::scan::PipelineRows>,
 }
 
 impl Collected {
@@ -500,7 +502,57 @@ pub(crate) fn kernel_from_table(k: &ModuleExecs, c: &Collected, with_ops: bool) 
         op_time: c.op_time.clone(),
         op_breakdown,
         category_breakdown,
+        pipeline: k.device.as_ref().and_then(|d| c.pipeline.get(d)).and_then(|rows| pipeline_health(&k.execs, rows)),
     }
+}
+
+/// DMA/compute overlap of a kernel's executions from a `TRACE_COMPUTE` capture's rows. Each
+/// execution's steady state runs from its first compute block's start to its last one's end
+/// (the article's 4.4 leaves the pipeline's fill and drain out); inside it, the DMA time that
+/// some compute block covers, over all DMA time. `None` without both rows in the executions.
+pub(crate) fn pipeline_health(execs: &[Exec], rows: &super::scan::PipelineRows) -> Option<super::PipelineHealth> {
+    let sorted = |v: &[(i64, i64)]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v
+    };
+    let (compute, dma) = (sorted(&rows.compute), sorted(&rows.dma));
+    let inside = |v: &[(i64, i64)], lo: i64, hi: i64| -> Vec<(i64, i64)> {
+        let from = v.partition_point(|s| s.1 <= lo);
+        v[from..].iter().take_while(|s| s.0 < hi).map(|&(a, b)| (a.max(lo), b.min(hi))).filter(|(a, b)| b > a).collect()
+    };
+    let (mut dma_ps, mut hidden_ps, mut blocks, mut seen, mut span_ps, mut busy_ps) = (0i64, 0i64, 0u64, 0usize, 0i64, 0i64);
+    for e in execs {
+        let comp = inside(&compute, e.start_ps, e.end_ps);
+        let (Some(first), Some(last)) = (comp.first(), comp.iter().map(|c| c.1).max()) else { continue };
+        seen += 1;
+        blocks += comp.len() as u64;
+        let merged = union(&comp);
+        span_ps += e.end_ps - e.start_ps;
+        busy_ps += merged.iter().map(|c| c.1 - c.0).sum::<i64>();
+        for d in inside(&dma, first.0, last) {
+            dma_ps += d.1 - d.0;
+            hidden_ps += merged.iter().map(|c| (d.1.min(c.1) - d.0.max(c.0)).max(0)).sum::<i64>();
+        }
+    }
+    (seen > 0 && dma_ps > 0).then(|| super::PipelineHealth {
+        dma_overlap: hidden_ps as f64 / dma_ps as f64,
+        dma_us_per_execution: dma_ps as f64 / 1e6 / seen as f64,
+        compute_blocks_per_execution: blocks as f64 / seen as f64,
+        compute_share: if span_ps > 0 { (busy_ps as f64 / span_ps as f64).min(1.0) } else { 0.0 },
+    })
+}
+
+/// Sorted spans merged where they overlap.
+fn union(spans: &[(i64, i64)]) -> Vec<(i64, i64)> {
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for &(a, b) in spans {
+        match out.last_mut() {
+            Some(l) if a <= l.1 => l.1 = l.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
 }
 
 /// Peak figures of a device plane (TPU planes carry them as stats; GPU planes a bandwidth).

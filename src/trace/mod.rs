@@ -141,6 +141,24 @@ pub struct KernelStats {
     pub op_breakdown: Vec<OpStat>,
     /// Per category (dot, fusion, custom-call, copy, ...), largest self time first.
     pub category_breakdown: Vec<CategoryStat>,
+    /// DMA/compute overlap, from a TPU capture taken with `TRACE_COMPUTE` (its compute and DMA
+    /// rows); `None` in other captures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<PipelineHealth>,
+}
+
+/// A Pallas kernel's pipeline as a `TRACE_COMPUTE` capture shows it (source article, 4.2-4.4).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct PipelineHealth {
+    /// Share of the steady state's DMA time that compute covers (1.0: every transfer hidden).
+    pub dma_overlap: f64,
+    /// DMA time per execution in the steady state, in microseconds.
+    pub dma_us_per_execution: f64,
+    /// Compute blocks per execution (the article's check against the grid's product).
+    pub compute_blocks_per_execution: f64,
+    /// Share of the executions' time that some compute block covers (1 - the bubble fraction,
+    /// fill and drain included, as the article's 4.4 measures it).
+    pub compute_share: f64,
 }
 
 /// Time of one HLO op over all the kernel's executions.

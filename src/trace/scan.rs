@@ -94,6 +94,22 @@ pub(crate) struct State {
     /// Overrides the CPU source description (the Chrome-trace reader names its threads).
     pub(crate) cpu_source: Option<String>,
     unique: i64,
+    /// Per TPU device, the spans (ps) of its compute and DMA rows of a `TRACE_COMPUTE` capture.
+    pipeline: HashMap<String, PipelineRows>,
+}
+
+/// The rows of a TPU capture taken with `tpu_trace_mode = TRACE_COMPUTE` (or `_AND_SYNC`) that
+/// show a Pallas kernel's pipeline. Their names are the source article's (section 4.1: "Fused
+/// Ops" are the compute on the MXU/VPU, "Custom Calls" the DMA transfers between HBM and VMEM);
+/// the default `TRACE_ONLY_XLA` capture has neither.
+pub(crate) const COMPUTE_ROW: &str = "Fused Ops";
+pub(crate) const DMA_ROW: &str = "Custom Calls";
+
+/// One device's compute and DMA spans, `(start, end)` in ps, in line order.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct PipelineRows {
+    pub compute: Vec<(i64, i64)>,
+    pub dma: Vec<(i64, i64)>,
 }
 
 impl State {
@@ -365,6 +381,15 @@ fn scan_tpu(st: &mut State, plane: &XPlane<'_>, n: u32, with_ops: bool) -> Resul
     let codes = codes_for(plane, &[("device_duration_ps", C_DEVICE_DURATION)]);
     let mut ops = TpuOps::new(&windows, with_ops, false);
     for line in &plane.lines {
+        if line.name == COMPUTE_ROW || line.name == DMA_ROW {
+            let rows = st.pipeline.entry(plane.name.to_string()).or_default();
+            let spans = if line.name == COMPUTE_ROW { &mut rows.compute } else { &mut rows.dma };
+            st.events += line.scan_events(&none, |ev| {
+                let start = line.start_ps_of(ev.offset_ps);
+                spans.push((start, start + ev.duration_ps.max(0)));
+            })? as u64;
+            continue;
+        }
         if line.name != "XLA Ops" {
             if line.name != "XLA Modules" {
                 st.events += line.scan_events(&none, |_| {})? as u64;
@@ -738,6 +763,7 @@ pub(crate) fn finish(st: State, warnings: Vec<String>) -> Collected {
         events: st.events,
         op_time: if mode == Mode::Tpu { op_time_label(st.device_duration.0, st.device_duration.1) } else { "event duration".to_string() },
         warnings,
+        pipeline: st.pipeline,
     }
 }
 
@@ -841,6 +867,54 @@ mod tests {
         // GPU:1's one execution spans both of its kernels: 110 .. 450 ps.
         assert_eq!(m.devices[1].median_us * 1e6, 340.0);
         assert_eq!(r.kernel.as_ref().unwrap().per_execution_us.iter().map(|u| u * 1e6).collect::<Vec<_>>(), vec![50.0, 50.0]);
+    }
+
+    /// A TPU device plane of one module executed at 0..1000 and 2000..3000 ps, with a
+    /// TRACE_COMPUTE capture's compute and DMA rows (the source article's 4.1 names them) holding
+    /// the same pattern in both executions.
+    fn pipelined(compute: &[(i64, i64)], dma: &[(i64, i64)]) -> crate::trace::KernelStats {
+        let md = [event_md(1, "jit_g(7)", ""), event_md(2, "fusion", ""), event_md(3, "dma", "")];
+        let both = |spans: &[(i64, i64)], md: i64| -> Vec<xplane::tests::W> {
+            [0, 2000].iter().flat_map(|o| spans.iter().map(move |&(a, b)| event(md, o + a, b - a, &[]))).collect()
+        };
+        let modules = line(1, "XLA Modules", &[event(1, 0, 1000, &[]), event(1, 2000, 1000, &[])]);
+        let comp = line(3, super::COMPUTE_ROW, &both(compute, 2));
+        let dmas = line(4, super::DMA_ROW, &both(dma, 3));
+        let data = space(&[plane("/device:TPU:0", &[modules, comp, dmas], &md)]);
+        let sp = xplane::parse_skeleton(&data).unwrap();
+        analyze_space(&sp, "t", &AnalyzeOptions::default()).unwrap().kernel.unwrap()
+    }
+
+    #[test]
+    fn trace_compute_rows_give_dma_compute_overlap() {
+        // Healthy (the article's 4.2): each step's DMA runs under the previous step's compute;
+        // the first DMA is the pipeline's fill, before any compute, and is left out.
+        let k = pipelined(&[(100, 300), (300, 500), (500, 700), (700, 900)], &[(0, 100), (150, 280), (350, 480), (550, 680)]);
+        let p = k.pipeline.clone().expect("pipeline rows read");
+        assert_eq!(p.dma_overlap, 1.0);
+        assert_eq!(p.compute_blocks_per_execution, 4.0);
+        assert!((p.dma_us_per_execution - 390e-6).abs() < 1e-12, "{p:?}");
+        assert!((p.compute_share - 0.8).abs() < 1e-12, "{p:?}");
+        assert_eq!(crate::diagnose::blocks_seen(&k), Some(4));
+        assert!((crate::diagnose::bubble_fraction(&k).unwrap() - 0.2).abs() < 1e-12);
+        // Broken: DMA and compute take turns, so nothing is hidden (4.2's bubble pattern).
+        let k = pipelined(&[(100, 200), (300, 400), (500, 600)], &[(0, 100), (200, 300), (400, 500)]);
+        assert_eq!(k.pipeline.unwrap().dma_overlap, 0.0);
+        // Half of one transfer under compute.
+        let k = pipelined(&[(100, 200), (300, 400)], &[(0, 100), (150, 250)]);
+        assert_eq!(k.pipeline.unwrap().dma_overlap, 0.5);
+    }
+
+    #[test]
+    fn captures_without_trace_compute_rows_have_no_pipeline() {
+        let md = [event_md(1, "jit_g(7)", "")];
+        let modules = line(1, "XLA Modules", &[event(1, 0, 1000, &[])]);
+        let data = space(&[plane("/device:TPU:0", &[modules], &md)]);
+        let sp = xplane::parse_skeleton(&data).unwrap();
+        let k = analyze_space(&sp, "t", &AnalyzeOptions::default()).unwrap().kernel.unwrap();
+        assert!(k.pipeline.is_none());
+        // Compute rows without any DMA: no overlap figure either.
+        assert!(pipelined(&[(100, 900)], &[]).pipeline.is_none());
     }
 
     #[test]
