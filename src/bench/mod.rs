@@ -5,6 +5,7 @@ pub mod executor;
 pub mod infra;
 pub mod mock;
 pub mod protocol;
+pub mod shim;
 /// Moved to the ground floor ([`crate::safe_read`]): the trace parsers read through it too.
 pub use crate::safe_read;
 
