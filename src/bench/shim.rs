@@ -152,11 +152,16 @@ pub fn descendants(root: i32) -> Vec<i32> {
     parent.keys().copied().filter(|&p| p != root && under(p)).collect()
 }
 
-fn signal_run(leader: i32, sig: i32) {
+/// Signal every process below the supervisor, and the leader's group while the leader is not
+/// reaped (afterwards its pid, and so the group's id, may be reused by an unrelated process;
+/// the group's members are descendants anyway).
+fn signal_run(leader: i32, leader_reaped: bool, sig: i32) {
     let me = std::process::id() as i32;
     // SAFETY: signals to the run's process group and to this process's own descendants.
     unsafe {
-        libc::killpg(leader, sig);
+        if !leader_reaped {
+            libc::killpg(leader, sig);
+        }
         for pid in descendants(me) {
             libc::kill(pid, sig);
         }
@@ -220,7 +225,7 @@ fn supervise() -> i32 {
         }
         if let Some(g) = stop {
             // SIGTERM to everything, then the grace for the leader to go.
-            signal_run(leader, libc::SIGTERM);
+            signal_run(leader, leader_status.is_some(), libc::SIGTERM);
             let deadline = Instant::now() + g;
             while leader_status.is_none() && Instant::now() < deadline {
                 reap(leader, &mut leader_status);
@@ -239,7 +244,7 @@ fn supervise() -> i32 {
     // descendant left.
     let deadline = Instant::now() + KILL_DEADLINE;
     loop {
-        signal_run(leader, libc::SIGKILL);
+        signal_run(leader, leader_status.is_some(), libc::SIGKILL);
         if !reap(leader, &mut leader_status) || Instant::now() > deadline {
             break;
         }
