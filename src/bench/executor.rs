@@ -3,12 +3,13 @@
 //! everything it started (SIGTERM, then SIGKILL) on timeout, interruption or exit. Behind a
 //! trait so tests can fake it.
 //!
-//! Every run carries a unique `RATCHET_RUN_TOKEN` in its environment, which its descendants
-//! inherit; ratchet is a child subreaper, so a daemonised descendant (`setsid`, a double fork)
-//! stays its descendant. At the end of a run every process holding the token, or descending from
-//! the run, is killed and reaped. `run.pgid` records the token (before the spawn) and the
-//! group's leader with its start time, so a later ratchet kills what a dead one left behind
-//! and never an unrelated process that reused the pid.
+//! Each run has a supervisor of its own ([`super::shim`]): the run's child subreaper, so every
+//! process the run starts, however it daemonises (`setsid`, `env -i`, a double fork), stays its
+//! descendant and dies with the run, and a run never kills what another run (another thread,
+//! another worker) started. Every run also carries a unique `RATCHET_RUN_TOKEN` in its
+//! environment. `run.pgid` records the token (before the spawn), the supervisor and the group's
+//! leader with their start times, so a later ratchet stops what a dead one left behind and
+//! never an unrelated process that reused a pid.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
@@ -73,18 +74,6 @@ pub struct ProcessExecutor;
 /// How long an interrupted run gets between SIGTERM and SIGKILL: short, so Ctrl-C is prompt.
 const INTERRUPT_GRACE: Duration = Duration::from_millis(1000);
 
-/// Make ratchet the reaper of its orphaned descendants (Linux >= 3.4), so that a benchmark's
-/// daemonised processes stay under it instead of moving to init.
-fn become_subreaper() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: prctl with integer arguments only; failure (old kernel) leaves the token scan.
-        unsafe {
-            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-        }
-    });
-}
-
 /// A token no other run (of this or another ratchet) has.
 fn new_token() -> String {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -93,14 +82,20 @@ fn new_token() -> String {
 }
 
 /// What `run.pgid` holds.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct RunRecordFile {
-    /// The group leader's pid (= pgid); 0 until the spawn returned.
+    /// The group leader's pid (= pgid); 0 until the supervisor reported it.
     pub pgid: i32,
     /// The leader's start time (clock ticks after boot, /proc/PID/stat field 22), to tell it
     /// from a later process that reused the pid.
     pub start: u64,
     pub token: String,
+    /// The run's supervisor (see [`super::shim`]) and its start time; 0 until the spawn returned
+    /// (and in records written before there was one).
+    #[serde(default)]
+    pub supervisor: i32,
+    #[serde(default)]
+    pub supervisor_start: u64,
 }
 
 fn write_record(path: &Path, rec: &RunRecordFile) -> std::io::Result<()> {
@@ -111,71 +106,176 @@ fn write_record(path: &Path, rec: &RunRecordFile) -> std::io::Result<()> {
 
 impl Executor for ProcessExecutor {
     fn run(&mut self, spec: &RunSpec) -> std::io::Result<RunOutput> {
-        become_subreaper();
         std::fs::create_dir_all(&spec.log_dir).map_err(crate::fsutil::io_at(&spec.log_dir))?;
         let stdout_path = spec.log_dir.join("stdout.log");
         let stderr_path = spec.log_dir.join("stderr.log");
         let token = new_token();
         // Written before the spawn: a ratchet killed right after it still names the run.
         if let Some(f) = &spec.pgid_file {
-            write_record(f, &RunRecordFile { pgid: 0, start: 0, token: token.clone() })?;
+            write_record(f, &RunRecordFile { token: token.clone(), ..RunRecordFile::default() })?;
         }
-        let mut cmd = Command::new("sh");
-        cmd.args(["-c", spec.command.as_str()])
-            .current_dir(&spec.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // A group of its own: a timeout or Ctrl-C can then reach grandchildren too, and the
-            // terminal's SIGINT goes to ratchet alone, which decides how to stop the run.
-            .process_group(0);
-        for (k, v) in &spec.env {
-            cmd.env(k, v);
-        }
-        cmd.env(TOKEN_VAR, &token);
+        let interrupt_grace = INTERRUPT_GRACE.min(spec.grace);
+        let (status_r, status_w) = status_pipe()?;
+        let mut cmd = supervisor_command(spec, &token, interrupt_grace, &status_w);
         let start = Instant::now();
-        let mut child = match cmd.spawn() {
+        let spawned = cmd.spawn();
+        drop(cmd);
+        drop(status_w);
+        let mut child = match spawned {
             Ok(c) => c,
             Err(e) => {
                 if let Some(f) = &spec.pgid_file {
                     let _ = std::fs::remove_file(f);
                 }
-                return Err(e);
+                return Err(std::io::Error::new(e.kind(), format!("cannot start the run's supervisor (/proc/self/exe): {e}")));
             }
         };
-        let pgid = child.id() as i32;
+        let sup = child.id() as i32;
         // A ratchet killed here has recorded only the run's token: recovery must find it by that.
         crate::fault::point("after-spawn");
+        let sup_start = proc_stat(sup).map(|s| s.start).unwrap_or(0);
+        let mut rec = RunRecordFile { pgid: 0, start: 0, token: token.clone(), supervisor: sup, supervisor_start: sup_start };
         if let Some(f) = &spec.pgid_file {
-            let start = proc_stat(pgid).map(|s| s.start).unwrap_or(0);
-            write_record(f, &RunRecordFile { pgid, start, token: token.clone() })?;
+            write_record(f, &rec)?;
+        }
+        let mut status = std::io::BufReader::new(status_r);
+        let ready = read_status_line(&mut status);
+        let Some((pgid, leader_start)) = ready.strip_prefix("ready ").and_then(|r| {
+            let (p, s) = r.split_once(' ')?;
+            Some((p.parse::<i32>().ok()?, s.parse::<u64>().ok()?))
+        }) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            if let Some(f) = &spec.pgid_file {
+                let _ = std::fs::remove_file(f);
+            }
+            let why = ready.strip_prefix("error ").unwrap_or("it exited without starting the benchmark");
+            return Err(std::io::Error::other(format!("the run's supervisor failed: {why}")));
+        };
+        if let Some(f) = &spec.pgid_file {
+            (rec.pgid, rec.start) = (pgid, leader_start);
+            write_record(f, &rec)?;
         }
         let out_log = CappedLog::spawn(child.stdout.take(), &stdout_path, true)?;
         let err_log = CappedLog::spawn(child.stderr.take(), &stderr_path, false)?;
         let mut sleep = Duration::from_millis(2);
-        let exit = loop {
-            if let Some(status) = child.try_wait()? {
-                break status_exit(&status);
+        // Once a stop is asked for: how the run ended, and when to stop waiting for the
+        // supervisor to do it.
+        let mut stopping: Option<(Exit, Instant)> = None;
+        let sup_status = loop {
+            if let Some(st) = child.try_wait()? {
+                break Some(st);
             }
-            if spec.cancel.is_cancelled() {
-                stop_group(&mut child, pgid, INTERRUPT_GRACE.min(spec.grace))?;
-                break Exit::Interrupted;
+            if stopping.is_none() && spec.cancel.is_cancelled() {
+                signal(sup, libc::SIGINT);
+                stopping = Some((Exit::Interrupted, Instant::now() + interrupt_grace + SUPERVISOR_SLACK));
             }
-            if start.elapsed() >= spec.timeout {
-                stop_group(&mut child, pgid, spec.grace)?;
-                break Exit::Timeout;
+            if stopping.is_none() && start.elapsed() >= spec.timeout {
+                signal(sup, libc::SIGTERM);
+                stopping = Some((Exit::Timeout, Instant::now() + spec.grace + SUPERVISOR_SLACK));
+            }
+            if stopping.is_some_and(|(_, t)| Instant::now() > t) {
+                break None;
             }
             std::thread::sleep(sleep);
             sleep = (sleep * 2).min(Duration::from_millis(25));
         };
-        // The leader is gone; whatever it started goes too, daemons included.
-        kill_run(pgid, &token);
+        let last = if sup_status.is_some() { read_status_line(&mut status) } else { String::new() };
+        let reported = last.strip_prefix("exit ").and_then(|r| match r.split_once(' ')? {
+            ("code", n) => Some(Exit::Code(n.parse().ok()?)),
+            ("signal", n) => Some(Exit::Signal(n.parse().ok()?)),
+            _ => None,
+        });
+        if reported.is_none() {
+            // The supervisor is stuck or was killed before it reported the run's end: stop it,
+            // and kill what is left of the run by its marks (group, token, descent).
+            let _ = child.kill();
+            let _ = child.wait();
+            kill_run(pgid, &token);
+        }
+        let exit = match (stopping, reported, sup_status) {
+            (Some((how, _)), _, _) => how,
+            (None, Some(e), _) => e,
+            (None, None, Some(st)) => status_exit(&st),
+            (None, None, None) => Exit::Code(-1),
+        };
         let summary_lines = out_log.finish();
         err_log.finish();
         if let Some(f) = &spec.pgid_file {
             let _ = std::fs::remove_file(f);
         }
         Ok(RunOutput { exit, wall_s: start.elapsed().as_secs_f64(), stdout_path, stderr_path, summary_lines })
+    }
+}
+
+/// How much longer than its grace the supervisor gets to stop a run before ratchet kills it.
+const SUPERVISOR_SLACK: Duration = Duration::from_secs(3);
+
+/// `/proc/self/exe --ratchet-run-supervisor` with the run's environment: the supervisor (see
+/// [`super::shim`]) in a process group of its own, the status pipe's write end as its fd 3.
+fn supervisor_command(spec: &RunSpec, token: &str, interrupt_grace: Duration, status_w: &std::os::fd::OwnedFd) -> Command {
+    use super::shim;
+    use std::os::fd::AsRawFd;
+    let ms = |d: Duration| d.as_millis().min(u64::MAX as u128 / 4).to_string();
+    let mut cmd = Command::new("/proc/self/exe");
+    cmd.arg(shim::FLAG)
+        .current_dir(&spec.dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // A group of its own: the terminal's SIGINT goes to ratchet alone, which decides how to
+        // stop the run.
+        .process_group(0);
+    for (k, v) in &spec.env {
+        cmd.env(k, v);
+    }
+    cmd.env(TOKEN_VAR, token)
+        .env(shim::ENV_MARK, "1")
+        .env(shim::ENV_COMMAND, &spec.command)
+        .env(shim::ENV_GRACE_MS, ms(spec.grace))
+        .env(shim::ENV_INTERRUPT_GRACE_MS, ms(interrupt_grace))
+        // Its own backstop, for a ratchet that dies (SIGKILL) before the timeout.
+        .env(shim::ENV_LIMIT_MS, ms(spec.timeout.saturating_add(spec.grace).saturating_add(Duration::from_secs(10))));
+    let fd = status_w.as_raw_fd();
+    // SAFETY: between fork and exec only dup2/fcntl, which are async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            let r = if fd == shim::STATUS_FD { libc::fcntl(fd, libc::F_SETFD, 0) } else { libc::dup2(fd, shim::STATUS_FD) };
+            if r < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// A pipe with both ends close-on-exec (the child gets its end as fd 3 by dup2).
+fn status_pipe() -> std::io::Result<(std::fs::File, std::os::fd::OwnedFd)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 fills two fds on success, which are then owned here.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fresh fds from pipe2, owned by nothing else.
+    unsafe { Ok((std::fs::File::from_raw_fd(fds[0]), std::os::fd::OwnedFd::from_raw_fd(fds[1]))) }
+}
+
+/// One line the supervisor wrote (empty at the end of the pipe); bounded.
+fn read_status_line(r: &mut impl std::io::BufRead) -> String {
+    let mut line = Vec::new();
+    use std::io::BufRead;
+    let _ = r.by_ref().take(4096).read_until(b'\n', &mut line);
+    String::from_utf8_lossy(&line).trim().to_string()
+}
+
+fn signal(pid: i32, sig: i32) {
+    if pid > 1 {
+        // SAFETY: a signal to the supervisor this executor started.
+        unsafe {
+            libc::kill(pid, sig);
+        }
     }
 }
 
@@ -197,44 +297,7 @@ fn kill_group(pgid: i32, sig: i32) {
     }
 }
 
-/// SIGTERM the group, wait up to `grace` for the leader, then SIGKILL the group and reap.
-fn stop_group(child: &mut std::process::Child, pgid: i32, grace: Duration) -> std::io::Result<()> {
-    kill_group(pgid, libc::SIGTERM);
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if child.try_wait()?.is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    kill_group(pgid, libc::SIGKILL);
-    child.wait()?;
-    Ok(())
-}
-
-/// The fields of /proc/PID/stat that identify and place a process.
-#[derive(Debug, Clone, Copy)]
-pub struct ProcStat {
-    pub state: char,
-    pub ppid: i32,
-    pub pgrp: i32,
-    /// Field 22, starttime: clock ticks after boot (proc(5)).
-    pub start: u64,
-}
-
-/// Read /proc/PID/stat (proc(5): the fields after the parenthesised command name start with
-/// field 3, state; ppid is 4, pgrp 5, starttime 22).
-pub fn proc_stat(pid: i32) -> Option<ProcStat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = text.rsplit_once(')')?;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(ProcStat {
-        state: f.first()?.chars().next()?,
-        ppid: f.get(1)?.parse().ok()?,
-        pgrp: f.get(2)?.parse().ok()?,
-        start: f.get(19)?.parse().ok()?,
-    })
-}
+pub use super::shim::{proc_stat, ProcStat};
 
 fn has_token(pid: i32, needle: &[u8]) -> bool {
     let Ok(f) = std::fs::File::open(format!("/proc/{pid}/environ")) else { return false };
@@ -316,20 +379,56 @@ fn reap_adopted(killed: &std::collections::HashSet<i32>) {
     }
 }
 
-/// Kill what a dead ratchet's run left behind, as `run.pgid` at `path` records it: the group
-/// only when its leader's start time still matches (the pid was not reused), and every process
-/// carrying the run's token. Returns the group (or 0 when only token holders were found).
+/// Kill what a dead ratchet's run left behind, as `run.pgid` at `path` records it. First its
+/// supervisor, which kills every process of the run (escaped daemons included) and only those:
+/// the recorded one when its start time still matches (the pid was not reused), or, when
+/// ratchet died before recording it, the supervisor carrying the run's token. Then, as a
+/// fallback, the group (only when its leader's start time still matches) and every process
+/// carrying the token. Returns the group (or 0 when it was not known).
 pub fn kill_recorded_run(path: &Path) -> Option<i32> {
     let text = std::fs::read_to_string(path).ok()?;
     let _ = std::fs::remove_file(path);
     let rec: RunRecordFile = serde_json::from_str(&text).ok()?;
-    let group_is_ours = rec.pgid > 1 && proc_stat(rec.pgid).is_some_and(|s| s.start == rec.start && s.pgrp == rec.pgid);
-    let pgid = if group_is_ours { rec.pgid } else { 0 };
-    if rec.token.is_empty() && pgid == 0 {
+    let group_is_ours =
+        |rec: &RunRecordFile| rec.pgid > 1 && proc_stat(rec.pgid).is_some_and(|s| s.start == rec.start && s.pgrp == rec.pgid);
+    let had_group = group_is_ours(&rec);
+    let supervisors: Vec<i32> = if rec.supervisor > 1 && proc_stat(rec.supervisor).is_some_and(|s| s.start == rec.supervisor_start) {
+        vec![rec.supervisor]
+    } else if !rec.token.is_empty() {
+        supervisors_of(&rec.token)
+    } else {
+        vec![]
+    };
+    for &s in &supervisors {
+        signal(s, libc::SIGINT);
+    }
+    // Its interrupt grace is at most a second; then it kills and reaps the rest.
+    let deadline = Instant::now() + INTERRUPT_GRACE + SUPERVISOR_SLACK;
+    while supervisors.iter().any(|&s| alive(s)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for &s in &supervisors {
+        signal(s, libc::SIGKILL);
+    }
+    let pgid = if group_is_ours(&rec) { rec.pgid } else { 0 };
+    if rec.token.is_empty() && pgid == 0 && supervisors.is_empty() {
         return None;
     }
     let killed = kill_run(pgid, &rec.token);
-    (killed > 0 || group_is_ours).then_some(pgid)
+    (killed > 0 || had_group || !supervisors.is_empty()).then_some(if had_group { rec.pgid } else { 0 })
+}
+
+/// The supervisors (processes started with [`super::shim::FLAG`]) that carry `token`.
+fn supervisors_of(token: &str) -> Vec<i32> {
+    let needle = format!("{TOKEN_VAR}={token}").into_bytes();
+    let Ok(rd) = std::fs::read_dir("/proc") else { return vec![] };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmdline.split(|&b| b == 0).nth(1) == Some(super::shim::FLAG.as_bytes()) && has_token(pid, &needle)
+        })
+        .collect()
 }
 
 /// A stream copied into its log as it arrives: the first [`LOG_HEAD_BYTES`] go straight to the
@@ -546,6 +645,25 @@ mod tests {
     }
 
     #[test]
+    fn the_benchmark_starts_as_if_ratchet_had_started_it_directly() {
+        // Through the supervisor the benchmark gets the signal dispositions and mask of a direct
+        // `sh -c` (SIGPIPE back to default), the run's token, none of the supervisor's own
+        // variables and not its status pipe (fd 3).
+        let d = tempfile::tempdir().unwrap();
+        let signals = "grep -E '^Sig(Blk|Ign)' /proc/self/status";
+        let direct = Command::new("sh").args(["-c", signals]).process_group(0).output().unwrap();
+        let cmd = format!(
+            "{signals}; env | grep -c '^RATCHET_SUPERVISOR'; env | grep -c '^RATCHET_RUN_TOKEN='; [ -e /proc/self/fd/3 ] || echo no-fd-3"
+        );
+        let out = ProcessExecutor.run(&spec(&cmd, d.path(), 10_000)).unwrap();
+        let text = std::fs::read_to_string(&out.stdout_path).unwrap();
+        assert_eq!(text, format!("{}0\n1\nno-fd-3\n", String::from_utf8_lossy(&direct.stdout)));
+        let ignored = text.lines().find_map(|l| l.strip_prefix("SigIgn:\t")).map(|h| u64::from_str_radix(h, 16).unwrap()).unwrap();
+        assert_eq!(ignored & (1 << (libc::SIGPIPE - 1)), 0, "SIGPIPE is ignored: {text}");
+        assert!(text.starts_with("SigBlk:\t0000000000000000\n"), "{text}");
+    }
+
+    #[test]
     fn timeout_kills_the_whole_group() {
         let d = tempfile::tempdir().unwrap();
         let pidfile = d.path().join("child.pid");
@@ -626,11 +744,17 @@ mod tests {
         let mut unrelated = Command::new("sleep").arg("30").process_group(0).spawn().unwrap();
         let pid = unrelated.id() as i32;
         let start = proc_stat(pid).unwrap().start;
-        write_record(&rec_path, &RunRecordFile { pgid: pid, start: start + 1, token: new_token() }).unwrap();
+        write_record(&rec_path, &RunRecordFile { pgid: pid, start: start + 1, token: new_token(), ..Default::default() }).unwrap();
         assert_eq!(kill_recorded_run(&rec_path), None);
         assert!(alive(pid), "an unrelated process was killed");
+        // The same when the stale pid is the recorded supervisor's.
+        let stale = RunRecordFile { token: new_token(), supervisor: pid, supervisor_start: start + 1, ..Default::default() };
+        write_record(&rec_path, &stale).unwrap();
+        assert_eq!(kill_recorded_run(&rec_path), None);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(alive(pid), "an unrelated process recorded as a supervisor was signalled");
         // With the right identity it goes.
-        write_record(&rec_path, &RunRecordFile { pgid: pid, start, token: new_token() }).unwrap();
+        write_record(&rec_path, &RunRecordFile { pgid: pid, start, token: new_token(), ..Default::default() }).unwrap();
         assert_eq!(kill_recorded_run(&rec_path), Some(pid));
         // (ratchet reaps what it kills, so the handle's wait may find nothing left.)
         let _ = unrelated.wait();
@@ -639,7 +763,7 @@ mod tests {
         let token = new_token();
         let mut tagged = Command::new("sleep").arg("30").env(TOKEN_VAR, &token).spawn().unwrap();
         let tagged_pid = tagged.id() as i32;
-        write_record(&rec_path, &RunRecordFile { pgid: 0, start: 0, token }).unwrap();
+        write_record(&rec_path, &RunRecordFile { token, ..Default::default() }).unwrap();
         assert_eq!(kill_recorded_run(&rec_path), Some(0));
         let _ = tagged.wait();
         assert!(!alive(tagged_pid));
