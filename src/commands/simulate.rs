@@ -55,8 +55,8 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     }
     let b = crate::stats::sequential::Borrowed::new(crate::stats::sequential::NoiseScale { sd: 0.0, df: 0.0 });
     println!(
-        "with history: first look at {} pairs, scale x{} safety pooled with the pairs' own, variance guard at F level {}, outliers beyond {} history sds set aside, futility beta {} ({} before min_pairs), confirmation looks every {} pairs (O'Brien-Fleming spending)",
-        b.first_look, b.safety, b.guard, b.outlier_k, b.futility_beta, b.early_beta, p.look_every
+        "with history: first look at {} pairs, scale x{} safety pooled with the pairs' own, variance guard at F level {} ({} in the confirmation), outliers beyond {} history sds set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation looks every {} pairs (O'Brien-Fleming spending)",
+        b.first_look, b.safety, b.guard, b.confirm_guard, b.outlier_k, b.futility_beta, b.early_beta, b.confirm_beta, p.look_every
     );
     println!(
         "{} trials per cell with a gain, {} per cell without (keeps of a +0% change are false keeps), seed {}; gains are speed-ups",

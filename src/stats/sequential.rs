@@ -18,7 +18,10 @@
 //! times a safety factor, so the first look can come after 2 pairs; a variance guard hands a
 //! look whose pairs are noisier than history to their own t-test (whose critical mean is then
 //! larger, so the guard adds no false keeps), and gross outliers are set aside and replaced. The
-//! argument and its assumptions are in docs/decisions.md.
+//! confirmation's guard is looser (F level 0.25): a noise jump above the history that the first
+//! phase's 1-3 df missed gets a second, likelier chance to be seen there, where only changes that
+//! already looked promising pay for it. The argument, its assumptions and the measured cost when
+//! they fail are in docs/decisions.md.
 
 use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Verdict};
 use serde::{Deserialize, Serialize};
@@ -166,6 +169,9 @@ pub struct Borrowed {
     /// The variance guard: the experiment's own t-test decides a look when its pairs' variance
     /// exceeds the history's at this one-sided F-test level.
     pub guard: f64,
+    /// The guard's level in the confirmation (looser: a noise jump the first phase's few df
+    /// missed must not pass the confirmation too; only promising changes pay for it).
+    pub confirm_guard: f64,
     /// A pair further than this many history sds from the batch's median is a gross outlier:
     /// set aside and replaced by another pair.
     pub outlier_k: f64,
@@ -175,6 +181,9 @@ pub struct Borrowed {
     /// before `min_pairs` (a warm-up ramp biases the first pairs against the candidate).
     pub futility_beta: f64,
     pub early_beta: f64,
+    /// Futility level of the confirmation's looks: it fails early when its (1 - beta) upper
+    /// bound is below the minimum effect.
+    pub confirm_beta: f64,
 }
 
 impl Borrowed {
@@ -184,10 +193,12 @@ impl Borrowed {
             scale,
             safety: SAFETY,
             guard: GUARD,
+            confirm_guard: CONFIRM_GUARD,
             outlier_k: OUTLIER_K,
             first_look: 2,
             futility_beta: FUTILITY_BETA,
             early_beta: EARLY_BETA,
+            confirm_beta: CONFIRM_BETA,
         }
     }
 }
@@ -195,9 +206,11 @@ impl Borrowed {
 /// Defaults of [`Borrowed`].
 pub const SAFETY: f64 = 1.2;
 pub const GUARD: f64 = 0.05;
+pub const CONFIRM_GUARD: f64 = 0.25;
 pub const OUTLIER_K: f64 = 6.0;
 pub const FUTILITY_BETA: f64 = 0.6;
 pub const EARLY_BETA: f64 = 0.2;
+pub const CONFIRM_BETA: f64 = 0.3;
 
 /// Quantiles by (kind, p, df1, df2) bits.
 type Memo = HashMap<(u8, u64, u64, u64), f64>;
@@ -417,6 +430,11 @@ impl Sequential {
     /// is significantly above the history's (the guard): then, as without history, with its own
     /// t-test.
     fn test(&self, d: &[f64], n: usize, prior: (f64, f64)) -> Option<Test> {
+        self.test_at(d, n, prior, self.borrowed.as_ref().map_or(GUARD, |b| b.guard))
+    }
+
+    /// [`Sequential::test`] with the variance guard at F level `guard`.
+    fn test_at(&self, d: &[f64], n: usize, prior: (f64, f64), guard: f64) -> Option<Test> {
         let cap = self.cap(n);
         let mut m = n;
         let kept = loop {
@@ -452,7 +470,7 @@ impl Sequential {
         let own_sd = if own_sd <= 1e-12 * mean.abs().max(1e-300) { 0.0 } else { own_sd };
         let Some(b) = &self.borrowed else { return Some(own(own_sd)) };
         let h = b.scale.sd;
-        let noisier = df >= 1.0 && own_sd * own_sd > h * h * self.fq(b.guard, df, b.scale.df);
+        let noisier = df >= 1.0 && own_sd * own_sd > h * h * self.fq(guard, df, b.scale.df);
         if noisier {
             return Some(own(own_sd));
         }
@@ -594,14 +612,15 @@ impl Sequential {
         let _ = m1;
         let prior = (sd1 * sd1 * (main.len() - 1) as f64, (main.len() - 1) as f64);
         for (j, (&n, &a_j)) in clooks.iter().zip(&calphas).enumerate() {
-            let Some(t) = self.test(confirm, n, prior) else {
+            let guard = self.borrowed.as_ref().map_or(GUARD, |b| b.confirm_guard);
+            let Some(t) = self.test_at(confirm, n, prior, guard) else {
                 return Next::Measure { phase: Phase::Confirm, pairs: (n.max(confirm.len() + 1)) - confirm.len() };
             };
             let passed = t.t() >= self.tq(1.0 - a_j, t.df) && t.mean > 0.0;
             // With a borrowed scale the batch may also fail early: when even its (1 - beta)
             // upper bound is below the minimum effect, a worthwhile gain is not there.
             let futile = match &self.borrowed {
-                Some(b) => t.mean + self.tq(1.0 - b.early_beta, t.df) * t.se < (1.0 + p.min_effect_pct / 100.0).ln(),
+                Some(b) => t.mean + self.tq(1.0 - b.confirm_beta, t.df) * t.se < (1.0 + p.min_effect_pct / 100.0).ln(),
                 None => false,
             };
             let last = j + 1 == clooks.len() || futile;

@@ -49,6 +49,9 @@ pub struct Scenario {
     pub outlier: f64,
     /// The experiment's noise (cv and tails) is this multiple of the history's.
     pub jump: f64,
+    /// The experiment's noise grows by this fraction of its start per run (a gradual drift
+    /// upward: 0.05 takes it from the history's to 3x within 40 runs); the history's does not.
+    pub noise_growth: f64,
     /// Part of the project's original grid (the runs-per-decision target is over these).
     pub grid: bool,
 }
@@ -73,6 +76,7 @@ impl Scenario {
             outlier_prob: 0.0,
             outlier: 1.0,
             jump: 1.0,
+            noise_growth: 0.0,
             grid: true,
         }
     }
@@ -117,6 +121,9 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario { jump: 2.0, ..Scenario::extra("cv 1%, 2x history", 0.02) },
         Scenario { jump: 3.0, ..Scenario::extra("cv 1%, 3x history", 0.03) },
         Scenario { rho: 0.5, jump: 2.0, ..Scenario::extra("AR(1) 0.5, cv 2%, 2x history", 0.02) },
+        // The noise drifts upward through the session: from the history's at the first run to
+        // 3x at run 40 (a neighbour's load building up, a heating machine).
+        Scenario { noise_growth: 0.05, ..Scenario::extra("cv 1% rising to 3x history", 0.01) },
     ]
 }
 
@@ -138,7 +145,12 @@ fn t_draw(rng: &mut Rng, df: f64) -> f64 {
 /// A session of `len` machine states (multiply a side's latency by them), with noise scaled by
 /// `noise` (the experiment: `jump`; its history: 1).
 pub fn session(s: &Scenario, len: usize, noise: f64, rng: &mut Rng) -> Vec<f64> {
-    let cv = s.cv / s.jump * noise;
+    session_with(s, len, noise, s.noise_growth, rng)
+}
+
+/// [`session`] with the noise growing by `growth` of its start per run.
+fn session_with(s: &Scenario, len: usize, noise: f64, growth: f64, rng: &mut Rng) -> Vec<f64> {
+    let cv0 = s.cv / s.jump * noise;
     let step_at = if s.step != 0.0 { (rng.uniform() * len as f64) as usize } else { usize::MAX };
     let phase = if s.throttle_period > 0 { (rng.uniform() * s.throttle_period as f64) as usize } else { 0 };
     let innov = (1.0 - s.rho * s.rho).sqrt();
@@ -151,6 +163,7 @@ pub fn session(s: &Scenario, len: usize, noise: f64, rng: &mut Rng) -> Vec<f64> 
             };
             // Stationary from the first run: e_0 ~ N(0, 1).
             e = if i == 0 { z } else { s.rho * e + innov * z };
+            let cv = cv0 * (1.0 + growth * i as f64);
             let mut f = (cv * e).exp();
             f *= 1.0 + s.drift_per_run * i as f64 + s.ramp * (-(i as f64) / s.ramp_runs).exp();
             let (u1, u2, u3) = (rng.uniform(), rng.uniform(), rng.uniform());
@@ -178,7 +191,7 @@ pub fn session(s: &Scenario, len: usize, noise: f64, rng: &mut Rng) -> Vec<f64> 
 /// history's noise) lends to later decisions, as `stats::history` estimates it.
 pub fn calibrated_scale(s: &Scenario, rng: &mut Rng) -> Option<super::sequential::NoiseScale> {
     let hp = HISTORY_PAIRS;
-    let cal = session(s, 2 * hp, 1.0, rng);
+    let cal = session_with(s, 2 * hp, 1.0, 0.0, rng);
     let d: Vec<f64> = (0..hp)
         .map(|i| {
             let (a, b) = (cal[2 * i], cal[2 * i + 1]);
@@ -285,12 +298,29 @@ pub fn upper_bound(k: usize, n: usize) -> f64 {
     Beta::new(k as f64 + 1.0, (n - k) as f64).expect("valid beta").inverse_cdf(0.95)
 }
 
-/// Two-sided 95% Clopper-Pearson interval of a rate, in percent, as "[lo, hi]".
+/// Two-sided 95% Wilson score interval of a rate with `k` events in `n` trials, as fractions
+/// (Wilson 1927, JASA 22(158):209-212): centre (p + z^2/2n) / (1 + z^2/n), half-width
+/// z / (1 + z^2/n) sqrt(p (1 - p) / n + z^2 / 4n^2), z = 1.959964.
+pub fn wilson(k: usize, n: usize) -> (f64, f64) {
+    let (nf, p, z) = (n as f64, k as f64 / n as f64, 1.959_963_984_540_054);
+    let d = 1.0 + z * z / nf;
+    let centre = (p + z * z / (2.0 * nf)) / d;
+    let half = z / d * (p * (1.0 - p) / nf + z * z / (4.0 * nf * nf)).sqrt();
+    // At k = 0 (k = n) the lower (upper) end is exactly 0 (1); rounding would leave 1e-19.
+    let lo = if k == 0 { 0.0 } else { (centre - half).max(0.0) };
+    let hi = if k >= n { 1.0 } else { (centre + half).min(1.0) };
+    (lo, hi)
+}
+
+/// The 95% Wilson interval of a rate, in percent, as "[lo, hi]" (three decimals below 1%, where
+/// the false-keep bound of 0.1% is read).
 pub fn interval(k: usize, n: usize) -> String {
-    use statrs::distribution::{Beta, ContinuousCDF};
-    let lo = if k == 0 { 0.0 } else { Beta::new(k as f64, (n - k + 1) as f64).expect("valid beta").inverse_cdf(0.025) };
-    let hi = if k >= n { 1.0 } else { Beta::new(k as f64 + 1.0, (n - k) as f64).expect("valid beta").inverse_cdf(0.975) };
-    format!("[{:.2}, {:.2}]", lo * 100.0, hi * 100.0)
+    let (lo, hi) = wilson(k, n);
+    if hi < 0.01 {
+        format!("[{:.3}, {:.3}]", lo * 100.0, hi * 100.0)
+    } else {
+        format!("[{:.2}, {:.2}]", lo * 100.0, hi * 100.0)
+    }
 }
 
 /// What the tables are asked for.
@@ -395,6 +425,19 @@ mod tests {
         assert_eq!(c.keeps, 0, "{c:?}");
         // The incumbent block sits on the ramp: the candidate block looks faster.
         assert!(c.baseline_rate() > 0.2, "{c:?}");
+    }
+
+    #[test]
+    fn wilson_interval_matches_its_formula() {
+        // The formula evaluated independently in Python (math.sqrt, z = 1.959963984540054):
+        // (0.0010950158057849838, 0.0015432974327053398).
+        let (lo, hi) = wilson(130, 100_000);
+        assert!((lo - 0.0010950158057849838).abs() < 1e-15 && (hi - 0.0015432974327053398).abs() < 1e-15, "{lo} {hi}");
+        let (lo, hi) = wilson(0, 1000);
+        assert_eq!(lo, 0.0);
+        // z^2 / (n + z^2) at k = 0.
+        assert!((hi - 3.841458820694124 / (1000.0 + 3.841458820694124)).abs() < 1e-12, "{hi}");
+        assert_eq!(interval(130, 100_000), "[0.110, 0.154]");
     }
 
     #[test]
