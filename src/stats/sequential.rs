@@ -730,7 +730,7 @@ impl Sequential {
     /// bound is also below the minimum effect.
     fn confirm_look_record(&self, t: &Test, look: usize, a_j: f64, min_log: f64, final_look: bool) -> Look {
         let keep = self.tq(1.0 - a_j, t.df);
-        let futile = self.borrowed.as_ref().map(|b| min_log / t.se - self.tq(1.0 - b.early_beta, t.df));
+        let futile = self.borrowed.as_ref().map(|b| min_log / t.se - self.tq(1.0 - b.confirm_beta, t.df));
         let revert = if final_look { Some(keep) } else { futile.map(|f| f.min(keep)) };
         self.record(t, LookPhase::Confirmation, look, a_j, keep, revert)
     }
