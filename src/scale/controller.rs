@@ -41,6 +41,10 @@ struct Tracked {
     spec: TrialSpec,
     /// Set once the engine took it: what to poll or cancel.
     handle: Option<JobHandle>,
+    /// The engine that took it (`Engine::name`): a restarted controller cancels it through the
+    /// same kind of engine (a Slurm job's worker may run on another node).
+    #[serde(default)]
+    engine: String,
     hypothesis: String,
     /// A stale winner's recheck: the trial it first won.
     first: Option<FirstWin>,
@@ -116,12 +120,22 @@ pub fn recover(ws: &Workspace, fx: &mut Effects) -> Result<()> {
 
 /// [`recover`], returning what it did (for `ratchet recover`).
 pub fn recover_steps(repo: &Repo, store: &Store) -> Result<Vec<String>> {
+    recover_with(repo, store, None)
+}
+
+/// [`recover_steps`], cancelling the unfinished trials of an external engine (Slurm, hooks)
+/// through `engine`, or through the one `[engine]` in ratchet.toml names when `None`.
+fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> Result<Vec<String>> {
     let state_dir = &repo.state_dir();
     let mut said = vec![];
     if !state_dir.join(JOURNAL).exists() {
         return Ok(said);
     }
     let mut j = Journal::load(state_dir)?;
+    let cancelled = cancel_unfinished(repo, &j, engine)?;
+    if !cancelled.is_empty() {
+        said.push(format!("cancelled the jobs a stopped parallel sweep left queued or running ({})", cancelled.join(", ")));
+    }
     let stopped = super::local::kill_orphans(&state_dir.join("trials"));
     if !stopped.is_empty() {
         said.push(format!("stopped the workers a stopped parallel sweep left running ({})", stopped.join(", ")));
@@ -150,6 +164,55 @@ pub fn recover_steps(repo: &Repo, store: &Store) -> Result<Vec<String>> {
     }
     j.save(state_dir)?;
     Ok(said)
+}
+
+/// Cancel, through the engine that took them, the journaled trials without a result (local
+/// workers are stopped by their worker.pid instead). Returns their engine ids. An engine that
+/// cannot cancel is an error, and the journal is kept, so that a later recovery tries again.
+fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>) -> Result<Vec<String>> {
+    let unfinished: Vec<(&JobHandle, &str)> = j
+        .trials
+        .iter()
+        .filter(|t| !t.engine.is_empty() && t.engine != "local")
+        .filter(|t| TrialResult::read(&t.spec.out_dir).ok().flatten().is_none())
+        .filter_map(|t| t.handle.as_ref().map(|h| (h, t.engine.as_str())))
+        .collect();
+    let Some(&(_, kind)) = unfinished.first() else { return Ok(vec![]) };
+    let mut built: Option<Box<dyn Engine>>;
+    let engine: Option<&mut dyn Engine> = match engine {
+        Some(e) => Some(e),
+        None => {
+            let cfg = Config::load(&config::path_in(repo.root())).map_err(|e| {
+                let hint = format!(
+                    "fix ratchet.toml, then run `ratchet recover`: {} trial(s) of a stopped parallel sweep may still run on the {kind} engine",
+                    unfinished.len()
+                );
+                e.hint(hint)
+            })?;
+            built = super::engine_from_config(&cfg.engine, repo.root(), &repo.state_dir())?;
+            built.as_deref_mut()
+        }
+    };
+    let engine = match engine {
+        Some(e) if unfinished.iter().all(|(_, k)| *k == e.name()) => e,
+        other => {
+            return Err(Error::config(format!(
+                "a stopped parallel sweep left {} trial(s) on the {kind} engine, but [engine] in ratchet.toml is {} now",
+                unfinished.len(),
+                other.map(|e| e.name().to_string()).unwrap_or_else(|| "local".into())
+            ))
+            .hint("restore the [engine] table the sweep ran with and run `ratchet recover`, or cancel its jobs yourself and delete .ratchet/scale.json"))
+        }
+    };
+    let mut done = vec![];
+    for (h, _) in unfinished {
+        engine.cancel(h).map_err(|e| {
+            let hint = format!("job {} (trial {}) may still run; {}", h.engine_id, h.trial, e.hint.clone().unwrap_or_default());
+            e.hint(hint)
+        })?;
+        done.push(h.engine_id.clone());
+    }
+    Ok(done)
 }
 
 /// What `ratchet status` may say about a stopped parallel sweep.
@@ -222,16 +285,11 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
     std::fs::create_dir_all(&state_dir).with_path(&state_dir)?;
     crate::sweep::recover(ws, fx)?;
     // Trials of a controller that died: those without a result are cancelled through the engine
-    // that ran them (a cluster's too), then forgotten by `recover`.
-    let mut j = Journal::load(&state_dir)?;
-    for t in &j.trials {
-        let finished = TrialResult::read(&t.spec.out_dir).ok().flatten().is_some();
-        if let (false, Some(h)) = (finished, &t.handle) {
-            engine.cancel(h)?;
-        }
+    // that ran them (a cluster's too), then forgotten.
+    for what in recover_with(repo, &ws.store, Some(engine))? {
+        fx.emit(Event::Recovered { what });
     }
-    recover(ws, fx)?;
-    j = Journal::load(&state_dir)?;
+    let mut j = Journal::load(&state_dir)?;
     let dirty = repo.changes()?;
     if !dirty.is_empty() {
         return Err(Error::repo(format!(
@@ -520,7 +578,13 @@ impl<'a> Controller<'a> {
         let argv =
             worker_argv(&self.exe, &spec, &self.config_path, h.pairs.or(self.opts.pairs), noise, recheck, h.deep.unwrap_or(self.opts.deep));
         // Journaled before it is submitted, and its handle before it is waited on.
-        self.journal.trials.push(Tracked { spec: spec.clone(), handle: None, hypothesis: h.key(), first });
+        self.journal.trials.push(Tracked {
+            spec: spec.clone(),
+            handle: None,
+            engine: engine.name().to_string(),
+            hypothesis: h.key(),
+            first,
+        });
         self.journal.save(&self.state_dir)?;
         let handle = engine
             .submit(std::slice::from_ref(&spec), std::slice::from_ref(&argv))?
@@ -645,7 +709,8 @@ impl<'a> Controller<'a> {
         let where_ = match (a.result.slot, a.result.device_env.iter().next()) {
             (Some(s), Some((k, v))) => format!(" [slot {s}, {k}={v}]"),
             (Some(s), None) => format!(" [slot {s}]"),
-            (None, _) => format!(" [host {}]", a.result.host),
+            (None, Some((k, v))) => format!(" [host {}, {k}={v}]", a.result.host),
+            (None, None) => format!(" [host {}]", a.result.host),
         };
         row.note.push_str(&where_);
         // A winner whose recheck (journaled before a restart) decides it leaves the FIFO too.
