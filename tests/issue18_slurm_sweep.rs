@@ -187,7 +187,8 @@ fn a_sweep_through_slurm_runs_each_trial_as_a_job_with_its_own_gpu() {
     let t = repo(SLURM);
     let base = t.head();
     let started = Instant::now();
-    let out = t.ratchet().arg("sweep").env("FAKE_SLEEP_S", "0.05").output().unwrap();
+    // The controller's environment reaches the workers through sbatch (--export=ALL, its default).
+    let out = t.ratchet().arg("sweep").env("FAKE_SLEEP_S", "0.05").env("FAKE_META", r#"{"via": "sbatch"}"#).output().unwrap();
     let wall = started.elapsed();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");
@@ -207,6 +208,8 @@ fn a_sweep_through_slurm_runs_each_trial_as_a_job_with_its_own_gpu() {
     for row in t.rows() {
         assert!(row["note"].contains(", CUDA_VISIBLE_DEVICES="), "the device is recorded: {row:?}");
     }
+    let runs = t.runs();
+    assert!(!runs.is_empty() && runs.iter().all(|r| r["meta"]["via"] == "sbatch"), "{:?}", runs.first());
     assert_eq!(our_jobs(&t), Vec::<String>::new(), "no job left in Slurm");
     // Nothing runs twice.
     t.ratchet().arg("sweep").assert().success().stdout(predicates::str::contains("3 already done"));
@@ -337,4 +340,21 @@ fn a_killed_hook_sweep_is_cancelled_through_the_hook_and_resumed_once() {
     assert_eq!(live_workers(&t), Vec::<i32>::new());
     t.ratchet().arg("sweep").assert().success();
     check_trunk(&t, &base);
+}
+
+#[test]
+fn the_next_sweep_cancels_a_killed_sweeps_jobs_through_the_hook() {
+    let rig = tempfile::tempdir().unwrap();
+    let t = hook_repo(rig.path());
+    let base = t.head();
+    kill_when_measuring(&t, spawn_sweep(&t, "1"), 2);
+    // No `ratchet recover`: the next sweep's start does it.
+    let out = t.ratchet().arg("sweep").output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("cancelled the jobs a stopped parallel sweep left"), "{text}");
+    let cancelled = std::fs::read_to_string(rig.path().join("state/cancelled")).unwrap();
+    assert_eq!(cancelled.lines().filter(|l| l.starts_with("local-")).count(), 2, "{cancelled}");
+    check_trunk(&t, &base);
+    assert_eq!(live_workers(&t), Vec::<i32>::new());
 }

@@ -132,6 +132,9 @@ fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> 
         return Ok(said);
     }
     let mut j = Journal::load(state_dir)?;
+    // Finished is decided before anything is stopped: a worker stopped now may still write a
+    // result (its benchmark killed by the same signal reads as a crash), which must not count.
+    let finished: Vec<String> = j.trials.iter().filter(|t| has_result(&t.spec.out_dir)).map(|t| t.spec.id.clone()).collect();
     let cancelled = cancel_unfinished(repo, &j, engine)?;
     if !cancelled.is_empty() {
         said.push(format!("cancelled the jobs a stopped parallel sweep left queued or running ({})", cancelled.join(", ")));
@@ -147,7 +150,7 @@ fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> 
     let before = j.trials.len();
     let mut dropped = vec![];
     j.trials.retain(|t| {
-        let done = TrialResult::read(&t.spec.out_dir).ok().flatten().is_some_and(|r| r.end != TrialEnd::Interrupted);
+        let done = finished.contains(&t.spec.id);
         if !done {
             dropped.push(t.spec.id.clone());
         }
@@ -166,6 +169,11 @@ fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> 
     Ok(said)
 }
 
+/// Whether a trial's worker wrote a result that counts (not one of a stopped worker).
+fn has_result(out_dir: &Path) -> bool {
+    TrialResult::read(out_dir).ok().flatten().is_some_and(|r| r.end != TrialEnd::Interrupted)
+}
+
 /// Cancel, through the engine that took them, the journaled trials without a result (local
 /// workers are stopped by their worker.pid instead). Returns their engine ids. An engine that
 /// cannot cancel is an error, and the journal is kept, so that a later recovery tries again.
@@ -174,7 +182,7 @@ fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>) 
         .trials
         .iter()
         .filter(|t| !t.engine.is_empty() && t.engine != "local")
-        .filter(|t| TrialResult::read(&t.spec.out_dir).ok().flatten().is_none())
+        .filter(|t| !has_result(&t.spec.out_dir))
         .filter_map(|t| t.handle.as_ref().map(|h| (h, t.engine.as_str())))
         .collect();
     let Some(&(_, kind)) = unfinished.first() else { return Ok(vec![]) };
@@ -266,6 +274,8 @@ pub fn worker_argv(
 /// The ratchet binary workers run (`RATCHET_WORKER_EXE` overrides, for tests and wrappers).
 fn worker_exe() -> Result<PathBuf> {
     match std::env::var_os("RATCHET_WORKER_EXE") {
+        // Absolute: a Slurm task runs from its batch directory, a hook from wherever it likes.
+        Some(p) if Path::new(&p).is_relative() => Ok(std::env::current_dir()?.join(p)),
         Some(p) => Ok(PathBuf::from(p)),
         None => Ok(std::env::current_exe()?),
     }
@@ -749,10 +759,12 @@ impl<'a> Controller<'a> {
         let waiting: Vec<String> = self.winners.iter().map(|(w, _)| w.spec.id.clone()).collect();
         let inflight: Vec<Tracked> = self.journal.trials.iter().filter(|t| !waiting.contains(&t.spec.id)).cloned().collect();
         for t in inflight {
+            // Read before the cancel: a result written while the worker is being stopped (its
+            // benchmark killed by the same signal reads as a crash) must not count.
+            let finished = has_result(&t.spec.out_dir);
             if let Some(h) = &t.handle {
                 let _ = engine.cancel(h);
             }
-            let finished = TrialResult::read(&t.spec.out_dir).ok().flatten().is_some_and(|r| r.end != TrialEnd::Interrupted);
             if !finished {
                 let _ = self.forget(&t.spec.id);
             }
