@@ -358,3 +358,29 @@ fn the_next_sweep_cancels_a_killed_sweeps_jobs_through_the_hook() {
     check_trunk(&t, &base);
     assert_eq!(live_workers(&t), Vec::<i32>::new());
 }
+
+#[test]
+fn a_job_the_engine_lost_stops_the_sweep_with_the_engines_reason() {
+    let rig = tempfile::tempdir().unwrap();
+    let hook = |name: &str, body: &str| {
+        let p = rig.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        format!("sh {}", p.display())
+    };
+    // The job never runs a worker, and the launcher says why.
+    let engine = format!(
+        "[engine]\nkind = \"hook\"\ncapacity = 1\nsubmit = {:?}\npoll = {:?}\ncancel = {:?}\n",
+        hook("submit.sh", "cat >/dev/null; echo job-$RATCHET_TRIAL_ID\n"),
+        hook("poll.sh", "echo 'failed: node on fire'\n"),
+        hook("cancel.sh", "exit 0\n")
+    );
+    let t = repo(&engine);
+    let base = t.head();
+    let out = t.ratchet().arg("sweep").output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("ended without a result (node on fire)"), "{text}");
+    assert!(t.rows().is_empty(), "{:?}", t.rows());
+    assert_eq!(t.head(), base);
+    assert_eq!(t.git(&["status", "--porcelain"]), "");
+}

@@ -423,18 +423,19 @@ impl<'a> Controller<'a> {
                 if self.winners.iter().any(|(w, _)| w.spec.id == id) {
                     continue;
                 }
-                let finished = match &t.handle {
-                    Some(h) => !matches!(engine.poll(h)?, JobState::Queued | JobState::Running),
+                let lost = match &t.handle {
+                    Some(h) => match engine.poll(h)? {
+                        JobState::Queued | JobState::Running => continue,
+                        JobState::Failed(why) => Some(why),
+                        JobState::Finished => None,
+                    },
                     // Re-attached from the journal with its result already there.
-                    None => true,
+                    None => None,
                 };
-                if !finished {
-                    continue;
-                }
                 if let Some(h) = &t.handle {
                     engine.fetch(h, &t.spec)?;
                 }
-                if let Err(e) = self.finished(t, fx) {
+                if let Err(e) = self.finished(t, lost, fx) {
                     stopping.get_or_insert(e);
                 }
             }
@@ -633,15 +634,19 @@ impl<'a> Controller<'a> {
     }
 
     /// A trial's worker ended: decide it and record it, or queue a winner for the lane.
-    fn finished(&mut self, t: Tracked, fx: &mut Effects) -> Result<()> {
+    /// `lost`: why the engine says the job failed (a Slurm TIMEOUT, a hook's reason).
+    fn finished(&mut self, t: Tracked, lost: Option<String>, fx: &mut Effects) -> Result<()> {
         let name = self.hyp(&t.hypothesis).map(|h| h.name.clone()).unwrap_or_default();
         let result = TrialResult::read(&t.spec.out_dir)?;
         let Some(result) = result else {
             self.forget(&t.spec.id)?;
-            let log = t.spec.out_dir.join("worker.log");
+            // The local engine's log, or Slurm's stderr file.
+            let log = ["worker.log", "slurm.err"].iter().map(|f| t.spec.out_dir.join(f)).find(|p| p.exists());
+            let log = log.unwrap_or_else(|| t.spec.out_dir.join("worker.log"));
+            let why = lost.map(|w| format!(" ({w})")).unwrap_or_default();
             return Err(Error::new(
                 crate::error::Kind::Infrastructure,
-                format!("the worker of trial {} ({name}) ended without a result", t.spec.id),
+                format!("the worker of trial {} ({name}) ended without a result{why}", t.spec.id),
             )
             .hint(format!("see {}; the hypothesis runs again when the sweep is started again", log.display())));
         };
