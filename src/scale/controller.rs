@@ -175,13 +175,16 @@ fn has_result(out_dir: &Path) -> bool {
 }
 
 /// Cancel, through the engine that took them, the journaled trials without a result (local
-/// workers are stopped by their worker.pid instead). Returns their engine ids. An engine that
+/// workers are otherwise stopped by their worker.pid). Returns their engine ids. An engine that
 /// cannot cancel is an error, and the journal is kept, so that a later recovery tries again.
 fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>) -> Result<Vec<String>> {
+    // Local trials too where the local engine is given (it also knows a worker that was killed
+    // before it wrote its worker.pid); `kill_orphans` stops the rest.
+    let local = engine.as_ref().is_some_and(|e| e.name() == "local");
     let unfinished: Vec<(&JobHandle, &str)> = j
         .trials
         .iter()
-        .filter(|t| !t.engine.is_empty() && t.engine != "local")
+        .filter(|t| !t.engine.is_empty() && (t.engine != "local" || local))
         .filter(|t| !has_result(&t.spec.out_dir))
         .filter_map(|t| t.handle.as_ref().map(|h| (h, t.engine.as_str())))
         .collect();
