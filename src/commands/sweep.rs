@@ -64,3 +64,38 @@ impl Engine for Capped {
         self.engine.fetch(job, trial)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An engine that only has a capacity (the wrapper passes everything else through).
+    struct Slots(usize);
+
+    impl Engine for Slots {
+        fn name(&self) -> &str {
+            "slots"
+        }
+        fn capacity(&self) -> usize {
+            self.0
+        }
+        fn submit(&mut self, _: &[TrialSpec], _: &[Vec<String>]) -> Result<Vec<JobHandle>> {
+            Ok(vec![])
+        }
+        fn poll(&mut self, _: &JobHandle) -> Result<JobState> {
+            Ok(JobState::Finished)
+        }
+        fn cancel(&mut self, _: &JobHandle) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn jobs_lowers_an_external_engines_capacity_but_never_raises_it() {
+        let cap = |engine: usize, jobs: Option<usize>| Capped { engine: Box::new(Slots(engine)), cap: jobs }.capacity();
+        assert_eq!(cap(8, None), 8);
+        assert_eq!(cap(8, Some(3)), 3);
+        assert_eq!(cap(2, Some(5)), 2);
+        assert_eq!(Capped { engine: Box::new(Slots(1)), cap: None }.name(), "slots");
+    }
+}
