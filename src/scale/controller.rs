@@ -41,6 +41,10 @@ struct Tracked {
     spec: TrialSpec,
     /// Set once the engine took it: what to poll or cancel.
     handle: Option<JobHandle>,
+    /// The engine that took it (`Engine::name`): a restarted controller cancels it through the
+    /// same kind of engine (a Slurm job's worker may run on another node).
+    #[serde(default)]
+    engine: String,
     hypothesis: String,
     /// A stale winner's recheck: the trial it first won.
     first: Option<FirstWin>,
@@ -116,12 +120,25 @@ pub fn recover(ws: &Workspace, fx: &mut Effects) -> Result<()> {
 
 /// [`recover`], returning what it did (for `ratchet recover`).
 pub fn recover_steps(repo: &Repo, store: &Store) -> Result<Vec<String>> {
+    recover_with(repo, store, None)
+}
+
+/// [`recover_steps`], cancelling the unfinished trials of an external engine (Slurm, hooks)
+/// through `engine`, or through the one `[engine]` in ratchet.toml names when `None`.
+fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> Result<Vec<String>> {
     let state_dir = &repo.state_dir();
     let mut said = vec![];
     if !state_dir.join(JOURNAL).exists() {
         return Ok(said);
     }
     let mut j = Journal::load(state_dir)?;
+    // Finished is decided before anything is stopped: a worker stopped now may still write a
+    // result (its benchmark killed by the same signal reads as a crash), which must not count.
+    let finished: Vec<String> = j.trials.iter().filter(|t| has_result(&t.spec.out_dir)).map(|t| t.spec.id.clone()).collect();
+    let cancelled = cancel_unfinished(repo, &j, engine)?;
+    if !cancelled.is_empty() {
+        said.push(format!("cancelled the jobs a stopped parallel sweep left queued or running ({})", cancelled.join(", ")));
+    }
     let stopped = super::local::kill_orphans(&state_dir.join("trials"));
     if !stopped.is_empty() {
         said.push(format!("stopped the workers a stopped parallel sweep left running ({})", stopped.join(", ")));
@@ -133,7 +150,7 @@ pub fn recover_steps(repo: &Repo, store: &Store) -> Result<Vec<String>> {
     let before = j.trials.len();
     let mut dropped = vec![];
     j.trials.retain(|t| {
-        let done = TrialResult::read(&t.spec.out_dir).ok().flatten().is_some_and(|r| r.end != TrialEnd::Interrupted);
+        let done = finished.contains(&t.spec.id);
         if !done {
             dropped.push(t.spec.id.clone());
         }
@@ -150,6 +167,63 @@ pub fn recover_steps(repo: &Repo, store: &Store) -> Result<Vec<String>> {
     }
     j.save(state_dir)?;
     Ok(said)
+}
+
+/// Whether a trial's worker wrote a result that counts (not one of a stopped worker).
+fn has_result(out_dir: &Path) -> bool {
+    TrialResult::read(out_dir).ok().flatten().is_some_and(|r| r.end != TrialEnd::Interrupted)
+}
+
+/// Cancel, through the engine that took them, the journaled trials without a result (local
+/// workers are otherwise stopped by their worker.pid). Returns their engine ids. An engine that
+/// cannot cancel is an error, and the journal is kept, so that a later recovery tries again.
+fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>) -> Result<Vec<String>> {
+    // Local trials too where the local engine is given (it also knows a worker that was killed
+    // before it wrote its worker.pid); `kill_orphans` stops the rest.
+    let local = engine.as_ref().is_some_and(|e| e.name() == "local");
+    let unfinished: Vec<(&JobHandle, &str)> = j
+        .trials
+        .iter()
+        .filter(|t| !t.engine.is_empty() && (t.engine != "local" || local))
+        .filter(|t| !has_result(&t.spec.out_dir))
+        .filter_map(|t| t.handle.as_ref().map(|h| (h, t.engine.as_str())))
+        .collect();
+    let Some(&(_, kind)) = unfinished.first() else { return Ok(vec![]) };
+    let mut built: Option<Box<dyn Engine>>;
+    let engine: Option<&mut dyn Engine> = match engine {
+        Some(e) => Some(e),
+        None => {
+            let cfg = Config::load(&config::path_in(repo.root())).map_err(|e| {
+                let hint = format!(
+                    "fix ratchet.toml, then run `ratchet recover`: {} trial(s) of a stopped parallel sweep may still run on the {kind} engine",
+                    unfinished.len()
+                );
+                e.hint(hint)
+            })?;
+            built = super::engine_from_config(&cfg.engine, repo.root(), &repo.state_dir())?;
+            built.as_deref_mut()
+        }
+    };
+    let engine = match engine {
+        Some(e) if unfinished.iter().all(|(_, k)| *k == e.name()) => e,
+        other => {
+            return Err(Error::config(format!(
+                "a stopped parallel sweep left {} trial(s) on the {kind} engine, but [engine] in ratchet.toml is {} now",
+                unfinished.len(),
+                other.map(|e| e.name().to_string()).unwrap_or_else(|| "local".into())
+            ))
+            .hint("restore the [engine] table the sweep ran with and run `ratchet recover`, or cancel its jobs yourself and delete .ratchet/scale.json"))
+        }
+    };
+    let mut done = vec![];
+    for (h, _) in unfinished {
+        engine.cancel(h).map_err(|e| {
+            let hint = format!("job {} (trial {}) may still run; {}", h.engine_id, h.trial, e.hint.clone().unwrap_or_default());
+            e.hint(hint)
+        })?;
+        done.push(h.engine_id.clone());
+    }
+    Ok(done)
 }
 
 /// What `ratchet status` may say about a stopped parallel sweep.
@@ -203,6 +277,8 @@ pub fn worker_argv(
 /// The ratchet binary workers run (`RATCHET_WORKER_EXE` overrides, for tests and wrappers).
 fn worker_exe() -> Result<PathBuf> {
     match std::env::var_os("RATCHET_WORKER_EXE") {
+        // Absolute: a Slurm task runs from its batch directory, a hook from wherever it likes.
+        Some(p) if Path::new(&p).is_relative() => Ok(std::env::current_dir()?.join(p)),
         Some(p) => Ok(PathBuf::from(p)),
         None => Ok(std::env::current_exe()?),
     }
@@ -222,16 +298,11 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
     std::fs::create_dir_all(&state_dir).with_path(&state_dir)?;
     crate::sweep::recover(ws, fx)?;
     // Trials of a controller that died: those without a result are cancelled through the engine
-    // that ran them (a cluster's too), then forgotten by `recover`.
-    let mut j = Journal::load(&state_dir)?;
-    for t in &j.trials {
-        let finished = TrialResult::read(&t.spec.out_dir).ok().flatten().is_some();
-        if let (false, Some(h)) = (finished, &t.handle) {
-            engine.cancel(h)?;
-        }
+    // that ran them (a cluster's too), then forgotten.
+    for what in recover_with(repo, &ws.store, Some(engine))? {
+        fx.emit(Event::Recovered { what });
     }
-    recover(ws, fx)?;
-    j = Journal::load(&state_dir)?;
+    let mut j = Journal::load(&state_dir)?;
     let dirty = repo.changes()?;
     if !dirty.is_empty() {
         return Err(Error::repo(format!(
@@ -355,18 +426,19 @@ impl<'a> Controller<'a> {
                 if self.winners.iter().any(|(w, _)| w.spec.id == id) {
                     continue;
                 }
-                let finished = match &t.handle {
-                    Some(h) => !matches!(engine.poll(h)?, JobState::Queued | JobState::Running),
+                let lost = match &t.handle {
+                    Some(h) => match engine.poll(h)? {
+                        JobState::Queued | JobState::Running => continue,
+                        JobState::Failed(why) => Some(why),
+                        JobState::Finished => None,
+                    },
                     // Re-attached from the journal with its result already there.
-                    None => true,
+                    None => None,
                 };
-                if !finished {
-                    continue;
-                }
                 if let Some(h) = &t.handle {
                     engine.fetch(h, &t.spec)?;
                 }
-                if let Err(e) = self.finished(t, fx) {
+                if let Err(e) = self.finished(t, lost, fx) {
                     stopping.get_or_insert(e);
                 }
             }
@@ -520,7 +592,13 @@ impl<'a> Controller<'a> {
         let argv =
             worker_argv(&self.exe, &spec, &self.config_path, h.pairs.or(self.opts.pairs), noise, recheck, h.deep.unwrap_or(self.opts.deep));
         // Journaled before it is submitted, and its handle before it is waited on.
-        self.journal.trials.push(Tracked { spec: spec.clone(), handle: None, hypothesis: h.key(), first });
+        self.journal.trials.push(Tracked {
+            spec: spec.clone(),
+            handle: None,
+            engine: engine.name().to_string(),
+            hypothesis: h.key(),
+            first,
+        });
         self.journal.save(&self.state_dir)?;
         let handle = engine
             .submit(std::slice::from_ref(&spec), std::slice::from_ref(&argv))?
@@ -559,15 +637,19 @@ impl<'a> Controller<'a> {
     }
 
     /// A trial's worker ended: decide it and record it, or queue a winner for the lane.
-    fn finished(&mut self, t: Tracked, fx: &mut Effects) -> Result<()> {
+    /// `lost`: why the engine says the job failed (a Slurm TIMEOUT, a hook's reason).
+    fn finished(&mut self, t: Tracked, lost: Option<String>, fx: &mut Effects) -> Result<()> {
         let name = self.hyp(&t.hypothesis).map(|h| h.name.clone()).unwrap_or_default();
         let result = TrialResult::read(&t.spec.out_dir)?;
         let Some(result) = result else {
             self.forget(&t.spec.id)?;
-            let log = t.spec.out_dir.join("worker.log");
+            // The local engine's log, or Slurm's stderr file.
+            let log = ["worker.log", "slurm.err"].iter().map(|f| t.spec.out_dir.join(f)).find(|p| p.exists());
+            let log = log.unwrap_or_else(|| t.spec.out_dir.join("worker.log"));
+            let why = lost.map(|w| format!(" ({w})")).unwrap_or_default();
             return Err(Error::new(
                 crate::error::Kind::Infrastructure,
-                format!("the worker of trial {} ({name}) ended without a result", t.spec.id),
+                format!("the worker of trial {} ({name}) ended without a result{why}", t.spec.id),
             )
             .hint(format!("see {}; the hypothesis runs again when the sweep is started again", log.display())));
         };
@@ -645,7 +727,8 @@ impl<'a> Controller<'a> {
         let where_ = match (a.result.slot, a.result.device_env.iter().next()) {
             (Some(s), Some((k, v))) => format!(" [slot {s}, {k}={v}]"),
             (Some(s), None) => format!(" [slot {s}]"),
-            (None, _) => format!(" [host {}]", a.result.host),
+            (None, Some((k, v))) => format!(" [host {}, {k}={v}]", a.result.host),
+            (None, None) => format!(" [host {}]", a.result.host),
         };
         row.note.push_str(&where_);
         // A winner whose recheck (journaled before a restart) decides it leaves the FIFO too.
@@ -684,10 +767,12 @@ impl<'a> Controller<'a> {
         let waiting: Vec<String> = self.winners.iter().map(|(w, _)| w.spec.id.clone()).collect();
         let inflight: Vec<Tracked> = self.journal.trials.iter().filter(|t| !waiting.contains(&t.spec.id)).cloned().collect();
         for t in inflight {
+            // Read before the cancel: a result written while the worker is being stopped (its
+            // benchmark killed by the same signal reads as a crash) must not count.
+            let finished = has_result(&t.spec.out_dir);
             if let Some(h) = &t.handle {
                 let _ = engine.cancel(h);
             }
-            let finished = TrialResult::read(&t.spec.out_dir).ok().flatten().is_some_and(|r| r.end != TrialEnd::Interrupted);
             if !finished {
                 let _ = self.forget(&t.spec.id);
             }
