@@ -233,7 +233,7 @@ pub fn in_flight(state_dir: &Path) -> Option<String> {
         .then(|| format!("{} trial(s) of a parallel sweep journaled in {JOURNAL}", j.trials.len()))
 }
 
-/// The worker's command line for a trial (argv[0] is this ratchet).
+/// The worker's command line for a trial (`argv[0]` is this ratchet).
 pub fn worker_argv(
     exe: &Path,
     spec: &TrialSpec,
