@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-/// The supervisor's argv[1] (an unknown flag to the CLI and to a test harness, so an executable
+/// The supervisor's `argv[1]` (an unknown flag to the CLI and to a test harness, so an executable
 /// without the entry point refuses it instead of doing something else).
 pub const FLAG: &str = "--ratchet-run-supervisor";
 /// Set (to "1") in the supervisor's environment; never passed on to the benchmark.
