@@ -80,24 +80,11 @@ fn uses(code: &str) -> BTreeSet<String> {
 }
 
 fn graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut stack = vec![src.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let p = e.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-                continue;
-            }
-            if p.extension().and_then(|x| x.to_str()) != Some("rs") {
-                continue;
-            }
-            let Some(m) = top_module(p.strip_prefix(&src).unwrap()) else { continue };
-            let deps = uses(&code(&std::fs::read_to_string(&p).unwrap()));
-            let entry = g.entry(m.clone()).or_default();
-            entry.extend(deps.into_iter().filter(|d| *d != m));
-        }
+    for (rel, code) in sources() {
+        let Some(m) = top_module(&rel) else { continue };
+        let deps = uses(&code);
+        g.entry(m.clone()).or_default().extend(deps.into_iter().filter(|d| *d != m));
     }
     g
 }

@@ -3,56 +3,14 @@
 //! is scripts/slurm-localhost.sh's one node; where no Slurm answers these tests say so and skip.
 //! The error paths run everywhere, with stand-in Slurm commands.
 
+mod support;
+
 use ratchet::config::Config;
 use ratchet::scale::engine::{Engine, JobHandle, JobState, TrialSpec};
 use ratchet::scale::slurm::{SlurmEngine, SlurmOptions};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Whether a Slurm controller answers with a node that has GPUs; otherwise why not. Asked once
-/// per test binary, and briefly: a controller that is down makes sinfo wait its MessageTimeout.
-fn slurm_with_gpus() -> Result<(), String> {
-    static ANSWER: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    ANSWER
-        .get_or_init(|| {
-            let out = Command::new("timeout")
-                .args(["5", "sinfo", "-h", "-o", "%T %G"])
-                .output()
-                .map_err(|e| format!("cannot run timeout/sinfo: {e}"))?;
-            let text = String::from_utf8_lossy(&out.stdout);
-            if !out.status.success() {
-                let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
-                return Err(match out.status.code() {
-                    Some(127) => "sinfo is not installed".to_string(),
-                    Some(124) => "sinfo got no answer from slurmctld within 5 s".to_string(),
-                    _ => format!("sinfo failed: {why}"),
-                });
-            }
-            let ready = text.lines().any(|l| ["idle", "mixed", "allocated"].iter().any(|s| l.starts_with(s)) && l.contains("gpu:"));
-            if ready {
-                Ok(())
-            } else {
-                Err(format!("no idle node with gpu gres in sinfo: {:?}", text.trim()))
-            }
-        })
-        .clone()
-}
-
-/// The tests that use the cluster take turns: an exclusive job and an array that must run all
-/// at once cannot share one node.
-static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-macro_rules! need_slurm {
-    () => {
-        if let Err(why) = slurm_with_gpus() {
-            eprintln!("SKIPPED (no Slurm here: {why}); scripts/slurm-localhost.sh starts one as root");
-            return;
-        }
-        let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    };
-}
 
 fn trial(dir: &Path, id: &str) -> TrialSpec {
     TrialSpec {
@@ -95,7 +53,7 @@ fn poll_until_done(e: &mut SlurmEngine, jobs: &[JobHandle], limit: Duration) -> 
 
 #[test]
 fn an_array_runs_each_trial_on_its_own_gpu() {
-    need_slurm!();
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     // The worker records what Slurm gave it, then waits until every task has started: the
@@ -168,7 +126,7 @@ fn alive(pids: &[i32]) -> Vec<i32> {
 
 #[test]
 fn cancel_stops_the_workers_processes() {
-    need_slurm!();
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let worker = d.join("worker.sh");
@@ -207,7 +165,7 @@ fn cancel_stops_the_workers_processes() {
 
 #[test]
 fn exclusive_tasks_never_share_the_node() {
-    need_slurm!();
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let lock = d.join("lock");
@@ -235,7 +193,7 @@ fn exclusive_tasks_never_share_the_node() {
 
 #[test]
 fn sbatch_refusing_names_the_command_and_its_message() {
-    need_slurm!();
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
     let dir = tempfile::tempdir().unwrap();
     let mut o = SlurmOptions::new(dir.path().join("work"));
     o.partition = Some("no-such-partition".into());

@@ -12,49 +12,6 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::TestRepo;
 
-/// Whether a Slurm controller answers with a node that has GPUs; otherwise why not (as in
-/// tests/issue18_slurm.rs).
-fn slurm_with_gpus() -> Result<(), String> {
-    static ANSWER: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    ANSWER
-        .get_or_init(|| {
-            let out = Command::new("timeout")
-                .args(["5", "sinfo", "-h", "-o", "%T %G"])
-                .output()
-                .map_err(|e| format!("cannot run timeout/sinfo: {e}"))?;
-            let text = String::from_utf8_lossy(&out.stdout);
-            if !out.status.success() {
-                let why = String::from_utf8_lossy(&out.stderr).trim().to_string();
-                return Err(match out.status.code() {
-                    Some(127) => "sinfo is not installed".to_string(),
-                    Some(124) => "sinfo got no answer from slurmctld within 5 s".to_string(),
-                    _ => format!("sinfo failed: {why}"),
-                });
-            }
-            let ready = text.lines().any(|l| ["idle", "mixed", "allocated"].iter().any(|s| l.starts_with(s)) && l.contains("gpu:"));
-            if ready {
-                Ok(())
-            } else {
-                Err(format!("no idle node with gpu gres in sinfo: {:?}", text.trim()))
-            }
-        })
-        .clone()
-}
-
-/// The tests that use the cluster take turns (its four GPUs are not enough for two sweeps and
-/// the other cluster tests at once).
-static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-macro_rules! need_slurm {
-    () => {
-        if let Err(why) = slurm_with_gpus() {
-            eprintln!("SKIPPED (no Slurm here: {why}); scripts/slurm-localhost.sh starts one as root");
-            return;
-        }
-        let _turn = CLUSTER.lock().unwrap_or_else(|e| e.into_inner());
-    };
-}
-
 /// fake.env lines are read in order and a later key wins: each hypothesis replaces its marker.
 const ENV: &str = "FAKE_LATENCY_MS=10\n#a\n#b\n#c\n";
 const QUEUE: [&str; 3] = ["01-faster.toml", "02-same.toml", "03-slower.toml"];
@@ -183,7 +140,7 @@ const SLURM: &str = "[engine]\nkind = \"slurm\"\ncapacity = 2\ncommand_timeout_s
 
 #[test]
 fn a_sweep_through_slurm_runs_each_trial_as_a_job_with_its_own_gpu() {
-    need_slurm!();
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
     let t = repo(SLURM);
     let base = t.head();
     let started = Instant::now();
@@ -218,7 +175,7 @@ fn a_sweep_through_slurm_runs_each_trial_as_a_job_with_its_own_gpu() {
 
 #[test]
 fn a_killed_slurm_sweep_is_cancelled_by_recover_and_resumed_once() {
-    need_slurm!();
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
     let t = repo(SLURM);
     let base = t.head();
     kill_when_measuring(&t, spawn_sweep(&t, "1"), 2);
@@ -245,7 +202,7 @@ fn a_killed_slurm_sweep_is_cancelled_by_recover_and_resumed_once() {
 
 #[test]
 fn sigint_cancels_every_slurm_job() {
-    need_slurm!();
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
     let t = repo(SLURM);
     let base = t.head();
     let mut child = spawn_sweep(&t, "1");
