@@ -137,8 +137,14 @@ fn sigkill_mid_sweep_then_resume_records_each_hypothesis_once() {
     }
     child.wait().unwrap();
     assert!(!live_workers(&t).is_empty(), "the workers outlive a SIGKILLed controller");
+    // `status` only reports: it names the parallel sweep's journal in what recovery will do.
+    let status = t.ratchet().arg("status").assert().success().get_output().stdout.clone();
+    let status = String::from_utf8_lossy(&status);
+    assert!(status.contains("settle the") && status.contains("unfinished trial(s) of a parallel sweep journaled"), "{status}");
+    assert!(!live_workers(&t).is_empty(), "status stops nothing");
     t.ratchet().arg("recover").assert().success();
     assert!(live_workers(&t).is_empty(), "recover stops them");
+    assert!(!String::from_utf8_lossy(&t.ratchet().arg("status").assert().success().get_output().stdout).contains("parallel sweep"));
     t.ratchet().args(["sweep", "--jobs", "2"]).assert().success();
     check_trunk(&t, &base);
     assert!(live_workers(&t).is_empty());

@@ -24,6 +24,8 @@ pub struct Report {
     /// The experiment in the journal: running (when locked) or left unfinished by a dead ratchet.
     pub experiment_in_flight: Option<InFlight>,
     pub sweep_in_flight: Option<String>,
+    /// A parallel sweep's journal (issue 18): its trials in flight or left by a dead ratchet.
+    pub parallel_in_flight: Option<String>,
     /// What `ratchet recover` (or the next experiment) will do; empty when nothing is pending
     /// (or while another ratchet runs).
     pub recovery: Vec<String>,
@@ -85,6 +87,7 @@ pub fn report(ws: &Workspace) -> Result<Report> {
             candidate: j.candidate,
         }),
         sweep_in_flight: crate::sweep::in_flight(&state_dir),
+        parallel_in_flight: crate::scale::controller::in_flight(&state_dir),
         recovery,
         noise,
         kept: rows.iter().filter(|r| r.status == Status::Keep).count(),
@@ -110,6 +113,9 @@ pub fn run(ws: &Workspace, json: bool) -> Result<()> {
             }
             if let Some(h) = &r.sweep_in_flight {
                 println!("  sweep hypothesis in flight: {h}");
+            }
+            if let Some(p) = &r.parallel_in_flight {
+                println!("  parallel sweep: {p}");
             }
         }
         None => {

@@ -226,11 +226,15 @@ fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>) 
     Ok(done)
 }
 
-/// What `ratchet status` may say about a stopped parallel sweep.
+/// What a parallel sweep's journal holds that recovery acts on (`ratchet status`): trials
+/// without a result (running, or left by a dead controller) and a recording under way. Finished
+/// trials kept for the next parallel sweep are not pending work, so they are not named.
 pub fn in_flight(state_dir: &Path) -> Option<String> {
     let j = Journal::load(state_dir).ok()?;
-    (!j.trials.is_empty() || j.recording.is_some())
-        .then(|| format!("{} trial(s) of a parallel sweep journaled in {JOURNAL}", j.trials.len()))
+    let open = j.trials.iter().filter(|t| !has_result(&t.spec.out_dir)).count();
+    let recording = j.recording.as_ref().map(|r| format!(" and the recording of experiment {}", r.row.id));
+    (open > 0 || recording.is_some())
+        .then(|| format!("{open} unfinished trial(s){} of a parallel sweep journaled in {JOURNAL}", recording.unwrap_or_default()))
 }
 
 /// The worker's command line for a trial (`argv[0]` is this ratchet).
