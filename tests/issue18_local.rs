@@ -109,6 +109,20 @@ fn jobs_two_decides_on_one_trunk_and_rechecks_the_stale_winner() {
     t.ratchet().args(["sweep", "--jobs", "2"]).assert().success().stdout(predicates::str::contains("4 already done"));
     assert_eq!(t.rows().len(), 4);
     assert!(live_workers(&t).is_empty());
+    // gc's retention covers the trials' run directories: the kept experiment's trial stays.
+    let trials = || -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(t.path().join(".ratchet/trials"))
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path().join("experiment")).unwrap_or_default())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(trials().len(), 5, "4 trials and one recheck, each recorded as its experiment");
+    let kept: Vec<String> = t.rows().iter().filter(|r| r["status"] == "keep").map(|r| r["id"].clone()).collect();
+    t.ratchet().args(["gc", "--keep-last", "0"]).assert().success().stdout(predicates::str::contains("parallel-sweep trial"));
+    let left = trials();
+    assert!(!left.is_empty() && left.iter().all(|id| kept.contains(id)), "left {left:?}, kept {kept:?}");
 }
 
 #[test]

@@ -62,6 +62,49 @@ pub fn collectable(state_dir: &Path, rows: &[crate::store::ResultRow], keep_last
     out
 }
 
+/// The trial directories of parallel sweeps (`.ratchet/trials/<t>`) that `gc` would remove, with
+/// their sizes, under the same retention: a recorded trial (its `experiment` file, or runs whose
+/// traces it holds) goes when none of its experiments is kept or among the last `keep_last`; an
+/// unrecorded one goes when the journal no longer tracks it (a forgotten one). A trial the
+/// journal tracks always stays.
+pub fn collectable_trials(
+    state_dir: &Path,
+    rows: &[crate::store::ResultRow],
+    runs: &[crate::bench::RunRecord],
+    keep_last: usize,
+) -> Vec<(String, PathBuf, u64)> {
+    let mut ids: Vec<u64> = rows.iter().map(|r| r.id).collect();
+    ids.sort_unstable();
+    let stay: Vec<String> = ids
+        .iter()
+        .rev()
+        .take(keep_last)
+        .cloned()
+        .chain(rows.iter().filter(|r| r.status == Status::Keep).map(|r| r.id))
+        .map(|i| i.to_string())
+        .collect();
+    let tracked = crate::scale::controller::journaled_trials(state_dir);
+    let mut out = vec![];
+    let Ok(rd) = std::fs::read_dir(state_dir.join("trials")) else { return out };
+    for e in rd.flatten() {
+        let (name, dir) = (e.file_name().to_string_lossy().into_owned(), e.path());
+        if tracked.contains(&name) || !dir.is_dir() {
+            continue;
+        }
+        let inside = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.starts_with(&dir));
+        let mut owners: Vec<String> = runs.iter().filter(|r| inside(&r.trace) || inside(&r.hlo)).map(|r| r.experiment.clone()).collect();
+        if let Ok(id) = std::fs::read_to_string(dir.join(crate::scale::controller::RECORDED_AS)) {
+            owners.push(id.trim().to_string());
+        }
+        if owners.iter().any(|o| stay.iter().any(|s| s == o)) {
+            continue;
+        }
+        out.push((name, dir.clone(), du(&dir)));
+    }
+    out.sort();
+    out
+}
+
 pub fn run(ws: &Workspace, args: &GcArgs) -> Result<()> {
     let _repo = &ws.repo;
     let state_dir = ws.state_dir.clone();
@@ -96,6 +139,23 @@ pub fn run(ws: &Workspace, args: &GcArgs) -> Result<()> {
         );
     }
     let mut freed_total = freed;
+    let runs = ws.store.runs()?;
+    let trials = collectable_trials(&state_dir, &rows, &runs, args.keep_last);
+    if !trials.is_empty() {
+        let size: u64 = trials.iter().map(|t| t.2).sum();
+        if !args.dry_run {
+            for (_, dir, _) in &trials {
+                std::fs::remove_dir_all(dir).with_path(dir)?;
+            }
+        }
+        println!(
+            "{verb} the run directories of {} parallel-sweep trial{}: {}",
+            trials.len(),
+            if trials.len() == 1 { "" } else { "s" },
+            crate::admit::human(size)
+        );
+        freed_total += size;
+    }
     if args.cache {
         let cache = state_dir.join("cache");
         let size = du(&cache);
@@ -114,7 +174,7 @@ pub fn run(ws: &Workspace, args: &GcArgs) -> Result<()> {
 pub fn disk_line(repo: &Repo, rows: &[crate::store::ResultRow]) -> String {
     let state_dir = repo.state_dir();
     let total = du(&state_dir);
-    let parts: Vec<String> = ["experiments", "cache", "worktrees", "calibration"]
+    let parts: Vec<String> = ["experiments", "trials", "slots", "cache", "worktrees", "calibration"]
         .iter()
         .map(|d| (d, du(&state_dir.join(d))))
         .filter(|(_, s)| *s > 0)

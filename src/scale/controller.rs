@@ -34,6 +34,8 @@ use std::time::{Duration, Instant};
 const JOURNAL: &str = "scale.json";
 /// Where a trial's candidate commit is kept until it is merged or parked.
 pub const TRIAL_REF_PREFIX: &str = "refs/ratchet/trials/";
+/// In a recorded trial's run directory: the id of the experiment it was recorded as.
+pub const RECORDED_AS: &str = "experiment";
 
 /// A trial the controller submitted (or is about to) and has not recorded yet.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -224,6 +226,11 @@ fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>) 
         done.push(h.engine_id.clone());
     }
     Ok(done)
+}
+
+/// The trial ids a parallel sweep's journal still tracks (their run directories are in use).
+pub fn journaled_trials(state_dir: &Path) -> Vec<String> {
+    Journal::load(state_dir).map(|j| j.trials.iter().map(|t| t.spec.id.clone()).collect()).unwrap_or_default()
 }
 
 /// What a parallel sweep's journal holds that recovery acts on (`ratchet status`): trials
@@ -886,6 +893,8 @@ fn finish_recording(repo: &Repo, store: &Store, j: &mut Journal, rec: &Recording
                 r.experiment = id.clone();
                 store.append_run(&r)?;
             }
+            // Which experiment the trial's run directory belongs to, for `ratchet gc`'s retention.
+            let _ = crate::fsutil::write_atomic(&d.join(RECORDED_AS), id.as_bytes());
         }
         crate::fault::point("scale-before-append");
         store.append_row(row)?;
