@@ -22,7 +22,7 @@ use crate::stats::history;
 use crate::stats::sequential::Next;
 use crate::stats::Decision;
 use crate::store::{ResultRow, State, Status, Store};
-use crate::sweep::hypothesis::{self, Hypothesis, Plan};
+use crate::sweep::hypothesis::{Hypothesis, Plan};
 use crate::sweep::SweepOptions;
 use crate::vcs::{short, Repo};
 use crate::workspace::{Locked, Workspace};
@@ -300,37 +300,20 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
     let started = Instant::now();
     let repo = &ws.repo;
     let root = repo.root().to_path_buf();
-    let paths: Vec<PathBuf> = opts.paths.iter().map(|p| if p.is_absolute() { p.clone() } else { root.join(p) }).collect();
-    let hyps = hypothesis::collect(&root, &paths)?;
-    let (branch, _) = repo.check_safe()?;
-    let cfg = ws.config()?;
-    repo.ensure_excludes()?;
-    let state_dir = ws.state_dir.clone();
-    std::fs::create_dir_all(&state_dir).with_path(&state_dir)?;
-    crate::sweep::recover(ws, fx)?;
     // Trials of a controller that died: those without a result are cancelled through the engine
     // that ran them (a cluster's too), then forgotten.
-    for what in recover_with(repo, &ws.store, Some(engine))? {
-        fx.emit(Event::Recovered { what });
-    }
+    let queue = crate::sweep::open_queue(ws, opts, fx, |fx| {
+        for what in recover_with(repo, &ws.store, Some(&mut *engine))? {
+            fx.emit(Event::Recovered { what });
+        }
+        Ok(())
+    })?;
+    let crate::sweep::Queue { hyps, branch, cfg, done } = &queue;
+    let state_dir = ws.state_dir.clone();
     let mut j = Journal::load(&state_dir)?;
-    let dirty = repo.changes()?;
-    if !dirty.is_empty() {
-        return Err(Error::repo(format!(
-            "the working tree has changes ({}), but a sweep's hypotheses must be the only change",
-            dirty.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
-        ))
-        .hint("commit them (git commit -am ...) or stash them (git stash -u), then start the sweep again"));
-    }
     let python_dir = crate::pyhelper::install(&state_dir)?;
-    crate::bench::infra::preflight(&cfg, &root, &state_dir, &python_dir)?;
+    crate::bench::infra::preflight(cfg, &root, &state_dir, &python_dir)?;
 
-    let rows = ws.store.rows()?;
-    let done: HashMap<String, u64> = rows
-        .iter()
-        .filter(|r| !r.hypothesis.is_empty() && crate::sweep::is_finished(r.status))
-        .map(|r| (r.hypothesis.clone(), r.id))
-        .collect();
     // Journaled trials of hypotheses recorded since, or no longer queued, are dropped.
     let keys: HashMap<String, usize> = hyps.iter().enumerate().map(|(i, h)| (h.key(), i)).collect();
     let stale_entries: Vec<String> = j
@@ -346,15 +329,8 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
         }
         j.save(&state_dir)?;
     }
-    let todo = hyps.iter().filter(|h| !done.contains_key(&h.key())).count();
-    fx.emit(Event::SweepStarted {
-        branch: branch.clone(),
-        hypotheses: hyps.len(),
-        already_done: hyps.len() - todo,
-        to_run: todo,
-        max_wall_s: opts.max_wall.map(|w| w.as_secs_f64()),
-        max_runs: opts.max_runs,
-    });
+    let todo = queue.todo();
+    queue.announce(opts, fx);
     for (i, h) in hyps.iter().enumerate() {
         if let Some(id) = done.get(&h.key()) {
             fx.emit(Event::HypothesisDone { index: i, total: hyps.len(), name: h.name.clone(), id: *id });
@@ -362,11 +338,11 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
     }
     let mut c = Controller {
         ws,
-        cfg: &cfg,
+        cfg,
         opts,
-        hyps: &hyps,
+        hyps,
         keys,
-        branch,
+        branch: branch.clone(),
         state_dir: state_dir.clone(),
         config_path: ws.config_path(),
         exe: worker_exe()?,

@@ -131,9 +131,43 @@ pub use crate::units::fmt_duration;
 /// Moved to [`crate::outcome`].
 pub use crate::outcome::SweepOutcome;
 
-/// Run the sweep in the locked workspace.
-pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Result<SweepOutcome> {
-    let started = Instant::now();
+/// What every sweep starts from, serial or parallel (`scale::controller`): the queue, the
+/// branch, the config and the hypotheses already recorded (by their `<file>@<hash>` key).
+pub(crate) struct Queue {
+    pub hyps: Vec<Hypothesis>,
+    pub branch: String,
+    pub cfg: Config,
+    pub done: std::collections::HashMap<String, u64>,
+}
+
+impl Queue {
+    /// Hypotheses still to run.
+    pub fn todo(&self) -> usize {
+        self.hyps.iter().filter(|h| !self.done.contains_key(&h.key())).count()
+    }
+
+    /// Say what the sweep will do.
+    pub fn announce(&self, opts: &SweepOptions, fx: &mut Effects) {
+        let todo = self.todo();
+        fx.emit(Event::SweepStarted {
+            branch: self.branch.clone(),
+            hypotheses: self.hyps.len(),
+            already_done: self.hyps.len() - todo,
+            to_run: todo,
+            max_wall_s: opts.max_wall.map(|w| w.as_secs_f64()),
+            max_runs: opts.max_runs,
+        });
+    }
+}
+
+/// Open a sweep's queue: the hypothesis files, a safe branch, the config, the recoveries (then
+/// `also`, the caller's own), a clean tree, and what is already recorded.
+pub(crate) fn open_queue(
+    ws: &Locked,
+    opts: &SweepOptions,
+    fx: &mut Effects,
+    also: impl FnOnce(&mut Effects) -> Result<()>,
+) -> Result<Queue> {
     let repo = &ws.repo;
     let root = repo.root().to_path_buf();
     let paths: Vec<PathBuf> = opts.paths.iter().map(|p| if p.is_absolute() { p.clone() } else { root.join(p) }).collect();
@@ -141,9 +175,9 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
     let (branch, _) = repo.check_safe()?;
     let cfg = ws.config()?;
     repo.ensure_excludes()?;
-    let state_dir = ws.state_dir.clone();
-    let store = &ws.store;
+    std::fs::create_dir_all(&ws.state_dir).with_path(&ws.state_dir)?;
     recover(ws, fx)?;
+    also(fx)?;
     let dirty = repo.changes()?;
     if !dirty.is_empty() {
         return Err(Error::repo(format!(
@@ -152,19 +186,25 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
         ))
         .hint("commit them (git commit -am ...) or stash them (git stash -u), then start the sweep again"));
     }
+    let done = ws
+        .store
+        .rows()?
+        .iter()
+        .filter(|r| !r.hypothesis.is_empty() && is_finished(r.status))
+        .map(|r| (r.hypothesis.clone(), r.id))
+        .collect();
+    Ok(Queue { hyps, branch, cfg, done })
+}
 
-    let rows = store.rows()?;
-    let done: std::collections::HashMap<String, u64> =
-        rows.iter().filter(|r| !r.hypothesis.is_empty() && is_finished(r.status)).map(|r| (r.hypothesis.clone(), r.id)).collect();
-    let todo = hyps.iter().filter(|h| !done.contains_key(&h.key())).count();
-    fx.emit(Event::SweepStarted {
-        branch: branch.clone(),
-        hypotheses: hyps.len(),
-        already_done: hyps.len() - todo,
-        to_run: todo,
-        max_wall_s: opts.max_wall.map(|w| w.as_secs_f64()),
-        max_runs: opts.max_runs,
-    });
+/// Run the sweep in the locked workspace.
+pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Result<SweepOutcome> {
+    let started = Instant::now();
+    let state_dir = ws.state_dir.clone();
+    let store = &ws.store;
+    let queue = open_queue(ws, opts, fx, |_| Ok(()))?;
+    queue.announce(opts, fx);
+    let todo = queue.todo();
+    let Queue { hyps, branch, cfg, done } = queue;
     let mut out = SweepOutcome { rows: vec![], already_done: hyps.len() - todo, not_started: 0, stopped_by: None };
     let mut runs_spent: u64 = 0;
     let mut walls: Vec<f64> = vec![];
