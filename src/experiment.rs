@@ -462,10 +462,23 @@ pub fn history_key(cfg: &Config) -> String {
 }
 
 pub(crate) fn drive(
+    s: Session,
+    seq: &Sequential,
+    direction: config::Direction,
+    elasticity: f64,
+) -> Result<(Vec<RunRecord>, Ended, Batches)> {
+    drive_oriented(s, seq, direction, elasticity, false)
+}
+
+/// [`drive`], or with `mirrored` the incumbent's speed-up over the candidate (`ratchet gate`'s
+/// regression test: its "keep" is "the candidate is significantly slower"), which never ends
+/// as a no-op (identical kernels simply show no regression).
+pub(crate) fn drive_oriented(
     mut s: Session,
     seq: &Sequential,
     direction: config::Direction,
     elasticity: f64,
+    mirrored: bool,
 ) -> Result<(Vec<RunRecord>, Ended, Batches)> {
     let (mut main, mut confirm): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
     let ended = 'measure: loop {
@@ -485,10 +498,11 @@ pub(crate) fn drive(
                 Err(stop) => break 'measure Ended::Stopped(stop),
             };
             let (inc, cand) = (&s.records[a], &s.records[b]);
-            let pair = [(inc.value.unwrap_or(f64::NAN), cand.value.unwrap_or(f64::NAN))];
+            let (x, y) = (inc.value.unwrap_or(f64::NAN), cand.value.unwrap_or(f64::NAN));
+            let pair = [if mirrored { (y, x) } else { (x, y) }];
             // In speed-up terms: the procedure's unit whatever the metric.
             v.extend(crate::stats::log_ratios(&pair, direction).into_iter().map(|x| x / elasticity));
-            if phase == Phase::Main && i == 0 {
+            if phase == Phase::Main && i == 0 && !mirrored {
                 if let Some(why) = same_hlo(inc, cand) {
                     break 'measure Ended::NoOp(why);
                 }

@@ -237,14 +237,7 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
         labels.push(EmptyElement::at((x, axis.to(v))) + Text::new(text, (dx, dy), ("sans-serif", 12).into_font().color(&KEEP)));
     }
     chart.draw_series(labels).map_err(e)?;
-    chart
-        .configure_series_labels()
-        .position(if lower_better { SeriesLabelPosition::LowerLeft } else { SeriesLabelPosition::UpperLeft })
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(e)?;
+    draw_legend(&mut chart, if lower_better { SeriesLabelPosition::LowerLeft } else { SeriesLabelPosition::UpperLeft })?;
     Ok(())
 }
 
@@ -401,14 +394,7 @@ fn roofline<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, night: &Night) ->
     chart
         .draw_series(labels.into_iter().map(|(x, y, text)| EmptyElement::at((x, y)) + Text::new(text, (9, -17), ("sans-serif", 13))))
         .map_err(e)?;
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(e)?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
 
@@ -559,14 +545,7 @@ fn ops_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, row: &ResultRow,
         .map_err(e)?
         .label("candidate")
         .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], c.filled()));
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(e)?;
+    draw_legend(&mut chart, SeriesLabelPosition::LowerRight)?;
     Ok(())
 }
 
@@ -751,14 +730,7 @@ fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRec
                 + Text::new(text, (dx, -22), ("sans-serif", 13).into_font().color(&color))])
             .map_err(e)?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK.mix(0.3))
-        .label_font(("sans-serif", 13))
-        .draw()
-        .map_err(e)?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     Ok(())
 }
 
@@ -990,6 +962,21 @@ fn inline_svg(o: &mut String, s: &str) {
     let start = s.find("<svg").unwrap_or(0);
     o.push_str(&s[start..]);
     o.push('\n');
+}
+
+/// The legend every chart draws: the series' labels in a white, lightly bordered box at `pos`.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(pos)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

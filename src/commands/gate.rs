@@ -10,8 +10,8 @@ use crate::config::{self, Config};
 use crate::error::{Error, Kind, Result};
 use crate::session::{Checkout, Session, Stop};
 use crate::stats::history;
-use crate::stats::sequential::{incumbent_first, Borrowed, Next, Phase, Sequential};
-use crate::stats::{Decision, Verdict};
+use crate::stats::sequential::{Borrowed, Sequential};
+use crate::stats::Verdict;
 use crate::vcs::{self, short, Repo};
 use crate::workspace::{command_line, Locked, Workspace};
 use serde::Serialize;
@@ -109,7 +109,14 @@ pub fn run(ws: &Locked, args: &GateArgs, exec: &mut dyn Executor, fx: &mut crate
         records: vec![],
     }
     .start(2 * seq.max_measured_pairs());
-    let (records, ended) = drive(session, &seq, cfg.score.direction(), elasticity)?;
+    // The samples are the base's speed-up over the head, so the procedure's "keep" is "the head
+    // is significantly slower by at least the threshold".
+    let (records, ended, _) = crate::experiment::drive_oriented(session, &seq, cfg.score.direction(), elasticity, true)?;
+    let ended = match ended {
+        crate::experiment::Ended::Decided(d) => Ok(d),
+        crate::experiment::Ended::Stopped(stop) => Err(stop),
+        crate::experiment::Ended::NoOp(_) => unreachable!("a mirrored drive never ends as a no-op"),
+    };
     drop(checkouts);
     let d = match ended {
         Ok(d) => d,
@@ -327,41 +334,6 @@ impl Drop for Checkouts<'_> {
             let _ = std::fs::remove_dir_all(path);
         }
     }
-}
-
-/// Measure until the procedure decides: its samples are the base's speed-up over the head, so
-/// its "keep" is "the head is significantly slower by at least the threshold".
-fn drive(
-    mut s: Session,
-    seq: &Sequential,
-    direction: config::Direction,
-    elasticity: f64,
-) -> Result<(Vec<RunRecord>, std::result::Result<Decision, Stop>)> {
-    let (mut main, mut confirm): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
-    let ended = 'measure: loop {
-        let (phase, pairs) = match seq.next(&main, &confirm) {
-            Next::Done(d) => break Ok(d),
-            Next::Measure { phase, pairs } => (phase, pairs),
-        };
-        for _ in 0..pairs {
-            let v = if phase == Phase::Main { &mut main } else { &mut confirm };
-            let i = v.len();
-            let label = match phase {
-                Phase::Main => format!("pair {}", i + 1),
-                Phase::Confirm => format!("confirmation pair {}", i + 1),
-            };
-            let (a, b) = match s.pair(incumbent_first(phase, i), &label)? {
-                Ok(ab) => ab,
-                Err(stop) => break 'measure Err(stop),
-            };
-            let (base, head) = (&s.records[a], &s.records[b]);
-            // (head, base) in the (incumbent, candidate) slots: positive = the base is better.
-            let pair = [(head.value.unwrap_or(f64::NAN), base.value.unwrap_or(f64::NAN))];
-            v.extend(crate::stats::log_ratios(&pair, direction).into_iter().map(|x| x / elasticity));
-        }
-    };
-    s.finish();
-    Ok((s.records, ended))
 }
 
 fn markdown(r: &GateReport) -> String {
