@@ -15,23 +15,6 @@ fn jax_available() -> bool {
     Command::new("python3").args(["-c", "import jax"]).output().map(|o| o.status.success()).unwrap_or(false)
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name();
-        if name == "__pycache__" || name == ".ratchet" || name == "profile_data" {
-            continue;
-        }
-        let (src, dst) = (entry.path(), to.join(&name));
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
 /// Apply a literal edit the way an experiments/*.toml `[[edit]]` does.
 fn edit(path: &Path, find: &str, replace: &str) {
     let text = std::fs::read_to_string(path).unwrap();
@@ -50,7 +33,7 @@ fn real_jax_example_keeps_the_better_and_reverts_the_worse() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let t = support::TestRepo::empty();
     std::fs::copy(root.join("ratchet.toml"), t.path().join("ratchet.toml")).unwrap();
-    copy_dir(&root.join("examples/flash_attention"), &t.path().join("examples/flash_attention"));
+    support::copy_example(&root.join("examples/flash_attention"), &t.path().join("examples/flash_attention"));
     t.write(".gitignore", "__pycache__/\n");
     t.git(&["add", "-A"]);
     t.git(&["commit", "-q", "-m", "FlashAttention example: baseline"]);

@@ -17,18 +17,6 @@ const ESCAPE: &str = r#"setsid env -i sh -c '(sleep 300 </dev/null >/dev/null 2>
 while [ ! -s "$PIDF" ]; do sleep 0.02; done
 "#;
 
-fn read_pid(p: &Path) -> i32 {
-    support::wait_for(p);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(pid) = std::fs::read_to_string(p).unwrap_or_default().trim().parse() {
-            return pid;
-        }
-        assert!(Instant::now() < deadline, "{} stays empty", p.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// Whether `pid` left the run's containment the way the test means it to: another session, no
 /// token in its environment.
 fn assert_escaped(pid: i32) {
@@ -74,13 +62,13 @@ fn an_escaped_grandchild_dies_with_its_run_its_timeout_and_its_cancel() {
     let pidf = d.path().join("after-exit.pid");
     let out = ProcessExecutor.run(&spec(&format!("{ESCAPE}exit 0"), d.path(), &pidf, Duration::from_secs(30))).unwrap();
     assert_eq!(out.exit, Exit::Code(0));
-    let pid = read_pid(&pidf);
+    let pid = support::read_pid(&pidf);
     assert!(gone(pid), "the escapee {pid} survived its run's end");
 
     let pidf = d.path().join("timeout.pid");
     let out = ProcessExecutor.run(&spec(&format!("{check}; sleep 300"), d.path(), &pidf, Duration::from_millis(1500))).unwrap();
     assert_eq!(out.exit, Exit::Timeout);
-    let pid = read_pid(&pidf);
+    let pid = support::read_pid(&pidf);
     assert!(gone(pid), "the escapee {pid} survived the timeout");
 
     let pidf = d.path().join("cancel.pid");
@@ -89,7 +77,7 @@ fn an_escaped_grandchild_dies_with_its_run_its_timeout_and_its_cancel() {
     let watcher = {
         let pidf = pidf.clone();
         std::thread::spawn(move || {
-            let pid = read_pid(&pidf);
+            let pid = support::read_pid(&pidf);
             assert_escaped(pid);
             cancel.cancel();
             pid
@@ -119,10 +107,10 @@ fn concurrent_runs_in_one_process_kill_only_their_own_processes() {
         std::thread::spawn(move || ProcessExecutor.run(&s).unwrap())
     };
     // A escapes too, and ends while B's escapee runs.
-    let b_pid = read_pid(&pb);
+    let b_pid = support::read_pid(&pb);
     let out = ProcessExecutor.run(&spec(&format!("{ESCAPE}exit 0"), d.path(), &pa, Duration::from_secs(60))).unwrap();
     assert_eq!(out.exit, Exit::Code(0));
-    let a_pid = read_pid(&pa);
+    let a_pid = support::read_pid(&pa);
     assert!(gone(a_pid), "run A's escapee {a_pid} survived run A");
     assert!(alive(b_pid), "run A's clean-up killed run B's process {b_pid}");
     std::fs::write(&a_done, "").unwrap();
@@ -184,7 +172,7 @@ fn wait_limited(child: &mut std::process::Child, limit: Duration) -> Option<i32>
 fn ctrl_c_kills_an_escaped_grandchild() {
     let t = repo();
     let mut child = spawn(&t, &[]);
-    let pid = read_pid(&t.path().join("escapee.pid"));
+    let pid = support::read_pid(&t.path().join("escapee.pid"));
     assert_escaped(pid);
     // SAFETY: signalling the ratchet this test started.
     unsafe {
@@ -206,7 +194,7 @@ fn recovery_kills_an_escaped_grandchild_of_a_dead_ratchet() {
         t.write("kernel.py", "BQ = 1\n");
         let env: Vec<(&str, &str)> = fault.map(|f| ("RATCHET_FAULT", f)).into_iter().collect();
         let mut child = spawn(&t, &env);
-        let pid = read_pid(&t.path().join("escapee.pid"));
+        let pid = support::read_pid(&t.path().join("escapee.pid"));
         if fault.is_none() {
             child.kill().unwrap();
         }

@@ -6,7 +6,6 @@
 mod support;
 
 use std::os::unix::process::CommandExt;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::TestRepo;
@@ -46,18 +45,6 @@ fn wait_limited(child: &mut std::process::Child, limit: Duration) -> i32 {
 
 fn alive(pid: i32) -> bool {
     ratchet::bench::executor::alive(pid)
-}
-
-fn read_pid(p: &Path) -> i32 {
-    support::wait_for(p);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(pid) = std::fs::read_to_string(p).unwrap_or_default().trim().parse() {
-            return pid;
-        }
-        assert!(Instant::now() < deadline, "{} stays empty", p.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -134,7 +121,7 @@ fn ctrl_c_sighup_and_timeouts_kill_daemonised_processes_too() {
         let base = t.head();
         t.write("mode.txt", "daemon\n");
         let mut child = spawn(&t, &["experiment: daemon"], &[]);
-        let pid = read_pid(&t.path().join("daemon.pid"));
+        let pid = support::read_pid(&t.path().join("daemon.pid"));
         assert!(alive(pid));
         signal(&child, sig);
         assert_eq!(wait_limited(&mut child, Duration::from_secs(30)), 130, "{name}");
@@ -147,7 +134,7 @@ fn ctrl_c_sighup_and_timeouts_kill_daemonised_processes_too() {
     t.write("mode.txt", "daemon\n");
     t.ratchet().arg("experiment: daemon").assert().success();
     assert_eq!(t.rows()[0]["status"], "timeout");
-    let pid = read_pid(&t.path().join("daemon.pid"));
+    let pid = support::read_pid(&t.path().join("daemon.pid"));
     assert!(!alive(pid), "the daemon {pid} survived the timeout");
 }
 
@@ -161,7 +148,7 @@ fn recovery_kills_what_a_dead_ratchet_left_even_before_it_knew_the_pid() {
     t.write("kernel.py", "BQ = 1\n");
     let mut child = spawn(&t, &["experiment: x"], &[("RATCHET_FAULT", "after-spawn")]);
     assert_eq!(wait_limited(&mut child, Duration::from_secs(30)), -1, "ratchet killed itself");
-    let (daemon, leader) = (read_pid(&t.path().join("daemon.pid")), read_pid(&t.path().join("leader.pid")));
+    let (daemon, leader) = (support::read_pid(&t.path().join("daemon.pid")), support::read_pid(&t.path().join("leader.pid")));
     assert!(alive(daemon) && alive(leader));
     t.ratchet().arg("recover").assert().success();
     std::thread::sleep(Duration::from_millis(100));

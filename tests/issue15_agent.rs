@@ -68,23 +68,6 @@ fn the_driver_keeps_a_better_block_size_and_logs_every_idea() {
     assert_eq!(t.read(".ratchet/agent-ideas.jsonl").lines().count(), 4);
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name();
-        if name == "__pycache__" || name == ".ratchet" || name == "profile_data" {
-            continue;
-        }
-        let (src, dst) = (entry.path(), to.join(&name));
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&src, &dst);
-        } else {
-            std::fs::copy(&src, &dst).unwrap();
-        }
-    }
-}
-
 /// The driver on the real example kernel (Pallas FlashAttention, JAX on CPU in interpret mode),
 /// with a small budget (3 pairs, no confirmation, 3 iterations) so that it takes about a minute.
 #[test]
@@ -102,7 +85,7 @@ fn the_driver_runs_the_real_example_kernel_on_cpu() {
         "[benchmark]\ncommand = \"python3 examples/flash_attention/prepare.py\"\ntimeout_s = 300\nwarmup = 1\niters = 3\nprofile_iters = 1\n\
          [hardware]\npreset = \"cpu\"\n[decision]\nmin_pairs = 3\nmax_pairs = 3\nconfirm = false\n",
     );
-    copy_dir(&root.join("examples/flash_attention"), &t.path().join("examples/flash_attention"));
+    support::copy_example(&root.join("examples/flash_attention"), &t.path().join("examples/flash_attention"));
     t.write(".gitignore", "__pycache__/\n");
     t.git(&["add", "-A"]);
     t.git(&["commit", "-q", "-m", "FlashAttention example: baseline"]);

@@ -138,3 +138,36 @@ impl TestRepo {
         std::fs::read_to_string(p).unwrap_or_default().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
     }
 }
+
+/// Copy an example directory (the real kernel's files) into a test repo, without Python caches,
+/// ratchet's state or profiler output.
+pub fn copy_example(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "__pycache__" || name == ".ratchet" || name == "profile_data" {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(&name));
+        if entry.file_type().unwrap().is_dir() {
+            copy_example(&src, &dst);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// The pid a benchmark wrote into `p`, once the file has one (up to 30 s for the file, 10 s more
+/// for its content).
+pub fn read_pid(p: &Path) -> i32 {
+    wait_for(p);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        if let Ok(pid) = std::fs::read_to_string(p).unwrap_or_default().trim().parse() {
+            return pid;
+        }
+        assert!(std::time::Instant::now() < deadline, "{} stays empty", p.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
