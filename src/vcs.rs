@@ -11,6 +11,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+mod walk;
+mod watch;
+
 /// ratchet's own directories in the user's repo: never committed, never touched by keep/revert.
 pub const STATE_DIR: &str = ".ratchet";
 pub const RESULTS_DIR: &str = "results";
@@ -73,18 +76,52 @@ pub fn normalise_rel(p: &str) -> std::result::Result<String, String> {
     Ok(parts.join("/"))
 }
 
-/// Paths that differ between two trees (both sides of renames), sorted.
+/// Paths that differ between two trees (both sides of renames), sorted. Subtrees with the same
+/// id are skipped without being read: a one-file change between two commits of a 10,000-file
+/// tree reads only the trees along that path. (libgit2's tree-to-tree diff walks every entry of
+/// both trees, ~8 ms there, and keep and revert need two or three such diffs.)
 pub fn changed_paths(repo: &Repository, old: &Tree, new: &Tree) -> Result<Vec<String>> {
-    let diff = repo.diff_tree_to_tree(Some(old), Some(new), None)?;
-    let mut v: Vec<String> = diff
-        .deltas()
-        .flat_map(|d| [d.old_file().path(), d.new_file().path()])
-        .flatten()
-        .map(|p| p.to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v.dedup();
-    Ok(v)
+    let mut out = vec![];
+    diff_trees(repo, Some(old), Some(new), "", &mut out)?;
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// One side of a tree comparison: an entry's id, mode and whether it is a subtree.
+type Side = (Oid, i32, bool);
+
+fn diff_trees(repo: &Repository, old: Option<&Tree>, new: Option<&Tree>, prefix: &str, out: &mut Vec<String>) -> Result<()> {
+    let side = |t: Option<&Tree>| -> std::collections::BTreeMap<Vec<u8>, Side> {
+        t.map(|t| t.iter().map(|e| (e.name_bytes().to_vec(), (e.id(), e.filemode(), e.kind() == Some(git2::ObjectType::Tree)))).collect())
+            .unwrap_or_default()
+    };
+    let (a, b) = (side(old), side(new));
+    let mut names: Vec<&Vec<u8>> = a.keys().chain(b.keys()).collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let (x, y) = (a.get(name), b.get(name));
+        if x == y {
+            continue;
+        }
+        let path = format!("{prefix}{}", String::from_utf8_lossy(name));
+        let subtree = |s: Option<&Side>| -> Result<Option<Tree<'_>>> {
+            Ok(match s {
+                Some(&(id, _, true)) => Some(repo.find_tree(id)?),
+                _ => None,
+            })
+        };
+        let (tx, ty) = (subtree(x)?, subtree(y)?);
+        // A blob (or gitlink) on either side is a path of its own; subtrees are compared below.
+        if x.is_some_and(|s| !s.2) || y.is_some_and(|s| !s.2) {
+            out.push(path.clone());
+        }
+        if tx.is_some() || ty.is_some() {
+            diff_trees(repo, tx.as_ref(), ty.as_ref(), &format!("{path}/"), out)?;
+        }
+    }
+    Ok(())
 }
 
 /// Check out `paths` of `tree` into `repo`'s work tree and index, overwriting local changes to
@@ -100,6 +137,25 @@ fn checkout_paths(repo: &Repository, tree: &Tree, paths: &[String]) -> Result<()
     }
     repo.checkout_tree(tree.as_object(), Some(&mut co))?;
     Ok(())
+}
+
+/// The entry a full status walk reports for the untracked file `path`: the file itself, or its
+/// topmost ancestor directory that holds no tracked file (`dir/`), as git lists untracked
+/// directories.
+fn untracked_entry(index: &git2::Index, path: &str) -> String {
+    let tracked_dir = |d: &str| {
+        let prefix = format!("{d}/");
+        index.find_prefix(prefix.as_str()).is_ok_and(|i| index.get(i).is_some_and(|e| e.path.starts_with(prefix.as_bytes())))
+    };
+    let mut end = 0;
+    while let Some(i) = path[end..].find('/') {
+        let dir = &path[..end + i];
+        if !tracked_dir(dir) {
+            return format!("{dir}/");
+        }
+        end += i + 1;
+    }
+    path.to_string()
 }
 
 /// What a status walk after the benchmark's runs finds.
@@ -120,7 +176,15 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 pub struct Repo {
     pub repo: Repository,
     root: PathBuf,
+    /// Armed by [`Repo::changes`], read by [`Repo::after_run_scan`].
+    watch: std::cell::RefCell<Option<watch::Watch>>,
+    /// Every status walk reads the whole tree through libgit2 (no stat pass, no watcher).
+    full_scan: std::cell::Cell<bool>,
 }
+
+/// Above this many paths to settle, libgit2 walks the whole tree instead (e.g. after every file
+/// was touched, when it must re-hash them anyway).
+const MAX_SUSPECTS: usize = 2000;
 
 /// The first 8 hex digits of a commit id, as messages show it.
 pub fn short(sha: &str) -> &str {
@@ -142,11 +206,18 @@ impl Repo {
         })?;
         let root = repo.workdir().ok_or_else(|| Error::repo("the repository is bare; ratchet needs a working tree"))?.to_path_buf();
         let root = root.canonicalize().unwrap_or(root);
-        Ok(Repo { repo, root })
+        Ok(Repo { repo, root, watch: Default::default(), full_scan: std::cell::Cell::new(!watch::enabled()) })
     }
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Make every status walk read the whole tree through libgit2, as `RATCHET_FULL_SCAN=1`
+    /// does (the reference the stat pass and the watcher are tested and timed against).
+    #[doc(hidden)]
+    pub fn set_full_scan(&self, on: bool) {
+        self.full_scan.set(on);
     }
 
     pub fn state_dir(&self) -> PathBuf {
@@ -371,26 +442,120 @@ impl Repo {
 
     /// Paths with changes that would go into a hypothesis commit (tracked changes and untracked,
     /// not ignored files), ratchet's own directories and the sparse-checkout's absent files left
-    /// out. One status walk.
+    /// out. One pass over the work tree (see [`Repo::survey`]), and it arms the watcher that
+    /// [`Repo::after_run_scan`] reads.
     pub fn changes(&self) -> Result<Vec<String>> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(true).include_ignored(false).exclude_submodules(true);
+        if let Some(paths) = self.survey()? {
+            if paths.is_empty() {
+                return Ok(vec![]);
+            }
+            opts.disable_pathspec_match(true);
+            for p in &paths {
+                opts.pathspec(p);
+            }
+        }
         self.status_paths(&mut opts, |_| true)
     }
 
-    /// After the benchmark ran, in one status walk: the untracked entries it wrote (a new
-    /// directory is one entry, `dir/`) and the tracked files edited meanwhile.
+    /// The paths a status walk has to look at: from one parallel stat pass over the work tree
+    /// (`walk::survey`), plus the paths staged in the index. Arms the watcher on every directory
+    /// that can hold a hypothesis's file (watched before it is read). `None`: let libgit2 walk
+    /// the whole tree (the pass could not vouch for its answer, or too much changed).
+    fn survey(&self) -> Result<Option<Vec<String>>> {
+        *self.watch.borrow_mut() = None;
+        if self.full_scan.get() {
+            return Ok(None);
+        }
+        let Ok(head) = self.repo.head().and_then(|h| h.peel_to_tree()) else { return Ok(None) };
+        let mut index = self.repo.index()?;
+        index.read(false)?;
+        let Some(found) = walk::survey(&self.repo, &index, &self.root, &[STATE_DIR, RESULTS_DIR], watch::Watch::new()) else {
+            return Ok(None);
+        };
+        let mut paths = found.suspects;
+        if paths.len() > MAX_SUSPECTS {
+            return Ok(None);
+        }
+        // Staged changes: the work tree matches the index there, so only HEAD's tree tells.
+        let staged = self.repo.diff_tree_to_index(Some(&head), Some(&index), None)?;
+        paths.extend(
+            staged.deltas().flat_map(|d| [d.old_file().path(), d.new_file().path()]).flatten().map(|p| p.to_string_lossy().into_owned()),
+        );
+        paths.sort();
+        paths.dedup();
+        let mut watch = found.watch;
+        if let Some(w) = watch.as_mut() {
+            // Untracked directories that are not ignored (empty, or holding ignored files only):
+            // a file the benchmark writes there must be seen too.
+            for d in &found.untracked_dirs {
+                self.watch_untracked(w, d.trim_end_matches('/'));
+            }
+        }
+        *self.watch.borrow_mut() = watch;
+        Ok(Some(paths))
+    }
+
+    /// Watch the untracked directory `rel` and the directories below it, unless ignored (git
+    /// lists nothing under an ignored directory) or a nested repository of its own.
+    fn watch_untracked(&self, w: &mut watch::Watch, rel: &str) {
+        if self.repo.is_path_ignored(format!("{rel}/")).unwrap_or(false) || self.root.join(rel).join(".git").exists() {
+            return;
+        }
+        w.add(&self.root, rel);
+        let Ok(entries) = std::fs::read_dir(self.root.join(rel)) else { return };
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                self.watch_untracked(w, &format!("{rel}/{}", e.file_name().to_string_lossy()));
+            }
+        }
+    }
+
+    /// After the benchmark ran: the untracked entries it wrote (a new directory is one entry,
+    /// `dir/`) and the tracked files edited meanwhile. When the watcher armed by
+    /// [`Repo::changes`] saw everything, git is asked about the paths that changed only;
+    /// otherwise one status walk of the whole tree.
     pub fn after_run_scan(&self) -> Result<AfterRun> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(false).include_ignored(false).exclude_submodules(true);
-        let statuses = self.statuses(&mut opts)?;
+        let watched = self.watch.borrow_mut().take().and_then(|w| w.changed());
         let mut out = AfterRun::default();
-        for s in statuses.iter() {
-            let Some(p) = s.path().filter(|p| !is_ratchet_path(p)) else { continue };
-            if s.status().is_wt_new() {
-                out.untracked.push(p.to_string());
-            } else if !s.status().is_ignored() {
-                out.edited.push(p.to_string());
+        if let Some(changed) = watched {
+            let changed: Vec<&String> = changed.iter().filter(|p| !is_ratchet_path(p) && !p.split('/').any(|c| c == ".git")).collect();
+            if changed.is_empty() {
+                return Ok(out);
+            }
+            opts.recurse_untracked_dirs(true).disable_pathspec_match(true);
+            for p in changed {
+                opts.pathspec(p);
+                // A directory now, or gone (maybe a directory whose tracked files went with it):
+                // what is below it too.
+                if std::fs::symlink_metadata(self.root.join(p)).map_or(true, |m| m.is_dir()) {
+                    opts.pathspec(format!("{p}/"));
+                }
+            }
+            let statuses = self.statuses(&mut opts)?;
+            let index = self.repo.index()?;
+            for s in statuses.iter() {
+                let Some(p) = s.path().filter(|p| !is_ratchet_path(p)) else { continue };
+                if s.status().is_wt_new() {
+                    out.untracked.push(untracked_entry(&index, p));
+                } else if !s.status().is_ignored() {
+                    out.edited.push(p.to_string());
+                }
+            }
+            out.untracked.sort();
+            out.untracked.dedup();
+        } else {
+            let statuses = self.statuses(&mut opts)?;
+            for s in statuses.iter() {
+                let Some(p) = s.path().filter(|p| !is_ratchet_path(p)) else { continue };
+                if s.status().is_wt_new() {
+                    out.untracked.push(p.to_string());
+                } else if !s.status().is_ignored() {
+                    out.edited.push(p.to_string());
+                }
             }
         }
         // A sparse checkout's absent files are not edits (see `status_paths`).

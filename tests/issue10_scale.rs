@@ -42,3 +42,203 @@ fn a_status_walk_refreshes_the_stat_cache_of_touched_files() {
     assert_eq!(repo.changes().unwrap(), vec!["kernel.py".to_string()]);
     assert_eq!(index_mtime(t.path(), "kernel.py").1, id);
 }
+
+/// Tree of `files` (path -> (content, mode)) built in `repo`; a path that a longer one uses as a
+/// directory is dropped (a tree cannot hold both).
+fn tree_of(repo: &git2::Repository, files: &std::collections::BTreeMap<String, (u8, u8)>) -> git2::Oid {
+    use git2::FileMode;
+    let empty = repo.treebuilder(None).unwrap().write().unwrap();
+    let mut b = git2::build::TreeUpdateBuilder::new();
+    for (p, &(content, mode)) in files {
+        if files.keys().any(|q| q.starts_with(&format!("{p}/"))) {
+            continue;
+        }
+        let mode = [FileMode::Blob, FileMode::BlobExecutable, FileMode::Link, FileMode::Commit][mode as usize % 4];
+        let id = match mode {
+            FileMode::Commit => git2::Oid::from_bytes(&[content.max(1); 20]).unwrap(),
+            _ => repo.blob(&[content]).unwrap(),
+        };
+        b.upsert(p.as_str(), id, mode);
+    }
+    b.create_updated(repo, &repo.find_tree(empty).unwrap()).unwrap()
+}
+
+fn arb_files() -> impl proptest::strategy::Strategy<Value = std::collections::BTreeMap<String, (u8, u8)>> {
+    use proptest::prelude::*;
+    let name = prop::sample::select(vec!["a", "b", "c"]);
+    let path = prop::collection::vec(name, 1..4).prop_map(|v| v.join("/"));
+    prop::collection::btree_map(path, (0u8..3, 0u8..4), 0..12)
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(120))]
+    /// The pruning tree diff behind keep and revert finds exactly the paths libgit2's full
+    /// tree-to-tree diff finds: content, mode, symlink and gitlink changes, additions, deletions,
+    /// and a file turning into a directory or back.
+    #[test]
+    fn changed_paths_matches_libgit2s_diff(old in arb_files(), new in arb_files()) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init_bare(dir.path()).unwrap();
+        let (a, b) = (repo.find_tree(tree_of(&repo, &old)).unwrap(), repo.find_tree(tree_of(&repo, &new)).unwrap());
+        let diff = repo.diff_tree_to_tree(Some(&a), Some(&b), None).unwrap();
+        let mut want: Vec<String> = diff
+            .deltas()
+            .flat_map(|d| [d.old_file().path(), d.new_file().path()])
+            .flatten()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        want.sort();
+        want.dedup();
+        proptest::prop_assert_eq!(ratchet::vcs::changed_paths(&repo, &a, &b).unwrap(), want);
+    }
+}
+
+/// A change made to a work tree while ratchet looks away: the cases the stat pass and the
+/// watcher must see exactly as a whole-tree status walk does.
+#[derive(Debug, Clone)]
+enum Op {
+    Modify(usize, bool),
+    Touch(usize),
+    Chmod(usize),
+    Delete(usize),
+    DeleteDir(usize),
+    Create(usize, u8),
+    CreateIgnored(usize),
+    FileToDir(usize),
+    DirToFile(usize),
+    DirToSymlink(usize),
+    Stage(usize),
+    Rename(usize),
+}
+
+const FILES: [&str; 7] = ["a.txt", "b.sh", "link", "d1/x.txt", "d1/y.txt", "d1/sub/z.txt", "d2/w.txt"];
+const DIRS: [&str; 8] = ["", "d1", "d1/sub", "d2", "empty", "objs", "ign", "fresh"];
+
+fn arb_ops() -> impl proptest::strategy::Strategy<Value = Vec<Op>> {
+    use proptest::prelude::*;
+    let f = 0..FILES.len();
+    let d = 0..DIRS.len();
+    let op = prop_oneof![
+        (f.clone(), any::<bool>()).prop_map(|(i, s)| Op::Modify(i, s)),
+        f.clone().prop_map(Op::Touch),
+        f.clone().prop_map(Op::Chmod),
+        f.clone().prop_map(Op::Delete),
+        d.clone().prop_map(Op::DeleteDir),
+        (d.clone(), 0u8..3).prop_map(|(i, n)| Op::Create(i, n)),
+        d.clone().prop_map(Op::CreateIgnored),
+        f.clone().prop_map(Op::FileToDir),
+        d.clone().prop_map(Op::DirToFile),
+        d.clone().prop_map(Op::DirToSymlink),
+        f.clone().prop_map(Op::Stage),
+        f.prop_map(Op::Rename),
+    ];
+    prop::collection::vec(op, 0..5)
+}
+
+/// A committed tree with a symlink, an executable, nested directories and ignore rules, plus
+/// what lives untracked beside it: an empty directory, one holding ignored files only, an
+/// ignored directory, an ignored file among tracked ones.
+fn scan_repo() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git").args(args).current_dir(d).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    for (p, text) in [
+        ("a.txt", "a\n"),
+        ("b.sh", "echo b\n"),
+        ("d1/x.txt", "x\n"),
+        ("d1/y.txt", "y\n"),
+        ("d1/sub/z.txt", "z\n"),
+        ("d2/w.txt", "w\n"),
+        (".gitignore", "*.o\nign/\n"),
+    ] {
+        std::fs::create_dir_all(d.join(p).parent().unwrap()).unwrap();
+        std::fs::write(d.join(p), text).unwrap();
+    }
+    std::fs::set_permissions(d.join("b.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink("a.txt", d.join("link")).unwrap();
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", "-A"]);
+    git(&["-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "base"]);
+    std::fs::create_dir_all(d.join("empty")).unwrap();
+    std::fs::create_dir_all(d.join("objs")).unwrap();
+    std::fs::write(d.join("objs/k.o"), "k").unwrap();
+    std::fs::create_dir_all(d.join("ign")).unwrap();
+    std::fs::write(d.join("ign/q.txt"), "q").unwrap();
+    std::fs::write(d.join("d1/m.o"), "m").unwrap();
+    tmp
+}
+
+fn apply(d: &std::path::Path, ops: &[Op]) {
+    use std::fs;
+    let git = |args: &[&str]| {
+        let _ = std::process::Command::new("git").args(args).current_dir(d).output();
+    };
+    for op in ops {
+        let _ = match op {
+            Op::Modify(i, same) => fs::write(d.join(FILES[*i]), if *same { "Q\n" } else { "a longer text\n" }),
+            Op::Touch(i) => fs::File::options()
+                .write(true)
+                .open(d.join(FILES[*i]))
+                .and_then(|f| f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))),
+            Op::Chmod(i) => fs::set_permissions(d.join(FILES[*i]), std::os::unix::fs::PermissionsExt::from_mode(0o700)),
+            Op::Delete(i) => fs::remove_file(d.join(FILES[*i])),
+            Op::DeleteDir(i) if !DIRS[*i].is_empty() => fs::remove_dir_all(d.join(DIRS[*i])),
+            Op::DeleteDir(_) => Ok(()),
+            Op::Create(i, n) => {
+                fs::create_dir_all(d.join(DIRS[*i])).and_then(|_| fs::write(d.join(DIRS[*i]).join(format!("new{n}.txt")), "n\n"))
+            }
+            Op::CreateIgnored(i) => fs::create_dir_all(d.join(DIRS[*i])).and_then(|_| fs::write(d.join(DIRS[*i]).join("gen.o"), "o")),
+            Op::FileToDir(i) => fs::remove_file(d.join(FILES[*i]))
+                .and_then(|_| fs::create_dir(d.join(FILES[*i])))
+                .and_then(|_| fs::write(d.join(FILES[*i]).join("inner.txt"), "i\n")),
+            Op::DirToFile(i) if !DIRS[*i].is_empty() => {
+                fs::remove_dir_all(d.join(DIRS[*i])).and_then(|_| fs::write(d.join(DIRS[*i]), "f\n"))
+            }
+            Op::DirToSymlink(i) if !DIRS[*i].is_empty() && d.join("d2").is_dir() => {
+                fs::remove_dir_all(d.join(DIRS[*i])).and_then(|_| std::os::unix::fs::symlink(d.join("d2"), d.join(DIRS[*i])))
+            }
+            Op::DirToFile(_) | Op::DirToSymlink(_) => Ok(()),
+            Op::Stage(i) => fs::write(d.join(FILES[*i]), "staged\n").map(|_| git(&["add", "--", FILES[*i]])),
+            Op::Rename(i) => fs::rename(d.join(FILES[*i]), d.join(format!("{}.moved", FILES[*i]))),
+        };
+    }
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+    /// The stat pass (with libgit2 settling only the paths it cannot) finds exactly the
+    /// hypothesis a whole-tree status walk finds, whatever was changed.
+    #[test]
+    fn the_stat_pass_finds_what_a_full_walk_finds(ops in arb_ops()) {
+        let tmp = scan_repo();
+        apply(tmp.path(), &ops);
+        let fast = ratchet::vcs::Repo::discover(tmp.path()).unwrap();
+        let full = ratchet::vcs::Repo::discover(tmp.path()).unwrap();
+        full.set_full_scan(true);
+        let got = sorted(fast.changes().unwrap());
+        proptest::prop_assert_eq!(got, sorted(full.changes().unwrap()));
+    }
+
+    /// After the runs, the watcher armed by the walk before the commit sees every untracked
+    /// entry and every edit that a whole-tree walk sees.
+    #[test]
+    fn the_watcher_sees_what_a_full_walk_after_the_runs_sees(ops in arb_ops()) {
+        let tmp = scan_repo();
+        let fast = ratchet::vcs::Repo::discover(tmp.path()).unwrap();
+        proptest::prop_assert_eq!(fast.changes().unwrap(), Vec::<String>::new());
+        apply(tmp.path(), &ops);
+        let full = ratchet::vcs::Repo::discover(tmp.path()).unwrap();
+        full.set_full_scan(true);
+        let (a, b) = (fast.after_run_scan().unwrap(), full.after_run_scan().unwrap());
+        proptest::prop_assert_eq!(sorted(a.untracked), sorted(b.untracked));
+        proptest::prop_assert_eq!(sorted(a.edited), sorted(b.edited));
+    }
+}

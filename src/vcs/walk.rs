@@ -1,0 +1,255 @@
+//! One pass over the work tree, in parallel threads, that settles by stat data alone what a
+//! status walk settles the same way: every tracked file whose stat data match its index entry is
+//! unchanged (git's own rule, racy entries excepted), and every name a directory holds that the
+//! index does not is a candidate. Only the paths it cannot settle go to libgit2's status,
+//! limited to them, which gives the exact answer. It arms the work-tree watcher on the way.
+
+use super::watch::Watch;
+use git2::{Index, Repository};
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// Index entry flags. Source: libgit2 include/git2/index.h (`GIT_INDEX_ENTRY_VALID`,
+/// `GIT_INDEX_ENTRY_STAGEMASK`/`STAGESHIFT`, and the extended `INTENT_TO_ADD`, `SKIP_WORKTREE`).
+const ASSUME_VALID: u16 = 0x8000;
+const STAGE_MASK: u16 = 0x3000;
+const INTENT_TO_ADD: u16 = 1 << 13;
+const SKIP_WORKTREE: u16 = 1 << 14;
+/// File modes of index entries (git's object modes).
+const MODE_TYPE: u32 = 0o170000;
+const MODE_LINK: u32 = 0o120000;
+const MODE_GITLINK: u32 = 0o160000;
+
+/// Below this many tracked files one thread is as fast as two.
+const PARALLEL_FROM: usize = 2000;
+
+/// What the pass found.
+pub struct Survey {
+    /// Paths libgit2 must settle: tracked files whose stat data differ from the index (or are
+    /// racily clean, conflicted, intent-to-add, or outside a sparse cone yet present), and
+    /// names in the work tree the index does not hold (a directory as `dir/`).
+    pub suspects: Vec<String>,
+    /// Untracked directories found (`dir/`): to be watched when they are not ignored.
+    pub untracked_dirs: Vec<String>,
+    /// Watches on every tracked directory, added before the directory was read.
+    pub watch: Option<Watch>,
+}
+
+/// The stat data of one tracked file, as the index recorded it.
+struct Tracked {
+    name: CString,
+    mode: u32,
+    size: u32,
+    mtime: (i32, u32),
+    ctime: (i32, u32),
+    ino: u32,
+    /// Settled by libgit2 whatever the stat data say.
+    suspect: bool,
+    sparse: bool,
+}
+
+/// A directory holding tracked files: its entries and the names it holds in the index
+/// (files and subdirectories).
+#[derive(Default)]
+struct Dir {
+    files: Vec<(String, Tracked)>,
+    names: HashSet<Vec<u8>>,
+}
+
+/// Survey the work tree of `repo` (rooted at `root`) against `index`; `skip` says which
+/// top-level names are not the work tree's (ratchet's own directories). With `watch`, every
+/// tracked directory is watched before it is read. `None` when a tracked directory is no longer
+/// a directory (a symbolic link or a file in its place): the caller walks the tree with libgit2.
+pub fn survey(repo: &Repository, index: &Index, root: &Path, skip: &[&str], watch: Option<Watch>) -> Option<Survey> {
+    let filemode = repo.config().and_then(|c| c.get_bool("core.filemode")).unwrap_or(true);
+    // An entry changed within the index file's own timestamp may be racily clean (git's rule).
+    let index_mtime = std::fs::metadata(repo.path().join("index"))
+        .ok()
+        .map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.mtime() as i32, m.mtime_nsec() as u32)
+        })
+        .unwrap_or((i32::MAX, 0));
+    let mut dirs: BTreeMap<String, Dir> = BTreeMap::new();
+    dirs.entry(String::new()).or_default();
+    let mut gitlinks: HashSet<String> = HashSet::new();
+    for e in index.iter() {
+        let path = String::from_utf8_lossy(&e.path).into_owned();
+        let (parent, name) = match path.rfind('/') {
+            Some(i) => (path[..i].to_string(), path[i + 1..].to_string()),
+            None => (String::new(), path.clone()),
+        };
+        // Every ancestor directory is a tracked directory, named in its own parent.
+        let mut p = parent.as_str();
+        while !p.is_empty() {
+            let (up, last) = match p.rfind('/') {
+                Some(i) => (&p[..i], &p[i + 1..]),
+                None => ("", p),
+            };
+            dirs.entry(p.to_string()).or_default();
+            if !dirs.entry(up.to_string()).or_default().names.insert(last.as_bytes().to_vec()) {
+                break;
+            }
+            p = up;
+        }
+        let dir = dirs.entry(parent).or_default();
+        dir.names.insert(name.as_bytes().to_vec());
+        if e.mode & MODE_TYPE == MODE_GITLINK {
+            // Submodules are not part of a hypothesis (the status walks exclude them).
+            gitlinks.insert(path);
+            continue;
+        }
+        let mtime = (e.mtime.seconds(), e.mtime.nanoseconds());
+        let racy = mtime >= index_mtime;
+        let sparse = e.flags_extended & SKIP_WORKTREE != 0;
+        let suspect = racy || e.flags & (STAGE_MASK | ASSUME_VALID) != 0 || e.flags_extended & INTENT_TO_ADD != 0;
+        let Ok(cname) = CString::new(name.as_bytes()) else { continue };
+        dir.files.push((
+            path,
+            Tracked {
+                name: cname,
+                mode: e.mode,
+                size: e.file_size,
+                mtime,
+                ctime: (e.ctime.seconds(), e.ctime.nanoseconds()),
+                ino: e.ino,
+                suspect,
+                sparse,
+            },
+        ));
+    }
+    // A gitlink's directory is the submodule's own work tree, not ours to read.
+    for g in &gitlinks {
+        dirs.remove(g);
+    }
+
+    let mut watch = watch;
+    if let Some(w) = watch.as_mut() {
+        for d in dirs.keys() {
+            w.add(root, d);
+        }
+    }
+
+    let work: Vec<(&String, &Dir)> = dirs.iter().collect();
+    let files: usize = work.iter().map(|(_, d)| d.files.len()).sum();
+    let threads = if files < PARALLEL_FROM { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4) };
+    // Contiguous shares of about equal numbers of files (sorted paths keep a directory's
+    // neighbours together).
+    let mut shares: Vec<Vec<(&String, &Dir)>> = vec![vec![]; threads];
+    let per = files.div_ceil(threads).max(1);
+    let mut acc = 0;
+    for item in work {
+        let k = (acc / per).min(threads - 1);
+        acc += item.1.files.len().max(1);
+        shares[k].push(item);
+    }
+    let results: Vec<Option<(Vec<String>, Vec<String>)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = shares.into_iter().map(|share| s.spawn(move || read_share(root, &share, skip, filemode))).collect();
+        handles.into_iter().map(|h| h.join().ok().flatten()).collect()
+    });
+    let mut suspects = vec![];
+    let mut untracked_dirs = vec![];
+    for r in results {
+        let (s, u) = r?;
+        suspects.extend(s);
+        untracked_dirs.extend(u);
+    }
+    suspects.sort();
+    untracked_dirs.sort();
+    Some(Survey { suspects, untracked_dirs, watch })
+}
+
+/// One thread's share: lstat each tracked file against its entry, read each directory for
+/// names the index does not hold. Returns (suspects, untracked directories), or `None` when a
+/// tracked directory is something else now.
+fn read_share(root: &Path, share: &[(&String, &Dir)], skip: &[&str], filemode: bool) -> Option<(Vec<String>, Vec<String>)> {
+    let mut suspects = vec![];
+    let mut untracked_dirs = vec![];
+    for (rel, dir) in share {
+        let full = if rel.is_empty() { root.to_path_buf() } else { root.join(rel.as_str()) };
+        // A tracked directory is opened without following a symbolic link in its place (its
+        // ancestors are tracked directories too, each checked the same way).
+        let fd = open_dir(&full, !rel.is_empty());
+        if fd < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT) {
+            return None;
+        }
+        for (path, t) in &dir.files {
+            if !settled(fd, t, filemode) {
+                suspects.push(path.clone());
+            }
+        }
+        if fd >= 0 {
+            // SAFETY: fd came from open(2) above and is closed once.
+            unsafe { libc::close(fd) };
+        }
+        let Ok(entries) = std::fs::read_dir(&full) else { continue };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let bytes = name.as_bytes();
+            if bytes == b".git" || dir.names.contains(bytes) {
+                continue;
+            }
+            let name = name.to_string_lossy();
+            if rel.is_empty() && skip.iter().any(|s| *s == name) {
+                continue;
+            }
+            let path = if rel.is_empty() { name.into_owned() } else { format!("{rel}/{name}") };
+            let is_dir = match e.file_type() {
+                Ok(t) => t.is_dir(),
+                Err(_) => std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_dir()),
+            };
+            if is_dir {
+                suspects.push(format!("{path}/"));
+                untracked_dirs.push(format!("{path}/"));
+            } else {
+                suspects.push(path);
+            }
+        }
+    }
+    Some((suspects, untracked_dirs))
+}
+
+/// An `O_PATH` descriptor of a directory (for `fstatat` relative to it), or -1 with errno set;
+/// with `nofollow`, a symbolic link in its place fails.
+fn open_dir(path: &Path, nofollow: bool) -> i32 {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else { return -1 };
+    let flags = libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC | if nofollow { libc::O_NOFOLLOW } else { 0 };
+    // SAFETY: c is a valid NUL-terminated path.
+    unsafe { libc::open(c.as_ptr(), flags) }
+}
+
+/// Whether a tracked file is unchanged by its stat data: it exists (or is absent on purpose,
+/// outside a sparse cone), has the type, exec bit, size, mtime, ctime and inode the index
+/// recorded. Anything else, or any doubt, leaves it to libgit2.
+fn settled(dirfd: i32, t: &Tracked, filemode: bool) -> bool {
+    if t.suspect {
+        return false;
+    }
+    if dirfd < 0 {
+        return t.sparse;
+    }
+    // SAFETY: st is plain data filled by fstatat; the name is NUL-terminated.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::fstatat(dirfd, t.name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    if rc != 0 {
+        return t.sparse;
+    }
+    if t.sparse {
+        return false;
+    }
+    let kind = st.st_mode & libc::S_IFMT;
+    let want_link = t.mode & MODE_TYPE == MODE_LINK;
+    if want_link != (kind == libc::S_IFLNK) || (!want_link && kind != libc::S_IFREG) {
+        return false;
+    }
+    if filemode && !want_link && ((t.mode & 0o100 != 0) != (st.st_mode & 0o100 != 0)) {
+        return false;
+    }
+    // The index keeps 32-bit truncations of these (git's on-disk format).
+    st.st_size as u32 == t.size
+        && (st.st_mtime as i32, st.st_mtime_nsec as u32) == t.mtime
+        && (st.st_ctime as i32, st.st_ctime_nsec as u32) == t.ctime
+        && st.st_ino as u32 == t.ino
+}

@@ -1,0 +1,101 @@
+//! Watches the work tree's directories with inotify from the status walk before the commit until
+//! the check after the runs, so that check asks git about the paths that changed instead of
+//! walking every file again. When the watcher cannot vouch for having seen everything (no
+//! inotify, the watch limit, a queue overflow), the caller walks the whole tree as before.
+
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask};
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+
+/// Everything that changes a directory's entries or a file's content, mode or identity. Writes
+/// through a shared memory mapping raise no inotify event; no benchmark harness writes the
+/// repository's tracked files that way, and `RATCHET_FULL_SCAN=1` turns the watcher off.
+fn mask() -> WatchMask {
+    WatchMask::CREATE
+        | WatchMask::DELETE
+        | WatchMask::MODIFY
+        | WatchMask::CLOSE_WRITE
+        | WatchMask::ATTRIB
+        | WatchMask::MOVED_FROM
+        | WatchMask::MOVED_TO
+        | WatchMask::DELETE_SELF
+        | WatchMask::MOVE_SELF
+        | WatchMask::ONLYDIR
+        | WatchMask::DONT_FOLLOW
+        | WatchMask::EXCL_UNLINK
+}
+
+/// Whether the watcher may stand in for the second walk (off with `RATCHET_FULL_SCAN=1`).
+pub fn enabled() -> bool {
+    std::env::var_os("RATCHET_FULL_SCAN").map_or(true, |v| v.is_empty() || v == "0")
+}
+
+/// An inotify instance with a watch on directories of the work tree, each named by its path
+/// relative to the root (`""` for the root itself).
+pub struct Watch {
+    inotify: Inotify,
+    dirs: HashMap<WatchDescriptor, String>,
+    /// A watch could not be added: the watcher has not seen everything.
+    broken: bool,
+}
+
+impl Watch {
+    pub fn new() -> Option<Watch> {
+        Some(Watch { inotify: Inotify::init().ok()?, dirs: HashMap::new(), broken: false })
+    }
+
+    /// Watch `rel` (a directory under `root`); a failure (the watch limit, the directory gone)
+    /// makes the watcher unusable rather than silently blind there.
+    pub fn add(&mut self, root: &Path, rel: &str) {
+        let full = if rel.is_empty() { root.to_path_buf() } else { root.join(rel) };
+        match self.inotify.watches().add(&full, mask()) {
+            Ok(wd) => {
+                self.dirs.insert(wd, rel.to_string());
+            }
+            Err(_) => self.broken = true,
+        }
+    }
+
+    /// The paths (relative to the root) that saw any change since their directory was watched,
+    /// sorted; `None` when the watcher cannot vouch for having seen every change (a watch was
+    /// not added, or the kernel's event queue overflowed).
+    pub fn changed(mut self) -> Option<BTreeSet<String>> {
+        if self.broken {
+            return None;
+        }
+        let mut out = BTreeSet::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let events = match self.inotify.read_events(&mut buf) {
+                Ok(e) => e,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(_) => return None,
+            };
+            for e in events {
+                if e.mask.contains(EventMask::Q_OVERFLOW) {
+                    return None;
+                }
+                if e.mask.contains(EventMask::IGNORED) {
+                    continue;
+                }
+                let Some(dir) = self.dirs.get(&e.wd) else { continue };
+                let path = match e.name {
+                    Some(name) => {
+                        let name = name.to_string_lossy();
+                        if dir.is_empty() {
+                            name.into_owned()
+                        } else {
+                            format!("{dir}/{name}")
+                        }
+                    }
+                    // The watched directory itself was deleted or moved.
+                    None => dir.clone(),
+                };
+                if !path.is_empty() {
+                    out.insert(path);
+                }
+            }
+        }
+        Some(out)
+    }
+}
