@@ -1,7 +1,8 @@
 //! ratchet's git work at repository scale: builds a repository of 10,000 files (about 100 MB) in
 //! a temporary directory, then times the git steps of experiments that are kept and reverted
-//! (ratchet's own, through `ratchet::vcs`) beside the git command line doing the same steps on
-//! the same repository. Each step is reported as wall time and CPU time (user + system, of this
+//! (ratchet's own, through `ratchet::vcs`: as it works by default, with one stat pass and a
+//! watcher, and with two whole-tree libgit2 status walks as `RATCHET_FULL_SCAN=1` makes it)
+//! beside the git command line doing the same steps on the same repository. Each step is reported as wall time and CPU time (user + system, of this
 //! process and of the git processes it waited for): on a shared machine the wall time carries
 //! other jobs' load, the CPU time much less of it. Figures go to docs/git.md.
 //!
@@ -96,6 +97,47 @@ struct Steps {
     revert: Vec<(f64, f64)>,
 }
 
+impl Steps {
+    /// One experiment's (walk, commit, after-run, keep-or-revert) times.
+    fn push(&mut self, r: [(f64, f64); 4], keep: bool) {
+        self.walk.push(r[0]);
+        self.commit.push(r[1]);
+        self.scan.push(r[2]);
+        if keep {
+            self.keep.push(r[3])
+        } else {
+            self.revert.push(r[3])
+        }
+    }
+}
+
+/// ratchet's git steps of one experiment whose hypothesis is one changed file, kept or
+/// reverted: (status walk, walk + commit, check after the runs, keep or revert).
+fn ratchet_round(repo: &Repo, dir: &Path, n: u64, keep: bool) -> [(f64, f64); 4] {
+    std::fs::write(dir.join("kernel.py"), format!("BQ = {}\n", 128 + n)).unwrap();
+    let incumbent = repo.head_oid().unwrap();
+    let t = Clock::start();
+    let changes = repo.changes().unwrap();
+    let c_walk = t.read();
+    assert_eq!(changes, vec!["kernel.py".to_string()]);
+    let cand = repo.commit_hypothesis(&format!("experiment {n}"), &changes, false).unwrap();
+    let c_commit = t.read();
+    let t = Clock::start();
+    let scan = repo.after_run_scan().unwrap();
+    assert!(scan.untracked.is_empty() && scan.edited.is_empty());
+    let c_scan = t.read();
+    let t = Clock::start();
+    if keep {
+        // The incumbent checkout follows the new incumbent along the changed paths.
+        repo.incumbent_worktree(cand).unwrap();
+    } else {
+        let tip = repo.snapshot_paths("edits", &scan.edited).unwrap().unwrap_or(cand);
+        repo.mark_discarded(&format!("bench-{n}"), tip).unwrap();
+        repo.revert_to(incumbent, tip).unwrap();
+    }
+    [c_walk, c_commit, c_scan, t.read()]
+}
+
 /// Medians of the wall and of the CPU times.
 fn med(v: &[(f64, f64)]) -> (f64, f64) {
     let (mut w, mut c): (Vec<f64>, Vec<f64>) = v.iter().copied().unzip();
@@ -143,43 +185,20 @@ fn main() {
     git(&dir, &["worktree", "add", "-q", "--detach", ".cli/incumbent", &head.to_string()]);
     let first_wt_cli = ms(t);
 
-    let (mut ours, mut cli) = (Steps::default(), Steps::default());
+    let (mut ours, mut full, mut cli) = (Steps::default(), Steps::default(), Steps::default());
     let mut n = 0u64;
     for round in 0..rounds {
         for keep in [true, false] {
-            n += 1;
-            // ratchet: the hypothesis is one changed file.
-            std::fs::write(dir.join("kernel.py"), format!("BQ = {}\n", 128 + n)).unwrap();
-            let incumbent = repo.head_oid().unwrap();
-            let t = Clock::start();
-            let changes = repo.changes().unwrap();
-            let c_walk = t.read();
-            let cand = repo.commit_hypothesis(&format!("experiment {n}"), &changes, false).unwrap();
-            let c_commit = t.read();
-            let t = Clock::start();
-            let scan = repo.after_run_scan().unwrap();
-            assert!(scan.untracked.is_empty() && scan.edited.is_empty());
-            let c_scan = t.read();
-            let t = Clock::start();
-            if keep {
-                // The incumbent checkout follows the new incumbent along the changed paths.
-                repo.incumbent_worktree(cand).unwrap();
-            } else {
-                let tip = repo.snapshot_paths("edits", &scan.edited).unwrap().unwrap_or(cand);
-                repo.mark_discarded(&format!("bench-{n}"), tip).unwrap();
-                repo.revert_to(incumbent, tip).unwrap();
-            }
-            let c_end = t.read();
-            if round > 0 {
-                ours.walk.push(c_walk);
-                ours.commit.push(c_commit);
-                ours.scan.push(c_scan);
-                if keep {
-                    ours.keep.push(c_end)
-                } else {
-                    ours.revert.push(c_end)
+            // ratchet, both ways: the hypothesis is one changed file.
+            for (mode, steps) in [(true, &mut full), (false, &mut ours)] {
+                repo.set_full_scan(mode);
+                n += 1;
+                let r = ratchet_round(&repo, &dir, n, keep);
+                if round > 0 {
+                    steps.push(r, keep);
                 }
             }
+            repo.set_full_scan(false);
 
             // The git command line, the same steps.
             std::fs::write(dir.join("kernel.py"), format!("BQ = {}\n", 128 + n + 1000)).unwrap();
@@ -240,25 +259,26 @@ fn main() {
         floor.push(t.read());
     }
     let floor = med(&floor);
-    let row = |name: &str, o: (f64, f64), g: Option<(f64, f64)>| match g {
-        Some(g) => println!("{name:<56} {:>8.1} {:>8.1} {:>8.1} {:>8.1}", o.0, o.1, g.0, g.1),
-        None => println!("{name:<56} {:>8.1} {:>8.1}", o.0, o.1),
+    let row = |name: &str, f: Option<(f64, f64)>, o: (f64, f64), g: Option<(f64, f64)>| {
+        let cell = |v: Option<(f64, f64)>| v.map_or(format!("{:>8} {:>8}", "", ""), |v| format!("{:>8.1} {:>8.1}", v.0, v.1));
+        println!("{name:<44} {} {} {}", cell(f), cell(Some(o)), cell(g));
     };
-    let (ow, gw) = (med(&ours.walk), med(&cli.walk));
-    let (oc, os, ok, or) = (med(&ours.commit), med(&ours.scan), med(&ours.keep), med(&ours.revert));
-    let (gc, gs, gk, gr) = (med(&cli.commit), med(&cli.scan), med(&cli.keep), med(&cli.revert));
-    println!("\nmedian of {} keeps and {} reverts (first round dropped), ms", rounds - 1, rounds - 1);
-    println!("{:<56} {:>8} {:>8} {:>8} {:>8}", "step", "ratchet", "cpu", "git CLI", "cpu");
-    row("lstat of every file (the floor under a status walk)", floor, None);
-    row("  of which the status walk", ow, Some(gw));
-    row("commit the hypothesis (status walk + commit)", oc, Some(gc));
-    row("after the runs: what the benchmark wrote (status walk)", os, Some(gs));
-    row("keep: move the incumbent checkout (worktree checkout)", ok, Some(gk));
-    row("revert: park ref, back to the incumbent", or, Some(gr));
-    row("git work per keep (total)", add(add(oc, os), ok), Some(add(add(gc, gs), gk)));
-    row("git work per revert (total)", add(add(oc, os), or), Some(add(add(gc, gs), gr)));
-    row("status walk, every file touched: 1st walk", stale[0], Some(stale[2]));
-    row("status walk, every file touched: 2nd walk", stale[1], Some(stale[3]));
+    let m = |s: &Steps| (med(&s.walk), med(&s.commit), med(&s.scan), med(&s.keep), med(&s.revert));
+    let (fw, fc, fs, fk, fr) = m(&full);
+    let (ow, oc, os, ok, or) = m(&ours);
+    let (gw, gc, gs, gk, gr) = m(&cli);
+    println!("\nmedian of {} keeps and {} reverts each (first round dropped), ms: wall and CPU", rounds - 1, rounds - 1);
+    println!("{:<44} {:>17} {:>17} {:>17}", "", "ratchet, 2 walks", "ratchet", "git CLI");
+    row("lstat of every file (the floor of a walk)", None, floor, None);
+    row("  of which the status walk", Some(fw), ow, Some(gw));
+    row("commit the hypothesis (walk + commit)", Some(fc), oc, Some(gc));
+    row("after the runs: what changed meanwhile", Some(fs), os, Some(gs));
+    row("keep: move the incumbent checkout", Some(fk), ok, Some(gk));
+    row("revert: park ref, back to the incumbent", Some(fr), or, Some(gr));
+    row("git work per keep (total)", Some(add(add(fc, fs), fk)), add(add(oc, os), ok), Some(add(add(gc, gs), gk)));
+    row("git work per revert (total)", Some(add(add(fc, fs), fr)), add(add(oc, os), or), Some(add(add(gc, gs), gr)));
+    row("status walk, every file touched: 1st walk", None, stale[0], Some(stale[2]));
+    row("status walk, every file touched: 2nd walk", None, stale[1], Some(stale[3]));
     println!("{:<56} {:>8.0} {:>8} {:>8.0}", "first incumbent checkout (once per clone), wall", first_wt, "", first_wt_cli);
 }
 

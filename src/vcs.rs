@@ -158,6 +158,53 @@ fn untracked_entry(index: &git2::Index, path: &str) -> String {
     path.to_string()
 }
 
+/// Check out `paths` of `tree` into the incumbent checkout `repo` (the paths that differ from the
+/// tree it holds), without reading or writing its index: reading and rewriting 10,000 entries
+/// cost more than the move itself, and nothing in ratchet reads that index (a full checkout,
+/// after a killed move, rewrites it). With an empty in-memory index standing in, libgit2 sees
+/// the old files as untracked and never deletes them, so what the new tree no longer holds at a
+/// path (a deleted file, a file that became a directory) is removed here first.
+fn move_paths(repo: &Repository, tree: &Tree, paths: &[String]) -> Result<()> {
+    let Some(workdir) = repo.workdir().map(Path::to_path_buf) else { return Ok(()) };
+    let mut blobs = vec![];
+    for p in paths {
+        if tree.get_path(Path::new(p)).is_ok_and(|e| e.kind() != Some(git2::ObjectType::Tree)) {
+            blobs.push(p);
+        }
+        // The old file goes first, whatever replaces it: libgit2 would write a new file through
+        // an old symbolic link. Never through a symbolic link among its parents.
+        let full = workdir.join(p);
+        let via_link = full
+            .ancestors()
+            .skip(1)
+            .take_while(|a| *a != workdir)
+            .any(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()));
+        if via_link || !std::fs::symlink_metadata(&full).is_ok_and(|m| !m.is_dir()) {
+            continue;
+        }
+        std::fs::remove_file(&full)?;
+        // Directories the old tree's files leave empty go with them, as a checkout does.
+        let mut dir = full.parent();
+        while let Some(d) = dir.filter(|d| *d != workdir) {
+            if std::fs::remove_dir(d).is_err() {
+                break;
+            }
+            dir = d.parent();
+        }
+    }
+    if blobs.is_empty() {
+        return Ok(());
+    }
+    repo.set_index(&mut git2::Index::new()?)?;
+    let mut co = CheckoutBuilder::new();
+    co.force().remove_untracked(false).disable_pathspec_match(true).update_index(false).refresh(false);
+    for p in blobs {
+        co.path(p.as_str());
+    }
+    repo.checkout_tree(tree.as_object(), Some(&mut co))?;
+    Ok(())
+}
+
 /// What a status walk after the benchmark's runs finds.
 #[derive(Debug, Clone, Default)]
 pub struct AfterRun {
@@ -794,7 +841,7 @@ impl Repo {
                 Some(old) => {
                     // Recorded first: a kill mid-move makes the next call check out everything.
                     std::fs::write(&marker, commit.to_string())?;
-                    checkout_paths(&wt_repo, &target, &changed_paths(&wt_repo, &old, &target)?)?;
+                    move_paths(&wt_repo, &target, &changed_paths(&wt_repo, &old, &target)?)?;
                 }
                 None => {
                     let mut co = CheckoutBuilder::new();

@@ -56,7 +56,7 @@ fn tree_of(repo: &git2::Repository, files: &std::collections::BTreeMap<String, (
         let mode = [FileMode::Blob, FileMode::BlobExecutable, FileMode::Link, FileMode::Commit][mode as usize % 4];
         let id = match mode {
             FileMode::Commit => git2::Oid::from_bytes(&[content.max(1); 20]).unwrap(),
-            _ => repo.blob(&[content]).unwrap(),
+            _ => repo.blob(&[b'p' + content]).unwrap(),
         };
         b.upsert(p.as_str(), id, mode);
     }
@@ -240,5 +240,72 @@ proptest::proptest! {
         let (a, b) = (fast.after_run_scan().unwrap(), full.after_run_scan().unwrap());
         proptest::prop_assert_eq!(sorted(a.untracked), sorted(b.untracked));
         proptest::prop_assert_eq!(sorted(a.edited), sorted(b.edited));
+    }
+}
+
+/// What a directory holds, as (path, content or link target, executable), `.git` left out.
+fn listing(root: &std::path::Path) -> Vec<(String, Vec<u8>, bool)> {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<(String, Vec<u8>, bool)>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if rel == ".git" {
+                continue;
+            }
+            let md = std::fs::symlink_metadata(&p).unwrap();
+            if md.file_type().is_symlink() {
+                out.push((rel, std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes(), false));
+            } else if md.is_dir() {
+                walk(root, &p, out);
+            } else {
+                use std::os::unix::fs::PermissionsExt;
+                out.push((rel, std::fs::read(&p).unwrap(), md.permissions().mode() & 0o100 != 0));
+            }
+        }
+    }
+    let mut out = vec![];
+    walk(root, root, &mut out);
+    out.sort();
+    out
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(40))]
+    /// The incumbent checkout moved along the changed paths holds exactly the new incumbent's
+    /// tree: contents, symlinks, executable bits, and nothing left of the old one.
+    #[test]
+    fn the_incumbent_checkout_moves_to_exactly_the_new_tree(first in arb_files(), second in arb_files()) {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        let repo = git2::Repository::init(d).unwrap();
+        let sig = git2::Signature::now("t", "t@e").unwrap();
+        // Gitlinks need a submodule set-up; the other modes are what a kernel repository holds.
+        let plain = |f: &std::collections::BTreeMap<String, (u8, u8)>| f.iter().map(|(k, &(c, m))| (k.clone(), (c, m % 3))).collect();
+        let (first, second) = (plain(&first), plain(&second));
+        let t1 = repo.find_tree(tree_of(&repo, &first)).unwrap();
+        let c1 = repo.commit(Some("HEAD"), &sig, &sig, "one", &t1, &[]).unwrap();
+        let t2 = repo.find_tree(tree_of(&repo, &second)).unwrap();
+        let c2 = repo.commit(None, &sig, &sig, "two", &t2, &[&repo.find_commit(c1).unwrap()]).unwrap();
+        let ours = ratchet::vcs::Repo::discover(d).unwrap();
+        let wt = ours.incumbent_worktree(c1).unwrap();
+        // What the tree holds, written out by hand.
+        let expect = |tree: &git2::Tree| {
+            let mut out = vec![];
+            tree.walk(git2::TreeWalkMode::PreOrder, |dir, e| {
+                if e.kind() == Some(git2::ObjectType::Blob) {
+                    let blob = repo.find_blob(e.id()).unwrap();
+                    let mode = e.filemode();
+                    let exec = mode == i32::from(git2::FileMode::BlobExecutable);
+                    out.push((format!("{dir}{}", e.name().unwrap()), blob.content().to_vec(), exec));
+                }
+                git2::TreeWalkResult::Ok
+            })
+            .unwrap();
+            out.sort();
+            out
+        };
+        proptest::prop_assert_eq!(listing(&wt), expect(&t1));
+        ours.incumbent_worktree(c2).unwrap();
+        proptest::prop_assert_eq!(listing(&wt), expect(&t2));
     }
 }

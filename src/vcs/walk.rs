@@ -6,7 +6,7 @@
 
 use super::watch::Watch;
 use git2::{Index, Repository};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -38,8 +38,10 @@ pub struct Survey {
 }
 
 /// The stat data of one tracked file, as the index recorded it.
-struct Tracked {
-    name: CString,
+struct Tracked<'a> {
+    path: &'a str,
+    /// Where its name starts in `path`.
+    name_at: usize,
     mode: u32,
     size: u32,
     mtime: (i32, u32),
@@ -50,18 +52,17 @@ struct Tracked {
     sparse: bool,
 }
 
-/// A directory holding tracked files: its entries and the names it holds in the index
-/// (files and subdirectories).
-#[derive(Default)]
-struct Dir {
-    files: Vec<(String, Tracked)>,
-    names: HashSet<Vec<u8>>,
+/// A directory holding tracked files (`""` is the root) and those files.
+struct Dir<'a> {
+    rel: &'a str,
+    files: Vec<Tracked<'a>>,
 }
 
 /// Survey the work tree of `repo` (rooted at `root`) against `index`; `skip` says which
 /// top-level names are not the work tree's (ratchet's own directories). With `watch`, every
 /// tracked directory is watched before it is read. `None` when a tracked directory is no longer
-/// a directory (a symbolic link or a file in its place): the caller walks the tree with libgit2.
+/// a directory (a symbolic link or a file in its place) or a path is not UTF-8: the caller walks
+/// the tree with libgit2.
 pub fn survey(repo: &Repository, index: &Index, root: &Path, skip: &[&str], watch: Option<Watch>) -> Option<Survey> {
     let filemode = repo.config().and_then(|c| c.get_bool("core.filemode")).unwrap_or(true);
     // An entry changed within the index file's own timestamp may be racily clean (git's rule).
@@ -72,81 +73,97 @@ pub fn survey(repo: &Repository, index: &Index, root: &Path, skip: &[&str], watc
             (m.mtime() as i32, m.mtime_nsec() as u32)
         })
         .unwrap_or((i32::MAX, 0));
-    let mut dirs: BTreeMap<String, Dir> = BTreeMap::new();
-    dirs.entry(String::new()).or_default();
-    let mut gitlinks: HashSet<String> = HashSet::new();
-    for e in index.iter() {
-        let path = String::from_utf8_lossy(&e.path).into_owned();
-        let (parent, name) = match path.rfind('/') {
-            Some(i) => (path[..i].to_string(), path[i + 1..].to_string()),
-            None => (String::new(), path.clone()),
-        };
-        // Every ancestor directory is a tracked directory, named in its own parent.
-        let mut p = parent.as_str();
-        while !p.is_empty() {
-            let (up, last) = match p.rfind('/') {
-                Some(i) => (&p[..i], &p[i + 1..]),
-                None => ("", p),
+    let entries: Vec<git2::IndexEntry> = index.iter().collect();
+    let mut paths: Vec<&str> = Vec::with_capacity(entries.len());
+    for e in &entries {
+        paths.push(std::str::from_utf8(&e.path).ok()?);
+    }
+    // Every tracked path, and every directory above one (slices of the paths, no copies).
+    let mut tracked: HashSet<&str> = HashSet::with_capacity(paths.len() * 2);
+    let mut dir_of: HashMap<&str, usize> = HashMap::new();
+    let mut dirs: Vec<Dir> = vec![Dir { rel: "", files: vec![] }];
+    dir_of.insert("", 0);
+    let mut last: (&str, usize) = ("", 0);
+    for (e, path) in entries.iter().zip(&paths) {
+        let path: &str = path;
+        tracked.insert(path);
+        let name_at = path.rfind('/').map_or(0, |i| i + 1);
+        let parent = &path[..name_at.saturating_sub(1)];
+        let d = if parent == last.0 {
+            last.1
+        } else {
+            let d = match dir_of.get(parent) {
+                Some(&d) => d,
+                None => {
+                    // A new directory: it and the directories above it are tracked.
+                    let mut up = parent;
+                    while !up.is_empty() && tracked.insert(up) {
+                        up = &up[..up.rfind('/').unwrap_or(0)];
+                    }
+                    dirs.push(Dir { rel: parent, files: vec![] });
+                    dir_of.insert(parent, dirs.len() - 1);
+                    dirs.len() - 1
+                }
             };
-            dirs.entry(p.to_string()).or_default();
-            if !dirs.entry(up.to_string()).or_default().names.insert(last.as_bytes().to_vec()) {
-                break;
-            }
-            p = up;
-        }
-        let dir = dirs.entry(parent).or_default();
-        dir.names.insert(name.as_bytes().to_vec());
+            last = (parent, d);
+            d
+        };
         if e.mode & MODE_TYPE == MODE_GITLINK {
-            // Submodules are not part of a hypothesis (the status walks exclude them).
-            gitlinks.insert(path);
+            // Submodules are not part of a hypothesis (the status walks exclude them); a
+            // gitlink's directory is the submodule's own work tree, not read here.
             continue;
         }
         let mtime = (e.mtime.seconds(), e.mtime.nanoseconds());
         let racy = mtime >= index_mtime;
-        let sparse = e.flags_extended & SKIP_WORKTREE != 0;
         let suspect = racy || e.flags & (STAGE_MASK | ASSUME_VALID) != 0 || e.flags_extended & INTENT_TO_ADD != 0;
-        let Ok(cname) = CString::new(name.as_bytes()) else { continue };
-        dir.files.push((
+        dirs[d].files.push(Tracked {
             path,
-            Tracked {
-                name: cname,
-                mode: e.mode,
-                size: e.file_size,
-                mtime,
-                ctime: (e.ctime.seconds(), e.ctime.nanoseconds()),
-                ino: e.ino,
-                suspect,
-                sparse,
-            },
-        ));
+            name_at,
+            mode: e.mode,
+            size: e.file_size,
+            mtime,
+            ctime: (e.ctime.seconds(), e.ctime.nanoseconds()),
+            ino: e.ino,
+            suspect,
+            sparse: e.flags_extended & SKIP_WORKTREE != 0,
+        });
     }
-    // A gitlink's directory is the submodule's own work tree, not ours to read.
-    for g in &gitlinks {
-        dirs.remove(g);
+    // Directories that hold tracked files only below them (no files of their own) are read too.
+    let mut seen: HashSet<&str> = dirs.iter().map(|d| d.rel).collect();
+    for path in &paths {
+        let mut up = &path[..path.rfind('/').unwrap_or(0)];
+        while !up.is_empty() {
+            up = &up[..up.rfind('/').unwrap_or(0)];
+            if !seen.insert(up) {
+                break;
+            }
+            dirs.push(Dir { rel: up, files: vec![] });
+        }
     }
+    dirs.sort_by(|a, b| a.rel.cmp(b.rel));
 
     let mut watch = watch;
     if let Some(w) = watch.as_mut() {
-        for d in dirs.keys() {
-            w.add(root, d);
+        for d in &dirs {
+            w.add(root, d.rel);
         }
     }
 
-    let work: Vec<(&String, &Dir)> = dirs.iter().collect();
-    let files: usize = work.iter().map(|(_, d)| d.files.len()).sum();
+    let files: usize = dirs.iter().map(|d| d.files.len()).sum();
     let threads = if files < PARALLEL_FROM { 1 } else { std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4) };
     // Contiguous shares of about equal numbers of files (sorted paths keep a directory's
     // neighbours together).
-    let mut shares: Vec<Vec<(&String, &Dir)>> = vec![vec![]; threads];
+    let mut shares: Vec<Vec<&Dir>> = vec![vec![]; threads];
     let per = files.div_ceil(threads).max(1);
     let mut acc = 0;
-    for item in work {
+    for d in &dirs {
         let k = (acc / per).min(threads - 1);
-        acc += item.1.files.len().max(1);
-        shares[k].push(item);
+        acc += d.files.len().max(1);
+        shares[k].push(d);
     }
+    let tracked = &tracked;
     let results: Vec<Option<(Vec<String>, Vec<String>)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = shares.into_iter().map(|share| s.spawn(move || read_share(root, &share, skip, filemode))).collect();
+        let handles: Vec<_> = shares.into_iter().map(|share| s.spawn(move || read_share(root, &share, tracked, skip, filemode))).collect();
         handles.into_iter().map(|h| h.join().ok().flatten()).collect()
     });
     let mut suspects = vec![];
@@ -164,20 +181,26 @@ pub fn survey(repo: &Repository, index: &Index, root: &Path, skip: &[&str], watc
 /// One thread's share: lstat each tracked file against its entry, read each directory for
 /// names the index does not hold. Returns (suspects, untracked directories), or `None` when a
 /// tracked directory is something else now.
-fn read_share(root: &Path, share: &[(&String, &Dir)], skip: &[&str], filemode: bool) -> Option<(Vec<String>, Vec<String>)> {
+fn read_share(root: &Path, share: &[&Dir], tracked: &HashSet<&str>, skip: &[&str], filemode: bool) -> Option<(Vec<String>, Vec<String>)> {
     let mut suspects = vec![];
     let mut untracked_dirs = vec![];
-    for (rel, dir) in share {
-        let full = if rel.is_empty() { root.to_path_buf() } else { root.join(rel.as_str()) };
+    let mut name = Vec::with_capacity(256);
+    let mut path = String::with_capacity(256);
+    for dir in share {
+        let rel = dir.rel;
+        let full = if rel.is_empty() { root.to_path_buf() } else { root.join(rel) };
         // A tracked directory is opened without following a symbolic link in its place (its
         // ancestors are tracked directories too, each checked the same way).
         let fd = open_dir(&full, !rel.is_empty());
         if fd < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::ENOENT) {
             return None;
         }
-        for (path, t) in &dir.files {
-            if !settled(fd, t, filemode) {
-                suspects.push(path.clone());
+        for t in &dir.files {
+            name.clear();
+            name.extend_from_slice(&t.path.as_bytes()[t.name_at..]);
+            name.push(0);
+            if !settled(fd, &name, t, filemode) {
+                suspects.push(t.path.to_string());
             }
         }
         if fd >= 0 {
@@ -186,16 +209,26 @@ fn read_share(root: &Path, share: &[(&String, &Dir)], skip: &[&str], filemode: b
         }
         let Ok(entries) = std::fs::read_dir(&full) else { continue };
         for e in entries.flatten() {
-            let name = e.file_name();
-            let bytes = name.as_bytes();
-            if bytes == b".git" || dir.names.contains(bytes) {
+            let os = e.file_name();
+            if os.as_bytes() == b".git" {
                 continue;
             }
-            let name = name.to_string_lossy();
-            if rel.is_empty() && skip.iter().any(|s| *s == name) {
+            let Some(n) = os.to_str() else {
+                // A name git would list but this pass cannot spell: let libgit2 walk.
+                return None;
+            };
+            if rel.is_empty() && skip.contains(&n) {
                 continue;
             }
-            let path = if rel.is_empty() { name.into_owned() } else { format!("{rel}/{name}") };
+            path.clear();
+            if !rel.is_empty() {
+                path.push_str(rel);
+                path.push('/');
+            }
+            path.push_str(n);
+            if tracked.contains(path.as_str()) {
+                continue;
+            }
             let is_dir = match e.file_type() {
                 Ok(t) => t.is_dir(),
                 Err(_) => std::fs::symlink_metadata(e.path()).is_ok_and(|m| m.is_dir()),
@@ -204,7 +237,7 @@ fn read_share(root: &Path, share: &[(&String, &Dir)], skip: &[&str], filemode: b
                 suspects.push(format!("{path}/"));
                 untracked_dirs.push(format!("{path}/"));
             } else {
-                suspects.push(path);
+                suspects.push(path.clone());
             }
         }
     }
@@ -223,7 +256,7 @@ fn open_dir(path: &Path, nofollow: bool) -> i32 {
 /// Whether a tracked file is unchanged by its stat data: it exists (or is absent on purpose,
 /// outside a sparse cone), has the type, exec bit, size, mtime, ctime and inode the index
 /// recorded. Anything else, or any doubt, leaves it to libgit2.
-fn settled(dirfd: i32, t: &Tracked, filemode: bool) -> bool {
+fn settled(dirfd: i32, name: &[u8], t: &Tracked, filemode: bool) -> bool {
     if t.suspect {
         return false;
     }
@@ -232,7 +265,7 @@ fn settled(dirfd: i32, t: &Tracked, filemode: bool) -> bool {
     }
     // SAFETY: st is plain data filled by fstatat; the name is NUL-terminated.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::fstatat(dirfd, t.name.as_ptr(), &mut st, libc::AT_SYMLINK_NOFOLLOW) };
+    let rc = unsafe { libc::fstatat(dirfd, name.as_ptr() as *const libc::c_char, &mut st, libc::AT_SYMLINK_NOFOLLOW) };
     if rc != 0 {
         return t.sparse;
     }

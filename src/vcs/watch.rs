@@ -33,7 +33,8 @@ pub fn enabled() -> bool {
 /// An inotify instance with a watch on directories of the work tree, each named by its path
 /// relative to the root (`""` for the root itself).
 pub struct Watch {
-    inotify: Inotify,
+    /// Always `Some` until dropped.
+    inotify: Option<Inotify>,
     dirs: HashMap<WatchDescriptor, String>,
     /// A watch could not be added: the watcher has not seen everything.
     broken: bool,
@@ -41,14 +42,15 @@ pub struct Watch {
 
 impl Watch {
     pub fn new() -> Option<Watch> {
-        Some(Watch { inotify: Inotify::init().ok()?, dirs: HashMap::new(), broken: false })
+        Some(Watch { inotify: Some(Inotify::init().ok()?), dirs: HashMap::new(), broken: false })
     }
 
     /// Watch `rel` (a directory under `root`); a failure (the watch limit, the directory gone)
     /// makes the watcher unusable rather than silently blind there.
     pub fn add(&mut self, root: &Path, rel: &str) {
         let full = if rel.is_empty() { root.to_path_buf() } else { root.join(rel) };
-        match self.inotify.watches().add(&full, mask()) {
+        let Some(inotify) = self.inotify.as_ref() else { return };
+        match inotify.watches().add(&full, mask()) {
             Ok(wd) => {
                 self.dirs.insert(wd, rel.to_string());
             }
@@ -63,10 +65,11 @@ impl Watch {
         if self.broken {
             return None;
         }
+        let inotify = self.inotify.as_mut()?;
         let mut out = BTreeSet::new();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
-            let events = match self.inotify.read_events(&mut buf) {
+            let events = match inotify.read_events(&mut buf) {
                 Ok(e) => e,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(_) => return None,
@@ -97,5 +100,16 @@ impl Watch {
             }
         }
         Some(out)
+    }
+}
+
+impl Drop for Watch {
+    /// Closing an inotify descriptor waits for the kernel to retire its watches (an RCU grace
+    /// period, ~10 ms of waiting, no CPU): done on a thread of its own, off the experiment's path.
+    fn drop(&mut self) {
+        if let Some(inotify) = self.inotify.take() {
+            // Should no thread start, the closure (and the descriptor) is dropped right here.
+            let _ = std::thread::Builder::new().name("ratchet-unwatch".into()).spawn(move || drop(inotify));
+        }
     }
 }
