@@ -142,7 +142,7 @@ pub fn survey(repo: &Repository, index: &Index, root: &Path, skip: &[&str], watc
     }
     dirs.sort_by(|a, b| a.rel.cmp(b.rel));
 
-    let mut watch = watch;
+    let mut watch = watch.filter(|_| dirs.len() <= super::watch::budget());
     if let Some(w) = watch.as_mut() {
         for d in &dirs {
             w.add(root, d.rel);

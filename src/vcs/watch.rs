@@ -40,6 +40,13 @@ pub struct Watch {
     broken: bool,
 }
 
+/// How many directories ratchet may watch: a quarter of the user's inotify watches
+/// (`fs.inotify.max_user_watches`, shared with editors and other tools that watch files), so an
+/// experiment never starves them; a larger tree is walked whole after the runs instead.
+pub fn budget() -> usize {
+    std::fs::read_to_string("/proc/sys/fs/inotify/max_user_watches").ok().and_then(|t| t.trim().parse::<usize>().ok()).unwrap_or(8192) / 4
+}
+
 impl Watch {
     pub fn new() -> Option<Watch> {
         Some(Watch { inotify: Some(Inotify::init().ok()?), dirs: HashMap::new(), broken: false })
