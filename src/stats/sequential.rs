@@ -16,12 +16,15 @@
 //! Without history every look is the pairs' own t-test. With a noise scale borrowed from history
 //! ([`Borrowed`], issue 14) a look uses the history's sd pooled with the pairs' own residuals,
 //! times a safety factor, so the first look can come after 2 pairs; a variance guard hands a
-//! look whose pairs are noisier than history to their own t-test (whose critical mean is then
-//! larger, so the guard adds no false keeps), and gross outliers are set aside and replaced. The
-//! confirmation's guard is looser (F level 0.25): a noise jump above the history that the first
-//! phase's 1-3 df missed gets a second, likelier chance to be seen there, where only changes that
-//! already looked promising pay for it. The argument, its assumptions and the measured cost when
-//! they fail are in docs/decisions.md.
+//! look whose pairs are noisier than history to their own t-test (its critical mean never below
+//! the borrowed one, so the guard adds no false keeps), and gross outliers are set aside and
+//! replaced. The guard reads the pairs' log-sums beside their log-ratios (each against its own
+//! history): under independent runs they carry n - 1 more df about the current noise, twice
+//! what the first looks have otherwise. The confirmation's guard is looser (F level 0.25): a
+//! noise jump the first phase missed gets a second, likelier chance to be seen there, where only
+//! changes that already looked promising pay for it; and when the confirmation finds the noise
+//! well above history, the first phase's deciding look must also hold on that scale. The
+//! argument, its assumptions and the measured cost when they fail are in docs/decisions.md.
 
 use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Verdict};
 use serde::{Deserialize, Serialize};
@@ -1165,7 +1168,7 @@ mod tests {
         let Next::Done(dec) = with_sums(0.0).next_runs(&main, &conf, &quiet, &conf_s) else { panic!("decided") };
         assert_eq!(dec.verdict, Verdict::Keep, "{}", dec.reason);
         // With it, the first phase's +5% at 2 pairs does not hold on a 7x scale
-        // (q(0.996, 4 df) x 0.071 / sqrt 2 = 0.28): the confirmation measures on.
+        // (q(0.996, 4 df) x 0.071 / sqrt 2 = 0.25): the confirmation measures on.
         assert_eq!(with_sums(RETEST_GUARD).next_runs(&main, &conf, &quiet, &conf_s), Next::Measure { phase: Phase::Confirm, pairs: 2 });
     }
 
