@@ -909,10 +909,10 @@ pub fn run_pairs_to_decision(seq: &Sequential, mut measure: impl FnMut(Phase, us
 /// The pairs' log-sums in speed-up terms: (ln incumbent + ln candidate) / elasticity, the
 /// sign making a slower session larger whatever the metric's direction (the guard uses only
 /// their spread). `None` where a value is missing or not positive.
-pub fn log_sums(pairs: &[(f64, f64)], direction: crate::config::Direction, elasticity: f64) -> Vec<f64> {
+pub fn log_sums(pairs: &[(f64, f64)], direction: super::Direction, elasticity: f64) -> Vec<f64> {
     let sign = match direction {
-        crate::config::Direction::Lower => 1.0,
-        crate::config::Direction::Higher => -1.0,
+        super::Direction::Lower => 1.0,
+        super::Direction::Higher => -1.0,
     };
     pairs.iter().map(|&(a, b)| sign * (a.ln() + b.ln()) / elasticity).collect()
 }
@@ -1174,7 +1174,7 @@ mod tests {
 
     #[test]
     fn log_sums_are_the_runs_sum_in_speed_up_terms() {
-        use crate::config::Direction;
+        use crate::stats::Direction;
         let pairs = [(100.0, 110.0), (50.0, 40.0)];
         let lower = log_sums(&pairs, Direction::Lower, 1.0);
         assert!((lower[0] - (100f64.ln() + 110f64.ln())).abs() < 1e-12);
