@@ -99,8 +99,10 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
     // The A/A pairs feed the noise history that later experiments borrow their scale from
     // (in speed-up terms, as experiments see them).
     let d: Vec<f64> = pair_values.iter().map(|(a, b)| (b / a).ln() / el).collect();
+    // The pairs' log-sums too: the variance guard's second look at the noise (A with A, B with B).
+    let sums = crate::stats::sequential::log_sums(&pair_values, cfg.score.direction(), el);
     let key = crate::experiment::history_key(&cfg);
-    if let Some(entry) = crate::stats::history::entry(&crate::fsutil::now(), "calibrate", &[&d]) {
+    if let Some(entry) = crate::stats::history::entry_runs(&crate::fsutil::now(), "calibrate", &[(&d, &sums)]) {
         crate::stats::history::record(&state_dir, &key, entry)?;
     }
     fx.emit(Event::NoiseHistory { text: crate::stats::history::describe(&crate::stats::history::load(&state_dir, &key)) });

@@ -11,7 +11,7 @@ use crate::events::{Effects, Event};
 use crate::metrics::{self, Metrics};
 use crate::session::{Checkout, Session, Stop};
 use crate::stats::history;
-use crate::stats::sequential::{incumbent_first, Borrowed, Next, Phase, Sequential};
+use crate::stats::sequential::{incumbent_first, Next, Phase, Sequential};
 use crate::stats::{Decision, Verdict};
 use crate::store::{ResultRow, State, Status, Store};
 use crate::vcs::short;
@@ -80,7 +80,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     }
     let noise_key = history_key(&cfg);
     let hist = history::load(&state_dir, &noise_key);
-    let seq = Sequential::new(cfg.decision.params(opts.pairs)).with_history(history::estimate(&hist.entries).map(Borrowed::new));
+    let seq = Sequential::new(cfg.decision.params(opts.pairs)).with_history(history::borrowed(&hist.entries));
     let elasticity = crate::stats::elasticity(cfg.score.metric);
     repo.ensure_excludes()?;
     std::fs::create_dir_all(&state_dir).with_path(&state_dir)?;
@@ -179,7 +179,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
             records: vec![],
         }
         .start(2 * seq.max_measured_pairs());
-        drive(session, &seq, cfg.score.direction(), elasticity)
+        drive_runs(session, &seq, cfg.score.direction(), elasticity, false)
     });
     // Whatever appeared untracked while the benchmark ran was written by it (the hypothesis's
     // own new files are committed by now): keep it out of every later hypothesis.
@@ -193,8 +193,8 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         ));
         repo.exclude_benchmark_outputs(&outputs)?;
     }
-    let (records, ended, (main_d, confirm_d)) = match measured {
-        Ok((_, Ended::Stopped(Stop::Infrastructure(why)), _)) => {
+    let (records, ended, (main_d, confirm_d), (main_s, confirm_s)) = match measured {
+        Ok((_, Ended::Stopped(Stop::Infrastructure(why)), _, _)) => {
             return Err(give_back(repo, store, &state_dir, &id_str, candidate, incumbent, &why));
         }
         Err(e) if bench::infra::says_no_space(&e.to_string()) => {
@@ -251,7 +251,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     if decision.is_some() {
         // The residuals feed the next experiments' noise scale; losing them costs runs, never
         // validity, so a failure to write is only a note.
-        if let Some(e) = history::entry(&row.time, &format!("experiment {id}"), &[&main_d, &confirm_d]) {
+        if let Some(e) = history::entry_runs(&row.time, &format!("experiment {id}"), &[(&main_d, &main_s), (&confirm_d, &confirm_s)]) {
             if let Err(err) = history::record(&state_dir, &noise_key, e) {
                 fx.note(format!("could not record the noise history: {}", err.message));
             }
@@ -474,15 +474,29 @@ pub(crate) fn drive(
 /// regression test: its "keep" is "the candidate is significantly slower"), which never ends
 /// as a no-op (identical kernels simply show no regression).
 pub(crate) fn drive_oriented(
-    mut s: Session,
+    s: Session,
     seq: &Sequential,
     direction: config::Direction,
     elasticity: f64,
     mirrored: bool,
 ) -> Result<(Vec<RunRecord>, Ended, Batches)> {
+    drive_runs(s, seq, direction, elasticity, mirrored).map(|(records, ended, batches, _)| (records, ended, batches))
+}
+
+/// [`drive_oriented`], also returning each phase's log-sums (the pairs' ln incumbent + ln
+/// candidate in speed-up terms: `sequential::log_sums`), which the procedure's variance guard
+/// reads beside the log-ratios and the noise history records.
+pub(crate) fn drive_runs(
+    mut s: Session,
+    seq: &Sequential,
+    direction: config::Direction,
+    elasticity: f64,
+    mirrored: bool,
+) -> Result<(Vec<RunRecord>, Ended, Batches, Batches)> {
     let (mut main, mut confirm): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
+    let (mut main_s, mut confirm_s): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
     let ended = 'measure: loop {
-        let (phase, pairs) = match seq.next(&main, &confirm) {
+        let (phase, pairs) = match seq.next_runs(&main, &confirm, &main_s, &confirm_s) {
             Next::Done(d) => break Ended::Decided(d),
             Next::Measure { phase, pairs } => (phase, pairs),
         };
@@ -502,6 +516,8 @@ pub(crate) fn drive_oriented(
             let pair = [if mirrored { (y, x) } else { (x, y) }];
             // In speed-up terms: the procedure's unit whatever the metric.
             v.extend(crate::stats::log_ratios(&pair, direction).into_iter().map(|x| x / elasticity));
+            let sums = if phase == Phase::Main { &mut main_s } else { &mut confirm_s };
+            sums.extend(crate::stats::sequential::log_sums(&pair, direction, elasticity));
             if phase == Phase::Main && i == 0 && !mirrored {
                 if let Some(why) = same_hlo(inc, cand) {
                     break 'measure Ended::NoOp(why);
@@ -510,7 +526,7 @@ pub(crate) fn drive_oriented(
         }
     };
     s.finish();
-    Ok((s.records, ended, (main, confirm)))
+    Ok((s.records, ended, (main, confirm), (main_s, confirm_s)))
 }
 
 /// Both runs dumped their compiled HLO and the texts are byte-identical.

@@ -10,7 +10,7 @@ use crate::config::{self, Config};
 use crate::error::{Error, Kind, Result};
 use crate::session::{Checkout, Session, Stop};
 use crate::stats::history;
-use crate::stats::sequential::{Borrowed, Sequential};
+use crate::stats::sequential::Sequential;
 use crate::stats::Verdict;
 use crate::vcs::{self, short, Repo};
 use crate::workspace::{command_line, Locked, Workspace};
@@ -69,7 +69,7 @@ pub fn run(ws: &Locked, args: &GateArgs, exec: &mut dyn Executor, fx: &mut crate
     params.min_effect_pct = threshold;
     let state_dir = repo.state_dir();
     let hist = history::load(&state_dir, &crate::experiment::history_key(&cfg));
-    let seq = Sequential::new(params).with_history(history::estimate(&hist.entries).map(Borrowed::new));
+    let seq = Sequential::new(params).with_history(history::borrowed(&hist.entries));
     let elasticity = crate::stats::elasticity(cfg.score.metric);
     repo.ensure_excludes()?;
     std::fs::create_dir_all(&state_dir)?;

@@ -55,8 +55,18 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     }
     let b = crate::stats::sequential::Borrowed::new(crate::stats::sequential::NoiseScale { sd: 0.0, df: 0.0 });
     println!(
-        "with history: first look at {} pairs, scale x{} safety pooled with the pairs' own, variance guard at F level {} ({} in the confirmation), outliers beyond {} history sds set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation looks every {} pairs (O'Brien-Fleming spending)",
-        b.first_look, b.safety, b.guard, b.confirm_guard, b.outlier_k, b.futility_beta, b.early_beta, b.confirm_beta, p.look_every
+        "with history: first look at {} pairs, scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} history sds set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
+        b.first_look,
+        b.safety,
+        b.guard,
+        b.confirm_guard,
+        b.retest_guard,
+        b.outlier_k,
+        b.futility_beta,
+        b.early_beta,
+        b.confirm_beta,
+        p.confirm_pairs + b.confirm_extra,
+        p.look_every
     );
     println!(
         "{} trials per cell with a gain, {} per cell without (keeps of a +0% change are false keeps), seed {}; gains are speed-ups",

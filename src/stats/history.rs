@@ -8,7 +8,7 @@
 //! pools the newest entries up to `MAX_DF` degrees of freedom, so old sessions are forgotten
 //! as new ones come; fewer than `MIN_DF` degrees of freedom is no history at all.
 
-use super::sequential::{median, NoiseScale};
+use super::sequential::{median, sum_spread, NoiseScale};
 use crate::error::Result;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -36,6 +36,17 @@ pub struct Entry {
     /// Sum of squared residuals of the kept pairs' log-ratios around their batch means.
     pub ss: f64,
     pub df: f64,
+    /// The same pairs' log-sums: successive-difference sum of squares and df
+    /// (`sequential::sum_spread`), the guard's second look at the noise. Absent (0) in entries
+    /// written before issue 14's sum guard, and in a parallel sweep's.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sum_ss: f64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub sum_df: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl Entry {
@@ -44,37 +55,54 @@ impl Entry {
     }
 }
 
-/// The kept pairs of one batch: those within `TRIM_K` robust sds of its median.
-fn trim(d: &[f64]) -> Vec<f64> {
+/// The kept pairs of one batch (indices): those within `TRIM_K` robust sds of its median.
+fn trim(d: &[f64]) -> Vec<usize> {
+    let all = (0..d.len()).collect();
     if d.len() < 4 {
-        return d.to_vec();
+        return all;
     }
     let med = median(d);
     let mad = median(&d.iter().map(|x| (x - med).abs()).collect::<Vec<_>>()) * 1.4826;
     if mad <= 0.0 {
-        return d.to_vec();
+        return all;
     }
-    d.iter().copied().filter(|x| (x - med).abs() <= TRIM_K * mad).collect()
+    (0..d.len()).filter(|&i| (d[i] - med).abs() <= TRIM_K * mad).collect()
 }
 
 /// An entry from one session's batches of log-ratios (each batch around its own mean: an
 /// experiment's phases, or the A/A pairs of a calibration). `None` when nothing is left to
 /// estimate a spread from.
 pub fn entry(time: &str, source: &str, batches: &[&[f64]]) -> Option<Entry> {
-    let (mut ss, mut df, mut pairs, mut trimmed) = (0.0, 0.0, 0, 0);
-    for b in batches {
-        let b: Vec<f64> = b.iter().copied().filter(|x| x.is_finite()).collect();
-        let k = trim(&b);
-        pairs += b.len();
-        trimmed += b.len() - k.len();
-        if k.len() < 2 {
+    let with: Vec<(&[f64], &[f64])> = batches.iter().map(|b| (*b, &[][..])).collect();
+    entry_runs(time, source, &with)
+}
+
+/// [`entry`] from batches of (log-ratios, log-sums), one of each per pair: the sums' spread
+/// ([`sum_spread`] over the pairs the log-ratios keep, as the guard computes it) is recorded
+/// beside the log-ratios'. Sums shorter than their log-ratios are not used.
+pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Option<Entry> {
+    let (mut ss, mut df, mut pairs, mut trimmed, mut sum_ss, mut sum_df) = (0.0, 0.0, 0, 0, 0.0, 0.0);
+    for (b, s) in batches {
+        let ok: Vec<usize> = (0..b.len()).filter(|&i| b[i].is_finite() && !s.get(i).is_some_and(|x| !x.is_finite())).collect();
+        let d: Vec<f64> = ok.iter().map(|&i| b[i]).collect();
+        let keep = trim(&d);
+        pairs += d.len();
+        trimmed += d.len() - keep.len();
+        if keep.len() < 2 {
             continue;
         }
+        let k: Vec<f64> = keep.iter().map(|&i| d[i]).collect();
         let m = k.iter().sum::<f64>() / k.len() as f64;
         ss += k.iter().map(|x| (x - m).powi(2)).sum::<f64>();
         df += (k.len() - 1) as f64;
+        if s.len() >= b.len() {
+            let v: Vec<f64> = keep.iter().map(|&i| s[ok[i]]).collect();
+            let (a, f) = sum_spread(&v);
+            sum_ss += a;
+            sum_df += f;
+        }
     }
-    (df > 0.0).then(|| Entry { time: time.to_string(), source: source.to_string(), pairs, trimmed, ss, df })
+    (df > 0.0).then(|| Entry { time: time.to_string(), source: source.to_string(), pairs, trimmed, ss, df, sum_ss, sum_df })
 }
 
 /// The scale in use: the entries (oldest first) pooled newest first up to `MAX_DF` degrees of
@@ -89,6 +117,26 @@ pub fn estimate(entries: &[Entry]) -> Option<NoiseScale> {
         df += e.df;
     }
     (df >= MIN_DF && ss > 0.0).then(|| NoiseScale { sd: (ss / df).sqrt(), df })
+}
+
+/// The history's spread of the pairs' log-sums, pooled like [`estimate`] over the newest
+/// entries that recorded it; `None` below `MIN_DF` (old files: the guard then sees the
+/// log-ratios alone).
+pub fn estimate_sums(entries: &[Entry]) -> Option<NoiseScale> {
+    let (mut ss, mut df) = (0.0, 0.0);
+    for e in entries.iter().rev().filter(|e| e.sum_df > 0.0) {
+        if df >= MAX_DF {
+            break;
+        }
+        ss += e.sum_ss;
+        df += e.sum_df;
+    }
+    (df >= MIN_DF && ss > 0.0).then(|| NoiseScale { sd: (ss / df).sqrt(), df })
+}
+
+/// The borrowed scale of a history, with its sum spread where recorded.
+pub fn borrowed(entries: &[Entry]) -> Option<super::sequential::Borrowed> {
+    estimate(entries).map(|s| super::sequential::Borrowed::new(s).with_sums(estimate_sums(entries)))
 }
 
 /// The history of one benchmark command on one host.
@@ -164,13 +212,17 @@ pub fn describe(b: &Benchmark) -> String {
         Some(s) => {
             let used = b.entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| *df += e.df)).count();
             format!(
-                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; decisions borrow it (x{} safety)",
+                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; decisions borrow it (x{} safety){}",
                 s.sd * 100.0,
                 s.sd / 2f64.sqrt() * 100.0,
                 if used == 1 { "" } else { "s" },
                 s.df,
                 b.host,
-                super::sequential::SAFETY
+                super::sequential::SAFETY,
+                match estimate_sums(&b.entries) {
+                    Some(m) => format!(", and their variance guard reads the runs' sums too ({:.0} df)", m.df),
+                    None => String::new(),
+                }
             )
         }
         None => {
@@ -208,7 +260,16 @@ mod tests {
 
     #[test]
     fn estimate_needs_enough_df_and_forgets_old_sessions() {
-        let e = |sd: f64, df: f64| Entry { time: "t".into(), source: "x".into(), pairs: df as usize + 1, trimmed: 0, ss: sd * sd * df, df };
+        let e = |sd: f64, df: f64| Entry {
+            time: "t".into(),
+            source: "x".into(),
+            pairs: df as usize + 1,
+            trimmed: 0,
+            ss: sd * sd * df,
+            df,
+            sum_ss: 0.0,
+            sum_df: 0.0,
+        };
         assert!(estimate(&[e(0.01, 5.0)]).is_none(), "below MIN_DF");
         let s = estimate(&[e(0.01, 5.0), e(0.01, 7.0)]).unwrap();
         assert!((s.sd - 0.01).abs() < 1e-12 && s.df == 12.0);
@@ -232,5 +293,44 @@ mod tests {
         assert_eq!(a.entries.last().unwrap().source, format!("experiment {}", MAX_ENTRIES + 2));
         assert_eq!(load(d.path(), "python3 b.py").entries.len(), 1);
         assert!(describe(&a).contains("noise scale 1.00%"), "{}", describe(&a));
+    }
+
+    #[test]
+    fn entries_record_the_sums_spread_of_the_kept_pairs() {
+        let d = [0.01, -0.012, 0.004, -0.003, 0.008, -0.009, 0.0, 0.011, -0.006, 1.1];
+        let sums = [0.0, 0.02, 0.0, 0.02, 0.0, 0.02, 0.0, 0.02, 0.0, 5.0];
+        let e = entry_runs("t", "calibrate", &[(&d, &sums)]).unwrap();
+        // The 3x outlier pair is trimmed from both; 8 successive differences of 0.02 remain.
+        assert_eq!((e.trimmed, e.sum_df), (1, 8.0));
+        assert!((e.sum_ss - 8.0 * 0.0004 / 2.0).abs() < 1e-15, "{e:?}");
+        // Without sums (a parallel sweep's worker): the log-ratios' spread alone.
+        let plain = entry("t", "x", &[&d]).unwrap();
+        assert_eq!((plain.sum_ss, plain.sum_df, plain.ss), (0.0, 0.0, e.ss));
+    }
+
+    #[test]
+    fn an_old_noise_file_without_sums_still_loads_and_lends_its_scale() {
+        let d = tempfile::tempdir().unwrap();
+        // As written before issue 14's sum guard: no sum_ss / sum_df.
+        let old = format!(
+            r#"{{"version": 1, "benchmarks": [{{"host": "{}", "command": "python3 a.py", "entries": [
+                {{"time": "t", "source": "calibrate", "pairs": 16, "trimmed": 0, "ss": 0.0015, "df": 15.0}}]}}]}}"#,
+            host()
+        );
+        std::fs::write(path(d.path()), old).unwrap();
+        let h = load(d.path(), "python3 a.py");
+        let b = borrowed(&h.entries).expect("the old entry lends its scale");
+        assert!((b.scale.sd - 0.01).abs() < 1e-12 && b.sums.is_none(), "{b:?}");
+        // A new session with sums: the sums' scale needs MIN_DF of its own.
+        record(d.path(), "python3 a.py", entry_runs("t", "calibrate", &[(&[0.01, -0.01, 0.0], &[0.0, 0.01, 0.0])]).unwrap()).unwrap();
+        assert!(borrowed(&load(d.path(), "python3 a.py").entries).unwrap().sums.is_none());
+        let s: Vec<f64> = (0..16).map(|i| if i % 2 == 0 { 0.0 } else { 0.01 }).collect();
+        let r: Vec<f64> = (0..16).map(|i| if i % 3 == 0 { 0.01 } else { -0.005 }).collect();
+        record(d.path(), "python3 a.py", entry_runs("t", "calibrate", &[(&r, &s)]).unwrap()).unwrap();
+        let b = borrowed(&load(d.path(), "python3 a.py").entries).unwrap();
+        let sums = b.sums.expect("17 df of sums");
+        assert_eq!(sums.df, 17.0);
+        // The file still reads as before for the old fields.
+        assert!(std::fs::read_to_string(path(d.path())).unwrap().contains("\"sum_df\""));
     }
 }

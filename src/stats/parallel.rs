@@ -141,7 +141,9 @@ fn trial(seq: &Sequential, plan: &ParallelPlan, slot: usize, effect: f64, job: &
     } else {
         seq.clone()
     };
-    let seq = seq.with_history(scale.map(Borrowed::new));
+    // A parallel sweep's worker is handed the log-ratios' scale only (`--noise-scale sd:df`), so
+    // its guard sees the log-ratios alone, as here.
+    let seq = seq.with_history(scale.map(|b| Borrowed { sums: None, ..b }));
     let states = session(&device, 2 * seq.max_measured_pairs() + 2, device.jump, &mut rng);
     let (d, pos) = decide_on(&seq, &states, effect);
     (d.verdict, pos as u64)

@@ -16,12 +16,15 @@
 //! Without history every look is the pairs' own t-test. With a noise scale borrowed from history
 //! ([`Borrowed`], issue 14) a look uses the history's sd pooled with the pairs' own residuals,
 //! times a safety factor, so the first look can come after 2 pairs; a variance guard hands a
-//! look whose pairs are noisier than history to their own t-test (whose critical mean is then
-//! larger, so the guard adds no false keeps), and gross outliers are set aside and replaced. The
-//! confirmation's guard is looser (F level 0.25): a noise jump above the history that the first
-//! phase's 1-3 df missed gets a second, likelier chance to be seen there, where only changes that
-//! already looked promising pay for it. The argument, its assumptions and the measured cost when
-//! they fail are in docs/decisions.md.
+//! look whose pairs are noisier than history to their own t-test (its critical mean never below
+//! the borrowed one, so the guard adds no false keeps), and gross outliers are set aside and
+//! replaced. The guard reads the pairs' log-sums beside their log-ratios (each against its own
+//! history): under independent runs they carry n - 1 more df about the current noise, twice
+//! what the first looks have otherwise. The confirmation's guard is looser (F level 0.25): a
+//! noise jump the first phase missed gets a second, likelier chance to be seen there, where only
+//! changes that already looked promising pay for it; and when the confirmation finds the noise
+//! well above history, the first phase's deciding look must also hold on that scale. The
+//! argument, its assumptions and the measured cost when they fail are in docs/decisions.md.
 
 use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Verdict};
 use serde::{Deserialize, Serialize};
@@ -184,6 +187,17 @@ pub struct Borrowed {
     /// Futility level of the confirmation's looks: it fails early when its (1 - beta) upper
     /// bound is below the minimum effect.
     pub confirm_beta: f64,
+    /// The history's spread of the pairs' log-sums ([`sum_spread`]); `None` (a noise history
+    /// written before issue 14's sum guard, or a parallel sweep's worker): the guard sees the
+    /// log-ratios alone.
+    pub sums: Option<NoiseScale>,
+    /// When a confirmation look's own spread is above the history's at this F level (the noise
+    /// has jumped, so the first phase's borrowed look was too lenient), a pass of the
+    /// confirmation also needs the first phase's deciding look to hold on that spread's scale.
+    pub retest_guard: f64,
+    /// Pairs the confirmation measures beyond `confirm_pairs` (its power back from the safety
+    /// factor; a clear gain still passes at its first look).
+    pub confirm_extra: usize,
 }
 
 impl Borrowed {
@@ -199,17 +213,38 @@ impl Borrowed {
             futility_beta: FUTILITY_BETA,
             early_beta: EARLY_BETA,
             confirm_beta: CONFIRM_BETA,
+            sums: None,
+            retest_guard: RETEST_GUARD,
+            confirm_extra: CONFIRM_EXTRA,
         }
+    }
+
+    /// With the history's spread of the pairs' log-sums (see [`sum_spread`]).
+    pub fn with_sums(mut self, sums: Option<NoiseScale>) -> Borrowed {
+        self.sums = sums;
+        self
     }
 }
 
+/// The spread of a batch's log-sums (ln incumbent + ln candidate of each pair, speed-up terms)
+/// from successive differences (von Neumann 1941): half the sum of squared differences of
+/// consecutive sums, with one df per difference. Differences cancel the slow session changes
+/// (drift, a level the session runs at) that the pairs' sums carry and their log-ratios do not.
+/// Under independent runs var(sum) = var(log-ratio), so it is n - 1 more df about the noise.
+pub fn sum_spread(s: &[f64]) -> (f64, f64) {
+    let ss: f64 = s.windows(2).map(|w| (w[1] - w[0]).powi(2) / 2.0).sum();
+    (ss, s.len().saturating_sub(1) as f64)
+}
+
 /// Defaults of [`Borrowed`].
-pub const SAFETY: f64 = 1.2;
-pub const GUARD: f64 = 0.05;
+pub const SAFETY: f64 = 1.25;
+pub const GUARD: f64 = 0.15;
 pub const CONFIRM_GUARD: f64 = 0.25;
+pub const RETEST_GUARD: f64 = 0.05;
+pub const CONFIRM_EXTRA: usize = 1;
 pub const OUTLIER_K: f64 = 6.0;
-pub const FUTILITY_BETA: f64 = 0.6;
-pub const EARLY_BETA: f64 = 0.2;
+pub const FUTILITY_BETA: f64 = 0.65;
+pub const EARLY_BETA: f64 = 0.3;
 pub const CONFIRM_BETA: f64 = 0.3;
 
 /// Quantiles by (kind, p, df1, df2) bits.
@@ -253,6 +288,9 @@ struct Test {
     /// Degrees of freedom of the reference t distribution (the history's when borrowed).
     df: f64,
     borrowed: bool,
+    /// With a borrowed scale: the own variance over the history's (log-ratios and sums
+    /// together), its df, and the history's df (the guard's F statistic).
+    ratio: Option<(f64, f64, f64)>,
 }
 
 impl Test {
@@ -272,6 +310,24 @@ impl Test {
             "own"
         }
     }
+}
+
+/// What a batch's own spread carries into the next batch's tests (see [`Sequential::prior_of`]).
+#[derive(Debug, Clone, Copy, Default)]
+struct Prior {
+    /// Residual sum of squares of the log-ratios and its df.
+    ss: f64,
+    df: f64,
+    /// The sums' successive-difference sum of squares over the history's sum variance, and df.
+    sum_q: f64,
+    sum_df: f64,
+}
+
+/// One batch's pairs: log-ratios `d` and log-sums `s` (empty when not known).
+#[derive(Debug, Clone, Copy)]
+struct Batch<'a> {
+    d: &'a [f64],
+    s: &'a [f64],
 }
 
 /// What one look of the first phase concluded.
@@ -343,6 +399,15 @@ impl Sequential {
         q
     }
 
+    /// Whether a confirmation look's own spread shows the noise above the history's at the
+    /// `retest_guard` F level.
+    fn jumped(&self, t: &Test) -> bool {
+        match (&self.borrowed, t.ratio) {
+            (Some(b), Some((r, d1, d2))) if b.retest_guard > 0.0 => r > self.fq(b.retest_guard, d1, d2),
+            _ => false,
+        }
+    }
+
     /// One-sided p-value of a test for "the candidate is better".
     fn p_value(&self, t: &Test) -> f64 {
         let z = t.t();
@@ -373,10 +438,10 @@ impl Sequential {
     fn confirm_plan(&self) -> (Vec<usize>, Vec<f64>) {
         let p = &self.params;
         match &self.borrowed {
-            Some(b) if p.confirm_pairs > b.first_look => {
+            Some(b) if p.confirm_pairs + b.confirm_extra > b.first_look => {
                 let c = Params {
                     min_pairs: b.first_look.max(2),
-                    max_pairs: p.confirm_pairs,
+                    max_pairs: p.confirm_pairs + b.confirm_extra,
                     look_every: p.look_every,
                     alpha: p.confirm_alpha,
                     // Keeps most of the level for the batch's last look: a large gain still
@@ -402,26 +467,53 @@ impl Sequential {
     /// Most pairs a decision can measure, confirmation and replaced outliers included.
     pub fn max_measured_pairs(&self) -> usize {
         let p = &self.params;
-        self.cap(p.max_pairs) + if p.confirm { self.cap(p.confirm_pairs) } else { 0 }
+        let extra = self.borrowed.as_ref().map_or(0, |b| b.confirm_extra);
+        self.cap(p.max_pairs) + if p.confirm { self.cap(p.confirm_pairs + extra) } else { 0 }
     }
 
     /// The pairs of `d` kept for a test: all of them, or with a borrowed scale those within
     /// `outlier_k` history sds of the median (when at most `allowed_outliers` fall outside).
     fn kept(&self, d: &[f64]) -> Vec<f64> {
-        let Some(b) = &self.borrowed else { return d.to_vec() };
+        self.kept_idx(d).into_iter().map(|i| d[i]).collect()
+    }
+
+    /// [`Sequential::kept`] as indices into `d` (in order).
+    fn kept_idx(&self, d: &[f64]) -> Vec<usize> {
+        let all = (0..d.len()).collect();
+        let Some(b) = &self.borrowed else { return all };
         let band = b.outlier_k * b.scale.sd;
         if d.len() < 3 {
             // Two pairs further apart than twice the band: one is an outlier, but which one
             // only a third pair can tell (the caller measures it).
-            return if d.len() == 2 && (d[0] - d[1]).abs() > 2.0 * band { vec![] } else { d.to_vec() };
+            return if d.len() == 2 && (d[0] - d[1]).abs() > 2.0 * band { vec![] } else { all };
         }
         let med = median(d);
-        let kept: Vec<f64> = d.iter().copied().filter(|x| (x - med).abs() <= band).collect();
+        let kept: Vec<usize> = (0..d.len()).filter(|&i| (d[i] - med).abs() <= band).collect();
         if d.len() - kept.len() > allowed_outliers(d.len()) {
-            d.to_vec()
+            all
         } else {
             kept
         }
+    }
+
+    /// The own spread a batch hands to the next one (the confirmation): its kept pairs'
+    /// residual sum of squares and df, and (with the history's sum spread) the guard's
+    /// statistic of its sums in units of the history's variance.
+    fn prior_of(&self, d: &[f64], s: &[f64]) -> Prior {
+        let idx = self.kept_idx(d);
+        let kept: Vec<f64> = idx.iter().map(|&i| d[i]).collect();
+        let (_, sd) = mean_sd(&kept);
+        let df = kept.len().saturating_sub(1) as f64;
+        let mut prior = Prior { ss: sd * sd * df, df, ..Prior::default() };
+        if let Some(hs) = self.borrowed.as_ref().and_then(|b| b.sums) {
+            if s.len() >= d.len() {
+                let v: Vec<f64> = idx.iter().map(|&i| s[i]).collect();
+                let (ss, df) = sum_spread(&v);
+                prior.sum_q = ss / (hs.sd * hs.sd);
+                prior.sum_df = df;
+            }
+        }
+        prior
     }
 
     /// The test of a look at `n` pairs of a batch `d`: `None` when more pairs must be measured.
@@ -429,35 +521,41 @@ impl Sequential {
     /// prefix) is tested with the history's sd times the safety factor, unless its own variance
     /// is significantly above the history's (the guard): then, as without history, with its own
     /// t-test.
+    #[cfg(test)]
     fn test(&self, d: &[f64], n: usize, prior: (f64, f64)) -> Option<Test> {
-        self.test_at(d, n, prior, self.borrowed.as_ref().map_or(GUARD, |b| b.guard))
+        let prior = Prior { ss: prior.0, df: prior.1, ..Prior::default() };
+        self.test_at(Batch { d, s: &[] }, n, prior, self.borrowed.as_ref().map_or(GUARD, |b| b.guard))
     }
 
-    /// [`Sequential::test`] with the variance guard at F level `guard`.
-    fn test_at(&self, d: &[f64], n: usize, prior: (f64, f64), guard: f64) -> Option<Test> {
+    /// [`Sequential::test`] with the variance guard at F level `guard`. With the history's sum
+    /// spread and the batch's sums, the guard tests the log-ratios' and the sums' spread
+    /// together (each in units of its history's variance): twice the df at the first looks.
+    fn test_at(&self, batch: Batch, n: usize, prior: Prior, guard: f64) -> Option<Test> {
+        let d = batch.d;
         let cap = self.cap(n);
         let mut m = n;
-        let kept = loop {
+        let idx = loop {
             if d.len() < m {
                 return None;
             }
-            let k = self.kept(&d[..m]);
+            let k = self.kept_idx(&d[..m]);
             if k.len() >= n || m >= cap {
                 break k;
             }
             m += 1;
         };
+        let kept: Vec<f64> = idx.iter().map(|&i| d[i]).collect();
         let (mean, own_sd) = mean_sd(&kept);
         let k = kept.len();
         // The experiment's own spread: this batch's residuals, pooled (with a borrowed scale)
         // with `prior`, the residual sum of squares and df of the batch before it.
         let (ss, df) = if self.borrowed.is_some() {
-            (own_sd * own_sd * (k - 1) as f64 + prior.0, (k - 1) as f64 + prior.1)
+            (own_sd * own_sd * (k - 1) as f64 + prior.ss, (k - 1) as f64 + prior.df)
         } else {
             (own_sd * own_sd * (k - 1) as f64, (k - 1) as f64)
         };
         let own_sd = if df > 0.0 { (ss / df).sqrt() } else { 0.0 };
-        let own = |own_sd: f64| Test {
+        let own = |own_sd: f64, df: f64| Test {
             n: k,
             measured: m,
             excluded: m - k,
@@ -465,27 +563,53 @@ impl Sequential {
             se: own_sd / (k as f64).sqrt(),
             df: df.max(1.0),
             borrowed: false,
+            ratio: None,
         };
         // Identical log-ratios (a deterministic benchmark): no spread to test; the sign decides.
         let own_sd = if own_sd <= 1e-12 * mean.abs().max(1e-300) { 0.0 } else { own_sd };
-        let Some(b) = &self.borrowed else { return Some(own(own_sd)) };
+        let Some(b) = &self.borrowed else { return Some(own(own_sd, df)) };
         let h = b.scale.sd;
-        let noisier = df >= 1.0 && own_sd * own_sd > h * h * self.fq(guard, df, b.scale.df);
-        if noisier {
-            return Some(own(own_sd));
-        }
-        // The history's variance pooled with the experiment's own residuals (independent of
-        // the batch mean under normal noise, so the t distribution with the summed df holds).
+        let sums = b.sums.filter(|_| batch.s.len() >= m && h > 0.0).map(|hs| {
+            let v: Vec<f64> = idx.iter().map(|&i| batch.s[i]).collect();
+            let (sss, sdf) = sum_spread(&v);
+            (hs, sss / (hs.sd * hs.sd) + prior.sum_q, sdf + prior.sum_df)
+        });
+        // The history's variance pooled with the experiment's own residuals (independent of the
+        // batch mean under normal noise, so the t distribution with the summed df holds).
         let pooled = ((b.scale.df * h * h + ss) / (b.scale.df + df)).sqrt();
-        Some(Test {
-            n: k,
-            measured: m,
-            excluded: m - k,
-            mean,
-            se: b.safety * pooled / (k as f64).sqrt(),
-            df: b.scale.df + df,
-            borrowed: true,
-        })
+        let Some((hs, sum_q, sum_df)) = sums else {
+            let noisier = df >= 1.0 && own_sd * own_sd > h * h * self.fq(guard, df, b.scale.df);
+            if noisier {
+                // The pairs' own t-test, its scale never below the borrowed one: at fewer df, every
+                // rejection of it is one of the borrowed look too.
+                let sd = own_sd.max(b.safety * pooled);
+                return Some(Test { ratio: Some((own_sd * own_sd / (h * h), df, b.scale.df)), ..own(sd, df) });
+            }
+            return Some(Test {
+                n: k,
+                measured: m,
+                excluded: m - k,
+                mean,
+                se: b.safety * pooled / (k as f64).sqrt(),
+                df: b.scale.df + df,
+                borrowed: true,
+                ratio: (df >= 1.0).then_some((own_sd * own_sd / (h * h), df, b.scale.df)),
+            });
+        };
+        // The log-ratios' and the sums' spread, each in units of its history's variance.
+        let q = ss / (h * h) + sum_q;
+        let qdf = df + sum_df;
+        let pdf = b.scale.df + df;
+        let noisier = qdf >= 1.0 && q / qdf > self.fq(guard, qdf, b.scale.df.min(hs.df));
+        if noisier {
+            // The pairs' own scale from both spreads, never below the borrowed one and at no more
+            // df: every rejection of this look is one of the borrowed look too, so the guard
+            // adds no false keeps.
+            let sd = (h * h * q / qdf).sqrt().max(b.safety * pooled);
+            return Some(Test { ratio: Some((q / qdf, qdf, b.scale.df.min(hs.df))), ..own(sd, qdf.min(pdf)) });
+        }
+        let ratio = (qdf >= 1.0).then_some((q / qdf, qdf, b.scale.df.min(hs.df)));
+        Some(Test { n: k, measured: m, excluded: m - k, mean, se: b.safety * pooled / (k as f64).sqrt(), df: pdf, borrowed: true, ratio })
     }
 
     /// The noise sd behind a test, as a percent of one pair's log-ratio.
@@ -493,14 +617,24 @@ impl Sequential {
         t.se * (t.n as f64).sqrt() * 100.0
     }
 
+    /// What to do next, given the log-ratios of each phase (without the runs' sums: the guard
+    /// sees the log-ratios alone). See [`Sequential::next_runs`].
     pub fn next(&self, main: &[f64], confirm: &[f64]) -> Next {
+        self.next_runs(main, confirm, &[], &[])
+    }
+
+    /// What to do next, given each phase's log-ratios and the pairs' log-sums (ln incumbent +
+    /// ln candidate, in speed-up terms: [`log_sums`]), one per pair; sums shorter than the
+    /// log-ratios are not used.
+    pub fn next_runs(&self, main: &[f64], confirm: &[f64], main_s: &[f64], confirm_s: &[f64]) -> Next {
+        let guard = self.borrowed.as_ref().map_or(GUARD, |b| b.guard);
         let p = self.main_params();
         let looks = p.looks();
         let alphas = p.look_alphas();
         let min_log = (1.0 + p.min_effect_pct / 100.0).ln();
         let mut trail = Vec::new();
         for (k, (&n, &a_k)) in looks.iter().zip(&alphas).enumerate() {
-            let Some(t) = self.test(main, n, (0.0, 0.0)) else {
+            let Some(t) = self.test_at(Batch { d: main, s: main_s }, n, Prior::default(), guard) else {
                 return Next::Measure { phase: Phase::Main, pairs: (n.max(main.len() + 1)) - main.len() };
             };
             let last = k + 1 == looks.len();
@@ -550,7 +684,8 @@ impl Sequential {
                         return Next::Done(dec);
                     }
                     let kept_main = self.kept(&main[..t.measured]);
-                    return self.confirmation(&kept_main, confirm, dec);
+                    let prior = self.prior_of(&main[..t.measured], main_s);
+                    return self.confirmation(&kept_main, prior, Batch { d: confirm, s: confirm_s }, dec);
                 }
             }
         }
@@ -605,18 +740,24 @@ impl Sequential {
     /// A failed confirmation is `unconfirmed`. The reported estimate pools both batches (the
     /// first phase alone overestimates after an early stop); the batch's own estimate and CI,
     /// free of that selection, are reported beside it.
-    fn confirmation(&self, main: &[f64], confirm: &[f64], mut first: Decision) -> Next {
+    fn confirmation(&self, main: &[f64], prior: Prior, batch: Batch, mut first: Decision) -> Next {
+        let confirm = batch.d;
         let p = &self.params;
         let (clooks, calphas) = self.confirm_plan();
-        let (m1, sd1) = mean_sd(main);
-        let _ = m1;
-        let prior = (sd1 * sd1 * (main.len() - 1) as f64, (main.len() - 1) as f64);
         for (j, (&n, &a_j)) in clooks.iter().zip(&calphas).enumerate() {
             let guard = self.borrowed.as_ref().map_or(GUARD, |b| b.confirm_guard);
-            let Some(t) = self.test_at(confirm, n, prior, guard) else {
+            let Some(t) = self.test_at(batch, n, prior, guard) else {
                 return Next::Measure { phase: Phase::Confirm, pairs: (n.max(confirm.len() + 1)) - confirm.len() };
             };
-            let passed = t.t() >= self.tq(1.0 - a_j, t.df) && t.mean > 0.0;
+            let mut passed = t.t() >= self.tq(1.0 - a_j, t.df) && t.mean > 0.0;
+            if passed && self.jumped(&t) {
+                // The noise is above the history's: the first phase's deciding look, passed on
+                // the borrowed scale, must also hold on the scale this look found (the pairs'
+                // own, from both phases' log-ratios and sums), at its own level and df.
+                let (m1, _) = mean_sd(main);
+                let sd = t.se * (t.n as f64).sqrt();
+                passed = m1 >= self.tq(1.0 - first.p_threshold, t.df) * sd / (main.len() as f64).sqrt();
+            }
             // With a borrowed scale the batch may also fail early: when even its (1 - beta)
             // upper bound is below the minimum effect, a worthwhile gain is not there.
             let futile = match &self.borrowed {
@@ -740,19 +881,40 @@ impl Sequential {
 /// log-ratio of pair `i` of `phase`. Used by the simulation and the tests; the experiment
 /// drives [`Sequential::next`] itself because a measurement can fail.
 pub fn run_to_decision(seq: &Sequential, mut measure: impl FnMut(Phase, usize) -> f64) -> Decision {
-    let (mut main, mut confirm) = (vec![], vec![]);
+    run_pairs_to_decision(seq, |phase, i| (measure(phase, i), None))
+}
+
+/// [`run_to_decision`] with each pair's log-sum too (`None` where unknown): `measure(phase, i)`
+/// returns the log-ratio and log-sum of pair `i` of `phase`.
+pub fn run_pairs_to_decision(seq: &Sequential, mut measure: impl FnMut(Phase, usize) -> (f64, Option<f64>)) -> Decision {
+    let (mut main, mut confirm) = ((vec![], vec![]), (vec![], vec![]));
     loop {
-        match seq.next(&main, &confirm) {
+        match seq.next_runs(&main.0, &confirm.0, &main.1, &confirm.1) {
             Next::Done(d) => return d,
             Next::Measure { phase, pairs } => {
-                let v = if phase == Phase::Main { &mut main } else { &mut confirm };
+                let (d, s) = if phase == Phase::Main { &mut main } else { &mut confirm };
                 for _ in 0..pairs {
-                    let i = v.len();
-                    v.push(measure(phase, i));
+                    let i = d.len();
+                    let (x, y) = measure(phase, i);
+                    d.push(x);
+                    if let Some(y) = y {
+                        s.push(y);
+                    }
                 }
             }
         }
     }
+}
+
+/// The pairs' log-sums in speed-up terms: (ln incumbent + ln candidate) / elasticity, the
+/// sign making a slower session larger whatever the metric's direction (the guard uses only
+/// their spread). `None` where a value is missing or not positive.
+pub fn log_sums(pairs: &[(f64, f64)], direction: super::Direction, elasticity: f64) -> Vec<f64> {
+    let sign = match direction {
+        super::Direction::Lower => 1.0,
+        super::Direction::Higher => -1.0,
+    };
+    pairs.iter().map(|&(a, b)| sign * (a.ln() + b.ln()) / elasticity).collect()
 }
 
 #[cfg(test)]
@@ -935,5 +1097,90 @@ mod tests {
         assert!((t.mean - 0.1).abs() < 1e-12);
         // Without history nothing is set aside.
         assert_eq!(Sequential::new(params()).test(&d[..4], 4, (0.0, 0.0)).unwrap().excluded, 0);
+    }
+
+    /// History: one pair's log-ratio and log-sum both have sd 1% (15 df each).
+    fn with_sums(retest_guard: f64) -> Sequential {
+        let scale = NoiseScale { sd: 0.01, df: 15.0 };
+        let b = Borrowed { retest_guard, ..Borrowed::new(scale).with_sums(Some(scale)) };
+        Sequential::new(Params { alpha: 0.02, confirm_pairs: 5, confirm_alpha: 0.05, futility_beta: Some(0.3), max_pairs: 16, ..params() })
+            .with_history(Some(b))
+    }
+
+    #[test]
+    fn the_sums_see_a_noise_jump_that_two_log_ratios_miss() {
+        let s = with_sums(RETEST_GUARD);
+        // Two pairs at +5% whose log-ratios agree (1 df: the guard cannot fire on them), but whose
+        // runs moved together by 6% between the pairs: their sums' spread is 18 x the history's
+        // (0.06^2 / 2 over 0.01^2, 1 df).
+        let main = [0.05, 0.0501];
+        let (quiet, jumpy) = ([0.0, 0.0001], [0.0, 0.06]);
+        // The log-ratios alone (or quiet sums): significant on the borrowed scale, on to the
+        // confirmation after 2 pairs.
+        assert_eq!(s.next(&main, &[]), Next::Measure { phase: Phase::Confirm, pairs: 2 });
+        assert_eq!(s.next_runs(&main, &[], &quiet, &[]), Next::Measure { phase: Phase::Confirm, pairs: 2 });
+        // With the sums the guard sees the jump ((0 + 18) / 2 df = 9 > F(2, 15) at 0.15, 2.2):
+        // the look falls back to the pairs' own scale (3x the history's, 2 df) and waits.
+        assert_eq!(s.next_runs(&main, &[], &jumpy, &[]), Next::Measure { phase: Phase::Main, pairs: 2 });
+        // A history written before the sums were recorded: the guard sees the log-ratios alone.
+        let old = s.clone().with_history(s.borrowed.clone().map(|b| b.with_sums(None)));
+        assert_eq!(old.next_runs(&main, &[], &jumpy, &[]), Next::Measure { phase: Phase::Confirm, pairs: 2 });
+    }
+
+    #[test]
+    fn a_fallback_is_never_looser_than_the_borrowed_look() {
+        // Whatever fires the guard (log-ratios or sums), every rejection of the fallback look must
+        // be one of the borrowed look too: its critical mean is at least the borrowed one's.
+        let s = with_sums(RETEST_GUARD);
+        let mut rng = crate::stats::rng::Rng::new(3);
+        let mut fired = 0;
+        for _ in 0..400 {
+            let n = 2 + (rng.uniform() * 8.0) as usize;
+            let (jd, js) = (0.5 + 3.0 * rng.uniform(), 0.5 + 3.0 * rng.uniform());
+            let d: Vec<f64> = (0..n).map(|_| 0.01 * jd * rng.normal()).collect();
+            let sums: Vec<f64> = (0..n).map(|_| 0.01 * js * rng.normal()).collect();
+            let prior = Prior { ss: 0.0004 * rng.uniform(), df: 1.0, sum_q: 3.0 * rng.uniform(), sum_df: 1.0 };
+            for guard in [GUARD, CONFIRM_GUARD] {
+                // (None: two pairs far apart, one of them an outlier a third pair must tell.)
+                let Some(t) = s.test_at(Batch { d: &d, s: &sums }, n, prior, guard) else { continue };
+                let b = s.test_at(Batch { d: &d, s: &sums }, n, prior, 1e-300).unwrap();
+                assert!(b.borrowed);
+                if t.borrowed {
+                    continue;
+                }
+                fired += 1;
+                for a in [0.05, 0.01, 0.002] {
+                    assert!(s.tq(1.0 - a, t.df) * t.se >= s.tq(1.0 - a, b.df) * b.se * (1.0 - 1e-12), "{t:?} {b:?}");
+                }
+            }
+        }
+        assert!(fired > 100, "the guard fired {fired} times");
+    }
+
+    #[test]
+    fn a_confirmation_that_finds_the_noise_jumped_re_reads_the_first_phase() {
+        let main = [0.05, 0.0501];
+        let quiet = [0.0, 0.0001];
+        // The confirmation: a huge gain (t = 20 on its own scale), but its sums scatter as if the
+        // noise were 7x the history's (ratio (0.2^2 / 2 / 0.01^2) / 4 df = 50 > F(4, 15) at 0.05).
+        let (conf, conf_s) = ([1.0, 1.0], [0.0, 0.2]);
+        // Without the re-read the confirmation passes on its own scale: kept on 2 + 2 pairs.
+        let Next::Done(dec) = with_sums(0.0).next_runs(&main, &conf, &quiet, &conf_s) else { panic!("decided") };
+        assert_eq!(dec.verdict, Verdict::Keep, "{}", dec.reason);
+        // With it, the first phase's +5% at 2 pairs does not hold on a 7x scale
+        // (q(0.996, 4 df) x 0.071 / sqrt 2 = 0.25): the confirmation measures on.
+        assert_eq!(with_sums(RETEST_GUARD).next_runs(&main, &conf, &quiet, &conf_s), Next::Measure { phase: Phase::Confirm, pairs: 2 });
+    }
+
+    #[test]
+    fn log_sums_are_the_runs_sum_in_speed_up_terms() {
+        use crate::stats::Direction;
+        let pairs = [(100.0, 110.0), (50.0, 40.0)];
+        let lower = log_sums(&pairs, Direction::Lower, 1.0);
+        assert!((lower[0] - (100f64.ln() + 110f64.ln())).abs() < 1e-12);
+        // A higher-is-better metric with elasticity 2 (score ~ 1 / latency^2): the same spread.
+        let higher = log_sums(&pairs, Direction::Higher, 2.0);
+        assert!((higher[1] + (50f64.ln() + 40f64.ln()) / 2.0).abs() < 1e-12);
+        assert_eq!(sum_spread(&[1.0, 3.0, 2.0]), ((4.0 + 1.0) / 2.0, 2.0));
     }
 }

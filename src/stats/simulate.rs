@@ -15,7 +15,7 @@
 use super::history;
 use super::mannwhitney::mann_whitney_u;
 use super::rng::Rng;
-use super::sequential::{incumbent_first, run_to_decision, Borrowed, Phase, Sequential};
+use super::sequential::{incumbent_first, run_pairs_to_decision, Borrowed, Phase, Sequential};
 use super::Verdict;
 
 /// A synthetic benchmark's noise model.
@@ -189,17 +189,17 @@ fn session_with(s: &Scenario, len: usize, noise: f64, growth: f64, rng: &mut Rng
 
 /// The noise scale a simulated `ratchet calibrate` of `HISTORY_PAIRS` A/A pairs on `s` (at the
 /// history's noise) lends to later decisions, as `stats::history` estimates it.
-pub fn calibrated_scale(s: &Scenario, rng: &mut Rng) -> Option<super::sequential::NoiseScale> {
+pub fn calibrated_scale(s: &Scenario, rng: &mut Rng) -> Option<Borrowed> {
     let hp = HISTORY_PAIRS;
     let cal = session_with(s, 2 * hp, 1.0, 0.0, rng);
-    let d: Vec<f64> = (0..hp)
+    let (d, sums): (Vec<f64>, Vec<f64>) = (0..hp)
         .map(|i| {
             let (a, b) = (cal[2 * i], cal[2 * i + 1]);
             let (inc, cnd) = if incumbent_first(Phase::Main, i) { (a, b) } else { (b, a) };
-            (inc / cnd).ln()
+            ((inc / cnd).ln(), (inc * cnd).ln())
         })
-        .collect();
-    history::entry("", "calibrate", &[&d]).and_then(|e| history::estimate(&[e]))
+        .unzip();
+    history::entry_runs("", "calibrate", &[(&d, &sums)]).and_then(|e| history::borrowed(&[e]))
 }
 
 /// The procedure's decision on a candidate `effect` faster, its pairs in the procedure's order on
@@ -207,11 +207,11 @@ pub fn calibrated_scale(s: &Scenario, rng: &mut Rng) -> Option<super::sequential
 pub fn decide_on(seq: &Sequential, states: &[f64], effect: f64) -> (super::Decision, usize) {
     let cand = 1.0 / (1.0 + effect);
     let mut pos = 0;
-    let d = run_to_decision(seq, |phase: Phase, i| {
+    let d = run_pairs_to_decision(seq, |phase: Phase, i| {
         let (a, b) = (states[pos], states[pos + 1]);
         pos += 2;
         let (inc, cnd) = if incumbent_first(phase, i) { (a, b * cand) } else { (b, a * cand) };
-        (inc / cnd).ln()
+        ((inc / cnd).ln(), Some((inc * cnd).ln()))
     });
     (d, pos)
 }
@@ -257,9 +257,15 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
     for t in 0..trials {
         let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let trial_seq = if history {
-            let scale = calibrated_scale(s, &mut rng);
-            cell.with_history += scale.is_some() as usize;
-            seq.clone().with_history(scale.map(Borrowed::new))
+            let borrowed = calibrated_scale(s, &mut rng);
+            cell.with_history += borrowed.is_some() as usize;
+            // A template in `seq` gives the knobs (and, by its `sums` being set or not, whether
+            // the history's sum spread is used): the probes of docs/decisions.md vary them.
+            let borrowed = match &seq.borrowed {
+                Some(t) => borrowed.map(|b| Borrowed { scale: b.scale, sums: t.sums.and(b.sums), ..t.clone() }),
+                None => borrowed,
+            };
+            seq.clone().with_history(borrowed)
         } else {
             seq.clone()
         };
