@@ -489,8 +489,8 @@ impl Repo {
 
     /// Paths with changes that would go into a hypothesis commit (tracked changes and untracked,
     /// not ignored files), ratchet's own directories and the sparse-checkout's absent files left
-    /// out. One pass over the work tree (see [`Repo::survey`]), and it arms the watcher that
-    /// [`Repo::after_run_scan`] reads.
+    /// out. One pass over the work tree (by stat data, libgit2 on the paths in doubt); it arms
+    /// the watcher that [`Repo::after_run_scan`] reads.
     pub fn changes(&self) -> Result<Vec<String>> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(true).include_ignored(false).exclude_submodules(true);
