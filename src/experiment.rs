@@ -179,7 +179,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
             records: vec![],
         }
         .start(2 * seq.max_measured_pairs());
-        drive_runs(session, &seq, cfg.score.direction(), elasticity, false)
+        drive(session, &seq, cfg.score.direction(), elasticity, false)
     });
     // Whatever appeared untracked while the benchmark ran was written by it (the hypothesis's
     // own new files are committed by now): keep it out of every later hypothesis.
@@ -449,10 +449,7 @@ pub(crate) enum Ended {
     Stopped(Stop),
 }
 
-/// The driver: ask the sequential procedure what to measure, measure it (pairs in the order
-/// the procedure's phase gives, AB/BA alternating, the confirmation reversed), and repeat until
-/// it decides or a run fails. After the first pair, identical compiled HLO on both sides ends
-/// the experiment at once as a no-op.
+/// Each phase's values, one per pair: (first phase, confirmation).
 pub(crate) type Batches = (Vec<f64>, Vec<f64>);
 
 /// The key of a benchmark's noise history: its command, the deciding metric and the latency
@@ -461,32 +458,17 @@ pub fn history_key(cfg: &Config) -> String {
     format!("{} [{}, latency {:?}]", cfg.benchmark.command, cfg.score.metric.as_str(), cfg.trace.latency).to_lowercase()
 }
 
+/// The driver: ask the sequential procedure what to measure, measure it (pairs in the order
+/// the procedure's phase gives, AB/BA alternating, the confirmation reversed), and repeat until
+/// it decides or a run fails. After the first pair, identical compiled HLO on both sides ends
+/// the experiment at once as a no-op. With `mirrored`, the incumbent's speed-up over the
+/// candidate is tested (`ratchet gate`'s regression test: its "keep" is "the candidate is
+/// significantly slower"), which never ends as a no-op (identical kernels simply show no
+/// regression). Returns the runs, how it ended, each phase's log-ratios, and each phase's
+/// log-sums (the pairs' ln incumbent + ln candidate in speed-up terms:
+/// `sequential::log_sums`), which the procedure's variance guard reads beside the log-ratios and
+/// the noise history records.
 pub(crate) fn drive(
-    s: Session,
-    seq: &Sequential,
-    direction: config::Direction,
-    elasticity: f64,
-) -> Result<(Vec<RunRecord>, Ended, Batches)> {
-    drive_oriented(s, seq, direction, elasticity, false)
-}
-
-/// [`drive`], or with `mirrored` the incumbent's speed-up over the candidate (`ratchet gate`'s
-/// regression test: its "keep" is "the candidate is significantly slower"), which never ends
-/// as a no-op (identical kernels simply show no regression).
-pub(crate) fn drive_oriented(
-    s: Session,
-    seq: &Sequential,
-    direction: config::Direction,
-    elasticity: f64,
-    mirrored: bool,
-) -> Result<(Vec<RunRecord>, Ended, Batches)> {
-    drive_runs(s, seq, direction, elasticity, mirrored).map(|(records, ended, batches, _)| (records, ended, batches))
-}
-
-/// [`drive_oriented`], also returning each phase's log-sums (the pairs' ln incumbent + ln
-/// candidate in speed-up terms: `sequential::log_sums`), which the procedure's variance guard
-/// reads beside the log-ratios and the noise history records.
-pub(crate) fn drive_runs(
     mut s: Session,
     seq: &Sequential,
     direction: config::Direction,

@@ -521,6 +521,16 @@ impl Repo {
         let Some(found) = walk::survey(&self.repo, &index, &self.root, &[STATE_DIR, RESULTS_DIR], watch::Watch::new()) else {
             return Ok(None);
         };
+        let mut watch = found.watch;
+        if let Some(w) = watch.as_mut() {
+            // Untracked directories that are not ignored (empty, or holding ignored files only):
+            // a file the benchmark writes there must be seen too.
+            for d in &found.untracked_dirs {
+                self.watch_untracked(w, d.trim_end_matches('/'));
+            }
+        }
+        // Armed before any status looks: it stands even when libgit2 walks the whole tree below.
+        *self.watch.borrow_mut() = watch;
         let mut paths = found.suspects;
         if paths.len() > MAX_SUSPECTS {
             return Ok(None);
@@ -532,15 +542,6 @@ impl Repo {
         );
         paths.sort();
         paths.dedup();
-        let mut watch = found.watch;
-        if let Some(w) = watch.as_mut() {
-            // Untracked directories that are not ignored (empty, or holding ignored files only):
-            // a file the benchmark writes there must be seen too.
-            for d in &found.untracked_dirs {
-                self.watch_untracked(w, d.trim_end_matches('/'));
-            }
-        }
-        *self.watch.borrow_mut() = watch;
         Ok(Some(paths))
     }
 
@@ -573,6 +574,8 @@ impl Repo {
             if changed.is_empty() {
                 return Ok(out);
             }
+            // Files, listed one by one below; `untracked_entry` gives them the entries a whole
+            // walk would report.
             opts.recurse_untracked_dirs(true).disable_pathspec_match(true);
             for p in changed {
                 opts.pathspec(p);
@@ -582,37 +585,23 @@ impl Repo {
                     opts.pathspec(format!("{p}/"));
                 }
             }
-            let statuses = self.statuses(&mut opts)?;
-            let index = self.repo.index()?;
-            for s in statuses.iter() {
-                let Some(p) = s.path().filter(|p| !is_ratchet_path(p)) else { continue };
-                if s.status().is_wt_new() {
-                    out.untracked.push(untracked_entry(&index, p));
-                } else if !s.status().is_ignored() {
-                    out.edited.push(p.to_string());
-                }
-            }
-            out.untracked.sort();
-            out.untracked.dedup();
-        } else {
-            let statuses = self.statuses(&mut opts)?;
-            for s in statuses.iter() {
-                let Some(p) = s.path().filter(|p| !is_ratchet_path(p)) else { continue };
-                if s.status().is_wt_new() {
-                    out.untracked.push(p.to_string());
-                } else if !s.status().is_ignored() {
-                    out.edited.push(p.to_string());
-                }
-            }
         }
-        // A sparse checkout's absent files are not edits (see `status_paths`).
-        if !out.edited.is_empty() {
-            let index = self.repo.index()?;
-            out.edited.retain(|p| {
+        let statuses = self.statuses(&mut opts)?;
+        let index = self.repo.index()?;
+        for s in statuses.iter() {
+            let Some(p) = s.path().filter(|p| !is_ratchet_path(p)) else { continue };
+            if s.status().is_wt_new() {
+                out.untracked.push(untracked_entry(&index, p));
+            } else if !s.status().is_ignored() {
+                // A sparse checkout's absent files are not edits (see `status_paths`).
                 let e = index.get_path(Path::new(p), 0);
-                !(e.is_some_and(|e| e.flags_extended & SKIP_WORKTREE != 0) && std::fs::symlink_metadata(self.root.join(p)).is_err())
-            });
+                if !(e.is_some_and(|e| e.flags_extended & SKIP_WORKTREE != 0) && std::fs::symlink_metadata(self.root.join(p)).is_err()) {
+                    out.edited.push(p.to_string());
+                }
+            }
         }
+        out.untracked.sort();
+        out.untracked.dedup();
         Ok(out)
     }
 

@@ -111,7 +111,7 @@ pub fn run(ws: &Locked, args: &GateArgs, exec: &mut dyn Executor, fx: &mut crate
     .start(2 * seq.max_measured_pairs());
     // The samples are the base's speed-up over the head, so the procedure's "keep" is "the head
     // is significantly slower by at least the threshold".
-    let (records, ended, _) = crate::experiment::drive_oriented(session, &seq, cfg.score.direction(), elasticity, true)?;
+    let (records, ended, _, _) = crate::experiment::drive(session, &seq, cfg.score.direction(), elasticity, true)?;
     let ended = match ended {
         crate::experiment::Ended::Decided(d) => Ok(d),
         crate::experiment::Ended::Stopped(stop) => Err(stop),

@@ -123,9 +123,10 @@ pub fn run(o: &WorkerOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Resu
         records: vec![],
     }
     .start(2 * seq.max_measured_pairs());
-    let measured = crate::experiment::drive(session, &seq, cfg.score.direction(), elasticity);
+    let measured = crate::experiment::drive(session, &seq, cfg.score.direction(), elasticity, false);
     let (records, ended, (main, confirm)) = match measured {
-        Ok(v) => v,
+        // The sums are not shipped in trial.json: the controller records the log-ratios only.
+        Ok((records, ended, batches, _)) => (records, ended, batches),
         Err(e) if crate::bench::infra::says_no_space(&e.to_string()) => {
             (vec![], Ended::Stopped(Stop::Infrastructure(e.to_string())), (vec![], vec![]))
         }

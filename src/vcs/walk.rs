@@ -95,14 +95,16 @@ pub fn survey(repo: &Repository, index: &Index, root: &Path, skip: &[&str], watc
             let d = match dir_of.get(parent) {
                 Some(&d) => d,
                 None => {
-                    // A new directory: it and the directories above it are tracked.
+                    // A new directory: it and the directories above it not met yet are tracked
+                    // names, and each is read (also one holding only directories).
                     let mut up = parent;
-                    while !up.is_empty() && tracked.insert(up) {
+                    while !dir_of.contains_key(up) {
+                        tracked.insert(up);
+                        dirs.push(Dir { rel: up, files: vec![] });
+                        dir_of.insert(up, dirs.len() - 1);
                         up = &up[..up.rfind('/').unwrap_or(0)];
                     }
-                    dirs.push(Dir { rel: parent, files: vec![] });
-                    dir_of.insert(parent, dirs.len() - 1);
-                    dirs.len() - 1
+                    dir_of[parent]
                 }
             };
             last = (parent, d);
@@ -127,18 +129,6 @@ pub fn survey(repo: &Repository, index: &Index, root: &Path, skip: &[&str], watc
             suspect,
             sparse: e.flags_extended & SKIP_WORKTREE != 0,
         });
-    }
-    // Directories that hold tracked files only below them (no files of their own) are read too.
-    let mut seen: HashSet<&str> = dirs.iter().map(|d| d.rel).collect();
-    for path in &paths {
-        let mut up = &path[..path.rfind('/').unwrap_or(0)];
-        while !up.is_empty() {
-            up = &up[..up.rfind('/').unwrap_or(0)];
-            if !seen.insert(up) {
-                break;
-            }
-            dirs.push(Dir { rel: up, files: vec![] });
-        }
     }
     dirs.sort_by(|a, b| a.rel.cmp(b.rel));
 
