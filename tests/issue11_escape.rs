@@ -7,7 +7,6 @@ mod support;
 
 use ratchet::bench::executor::{alive, Executor, Exit, ProcessExecutor, RunSpec};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::TestRepo;
 
@@ -142,18 +141,6 @@ fn repo() -> TestRepo {
     t
 }
 
-fn spawn(t: &TestRepo, env: &[(&str, &str)]) -> std::process::Child {
-    Command::new(assert_cmd::cargo::cargo_bin("ratchet"))
-        .arg("experiment: escape")
-        .current_dir(t.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 fn wait_limited(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
     let deadline = Instant::now() + limit;
     loop {
@@ -171,7 +158,7 @@ fn wait_limited(child: &mut std::process::Child, limit: Duration) -> Option<i32>
 #[test]
 fn ctrl_c_kills_an_escaped_grandchild() {
     let t = repo();
-    let mut child = spawn(&t, &[]);
+    let mut child = t.spawn(&["experiment: escape"], &[]);
     let pid = support::read_pid(&t.path().join("escapee.pid"));
     assert_escaped(pid);
     // SAFETY: signalling the ratchet this test started.
@@ -193,7 +180,7 @@ fn recovery_kills_an_escaped_grandchild_of_a_dead_ratchet() {
         t.git(&["commit", "-qam", "the incumbent escapes too"]);
         t.write("kernel.py", "BQ = 1\n");
         let env: Vec<(&str, &str)> = fault.map(|f| ("RATCHET_FAULT", f)).into_iter().collect();
-        let mut child = spawn(&t, &env);
+        let mut child = t.spawn(&["experiment: escape"], &env);
         let pid = support::read_pid(&t.path().join("escapee.pid"));
         if fault.is_none() {
             child.kill().unwrap();

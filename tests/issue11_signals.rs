@@ -95,18 +95,6 @@ fn repo(config: &str) -> TestRepo {
     t
 }
 
-fn spawn(t: &TestRepo, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
-    Command::new(assert_cmd::cargo::cargo_bin("ratchet"))
-        .args(args)
-        .current_dir(t.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .envs(env.iter().copied())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
 fn signal(child: &std::process::Child, sig: i32) {
     // SAFETY: signalling the ratchet this test started.
     unsafe {
@@ -120,7 +108,7 @@ fn ctrl_c_sighup_and_timeouts_kill_daemonised_processes_too() {
         let t = repo(CONFIG);
         let base = t.head();
         t.write("mode.txt", "daemon\n");
-        let mut child = spawn(&t, &["experiment: daemon"], &[]);
+        let mut child = t.spawn(&["experiment: daemon"], &[]);
         let pid = support::read_pid(&t.path().join("daemon.pid"));
         assert!(alive(pid));
         signal(&child, sig);
@@ -146,7 +134,7 @@ fn recovery_kills_what_a_dead_ratchet_left_even_before_it_knew_the_pid() {
     t.write("mode.txt", "daemon\n");
     t.git(&["commit", "-qam", "the incumbent daemonises too"]);
     t.write("kernel.py", "BQ = 1\n");
-    let mut child = spawn(&t, &["experiment: x"], &[("RATCHET_FAULT", "after-spawn")]);
+    let mut child = t.spawn(&["experiment: x"], &[("RATCHET_FAULT", "after-spawn")]);
     assert_eq!(wait_limited(&mut child, Duration::from_secs(30)), -1, "ratchet killed itself");
     let (daemon, leader) = (support::read_pid(&t.path().join("daemon.pid")), support::read_pid(&t.path().join("leader.pid")));
     assert!(alive(daemon) && alive(leader));

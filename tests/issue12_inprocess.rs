@@ -3,6 +3,8 @@
 //! throw-away git repo and checks the outcome, the recorded row, the repo afterwards and the
 //! events; one case pins the text the command line renders from those events (insta).
 
+mod support;
+
 use ratchet::bench::mock::{MockExecutor, Step};
 use ratchet::bench::Side;
 use ratchet::error::{Kind, Result};
@@ -14,19 +16,6 @@ use ratchet::store::Status;
 use ratchet::sweep::{self, SweepOptions, SweepOutcome};
 use ratchet::workspace::Workspace;
 use std::path::Path;
-use std::sync::Once;
-
-/// Git reads the user's global configuration (hooks, signing): point HOME at an empty directory
-/// once for the whole test binary, before any repository is opened.
-fn isolate_git() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let home = tempfile::tempdir().unwrap().keep();
-        std::env::set_var("HOME", home);
-        std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
-        std::env::set_var("XDG_CONFIG_HOME", "/nonexistent");
-    });
-}
 
 /// The benchmark command is never run (the mock answers), so any program passes the preflight.
 fn config(max_pairs: u32) -> String {
@@ -47,7 +36,7 @@ impl Repo {
     }
 
     fn with_config(config: &str) -> Repo {
-        isolate_git();
+        support::isolate_git();
         let r = Repo { dir: tempfile::tempdir().unwrap() };
         r.git(&["init", "-q", "-b", "main"]);
         r.git(&["config", "user.name", "Test"]);
@@ -75,9 +64,7 @@ impl Repo {
     }
 
     fn git(&self, args: &[&str]) -> String {
-        let out = std::process::Command::new("git").args(args).current_dir(self.path()).output().unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_string()
+        support::git_in(self.path(), args)
     }
 
     fn head(&self) -> String {

@@ -2,6 +2,8 @@
 //! through its event sink (`Events::ask`), never read from the terminal by the core; the command
 //! line's text face answers from a TTY. In-process: a sink that answers yes, no, or cannot answer.
 
+mod support;
+
 use ratchet::bench::mock::{MockExecutor, Step};
 use ratchet::events::{Effects, Event, Events, Question};
 use ratchet::experiment::{self, Options, Outcome};
@@ -9,27 +11,11 @@ use ratchet::signals::Cancel;
 use ratchet::store::Status;
 use ratchet::workspace::Workspace;
 use std::path::Path;
-use std::sync::Once;
-
-fn isolate_git() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let home = tempfile::tempdir().unwrap().keep();
-        std::env::set_var("HOME", home);
-        std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
-        std::env::set_var("XDG_CONFIG_HOME", "/nonexistent");
-    });
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git").args(args).current_dir(dir).output().unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
-}
+use support::git_in;
 
 /// A repo whose hypothesis edits kernel.py and adds a 2 MB binary file.
 fn repo() -> tempfile::TempDir {
-    isolate_git();
+    support::isolate_git();
     let d = tempfile::tempdir().unwrap();
     let p = d.path();
     std::fs::write(
@@ -39,11 +25,11 @@ fn repo() -> tempfile::TempDir {
     )
     .unwrap();
     std::fs::write(p.join("kernel.py"), "BQ = 128\n").unwrap();
-    git(p, &["init", "-q", "-b", "main"]);
-    git(p, &["config", "user.name", "Test"]);
-    git(p, &["config", "user.email", "t@example.com"]);
-    git(p, &["add", "-A"]);
-    git(p, &["commit", "-qm", "baseline"]);
+    git_in(p, &["init", "-q", "-b", "main"]);
+    git_in(p, &["config", "user.name", "Test"]);
+    git_in(p, &["config", "user.email", "t@example.com"]);
+    git_in(p, &["add", "-A"]);
+    git_in(p, &["commit", "-qm", "baseline"]);
     std::fs::write(p.join("kernel.py"), "BQ = 256\n").unwrap();
     let mut blob = vec![0u8; 2 << 20];
     blob[7] = 1;
@@ -86,20 +72,20 @@ fn the_core_asks_and_a_yes_commits_the_files() {
     assert!(sink.asked[0].text().contains("weights.bin (2.1 MB, binary)") && sink.asked[0].text().ends_with("[y/N] "));
     assert_eq!(o.row.status, Status::Keep);
     // The hypothesis commit holds the file.
-    let files = git(d.path(), &["show", "--name-only", "--format=", &o.row.commit]);
+    let files = git_in(d.path(), &["show", "--name-only", "--format=", &o.row.commit]);
     assert!(files.lines().any(|l| l == "weights.bin"), "{files}");
 }
 
 #[test]
 fn a_no_refuses_and_commits_nothing() {
     let d = repo();
-    let base = git(d.path(), &["rev-parse", "HEAD"]);
+    let base = git_in(d.path(), &["rev-parse", "HEAD"]);
     let mut sink = Answering { answer: Some(false), asked: vec![], events: vec![] };
     let e = run(d.path(), &mut sink, false).unwrap_err();
     assert_eq!(sink.asked.len(), 1);
     assert!(e.to_string().contains("untracked large or binary files would enter the hypothesis: weights.bin"), "{e}");
     assert!(e.hint.as_deref().unwrap_or("").contains("--allow-large"));
-    assert_eq!(git(d.path(), &["rev-parse", "HEAD"]), base, "nothing committed");
+    assert_eq!(git_in(d.path(), &["rev-parse", "HEAD"]), base, "nothing committed");
     assert!(d.path().join("weights.bin").exists(), "the file is left where it was");
     assert_eq!(std::fs::read_to_string(d.path().join("kernel.py")).unwrap(), "BQ = 256\n", "the edit is left in the work tree");
 }

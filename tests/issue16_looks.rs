@@ -2,6 +2,8 @@
 //! phase, scale at each look), written beside the runs as a small versioned JSON file, and drawn
 //! as a chart of the statistic against its boundaries. In-process on the mock executor (exact).
 
+mod support;
+
 use ratchet::bench::mock::{MockExecutor, Step};
 use ratchet::events::{Effects, Event};
 use ratchet::experiment::{self, Options, Outcome};
@@ -12,17 +14,6 @@ use ratchet::store::Status;
 use ratchet::sweep;
 use ratchet::workspace::Workspace;
 use std::path::{Path, PathBuf};
-use std::sync::Once;
-
-fn isolate_git() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let home = tempfile::tempdir().unwrap().keep();
-        std::env::set_var("HOME", home);
-        std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
-        std::env::set_var("XDG_CONFIG_HOME", "/nonexistent");
-    });
-}
 
 struct Repo {
     dir: tempfile::TempDir,
@@ -31,7 +22,7 @@ struct Repo {
 
 impl Repo {
     fn new(max_pairs: u32) -> Repo {
-        isolate_git();
+        support::isolate_git();
         let r = Repo { dir: tempfile::tempdir().unwrap(), n: 0 };
         let config = format!(
             "[benchmark]\ncommand = \"true\"\ntimeout_s = 20\nkill_grace_s = 0.5\nwarmup = 0\niters = 5\nprofile_iters = 0\n\

@@ -31,26 +31,6 @@ fn repo() -> TestRepo {
     t
 }
 
-/// Pids of the workers any trial recorded (worker.pid), and whether each still runs.
-fn live_workers(t: &TestRepo) -> Vec<i32> {
-    let mut live = vec![];
-    let Ok(dirs) = std::fs::read_dir(t.path().join(".ratchet/trials")) else { return live };
-    for d in dirs.flatten() {
-        let Ok(text) = std::fs::read_to_string(d.path().join("worker.pid")) else { continue };
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
-        let pid = v["pid"].as_i64().unwrap() as i32;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let start = stat.rsplit_once(')').map(|(_, r)| r.split_whitespace().nth(19).unwrap_or("").to_string()).unwrap_or_default();
-        let state = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next().map(str::to_string)).unwrap_or_default();
-        if start.parse::<u64>().ok() == v["start"].as_u64() && state != "Z" {
-            live.push(pid);
-        }
-    }
-    live
-}
-
-/// The trunk is consistent: HEAD holds exactly the kept hypotheses' commits, in row order, and
-/// every hypothesis has exactly one row.
 fn check_trunk(t: &TestRepo, base: &str) {
     check_trunk_of(t, base, &["01-faster.toml", "02-faster-still.toml", "03-crash.toml", "04-slower.toml"]);
 }
@@ -60,15 +40,7 @@ fn check_trunk_of(t: &TestRepo, base: &str, queue: &[&str]) {
     let mut names: Vec<String> = rows.iter().map(|r| r["hypothesis"].split('@').next().unwrap().to_string()).collect();
     names.sort();
     assert_eq!(names, queue, "{rows:?}");
-    let kept: Vec<&str> = rows.iter().filter(|r| r["status"] == "keep").map(|r| r["commit"].as_str()).collect();
-    let log = t.git(&["log", "--format=%H", "--reverse", &format!("{base}..HEAD")]);
-    assert_eq!(log.lines().collect::<Vec<_>>(), kept, "{rows:?}");
-    // Each kept commit was decided against the trunk head it merged onto.
-    let mut head = base.to_string();
-    for r in rows.iter().filter(|r| r["status"] == "keep") {
-        assert_eq!(r["incumbent"], head, "{rows:?}");
-        head = r["commit"].clone();
-    }
+    t.check_kept_chain(base);
     assert_eq!(t.git(&["status", "--porcelain"]), "");
     assert_eq!(t.git(&["for-each-ref", "refs/ratchet/trials/"]), "", "trial refs are cleaned up");
 }
@@ -108,7 +80,7 @@ fn jobs_two_decides_on_one_trunk_and_rechecks_the_stale_winner() {
     // Nothing is run twice.
     t.ratchet().args(["sweep", "--jobs", "2"]).assert().success().stdout(predicates::str::contains("4 already done"));
     assert_eq!(t.rows().len(), 4);
-    assert!(live_workers(&t).is_empty());
+    assert!(t.live_workers().is_empty());
     // gc's retention covers the trials' run directories: the kept experiment's trial stays.
     let trials = || -> Vec<String> {
         let mut v: Vec<String> = std::fs::read_dir(t.path().join(".ratchet/trials"))
@@ -129,66 +101,40 @@ fn jobs_two_decides_on_one_trunk_and_rechecks_the_stale_winner() {
 fn sigkill_mid_sweep_then_resume_records_each_hypothesis_once() {
     let t = repo();
     let base = t.head();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ratchet"))
-        .args(["sweep", "--jobs", "2"])
-        .env("FAKE_SLEEP_S", "0.3")
-        .current_dir(t.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", t.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = t.spawn(&["sweep", "--jobs", "2"], &[("FAKE_SLEEP_S", "0.3")]);
     // Kill it once two workers are measuring.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while live_workers(&t).len() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the workers never started");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    t.wait_for_workers(2, 30);
     std::thread::sleep(std::time::Duration::from_millis(800));
     unsafe {
         libc::kill(child.id() as i32, libc::SIGKILL);
     }
     child.wait().unwrap();
-    assert!(!live_workers(&t).is_empty(), "the workers outlive a SIGKILLed controller");
+    assert!(!t.live_workers().is_empty(), "the workers outlive a SIGKILLed controller");
     // `status` only reports: it names the parallel sweep's journal in what recovery will do.
     let status = t.ratchet().arg("status").assert().success().get_output().stdout.clone();
     let status = String::from_utf8_lossy(&status);
     assert!(status.contains("settle the") && status.contains("unfinished trial(s) of a parallel sweep journaled"), "{status}");
-    assert!(!live_workers(&t).is_empty(), "status stops nothing");
+    assert!(!t.live_workers().is_empty(), "status stops nothing");
     t.ratchet().arg("recover").assert().success();
-    assert!(live_workers(&t).is_empty(), "recover stops them");
+    assert!(t.live_workers().is_empty(), "recover stops them");
     assert!(!String::from_utf8_lossy(&t.ratchet().arg("status").assert().success().get_output().stdout).contains("parallel sweep"));
     t.ratchet().args(["sweep", "--jobs", "2"]).assert().success();
     check_trunk(&t, &base);
-    assert!(live_workers(&t).is_empty());
+    assert!(t.live_workers().is_empty());
 }
 
 #[test]
 fn sigint_stops_the_workers_and_records_nothing_half_done() {
     let t = repo();
     let base = t.head();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ratchet"))
-        .args(["sweep", "--jobs", "2"])
-        .env("FAKE_SLEEP_S", "1")
-        .current_dir(t.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", t.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while live_workers(&t).len() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the workers never started");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let mut child = t.spawn(&["sweep", "--jobs", "2"], &[("FAKE_SLEEP_S", "1")]);
+    t.wait_for_workers(2, 30);
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130), "exits as interrupted");
-    assert!(live_workers(&t).is_empty(), "Ctrl-C stops every worker");
+    assert!(t.live_workers().is_empty(), "Ctrl-C stops every worker");
     assert_eq!(t.head(), base);
     assert_eq!(t.git(&["status", "--porcelain"]), "");
     assert!(t.rows().is_empty(), "{:?}", t.rows());
@@ -218,6 +164,6 @@ fn a_kill_while_recording_merges_nothing_twice() {
         // and the first winner was kept (the second may lose against it once it merged).
         check_trunk_of(&t, &base, &["01-faster.toml", "02-faster-still.toml"]);
         assert!(t.rows().iter().any(|r| r["status"] == "keep"), "{point}");
-        assert!(live_workers(&t).is_empty(), "{point}");
+        assert!(t.live_workers().is_empty(), "{point}");
     }
 }

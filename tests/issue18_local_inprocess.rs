@@ -3,6 +3,8 @@
 //! they were submitted, so the merge lane's scheduling is exact: the first winner merges, the
 //! second (its trunk moved) is rechecked against the head once, then merges on top.
 
+mod support;
+
 use ratchet::bench::executor::Executor;
 use ratchet::bench::mock::{MockExecutor, Step};
 use ratchet::error::Result;
@@ -14,12 +16,7 @@ use ratchet::sweep::SweepOptions;
 use ratchet::workspace::Workspace;
 use std::collections::VecDeque;
 use std::path::Path;
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = std::process::Command::new("git").args(args).current_dir(dir).env("GIT_CONFIG_NOSYSTEM", "1").output().unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
-}
+use support::git_in;
 
 /// Latency 10 ms times the product of factors.env's `F<i>=x` lines, read in the run's checkout.
 fn executor() -> MockExecutor {
@@ -100,10 +97,11 @@ fn hypothesis(dir: &Path, name: &str, i: usize, to: f64) {
     std::fs::write(dir.join("experiments").join(format!("{name}.toml")), text).unwrap();
 }
 
-fn setup(dir: &Path) -> String {
-    git(dir, &["init", "-q", "-b", "main"]);
-    git(dir, &["config", "user.name", "Test"]);
-    git(dir, &["config", "user.email", "test@example.com"]);
+/// A repo whose queue holds `hyps` (name, factor index, new factor); returns the baseline commit.
+fn setup(dir: &Path, hyps: &[(&str, usize, f64)]) -> String {
+    git_in(dir, &["init", "-q", "-b", "main"]);
+    git_in(dir, &["config", "user.name", "Test"]);
+    git_in(dir, &["config", "user.email", "test@example.com"]);
     std::fs::write(
         dir.join("ratchet.toml"),
         "[benchmark]\ncommand = \"true\"\nwarmup = 0\niters = 5\nprofile_iters = 0\n[decision]\nmin_pairs = 4\nmax_pairs = 8\nconfirm_pairs = 4\n[score]\nmetric = \"latency\"\n",
@@ -111,11 +109,12 @@ fn setup(dir: &Path) -> String {
     .unwrap();
     std::fs::write(dir.join("factors.env"), "F0=1.0\nF1=1.0\nF2=1.0\n").unwrap();
     std::fs::create_dir_all(dir.join("experiments")).unwrap();
-    hypothesis(dir, "01-half", 0, 0.5);
-    hypothesis(dir, "02-faster", 1, 0.8);
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-qm", "baseline"]);
-    git(dir, &["rev-parse", "HEAD"]).trim().to_string()
+    for &(name, i, to) in hyps {
+        hypothesis(dir, name, i, to);
+    }
+    git_in(dir, &["add", "-A"]);
+    git_in(dir, &["commit", "-qm", "baseline"]);
+    git_in(dir, &["rev-parse", "HEAD"])
 }
 
 #[test]
@@ -123,7 +122,7 @@ fn a_trial_finished_before_the_controller_stopped_is_decided_from_its_run_direct
     std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
-    let base = setup(dir);
+    let base = setup(dir, &[("01-half", 0, 0.5), ("02-faster", 1, 0.8)]);
     let cancel = Cancel::new();
     {
         let mut events: Vec<Event> = vec![];
@@ -156,7 +155,7 @@ fn a_trial_finished_before_the_controller_stopped_is_decided_from_its_run_direct
         [("01-half", "keep"), ("02-faster", "keep")]
     );
     assert_eq!(out.rows.len(), 1);
-    assert_eq!(git(dir, &["log", "--format=%s", &format!("{base}..HEAD")]).lines().count(), 2);
+    assert_eq!(git_in(dir, &["log", "--format=%s", &format!("{base}..HEAD")]).lines().count(), 2);
 }
 
 #[test]
@@ -164,22 +163,7 @@ fn the_second_winner_is_rechecked_against_the_new_head_then_merges_on_top() {
     std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
-    git(dir, &["init", "-q", "-b", "main"]);
-    git(dir, &["config", "user.name", "Test"]);
-    git(dir, &["config", "user.email", "test@example.com"]);
-    std::fs::write(
-        dir.join("ratchet.toml"),
-        "[benchmark]\ncommand = \"true\"\nwarmup = 0\niters = 5\nprofile_iters = 0\n[decision]\nmin_pairs = 4\nmax_pairs = 8\nconfirm_pairs = 4\n[score]\nmetric = \"latency\"\n",
-    )
-    .unwrap();
-    std::fs::write(dir.join("factors.env"), "F0=1.0\nF1=1.0\nF2=1.0\n").unwrap();
-    std::fs::create_dir_all(dir.join("experiments")).unwrap();
-    hypothesis(dir, "01-half", 0, 0.5);
-    hypothesis(dir, "02-faster", 1, 0.8);
-    hypothesis(dir, "03-slower", 2, 1.25);
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-qm", "baseline"]);
-    let base = git(dir, &["rev-parse", "HEAD"]).trim().to_string();
+    let base = setup(dir, &[("01-half", 0, 0.5), ("02-faster", 1, 0.8), ("03-slower", 2, 1.25)]);
 
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
@@ -207,11 +191,11 @@ fn the_second_winner_is_rechecked_against_the_new_head_then_merges_on_top() {
         assert_eq!(runs.iter().filter(|x| x.experiment == r.id.to_string()).count() as u32, r.runs, "{}", r.message);
     }
     // The trunk: both kept commits, merged once each, on top of each other; the tree matches.
-    let log = git(dir, &["log", "--format=%s", &format!("{base}..HEAD")]);
+    let log = git_in(dir, &["log", "--format=%s", &format!("{base}..HEAD")]);
     assert_eq!(log.lines().collect::<Vec<_>>(), ["02-faster", "01-half"]);
     assert_eq!(std::fs::read_to_string(dir.join("factors.env")).unwrap(), "F0=0.5\nF1=0.8\nF2=1.0\n");
-    assert_eq!(git(dir, &["status", "--porcelain"]), "");
+    assert_eq!(git_in(dir, &["status", "--porcelain"]), "");
     // The loser is parked as a serial sweep parks it.
-    assert!(git(dir, &["for-each-ref", "refs/ratchet/discarded/"]).contains(&format!("discarded/{}", out.rows[2].id)));
-    assert_eq!(git(dir, &["for-each-ref", "refs/ratchet/trials/"]), "");
+    assert!(git_in(dir, &["for-each-ref", "refs/ratchet/discarded/"]).contains(&format!("discarded/{}", out.rows[2].id)));
+    assert_eq!(git_in(dir, &["for-each-ref", "refs/ratchet/trials/"]), "");
 }

@@ -8,7 +8,7 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 use support::TestRepo;
 
@@ -47,14 +47,7 @@ fn check_trunk(t: &TestRepo, base: &str) {
     assert_eq!(by("01")["status"], "keep", "{rows:?}");
     assert_ne!(by("02")["status"], "keep", "{rows:?}");
     assert_ne!(by("03")["status"], "keep", "{rows:?}");
-    let kept: Vec<&str> = rows.iter().filter(|r| r["status"] == "keep").map(|r| r["commit"].as_str()).collect();
-    let log = t.git(&["log", "--format=%H", "--reverse", &format!("{base}..HEAD")]);
-    assert_eq!(log.lines().collect::<Vec<_>>(), kept, "{rows:?}");
-    let mut head = base.to_string();
-    for r in rows.iter().filter(|r| r["status"] == "keep") {
-        assert_eq!(r["incumbent"], head, "{rows:?}");
-        head = r["commit"].clone();
-    }
+    t.check_kept_chain(base);
     assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=10\nFAKE_LATENCY_MS=5\n#b\n#c\n");
     assert_eq!(t.git(&["status", "--porcelain"]), "");
     assert_eq!(t.git(&["for-each-ref", "refs/ratchet/trials/"]), "", "trial refs are cleaned up");
@@ -74,24 +67,6 @@ fn trial_results(t: &TestRepo) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// Pids of the workers that recorded a worker.pid and still run (the same start time).
-fn live_workers(t: &TestRepo) -> Vec<i32> {
-    let mut live = vec![];
-    let Ok(dirs) = std::fs::read_dir(t.path().join(".ratchet/trials")) else { return live };
-    for d in dirs.flatten() {
-        let Ok(text) = std::fs::read_to_string(d.path().join("worker.pid")) else { continue };
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
-        let pid = v["pid"].as_i64().unwrap() as i32;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        if f.len() > 19 && f[0] != "Z" && f[19].parse::<u64>().ok() == v["start"].as_u64() {
-            live.push(pid);
-        }
-    }
-    live
-}
-
 /// This repository's jobs that Slurm still lists as pending or running (their batch script is
 /// under the repository's .ratchet/slurm).
 fn our_jobs(t: &TestRepo) -> Vec<String> {
@@ -107,24 +82,13 @@ fn our_jobs(t: &TestRepo) -> Vec<String> {
 
 /// `ratchet sweep` started in the background with `FAKE_SLEEP_S` (the benchmark's sleep per run).
 fn spawn_sweep(t: &TestRepo, sleep_s: &str) -> std::process::Child {
-    Command::new(assert_cmd::cargo::cargo_bin("ratchet"))
-        .arg("sweep")
-        .env("FAKE_SLEEP_S", sleep_s)
-        .env_remove("FAKE_LATENCY_MS")
-        .env_remove("FAKE_MODE")
-        .current_dir(t.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("HOME", t.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
+    t.spawn(&["sweep"], &[("FAKE_SLEEP_S", sleep_s)])
 }
 
 /// SIGKILL `child` once `n` workers are measuring.
 fn kill_when_measuring(t: &TestRepo, mut child: std::process::Child, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(45);
-    while live_workers(t).len() < n {
+    while t.live_workers().len() < n {
         assert!(Instant::now() < deadline, "the workers never started");
         assert!(child.try_wait().unwrap().is_none(), "the sweep ended before its workers started");
         std::thread::sleep(Duration::from_millis(50));
@@ -193,7 +157,7 @@ fn a_killed_slurm_sweep_is_cancelled_by_recover_and_resumed_once() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("JobState=CANCELLED"), "job {id}: {text}");
     }
-    assert_eq!(live_workers(&t), Vec::<i32>::new());
+    assert_eq!(t.live_workers(), Vec::<i32>::new());
     assert_eq!(t.head(), base);
     t.ratchet().arg("sweep").assert().success();
     check_trunk(&t, &base);
@@ -206,17 +170,13 @@ fn sigint_cancels_every_slurm_job() {
     let t = repo(SLURM);
     let base = t.head();
     let mut child = spawn_sweep(&t, "1");
-    let deadline = Instant::now() + Duration::from_secs(45);
-    while live_workers(&t).len() < 2 {
-        assert!(Instant::now() < deadline, "the workers never started");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    t.wait_for_workers(2, 45);
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
     assert_eq!(child.wait().unwrap().code(), Some(130), "exits as interrupted");
     assert_eq!(our_jobs(&t), Vec::<String>::new(), "Ctrl-C cancels the jobs");
-    assert_eq!(live_workers(&t), Vec::<i32>::new());
+    assert_eq!(t.live_workers(), Vec::<i32>::new());
     assert_eq!(t.head(), base);
     assert!(t.rows().is_empty(), "{:?}", t.rows());
 }
@@ -286,7 +246,7 @@ fn a_killed_hook_sweep_is_cancelled_through_the_hook_and_resumed_once() {
     let t = hook_repo(rig.path());
     let base = t.head();
     kill_when_measuring(&t, spawn_sweep(&t, "1"), 2);
-    assert_eq!(live_workers(&t).len(), 2, "the workers outlive a SIGKILLed controller");
+    assert_eq!(t.live_workers().len(), 2, "the workers outlive a SIGKILLed controller");
     let out = t.ratchet().arg("recover").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
@@ -294,7 +254,7 @@ fn a_killed_hook_sweep_is_cancelled_through_the_hook_and_resumed_once() {
     // Both jobs went through the cancel hook (not only through their worker.pid).
     let cancelled = std::fs::read_to_string(rig.path().join("state/cancelled")).unwrap();
     assert_eq!(cancelled.lines().filter(|l| l.starts_with("local-")).count(), 2, "{cancelled}");
-    assert_eq!(live_workers(&t), Vec::<i32>::new());
+    assert_eq!(t.live_workers(), Vec::<i32>::new());
     t.ratchet().arg("sweep").assert().success();
     check_trunk(&t, &base);
 }
@@ -313,7 +273,7 @@ fn the_next_sweep_cancels_a_killed_sweeps_jobs_through_the_hook() {
     let cancelled = std::fs::read_to_string(rig.path().join("state/cancelled")).unwrap();
     assert_eq!(cancelled.lines().filter(|l| l.starts_with("local-")).count(), 2, "{cancelled}");
     check_trunk(&t, &base);
-    assert_eq!(live_workers(&t), Vec::<i32>::new());
+    assert_eq!(t.live_workers(), Vec::<i32>::new());
 }
 
 #[test]

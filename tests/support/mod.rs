@@ -17,6 +17,25 @@ pub fn wait_for(path: &Path) {
     }
 }
 
+/// Git reads the user's global configuration (hooks, signing): for in-process tests, point HOME
+/// at an empty directory once for the whole test binary, before any repository is opened.
+pub fn isolate_git() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let home = tempfile::tempdir().unwrap().keep();
+        std::env::set_var("HOME", home);
+        std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+        std::env::set_var("XDG_CONFIG_HOME", "/nonexistent");
+    });
+}
+
+/// `git ARGS` in `dir` with no system configuration; its output, trimmed.
+pub fn git_in(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git").args(args).current_dir(dir).env("GIT_CONFIG_NOSYSTEM", "1").output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
 pub fn fake_bench() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_bench.py")
 }
@@ -100,15 +119,66 @@ impl TestRepo {
 
     /// Start `ratchet MESSAGE` in the background (for tests that signal or race it).
     pub fn spawn_ratchet(&self, message: &str) -> std::process::Child {
+        self.spawn(&[message], &[])
+    }
+
+    /// Start `ratchet ARGS` in the background with `env` on top of a clean git environment, its
+    /// output dropped.
+    pub fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
         std::process::Command::new(assert_cmd::cargo::cargo_bin("ratchet"))
-            .arg(message)
+            .args(args)
             .current_dir(self.path())
             .env("HOME", self.home.path())
             .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env_remove("FAKE_MODE")
+            .env_remove("FAKE_LATENCY_MS")
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap()
+    }
+
+    /// Pids of the parallel-sweep workers that recorded a worker.pid and still run (the same
+    /// start time, not a zombie).
+    pub fn live_workers(&self) -> Vec<i32> {
+        let mut live = vec![];
+        let Ok(dirs) = std::fs::read_dir(self.path().join(".ratchet/trials")) else { return live };
+        for d in dirs.flatten() {
+            let Ok(text) = std::fs::read_to_string(d.path().join("worker.pid")) else { continue };
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else { continue };
+            let pid = v["pid"].as_i64().unwrap() as i32;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            if f.len() > 19 && f[0] != "Z" && f[19].parse::<u64>().ok() == v["start"].as_u64() {
+                live.push(pid);
+            }
+        }
+        live
+    }
+
+    /// Wait (up to `secs`) until `n` workers are measuring.
+    pub fn wait_for_workers(&self, n: usize, secs: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        while self.live_workers().len() < n {
+            assert!(std::time::Instant::now() < deadline, "the workers never started");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
+    /// The kept rows are exactly the commits on the branch since `base`, in order, each decided
+    /// against the head it merged onto.
+    pub fn check_kept_chain(&self, base: &str) {
+        let rows = self.rows();
+        let kept: Vec<&str> = rows.iter().filter(|r| r["status"] == "keep").map(|r| r["commit"].as_str()).collect();
+        let log = self.git(&["log", "--format=%H", "--reverse", &format!("{base}..HEAD")]);
+        assert_eq!(log.lines().collect::<Vec<_>>(), kept, "{rows:?}");
+        let mut head = base.to_string();
+        for r in rows.iter().filter(|r| r["status"] == "keep") {
+            assert_eq!(r["incumbent"], head, "{rows:?}");
+            head = r["commit"].clone();
+        }
     }
 
     /// Make the candidate's benchmark hang after starting a grandchild whose pid it writes to
