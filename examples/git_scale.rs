@@ -221,14 +221,7 @@ fn main() {
             }
             let g_end = t.read();
             if round > 0 {
-                cli.walk.push(g_walk);
-                cli.commit.push(g_commit);
-                cli.scan.push(g_scan);
-                if keep {
-                    cli.keep.push(g_end)
-                } else {
-                    cli.revert.push(g_end)
-                }
+                cli.push([g_walk, g_commit, g_scan, g_end], keep);
             }
         }
     }

@@ -3,43 +3,15 @@
 //! state line), cancel and fetch, and every way a hook can misbehave. Also the `[engine]` table's
 //! validation, which names the key and what is allowed.
 
+mod support;
+
 use ratchet::config::Config;
 use ratchet::scale::engine::{Engine, JobHandle, JobState, TrialSpec};
 use ratchet::scale::hook::{HookEngine, HookOptions};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// A launcher in four scripts: submit starts the worker in its own session and prints its pid;
-/// poll asks whether it lives (a zombie does not: it waits for whichever init reaps it); cancel kills its group; fetch copies a "remote" run directory.
-const SUBMIT: &str = r#"#!/bin/sh
-# $1: the hook's state directory. The trial arrives as JSON on stdin.
-state="$1"
-cat > "$RATCHET_OUT_DIR/submitted.json"
-echo "submit for $RATCHET_TRIAL_ID" >&2
-setsid sh -c 'eval "$RATCHET_WORKER"; echo $? > "$0/exit"' "$RATCHET_OUT_DIR" </dev/null >"$RATCHET_OUT_DIR/worker.log" 2>&1 &
-echo "$RATCHET_OUT_DIR" > "$state/$!"
-echo "local-$!"
-"#;
-const POLL: &str = r#"#!/bin/sh
-state="$1"; pid="${RATCHET_JOB#local-}"
-out="$(cat "$state/$pid" 2>/dev/null)" || { echo "failed: unknown job $RATCHET_JOB"; exit 0; }
-if [ -f "$out/exit" ]; then echo finished
-elif [ -r "/proc/$pid/stat" ] && ! grep -q ') Z' "/proc/$pid/stat"; then echo running
-# Looked at again: the worker may have ended between the first look and the second.
-elif [ -f "$out/exit" ]; then echo finished
-else echo "failed: worker $pid died without an exit status"; fi
-"#;
-const CANCEL: &str = r#"#!/bin/sh
-state="$1"; pid="${RATCHET_JOB#local-}"
-echo "$RATCHET_JOB" >> "$state/cancelled"
-kill -9 "-$pid" 2>/dev/null
-exit 0
-"#;
-const FETCH: &str = r#"#!/bin/sh
-# The "remote" copy of every run directory is under $1/remote/<trial id>.
-cp -R "$1/remote/$RATCHET_TRIAL_ID/." "$RATCHET_OUT_DIR/"
-"#;
+use support::hooks;
 
 struct Rig {
     dir: tempfile::TempDir,
@@ -49,7 +21,9 @@ impl Rig {
     fn new() -> Rig {
         let rig = Rig { dir: tempfile::tempdir().unwrap() };
         std::fs::create_dir_all(rig.state()).unwrap();
-        for (name, body) in [("submit.sh", SUBMIT), ("poll.sh", POLL), ("cancel.sh", CANCEL), ("fetch.sh", FETCH)] {
+        for (name, body) in
+            [("submit.sh", hooks::SUBMIT), ("poll.sh", hooks::POLL), ("cancel.sh", hooks::CANCEL), ("fetch.sh", hooks::FETCH)]
+        {
             rig.script(name, body);
         }
         rig

@@ -181,32 +181,7 @@ fn sigint_cancels_every_slurm_job() {
     assert!(t.rows().is_empty(), "{:?}", t.rows());
 }
 
-/// Hooks that run the worker in the background on this host, in its own session (as
-/// tests/issue18_hook.rs's): submit prints `local-PID`, poll asks whether PID lives, cancel
-/// kills its group and logs the job.
-const SUBMIT: &str = r#"#!/bin/sh
-state="$1"
-cat > /dev/null
-setsid sh -c 'eval "$RATCHET_WORKER"; echo $? > "$0/exit"' "$RATCHET_OUT_DIR" </dev/null >"$RATCHET_OUT_DIR/worker.log" 2>&1 &
-echo "$RATCHET_OUT_DIR" > "$state/$!"
-echo "local-$!"
-"#;
-const POLL: &str = r#"#!/bin/sh
-state="$1"; pid="${RATCHET_JOB#local-}"
-out="$(cat "$state/$pid" 2>/dev/null)" || { echo "failed: unknown job $RATCHET_JOB"; exit 0; }
-if [ -f "$out/exit" ]; then echo finished
-elif [ -r "/proc/$pid/stat" ] && ! grep -q ') Z' "/proc/$pid/stat"; then echo running
-elif [ -f "$out/exit" ]; then echo finished
-else echo "failed: worker $pid died without an exit status"; fi
-"#;
-const CANCEL: &str = r#"#!/bin/sh
-state="$1"; pid="${RATCHET_JOB#local-}"
-echo "$RATCHET_JOB" >> "$state/cancelled"
-kill -9 "-$pid" 2>/dev/null
-exit 0
-"#;
-
-/// A repo whose [engine] is the hooks above, kept in `rig` with their state directory.
+/// A repo whose [engine] is the test hooks (`support::hooks`), kept in `rig` with their state directory.
 fn hook_repo(rig: &Path) -> TestRepo {
     let state = rig.join("state");
     std::fs::create_dir_all(&state).unwrap();
@@ -218,9 +193,9 @@ fn hook_repo(rig: &Path) -> TestRepo {
     };
     let engine = format!(
         "[engine]\nkind = \"hook\"\ncapacity = 2\nsubmit = {:?}\npoll = {:?}\ncancel = {:?}\nhook_timeout_s = 10\n",
-        hook("submit.sh", SUBMIT),
-        hook("poll.sh", POLL),
-        hook("cancel.sh", CANCEL)
+        hook("submit.sh", support::hooks::SUBMIT),
+        hook("poll.sh", support::hooks::POLL),
+        hook("cancel.sh", support::hooks::CANCEL)
     );
     repo(&engine)
 }

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod hooks;
 pub mod slurm;
 
 use assert_cmd::Command;
