@@ -6,8 +6,9 @@
 //! null cell), grid (trials per grid cell), power (trials per power cell), stationary (1: also
 //! the worst stationary null cells), detail (1: each grid cell), sums (0/1: the guard also sees
 //! the runs' sums), safety, guard, confirm_guard, retest_guard (0: off), confirm_extra,
-//! first_look, beta, early_beta, confirm_beta, threads; breakdown=SCENARIO: where its false
-//! keeps come from. Defaults: the procedure's.
+//! first_look, first_share, beta, early_beta, confirm_beta, threads; jumps=1.25,4,... (more
+//! null cells: the noise that multiple of its history's); breakdown=SCENARIO (or breakdown=4x):
+//! where its false keeps come from. Defaults: the procedure's.
 
 use ratchet::config::DecisionConfig;
 use ratchet::stats::sequential::{Borrowed, NoiseScale, Sequential};
@@ -37,6 +38,7 @@ fn main() {
             futility_beta: num("beta", b.futility_beta),
             early_beta: num("early_beta", b.early_beta),
             confirm_beta: num("confirm_beta", b.confirm_beta),
+            first_share: num("first_share", b.first_share),
             ..b
         }
     };
@@ -50,6 +52,11 @@ fn main() {
     for n in ["cv 1%, 1.5x history", "cv 1%, 2x history", "cv 1%, 3x history", "cv 1% rising to 3x history", "AR(1) 0.5, cv 2%, 2x history"]
     {
         jobs.push((format!("null {n}"), by(n), 0.0, null));
+    }
+    // More jump sizes: jumps=1.25,4,6 (the noise that multiple of its history's, cv 1% there).
+    for j in kv.get("jumps").map(|v| v.split(',').map(|x| x.parse::<f64>().expect("jumps")).collect::<Vec<_>>()).unwrap_or_default() {
+        let name: &'static str = Box::leak(format!("cv 1%, {j}x history").into_boxed_str());
+        jobs.push((format!("null {name}"), Scenario { name, jump: j, cv: 0.01 * j, ..by("cv 1%, 2x history") }, 0.0, null));
     }
     if num("stationary", 0.0) != 0.0 {
         for n in ["cv 0.5% bimodal", "cv 1% + 2% 3x outliers", "cv 1% + 5% 3x outliers", "cv 3%", "AR(1) 0.5, cv 3%", "cv 1% bimodal 50/50"]
@@ -109,7 +116,16 @@ fn main() {
 fn breakdown(all: &[Scenario], name: &str, template: &Borrowed, trials: usize, seed: u64) {
     use ratchet::stats::rng::Rng;
     use ratchet::stats::simulate::{calibrated_scale, decide_on, session};
-    let s = all.iter().find(|s| s.name == name).expect("scenario");
+    let jumped;
+    let s = match name.strip_suffix('x').and_then(|j| j.parse::<f64>().ok()) {
+        // breakdown=4x: the noise 4x its history's, cv 1% there.
+        Some(j) => {
+            let base = all.iter().find(|s| s.name == "cv 1%, 2x history").expect("scenario");
+            jumped = Scenario { jump: j, cv: 0.01 * j, ..base.clone() };
+            &jumped
+        }
+        None => all.iter().find(|s| s.name == name).expect("scenario"),
+    };
     let seq = Sequential::new(DecisionConfig::default().params(None));
     let mut tally: HashMap<String, usize> = HashMap::new();
     for t in 0..trials {

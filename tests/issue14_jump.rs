@@ -31,12 +31,12 @@ fn borrowed() -> Borrowed {
 
 #[test]
 fn a_confirmation_noisier_than_history_no_longer_passes_on_the_borrowed_scale() {
-    const { assert!(CONFIRM_GUARD > GUARD, "the confirmation's guard is the looser one") };
+    const { assert!(CONFIRM_GUARD >= GUARD, "the confirmation's guard is never the stricter one") };
     // Phase 1: two quiet pairs at +5%: significant on the borrowed scale at the first look.
     let main = [0.05, 0.0501];
     // The confirmation's two pairs: +4% on average, but their variance (with phase 1's residual:
     // (2 x 0.0158^2 + 5e-9) / 2 = 2.5 x the history's) is above history. F(2, 15) at 0.05 is
-    // 3.68 (scipy.stats.f.ppf(0.95, 2, 15)): the old guard misses it; at 0.25 it is 1.52.
+    // 3.68 (scipy.stats.f.ppf(0.95, 2, 15)): the old guard misses it; at 0.15 it is 2.16.
     let d = 0.0158;
     let confirm = [0.04 - d, 0.04 + d];
 
@@ -49,8 +49,9 @@ fn a_confirmation_noisier_than_history_no_longer_passes_on_the_borrowed_scale() 
     let Next::Done(dec) = before.next(&main, &confirm) else { panic!("the old procedure decides at once") };
     assert_eq!(dec.verdict, Verdict::Keep, "{}", dec.reason);
 
-    // Now the guard fires: the look uses the pairs' own t-test (2 df: t = 3.6 against 16.0), which
-    // does not pass; not futile either, so the confirmation measures its next look.
+    // Now the guard fires: the look uses the confirmation's own t-test, from its own pairs (1 df:
+    // t = 2.5 against 463), which does not pass; not futile either, so the confirmation measures
+    // its next look.
     let now = Sequential::new(params()).with_history(Some(borrowed()));
     assert_eq!(now.next(&main, &confirm), Next::Measure { phase: Phase::Confirm, pairs: 2 });
     // The next pairs show nothing: unconfirmed, not kept.
@@ -63,8 +64,8 @@ fn a_confirmation_noisier_than_history_no_longer_passes_on_the_borrowed_scale() 
 
 #[test]
 fn a_confirmation_as_quiet_as_history_still_passes_at_two_pairs() {
-    // The looser guard costs nothing when the noise is what history says: same phase 1, a
-    // confirmation at +4% whose spread is under the history's (variance ratio 0.25, under F 0.25's 1.52).
+    // The guard costs nothing when the noise is what history says: same phase 1, a confirmation
+    // at +4% whose spread is under the history's (variance ratio 0.25, under F 0.15's 2.16).
     let now = Sequential::new(params()).with_history(Some(borrowed()));
     assert_eq!((borrowed().confirm_guard, borrowed().confirm_beta), (CONFIRM_GUARD, CONFIRM_BETA));
     let Next::Done(dec) = now.next(&[0.05, 0.0501], &[0.035, 0.045]) else { panic!("decided") };
