@@ -55,8 +55,8 @@ fn main() {
     }
     // More jump sizes: jumps=1.25,4,6 (the noise that multiple of its history's, cv 1% there).
     for j in kv.get("jumps").map(|v| v.split(',').map(|x| x.parse::<f64>().expect("jumps")).collect::<Vec<_>>()).unwrap_or_default() {
-        let name: &'static str = Box::leak(format!("cv 1%, {j}x history").into_boxed_str());
-        jobs.push((format!("null {name}"), Scenario { name, jump: j, cv: 0.01 * j, ..by("cv 1%, 2x history") }, 0.0, null));
+        let s = jumped(&all, j);
+        jobs.push((format!("null {}", s.name), s, 0.0, null));
     }
     if num("stationary", 0.0) != 0.0 {
         for n in ["cv 0.5% bimodal", "cv 1% + 2% 3x outliers", "cv 1% + 5% 3x outliers", "cv 3%", "AR(1) 0.5, cv 3%", "cv 1% bimodal 50/50"]
@@ -111,21 +111,24 @@ fn main() {
     eprintln!("{:.1} s", started.elapsed().as_secs_f64());
 }
 
+/// The noise `j` times its history's (cv 1% in the history), like the table's jump cells.
+fn jumped(all: &[Scenario], j: f64) -> Scenario {
+    let base = all.iter().find(|s| s.name == "cv 1%, 2x history").expect("the 2x cell");
+    let name: &'static str = Box::leak(format!("cv 1%, {j}x history").into_boxed_str());
+    Scenario { name, jump: j, cv: 0.01 * j, ..base.clone() }
+}
+
 /// Where the false keeps of one null cell come from: (first-phase pairs, its scale,
 /// confirmation pairs, its scale) with counts.
 fn breakdown(all: &[Scenario], name: &str, template: &Borrowed, trials: usize, seed: u64) {
     use ratchet::stats::rng::Rng;
     use ratchet::stats::simulate::{calibrated_scale, decide_on, session};
-    let jumped;
+    // breakdown=4x: the noise 4x its history's.
     let s = match name.strip_suffix('x').and_then(|j| j.parse::<f64>().ok()) {
-        // breakdown=4x: the noise 4x its history's, cv 1% there.
-        Some(j) => {
-            let base = all.iter().find(|s| s.name == "cv 1%, 2x history").expect("scenario");
-            jumped = Scenario { jump: j, cv: 0.01 * j, ..base.clone() };
-            &jumped
-        }
-        None => all.iter().find(|s| s.name == name).expect("scenario"),
+        Some(j) => jumped(all, j),
+        None => all.iter().find(|s| s.name == name).expect("scenario").clone(),
     };
+    let s = &s;
     let seq = Sequential::new(DecisionConfig::default().params(None));
     let mut tally: HashMap<String, usize> = HashMap::new();
     for t in 0..trials {

@@ -175,8 +175,8 @@ pub struct Borrowed {
     /// The variance guard: the experiment's own t-test decides a look when its pairs' variance
     /// exceeds the history's at this one-sided F-test level.
     pub guard: f64,
-    /// The guard's level in the confirmation (looser: a noise jump the first phase's few df
-    /// missed must not pass the confirmation too; only promising changes pay for it).
+    /// The guard's level in the confirmation, where it pools the first phase's spread with the
+    /// batch's own: a second look at a noise jump the first phase's few df missed.
     pub confirm_guard: f64,
     /// A pair further than this many sds (the history's, or the batch's own robust sd when
     /// larger) from the batch's median is a gross outlier: set aside and replaced by another pair.
@@ -1216,7 +1216,7 @@ mod tests {
     #[test]
     fn under_a_noise_jump_ordinary_pairs_are_not_set_aside_as_outliers() {
         // History sd 1%: the old band was 6%. Eight pairs of a noise 4x that (sd 4%), one of them
-        // 1.8 sd out: an ordinary pair of this batch, but 7.2% from the median.
+        // 1.8 sd out: an ordinary pair of this batch, but 6.7% from the median (0.005).
         let s = with_sums(RETEST_GUARD);
         let d = [0.01, -0.03, 0.04, -0.02, 0.072, -0.045, 0.0, 0.03];
         assert_eq!(s.kept_idx(&d).len(), 8, "the band follows the batch's own robust sd when larger");
