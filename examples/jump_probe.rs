@@ -122,7 +122,7 @@ fn jumped(all: &[Scenario], j: f64) -> Scenario {
 /// confirmation pairs, its scale) with counts.
 fn breakdown(all: &[Scenario], name: &str, template: &Borrowed, trials: usize, seed: u64) {
     use ratchet::stats::rng::Rng;
-    use ratchet::stats::simulate::{calibrated_scale, decide_on, session};
+    use ratchet::stats::simulate::{calibrated_scale, decide_on, session, with_knobs};
     // breakdown=4x: the noise 4x its history's.
     let s = match name.strip_suffix('x').and_then(|j| j.parse::<f64>().ok()) {
         Some(j) => jumped(all, j),
@@ -133,7 +133,7 @@ fn breakdown(all: &[Scenario], name: &str, template: &Borrowed, trials: usize, s
     let mut tally: HashMap<String, usize> = HashMap::new();
     for t in 0..trials {
         let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let b = calibrated_scale(s, &mut rng).map(|b| Borrowed { scale: b.scale, sums: template.sums.and(b.sums), ..template.clone() });
+        let b = with_knobs(calibrated_scale(s, &mut rng), Some(template));
         let seq = seq.clone().with_history(b);
         let states = session(s, 200, s.jump, &mut rng);
         let (d, _) = decide_on(&seq, &states, 0.0);

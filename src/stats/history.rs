@@ -108,28 +108,25 @@ pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Opt
 /// The scale in use: the entries (oldest first) pooled newest first up to `MAX_DF` degrees of
 /// freedom; `None` below `MIN_DF`.
 pub fn estimate(entries: &[Entry]) -> Option<NoiseScale> {
-    let (mut ss, mut df) = (0.0, 0.0);
-    for e in entries.iter().rev() {
-        if df >= MAX_DF {
-            break;
-        }
-        ss += e.ss;
-        df += e.df;
-    }
-    (df >= MIN_DF && ss > 0.0).then(|| NoiseScale { sd: (ss / df).sqrt(), df })
+    pool(entries.iter().map(|e| (e.ss, e.df)))
 }
 
 /// The history's spread of the pairs' log-sums, pooled like [`estimate`] over the newest
 /// entries that recorded it; `None` below `MIN_DF` (old files: the guard then sees the
 /// log-ratios alone).
 pub fn estimate_sums(entries: &[Entry]) -> Option<NoiseScale> {
+    pool(entries.iter().filter(|e| e.sum_df > 0.0).map(|e| (e.sum_ss, e.sum_df)))
+}
+
+/// (sum of squares, df) of entries, oldest first, pooled newest first up to `MAX_DF`.
+fn pool(spreads: impl DoubleEndedIterator<Item = (f64, f64)>) -> Option<NoiseScale> {
     let (mut ss, mut df) = (0.0, 0.0);
-    for e in entries.iter().rev().filter(|e| e.sum_df > 0.0) {
+    for (s, f) in spreads.rev() {
         if df >= MAX_DF {
             break;
         }
-        ss += e.sum_ss;
-        df += e.sum_df;
+        ss += s;
+        df += f;
     }
     (df >= MIN_DF && ss > 0.0).then(|| NoiseScale { sd: (ss / df).sqrt(), df })
 }
