@@ -46,6 +46,9 @@ pub enum Event {
     RunRepeated { run: usize, side: Side, attempt: u32, max: u32 },
     /// `crashed` crashed; `other` runs once to tell a broken set-up from a broken hypothesis.
     CrossCheck { crashed: Side, other: Side },
+    /// Where the session stands: runs done of the likely total and the time left
+    /// (`progress::Tracking` adds one after the start and after each run).
+    Progress(crate::progress::Estimate),
     /// The session's runs are over.
     SessionFinished,
     /// An experiment was decided (or stopped) and its row recorded.
@@ -56,6 +59,8 @@ pub enum Event {
     HypothesisDone { index: usize, total: usize, name: String, id: u64 },
     /// A hypothesis starts, `elapsed_s` into the sweep.
     HypothesisStarted { index: usize, total: usize, name: String, elapsed_s: f64 },
+    /// Where the sweep stands as a hypothesis starts: done of total, elapsed, time left at its pace.
+    SweepProgress(crate::progress::SweepEta),
     /// The sweep recorded a row without measuring (skipped, refused).
     Unmeasured { row: Box<ResultRow> },
     /// The sweep ended; `gain` is the results' overall gain line, when there is one.

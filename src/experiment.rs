@@ -161,11 +161,15 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         history: history::describe(&hist),
     });
 
+    // The bar's total and the time left: the likely work from past decisions, not the budget.
+    let record = crate::progress::record(&store.rows().unwrap_or_default(), cfg.score.metric.as_str());
+    let plan = crate::progress::Plan::new(2 * seq.max_measured_pairs(), &record);
     let measured = repo.incumbent_worktree(incumbent).and_then(|inc_dir| {
+        let mut tracked = crate::progress::Tracking::new(&mut *fx.events, plan);
         let session = Session {
             cfg: &cfg,
             exec,
-            events: &mut *fx.events,
+            events: &mut tracked,
             cancel: fx.cancel.clone(),
             id: &id_str,
             runs_dir: exp_dir.join("runs"),

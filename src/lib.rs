@@ -30,6 +30,7 @@ pub mod events;
 pub mod experiment;
 pub mod outcome;
 pub mod plot;
+pub mod progress;
 pub mod report;
 pub mod scale;
 pub mod signals;

@@ -4,6 +4,7 @@
 
 use crate::events::{Event, Events, Question};
 use crate::outcome::{Outcome, SweepOutcome};
+use crate::progress::{Estimate, SweepEta};
 use crate::stats::noise::NoiseFloor;
 use crate::stats::sequential::Params;
 use crate::store::Status;
@@ -57,13 +58,31 @@ pub struct Text<O: Write = Stdout, E: Write = Stderr> {
     verbosity: Verbosity,
     /// Whether questions are put to the terminal (stdin and stderr): the terminal's face only.
     interactive: bool,
+    /// What the bar says: the run in progress, the session's latest estimate, the sweep's.
+    label: String,
+    estimate: Option<Estimate>,
+    sweep: Option<SweepEta>,
 }
+
+/// Without a bar, a progress line is printed each time the session's run time passes another
+/// this many seconds: often enough to follow a long experiment, rare enough to read its runs.
+const PLAIN_EVERY_S: f64 = 60.0;
 
 impl Text {
     /// The terminal's: stdout and stderr, with a progress bar when stdout is a terminal.
     pub fn new() -> Text {
         let verbosity = verbosity();
-        Text { out: std::io::stdout(), err: std::io::stderr(), pb: None, bars: verbosity != Verbosity::Quiet, verbosity, interactive: true }
+        Text {
+            out: std::io::stdout(),
+            err: std::io::stderr(),
+            pb: None,
+            bars: verbosity != Verbosity::Quiet,
+            verbosity,
+            interactive: true,
+            label: String::new(),
+            estimate: None,
+            sweep: None,
+        }
     }
 }
 
@@ -76,7 +95,17 @@ impl Default for Text {
 impl<O: Write, E: Write> Text<O, E> {
     /// Into these writers, never with a progress bar (tests, logs).
     pub fn with_writers(out: O, err: E) -> Text<O, E> {
-        Text { out, err, pb: None, bars: false, verbosity: Verbosity::Normal, interactive: false }
+        Text {
+            out,
+            err,
+            pb: None,
+            bars: false,
+            verbosity: Verbosity::Normal,
+            interactive: false,
+            label: String::new(),
+            estimate: None,
+            sweep: None,
+        }
     }
 
     /// The same, at another verbosity.
@@ -128,12 +157,37 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 if let Some(old) = self.pb.take() {
                     old.finish_and_clear();
                 }
-                self.pb = Some(if self.bars { progress_bar(max_runs as u64) } else { ProgressBar::hidden() });
+                let pb = if self.bars { progress_bar(max_runs as u64) } else { ProgressBar::hidden() };
+                pb.set_length(max_runs as u64);
+                self.estimate = None;
+                self.label.clear();
+                pb.set_message(bar_message(&self.label, None, self.sweep.as_ref()));
+                self.pb = Some(pb);
             }
             Event::RunStarted { side, label, .. } => {
+                self.label = format!("{label}: {}", side.as_str());
                 if let Some(pb) = &self.pb {
-                    pb.set_message(format!("{label}: {}", side.as_str()));
+                    pb.set_message(bar_message(&self.label, self.estimate.as_ref(), self.sweep.as_ref()));
                 }
+            }
+            Event::Progress(est) => {
+                let plain = self.pb.as_ref().is_none_or(|pb| pb.is_hidden());
+                if let Some(pb) = &self.pb {
+                    pb.set_length(est.total as u64);
+                    pb.set_message(bar_message(&self.label, Some(&est), self.sweep.as_ref()));
+                }
+                if !quiet && plain {
+                    let before = self.estimate.as_ref().map_or(0.0, |p| p.elapsed_s);
+                    let due = if est.done == 0 {
+                        est.decisions > 0
+                    } else {
+                        (est.elapsed_s / PLAIN_EVERY_S).floor() > (before / PLAIN_EVERY_S).floor()
+                    };
+                    if due {
+                        say!(e, "  {}", progress_line(&est));
+                    }
+                }
+                self.estimate = Some(est);
             }
             Event::RunFinished { run, side, label, status, latency_ms, wall_s, .. } => {
                 let plain = match &self.pb {
@@ -170,6 +224,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 if let Some(pb) = self.pb.take() {
                     pb.finish_and_clear();
                 }
+                self.estimate = None;
             }
             Event::ExperimentFinished { outcome } => experiment_summary(o, &outcome),
             Event::SweepStarted { branch, hypotheses, already_done, to_run, max_wall_s, max_runs } => {
@@ -183,8 +238,17 @@ impl<O: Write, E: Write> Events for Text<O, E> {
             Event::HypothesisStarted { index, total, name, elapsed_s } => {
                 say!(o, "\n[{}/{total}] {name} ({})", index + 1, fmt_duration(elapsed_s))
             }
+            Event::SweepProgress(eta) => {
+                if let Some(line) = sweep_line(&eta) {
+                    say!(o, "  {line}");
+                }
+                self.sweep = Some(eta);
+            }
             Event::Unmeasured { row } => say!(o, "  {}: {}", row.status.as_str().to_uppercase(), row.note),
-            Event::SweepFinished { outcome, runs, wall_s, gain } => sweep_summary(o, &outcome, runs, wall_s, gain.as_deref()),
+            Event::SweepFinished { outcome, runs, wall_s, gain } => {
+                self.sweep = None;
+                sweep_summary(o, &outcome, runs, wall_s, gain.as_deref())
+            }
             Event::CalibrationStarted { pairs, commit, branch } => {
                 say!(o, "calibrate: {pairs} A/A pairs of {} on {branch}, interleaved as an experiment", &commit[..commit.len().min(8)])
             }
@@ -215,12 +279,111 @@ fn progress_bar(total: u64) -> ProgressBar {
     }
     let pb = ProgressBar::new(total);
     pb.set_style(
-        ProgressStyle::with_template("  {spinner} [{elapsed_precise}] {bar:24.cyan/blue} run {pos}/{len} (at most) {msg}")
+        ProgressStyle::with_template("  {spinner} [{elapsed_precise}] {bar:24.cyan/blue} run {pos}/{len} {msg}")
             .expect("valid template")
             .progress_chars("=> "),
     );
     pb.enable_steady_tick(std::time::Duration::from_millis(200));
     pb
+}
+
+/// A run time: `0.42 s`, `9.1 s`, `75 s`.
+fn secs(s: f64) -> String {
+    if s < 10.0 {
+        format!("{s:.2} s")
+    } else if s < 100.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{s:.0} s")
+    }
+}
+
+/// What the bar's total is: the likely work (and the budget beside it), or the budget alone.
+fn total_note(est: Option<&Estimate>) -> String {
+    match est {
+        Some(e) if e.decisions > 0 => format!("(likely; at most {})", e.max_runs),
+        _ => "(at most)".into(),
+    }
+}
+
+/// The text beside the bar: what the total is, the time left, the run in progress and, in a
+/// sweep, where the sweep stands. The sweep's time left is the hypotheses after this one plus
+/// this experiment's own time left; its wall budget left counts down with this session's runs.
+fn bar_message(label: &str, est: Option<&Estimate>, sweep: Option<&SweepEta>) -> String {
+    let mut parts = vec![total_note(est)];
+    if let Some(left) = est.and_then(|e| e.left_s) {
+        parts.push(format!("~{} left", fmt_duration(left)));
+    }
+    if !label.is_empty() {
+        parts.push(label.to_string());
+    }
+    if let Some(s) = sweep {
+        let mut text = format!("sweep {}/{}", s.index + 1, s.total);
+        if let (Some(after), Some(left)) = (s.after_this_s, est.and_then(|e| e.left_s)) {
+            text.push_str(&format!(" ~{} left", fmt_duration(after + left)));
+        }
+        if let Some(w) = s.wall_left_s {
+            let spent = est.map_or(0.0, |e| e.elapsed_s);
+            text.push_str(&format!(", wall {} left", fmt_duration(w - spent)));
+        }
+        parts.push(text);
+    }
+    parts.join(" · ")
+}
+
+/// A plain line of a session's progress (no bar: not a terminal, or a log).
+fn progress_line(e: &Estimate) -> String {
+    let basis = if e.decisions > 0 {
+        format!("likely, from the median of the last {} decisions; at most {}", e.decisions, e.max_runs)
+    } else {
+        "the budget: nothing decided on record yet".into()
+    };
+    let time = match (e.left_s, e.secs_per_run) {
+        (Some(left), Some(per)) => format!(
+            ", about {} left at {} a run ({})",
+            fmt_duration(left),
+            secs(per),
+            if e.measured { "this experiment's runs" } else { "past experiments' runs" }
+        ),
+        _ => String::new(),
+    };
+    if e.done == 0 {
+        format!("expecting {} runs ({basis}){time}", e.total)
+    } else {
+        format!("progress: {} of {} runs ({basis}), {} in{time}", e.done, e.total, fmt_duration(e.elapsed_s))
+    }
+}
+
+/// The sweep's line under a hypothesis's header: done of total, elapsed, the time left at its
+/// pace, and with `--max-wall` the time left before the wall. `None` when there is nothing to
+/// estimate from and no wall budget.
+fn sweep_line(s: &SweepEta) -> Option<String> {
+    let mut text = format!("sweep: {} of {} done, {} in", s.total - s.left, s.total, fmt_duration(s.elapsed_s));
+    match (s.left_s, s.runs_per_hypothesis, s.secs_per_run) {
+        (Some(left), Some(runs), Some(per)) => {
+            let basis = if s.measured > 0 {
+                format!("this sweep's pace over {} experiment{}", s.measured, if s.measured == 1 { "" } else { "s" })
+            } else {
+                format!("the last {} decisions in results", s.decisions)
+            };
+            text.push_str(&format!(
+                "; about {} left for {} hypothes{} ({runs:.1} runs x {} a run, {basis})",
+                fmt_duration(left),
+                s.left,
+                if s.left == 1 { "is" } else { "es" },
+                secs(per)
+            ));
+        }
+        _ if s.wall_left_s.is_none() => return None,
+        _ => {}
+    }
+    if let Some(w) = s.wall_left_s {
+        text.push_str(&format!("; wall budget: {} left", fmt_duration(w)));
+        if let Some(n) = s.wall_fits {
+            text.push_str(&format!(", time for about {n} more at this pace"));
+        }
+    }
+    Some(text)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -463,6 +626,81 @@ mod tests {
         t.emit(Event::Recovered { what: "rolled back experiment 3".into() });
         let (o, e) = t.into_writers();
         (String::from_utf8(o).unwrap(), String::from_utf8(e).unwrap())
+    }
+
+    fn finished(run: usize, wall_s: f64) -> Event {
+        let label = format!("pair {}", run / 2 + 1);
+        Event::RunFinished { run, side: Side::Candidate, label, status: RunStatus::Ok, latency_ms: Some(8.0), value: Some(8.0), wall_s }
+    }
+
+    /// A session of 38 runs at most that five past decisions of median 12 runs (at 10 s a run)
+    /// say will likely take 12, with these runs' times.
+    fn session(t: &mut Text<Vec<u8>, Vec<u8>>, run_secs: &[f64]) {
+        use crate::progress::{Plan, Record, Tracking};
+        let plan = Plan::new(38, &Record { decisions: 5, runs_per_decision: Some(12.0), secs_per_run: Some(10.0) });
+        let mut tracked = Tracking::new(t, plan);
+        tracked.emit(Event::SessionStarted { max_runs: 38 });
+        for (run, &s) in run_secs.iter().enumerate() {
+            tracked.emit(Event::RunStarted { run, side: Side::Candidate, label: format!("pair {}", run / 2 + 1) });
+            tracked.emit(finished(run, s));
+        }
+    }
+
+    #[test]
+    fn the_bar_counts_to_the_likely_total_with_the_time_left() {
+        let mut t = Text::with_writers(Vec::new(), Vec::new());
+        session(&mut t, &[20.0, 30.0, 25.0]);
+        let pb = t.pb.as_ref().unwrap();
+        // 3 of the likely 12 runs (not the 38 of the budget), 9 left at this experiment's 25 s.
+        assert_eq!((pb.position(), pb.length()), (3, Some(12)));
+        assert_eq!(pb.message(), "(likely; at most 38) · ~3m45s left · pair 2: candidate");
+        // Past the likely total it grows a pair at a time.
+        let mut t = Text::with_writers(Vec::new(), Vec::new());
+        session(&mut t, &[1.0; 13]);
+        assert_eq!(t.pb.as_ref().unwrap().length(), Some(14));
+    }
+
+    #[test]
+    fn in_a_sweep_the_bar_adds_the_sweeps_time_left_and_its_wall() {
+        let mut t = Text::with_writers(Vec::new(), Vec::new());
+        let rec = crate::progress::Record { decisions: 5, runs_per_decision: Some(12.0), secs_per_run: Some(10.0) };
+        // The third of 5 hypotheses, 3 left, 10 minutes in of a 1 h wall, at 120 s a hypothesis.
+        t.emit(Event::SweepProgress(crate::progress::sweep_eta(2, 5, 3, 600.0, &[], &rec, Some(3600.0))));
+        session(&mut t, &[20.0, 20.0]);
+        // After this one, 2 x 120 s; this one has 10 runs left at 20 s; the wall less its 40 s.
+        let msg = t.pb.as_ref().unwrap().message();
+        assert!(msg.ends_with(" · sweep 3/5 ~7m20s left, wall 49m20s left"), "{msg}");
+        let (out, _) = t.into_writers();
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(
+            out,
+            "  sweep: 2 of 5 done, 10m00s in; about 6m00s left for 3 hypotheses (12.0 runs x 10.0 s a run, \
+             the last 5 decisions in results); wall budget: 50m00s left\n"
+        );
+    }
+
+    #[test]
+    fn without_a_bar_a_progress_line_comes_at_the_start_and_each_minute_of_runs() {
+        let mut t = Text::with_writers(Vec::new(), Vec::new());
+        session(&mut t, &[25.0, 25.0, 25.0, 25.0, 25.0]);
+        let (_, err) = t.into_writers();
+        let lines: Vec<String> = String::from_utf8(err).unwrap().lines().filter(|l| !l.starts_with("  run ")).map(String::from).collect();
+        // Runs end at 25, 50, 75, 100 and 125 s: a line as the 1st and the 2nd minute pass.
+        assert_eq!(
+            lines,
+            [
+                "  expecting 12 runs (likely, from the median of the last 5 decisions; at most 38), about 2m00s left at 10.0 s \
+                 a run (past experiments' runs)",
+                "  progress: 3 of 12 runs (likely, from the median of the last 5 decisions; at most 38), 1m15s in, about 3m45s \
+                 left at 25.0 s a run (this experiment's runs)",
+                "  progress: 5 of 12 runs (likely, from the median of the last 5 decisions; at most 38), 2m05s in, about 2m55s \
+                 left at 25.0 s a run (this experiment's runs)",
+            ]
+        );
+        // Quiet says none of it.
+        let mut q = Text::with_writers(Vec::new(), Vec::new()).with_verbosity(Verbosity::Quiet);
+        session(&mut q, &[25.0; 5]);
+        assert!(q.into_writers().1.is_empty());
     }
 
     #[test]

@@ -208,6 +208,8 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
     let mut out = SweepOutcome { rows: vec![], already_done: hyps.len() - todo, not_started: 0, stopped_by: None };
     let mut runs_spent: u64 = 0;
     let mut walls: Vec<f64> = vec![];
+    // The pace before this sweep has measured anything: past decisions in results.
+    let record = crate::progress::record(&store.rows().unwrap_or_default(), cfg.score.metric.as_str());
     let mut result: Result<()> = Ok(());
     for (i, h) in hyps.iter().enumerate() {
         if let Some(id) = done.get(&h.key()) {
@@ -226,6 +228,10 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
             break;
         }
         fx.emit(Event::HypothesisStarted { index: i, total: hyps.len(), name: h.name.clone(), elapsed_s: started.elapsed().as_secs_f64() });
+        let left = hyps[i..].iter().filter(|h| !done.contains_key(&h.key())).count();
+        let wall = opts.max_wall.map(|w| w.as_secs_f64());
+        let eta = crate::progress::sweep_eta(i, hyps.len(), left, started.elapsed().as_secs_f64(), &out.rows, &record, wall);
+        fx.emit(Event::SweepProgress(eta));
         match run_one(ws, &state_dir, &branch, &cfg, h, opts, exec, fx) {
             Ok((row, None)) => {
                 runs_spent += row.runs as u64;
