@@ -171,7 +171,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 }
             }
             Event::Progress(est) => {
-                let plain = self.pb.as_ref().is_none_or(|pb| pb.is_hidden());
+                let plain = self.pb.as_ref().map_or(true, |pb| pb.is_hidden());
                 if let Some(pb) = &self.pb {
                     pb.set_length(est.total as u64);
                     pb.set_message(bar_message(&self.label, Some(&est), self.sweep.as_ref()));
@@ -331,10 +331,19 @@ fn bar_message(label: &str, est: Option<&Estimate>, sweep: Option<&SweepEta>) ->
     parts.join(" · ")
 }
 
+/// `the last decision`, `the last 5 decisions`.
+fn last_decisions(n: usize) -> String {
+    if n == 1 {
+        "the last decision".into()
+    } else {
+        format!("the last {n} decisions")
+    }
+}
+
 /// A plain line of a session's progress (no bar: not a terminal, or a log).
 fn progress_line(e: &Estimate) -> String {
     let basis = if e.decisions > 0 {
-        format!("likely, from the median of the last {} decisions; at most {}", e.decisions, e.max_runs)
+        format!("likely, from the median of {}; at most {}", last_decisions(e.decisions), e.max_runs)
     } else {
         "the budget: nothing decided on record yet".into()
     };
@@ -364,7 +373,7 @@ fn sweep_line(s: &SweepEta) -> Option<String> {
             let basis = if s.measured > 0 {
                 format!("this sweep's pace over {} experiment{}", s.measured, if s.measured == 1 { "" } else { "s" })
             } else {
-                format!("the last {} decisions in results", s.decisions)
+                format!("{} in results", last_decisions(s.decisions))
             };
             text.push_str(&format!(
                 "; about {} left for {} hypothes{} ({runs:.1} runs x {} a run, {basis})",

@@ -483,6 +483,12 @@ fn redact(text: &str, repo: &Repo) -> String {
     let text = regex::Regex::new(r"\b[0-9a-f]{8}\b").unwrap().replace_all(&text, "[sha]").into_owned();
     let text = regex::Regex::new(r"\((\d+h)?(\d+m)?[\d.]+s\)").unwrap().replace_all(&text, "([elapsed])").into_owned();
     let text = regex::Regex::new(r"runs in [\dhms.]+").unwrap().replace_all(&text, "runs in [wall]").into_owned();
+    // The sweep's pace: its times (elapsed, left, a run's) depend on the machine's load.
+    let time = regex::Regex::new(r"(\d+h)?(\d+m)?\d+(\.\d+)? ?s\b").unwrap();
+    let text = regex::Regex::new(r"(?m)^  sweep: .*$")
+        .unwrap()
+        .replace_all(&text, |c: &regex::Captures| time.replace_all(&c[0], "[t]").into_owned())
+        .into_owned();
     regex::Regex::new(r"processes, [\d.]+ s\)").unwrap().replace_all(&text, "processes, [wall] s)").into_owned()
 }
 
