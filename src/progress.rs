@@ -74,11 +74,6 @@ impl Plan {
         };
         Plan { likely_runs: likely, max_runs, decisions: record.decisions, record_secs_per_run: record.secs_per_run }
     }
-
-    /// A session whose size is known in advance (calibration's fixed pairs): likely = budget.
-    pub fn exact(runs: usize) -> Plan {
-        Plan { likely_runs: runs, max_runs: runs, decisions: 0, record_secs_per_run: None }
-    }
 }
 
 /// Where a session stands: carried by [`Event::Progress`] after it starts and after each run.
@@ -368,5 +363,8 @@ mod tests {
         // Start, its estimate, two runs (start, end, estimate), the end.
         assert_eq!(out.len(), 9);
         assert!(matches!(out[1], Event::Progress(_)) && matches!(out[8], Event::SessionFinished));
+        // The JSON face carries the same figures.
+        let json = serde_json::to_value(&out[7]).unwrap();
+        assert_eq!((json["event"].as_str(), json["total"].as_u64(), json["left_s"].as_f64()), (Some("progress"), Some(6), Some(20.0)));
     }
 }
