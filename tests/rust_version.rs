@@ -68,6 +68,6 @@ fn rust_version_covers_every_locked_dependency() {
 fn the_readme_states_the_same_rust_version() {
     let ours = declared();
     let readme = include_str!("../README.md");
-    let claim = format!("Rust toolchain ({ours}+)");
+    let claim = format!("Rust toolchain ({ours}+");
     assert!(readme.contains(&claim), "README's set-up section should say {claim:?} (Cargo.toml's rust-version)");
 }
