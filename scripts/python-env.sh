@@ -1,5 +1,5 @@
-# The project's one Python environment, sourced by scripts/demo.sh, scripts/test.sh and .ci/run
-# (`source scripts/python-env.sh`; it also works in an interactive shell).
+# The project's one Python environment, sourced by scripts/demo.sh and scripts/test.sh (and so by CI)
+# (`source scripts/python-env.sh`; also from an interactive bash).
 #
 # Picks, in this order:
 #   1. $RATCHET_PYTHON, when set (it must import jax);
