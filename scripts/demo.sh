@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The one-command demo: ratchet on the FlashAttention example, in a scratch git repo.
 #
-# Builds ratchet, finds a Python that can import jax (or makes ./.venv with jax[cpu] once
-# and reuses it), copies the example (ratchet.toml, experiments/, examples/flash_attention/,
-# laid out as in this repo) into a fresh git repo, checks that the baseline benchmark runs,
+# Builds ratchet, finds a Python that can import jax (scripts/python-env.sh: python3 on PATH,
+# else ./.venv made once with jax[cpu] and reused), copies the example (ratchet.toml,
+# experiments/, examples/flash_attention/, laid out as in this repo) into a fresh git repo,
+# checks that the baseline benchmark runs,
 # then runs `ratchet sweep` over the experiments/*.toml hypotheses (in name order, each kept
 # or reverted on top of the ones before), prints the results table and draws the charts
 # (staircase, roofline, HTML report). It runs on CPU; the whole demo takes a few minutes.
@@ -11,7 +12,8 @@
 # Environment:
 #   RATCHET_DEMO_DIR     where the scratch repo goes (default: target/demo/flash_attention;
 #                        it is deleted and made afresh on every run)
-#   RATCHET_DEMO_PYTHON  a Python with jax to use instead of searching
+#   RATCHET_PYTHON       a Python with jax to use instead of searching (scripts/python-env.sh;
+#                        RATCHET_DEMO_PYTHON is the older name)
 #   RATCHET_BIN          a ratchet binary to use instead of building one
 set -euo pipefail
 
@@ -36,32 +38,11 @@ fi
 [[ -x "$RATCHET" ]] || die "no ratchet binary at $RATCHET"
 
 # --- 2. a Python with jax ---------------------------------------------------------------
-usable() {
-    "$1" -c 'import jax' >/dev/null 2>&1
-}
-
-PY=""
-if [[ -n "${RATCHET_DEMO_PYTHON:-}" ]]; then
-    usable "$RATCHET_DEMO_PYTHON" || die "RATCHET_DEMO_PYTHON=$RATCHET_DEMO_PYTHON cannot import jax"
-    PY="$RATCHET_DEMO_PYTHON"
-elif command -v python3 >/dev/null && usable python3; then
-    PY="$(command -v python3)"
-elif [[ -x "$ROOT/.venv/bin/python3" ]] && usable "$ROOT/.venv/bin/python3"; then
-    PY="$ROOT/.venv/bin/python3"
-else
-    command -v python3 >/dev/null || die "python3 not found: install Python 3.10 or newer"
-    say "no Python with jax found: creating $ROOT/.venv with jax[cpu] (once; later runs reuse it)"
-    python3 -m venv "$ROOT/.venv" \
-        || die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
-    "$ROOT/.venv/bin/python3" -m pip install --quiet --upgrade pip
-    "$ROOT/.venv/bin/python3" -m pip install "jax[cpu]"
-    usable "$ROOT/.venv/bin/python3" || die "jax still does not import in $ROOT/.venv"
-    PY="$ROOT/.venv/bin/python3"
-fi
-if [[ "$PY" == "$ROOT/.venv/bin/python3" ]]; then
-    # The benchmark command is `python3 prepare.py`: make that name the venv's python.
-    export PATH="$ROOT/.venv/bin:$PATH"
-fi
+# The same bootstrap as scripts/test.sh: a python3 with jax on PATH, else ./.venv (made once).
+# It puts that interpreter first on PATH, so the benchmark command `python3 prepare.py` runs it.
+[[ -n "${RATCHET_DEMO_PYTHON:-}" ]] && export RATCHET_PYTHON="$RATCHET_DEMO_PYTHON"
+source "$ROOT/scripts/python-env.sh" || die "no Python with jax (see the error above)"
+PY="$RATCHET_PY"
 say "python: $PY (jax $("$PY" -c 'import jax; print(jax.__version__)'), backend $("$PY" -c 'import jax; print(jax.default_backend())'))"
 
 # --- 3. the scratch repo ----------------------------------------------------------------

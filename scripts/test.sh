@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # The project's test command (the README's second set-up command, and what CI runs): the Python
 # helper's tests, then every Rust test (unit, integration, fuzz, and the end-to-end test on the
-# real JAX example), then one closing line with the totals.
+# real JAX example), then one closing line with the totals. The Python (one with jax: python3 on
+# PATH, else ./.venv made once) comes from scripts/python-env.sh, the same bootstrap as demo.sh's;
+# it is first on PATH for every test, so each `python3` a test starts is that interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY="${RATCHET_TEST_PYTHON:-python3}"
+[ -n "${RATCHET_TEST_PYTHON:-}" ] && export RATCHET_PYTHON="$RATCHET_TEST_PYTHON"
+source scripts/python-env.sh
+PY="$RATCHET_PY"
+echo "python: $PY"
 log="$(mktemp)"
 start=$(date +%s)
 # The captures of ../shared/fixtures come from public repositories and are not copied here:

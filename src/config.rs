@@ -777,6 +777,8 @@ pub fn path_in(root: &Path) -> PathBuf {
 
 /// A commented `ratchet.toml` for `ratchet init`.
 pub fn template(command: &str, preset: &str) -> String {
+    // A TOML string, escaped: a command may hold quotes or backslashes.
+    let command = toml::Value::String(command.to_string()).to_string();
     let presets = hardware::PRESETS
         .iter()
         .map(|p| format!("#   {:<8} {:>7.0} TFLOP/s {:>6.0} GB/s  ({})", p.name, p.hw.peak_tflops, p.hw.hbm_gbps, p.source))
@@ -789,7 +791,7 @@ pub fn template(command: &str, preset: &str) -> String {
 [benchmark]
 # Run through `sh -c` from the root of the checkout being measured (the incumbent runs from a
 # checkout under .ratchet/; $RATCHET_REPO is the repo's own root, for files git ignores).
-command = "{command}"
+command = {command}
 timeout_s = 600        # per run; the run's whole process group is killed past it
 warmup = 5             # iterations before measuring (JIT compile, caches)
 iters = 20             # measured iterations per run

@@ -43,7 +43,7 @@ fn decide_color(choice: ColorChoice, no_color: Option<std::ffi::OsString>, term:
     match choice {
         ColorChoice::Always => true,
         ColorChoice::Never => false,
-        ColorChoice::Auto => tty && no_color.map_or(true, |v| v.is_empty()) && term != Some("dumb"),
+        ColorChoice::Auto => tty && no_color.is_none_or(|v| v.is_empty()) && term != Some("dumb"),
     }
 }
 

@@ -109,7 +109,7 @@ fn check_record(repo: &Repo, o: &Outcome) -> Vec<Look> {
         }
         let t = l.statistic.unwrap();
         assert!(t < l.keep_boundary.unwrap(), "{l:?}");
-        assert!(l.revert_boundary.map_or(true, |r| t >= r), "{l:?}");
+        assert!(l.revert_boundary.is_none_or(|r| t >= r), "{l:?}");
     }
     rec.looks
 }

@@ -4,6 +4,7 @@
 //! (no space left, the incumbent failing exactly like the candidate; `experiment::give_back`
 //! then gives the hypothesis back uncommitted with nothing recorded and no experiment id used).
 
+use super::shell;
 use crate::config::Config;
 use crate::error::{Error, Kind, Result};
 use std::path::{Path, PathBuf};
@@ -20,24 +21,182 @@ const SHELL_WORDS: &[&str] = &[
     "eval", "command", "builtin", "ulimit", "umask", "true", "false", ":", "test", "[", "echo", "printf", "sh", "bash",
 ];
 
+/// ratchet's per-run variables: their values exist only once a run starts, so a program named
+/// through one of them is not checked beforehand.
+const PER_RUN_VARS: &[&str] = &[
+    "RATCHET_OUT",
+    "RATCHET_WARMUP",
+    "RATCHET_ITERS",
+    "RATCHET_PROFILE_ITERS",
+    "RATCHET_SIDE",
+    "RATCHET_RUN",
+    "RATCHET_COMMIT",
+    "RATCHET_EXPERIMENT",
+    "RATCHET_DEEP",
+    "RATCHET_TRACE_MODE",
+    "RATCHET_PEAK_TFLOPS",
+    "RATCHET_HBM_GBPS",
+];
+
 /// Check, before the hypothesis is committed, what a broken set-up would otherwise turn into a
-/// failed experiment. `env` is the benchmark's extra environment besides ratchet's.
+/// failed experiment: the command's program (found, executable, and present in the incumbent's
+/// checkout), its Python's imports, the free space. `root` is the checkout the candidate runs
+/// in, which ratchet passes to every run as `RATCHET_REPO`.
 pub fn preflight(cfg: &Config, root: &Path, state_dir: &Path, python_dir: &Path) -> Result<()> {
     check_space(state_dir)?;
-    let Some(program) = first_program(&cfg.benchmark.command) else { return Ok(()) };
-    let path_var = cfg.benchmark.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
-    let Some(exe) = find_program(&program, root, &path_var) else {
-        return Err(Error::new(Kind::Infrastructure, format!("the benchmark command's program `{program}` was not found")).hint(format!(
-            "[benchmark] command = {:?}: install {program}, put it on PATH, or fix the command's first word; \
-             nothing was committed and the hypothesis is still in the work tree",
-            cfg.benchmark.command
-        )));
+    // The variables as a run will see them: ratchet's own, then [benchmark.env], then ours.
+    let lookup = |name: &str| -> Option<Option<String>> {
+        match name {
+            "RATCHET_REPO" => Some(Some(root.display().to_string())),
+            "RATCHET_STATE_DIR" => Some(Some(state_dir.display().to_string())),
+            n if PER_RUN_VARS.contains(&n) => None,
+            n => Some(cfg.benchmark.env.get(n).cloned().or_else(|| std::env::var(n).ok())),
+        }
     };
+    let Some(cmd) = shell::first_simple(&cfg.benchmark.command, &lookup) else { return Ok(()) };
+    if SHELL_WORDS.contains(&cmd.program.as_str()) {
+        return Ok(());
+    }
+    let exe = check_program(cfg, &cmd, root)?;
     let name = exe.file_name().and_then(|n| n.to_str()).unwrap_or("");
     if name.starts_with("python") {
-        check_python(cfg, &exe, root, python_dir)?;
+        // The script: the first argument naming a .py file (`python3 -u prepare.py`).
+        let script = cmd.args.iter().flatten().find(|w| w.ends_with(".py")).map(|w| root.join(w));
+        check_python(cfg, &exe, script.as_deref(), root, python_dir)?;
     }
     Ok(())
+}
+
+/// Where the command's program is, or why it will not run in both checkouts.
+fn check_program(cfg: &Config, cmd: &shell::Simple, root: &Path) -> Result<PathBuf> {
+    let program = &cmd.program;
+    let command = &cfg.benchmark.command;
+    let kept = "nothing was committed and the hypothesis is still in the work tree";
+    let unset = if cmd.unset.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = cmd.unset.iter().map(|n| format!("${n}")).collect();
+        format!(" ({} not set in ratchet's environment or [benchmark.env], so the shell expands it to nothing)", names.join(", "))
+    };
+    // The program as written and, when a variable or `~` changed it, as the shell will see it.
+    let shown = if cmd.program_raw == *program { format!("`{program}`") } else { format!("`{}` ({program})", cmd.program_raw) };
+    let fail = |what: String, fix: String| Err(Error::new(Kind::Infrastructure, what).hint(format!("{fix}; {kept}")));
+    if !program.contains('/') {
+        let path_var = cmd
+            .assignments
+            .iter()
+            .rev()
+            .find(|(n, _)| n == "PATH")
+            .and_then(|(_, v)| v.clone())
+            .or_else(|| cfg.benchmark.env.get("PATH").cloned())
+            .or_else(|| std::env::var("PATH").ok())
+            .unwrap_or_default();
+        let dirs = path_var.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(program));
+        let found: Vec<PathBuf> = dirs.filter(|p| p.is_file()).collect();
+        return match found.iter().find(|p| executable(p)) {
+            Some(p) => Ok(p.clone()),
+            None if !found.is_empty() => fail(
+                format!("the benchmark command's program `{program}` ({}) is not executable", found[0].display()),
+                format!("make it executable (chmod +x {}) or fix [benchmark] command = {command:?}", found[0].display()),
+            ),
+            None => fail(
+                format!("the benchmark command's program `{program}` was not found{unset}"),
+                format!("[benchmark] command = {command:?}: install {program}, put it on PATH, or fix the command's first word"),
+            ),
+        };
+    }
+    let path = Path::new(program);
+    if path.is_relative() {
+        // The candidate runs in `root`, the incumbent in a checkout of the last commit elsewhere:
+        // a relative program must be in that commit, and inside the repo.
+        let fixed = |rel: &str| command.replacen(cmd.program_raw.as_str(), &format!("$RATCHET_REPO/{rel}"), 1);
+        let Some(rel) = inside(path) else {
+            return fail(
+                format!("the benchmark command's program `{program}` lies outside the repo, relative to the checkout being measured; the incumbent runs from a checkout elsewhere (under .ratchet/), where that path leads somewhere else"),
+                format!("name it by an absolute path, or from the repo's root as $RATCHET_REPO/... (ratchet sets RATCHET_REPO={} for every run), in [benchmark] command = {command:?}", root.display()),
+            );
+        };
+        let rel_s = rel.display().to_string();
+        if committed(root, &rel) == Some(false) {
+            let why = if root.join(&rel).exists() { "git ignores it or it is not committed" } else { "there is no such file" };
+            return fail(
+                format!(
+                    "the benchmark command's program `{program}` is not in the last commit ({why}): the incumbent runs from a checkout of that commit under .ratchet/, which will not have it"
+                ),
+                format!(
+                    "name it from the repo's root, which ratchet passes to every run as $RATCHET_REPO ({}): [benchmark] command = {:?}, or commit the program",
+                    root.display(),
+                    fixed(&rel_s)
+                ),
+            );
+        }
+    }
+    let full = root.join(path);
+    if !full.exists() {
+        return fail(
+            format!("the benchmark command's program {shown} does not exist{unset}"),
+            format!("[benchmark] command = {command:?}: fix the path, or create the program there"),
+        );
+    }
+    if !full.is_file() {
+        return fail(
+            format!("the benchmark command's program {shown} is a directory, not a program"),
+            format!("[benchmark] command = {command:?}: name the program inside it"),
+        );
+    }
+    if !executable(&full) {
+        return fail(
+            format!("the benchmark command's program {shown} is not executable"),
+            format!(
+                "make it executable (chmod +x {}{}), or run it through its interpreter (e.g. `sh {program}`)",
+                full.display(),
+                if path.is_relative() { ", and commit that" } else { "" }
+            ),
+        );
+    }
+    Ok(full)
+}
+
+/// Whether `p` is a regular file (through symlinks) with an execute bit.
+fn executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// `rel` with `.` and `..` resolved, or `None` when it climbs out of the directory.
+fn inside(rel: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            std::path::Component::Normal(n) => out.push(n),
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+/// Whether the commit checked out at `root` (its HEAD) holds `rel`; a committed symlink on the
+/// way counts, as the incumbent's checkout has it too. `None` where `root` is no git checkout
+/// with a commit.
+fn committed(root: &Path, rel: &Path) -> Option<bool> {
+    let repo = git2::Repository::open(root).ok()?;
+    let tree = repo.head().ok()?.peel_to_tree().ok()?;
+    let mut prefix = PathBuf::new();
+    for c in rel.components() {
+        prefix.push(c);
+        match tree.get_path(&prefix) {
+            Ok(e) if e.filemode() == 0o120000 => return Some(true),
+            Ok(_) => {}
+            Err(_) => return Some(false),
+        }
+    }
+    Some(true)
 }
 
 fn check_space(dir: &Path) -> Result<()> {
@@ -70,28 +229,6 @@ pub fn free_bytes(dir: &Path) -> Option<u64> {
     Some(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
-/// The program the command starts, when it can be told from its first word (leading
-/// `VAR=value` assignments skipped; shell syntax and builtins give `None`).
-pub fn first_program(command: &str) -> Option<String> {
-    let word = command.split_whitespace().find(|w| !(w.contains('=') && !w.starts_with('=') && !w.starts_with('/')))?;
-    if SHELL_WORDS.contains(&word) || word.contains(['$', '`', '\'', '"', '(', ')', ';', '&', '|', '<', '>', '*', '?']) {
-        return None;
-    }
-    Some(word.to_string())
-}
-
-fn find_program(program: &str, root: &Path, path_var: &str) -> Option<PathBuf> {
-    let executable = |p: &Path| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
-    if program.contains('/') {
-        let p = root.join(program);
-        return executable(&p).then_some(p);
-    }
-    path_var.split(':').filter(|d| !d.is_empty()).map(|d| Path::new(d).join(program)).find(|p| executable(p))
-}
-
 /// The top-level modules a Python script imports at its top level (`import a.b`, `from a import b`).
 pub fn top_level_imports(script: &str) -> Vec<String> {
     let mut out: Vec<String> = vec![];
@@ -119,23 +256,13 @@ pub fn top_level_imports(script: &str) -> Vec<String> {
 
 /// Run the interpreter once and ask it (without importing anything) whether it can find every
 /// module the benchmark script imports at its top level.
-fn check_python(cfg: &Config, exe: &Path, root: &Path, python_dir: &Path) -> Result<()> {
-    let script = cfg
-        .benchmark
-        .command
-        .split_whitespace()
-        .map(|w| w.trim_matches(|c| c == '"' || c == '\''))
-        .find(|w| w.ends_with(".py"))
-        .map(|w| root.join(w));
-    let modules = script
-        .as_deref()
-        .and_then(|p| crate::safe_read::read_text_capped(p, 16 << 20).ok())
-        .map(|t| top_level_imports(&t))
-        .unwrap_or_default();
+fn check_python(cfg: &Config, exe: &Path, script: Option<&Path>, root: &Path, python_dir: &Path) -> Result<()> {
+    let modules =
+        script.and_then(|p| crate::safe_read::read_text_capped(p, 16 << 20).ok()).map(|t| top_level_imports(&t)).unwrap_or_default();
     let probe = "import importlib.util, sys\nmissing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]\nprint(' '.join(missing))\n";
     // ratchet's helper directory and the script's own directory (on sys.path when it runs) come first.
     let mut py_path = python_dir.display().to_string();
-    if let Some(dir) = script.as_deref().and_then(Path::parent) {
+    if let Some(dir) = script.and_then(Path::parent) {
         py_path = format!("{}:{py_path}", dir.display());
     }
     if let Ok(p) = std::env::var("PYTHONPATH") {
@@ -212,12 +339,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn first_program_skips_assignments_and_shell_syntax() {
-        assert_eq!(first_program("python3 prepare.py --x").as_deref(), Some("python3"));
-        assert_eq!(first_program("XLA_FLAGS=--a=b CUDA=1 ./run.sh").as_deref(), Some("./run.sh"));
-        assert_eq!(first_program("cd bench && python3 x.py"), None);
-        assert_eq!(first_program("$PY x.py"), None);
-        assert_eq!(first_program(""), None);
+    fn relative_paths_resolve_inside_the_repo_or_not_at_all() {
+        assert_eq!(inside(Path::new("./.venv/bin/../bin/python")), Some(PathBuf::from(".venv/bin/python")));
+        assert_eq!(inside(Path::new("../other/python")), None);
+        assert_eq!(inside(Path::new("a/../../python")), None);
     }
 
     #[test]
@@ -227,10 +352,24 @@ mod tests {
     }
 
     #[test]
-    fn missing_program_is_found_missing() {
+    fn committed_reads_the_checked_out_commit() {
         let d = tempfile::tempdir().unwrap();
-        assert!(find_program("sh", d.path(), "/usr/bin:/bin").is_some());
-        assert!(find_program("no-such-tool-xyz", d.path(), "/usr/bin:/bin").is_none());
-        assert!(find_program("./run.sh", d.path(), "").is_none());
+        assert_eq!(committed(d.path(), Path::new("x")), None, "no repository");
+        let repo = git2::Repository::init(d.path()).unwrap();
+        std::fs::create_dir_all(d.path().join("bin")).unwrap();
+        std::fs::write(d.path().join("bin/run.sh"), "#!/bin/sh\n").unwrap();
+        std::os::unix::fs::symlink("/usr/bin", d.path().join("linked")).unwrap();
+        std::fs::write(d.path().join("loose.sh"), "#!/bin/sh\n").unwrap();
+        assert_eq!(committed(d.path(), Path::new("bin/run.sh")), None, "no commit yet");
+        let mut index = repo.index().unwrap();
+        index.add_path(Path::new("bin/run.sh")).unwrap();
+        index.add_path(Path::new("linked")).unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "c", &tree, &[]).unwrap();
+        assert_eq!(committed(d.path(), Path::new("bin/run.sh")), Some(true));
+        assert_eq!(committed(d.path(), Path::new("linked/python3")), Some(true), "through a committed symlink");
+        assert_eq!(committed(d.path(), Path::new("loose.sh")), Some(false), "untracked");
+        assert_eq!(committed(d.path(), Path::new("bin/other")), Some(false));
     }
 }

@@ -1,5 +1,6 @@
-//! Which hardware preset `ratchet init` writes when none is given: the machine's accelerator as
-//! the TPU runtime's environment or `nvidia-smi` names it, else the nominal `cpu` preset.
+//! What `ratchet init` finds on the machine and in the repo: the hardware preset (the accelerator
+//! as the TPU runtime's environment or `nvidia-smi` names it, else the nominal `cpu` preset) and
+//! the project's Python virtual environment.
 
 use std::process::Command;
 use std::time::Duration;
@@ -34,6 +35,17 @@ pub fn detect() -> Option<(&'static str, String)> {
     let gpu = run_with_timeout("nvidia-smi", &["--query-gpu=name", "--format=csv,noheader"], Duration::from_secs(10))?;
     let first = gpu.lines().next()?.trim().to_string();
     preset_for(&first).map(|p| (p, format!("nvidia-smi: {first}")))
+}
+
+/// Directory names a project venv goes by, in the order they are looked for.
+pub const VENV_DIRS: &[&str] = &[".venv", "venv", "env"];
+
+/// The project venv's interpreter under `root`, relative to it (".venv/bin/python"): the first
+/// of [`VENV_DIRS`] with an executable `bin/python` (or `bin/python3`).
+pub fn venv_python(root: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let runs = |p: &std::path::Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    VENV_DIRS.iter().flat_map(|d| ["python", "python3"].map(|exe| format!("{d}/bin/{exe}"))).find(|rel| runs(&root.join(rel)))
 }
 
 /// stdout of `cmd args` when it exits 0 within `limit` (a hung driver must not hang `init`).

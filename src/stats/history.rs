@@ -83,7 +83,7 @@ pub fn entry(time: &str, source: &str, batches: &[&[f64]]) -> Option<Entry> {
 pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Option<Entry> {
     let (mut ss, mut df, mut pairs, mut trimmed, mut sum_ss, mut sum_df) = (0.0, 0.0, 0, 0, 0.0, 0.0);
     for (b, s) in batches {
-        let ok: Vec<usize> = (0..b.len()).filter(|&i| b[i].is_finite() && !s.get(i).is_some_and(|x| !x.is_finite())).collect();
+        let ok: Vec<usize> = (0..b.len()).filter(|&i| b[i].is_finite() && s.get(i).is_none_or(|x| x.is_finite())).collect();
         let d: Vec<f64> = ok.iter().map(|&i| b[i]).collect();
         let keep = trim(&d);
         pairs += d.len();

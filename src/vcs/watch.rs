@@ -27,7 +27,7 @@ fn mask() -> WatchMask {
 
 /// Whether the watcher may stand in for the second walk (off with `RATCHET_FULL_SCAN=1`).
 pub fn enabled() -> bool {
-    std::env::var_os("RATCHET_FULL_SCAN").map_or(true, |v| v.is_empty() || v == "0")
+    std::env::var_os("RATCHET_FULL_SCAN").is_none_or(|v| v.is_empty() || v == "0")
 }
 
 /// An inotify instance with a watch on directories of the work tree, each named by its path
