@@ -227,19 +227,23 @@ pub(crate) struct OpInfo {
 /// Op names interned to dense ids, each with its category and costs.
 #[derive(Debug, Default)]
 pub(crate) struct OpInterner {
-    index: HashMap<String, u32>,
+    /// By (program id of the op's module, short name): ops of different modules share short
+    /// names (`fusion`, `copy-done`) but not their category or cost.
+    index: HashMap<(Option<u64>, String), u32>,
     pub infos: Vec<OpInfo>,
 }
 
 impl OpInterner {
-    /// The id of op `name`; the first call for a name fixes its category and costs.
-    pub fn intern(&mut self, name: &str, hlo_category: Option<&str>, flops: Option<f64>, bytes: Option<f64>) -> u32 {
-        if let Some(&id) = self.index.get(name) {
+    /// The id of op `name` of the module with program id `program`; the first call for them
+    /// fixes the op's category and costs.
+    pub fn intern(&mut self, program: Option<u64>, name: &str, hlo_category: Option<&str>, flops: Option<f64>, bytes: Option<f64>) -> u32 {
+        let key = (program, name.to_string());
+        if let Some(&id) = self.index.get(&key) {
             return id;
         }
         let id = self.infos.len() as u32;
         self.infos.push(OpInfo { name: name.to_string(), category: op_category(name, hlo_category), flops, bytes });
-        self.index.insert(name.to_string(), id);
+        self.index.insert(key, id);
         id
     }
 }

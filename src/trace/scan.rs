@@ -247,7 +247,7 @@ impl TpuOpMeta {
         bytes: Option<f64>,
         program: Option<u64>,
     ) -> Self {
-        let op = st.ops.intern(short, category, flops, bytes);
+        let op = st.ops.intern(program, short, category, flops, bytes);
         let pallas =
             is_pallas_hlo(hlo_text).then(|| st.slot(SlotKey { pallas: true, name: pallas_name(short).to_string(), program: None }));
         TpuOpMeta { op, program, pallas }
@@ -271,6 +271,14 @@ pub(crate) struct TpuOps<'w> {
 impl<'w> TpuOps<'w> {
     pub fn new(windows: &'w [TpuWindow], with_ops: bool, buffer: bool) -> Self {
         TpuOps { windows, nester: Nester::default(), buffer, recs: Vec::new(), pallas: Vec::new(), device_duration: (0, 0), with_ops }
+    }
+
+    /// The program id of the module execution holding an op at `start` lasting `span`, for
+    /// ops that do not carry their own (Chrome-trace exports).
+    pub fn program_at(&self, start: i64, span: i64) -> Option<u64> {
+        let end = start.saturating_add(span);
+        let i = self.windows.partition_point(|w| w.0 <= start);
+        i.checked_sub(1).map(|i| self.windows[i]).filter(|w| end <= w.1).and_then(|w| w.3)
     }
 
     /// The op as a record of the execution holding it, if one does (and its program agrees).
@@ -453,7 +461,7 @@ fn scan_gpu(st: &mut State, plane: &XPlane<'_>, n: u32) -> Result<(), DecodeErro
         let line_key = (device << 16) | (li as u32 & 0xffff);
         for (op, module, program, correlation, md, start, dur) in found {
             let slot = st.slot(SlotKey { pallas: false, name: module.to_string(), program });
-            let op = st.ops.intern(op.unwrap_or_else(|| plane.event_name(md)), None, None, None);
+            let op = st.ops.intern(program, op.unwrap_or_else(|| plane.event_name(md)), None, None, None);
             st.gpu_kernels.push(GpuKernel { device, line: line_key, start, dur, slot, op, correlation });
         }
     }
@@ -576,13 +584,13 @@ fn scan_cpu_executor_line(
                 Some(id) => id,
                 None => {
                     let Some(name) = stat_string(plane, &op) else { return };
-                    let id = st.ops.intern(name, None, None, None);
+                    let id = st.ops.intern(None, name, None, None, None);
                     op_refs.put(r, id);
                     id
                 }
             },
             other => match stat_string(plane, &other) {
-                Some(name) => st.ops.intern(name, None, None, None),
+                Some(name) => st.ops.intern(None, name, None, None, None),
                 None => return,
             },
         };
@@ -612,7 +620,7 @@ fn scan_cpu_executor_line(
             let (Some(name), Some(op_name)) = (stat_string(plane, &module), stat_string(plane, &op)) else { return };
             let slot = st.slot(SlotKey { pallas: false, name: name.to_string(), program });
             let group = st.group(slot, host);
-            let op_id = st.ops.intern(op_name, None, None, None);
+            let op_id = st.ops.intern(None, op_name, None, None, None);
             recs.push(Rec { start: line.start_ps_of(ev.offset_ps), span: ev.duration_ps, time: ev.duration_ps, group, op: op_id });
         })?;
         super::analysis::nest_sorted(&mut recs, &mut st.table);
