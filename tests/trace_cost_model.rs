@@ -52,11 +52,11 @@ fn two_module_tpu(peaks: bool) -> Vec<u8> {
             ("program_id", V::U(2)),
         ],
     );
-    // jit_a at 0 and 20 us, jit_b at 10 and 30 us; each op takes 4 us of its 5 us execution.
+    // jit_a at 0 and 4 ms, jit_b at 2 and 6 ms; each op takes 0.8 ms of its 1 ms execution.
     for (i, (module, op)) in [("jit_a(1)", gather), ("jit_b(2)", conv), ("jit_a(1)", gather), ("jit_b(2)", conv)].iter().enumerate() {
-        let t = i as i64 * 10_000_000;
-        p.event("XLA Modules", module, t, 5_000_000, &[]);
-        p.event("XLA Ops", op, t + 500_000, 4_000_000, &[("device_duration_ps", V::U(4_000_000))]);
+        let t = i as i64 * 2_000_000_000;
+        p.event("XLA Modules", module, t, 1_000_000_000, &[]);
+        p.event("XLA Ops", op, t + 100_000_000, 800_000_000, &[("device_duration_ps", V::U(800_000_000))]);
     }
     xspace::space(vec![p])
 }
@@ -101,4 +101,76 @@ fn chrome_export_ops_take_the_cost_of_the_module_holding_them() {
     .unwrap();
     let f = r.kernel.unwrap().op_breakdown.into_iter().find(|o| o.name == "fusion").unwrap();
     assert_eq!((f.category.as_str(), f.flops, f.bytes), ("custom fusion", Some(0.0), Some(20975616.0)));
+}
+
+fn inspect_args(path: &Path, kernel: &str) -> InspectArgs {
+    InspectArgs {
+        path: path.to_path_buf(),
+        json: false,
+        kernel: Some(kernel.into()),
+        hlo: None,
+        kernel_body: None,
+        flops: None,
+        bytes: None,
+        min_bytes: None,
+        peak_tflops: None,
+        hbm_gbps: None,
+        config_hardware: None,
+    }
+}
+
+fn close(a: f64, b: f64) {
+    assert!((a - b).abs() <= 1e-9 * b.abs().max(1e-12), "{a} vs {b}");
+}
+
+#[test]
+fn roofline_from_the_captures_cost_model_and_peaks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tpu.xplane.pb");
+    std::fs::write(&path, two_module_tpu(true)).unwrap();
+    let out = build_inspect(&inspect_args(&path, "jit_b")).unwrap();
+    // 6e9 FLOPs and 7e8 bytes per 1 ms execution on a 100 TFLOP/s, 1000 GB/s chip.
+    assert_eq!(out.cost_source.as_deref(), Some("capture cost model"));
+    let rf = out.roofline.as_ref().expect("a roofline without --flops/--bytes");
+    close(rf.intensity, 6e9 / 7e8);
+    close(rf.compute_only_ms, 0.06);
+    close(rf.memory_only_ms, 0.7);
+    close(rf.actual_ms, 1.0);
+    close(rf.gap_ms, 0.3);
+    assert_eq!(rf.regime, "MEMORY-BOUND");
+    let text = render_text(&out);
+    assert!(text.contains("Roofline from the capture's cost model"), "{text}");
+    assert!(!text.contains("Roofline: not computed"), "{text}");
+    let json = serde_json::to_value(&out).unwrap();
+    assert_eq!(json["cost_source"], "capture cost model");
+    close(json["roofline"]["gap_ms"].as_f64().unwrap(), 0.3);
+
+    // The flags still override, as a pair.
+    let mut args = inspect_args(&path, "jit_b");
+    (args.flops, args.bytes) = (Some(1e9), Some(1e8));
+    let out = build_inspect(&args).unwrap();
+    assert_eq!(out.cost_source.as_deref(), Some("flags"));
+    close(out.roofline.unwrap().intensity, 10.0);
+
+    // Without the chip's peaks in the capture there is no roofline, and the text says why.
+    std::fs::write(&path, two_module_tpu(false)).unwrap();
+    let out = build_inspect(&inspect_args(&path, "jit_b")).unwrap();
+    assert!(out.roofline.is_none());
+    assert!(render_text(&out).contains("missing --peak-tflops, --hbm-gbps"), "{}", render_text(&out));
+}
+
+#[test]
+fn v6e_capture_gives_its_roofline_from_its_own_figures() {
+    need_fixtures!();
+    let path = fixture("tpu-v6e-xprof/tpu_inference_2.xplane.pb");
+    let out = build_inspect(&inspect_args(&path, "jit_f")).unwrap();
+    let k = out.report.kernel.as_ref().unwrap();
+    let (f, b) = (k.cost_model_flops.unwrap(), k.cost_model_bytes.unwrap());
+    // The plane's peak_teraflops_per_second and peak_hbm_bw_gigabytes_per_second.
+    assert_eq!((out.peak_tflops.map(f64::round), out.hbm_gbps.map(f64::round)), (Some(918.0), Some(1638.0)));
+    let rf = out.roofline.as_ref().expect("roofline from the capture");
+    assert_eq!(out.cost_source.as_deref(), Some("capture cost model"));
+    close(rf.intensity, f / b);
+    close(rf.memory_only_ms, b / (out.hbm_gbps.unwrap() * 1e9) * 1e3);
+    close(rf.actual_ms, k.median_us / 1e3);
 }
