@@ -222,6 +222,9 @@ pub(crate) struct OpInfo {
     /// FLOPs and bytes of one occurrence by the capture's cost model (TPU).
     pub flops: Option<f64>,
     pub bytes: Option<f64>,
+    /// Whether the op's HLO text puts a buffer in memory space S(5), XLA's host memory
+    /// (`Layout::kHostMemorySpace = 5`, xla/layout.h): a transfer to or from the host.
+    pub host_memory: bool,
 }
 
 /// Op names interned to dense ids, each with its category and costs.
@@ -242,7 +245,7 @@ impl OpInterner {
             return id;
         }
         let id = self.infos.len() as u32;
-        self.infos.push(OpInfo { name: name.to_string(), category: op_category(name, hlo_category), flops, bytes });
+        self.infos.push(OpInfo { name: name.to_string(), category: op_category(name, hlo_category), flops, bytes, host_memory: false });
         self.index.insert(key, id);
         id
     }
@@ -283,6 +286,18 @@ impl OpTable {
             a.inclusive_ps += v.inclusive_ps;
             a.self_ps += v.self_ps;
         }
+    }
+
+    /// Names of the ops of `group` that move data to or from host memory, sorted.
+    pub fn host_memory_ops(&self, group: u32, infos: &[OpInfo]) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .aggs
+            .keys()
+            .filter(|k| k.0 == group && infos[k.1 as usize].host_memory)
+            .map(|k| infos[k.1 as usize].name.clone())
+            .collect();
+        v.sort();
+        v
     }
 
     /// The op and category tables of `group`, largest self time first.
@@ -499,6 +514,7 @@ pub(crate) fn kernel_from_table(k: &ModuleExecs, c: &Collected, with_ops: bool) 
         mean_us: s.mean,
         min_us: s.min,
         max_us: s.max,
+        host_memory_ops: if with_ops { c.table.host_memory_ops(k.group, &c.ops.infos) } else { Vec::new() },
         cost_model_flops: cost(|o| o.flops),
         cost_model_bytes: cost(|o| o.bytes),
         per_execution_us: per,
@@ -755,7 +771,10 @@ mod tests {
     }
 
     fn infos(names: &[&str]) -> Vec<OpInfo> {
-        names.iter().map(|n| OpInfo { name: n.to_string(), category: op_category(n, None), flops: None, bytes: None }).collect()
+        names
+            .iter()
+            .map(|n| OpInfo { name: n.to_string(), category: op_category(n, None), flops: None, bytes: None, host_memory: false })
+            .collect()
     }
 
     #[test]

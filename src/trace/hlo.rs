@@ -32,6 +32,11 @@ pub struct HloStats {
     /// article's defensive copies. Included in `copy`.
     #[serde(default)]
     pub loop_copies: usize,
+    /// Targets of the custom calls (`tpu_custom_call` for a Pallas kernel on TPU,
+    /// `__gpu$xla.gpu.triton` for one on GPU, `__cublas$gemm` or `__cudnn$convForward` for a
+    /// vendor library call), with their counts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub custom_call_targets: BTreeMap<String, usize>,
 }
 
 impl HloStats {
@@ -99,6 +104,11 @@ pub fn hlo_stats_from_text(text: &str) -> HloStats {
         }
         if let Some(op) = instruction_opcode(line) {
             stats.add(op);
+            if op == "custom-call" {
+                if let Some(t) = line.split("custom_call_target=\"").nth(1).and_then(|t| t.split('"').next()) {
+                    *stats.custom_call_targets.entry(t.to_string()).or_default() += 1;
+                }
+            }
             if let (Some(name), Some((_, instrs))) = (instruction_name(line), graph.computations.last_mut()) {
                 instrs.push(Instr {
                     key: name.to_string(),
@@ -282,7 +292,7 @@ pub struct HloProtoError(&'static str);
 ///
 /// For the loop-copy classification it also reads HloComputationProto.id (5) and, per
 /// instruction, id (35), operand_ids (36) and called_computation_ids (38) (field numbers of
-/// xla/service/hlo.proto).
+/// xla/service/hlo.proto), and custom_call_target (28) for what a custom call is.
 pub fn hlo_stats_from_proto(bytes: &[u8]) -> Result<HloStats, HloProtoError> {
     let mut stats = HloStats::default();
     let mut graph = Graph::default();
@@ -297,6 +307,13 @@ pub fn hlo_stats_from_proto(bytes: &[u8]) -> Result<HloStats, HloProtoError> {
                 for opcode in fields(instr, 2) {
                     let op = std::str::from_utf8(opcode?).map_err(|_| HloProtoError("opcode is not UTF-8"))?;
                     stats.add(op);
+                    if op == "custom-call" {
+                        // HloInstructionProto.custom_call_target = 28 (xla/service/hlo.proto).
+                        for t in fields(instr, 28) {
+                            let t = std::str::from_utf8(t?).map_err(|_| HloProtoError("custom call target is not UTF-8"))?;
+                            *stats.custom_call_targets.entry(t.to_string()).or_default() += 1;
+                        }
+                    }
                     let id = ints(instr, 35)?.first().copied().unwrap_or(0);
                     let calls = ints(instr, 38)?.iter().map(u64::to_string).collect();
                     instrs.push(Instr {

@@ -248,6 +248,9 @@ impl TpuOpMeta {
         program: Option<u64>,
     ) -> Self {
         let op = st.ops.intern(program, short, category, flops, bytes);
+        if hlo_text.contains("S(5)") {
+            st.ops.infos[op as usize].host_memory = true;
+        }
         let pallas =
             is_pallas_hlo(hlo_text).then(|| st.slot(SlotKey { pallas: true, name: pallas_name(short).to_string(), program: None }));
         TpuOpMeta { op, program, pallas }
