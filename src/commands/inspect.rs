@@ -206,6 +206,8 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         copy_share: kstats.and_then(crate::diagnose::copy_share),
         backend: info.and_then(|i| i.backend.as_deref()),
         flops,
+        kernel: kstats,
+        peaks: peak_tflops.zip(hbm_gbps),
     });
     Ok(InspectOutput {
         report,
