@@ -68,8 +68,11 @@ fn rule<'a>(f: &'a [Finding], rule: &str) -> Vec<&'a Finding> {
     f.iter().filter(|x| x.rule == rule).collect()
 }
 
-/// A kernel's trace figures from (op name, category, total us, count, flops, bytes).
-fn kernel(device: Option<&str>, ops: &[(&str, &str, f64, u64, Option<f64>, Option<f64>)], host: &[&str]) -> KernelStats {
+/// One op: name, category, total us, count, FLOPs and bytes of one occurrence.
+type Op<'a> = (&'a str, &'a str, f64, u64, Option<f64>, Option<f64>);
+
+/// A kernel's trace figures from its ops.
+fn kernel(device: Option<&str>, ops: &[Op<'_>], host: &[&str]) -> KernelStats {
     let total: f64 = ops.iter().map(|o| o.2).sum();
     let op_breakdown: Vec<OpStat> = ops
         .iter()

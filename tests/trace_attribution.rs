@@ -42,7 +42,9 @@ fn build(l: &Layout) -> Vec<u8> {
     let mut gpus: Vec<Plane> = (0..l.gpus).map(|d| Plane::new(&format!("/device:GPU:{d}"))).collect();
     let mut corr = 0i64;
     // Host events must be in time order per line: collect, sort, then write.
-    let mut host_events: Vec<(String, i64, String, i64, Vec<(&str, V)>)> = Vec::new();
+    // (line, start, name, duration, stats)
+    type HostEvent<'a> = (String, i64, String, i64, Vec<(&'a str, V)>);
+    let mut host_events: Vec<HostEvent<'_>> = Vec::new();
     for d in 0..l.gpus {
         for e in 0..EXECS {
             let t0 = (l.start)(d, e);
@@ -67,7 +69,7 @@ fn build(l: &Layout) -> Vec<u8> {
             }
         }
     }
-    host_events.sort_by(|a, b| (a.1, std::cmp::Reverse(a.3)).cmp(&(b.1, std::cmp::Reverse(b.3))));
+    host_events.sort_by_key(|e| (e.1, std::cmp::Reverse(e.3)));
     for (line, start, name, dur, stats) in host_events {
         host.event(&line, &name, start, dur, &stats);
     }

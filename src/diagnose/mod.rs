@@ -441,7 +441,10 @@ fn roofline_findings(r: RooflineView, inp: &Inputs, ev: &evidence::Evidence, has
                 )
             } else {
                 let lines: Vec<String> = causes.iter().enumerate().map(|(i, c)| format!("{}. {}: {}", i + 1, c.name, c.evidence)).collect();
-                format!("{what}: significant overhead (gap > 30%); causes the evidence shows, largest first:\n{}", lines.join("\n"))
+                format!(
+                    "{what}: significant overhead (gap > 30%); causes the evidence shows, measured ones largest first:\n{}",
+                    lines.join("\n")
+                )
             };
             out.push(Finding::new("gap", Level::Warn, text, None));
         }

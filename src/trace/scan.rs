@@ -724,7 +724,9 @@ fn resolve_gpu(st: &mut State, with_ops: bool) -> Vec<String> {
         .collect();
     // Unclaimed kernels: inside the device-time span of one claimed execution of the same
     // module and device, they belong to it (its other kernels surround them).
-    let mut spans: FxMap<(u32, u32), Vec<(i64, i64, i64)>> = FxMap::default();
+    // Per (module slot, device): (first kernel start, last kernel end, execution key).
+    type Spans = FxMap<(u32, u32), Vec<(i64, i64, i64)>>;
+    let mut spans: Spans = FxMap::default();
     for (k, e) in kernels.iter().zip(&exec_of) {
         let Some(e) = *e else { continue };
         let v = spans.entry((k.slot, k.device)).or_default();

@@ -58,12 +58,15 @@ pub fn r(x: &str) -> V {
     V::Ref(x.to_string())
 }
 
+/// An event metadata entry: id, name, display name, stats on the metadata.
+type EventMeta = (i64, String, String, Vec<(String, V)>);
+
 /// One plane under construction: event and stat metadata are created by name as used.
 pub struct Plane {
     name: String,
     event_ids: HashMap<String, i64>,
     /// (id, name, display name, metadata stats)
-    event_md: Vec<(i64, String, String, Vec<(String, V)>)>,
+    event_md: Vec<EventMeta>,
     stat_ids: HashMap<String, i64>,
     stat_md: Vec<(i64, String)>,
     lines: Vec<(i64, String, Vec<W>)>,
