@@ -174,3 +174,17 @@ fn v6e_capture_gives_its_roofline_from_its_own_figures() {
     close(rf.memory_only_ms, b / (out.hbm_gbps.unwrap() * 1e9) * 1e3);
     close(rf.actual_ms, k.median_us / 1e3);
 }
+
+#[test]
+fn a_pallas_kernel_is_one_op_row_over_its_calls() {
+    need_fixtures!();
+    // rpa_step: the ragged-paged-attention kernel is called 64 times (`RPA-...-.1` to `.64`).
+    let r =
+        analyze(&fixture("tpu-v-vllm-json/rpa_step.trace.json.gz"), &AnalyzeOptions { kernel: Some("RPA".into()), ..Default::default() })
+            .unwrap();
+    let k = r.kernel.unwrap();
+    assert_eq!(k.op_breakdown.len(), 1, "{:?}", k.op_breakdown.iter().map(|o| &o.name).collect::<Vec<_>>());
+    let op = &k.op_breakdown[0];
+    assert_eq!((op.name.as_str(), op.category.as_str(), op.count), ("RPA-bq_32-bkvp_64-p_64-", "custom-call", 64));
+    close(op.per_execution_us, k.mean_us);
+}

@@ -347,7 +347,14 @@ impl<'w> TpuOps<'w> {
                 });
             }
             if self.with_ops {
-                st.table.record_one(group, op, time);
+                // One row for the kernel, not one per call (`RPA.1`, `RPA.2`, ...): its
+                // executions are its calls.
+                let info = &st.ops.infos[op as usize];
+                let (category, flops, bytes, host) = (info.category.clone(), info.flops, info.bytes, info.host_memory);
+                let name = st.slots[slot as usize].name.clone();
+                let kernel_op = st.ops.intern(None, &name, Some(&category), flops, bytes);
+                st.ops.infos[kernel_op as usize].host_memory |= host;
+                st.table.record_one(group, kernel_op, time);
             }
         }
     }
