@@ -260,7 +260,17 @@ fn no_trace_report(path: &std::path::Path) -> TraceReport {
 
 /// `ratchet inspect`: prints the diagnosis (or `--json`) to stdout.
 pub fn run_inspect(args: &InspectArgs) -> anyhow::Result<()> {
-    let out = build_inspect(args)?;
+    let out = match build_inspect(args) {
+        Ok(out) => out,
+        // With --json the failure is a JSON object on stdout too (the project's error
+        // envelope), so a caller parsing stdout never meets plain text.
+        Err(e) if args.json => {
+            let err = crate::error::Error::from(e);
+            println!("{}", crate::commands::json::error(&err));
+            return Err(err.into());
+        }
+        Err(e) => return Err(e),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
