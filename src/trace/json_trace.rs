@@ -122,8 +122,20 @@ pub(crate) fn analyze_json_with(path: &Path, opts: &AnalyzeOptions, require_kern
     analyze_events(path, trace, opts, require_kernel)
 }
 
-fn analyze_events(path: &Path, trace: TraceFile, opts: &AnalyzeOptions, require_kernel: bool) -> anyhow::Result<TraceReport> {
+fn analyze_events(path: &Path, mut trace: TraceFile, opts: &AnalyzeOptions, require_kernel: bool) -> anyhow::Result<TraceReport> {
     let mut warnings = Vec::new();
+    // Impossible durations (negative, NaN, beyond 7 days) count as 0, with a warning.
+    let max_us = super::xplane::MAX_EVENT_PS as f64 / 1e6;
+    let mut impossible = 0usize;
+    for e in &mut trace.trace_events {
+        if e.dur.is_some_and(|d| !(0.0..=max_us).contains(&d)) {
+            e.dur = Some(0.0);
+            impossible += 1;
+        }
+    }
+    if impossible > 0 {
+        warnings.push(scan::impossible_warning(impossible));
+    }
     let complete = trace.trace_events.iter().filter(|e| e.ph.as_deref() == Some("X")).count();
     if trace.trace_events.len() >= JSON_EVENT_CAP || complete >= JSON_EVENT_CAP {
         warnings.push(format!(

@@ -204,8 +204,18 @@ pub(crate) fn scan(space: &XSpace<'_>, with_ops: bool) -> Result<Collected, Deco
             }
         }
     }
-    let warnings = resolve_gpu(&mut st, with_ops);
+    let mut warnings = resolve_gpu(&mut st, with_ops);
+    let impossible: usize = space.planes.iter().flat_map(|p| &p.lines).map(|l| l.impossible_durations.get()).sum();
+    if impossible > 0 {
+        warnings.push(impossible_warning(impossible));
+    }
     Ok(finish(st, warnings))
+}
+
+/// The warning for events whose duration could not be (negative, or past
+/// [`super::xplane::MAX_EVENT_PS`]): they count as instantaneous rather than as results.
+pub(crate) fn impossible_warning(n: usize) -> String {
+    format!("{n} event(s) had an impossible duration (negative or longer than 7 days): the capture is damaged; each counted as 0")
 }
 
 /// A TPU module execution window: start, end, op-table group, program id, module slot.
@@ -299,6 +309,7 @@ impl<'w> TpuOps<'w> {
 
     #[inline]
     pub fn push(&mut self, m: &TpuOpMeta, start: i64, span: i64, device_duration: Option<i64>) {
+        let device_duration = device_duration.filter(|d| (0..=super::xplane::MAX_EVENT_PS).contains(d));
         if device_duration.is_some() {
             self.device_duration.0 += 1;
         } else {
