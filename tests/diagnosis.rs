@@ -312,3 +312,21 @@ fn inspect_text_prints_the_evidence_led_diagnosis_of_the_v6e_capture() {
     assert!(t.contains("async copies (copy-start/copy-done, 96.9% of the op time) set the time"), "{t}");
     assert!(!t.contains("overhead, not bandwidth"), "{t}");
 }
+
+#[test]
+fn a_spill_cliff_needs_decisive_experiments() {
+    use ratchet::diagnose::cliff;
+    let row = |id: u64, meta: &str, latency: f64, ci: Option<(f64, f64)>| ratchet::store::ResultRow {
+        latency_ms: Some(latency),
+        meta: meta.into(),
+        ci_low_pct: ci.map(|c| c.0),
+        ci_high_pct: ci.map(|c| c.1),
+        ..ratchet::store::ResultRow::unmeasured(id, ratchet::store::Status::Revert, "m", "c".into(), "i".into())
+    };
+    // +40% at BKV=512, from an experiment whose interval ran from -61% to +83%: noise.
+    let noisy = [row(1, "BKV=256;BQ=128", 1.0, Some((-3.0, 2.0))), row(2, "BKV=512;BQ=128", 1.4, Some((-61.0, 83.0)))];
+    assert!(cliff::detect(&noisy).is_empty(), "{:?}", cliff::detect(&noisy));
+    // The same jump measured within [+30%, +50%] is a cliff.
+    let clear = [row(1, "BKV=256;BQ=128", 1.0, Some((-3.0, 2.0))), row(2, "BKV=512;BQ=128", 1.4, Some((30.0, 50.0)))];
+    assert_eq!(cliff::detect(&clear).len(), 1);
+}
