@@ -330,3 +330,36 @@ fn a_spill_cliff_needs_decisive_experiments() {
     let clear = [row(1, "BKV=256;BQ=128", 1.0, Some((-3.0, 2.0))), row(2, "BKV=512;BQ=128", 1.4, Some((30.0, 50.0)))];
     assert_eq!(cliff::detect(&clear).len(), 1);
 }
+
+#[test]
+fn impossible_roofline_figures_are_flagged_not_banded() {
+    // 1 ms of compute at peak done in 0.5 ms: util 200%, a negative gap.
+    let r = RooflineView {
+        memory_bound: false,
+        intensity: 500.0,
+        ridge: 240.0,
+        compute_only_ms: 1.0,
+        memory_only_ms: 0.2,
+        actual_ms: 0.5,
+        util: 2.0,
+        bw: 0.4,
+    };
+    let f = diagnose::diagnose(&Inputs { roofline: Some(r), ..Default::default() });
+    let imp = rule(&f, "impossible");
+    assert_eq!(imp.len(), 1, "{f:?}");
+    assert!(imp[0].what.contains("util 200.0%") && imp[0].what.contains("gap -0.500 ms"), "{:?}", imp[0]);
+    assert!(rule(&f, "gap").is_empty() && rule(&f, "regime").is_empty(), "{f:?}");
+}
+
+#[test]
+fn inspect_marks_impossible_roofline_figures() {
+    need_fixtures!();
+    // 1e18 FLOPs per execution in 784 ms on a 918 TFLOP/s chip cannot be.
+    let mut a = args(fixture("tpu-v6e-xprof/tpu_inference_2.xplane.pb"));
+    (a.flops, a.bytes) = (Some(1e18), Some(1e6));
+    let out = build_inspect(&a).unwrap();
+    let t = render_text(&out);
+    assert!(t.contains("IMPOSSIBLE figures below"), "{t}");
+    assert!(rule(&out.findings, "impossible")[0].what.contains("gap -"), "{t}");
+    assert!(!t.contains("COMPUTE-BOUND,"), "{t}");
+}

@@ -402,6 +402,9 @@ pub fn render_text(o: &InspectOutput) -> String {
                     "\nRoofline from the capture's cost model (per-op flops and bytes_accessed summed per execution, as XProf's roofline tool; --flops/--bytes override)"
                 );
             }
+            if rf.gap_ms < 0.0 || rf.utilization > 1.0 || rf.bandwidth_fraction > 1.0 {
+                let _ = writeln!(s, "\nIMPOSSIBLE figures below (util or BW above 100%, or a negative gap): inputs to check, not results");
+            }
             let _ = writeln!(s, "\nBottleneck:          {}", rf.regime);
             let _ = writeln!(s, "Operational intensity:");
             let _ = writeln!(s, "    Actual (with re-reads):  {} FLOPs/byte", intensity_h(rf.intensity));

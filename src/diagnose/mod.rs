@@ -347,6 +347,27 @@ pub fn gap_causes(inp: &Inputs, ev: &evidence::Evidence) -> Vec<Cause> {
 
 fn roofline_findings(r: RooflineView, inp: &Inputs, ev: &evidence::Evidence, has_blocks: bool, out: &mut Vec<Finding>) {
     let gap = r.gap_ms();
+    // Faster than the roofline allows: the FLOPs, bytes, peaks or time are wrong. No regime or
+    // gap band is given for figures that cannot be.
+    let mut impossible = Vec::new();
+    if r.util > 1.0 {
+        impossible.push(format!("util {}", pct(r.util)));
+    }
+    if r.bw > 1.0 {
+        impossible.push(format!("BW {}", pct(r.bw)));
+    }
+    if gap < 0.0 {
+        impossible.push(format!("gap {gap:.3} ms (the actual {:.3} ms is below the roofline's floor)", r.actual_ms));
+    }
+    if !impossible.is_empty() {
+        out.push(Finding::new(
+            "impossible",
+            Level::Warn,
+            format!("impossible figures: {}", impossible.join(", ")),
+            Some("check --flops/--bytes (or the result file's), the peaks and the kernel time: one of them is wrong"),
+        ));
+        return;
+    }
     let Some(share) = gap_share(gap, r.actual_ms) else { return };
     let side = if r.memory_bound { "MEMORY-BOUND" } else { "COMPUTE-BOUND" };
     let ridge_x = if r.memory_bound {
