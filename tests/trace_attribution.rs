@@ -153,8 +153,10 @@ fn launches_on_one_shared_thread_concurrent_gpus() {
 
 #[test]
 fn simultaneous_windows_on_every_thread() {
-    let l = Layout { gpus: 4, window_thread: per_gpu_thread, launch_thread: per_gpu_launcher, start: simultaneous, correlated: all };
-    assert_per_device(&read(&build(&l)), 4);
+    for launch in [per_gpu_launcher as fn(u32) -> String, one_launcher, per_gpu_thread] {
+        let l = Layout { gpus: 4, window_thread: per_gpu_thread, launch_thread: launch, start: simultaneous, correlated: all };
+        assert_per_device(&read(&build(&l)), 4);
+    }
 }
 
 #[test]
