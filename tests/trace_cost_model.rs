@@ -188,3 +188,27 @@ fn a_pallas_kernel_is_one_op_row_over_its_calls() {
     assert_eq!((op.name.as_str(), op.category.as_str(), op.count), ("RPA-bq_32-bkvp_64-p_64-", "custom-call", 64));
     close(op.per_execution_us, k.mean_us);
 }
+
+#[test]
+fn without_program_ids_an_op_is_told_apart_by_its_hlo_text() {
+    // The same two modules, their op metadata carrying no program_id.
+    let mut p = Plane::new("/device:TPU:0");
+    let gather = "%fusion = bf16[8,16]{1,0} fusion(bf16[64,16]{1,0} %p0, s32[8]{0} %p1), kind=kCustom";
+    let conv = "%fusion = bf16[8,64]{1,0} fusion(bf16[8,16]{1,0} %p0, bf16[16,64]{1,0} %p1), kind=kOutput";
+    p.event_meta(gather, "fusion", &[("hlo_category", s("custom fusion")), ("flops", V::U(0))]);
+    p.event_meta(conv, "fusion", &[("hlo_category", s("convolution fusion")), ("flops", V::U(6_000_000_000))]);
+    for (i, (module, op)) in [("jit_a(1)", gather), ("jit_b(2)", conv), ("jit_a(1)", gather), ("jit_b(2)", conv)].iter().enumerate() {
+        let t = i as i64 * 2_000_000_000;
+        p.event("XLA Modules", module, t, 1_000_000_000, &[]);
+        p.event("XLA Ops", op, t + 100_000_000, 800_000_000, &[]);
+    }
+    let data = xspace::space(vec![p]);
+    for _ in 0..4 {
+        let b = read(&data, "jit_b");
+        let op = &b.kernel.as_ref().unwrap().op_breakdown[0];
+        assert_eq!((op.category.as_str(), op.flops), ("convolution fusion", Some(6e9)));
+        let a = read(&data, "jit_a");
+        let op = &a.kernel.as_ref().unwrap().op_breakdown[0];
+        assert_eq!((op.category.as_str(), op.flops), ("custom fusion", Some(0.0)));
+    }
+}

@@ -257,7 +257,17 @@ impl TpuOpMeta {
         bytes: Option<f64>,
         program: Option<u64>,
     ) -> Self {
-        let op = st.ops.intern(program, short, category, flops, bytes);
+        // Without a program id, the op's full HLO text tells apart ops of different modules
+        // that share a short name (the same text is the same op, costs included).
+        let scope = program.or_else(|| {
+            (hlo_text != short && !hlo_text.is_empty()).then(|| {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                hlo_text.hash(&mut h);
+                h.finish()
+            })
+        });
+        let op = st.ops.intern(scope, short, category, flops, bytes);
         if hlo_text.contains("S(5)") {
             st.ops.infos[op as usize].host_memory = true;
         }
