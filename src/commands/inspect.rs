@@ -95,6 +95,8 @@ pub struct InspectOutput {
     pub flops: Option<f64>,
     pub bytes: Option<f64>,
     pub min_bytes: Option<f64>,
+    /// Where `flops` and `bytes` come from: `flags`, `result file` or `capture cost model`.
+    pub cost_source: Option<String>,
     pub peak_tflops: Option<f64>,
     pub hbm_gbps: Option<f64>,
     pub roofline: Option<Roofline>,
@@ -141,8 +143,16 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
             report.warnings.push(w);
         }
     }
-    let flops = args.flops.or(info.and_then(|i| i.flops));
-    let bytes = args.bytes.or(info.and_then(|i| i.bytes));
+    // FLOPs and bytes per call: the flags, the run's result file, then the capture's own cost
+    // model (its per-op `flops` and `bytes_accessed` summed over one execution, the figures
+    // XProf's roofline tool plots), taken as a pair so one source gives both.
+    let given = (args.flops.or(info.and_then(|i| i.flops)), args.bytes.or(info.and_then(|i| i.bytes)));
+    let model = report.kernel.as_ref().map(|k| (k.cost_model_flops, k.cost_model_bytes));
+    let (flops, bytes, cost_source) = match (given, model) {
+        ((Some(f), Some(b)), _) => (Some(f), Some(b), Some(if args.flops.is_some() { "flags" } else { "result file" })),
+        ((None, None), Some((Some(f), Some(b)))) => (Some(f), Some(b), Some("capture cost model")),
+        ((f, b), _) => (f, b, None),
+    };
     let min_bytes = args.min_bytes.or(info.and_then(|i| i.min_bytes));
     let device = report.device.as_ref();
     // Peaks: the flags, the capture's device plane, the run's device kind (the one peak table,
@@ -196,6 +206,8 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         copy_share: kstats.and_then(crate::diagnose::copy_share),
         backend: info.and_then(|i| i.backend.as_deref()),
         flops,
+        kernel: kstats,
+        peaks: peak_tflops.zip(hbm_gbps),
     });
     Ok(InspectOutput {
         report,
@@ -206,6 +218,7 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         flops,
         bytes,
         min_bytes,
+        cost_source: cost_source.map(str::to_string),
         peak_tflops,
         hbm_gbps,
         roofline,
@@ -247,7 +260,17 @@ fn no_trace_report(path: &std::path::Path) -> TraceReport {
 
 /// `ratchet inspect`: prints the diagnosis (or `--json`) to stdout.
 pub fn run_inspect(args: &InspectArgs) -> anyhow::Result<()> {
-    let out = build_inspect(args)?;
+    let out = match build_inspect(args) {
+        Ok(out) => out,
+        // With --json the failure is a JSON object on stdout too (the project's error
+        // envelope), so a caller parsing stdout never meets plain text.
+        Err(e) if args.json => {
+            let err = crate::error::Error::from(e);
+            println!("{}", crate::commands::json::error(&err));
+            return Err(err.into());
+        }
+        Err(e) => return Err(e),
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -265,6 +288,15 @@ fn bytes_h(b: f64) -> String {
         format!("{:.1} kB", b / 1e3)
     } else {
         format!("{b:.0} B")
+    }
+}
+
+/// An intensity with enough digits to be read below 1 FLOP/byte (a data-movement module's).
+fn intensity_h(x: f64) -> String {
+    if x.abs() < 1.0 {
+        format!("{x:.4}")
+    } else {
+        format!("{x:.1}")
     }
 }
 
@@ -364,9 +396,18 @@ pub fn render_text(o: &InspectOutput) -> String {
     }
     match &o.roofline {
         Some(rf) => {
+            if o.cost_source.as_deref() == Some("capture cost model") {
+                let _ = writeln!(
+                    s,
+                    "\nRoofline from the capture's cost model (per-op flops and bytes_accessed summed per execution, as XProf's roofline tool; --flops/--bytes override)"
+                );
+            }
+            if rf.gap_ms < 0.0 || rf.utilization > 1.0 || rf.bandwidth_fraction > 1.0 {
+                let _ = writeln!(s, "\nIMPOSSIBLE figures below (util or BW above 100%, or a negative gap): inputs to check, not results");
+            }
             let _ = writeln!(s, "\nBottleneck:          {}", rf.regime);
             let _ = writeln!(s, "Operational intensity:");
-            let _ = writeln!(s, "    Actual (with re-reads):  {:.1} FLOPs/byte", rf.intensity);
+            let _ = writeln!(s, "    Actual (with re-reads):  {} FLOPs/byte", intensity_h(rf.intensity));
             if let Some(mi) = rf.min_traffic_intensity {
                 let _ = writeln!(s, "    Minimum (perfect reuse): {mi:.1} FLOPs/byte");
             }

@@ -17,6 +17,11 @@ use crate::store::{ResultRow, StatusClass};
 pub const CLIFF_LATENCY_RATIO: f64 = 1.25;
 /// Gap ratio that counts as a cliff (the gap "suddenly increases", section 5.5); ratchet's.
 pub const CLIFF_GAP_RATIO: f64 = 1.5;
+/// The widest confidence interval (high minus low, in percent of the incumbent) an
+/// experiment's candidate may have to take part: an interval wider than twice the cliff's 25%
+/// cannot tell a cliff from noise (a [0.39x, 1.83x] experiment says nothing about a jump).
+/// Ratchet's, derived from [`CLIFF_LATENCY_RATIO`].
+pub const MAX_CI_WIDTH_PCT: f64 = 2.0 * (CLIFF_LATENCY_RATIO - 1.0) * 100.0;
 
 /// One cliff: `key` grew from `from` to `to` with every other tunable the same.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -90,10 +95,21 @@ pub struct Measured {
     pub gap_ms: Option<f64>,
 }
 
-/// The measured candidates of a results table: kept or not kept rows with a latency.
+/// Whether a row's measurement is decisive enough for a cliff: no interval recorded, or one
+/// narrower than [`MAX_CI_WIDTH_PCT`].
+fn decisive(r: &ResultRow) -> bool {
+    match (r.ci_low_pct, r.ci_high_pct) {
+        (Some(lo), Some(hi)) => (hi - lo).abs() <= MAX_CI_WIDTH_PCT,
+        _ => true,
+    }
+}
+
+/// The measured candidates of a results table: kept or not kept rows with a latency, measured
+/// decisively ([`decisive`]).
 pub fn candidates(rows: &[ResultRow]) -> Vec<Measured> {
     rows.iter()
         .filter(|r| matches!(r.status.class(), StatusClass::Kept | StatusClass::NotKept))
+        .filter(|r| decisive(r))
         .filter_map(|r| Some(Measured { id: r.id, meta: r.meta.clone(), latency_ms: r.latency_ms?, gap_ms: r.gap_ms }))
         .collect()
 }
@@ -105,6 +121,7 @@ pub fn incumbents(runs: &[crate::bench::RunRecord], rows: &[ResultRow]) -> Vec<M
     use crate::bench::{RunStatus, Side};
     rows.iter()
         .filter(|r| matches!(r.status.class(), StatusClass::Kept | StatusClass::NotKept))
+        .filter(|r| decisive(r))
         .filter_map(|r| {
             let id = r.id.to_string();
             let inc: Vec<&crate::bench::RunRecord> = runs

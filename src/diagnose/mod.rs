@@ -14,6 +14,7 @@
 pub mod cliff;
 pub mod columns;
 pub mod environment;
+pub mod evidence;
 pub mod show;
 
 use std::fmt::Write as _;
@@ -38,6 +39,17 @@ pub const BUBBLE_RED_FLAG: f64 = 0.10;
 pub const BUBBLE_EXCELLENT: f64 = 0.05;
 /// Share of the time in exp above which the VPU is the bottleneck (section 6, step 5).
 pub const EXP_SHARE_VPU: f64 = 0.10;
+/// Share of the time in layout ops ("data formatting") above which they are flagged (seed 003).
+pub const LAYOUT_SHARE: f64 = 0.05;
+/// An op within 10% of its own roofline is great (seed 001).
+pub const OP_ROOFLINE_GREAT: f64 = 0.9;
+/// Share of the time in async copies above which the kernel is data-movement dominated (ours).
+pub const DATA_MOVEMENT_DOMINANT: f64 = 0.5;
+/// Share of the time above which a measured cause is named in the gap (ours).
+pub const CAUSE_SHARE: f64 = 0.05;
+/// Share of the time in reductions, collectives or exposed waits that earns a warning (ours,
+/// the article's 10% for exp applied to them).
+pub const SHARE_WARN: f64 = 0.10;
 /// The article's expected counts for the attention kernel (section 5.3).
 pub const EXPECTED_DOTS: usize = 2;
 pub const EXPECTED_EXPS: usize = 2;
@@ -156,14 +168,18 @@ pub fn regime_word(memory_bound: bool, gap_share: f64) -> &'static str {
     }
 }
 
-/// The article's likely causes of a large gap, most probable first (section 3.3), each with
-/// where ratchet looks for it.
-pub const LIKELY_CAUSES: [(&str, &str); 4] = [
-    ("register spilling", "the score tile (BQ x BKV) overflows the vector registers; look for a spill cliff as BKV grows"),
-    ("pipeline bubbles", "DMA and compute do not overlap; check the bubble fraction and the grid size"),
-    ("defensive copies", "copies of aliased buffers; check the HLO and kernel-body copy counts"),
-    ("VPU bottleneck", "exp and reductions stall the MXU; check exp's share of the time"),
-];
+/// The article's likely causes of a large gap, most probable first (section 3.3). Each is
+/// named for a kernel only when its evidence is there ([`gap_causes`]).
+pub const LIKELY_CAUSES: [&str; 4] = ["register spilling", "pipeline bubbles", "defensive copies", "VPU bottleneck"];
+
+/// A cause of the gap the evidence shows: its name, the share of the op time it takes where
+/// measured (`None`: present, not measured), and what showed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cause {
+    pub name: &'static str,
+    pub share: Option<f64>,
+    pub evidence: String,
+}
 
 /// Everything the rules may read; each rule uses what is present.
 #[derive(Debug, Clone, Default)]
@@ -190,13 +206,17 @@ pub struct Inputs<'a> {
     pub backend: Option<&'a str>,
     /// The benchmark's FLOPs per call (the result file's `flops`).
     pub flops: Option<f64>,
+    /// The trace's figures of the kernel (op breakdown, device, pipeline rows).
+    pub kernel: Option<&'a crate::trace::KernelStats>,
+    /// The chip's peaks (TFLOP/s, GB/s), for each op's own roofline.
+    pub peaks: Option<(f64, f64)>,
 }
 
 fn meta_u64(meta: Option<&serde_json::Value>, key: &str) -> Option<u64> {
     meta?.get(key)?.as_u64()
 }
 
-fn pct(x: f64) -> String {
+pub(crate) fn pct(x: f64) -> String {
     if x != 0.0 && x.abs() < 0.01 {
         format!("{:.2}%", x * 100.0)
     } else {
@@ -209,18 +229,145 @@ fn pct(x: f64) -> String {
 pub fn diagnose(inp: &Inputs) -> Vec<Finding> {
     let mut out = Vec::new();
     let has_blocks = meta_u64(inp.meta, "BQ").is_some() && meta_u64(inp.meta, "BKV").is_some();
+    let ev = evidence::gather(inp.kernel, inp.hlo, inp.kernel_ops, inp.backend);
     if let Some(r) = inp.roofline {
-        roofline_findings(r, inp, has_blocks, &mut out);
+        roofline_findings(r, inp, &ev, has_blocks, &mut out);
     }
+    movement_findings(&ev, &mut out);
     copy_findings(inp, &mut out);
     cost_estimate_findings(inp, &mut out);
-    op_count_findings(inp, has_blocks, &mut out);
-    pipeline_findings(inp, &mut out);
+    op_count_findings(inp, &ev, has_blocks, &mut out);
+    share_findings(inp, &ev, &mut out);
+    pipeline_findings(inp, &ev, &mut out);
+    op_roofline_findings(inp, &mut out);
     out
 }
 
-fn roofline_findings(r: RooflineView, inp: &Inputs, has_blocks: bool, out: &mut Vec<Finding>) {
+/// The kernel's block tunables from its `meta`: all-caps keys with whole-number values
+/// (`BQ`, `BKV`, `BM`, `BLOCK_N`), the convention of the example's kernel.py.
+pub fn tile_tunables(meta: Option<&serde_json::Value>) -> Vec<(String, u64)> {
+    let Some(obj) = meta.and_then(|m| m.as_object()) else { return Vec::new() };
+    obj.iter()
+        .filter(|(k, _)| {
+            k.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+                && k.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        })
+        .filter_map(|(k, v)| v.as_u64().map(|v| (k.clone(), v)))
+        .collect()
+}
+
+/// Whether the idle time inside the executions is a pipeline's bubbles (TPU, or rows of a
+/// TRACE_COMPUTE capture), gaps between GPU kernel launches, or a CPU's idle time.
+fn idle_kind(inp: &Inputs, ev: &evidence::Evidence) -> evidence::Backend {
+    if inp.dma_overlap.is_some() || inp.kernel.is_some_and(|k| k.pipeline.is_some()) {
+        return evidence::Backend::Tpu;
+    }
+    ev.backend
+}
+
+/// The causes of a gap that this kernel's evidence shows, measured ones by their share of the
+/// op time (largest first), then the others in the article's order (section 3.3).
+pub fn gap_causes(inp: &Inputs, ev: &evidence::Evidence) -> Vec<Cause> {
+    let mut out: Vec<Cause> = Vec::new();
+    let mut add = |name: &'static str, share: Option<f64>, evidence: String| out.push(Cause { name, share, evidence });
+    let tiles = tile_tunables(inp.meta);
+    // Register spilling (3.3, 5.5): a Pallas kernel's matmul tiles; the score tile only for a
+    // kernel with both a matmul and an exponential (attention) and BQ/BKV tunables.
+    if let (Some(p), Some(d)) = (&ev.pallas, &ev.dot) {
+        if !tiles.is_empty() {
+            let (bq, bkv) = (meta_u64(inp.meta, "BQ"), meta_u64(inp.meta, "BKV"));
+            let what = match (bq, bkv, &ev.exp) {
+                (Some(q), Some(k), Some(e)) => {
+                    format!("the score tile BQ x BKV = {q}x{k} may overflow the vector registers ({d}, {e}); look for a spill cliff as BKV grows")
+                }
+                _ => {
+                    let names: Vec<String> = tiles.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    format!("the tiles ({}) may overflow the vector registers ({d}); look for a spill cliff as they grow", names.join(", "))
+                }
+            };
+            add("register spilling", None, format!("{what} [{p}]"));
+        }
+    }
+    let b = inp.bubble_fraction.filter(|b| *b > BUBBLE_EXCELLENT);
+    match (idle_kind(inp, ev), b) {
+        (evidence::Backend::Tpu | evidence::Backend::Unknown, Some(b)) => {
+            add("pipeline bubbles", Some(b), format!("bubble fraction {} (idle inside the executions)", pct(b)))
+        }
+        (evidence::Backend::Gpu, Some(b)) => {
+            add("launch gaps", Some(b), format!("no kernel runs for {} of the executions' span (between kernel launches)", pct(b)))
+        }
+        _ => {}
+    }
+    if let Some(o) = inp.dma_overlap.filter(|o| *o < OVERLAP_HEALTHY) {
+        add("pipeline bubbles", None, format!("only {} of the DMA time is hidden under compute", pct(o)));
+    }
+    let suspect = inp.hlo.map(HloStats::suspect_copies).unwrap_or(0);
+    let body_copies: usize = inp.kernel_ops.iter().map(|k| k.copy).sum();
+    if suspect > 0 || body_copies > 0 {
+        let share = ev.shares.as_ref().map(|s| s.sync_copy).filter(|s| *s > 0.0);
+        let what = if suspect > 0 {
+            format!("{suspect} copy op(s) in the HLO that are not loop state")
+        } else {
+            format!("{body_copies} copy op(s) in the kernel body")
+        };
+        add("defensive copies", share, what);
+    }
+    let vpu = if ev.backend == evidence::Backend::Tpu || ev.backend == evidence::Backend::Unknown { "VPU bottleneck" } else { "exp-bound" };
+    if let Some(e) = inp.exp_share.filter(|s| *s > EXP_SHARE_VPU) {
+        add(vpu, Some(e), format!("exp takes {} of the op time", pct(e)));
+    }
+    if let Some(s) = &ev.shares {
+        if s.async_copy > CAUSE_SHARE {
+            let host = if s.host_copy > 0.0 { format!(", {} to or from host memory (S(5))", pct(s.host_copy)) } else { String::new() };
+            add("data movement", Some(s.async_copy), format!("copy-start/copy-done take {} of the op time{host}", pct(s.async_copy)));
+        }
+        if s.waits > CAUSE_SHARE {
+            add("exposed waits", Some(s.waits), format!("async *-done ops wait {} of the op time", pct(s.waits)));
+        }
+        if s.layout > LAYOUT_SHARE {
+            let top = ev.layout_top.as_ref().map(|(n, f)| format!(", {n} alone {}", pct(*f))).unwrap_or_default();
+            add("layout ops", Some(s.layout), format!("data formatting / transposes take {}{top}", pct(s.layout)));
+        }
+        if s.collective > CAUSE_SHARE {
+            add("collectives", Some(s.collective), format!("collectives take {} of the op time", pct(s.collective)));
+        }
+        if s.reduce > SHARE_WARN {
+            add("reductions", Some(s.reduce), format!("reductions take {} of the op time", pct(s.reduce)));
+        }
+    }
+    // Measured causes by share, then the unmeasured ones in the article's order (stable sort).
+    out.sort_by(|a, b| match (a.share, b.share) {
+        (Some(x), Some(y)) => y.total_cmp(&x),
+        (Some(_), None) => std::cmp::Ordering::Less,
+        (None, Some(_)) => std::cmp::Ordering::Greater,
+        (None, None) => std::cmp::Ordering::Equal,
+    });
+    out
+}
+
+fn roofline_findings(r: RooflineView, inp: &Inputs, ev: &evidence::Evidence, has_blocks: bool, out: &mut Vec<Finding>) {
     let gap = r.gap_ms();
+    // Faster than the roofline allows: the FLOPs, bytes, peaks or time are wrong. No regime or
+    // gap band is given for figures that cannot be.
+    let mut impossible = Vec::new();
+    if r.util > 1.0 {
+        impossible.push(format!("util {}", pct(r.util)));
+    }
+    if r.bw > 1.0 {
+        impossible.push(format!("BW {}", pct(r.bw)));
+    }
+    if gap < 0.0 {
+        impossible.push(format!("gap {gap:.3} ms (the actual {:.3} ms is below the roofline's floor)", r.actual_ms));
+    }
+    if !impossible.is_empty() {
+        out.push(Finding::new(
+            "impossible",
+            Level::Warn,
+            format!("impossible figures: {}", impossible.join(", ")),
+            Some("check --flops/--bytes (or the result file's), the peaks and the kernel time: one of them is wrong"),
+        ));
+        return;
+    }
     let Some(share) = gap_share(gap, r.actual_ms) else { return };
     let side = if r.memory_bound { "MEMORY-BOUND" } else { "COMPUTE-BOUND" };
     let ridge_x = if r.memory_bound {
@@ -238,7 +385,21 @@ fn roofline_findings(r: RooflineView, inp: &Inputs, has_blocks: bool, out: &mut 
         ));
     }
     let word = regime_word(r.memory_bound, share);
-    if word == "LATENCY-BOUND" {
+    let moving = ev.shares.as_ref().map(|s| s.async_copy).filter(|s| *s > DATA_MOVEMENT_DOMINANT);
+    if let (Some(m), "LATENCY-BOUND") = (moving, word) {
+        // Not idle: busy moving data the roofline's FLOPs and HBM bytes do not describe.
+        out.push(Finding::new(
+            "regime",
+            Level::Warn,
+            format!(
+                "util {} and BW {} are both low; the roofline side is {side} ({ridge_x}), but async copies (copy-start/copy-done, {} of the op time) set the time",
+                pct(r.util),
+                pct(r.bw),
+                pct(m)
+            ),
+            Some("see `data-movement`: the time is transfers, not this roofline's compute or HBM traffic"),
+        ));
+    } else if word == "LATENCY-BOUND" {
         out.push(Finding::new(
             "regime",
             Level::Warn,
@@ -248,7 +409,7 @@ fn roofline_findings(r: RooflineView, inp: &Inputs, has_blocks: bool, out: &mut 
                 pct(r.bw),
                 if r.memory_bound { "bandwidth" } else { "compute" }
             ),
-            Some("close the gap first (its likely causes below): pipeline better, fewer and bigger grid steps, fewer sync points"),
+            Some("close the gap first: its causes, as far as the capture shows them, are under `gap`"),
         ));
     } else if r.memory_bound {
         out.push(Finding::new(
@@ -262,7 +423,11 @@ fn roofline_findings(r: RooflineView, inp: &Inputs, has_blocks: bool, out: &mut 
             "regime",
             Level::Note,
             format!("COMPUTE-BOUND, {ridge_x}: util {} of peak, BW {}", pct(r.util), pct(r.bw)),
-            Some("reduce per-step VPU work, feed the MXU better, or change the algorithm (block skipping) (section 6, step 2)"),
+            Some(if ev.backend == evidence::Backend::Tpu {
+                "reduce per-step VPU work, feed the MXU better, or change the algorithm (block skipping) (section 6, step 2)"
+            } else {
+                "fewer FLOPs (a better algorithm, block skipping) or better use of the matrix units (section 6, step 2)"
+            }),
         ));
     }
 
@@ -284,13 +449,25 @@ fn roofline_findings(r: RooflineView, inp: &Inputs, has_blocks: bool, out: &mut 
         )),
         GapBand::Moderate => out.push(Finding::new("gap", Level::Note, format!("{what}: between the article's bands (10-30%)"), None)),
         GapBand::Significant => {
-            let causes: Vec<String> = LIKELY_CAUSES.iter().enumerate().map(|(i, (c, how))| format!("{}. {c}: {how}", i + 1)).collect();
-            out.push(Finding::new(
-                "gap",
-                Level::Warn,
-                format!("{what}: significant overhead (gap > 30%); likely causes, most probable first:\n{}", causes.join("\n")),
-                None,
-            ));
+            let causes = gap_causes(inp, ev);
+            let text = if causes.is_empty() {
+                let largest = inp.kernel.and_then(|k| k.category_breakdown.first()).map_or_else(
+                    || "a trace with op times or the kernel body would show more".to_string(),
+                    |c| format!("the largest op category is {} ({} of the op time)", c.category, pct(c.fraction)),
+                );
+                format!(
+                    "{what}: significant overhead (gap > 30%); the evidence shows none of the article's causes ({}) nor \
+                     data movement, waits, layout ops or collectives; {largest}",
+                    LIKELY_CAUSES.join(", ")
+                )
+            } else {
+                let lines: Vec<String> = causes.iter().enumerate().map(|(i, c)| format!("{}. {}: {}", i + 1, c.name, c.evidence)).collect();
+                format!(
+                    "{what}: significant overhead (gap > 30%); causes the evidence shows, measured ones largest first:\n{}",
+                    lines.join("\n")
+                )
+            };
+            out.push(Finding::new("gap", Level::Warn, text, None));
         }
     }
 
@@ -332,10 +509,11 @@ fn copy_findings(inp: &Inputs, out: &mut Vec<Finding>) {
     // cost; whether they are defensive is the HLO's call (loop state and async copies are not).
     if let Some(share) = inp.copy_share.filter(|s| *s > 0.0) {
         let suspect = inp.hlo.map(HloStats::suspect_copies);
-        let (level, why) = match suspect {
-            Some(n) if n > 0 => (Level::Warn, format!("{n} of the HLO's copies may be defensive")),
-            Some(_) => (Level::Note, "none of the HLO's copies is a defensive one (loop state)".to_string()),
-            None => (Level::Note, "no HLO to tell what they are".to_string()),
+        let (level, why) = match (suspect, inp.hlo) {
+            (Some(n), _) if n > 0 => (Level::Warn, format!("{n} of the HLO's copies may be defensive")),
+            (_, Some(h)) if h.loop_copies > 0 => (Level::Note, "none of the HLO's copies is a defensive one (loop state)".to_string()),
+            (_, Some(_)) => (Level::Note, "the HLO has no copy instruction to call defensive".to_string()),
+            _ => (Level::Note, "no HLO to tell what they are".to_string()),
         };
         out.push(Finding::new("copies", level, format!("copy events take {} of the kernel's op time; {why}", pct(share)), None));
     }
@@ -384,10 +562,22 @@ fn cost_estimate_findings(inp: &Inputs, out: &mut Vec<Finding>) {
 /// Section 5.3's expected counts, applied to the kernel body on accelerators (the HLO shows a
 /// Pallas kernel as one custom call) and to the HLO where the kernel is plain HLO (interpreter).
 /// Only for a kernel with BQ/BKV tunables: the expectations are the attention kernel's.
-fn op_count_findings(inp: &Inputs, has_blocks: bool, out: &mut Vec<Finding>) {
+fn op_count_findings(inp: &Inputs, ev: &evidence::Evidence, has_blocks: bool, out: &mut Vec<Finding>) {
     let counts: Option<(String, usize, usize, usize)> = match (inp.kernel_ops.first(), inp.hlo) {
         (Some(k), _) => Some((format!("{} kernel body", k.dialect), k.matmul, k.exp, k.reduce)),
         (None, Some(h)) if h.custom_call == 0 => Some(("HLO".into(), h.dot, h.exponential, h.reduce)),
+        (None, Some(_)) if ev.pallas.is_none() && !ev.vendor.is_empty() => {
+            out.push(Finding::new(
+                "vendor",
+                Level::Note,
+                format!(
+                    "the module's custom call(s) are vendor library calls ({}), not Pallas kernels: their insides are the library's",
+                    ev.vendor.join(", ")
+                ),
+                None,
+            ));
+            None
+        }
         (None, Some(h)) => {
             out.push(Finding::new(
                 "op-counts",
@@ -440,16 +630,33 @@ fn op_count_findings(inp: &Inputs, has_blocks: bool, out: &mut Vec<Finding>) {
     }
 }
 
-fn pipeline_findings(inp: &Inputs, out: &mut Vec<Finding>) {
-    if let Some(b) = inp.bubble_fraction {
+fn pipeline_findings(inp: &Inputs, ev: &evidence::Evidence, out: &mut Vec<Finding>) {
+    let idle = idle_kind(inp, ev);
+    if let (Some(b), evidence::Backend::Gpu) = (inp.bubble_fraction, idle) {
+        // On GPU the idle time inside an execution lies between kernel launches, not inside a
+        // Pallas pipeline: launch overhead (seed 001: many small ops, consider fusing).
+        let what = format!("launch gaps: no kernel runs for {} of the executions' span (idle between kernel launches)", pct(b));
+        let level = if b > BUBBLE_RED_FLAG {
+            Level::Warn
+        } else if b < BUBBLE_EXCELLENT {
+            Level::Good
+        } else {
+            Level::Note
+        };
+        let rx = (b > BUBBLE_EXCELLENT)
+            .then_some("fewer, larger kernels: fuse ops, or capture the launches in a graph (seed 001: launch overhead may dominate)");
+        out.push(Finding::new("launch-gaps", level, what, rx));
+    } else if let (Some(b), evidence::Backend::Cpu) = (inp.bubble_fraction, idle) {
+        out.push(Finding::new("idle", Level::Note, format!("{} of the executions' span runs no op (CPU executor idle)", pct(b)), None));
+    } else if let Some(b) = inp.bubble_fraction {
         let what = format!("bubble fraction {} (idle time inside the kernel's executions)", pct(b));
         if b > BUBBLE_RED_FLAG {
-            out.push(Finding::new(
-                "bubbles",
-                Level::Warn,
-                format!("{what}: above 10%, a red flag"),
-                Some("more grid iterations or bigger blocks; check that double buffering is active (section 4.3)"),
-            ));
+            let rx = if ev.pallas.is_some() || inp.kernel.is_none() {
+                Some("more grid iterations or bigger blocks; check that double buffering is active (section 4.3)")
+            } else {
+                Some("the device waits between ops: look for host round trips or synchronisation inside the module")
+            };
+            out.push(Finding::new("bubbles", Level::Warn, format!("{what}: above 10%, a red flag"), rx));
         } else if b < BUBBLE_EXCELLENT {
             out.push(Finding::new("bubbles", Level::Good, format!("{what}: below 5%, excellent"), None));
         } else {
@@ -483,12 +690,22 @@ fn pipeline_findings(inp: &Inputs, out: &mut Vec<Finding>) {
     }
     if let Some(s) = inp.exp_share {
         if s > EXP_SHARE_VPU {
-            out.push(Finding::new(
-                "vpu",
-                Level::Warn,
-                format!("exp takes {} of the kernel's op time: above 10%, a VPU bottleneck", pct(s)),
-                Some("the MXU waits for the softmax's exp; simplify the math or cut per-step VPU work (sections 4.5, 6)"),
-            ));
+            let tpu = matches!(ev.backend, evidence::Backend::Tpu | evidence::Backend::Unknown);
+            out.push(if tpu {
+                Finding::new(
+                    "vpu",
+                    Level::Warn,
+                    format!("exp takes {} of the kernel's op time: above 10%, a VPU bottleneck", pct(s)),
+                    Some("the MXU waits for the softmax's exp; simplify the math or cut per-step VPU work (sections 4.5, 6)"),
+                )
+            } else {
+                Finding::new(
+                    "vpu",
+                    Level::Warn,
+                    format!("exp takes {} of the kernel's op time: above the article's 10%", pct(s)),
+                    Some("cut the exponentials per step or simplify the math (sections 4.5, 6)"),
+                )
+            });
         }
     }
     let meta_steps = meta_u64(inp.meta, "grid_steps");
@@ -515,6 +732,131 @@ fn pipeline_findings(inp: &Inputs, out: &mut Vec<Finding>) {
             out.push(Finding::new("grid", level, what, None));
         }
     }
+}
+
+/// A module that mostly moves data (async copies), and where to: the copy-done's time is the
+/// compute waiting for the transfer.
+fn movement_findings(ev: &evidence::Evidence, out: &mut Vec<Finding>) {
+    let Some(s) = &ev.shares else { return };
+    if s.async_copy <= CAUSE_SHARE {
+        return;
+    }
+    let host = if s.host_copy > 0.0 {
+        format!("; {} of the op time moves data to or from host memory (memory space S(5): host offload)", pct(s.host_copy))
+    } else {
+        String::new()
+    };
+    let dominant = s.async_copy > DATA_MOVEMENT_DOMINANT;
+    let what = format!(
+        "async copies (copy-start/copy-done) take {} of the op time{host}{}",
+        pct(s.async_copy),
+        if dominant { ": the module mostly moves data, it is not compute or HBM-bound work" } else { "" }
+    );
+    let rx = if s.host_copy > 0.0 {
+        "host transfers run over the host link, not HBM, so the HBM roofline does not bound them: keep the buffers on the device, or overlap the transfers with compute"
+    } else {
+        "start the copies earlier so compute hides them, or avoid them"
+    };
+    out.push(Finding::new("data-movement", if dominant { Level::Warn } else { Level::Note }, what, Some(rx)));
+}
+
+/// Layout ops (seed 003: above 5% of the time), reductions, collectives and exposed waits, each
+/// with its share of the op time.
+fn share_findings(inp: &Inputs, ev: &evidence::Evidence, out: &mut Vec<Finding>) {
+    let Some(s) = &ev.shares else { return };
+    if s.layout > LAYOUT_SHARE {
+        let top = ev.layout_top.as_ref().map(|(n, f)| format!(" ({n} alone {})", pct(*f))).unwrap_or_default();
+        out.push(Finding::new(
+            "layout",
+            Level::Warn,
+            format!("layout ops (data formatting, transposes) take {}{top}: above 5% of the time (seed 003)", pct(s.layout)),
+            Some(if ev.backend == evidence::Backend::Tpu {
+                "block shapes that do not align with the 8x128 vreg tile make the compiler rearrange data (section 4.5); check shardings and layouts"
+            } else {
+                "the data arrives in a layout the consumer does not use: produce it in the consumer's layout, or fold the transpose into the kernel"
+            }),
+        ));
+    }
+    if s.reduce > SHARE_WARN {
+        out.push(Finding::new(
+            "reduce",
+            Level::Note,
+            format!("reductions take {} of the op time (ours: above 10%)", pct(s.reduce)),
+            (ev.backend == evidence::Backend::Tpu)
+                .then_some("a reduction over the last axis is the slowest path on TPU; reduce over the second-to-last one (section 4.5)"),
+        ));
+    }
+    if s.collective > 0.0 {
+        let level = if s.collective > SHARE_WARN { Level::Warn } else { Level::Note };
+        out.push(Finding::new(
+            "collectives",
+            level,
+            format!("collectives take {} of the op time", pct(s.collective)),
+            (s.collective > SHARE_WARN).then_some("overlap communication with compute; check the sharding (seeds 001, 003)"),
+        ));
+    }
+    if s.waits > 0.0 {
+        let level = if s.waits > SHARE_WARN { Level::Warn } else { Level::Note };
+        out.push(Finding::new(
+            "waits",
+            level,
+            format!("async *-done ops (besides copies) wait {} of the op time: exposed communication (seed 003)", pct(s.waits)),
+            (s.waits > SHARE_WARN).then_some("start the async operations earlier or overlap them with compute (seed 003)"),
+        ));
+    }
+    let _ = inp;
+}
+
+/// Each large op against its own roofline, T = max(FLOPs / peak, bytes / bandwidth) (seed 001:
+/// "Within 10%? Great. Much worse? Investigate."), from the capture's per-op cost model.
+fn op_roofline_findings(inp: &Inputs, out: &mut Vec<Finding>) {
+    let (Some(k), Some((tflops, gbps))) = (inp.kernel, inp.peaks) else { return };
+    if tflops <= 0.0 || gbps <= 0.0 {
+        return;
+    }
+    let mut lines = Vec::new();
+    let (mut worst, mut impossible) = (f64::INFINITY, false);
+    for o in k.op_breakdown.iter().filter(|o| o.fraction >= CAUSE_SHARE && o.count > 0).take(6) {
+        let (Some(f), Some(b)) = (o.flops, o.bytes) else { continue };
+        let floor_us = (f / (tflops * 1e12)).max(b / (gbps * 1e9)) * 1e6;
+        let actual_us = o.total_us / o.count as f64;
+        if floor_us <= 0.0 || actual_us <= 0.0 {
+            continue;
+        }
+        let eff = floor_us / actual_us;
+        worst = worst.min(eff);
+        let host = if k.host_memory_ops.contains(&o.name) { ", a host transfer: its bytes do not go at HBM speed" } else { "" };
+        let odd = if eff > 1.0 {
+            impossible = true;
+            " (faster than its roofline: the cost model or the peaks are off)"
+        } else {
+            ""
+        };
+        lines.push(format!(
+            "{}: {} of its roofline ({:.1} us floor, {:.1} us each; {} of the time){odd}{host}",
+            o.name,
+            pct(eff),
+            floor_us,
+            actual_us,
+            pct(o.fraction)
+        ));
+    }
+    if lines.is_empty() {
+        return;
+    }
+    let level = if impossible {
+        Level::Warn
+    } else if worst >= OP_ROOFLINE_GREAT {
+        Level::Good
+    } else {
+        Level::Note
+    };
+    out.push(Finding::new(
+        "op-roofline",
+        level,
+        format!("the largest ops against their own roofline (within 10% is great, seed 001):\n{}", lines.join("\n")),
+        None,
+    ));
 }
 
 /// The findings as indented text, one per entry, prescriptions after an arrow.
@@ -559,11 +901,19 @@ pub fn exp_share(k: &crate::trace::KernelStats) -> Option<f64> {
     (total > 0.0).then_some(exp / total)
 }
 
-/// Share of the kernel's op (self) time in copy events (categories `copy`, `copy-start`,
-/// `copy-done`).
+/// Share of the kernel's op (self) time in synchronous copy events (`copy` ops).
 pub fn copy_share(k: &crate::trace::KernelStats) -> Option<f64> {
     let total: f64 = k.category_breakdown.iter().map(|c| c.total_us).sum();
-    let copy: f64 = k.category_breakdown.iter().filter(|c| c.category.starts_with("copy")).map(|c| c.total_us).sum();
+    // Synchronous copies only: copy-start/copy-done pairs are transfers (`data-movement`).
+    let copy: f64 = k
+        .op_breakdown
+        .iter()
+        .filter(|o| {
+            (o.category == "copy" || o.name.starts_with("copy")) && !o.name.starts_with("copy-start") && !o.name.starts_with("copy-done")
+        })
+        .filter(|o| o.category != "copy-start" && o.category != "copy-done")
+        .map(|o| o.total_us)
+        .sum();
     (total > 0.0).then_some(copy / total)
 }
 

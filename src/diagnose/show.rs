@@ -176,6 +176,8 @@ pub fn render(
             copy_share: trace.as_ref().and_then(super::copy_share),
             backend: last.backend.as_deref(),
             flops: last.flops,
+            kernel: trace.as_ref(),
+            peaks: cand.hw.as_ref().map(|h| (h.peak_tflops, h.hbm_gbps)),
         });
         if !findings.is_empty() {
             let _ = writeln!(o, "\ndiagnosis of the candidate (KernelForge part 2)");

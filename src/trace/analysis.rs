@@ -222,24 +222,31 @@ pub(crate) struct OpInfo {
     /// FLOPs and bytes of one occurrence by the capture's cost model (TPU).
     pub flops: Option<f64>,
     pub bytes: Option<f64>,
+    /// Whether the op's HLO text puts a buffer in memory space S(5), XLA's host memory
+    /// (`Layout::kHostMemorySpace = 5`, xla/layout.h): a transfer to or from the host.
+    pub host_memory: bool,
 }
 
 /// Op names interned to dense ids, each with its category and costs.
 #[derive(Debug, Default)]
 pub(crate) struct OpInterner {
-    index: HashMap<String, u32>,
+    /// By (program id of the op's module, short name): ops of different modules share short
+    /// names (`fusion`, `copy-done`) but not their category or cost.
+    index: HashMap<(Option<u64>, String), u32>,
     pub infos: Vec<OpInfo>,
 }
 
 impl OpInterner {
-    /// The id of op `name`; the first call for a name fixes its category and costs.
-    pub fn intern(&mut self, name: &str, hlo_category: Option<&str>, flops: Option<f64>, bytes: Option<f64>) -> u32 {
-        if let Some(&id) = self.index.get(name) {
+    /// The id of op `name` of the module with program id `program`; the first call for them
+    /// fixes the op's category and costs.
+    pub fn intern(&mut self, program: Option<u64>, name: &str, hlo_category: Option<&str>, flops: Option<f64>, bytes: Option<f64>) -> u32 {
+        let key = (program, name.to_string());
+        if let Some(&id) = self.index.get(&key) {
             return id;
         }
         let id = self.infos.len() as u32;
-        self.infos.push(OpInfo { name: name.to_string(), category: op_category(name, hlo_category), flops, bytes });
-        self.index.insert(name.to_string(), id);
+        self.infos.push(OpInfo { name: name.to_string(), category: op_category(name, hlo_category), flops, bytes, host_memory: false });
+        self.index.insert(key, id);
         id
     }
 }
@@ -279,6 +286,18 @@ impl OpTable {
             a.inclusive_ps += v.inclusive_ps;
             a.self_ps += v.self_ps;
         }
+    }
+
+    /// Names of the ops of `group` that move data to or from host memory, sorted.
+    pub fn host_memory_ops(&self, group: u32, infos: &[OpInfo]) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .aggs
+            .keys()
+            .filter(|k| k.0 == group && infos[k.1 as usize].host_memory)
+            .map(|k| infos[k.1 as usize].name.clone())
+            .collect();
+        v.sort();
+        v
     }
 
     /// The op and category tables of `group`, largest self time first.
@@ -495,6 +514,7 @@ pub(crate) fn kernel_from_table(k: &ModuleExecs, c: &Collected, with_ops: bool) 
         mean_us: s.mean,
         min_us: s.min,
         max_us: s.max,
+        host_memory_ops: if with_ops { c.table.host_memory_ops(k.group, &c.ops.infos) } else { Vec::new() },
         cost_model_flops: cost(|o| o.flops),
         cost_model_bytes: cost(|o| o.bytes),
         per_execution_us: per,
@@ -751,7 +771,10 @@ mod tests {
     }
 
     fn infos(names: &[&str]) -> Vec<OpInfo> {
-        names.iter().map(|n| OpInfo { name: n.to_string(), category: op_category(n, None), flops: None, bytes: None }).collect()
+        names
+            .iter()
+            .map(|n| OpInfo { name: n.to_string(), category: op_category(n, None), flops: None, bytes: None, host_memory: false })
+            .collect()
     }
 
     #[test]

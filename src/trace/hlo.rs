@@ -32,6 +32,11 @@ pub struct HloStats {
     /// article's defensive copies. Included in `copy`.
     #[serde(default)]
     pub loop_copies: usize,
+    /// Targets of the custom calls (`tpu_custom_call` for a Pallas kernel on TPU,
+    /// `__gpu$xla.gpu.triton` for one on GPU, `__cublas$gemm` or `__cudnn$convForward` for a
+    /// vendor library call), with their counts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub custom_call_targets: BTreeMap<String, usize>,
 }
 
 impl HloStats {
@@ -99,6 +104,11 @@ pub fn hlo_stats_from_text(text: &str) -> HloStats {
         }
         if let Some(op) = instruction_opcode(line) {
             stats.add(op);
+            if op == "custom-call" {
+                if let Some(t) = line.split("custom_call_target=\"").nth(1).and_then(|t| t.split('"').next()) {
+                    *stats.custom_call_targets.entry(t.to_string()).or_default() += 1;
+                }
+            }
             if let (Some(name), Some((_, instrs))) = (instruction_name(line), graph.computations.last_mut()) {
                 instrs.push(Instr {
                     key: name.to_string(),
@@ -282,7 +292,7 @@ pub struct HloProtoError(&'static str);
 ///
 /// For the loop-copy classification it also reads HloComputationProto.id (5) and, per
 /// instruction, id (35), operand_ids (36) and called_computation_ids (38) (field numbers of
-/// xla/service/hlo.proto).
+/// xla/service/hlo.proto), and custom_call_target (28) for what a custom call is.
 pub fn hlo_stats_from_proto(bytes: &[u8]) -> Result<HloStats, HloProtoError> {
     let mut stats = HloStats::default();
     let mut graph = Graph::default();
@@ -297,6 +307,13 @@ pub fn hlo_stats_from_proto(bytes: &[u8]) -> Result<HloStats, HloProtoError> {
                 for opcode in fields(instr, 2) {
                     let op = std::str::from_utf8(opcode?).map_err(|_| HloProtoError("opcode is not UTF-8"))?;
                     stats.add(op);
+                    if op == "custom-call" {
+                        // HloInstructionProto.custom_call_target = 28 (xla/service/hlo.proto).
+                        for t in fields(instr, 28) {
+                            let t = std::str::from_utf8(t?).map_err(|_| HloProtoError("custom call target is not UTF-8"))?;
+                            *stats.custom_call_targets.entry(t.to_string()).or_default() += 1;
+                        }
+                    }
                     let id = ints(instr, 35)?.first().copied().unwrap_or(0);
                     let calls = ints(instr, 38)?.iter().map(u64::to_string).collect();
                     instrs.push(Instr {
@@ -400,8 +417,101 @@ fn fields(body: &[u8], field: u32) -> impl Iterator<Item = Result<&[u8], HloProt
     })
 }
 
+/// The tables newer XLA dumps put after the module header: source locations, not program.
+const SOURCE_TABLES: [&str; 4] = ["FileNames", "FunctionNames", "FileLocations", "StackFrames"];
+
+/// HLO text without what cannot change the compiled program: every `metadata={...}`
+/// attribute (op names, source files and lines, stack frame ids) and the source tables
+/// (`FileNames`, `FunctionNames`, `FileLocations`, `StackFrames`). Two dumps of one program
+/// differ in these alone when one was compiled with a cold compilation cache and the other
+/// with a warm one, so a no-op check compares these texts, not the raw bytes.
+pub fn hlo_without_metadata(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_table = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if SOURCE_TABLES.contains(&t) {
+            in_table = true;
+            continue;
+        }
+        if in_table {
+            // A table row starts with its id; a blank line or anything else ends the table.
+            if t.split_whitespace().next().is_some_and(|w| w.parse::<u64>().is_ok()) {
+                continue;
+            }
+            in_table = false;
+        }
+        out.push_str(&strip_metadata(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// `line` without its `metadata={...}` attributes (and the `, ` before each); braces inside
+/// quoted strings do not count.
+fn strip_metadata(line: &str) -> std::borrow::Cow<'_, str> {
+    const KEY: &str = "metadata={";
+    if !line.contains(KEY) {
+        return std::borrow::Cow::Borrowed(line);
+    }
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(at) = rest.find(KEY) {
+        // Only a whole attribute name (`metadata=`, not `xla_metadata=`).
+        let whole = at == 0 || !rest.as_bytes()[at - 1].is_ascii_alphanumeric() && rest.as_bytes()[at - 1] != b'_';
+        if !whole {
+            out.push_str(&rest[..at + KEY.len()]);
+            rest = &rest[at + KEY.len()..];
+            continue;
+        }
+        let head = &rest[..at];
+        out.push_str(head.strip_suffix(", ").unwrap_or(head));
+        let body = &rest[at + KEY.len()..];
+        let (mut depth, mut quoted, mut escaped, mut end) = (1usize, false, false, body.len());
+        for (i, c) in body.char_indices() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' if quoted => escaped = true,
+                '"' => quoted = !quoted,
+                '{' if !quoted => depth += 1,
+                '}' if !quoted => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &body[end..];
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn hlo_modulo_metadata_ignores_source_tables_and_metadata_only() {
+        let warm =
+            "HloModule jit_f, is_scheduled=true\n\nFileNames\n1 \"/a/x.py\"\n\nStackFrames\n1 {file_location_id=1 parent_frame_id=1}\n\n\
+            ENTRY %main (p: f32[8]) -> f32[8] {\n  %p = f32[8]{0} parameter(0)\n  \
+            ROOT %e = f32[8]{0} exponential(f32[8]{0} %p), metadata={op_name=\"jit(f)/exp {x}\" stack_frame_id=1}\n}\n";
+        let cold = "HloModule jit_f, is_scheduled=true\n\nFileNames\n1 \"/b/other.py\"\n2 \"/b/y.py\"\n\nFunctionNames\n1 \"g\"\n\n\
+            ENTRY %main (p: f32[8]) -> f32[8] {\n  %p = f32[8]{0} parameter(0)\n  \
+            ROOT %e = f32[8]{0} exponential(f32[8]{0} %p), metadata={op_name=\"jit(f)/exp\" source_file=\"/b/y.py\" source_line=3}\n}\n";
+        assert_ne!(warm, cold);
+        assert_eq!(hlo_without_metadata(warm), hlo_without_metadata(cold));
+        assert!(hlo_without_metadata(warm).contains("ROOT %e = f32[8]{0} exponential(f32[8]{0} %p)\n"), "{}", hlo_without_metadata(warm));
+        // A different op is a different program.
+        let other = cold.replace("exponential", "tanh");
+        assert_ne!(hlo_without_metadata(warm), hlo_without_metadata(&other));
+        // An attribute that merely ends in `metadata=` stays.
+        assert_eq!(strip_metadata("x, xla_metadata={a}"), "x, xla_metadata={a}");
+    }
+
     use super::*;
 
     const SAMPLE: &str = r#"HloModule jit_f, entry_computation_layout={(f32[8]{0})->f32[8]{0}}

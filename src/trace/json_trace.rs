@@ -122,8 +122,20 @@ pub(crate) fn analyze_json_with(path: &Path, opts: &AnalyzeOptions, require_kern
     analyze_events(path, trace, opts, require_kernel)
 }
 
-fn analyze_events(path: &Path, trace: TraceFile, opts: &AnalyzeOptions, require_kernel: bool) -> anyhow::Result<TraceReport> {
+fn analyze_events(path: &Path, mut trace: TraceFile, opts: &AnalyzeOptions, require_kernel: bool) -> anyhow::Result<TraceReport> {
     let mut warnings = Vec::new();
+    // Impossible durations (negative, NaN, beyond 7 days) count as 0, with a warning.
+    let max_us = super::xplane::MAX_EVENT_PS as f64 / 1e6;
+    let mut impossible = 0usize;
+    for e in &mut trace.trace_events {
+        if e.dur.is_some_and(|d| !(0.0..=max_us).contains(&d)) {
+            e.dur = Some(0.0);
+            impossible += 1;
+        }
+    }
+    if impossible > 0 {
+        warnings.push(scan::impossible_warning(impossible));
+    }
     let complete = trace.trace_events.iter().filter(|e| e.ph.as_deref() == Some("X")).count();
     if trace.trace_events.len() >= JSON_EVENT_CAP || complete >= JSON_EVENT_CAP {
         warnings.push(format!(
@@ -174,13 +186,17 @@ fn analyze_events(path: &Path, trace: TraceFile, opts: &AnalyzeOptions, require_
         st.used_line(device, "XLA Modules");
         let windows = scan::tpu_modules(&mut st, device, &module_events);
         let mut ops = TpuOps::new(&windows, with_ops, true);
-        let mut metas: HashMap<&str, TpuOpMeta> = HashMap::new();
+        let mut metas: HashMap<(&str, Option<u64>), TpuOpMeta> = HashMap::new();
         for &tid in &op_tids {
             for e in complete_events().filter(|e| e.pid == Some(pid) && e.tid == Some(tid)) {
                 let short = e.name.as_deref().unwrap_or("");
                 let a = &e.args;
                 let num = |v: &Option<Lenient>| v.as_ref().and_then(Lenient::as_f64);
-                let meta = metas.entry(short).or_insert_with(|| {
+                // Ops of different modules share short names: an op is the one of the module
+                // whose execution holds it.
+                let (start, span) = (us_to_ps(e.ts.unwrap_or(0.0)), us_to_ps(e.dur.unwrap_or(0.0)));
+                let program = a.program_id.as_ref().and_then(Lenient::as_u64).or_else(|| ops.program_at(start, span));
+                let meta = metas.entry((short, program)).or_insert_with(|| {
                     TpuOpMeta::new(
                         &mut st,
                         short,
@@ -188,11 +204,11 @@ fn analyze_events(path: &Path, trace: TraceFile, opts: &AnalyzeOptions, require_
                         a.hlo_category.as_ref().and_then(Lenient::as_str),
                         num(&a.flops).or_else(|| num(&a.model_flops)),
                         num(&a.bytes_accessed),
-                        a.program_id.as_ref().and_then(Lenient::as_u64),
+                        program,
                     )
                 });
                 let dd = a.device_duration_ps.as_ref().and_then(Lenient::as_i64);
-                ops.push(meta, us_to_ps(e.ts.unwrap_or(0.0)), us_to_ps(e.dur.unwrap_or(0.0)), dd);
+                ops.push(meta, start, span, dd);
             }
             ops.end_line(&mut st);
         }
@@ -214,7 +230,7 @@ fn analyze_events(path: &Path, trace: TraceFile, opts: &AnalyzeOptions, require_
         let group = st.group(slot, host);
         let (start, dur) = (us_to_ps(e.ts.unwrap_or(0.0)), us_to_ps(e.dur.unwrap_or(0.0)));
         st.add_exec(group, run, start, start.saturating_add(dur));
-        let op = st.ops.intern(op, None, None, None);
+        let op = st.ops.intern(program, op, None, None, None);
         lines.entry((e.pid.unwrap_or(0), e.tid.unwrap_or(0))).or_default().push(Rec { start, span: dur, time: dur, group, op });
     }
     let mut threads: Vec<(u64, u64)> = lines.keys().copied().collect();

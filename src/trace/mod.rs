@@ -137,6 +137,10 @@ pub struct KernelStats {
     pub cost_model_flops: Option<f64>,
     /// Bytes accessed per execution by the capture's cost model (TPU `bytes_accessed`).
     pub cost_model_bytes: Option<f64>,
+    /// Ops whose HLO text puts a buffer in host memory (memory space S(5)): host-offload
+    /// transfers (TPU captures, whose ops carry their HLO text).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_memory_ops: Vec<String>,
     /// Per HLO op, largest self time first.
     pub op_breakdown: Vec<OpStat>,
     /// Per category (dot, fusion, custom-call, copy, ...), largest self time first.

@@ -204,8 +204,18 @@ pub(crate) fn scan(space: &XSpace<'_>, with_ops: bool) -> Result<Collected, Deco
             }
         }
     }
-    let warnings = resolve_gpu(&mut st, with_ops);
+    let mut warnings = resolve_gpu(&mut st, with_ops);
+    let impossible: usize = space.planes.iter().flat_map(|p| &p.lines).map(|l| l.impossible_durations.get()).sum();
+    if impossible > 0 {
+        warnings.push(impossible_warning(impossible));
+    }
     Ok(finish(st, warnings))
+}
+
+/// The warning for events whose duration could not be (negative, or past
+/// [`super::xplane::MAX_EVENT_PS`]): they count as instantaneous rather than as results.
+pub(crate) fn impossible_warning(n: usize) -> String {
+    format!("{n} event(s) had an impossible duration (negative or longer than 7 days): the capture is damaged; each counted as 0")
 }
 
 /// A TPU module execution window: start, end, op-table group, program id, module slot.
@@ -247,7 +257,20 @@ impl TpuOpMeta {
         bytes: Option<f64>,
         program: Option<u64>,
     ) -> Self {
-        let op = st.ops.intern(short, category, flops, bytes);
+        // Without a program id, the op's full HLO text tells apart ops of different modules
+        // that share a short name (the same text is the same op, costs included).
+        let scope = program.or_else(|| {
+            (hlo_text != short && !hlo_text.is_empty()).then(|| {
+                use std::hash::{Hash, Hasher};
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                hlo_text.hash(&mut h);
+                h.finish()
+            })
+        });
+        let op = st.ops.intern(scope, short, category, flops, bytes);
+        if hlo_text.contains("S(5)") {
+            st.ops.infos[op as usize].host_memory = true;
+        }
         let pallas =
             is_pallas_hlo(hlo_text).then(|| st.slot(SlotKey { pallas: true, name: pallas_name(short).to_string(), program: None }));
         TpuOpMeta { op, program, pallas }
@@ -273,6 +296,14 @@ impl<'w> TpuOps<'w> {
         TpuOps { windows, nester: Nester::default(), buffer, recs: Vec::new(), pallas: Vec::new(), device_duration: (0, 0), with_ops }
     }
 
+    /// The program id of the module execution holding an op at `start` lasting `span`, for
+    /// ops that do not carry their own (Chrome-trace exports).
+    pub fn program_at(&self, start: i64, span: i64) -> Option<u64> {
+        let end = start.saturating_add(span);
+        let i = self.windows.partition_point(|w| w.0 <= start);
+        i.checked_sub(1).map(|i| self.windows[i]).filter(|w| end <= w.1).and_then(|w| w.3)
+    }
+
     /// The op as a record of the execution holding it, if one does (and its program agrees).
     #[inline]
     pub fn place(&self, m: &TpuOpMeta, start: i64, span: i64, device_duration: Option<i64>) -> Option<(Rec, u32)> {
@@ -288,6 +319,7 @@ impl<'w> TpuOps<'w> {
 
     #[inline]
     pub fn push(&mut self, m: &TpuOpMeta, start: i64, span: i64, device_duration: Option<i64>) {
+        let device_duration = device_duration.filter(|d| (0..=super::xplane::MAX_EVENT_PS).contains(d));
         if device_duration.is_some() {
             self.device_duration.0 += 1;
         } else {
@@ -336,7 +368,14 @@ impl<'w> TpuOps<'w> {
                 });
             }
             if self.with_ops {
-                st.table.record_one(group, op, time);
+                // One row for the kernel, not one per call (`RPA.1`, `RPA.2`, ...): its
+                // executions are its calls.
+                let info = &st.ops.infos[op as usize];
+                let (category, flops, bytes, host) = (info.category.clone(), info.flops, info.bytes, info.host_memory);
+                let name = st.slots[slot as usize].name.clone();
+                let kernel_op = st.ops.intern(None, &name, Some(&category), flops, bytes);
+                st.ops.infos[kernel_op as usize].host_memory |= host;
+                st.table.record_one(group, kernel_op, time);
             }
         }
     }
@@ -453,7 +492,7 @@ fn scan_gpu(st: &mut State, plane: &XPlane<'_>, n: u32) -> Result<(), DecodeErro
         let line_key = (device << 16) | (li as u32 & 0xffff);
         for (op, module, program, correlation, md, start, dur) in found {
             let slot = st.slot(SlotKey { pallas: false, name: module.to_string(), program });
-            let op = st.ops.intern(op.unwrap_or_else(|| plane.event_name(md)), None, None, None);
+            let op = st.ops.intern(program, op.unwrap_or_else(|| plane.event_name(md)), None, None, None);
             st.gpu_kernels.push(GpuKernel { device, line: line_key, start, dur, slot, op, correlation });
         }
     }
@@ -576,13 +615,13 @@ fn scan_cpu_executor_line(
                 Some(id) => id,
                 None => {
                     let Some(name) = stat_string(plane, &op) else { return };
-                    let id = st.ops.intern(name, None, None, None);
+                    let id = st.ops.intern(None, name, None, None, None);
                     op_refs.put(r, id);
                     id
                 }
             },
             other => match stat_string(plane, &other) {
-                Some(name) => st.ops.intern(name, None, None, None),
+                Some(name) => st.ops.intern(None, name, None, None, None),
                 None => return,
             },
         };
@@ -612,7 +651,7 @@ fn scan_cpu_executor_line(
             let (Some(name), Some(op_name)) = (stat_string(plane, &module), stat_string(plane, &op)) else { return };
             let slot = st.slot(SlotKey { pallas: false, name: name.to_string(), program });
             let group = st.group(slot, host);
-            let op_id = st.ops.intern(op_name, None, None, None);
+            let op_id = st.ops.intern(None, op_name, None, None, None);
             recs.push(Rec { start: line.start_ps_of(ev.offset_ps), span: ev.duration_ps, time: ev.duration_ps, group, op: op_id });
         })?;
         super::analysis::nest_sorted(&mut recs, &mut st.table);
@@ -632,9 +671,57 @@ fn containing_window(windows: &[(i64, i64)], t: i64) -> Option<usize> {
     (upto.saturating_sub(64)..upto).rev().find(|&i| windows[i].1 >= t)
 }
 
-/// Groups the GPU kernels into executions: each kernel's launch (by `correlation_id`) lies on
-/// one host thread, and the innermost module window of THAT thread containing the launch is
-/// its execution. Windows of other threads (other devices' executions) never claim it.
+/// Which window thread holds the launches of each (launching thread, device) pair. A thread
+/// whose own windows hold its launches is their holder. Launches recorded on a thread without
+/// windows (tracers that log the launch API on a line of their own, one per OS thread or one
+/// for all) go to the thread whose windows hold the most of them; among threads that hold as
+/// many, one that no other device uses, since concurrent executions of different devices run
+/// on different threads, and their windows overlap in time.
+fn window_holders(launches: &[(u32, u32, i64)], windows: &[Vec<(i64, i64)>]) -> FxMap<(u32, u32), u32> {
+    let mut by_key: std::collections::BTreeMap<(u32, u32), Vec<i64>> = std::collections::BTreeMap::new();
+    for &(thread, device, t) in launches {
+        by_key.entry((thread, device)).or_default().push(t);
+    }
+    let mut holder: FxMap<(u32, u32), u32> = FxMap::default();
+    let mut devices_of: FxMap<u32, Vec<u32>> = FxMap::default();
+    // (held launches, best count of the key, key, thread) for keys not held by their own thread.
+    let mut candidates: Vec<(usize, usize, (u32, u32), u32)> = Vec::new();
+    for (&key, times) in &by_key {
+        let held = |th: usize| times.iter().filter(|&&t| containing_window(&windows[th], t).is_some()).count();
+        if held(key.0 as usize) > 0 {
+            holder.insert(key, key.0);
+            devices_of.entry(key.0).or_default().push(key.1);
+            continue;
+        }
+        let counts: Vec<(usize, u32)> =
+            (0..windows.len()).filter(|&th| !windows[th].is_empty()).map(|th| (held(th), th as u32)).filter(|c| c.0 > 0).collect();
+        let best = counts.iter().map(|c| c.0).max().unwrap_or(0);
+        candidates.extend(counts.into_iter().map(|(n, th)| (n, best, key, th)));
+    }
+    candidates.sort_by_key(|&(n, _, key, th)| (Reverse(n), key, th));
+    // First the threads free of other devices that hold as many launches as any; then, for a
+    // key still without one, the thread holding the most (one thread driving several GPUs).
+    for free_only in [true, false] {
+        for &(n, best, key, th) in &candidates {
+            if holder.contains_key(&key) || (free_only && n < best) {
+                continue;
+            }
+            let others = devices_of.get(&th).is_some_and(|ds| ds.iter().any(|&d| d != key.1));
+            if free_only && others {
+                continue;
+            }
+            holder.insert(key, th);
+            devices_of.entry(th).or_default().push(key.1);
+        }
+    }
+    holder
+}
+
+/// Groups the GPU kernels into executions per device: each kernel's launch (by
+/// `correlation_id`) lies on one host thread; the thread holding that thread's launches for
+/// the kernel's device ([`window_holders`]) has the module window around the launch, which is
+/// the execution. A kernel without a launch joins the execution of its device whose kernels
+/// surround it on the device's timeline, else counts as its own.
 fn resolve_gpu(st: &mut State, with_ops: bool) -> Vec<String> {
     let mut warnings = Vec::new();
     if st.gpu_kernels.is_empty() {
@@ -650,42 +737,59 @@ fn resolve_gpu(st: &mut State, with_ops: bool) -> Vec<String> {
         })
         .collect();
     let kernels = std::mem::take(&mut st.gpu_kernels);
-    let (mut unmatched, mut ambiguous) = (0usize, 0usize);
+    let launch: Vec<Option<(u32, i64)>> = kernels.iter().map(|k| k.correlation.and_then(|c| st.launches.get(&c).copied())).collect();
+    let keyed: Vec<(u32, u32, i64)> = kernels.iter().zip(&launch).filter_map(|(k, l)| l.map(|(thread, t)| (thread, k.device, t))).collect();
+    let holder = window_holders(&keyed, &windows);
+    // The execution key of each kernel that a window claims.
+    let mut exec_of: Vec<Option<i64>> = kernels
+        .iter()
+        .zip(&launch)
+        .map(|(k, l)| {
+            let (thread, t) = (*l)?;
+            let h = *holder.get(&(thread, k.device))?;
+            containing_window(&windows[h as usize], t).map(|w| (i64::from(h) << 32) | w as i64)
+        })
+        .collect();
+    // Unclaimed kernels: inside the device-time span of one claimed execution of the same
+    // module and device, they belong to it (its other kernels surround them).
+    // Per (module slot, device): (first kernel start, last kernel end, execution key).
+    type Spans = FxMap<(u32, u32), Vec<(i64, i64, i64)>>;
+    let mut spans: Spans = FxMap::default();
+    for (k, e) in kernels.iter().zip(&exec_of) {
+        let Some(e) = *e else { continue };
+        let v = spans.entry((k.slot, k.device)).or_default();
+        match v.iter_mut().find(|s| s.2 == e) {
+            Some(s) => {
+                s.0 = s.0.min(k.start);
+                s.1 = s.1.max(k.start.saturating_add(k.dur));
+            }
+            None => v.push((k.start, k.start.saturating_add(k.dur), e)),
+        }
+    }
+    let mut unmatched = 0usize;
+    for (k, e) in kernels.iter().zip(exec_of.iter_mut()) {
+        if e.is_some() {
+            continue;
+        }
+        let inside: Vec<i64> = spans
+            .get(&(k.slot, k.device))
+            .map(|v| v.iter().filter(|s| s.0 <= k.start && k.start < s.1).map(|s| s.2).collect())
+            .unwrap_or_default();
+        if let [one] = inside[..] {
+            *e = Some(one);
+        } else {
+            unmatched += 1;
+        }
+    }
     let mut by_line: FxMap<u32, Vec<Rec>> = FxMap::default();
-    for k in &kernels {
-        let window = k.correlation.and_then(|c| st.launches.get(&c)).and_then(|&(thread, t)| {
-            // The launching thread's own window; where that thread has none (some tracers
-            // record the launch API on a thread of their own), the one thread whose window
-            // holds the launch time.
-            if let Some(w) = containing_window(&windows[thread as usize], t) {
-                return Some((thread, w));
-            }
-            let holding: Vec<(u32, usize)> =
-                windows.iter().enumerate().filter_map(|(th, ws)| containing_window(ws, t).map(|w| (th as u32, w))).collect();
-            if holding.len() > 1 {
-                ambiguous += 1;
-            }
-            holding.into_iter().max_by_key(|&(th, w)| (windows[th as usize][w].0, Reverse(th)))
-        });
-        let key = match window {
-            Some((thread, w)) => (i64::from(thread) << 32) | w as i64,
-            None => {
-                // Without a host window, each kernel counts as its own execution.
-                unmatched += 1;
-                -st.fresh_key()
-            }
-        };
+    for (k, e) in kernels.iter().zip(&exec_of) {
+        // Without a host window, a kernel counts as its own execution.
+        let key = e.unwrap_or_else(|| -st.fresh_key());
         let group = st.group(k.slot, k.device);
         st.add_exec(group, key, k.start, k.start.saturating_add(k.dur));
         if with_ops {
             by_line.entry(k.line).or_default().push(Rec { start: k.start, span: k.dur, time: k.dur, group, op: k.op });
         }
-    }
-    if ambiguous > 0 {
-        warnings.push(format!(
-            "{ambiguous} GPU kernel(s) were launched from a thread without module windows while several \
-             threads' `XLA GPU module` windows held the launch; each went to the latest-starting window"
-        ));
     }
     for recs in by_line.values_mut() {
         super::analysis::nest_sorted(recs, &mut st.table);
@@ -693,7 +797,7 @@ fn resolve_gpu(st: &mut State, with_ops: bool) -> Vec<String> {
     if unmatched > 0 {
         warnings.push(format!(
             "{unmatched} GPU kernel(s) could not be tied to a host module execution \
-             (no launch event or no `XLA GPU module` window on the launching thread); each counts as one execution"
+             (no launch event, or no `XLA GPU module` window holding the launch); each counts as one execution"
         ));
     }
     warnings

@@ -382,8 +382,16 @@ pub struct XLine<'a> {
     pub duration_ps: i64,
     /// Number of events, counted by [`parse`].
     pub event_count: usize,
+    /// Events whose duration the last [`XLine::scan_events`] found impossible (negative, or
+    /// longer than [`MAX_EVENT_PS`]) and handed over as 0.
+    pub impossible_durations: std::cell::Cell<usize>,
     body: Reader<'a>,
 }
+
+/// The longest duration an event may have: 7 days in picoseconds (ours; no profiler capture
+/// runs that long, while a corrupt `2^63` or a negative duration would make negative or
+/// overflowing execution times).
+pub const MAX_EVENT_PS: i64 = 7 * 24 * 3600 * 1_000_000_000_000;
 
 impl<'a> XLine<'a> {
     /// The line's events, decoded on the fly.
@@ -461,7 +469,7 @@ impl<'a> XLine<'a> {
     /// large capture: no allocation, one pass.
     pub fn scan_events(&self, codes: &StatCodes, mut f: impl FnMut(&ScannedEvent<'a>)) -> Result<usize> {
         let mut r = self.body.clone();
-        let mut n = 0usize;
+        let (mut n, mut impossible) = (0usize, 0usize);
         let mut ev = ScannedEvent { metadata_id: 0, offset_ps: 0, duration_ps: 0, stats: [None; MAX_CODES] };
         while !r.is_empty() {
             let (field, wire) = r.key()?;
@@ -505,8 +513,13 @@ impl<'a> XLine<'a> {
                 }
             }
             n += 1;
+            if !(0..=MAX_EVENT_PS).contains(&ev.duration_ps) {
+                ev.duration_ps = 0;
+                impossible += 1;
+            }
             f(&ev);
         }
+        self.impossible_durations.set(impossible);
         Ok(n)
     }
 }
@@ -754,7 +767,17 @@ fn decode_stat_metadata<'a>(mut r: Reader<'a>) -> Result<XStatMetadata<'a>> {
 
 fn decode_line<'a>(mut r: Reader<'a>, validate: bool) -> Result<XLine<'a>> {
     let body = r.clone();
-    let mut line = XLine { id: 0, display_id: 0, name: "", display_name: "", timestamp_ns: 0, duration_ps: 0, event_count: 0, body };
+    let mut line = XLine {
+        id: 0,
+        display_id: 0,
+        name: "",
+        display_name: "",
+        timestamp_ns: 0,
+        duration_ps: 0,
+        event_count: 0,
+        impossible_durations: std::cell::Cell::new(0),
+        body,
+    };
     while !r.is_empty() {
         let (field, wire) = r.key()?;
         match field {
