@@ -102,6 +102,14 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         fx.note("--deep: every run takes continuous-profiling snapshots (RATCHET_DEEP=1); `ratchet show` summarises them");
     }
     let changes = repo.changes()?;
+    let left_out = repo.left_out();
+    if !left_out.is_empty() {
+        fx.note(format!(
+            "left out of the hypothesis: {} (written into the repo while an earlier experiment's benchmark ran, listed in \
+             .ratchet/outputs; git add one to make it part of the hypothesis)",
+            vcs::some_of(&left_out, 5)
+        ));
+    }
     if !opts.allow_empty && changes.is_empty() {
         return Err(Error::repo("nothing to test: the working tree has no change against HEAD")
             .hint("edit the kernel first, or pass --allow-empty to re-measure HEAD as it is"));
@@ -188,8 +196,9 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     let outputs = scan.untracked.clone();
     if !outputs.is_empty() {
         fx.note(format!(
-            "the benchmark wrote into the repo: {}; ratchet leaves these out of hypotheses (.git/info/exclude)",
-            outputs.join(", ")
+            "the benchmark wrote into the repo: {}; ratchet leaves these out of hypotheses (listed in .ratchet/outputs; git \
+             add one to make it part of the next hypothesis)",
+            vcs::some_of(&outputs, 10)
         ));
         repo.exclude_benchmark_outputs(&outputs)?;
     }

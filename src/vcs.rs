@@ -11,8 +11,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+mod outputs;
 mod walk;
 mod watch;
+
+pub use outputs::Outputs;
 
 /// ratchet's own directories in the user's repo: never committed, never touched by keep/revert.
 pub const STATE_DIR: &str = ".ratchet";
@@ -227,6 +230,8 @@ pub struct Repo {
     watch: std::cell::RefCell<Option<watch::Watch>>,
     /// Every status walk reads the whole tree through libgit2 (no stat pass, no watcher).
     full_scan: std::cell::Cell<bool>,
+    /// Untracked paths the last [`Repo::changes`] left out as benchmark output (`.ratchet/outputs`).
+    left_out: std::cell::RefCell<Vec<String>>,
 }
 
 /// Above this many paths to settle, libgit2 walks the whole tree instead (e.g. after every file
@@ -236,6 +241,15 @@ const MAX_SUSPECTS: usize = 2000;
 /// The first 8 hex digits of a commit id, as messages show it.
 pub fn short(sha: &str) -> &str {
     &sha[..sha.len().min(8)]
+}
+
+/// The first `n` of `paths`, comma-separated, with how many more there are.
+pub fn some_of(paths: &[String], n: usize) -> String {
+    let shown = paths.iter().take(n).map(String::as_str).collect::<Vec<_>>().join(", ");
+    match paths.len().saturating_sub(n) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
 }
 
 /// Whether `path` (relative to the repo root) belongs to ratchet rather than to the hypothesis.
@@ -253,7 +267,7 @@ impl Repo {
         })?;
         let root = repo.workdir().ok_or_else(|| Error::repo("the repository is bare; ratchet needs a working tree"))?.to_path_buf();
         let root = root.canonicalize().unwrap_or(root);
-        Ok(Repo { repo, root, watch: Default::default(), full_scan: std::cell::Cell::new(!watch::enabled()) })
+        Ok(Repo { repo, root, watch: Default::default(), full_scan: std::cell::Cell::new(!watch::enabled()), left_out: Default::default() })
     }
 
     pub fn root(&self) -> &Path {
@@ -323,27 +337,28 @@ impl Repo {
         Ok((name, oid))
     }
 
-    /// Add ratchet's directories to `.git/info/exclude`, once.
+    /// Keep ratchet's directories out of git without touching the user's ignore files: each
+    /// holds a `.gitignore` of `*` (as pytest's cache does), so `git status` never lists them.
+    /// The lines older versions added to `.git/info/exclude` are taken out again, the benchmark
+    /// outputs they named moving to ratchet's own list (`.ratchet/outputs`).
     pub fn ensure_excludes(&self) -> Result<()> {
-        let path = self.repo.commondir().join("info").join("exclude");
-        let current = std::fs::read_to_string(&path).unwrap_or_default();
-        let wanted = [format!("/{STATE_DIR}/"), format!("/{RESULTS_DIR}/")];
-        let missing: Vec<&String> = wanted.iter().filter(|w| !current.lines().any(|l| l.trim() == w.as_str())).collect();
-        if missing.is_empty() {
-            return Ok(());
+        for dir in [STATE_DIR, RESULTS_DIR] {
+            let ignore = self.root.join(dir).join(".gitignore");
+            if std::fs::symlink_metadata(&ignore).is_err() {
+                std::fs::create_dir_all(self.root.join(dir))?;
+                std::fs::write(&ignore, "# ratchet's own files: never part of the repository's history\n*\n")?;
+            }
         }
-        std::fs::create_dir_all(path.parent().unwrap())?;
-        let mut text = current;
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
+        let exclude = self.repo.commondir().join("info").join("exclude");
+        if let Some(old) = outputs::strip_old_excludes(&exclude)? {
+            Outputs::record(&self.state_dir(), &self.root, &old)?;
         }
-        text.push_str("# ratchet's state and results: never part of a hypothesis\n");
-        for m in missing {
-            text.push_str(m);
-            text.push('\n');
-        }
-        std::fs::write(&path, text)?;
         Ok(())
+    }
+
+    /// The untracked paths the last [`Repo::changes`] left out because a benchmark wrote them.
+    pub fn left_out(&self) -> Vec<String> {
+        self.left_out.borrow().clone()
     }
 
     /// Refuse a repository whose attributes name a filter driver (git-lfs, git-crypt and the
@@ -464,11 +479,17 @@ impl Repo {
     fn status_paths(&self, opts: &mut StatusOptions, keep: impl Fn(git2::Status) -> bool) -> Result<Vec<String>> {
         let statuses = self.statuses(opts)?;
         let mut index: Option<git2::Index> = None;
+        let outputs = Outputs::load(&self.state_dir());
+        let mut left_out = vec![];
         let mut out = vec![];
         for s in statuses.iter() {
             let st = s.status();
             let Some(p) = s.path() else { continue };
             if st.is_ignored() || !keep(st) || is_ratchet_path(p) {
+                continue;
+            }
+            if st.is_wt_new() && outputs.covers(p) {
+                left_out.push(p.to_string());
                 continue;
             }
             if st == git2::Status::WT_DELETED {
@@ -484,6 +505,7 @@ impl Repo {
             }
             out.push(p.to_string());
         }
+        self.left_out.borrow_mut().extend(left_out);
         Ok(out)
     }
 
@@ -492,6 +514,7 @@ impl Repo {
     /// out. One pass over the work tree (by stat data, libgit2 on the paths in doubt); it arms
     /// the watcher that [`Repo::after_run_scan`] reads.
     pub fn changes(&self) -> Result<Vec<String>> {
+        self.left_out.borrow_mut().clear();
         let mut opts = StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(true).include_ignored(false).exclude_submodules(true);
         if let Some(paths) = self.survey()? {
@@ -521,17 +544,22 @@ impl Repo {
         let Some(found) = walk::survey(&self.repo, &index, &self.root, &[STATE_DIR, RESULTS_DIR], watch::Watch::new()) else {
             return Ok(None);
         };
+        let outputs = Outputs::load(&self.state_dir());
         let mut watch = found.watch;
         if let Some(w) = watch.as_mut() {
             // Untracked directories that are not ignored (empty, or holding ignored files only):
-            // a file the benchmark writes there must be seen too.
-            for d in &found.untracked_dirs {
+            // a file the benchmark writes there must be seen too. A listed output directory is
+            // left out whole, whatever appears in it.
+            for d in found.untracked_dirs.iter().filter(|d| !outputs.covers(d)) {
                 self.watch_untracked(w, d.trim_end_matches('/'));
             }
         }
         // Armed before any status looks: it stands even when libgit2 walks the whole tree below.
         *self.watch.borrow_mut() = watch;
-        let mut paths = found.suspects;
+        // Listed outputs are settled here: thousands of them must not send libgit2 walking.
+        let untracked = |p: &str| p.ends_with('/') || index.get_path(Path::new(p), 0).is_none();
+        let (left_out, mut paths): (Vec<String>, Vec<String>) = found.suspects.into_iter().partition(|p| outputs.covers(p) && untracked(p));
+        self.left_out.borrow_mut().extend(left_out);
         if paths.len() > MAX_SUSPECTS {
             return Ok(None);
         }
@@ -600,6 +628,9 @@ impl Repo {
                 }
             }
         }
+        // What is listed already was said before, and stays left out.
+        let outputs = Outputs::load(&self.state_dir());
+        out.untracked.retain(|p| !outputs.covers(p));
         out.untracked.sort();
         out.untracked.dedup();
         Ok(out)
@@ -612,25 +643,14 @@ impl Repo {
         self.status_paths(&mut opts, |s| s.is_wt_new())
     }
 
-    /// Add `paths` (written into the repo by the benchmark) to `.git/info/exclude`, so that they
-    /// never leak into a hypothesis commit; they are left on disk.
+    /// List `paths` (written into the repo by the benchmark) in ratchet's own `.ratchet/outputs`,
+    /// so that they never leak into a hypothesis commit; they are left on disk, and the user's
+    /// git still sees them.
     pub fn exclude_benchmark_outputs(&self, paths: &[String]) -> Result<()> {
         if paths.is_empty() {
             return Ok(());
         }
-        let path = self.repo.commondir().join("info").join("exclude");
-        let mut text = std::fs::read_to_string(&path).unwrap_or_default();
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str("# written into the repo by the benchmark (ratchet keeps them out of hypotheses)\n");
-        for p in paths {
-            text.push('/');
-            text.push_str(p);
-            text.push('\n');
-        }
-        std::fs::create_dir_all(path.parent().unwrap())?;
-        crate::fsutil::write_atomic(&path, text.as_bytes())
+        Outputs::record(&self.state_dir(), &self.root, paths)
     }
 
     /// Tracked files whose content differs from HEAD (what a revert would overwrite).
