@@ -235,6 +235,23 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     journal::write(&state_dir, &entry)?;
     fault::point("after-decision");
     let discarded_ref = if status == Status::Keep {
+        // The kept commit is what was measured; a tracked file changed while it ran (a benchmark
+        // rewriting a cache, an edit) is set aside, never left to slip into the next commit.
+        match repo.set_aside_edits(&id_str, &scan.edited) {
+            Ok(Some(name)) => fx.note(format!(
+                "{} changed while experiment {id} ran and {} not part of the kept commit: saved in {name} and taken out of \
+                 the work tree (git restore --source {name} -- FILE brings one back)",
+                vcs::some_of(&scan.edited, 5),
+                if scan.edited.len() == 1 { "is" } else { "are" }
+            )),
+            Ok(None) => {}
+            Err(e) => fx.note(format!(
+                "{} changed while experiment {id} ran and could not be set aside ({}); they are still in the work tree, \
+                 uncommitted: check them with git diff before the next experiment",
+                vcs::some_of(&scan.edited, 5),
+                e.message
+            )),
+        }
         state.incumbents.insert(branch.clone(), candidate.to_string());
         state.save(&state_dir)?;
         None

@@ -21,6 +21,8 @@ pub use outputs::Outputs;
 pub const STATE_DIR: &str = ".ratchet";
 pub const RESULTS_DIR: &str = "results";
 pub const DISCARDED_PREFIX: &str = "refs/ratchet/discarded/";
+/// Tracked files changed while a kept experiment ran, set aside on top of the kept commit.
+pub const MEANWHILE_PREFIX: &str = "refs/ratchet/meanwhile/";
 const WORKTREE_NAME: &str = "ratchet-incumbent";
 /// Index entry flag (extended flags) of a path outside the sparse-checkout cone. Source: libgit2
 /// include/git2/index.h, `GIT_INDEX_ENTRY_SKIP_WORKTREE = (1 << 14)`.
@@ -761,6 +763,20 @@ impl Repo {
         let tree = self.repo.find_tree(tree_id)?;
         let sig = self.signature()?;
         Ok(Some(self.repo.commit(None, &sig, &sig, message, &tree, &[&parent])?))
+    }
+
+    /// After a keep, take the tracked files changed while experiment `id` ran (`paths`, by the
+    /// benchmark or anyone else) out of the work tree, so they never enter a later commit: they
+    /// are saved first as a commit on top of HEAD at `refs/ratchet/meanwhile/<id>`, then checked
+    /// out from HEAD. Returns the ref, or `None` when nothing differed from HEAD.
+    pub fn set_aside_edits(&self, id: &str, paths: &[String]) -> Result<Option<String>> {
+        let Some(snap) = self.snapshot_paths(&format!("ratchet: edits made during experiment {id}"), paths)? else { return Ok(None) };
+        let name = format!("{MEANWHILE_PREFIX}{id}");
+        // Never overwritten: ids are never reused.
+        self.repo.reference(&name, snap, false, &format!("ratchet: edits made during experiment {id}"))?;
+        let head = self.repo.head()?.peel_to_tree()?;
+        checkout_paths(&self.repo, &head, paths)?;
+        Ok(Some(name))
     }
 
     /// Point `refs/ratchet/discarded/<id>` at `commit`. A parked hypothesis is never overwritten:

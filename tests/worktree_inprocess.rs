@@ -160,3 +160,35 @@ fn lines_older_versions_wrote_to_info_exclude_are_moved_to_ratchets_own_list() {
     assert_eq!(repo.files_of("HEAD"), "kernel.py", "the old outputs stay out of hypotheses");
     assert_eq!(repo.git(&["status", "--porcelain"]), "?? old_out.bin\n?? trace/");
 }
+
+#[test]
+fn a_tracked_file_the_benchmark_rewrites_during_a_kept_experiment_never_enters_the_next_commit() {
+    let repo = Repo::new();
+    let hyp = |name: &str, from: &str, to: &str| {
+        repo.write(
+            &format!("experiments/{name}"),
+            &format!("message = \"exp: {name}\"\n[[edit]]\nfile = \"kernel.py\"\nfind = {from:?}\nreplace = {to:?}\n"),
+        );
+    };
+    hyp("01-bq256.toml", "BQ = 128", "BQ = 256");
+    hyp("02-bq512.toml", "BQ = 256", "BQ = 512");
+    repo.git(&["add", "-A"]);
+    repo.git(&["commit", "-qm", "queue"]);
+    // Every candidate run rewrites a tracked file (a tuning cache, say).
+    let mut exec = keep_with(|c| std::fs::write(c.dir.join("data.txt"), format!("tuned by run {}\n", c.n)).unwrap());
+    let mut events = vec![];
+    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
+    let out = sweep::run(&ws, &SweepOptions::default(), &mut exec, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    assert_eq!(out.rows.iter().map(|r| r.status).collect::<Vec<_>>(), [Status::Keep, Status::Keep]);
+    assert_eq!(repo.files_of("HEAD"), "kernel.py", "the second hypothesis's commit is its own edit only");
+    assert_eq!(repo.files_of("HEAD~1"), "kernel.py");
+    assert_eq!(repo.read("data.txt"), "original data\n", "the tracked file is back to the kept commit's");
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+    // What the benchmark wrote is saved, not lost.
+    let ids: Vec<u64> = out.rows.iter().map(|r| r.id).collect();
+    for id in ids {
+        let saved = repo.git(&["show", &format!("refs/ratchet/meanwhile/{id}:data.txt")]);
+        assert!(saved.starts_with("tuned by run"), "{saved}");
+    }
+    assert!(notes(&events).contains("data.txt changed while experiment"), "{}", notes(&events));
+}

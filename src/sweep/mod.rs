@@ -320,6 +320,16 @@ fn run_one(
             ),
         );
     }
+    // The tree must hold nothing but the incumbent: whatever changed since the last experiment
+    // (an edit made meanwhile, a write no check saw) would be committed under this hypothesis.
+    let dirty = repo.changes()?;
+    if !dirty.is_empty() {
+        return Err(Error::repo(format!(
+            "the working tree changed while the sweep ran ({}); it would be committed as part of the next hypothesis",
+            crate::vcs::some_of(&dirty, 5)
+        ))
+        .hint("commit or stash those changes (git stash -u), then start the sweep again: it resumes where it stopped"));
+    }
     let mut state = SweepState {
         in_flight: Some(InFlight {
             hypothesis: h.key(),
