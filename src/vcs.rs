@@ -129,6 +129,11 @@ fn diff_trees(repo: &Repository, old: Option<&Tree>, new: Option<&Tree>, prefix:
     Ok(())
 }
 
+/// The blob `tree` holds at `path`; `None` when it holds none there (absent, or a subtree).
+fn blob_at(tree: &Tree, path: &str) -> Option<Oid> {
+    tree.get_path(Path::new(path)).ok().filter(|e| e.kind() == Some(git2::ObjectType::Blob)).map(|e| e.id())
+}
+
 /// Check out `paths` of `tree` into `repo`'s work tree and index, overwriting local changes to
 /// them; nothing else is looked at (no whole-tree walk). Untracked files stay.
 fn checkout_paths(repo: &Repository, tree: &Tree, paths: &[String]) -> Result<()> {
@@ -817,6 +822,61 @@ impl Repo {
         let name = head.name().ok_or_else(|| Error::repo("HEAD's branch name is not UTF-8"))?.to_string();
         self.repo.reference(&name, incumbent, true, "ratchet: revert to the incumbent")?;
         Ok(())
+    }
+
+    /// Roll the branch back to `incumbent` after a crash, starting or finishing the revert of
+    /// `tip` (the parked hypothesis), without taking out an edit made since: a path goes back to
+    /// the incumbent only where the work tree still holds what ratchet put there (the content of
+    /// the incumbent, of HEAD or of `tip`). Any other content came later, from the user (or a
+    /// benchmark that outlived ratchet): it stays in the work tree, its index entry back on the
+    /// incumbent's so `git diff` shows it as an uncommitted change. Returns those paths.
+    pub fn revert_keeping_edits(&self, incumbent: Oid, tip: Oid) -> Result<Vec<String>> {
+        let inc_commit = self.repo.find_commit(incumbent)?;
+        let inc_tree = inc_commit.tree()?;
+        let tip_tree = self.repo.find_commit(tip)?.tree()?;
+        let head = self.repo.head()?;
+        let head_tree = head.peel_to_tree().ok();
+        let mut paths = changed_paths(&self.repo, &inc_tree, &tip_tree)?;
+        if let Some(t) = &head_tree {
+            paths.extend(changed_paths(&self.repo, &inc_tree, t)?);
+            paths.sort();
+            paths.dedup();
+        }
+        let (mut ours, mut later) = (vec![], vec![]);
+        for p in paths {
+            let now = self.workdir_blob(&p);
+            let known = [Some(&inc_tree), Some(&tip_tree), head_tree.as_ref()].into_iter().flatten().any(|t| blob_at(t, &p) == now);
+            if known {
+                ours.push(p);
+            } else {
+                later.push(p);
+            }
+        }
+        checkout_paths(&self.repo, &inc_tree, &ours)?;
+        crate::fault::point("mid-revert-checkout");
+        let name = head.name().ok_or_else(|| Error::repo("HEAD's branch name is not UTF-8"))?.to_string();
+        self.repo.reference(&name, incumbent, true, "ratchet: revert to the incumbent")?;
+        if !later.is_empty() {
+            // `git reset -- PATHS`: the index entries only; the files are left as they are.
+            self.repo.reset_default(Some(inc_commit.as_object()), later.iter().map(String::as_str))?;
+        }
+        Ok(later)
+    }
+
+    /// The blob id of what the work tree holds at `path` (a file's bytes or a symbolic link's
+    /// target, hashed as git stores them without filters); `None` when there is nothing there
+    /// or a directory.
+    pub fn workdir_blob(&self, path: &str) -> Option<Oid> {
+        let full = self.root.join(path);
+        let md = std::fs::symlink_metadata(&full).ok()?;
+        if md.file_type().is_symlink() {
+            let target = std::fs::read_link(&full).ok()?;
+            Oid::hash_object(git2::ObjectType::Blob, target.as_os_str().as_bytes()).ok()
+        } else if md.is_file() {
+            Oid::hash_file(git2::ObjectType::Blob, &full).ok()
+        } else {
+            None
+        }
     }
 
     /// [`Repo::revert_to`] from HEAD.

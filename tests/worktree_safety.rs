@@ -48,3 +48,30 @@ fn retry_never_writes_through_a_symbolic_link() {
     t.ratchet().args(["retry", "1"]).assert().code(4).stderr(predicate::str::contains("gen is a symbolic link"));
     assert_eq!(std::fs::read_to_string(outside.path().join("k.py")).unwrap(), "outside\n");
 }
+
+#[test]
+fn recovery_leaves_edits_made_after_a_crash_in_the_work_tree() {
+    // Killed while measuring, and while reverting (the hypothesis parked, the tree untouched).
+    for point in ["after-commit", "mid-revert"] {
+        let t = TestRepo::new();
+        let base = t.head();
+        t.write("kernel.py", "BQ = 256\nBKV = 256\n");
+        t.write("fake.env", "FAKE_LATENCY_MS=50\n");
+        let out = t.ratchet().arg("experiment: BQ 256").env("RATCHET_FAULT", point).output().unwrap();
+        assert!(!out.status.success(), "killed at {point}");
+        // After the crash the user goes on editing the kernel, on top of what the tree shows.
+        t.write("kernel.py", "BQ = 256\nBKV = 512\n");
+        t.ratchet().arg("recover").assert().success().stdout(
+            predicate::str::contains("kernel.py changed after experiment 1's commit")
+                .and(predicate::str::contains("left in the work tree as found")),
+        );
+        assert_eq!(t.head(), base, "{point}: rolled back");
+        assert_eq!(t.read("kernel.py"), "BQ = 256\nBKV = 512\n", "{point}: the later edit stays");
+        assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=10\n", "{point}: the rest of the hypothesis is reverted");
+        assert_eq!(t.git(&["show", "refs/ratchet/discarded/1:kernel.py"]), "BQ = 256\nBKV = 256\n", "{point}: parked as measured");
+        assert_eq!(t.git(&["status", "--porcelain"]), " M kernel.py\n", "{point}: an uncommitted change against the incumbent");
+        // The next experiment tests it instead of finding nothing to test.
+        t.ratchet().arg("experiment: BKV 512").assert().success();
+        assert_eq!(t.git(&["show", "--name-only", "--format=", "refs/ratchet/discarded/2"]).trim(), "kernel.py", "{point}");
+    }
+}

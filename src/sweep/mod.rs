@@ -476,8 +476,14 @@ pub fn undo_stopped_sweep(repo: &Repo, store: &Store) -> Result<Option<String>> 
             }
             let id = crate::journal::allocate_id(repo, store)?;
             let name = repo.mark_discarded(&format!("{id}-stopped"), head)?;
-            repo.reset_to(incumbent)?;
-            said = Some(format!("a sweep was stopped while running {}; parked it at {name} and will run it again", f.hypothesis));
+            // An edit found now may have been made after the stop: it stays in the work tree.
+            let later = repo.revert_keeping_edits(incumbent, head)?;
+            let kept = if later.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} changed since its commit and stayed in the work tree, uncommitted)", later.join(", "))
+            };
+            said = Some(format!("a sweep was stopped while running {}; parked it at {name} and will run it again{kept}", f.hypothesis));
         }
     }
     SweepState::default().save(&state_dir)?;
