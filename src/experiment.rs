@@ -192,7 +192,14 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     // Whatever appeared untracked while the benchmark ran was written by it (the hypothesis's
     // own new files are committed by now): keep it out of every later hypothesis.
     // One status walk: what the benchmark wrote, and what was edited meanwhile (for the revert).
-    let scan = repo.after_run_scan().unwrap_or_default();
+    let mut scan = repo.after_run_scan().unwrap_or_default();
+    // The hypothesis's own files are compared by content too: a write no event reported (through
+    // a memory mapping, or a hard link from outside) must be saved, never checked out over.
+    if let Ok(unseen) = repo.unseen_edits(incumbent, candidate) {
+        scan.edited.extend(unseen);
+        scan.edited.sort();
+        scan.edited.dedup();
+    }
     let outputs = scan.untracked.clone();
     if !outputs.is_empty() {
         fx.note(format!(

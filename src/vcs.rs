@@ -11,6 +11,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+mod blind;
 mod outputs;
 mod walk;
 mod watch;
@@ -237,6 +238,8 @@ pub struct Repo {
     watch: std::cell::RefCell<Option<watch::Watch>>,
     /// Every status walk reads the whole tree through libgit2 (no stat pass, no watcher).
     full_scan: std::cell::Cell<bool>,
+    /// Tracked files the watcher cannot vouch for (hard-linked, mapped), armed with it.
+    blind: std::cell::RefCell<Option<blind::Blind>>,
     /// Untracked paths the last [`Repo::changes`] left out as benchmark output (`.ratchet/outputs`).
     left_out: std::cell::RefCell<Vec<String>>,
 }
@@ -274,7 +277,14 @@ impl Repo {
         })?;
         let root = repo.workdir().ok_or_else(|| Error::repo("the repository is bare; ratchet needs a working tree"))?.to_path_buf();
         let root = root.canonicalize().unwrap_or(root);
-        Ok(Repo { repo, root, watch: Default::default(), full_scan: std::cell::Cell::new(!watch::enabled()), left_out: Default::default() })
+        Ok(Repo {
+            repo,
+            root,
+            watch: Default::default(),
+            full_scan: std::cell::Cell::new(!watch::enabled()),
+            blind: Default::default(),
+            left_out: Default::default(),
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -542,6 +552,7 @@ impl Repo {
     /// the whole tree (the pass could not vouch for its answer, or too much changed).
     fn survey(&self) -> Result<Option<Vec<String>>> {
         *self.watch.borrow_mut() = None;
+        *self.blind.borrow_mut() = None;
         if self.full_scan.get() {
             return Ok(None);
         }
@@ -562,6 +573,9 @@ impl Repo {
             }
         }
         // Armed before any status looks: it stands even when libgit2 walks the whole tree below.
+        if watch.is_some() {
+            *self.blind.borrow_mut() = Some(blind::Blind::arm(&self.root, found.linked));
+        }
         *self.watch.borrow_mut() = watch;
         // Listed outputs are settled here: thousands of them must not send libgit2 walking.
         let untracked = |p: &str| p.ends_with('/') || index.get_path(Path::new(p), 0).is_none();
@@ -603,10 +617,12 @@ impl Repo {
         let mut opts = StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(false).include_ignored(false).exclude_submodules(true);
         let watched = self.watch.borrow_mut().take().and_then(|w| w.changed());
+        let blind = self.blind.borrow_mut().take();
         let mut out = AfterRun::default();
         if let Some(changed) = watched {
             let changed: Vec<&String> = changed.iter().filter(|p| !is_ratchet_path(p) && !p.split('/').any(|c| c == ".git")).collect();
             if changed.is_empty() {
+                out.edited = self.blind_edits(blind, &out.edited);
                 return Ok(out);
             }
             // Files, listed one by one below; `untracked_entry` gives them the entries a whole
@@ -635,12 +651,34 @@ impl Repo {
                 }
             }
         }
+        out.edited.extend(self.blind_edits(blind, &out.edited));
         // What is listed already was said before, and stays left out.
         let outputs = Outputs::load(&self.state_dir());
         out.untracked.retain(|p| !outputs.covers(p));
         out.untracked.sort();
         out.untracked.dedup();
         Ok(out)
+    }
+
+    /// The tracked files the watcher could not vouch for (see [`blind`]) whose content now
+    /// differs from HEAD's, other than those in `known`.
+    fn blind_edits(&self, blind: Option<blind::Blind>, known: &[String]) -> Vec<String> {
+        let Some(blind) = blind else { return vec![] };
+        let Ok(head) = self.repo.head().and_then(|h| h.peel_to_tree()) else { return vec![] };
+        blind
+            .paths()
+            .into_iter()
+            .filter(|p| !is_ratchet_path(p) && !known.contains(p))
+            .filter(|p| blob_at(&head, p).is_some() && self.workdir_blob(p) != blob_at(&head, p))
+            .collect()
+    }
+
+    /// Paths `commit` changed against `base` whose work-tree content is no longer `commit`'s:
+    /// edits no check after the runs saw (a write no event reported). Hashes the changed files
+    /// only, so it is cheap for a hypothesis of a few files.
+    pub fn unseen_edits(&self, base: Oid, commit: Oid) -> Result<Vec<String>> {
+        let (old, new) = (self.repo.find_commit(base)?.tree()?, self.repo.find_commit(commit)?.tree()?);
+        Ok(changed_paths(&self.repo, &old, &new)?.into_iter().filter(|p| self.workdir_blob(p) != blob_at(&new, p)).collect())
     }
 
     /// Untracked, not ignored entries (a new directory is one entry, `dir/`), ratchet's own left out.

@@ -192,3 +192,117 @@ fn a_tracked_file_the_benchmark_rewrites_during_a_kept_experiment_never_enters_t
     }
     assert!(notes(&events).contains("data.txt changed while experiment"), "{}", notes(&events));
 }
+
+/// A shared, writable mapping of a file, made before the experiment (as a long-running tool
+/// holding it open would), written through while the runs go on.
+struct Mapping {
+    ptr: *mut u8,
+    len: usize,
+}
+
+// The mapping is only written from the mock's script, on the test's own thread.
+unsafe impl Send for Mapping {}
+
+impl Mapping {
+    fn new(path: &Path) -> Mapping {
+        use std::os::fd::AsRawFd;
+        let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+        let len = f.metadata().unwrap().len() as usize;
+        // SAFETY: a fresh shared mapping of an open file of `len` bytes; unmapped on drop.
+        let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+        assert_ne!(ptr, libc::MAP_FAILED);
+        Mapping { ptr: ptr as *mut u8, len }
+    }
+
+    /// Overwrite the file's bytes from the start with `text` (same length or shorter).
+    fn write(&self, text: &str) {
+        assert!(text.len() <= self.len);
+        // SAFETY: within the mapping's bounds.
+        unsafe {
+            std::ptr::copy_nonoverlapping(text.as_ptr(), self.ptr, text.len());
+            libc::msync(self.ptr as *mut libc::c_void, self.len, libc::MS_SYNC);
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`.
+        unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+    }
+}
+
+/// A reverted experiment (candidate 12 ms against 10) whose candidate runs call `side_effect`.
+fn revert_with(side_effect: impl Fn(&Call) + 'static) -> MockExecutor {
+    MockExecutor::new(move |c| {
+        if c.side == Side::Candidate {
+            side_effect(c);
+            Step::Latency(12.0)
+        } else {
+            Step::Latency(10.0)
+        }
+    })
+}
+
+#[test]
+fn a_write_through_a_mapping_to_the_hypothesiss_file_is_saved_not_checked_out_over() {
+    let repo = Repo::new();
+    repo.write("kernel.py", "BQ = 256\n");
+    let map = std::rc::Rc::new(Mapping::new(&repo.at("kernel.py")));
+    let m = map.clone();
+    let mut exec = revert_with(move |_| m.write("BQ = 999\n"));
+    let (r, events) = repo.experiment("exp: BQ 256", &mut exec);
+    let o = r.unwrap();
+    assert_eq!(o.row.status, Status::Revert);
+    assert_eq!(repo.read("kernel.py"), "BQ = 128\n", "reverted");
+    assert_eq!(repo.git(&["show", "refs/ratchet/discarded/1:kernel.py"]), "BQ = 999", "the edit is saved");
+    assert_eq!(repo.git(&["show", "refs/ratchet/discarded/1~1:kernel.py"]), "BQ = 256", "on top of the hypothesis");
+    assert!(notes(&events).contains("files changed while experiment 1 ran"), "{}", notes(&events));
+}
+
+#[test]
+fn a_write_through_a_mapping_to_another_tracked_file_is_never_left_in_the_tree() {
+    let repo = Repo::new();
+    let map = std::rc::Rc::new(Mapping::new(&repo.at("data.txt")));
+    // Reverted: the edit is saved on top of the parked hypothesis, the tree is the incumbent's.
+    let m = map.clone();
+    repo.write("kernel.py", "BQ = 256\n");
+    let (r, _) = repo.experiment("exp: BQ 256", &mut revert_with(move |_| m.write("mapped edit 1\n")));
+    assert_eq!(r.unwrap().row.status, Status::Revert);
+    assert_eq!(repo.git(&["show", "refs/ratchet/discarded/1:data.txt"]), "mapped edit 1");
+    assert_eq!(repo.read("data.txt"), "original data\n");
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+    drop(map);
+    // Kept: set aside, so the next commit cannot take it.
+    let map = std::rc::Rc::new(Mapping::new(&repo.at("data.txt")));
+    let m = map.clone();
+    repo.write("kernel.py", "BQ = 512\n");
+    let (r, _) = repo.experiment("exp: BQ 512", &mut keep_with(move |_| m.write("mapped edit 2\n")));
+    assert_eq!(r.unwrap().row.status, Status::Keep);
+    assert_eq!(repo.files_of("HEAD"), "kernel.py");
+    assert_eq!(repo.git(&["show", "refs/ratchet/meanwhile/2:data.txt"]), "mapped edit 2");
+    assert_eq!(repo.read("data.txt"), "original data\n");
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
+fn a_write_through_a_hard_link_from_outside_is_never_left_in_the_tree() {
+    let repo = Repo::new();
+    let outside = tempfile::tempdir().unwrap();
+    let link = outside.path().join("data-link.txt");
+    std::fs::hard_link(repo.at("data.txt"), &link).unwrap();
+    repo.write("kernel.py", "BQ = 256\n");
+    let (r, _) = repo.experiment(
+        "exp: BQ 256",
+        &mut keep_with(move |_| {
+            use std::io::Write;
+            // In place, through the other name: the inode the work tree's data.txt also is.
+            let mut f = std::fs::OpenOptions::new().write(true).open(&link).unwrap();
+            f.write_all(b"linked edit!!\n").unwrap();
+        }),
+    );
+    assert_eq!(r.unwrap().row.status, Status::Keep);
+    assert_eq!(repo.git(&["show", "refs/ratchet/meanwhile/1:data.txt"]), "linked edit!!");
+    assert_eq!(repo.read("data.txt"), "original data\n");
+    assert_eq!(repo.git(&["status", "--porcelain"]), "");
+}
