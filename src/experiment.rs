@@ -153,6 +153,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     journal::write(&state_dir, &entry)?;
     fault::point("before-commit");
     let candidate = repo.commit_hypothesis(&opts.message, &changes, opts.allow_empty)?;
+    repo.watch_blind_spots();
     entry.phase = journal::Phase::Measuring;
     entry.candidate = Some(candidate.to_string());
     journal::write(&state_dir, &entry)?;
@@ -207,8 +208,8 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
              add one to make it part of the next hypothesis)",
             vcs::some_of(&outputs, 10)
         ));
-        repo.exclude_benchmark_outputs(&outputs)?;
     }
+    repo.exclude_benchmark_outputs(&outputs)?;
     let (records, ended, (main_d, confirm_d), (main_s, confirm_s)) = match measured {
         Ok((_, Ended::Stopped(Stop::Infrastructure(why)), _, _)) => {
             return Err(give_back(repo, store, &state_dir, &id_str, candidate, incumbent, &why));

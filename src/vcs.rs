@@ -368,7 +368,7 @@ impl Repo {
         }
         let exclude = self.repo.commondir().join("info").join("exclude");
         if let Some(old) = outputs::strip_old_excludes(&exclude)? {
-            Outputs::record(&self.state_dir(), &self.root, &old)?;
+            Outputs::record(&self.state_dir(), &self.root, &old, self.tracked_test())?;
         }
         Ok(())
     }
@@ -574,7 +574,7 @@ impl Repo {
         }
         // Armed before any status looks: it stands even when libgit2 walks the whole tree below.
         if watch.is_some() {
-            *self.blind.borrow_mut() = Some(blind::Blind::arm(&self.root, found.linked));
+            *self.blind.borrow_mut() = Some(blind::Blind::new(found.linked));
         }
         *self.watch.borrow_mut() = watch;
         // Listed outputs are settled here: thousands of them must not send libgit2 walking.
@@ -660,6 +660,14 @@ impl Repo {
         Ok(out)
     }
 
+    /// Before the runs: look for tracked files a process has mapped shared and writable (on a
+    /// thread of its own), to compare them by content after the runs, as the watcher cannot.
+    pub fn watch_blind_spots(&self) {
+        if let Some(b) = self.blind.borrow_mut().as_mut() {
+            b.look_for_mappings(&self.root);
+        }
+    }
+
     /// The tracked files the watcher could not vouch for (see [`blind`]) whose content now
     /// differs from HEAD's, other than those in `known`.
     fn blind_edits(&self, blind: Option<blind::Blind>, known: &[String]) -> Vec<String> {
@@ -691,11 +699,15 @@ impl Repo {
     /// List `paths` (written into the repo by the benchmark) in ratchet's own `.ratchet/outputs`,
     /// so that they never leak into a hypothesis commit; they are left on disk, and the user's
     /// git still sees them.
+    /// Called after every experiment (also with none): entries whose file is gone are dropped.
     pub fn exclude_benchmark_outputs(&self, paths: &[String]) -> Result<()> {
-        if paths.is_empty() {
-            return Ok(());
-        }
-        Outputs::record(&self.state_dir(), &self.root, paths)
+        Outputs::record(&self.state_dir(), &self.root, paths, self.tracked_test())
+    }
+
+    /// Whether the index (read once) holds the file `path`.
+    fn tracked_test(&self) -> impl Fn(&str) -> bool {
+        let index = self.repo.index().ok();
+        move |p: &str| !p.ends_with('/') && index.as_ref().is_some_and(|i| i.get_path(Path::new(p), 0).is_some())
     }
 
     /// Tracked files whose content differs from HEAD (what a revert would overwrite).

@@ -141,6 +141,12 @@ fn files_written_during_a_run_stay_out_of_hypotheses_without_touching_the_users_
     let (r, _) = repo.experiment("exp: BQ 1024 with helper", &mut MockExecutor::sides(Step::Latency(10.0), Step::Latency(8.0)));
     assert_eq!(r.unwrap().row.status, Status::Keep);
     assert_eq!(repo.files_of("HEAD"), "helper.py\nkernel.py");
+    // A deleted output is forgotten: written again by hand later, it is the user's file.
+    std::fs::remove_file(repo.at("out.json")).unwrap();
+    repo.write("kernel.py", "BQ = 2048\n");
+    let (r, _) = repo.experiment("exp: BQ 2048", &mut MockExecutor::sides(Step::Latency(10.0), Step::Latency(8.0)));
+    assert_eq!(r.unwrap().row.status, Status::Keep);
+    assert_eq!(repo.read(".ratchet/outputs").lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>(), ["dump/"]);
 }
 
 #[test]

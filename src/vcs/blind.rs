@@ -15,10 +15,17 @@ pub struct Blind {
 }
 
 impl Blind {
-    pub fn arm(root: &Path, linked: Vec<String>) -> Blind {
-        let root = root.to_path_buf();
-        let mapped = std::thread::Builder::new().name("ratchet-mappings".into()).spawn(move || mapped_writable(&root)).ok();
-        Blind { linked, mapped }
+    pub fn new(linked: Vec<String>) -> Blind {
+        Blind { linked, mapped: None }
+    }
+
+    /// Start looking for mapped files (once): only an experiment about to run needs them, not
+    /// every status pass.
+    pub fn look_for_mappings(&mut self, root: &Path) {
+        if self.mapped.is_none() {
+            let root = root.to_path_buf();
+            self.mapped = std::thread::Builder::new().name("ratchet-mappings".into()).spawn(move || mapped_writable(&root)).ok();
+        }
     }
 
     /// Every path to compare by content, sorted.

@@ -49,12 +49,16 @@ impl Outputs {
     }
 
     /// Add `new` and forget what is no longer on disk under `root` (so a path the user later
-    /// deletes and writes again is theirs); written atomically when anything changed.
-    pub fn record(state_dir: &Path, root: &Path, new: &[String]) -> Result<()> {
+    /// deletes and writes again is theirs) or is tracked now (`tracked`); written atomically
+    /// when anything changed.
+    pub fn record(state_dir: &Path, root: &Path, new: &[String], tracked: impl Fn(&str) -> bool) -> Result<()> {
         let old = Outputs::load(state_dir);
+        if old.paths.is_empty() && new.is_empty() {
+            return Ok(());
+        }
         let mut paths = old.paths.clone();
         paths.extend(new.iter().cloned());
-        paths.retain(|p| std::fs::symlink_metadata(root.join(p.trim_end_matches('/'))).is_ok());
+        paths.retain(|p| !tracked(p) && std::fs::symlink_metadata(root.join(p.trim_end_matches('/'))).is_ok());
         if paths == old.paths && state_dir.join(FILE).exists() {
             return Ok(());
         }
