@@ -63,10 +63,6 @@ impl Repo {
         support::git_in(self.path(), args)
     }
 
-    fn head(&self) -> String {
-        self.git(&["rev-parse", "HEAD"])
-    }
-
     /// One experiment of whatever the work tree holds, as the command line runs it (lock,
     /// recoveries, run).
     fn experiment(&self, message: &str, exec: &mut MockExecutor) -> (Result<Outcome>, Vec<Event>) {
