@@ -81,7 +81,8 @@ fn build(dir: &Path, files: usize) {
     git(dir, &["config", "user.email", "bench@example.com"]);
     git(dir, &["add", "-A"]);
     git(dir, &["commit", "-qm", "base"]);
-    // ratchet's own directories are excluded, as `ensure_excludes` does on a first run.
+    // ratchet's own directories and the git CLI's scratch are out of git's way (ratchet's own
+    // ignore themselves through a `.gitignore` of theirs; one exclude file does it for all three).
     std::fs::write(dir.join(".git/info/exclude"), "/.ratchet/\n/results/\n/.cli/\n").unwrap();
     // A warm index (stat data fresh), as on a repository someone works in.
     git(dir, &["status", "--porcelain"]);

@@ -102,6 +102,14 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         fx.note("--deep: every run takes continuous-profiling snapshots (RATCHET_DEEP=1); `ratchet show` summarises them");
     }
     let changes = repo.changes()?;
+    let left_out = repo.left_out();
+    if !left_out.is_empty() {
+        fx.note(format!(
+            "left out of the hypothesis: {} (written into the repo while an earlier experiment's benchmark ran, listed in \
+             .ratchet/outputs; git add one to make it part of the hypothesis)",
+            vcs::some_of(&left_out, 5)
+        ));
+    }
     if !opts.allow_empty && changes.is_empty() {
         return Err(Error::repo("nothing to test: the working tree has no change against HEAD")
             .hint("edit the kernel first, or pass --allow-empty to re-measure HEAD as it is"));
@@ -145,6 +153,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     journal::write(&state_dir, &entry)?;
     fault::point("before-commit");
     let candidate = repo.commit_hypothesis(&opts.message, &changes, opts.allow_empty)?;
+    repo.watch_blind_spots();
     entry.phase = journal::Phase::Measuring;
     entry.candidate = Some(candidate.to_string());
     journal::write(&state_dir, &entry)?;
@@ -188,15 +197,23 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     // Whatever appeared untracked while the benchmark ran was written by it (the hypothesis's
     // own new files are committed by now): keep it out of every later hypothesis.
     // One status walk: what the benchmark wrote, and what was edited meanwhile (for the revert).
-    let scan = repo.after_run_scan().unwrap_or_default();
+    let mut scan = repo.after_run_scan().unwrap_or_default();
+    // The hypothesis's own files are compared by content too: a write no event reported (through
+    // a memory mapping, or a hard link from outside) must be saved, never checked out over.
+    if let Ok(unseen) = repo.unseen_edits(incumbent, candidate) {
+        scan.edited.extend(unseen);
+        scan.edited.sort();
+        scan.edited.dedup();
+    }
     let outputs = scan.untracked.clone();
     if !outputs.is_empty() {
         fx.note(format!(
-            "the benchmark wrote into the repo: {}; ratchet leaves these out of hypotheses (.git/info/exclude)",
-            outputs.join(", ")
+            "the benchmark wrote into the repo: {}; ratchet leaves these out of hypotheses (listed in .ratchet/outputs; git \
+             add one to make it part of the next hypothesis)",
+            vcs::some_of(&outputs, 10)
         ));
-        repo.exclude_benchmark_outputs(&outputs)?;
     }
+    repo.exclude_benchmark_outputs(&outputs)?;
     let (records, ended, (main_d, confirm_d), (main_s, confirm_s)) = match measured {
         Ok((_, Ended::Stopped(Stop::Infrastructure(why)), _, _)) => {
             return Err(give_back(repo, store, &state_dir, &id_str, candidate, incumbent, &why));
@@ -230,6 +247,23 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     journal::write(&state_dir, &entry)?;
     fault::point("after-decision");
     let discarded_ref = if status == Status::Keep {
+        // The kept commit is what was measured; a tracked file changed while it ran (a benchmark
+        // rewriting a cache, an edit) is set aside, never left to slip into the next commit.
+        match repo.set_aside_edits(&id_str, &scan.edited) {
+            Ok(Some(name)) => fx.note(format!(
+                "{} changed while experiment {id} ran and {} not part of the kept commit: saved in {name} and taken out of \
+                 the work tree (git restore --source {name} -- FILE brings one back)",
+                vcs::some_of(&scan.edited, 5),
+                if scan.edited.len() == 1 { "is" } else { "are" }
+            )),
+            Ok(None) => {}
+            Err(e) => fx.note(format!(
+                "{} changed while experiment {id} ran and could not be set aside ({}); they are still in the work tree, \
+                 uncommitted: check them with git diff before the next experiment",
+                vcs::some_of(&scan.edited, 5),
+                e.message
+            )),
+        }
         state.incumbents.insert(branch.clone(), candidate.to_string());
         state.save(&state_dir)?;
         None

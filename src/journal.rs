@@ -159,21 +159,30 @@ pub fn recover(repo: &Repo, store: &Store) -> Result<Option<String>> {
         if head == candidate {
             // Parked already: the revert was under way when ratchet died, so the work tree may be
             // half reverted; the parked ref holds the hypothesis (and edits made meanwhile), and
-            // a new snapshot would park the inverse. Finish the revert from it.
+            // a new snapshot would park the inverse. Finish the revert from it. Not parked: the
+            // hypothesis commit alone is parked. Either way an uncommitted edit found now may
+            // have been made after the crash, so none is taken out of the work tree.
             let tip = match parked {
                 Some(tip) => tip,
                 None => {
-                    let tip = repo.snapshot_edits(&format!("ratchet: edits made during experiment {id}"))?.unwrap_or(candidate);
-                    repo.mark_discarded(&id.to_string(), tip)?;
-                    tip
+                    repo.mark_discarded(&id.to_string(), candidate)?;
+                    candidate
                 }
             };
-            repo.revert_to(incumbent, tip)?;
+            let later = repo.revert_keeping_edits(incumbent, tip)?;
             said.push(format!(
                 "experiment {id} ({}) rolled back to the incumbent {}; the hypothesis is kept at {reference}",
                 row.status.as_str(),
                 short(&incumbent.to_string())
             ));
+            if !later.is_empty() {
+                said.push(format!(
+                    "{} changed after experiment {id}'s commit (edited since, by you or by its benchmark): left in the work \
+                     tree as found, uncommitted; the hypothesis alone is at {reference}, and git diff shows what differs from \
+                     the incumbent",
+                    later.join(", ")
+                ));
+            }
         } else {
             // Already reset (killed after the reset) or HEAD moved: only make sure the hypothesis is kept.
             if parked.is_none() {

@@ -11,13 +11,19 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
+mod blind;
+mod outputs;
 mod walk;
 mod watch;
+
+pub use outputs::Outputs;
 
 /// ratchet's own directories in the user's repo: never committed, never touched by keep/revert.
 pub const STATE_DIR: &str = ".ratchet";
 pub const RESULTS_DIR: &str = "results";
 pub const DISCARDED_PREFIX: &str = "refs/ratchet/discarded/";
+/// Tracked files changed while a kept experiment ran, set aside on top of the kept commit.
+pub const MEANWHILE_PREFIX: &str = "refs/ratchet/meanwhile/";
 const WORKTREE_NAME: &str = "ratchet-incumbent";
 /// Index entry flag (extended flags) of a path outside the sparse-checkout cone. Source: libgit2
 /// include/git2/index.h, `GIT_INDEX_ENTRY_SKIP_WORKTREE = (1 << 14)`.
@@ -124,6 +130,11 @@ fn diff_trees(repo: &Repository, old: Option<&Tree>, new: Option<&Tree>, prefix:
     Ok(())
 }
 
+/// The blob `tree` holds at `path`; `None` when it holds none there (absent, or a subtree).
+fn blob_at(tree: &Tree, path: &str) -> Option<Oid> {
+    tree.get_path(Path::new(path)).ok().filter(|e| e.kind() == Some(git2::ObjectType::Blob)).map(|e| e.id())
+}
+
 /// Check out `paths` of `tree` into `repo`'s work tree and index, overwriting local changes to
 /// them; nothing else is looked at (no whole-tree walk). Untracked files stay.
 fn checkout_paths(repo: &Repository, tree: &Tree, paths: &[String]) -> Result<()> {
@@ -227,6 +238,10 @@ pub struct Repo {
     watch: std::cell::RefCell<Option<watch::Watch>>,
     /// Every status walk reads the whole tree through libgit2 (no stat pass, no watcher).
     full_scan: std::cell::Cell<bool>,
+    /// Tracked files the watcher cannot vouch for (hard-linked, mapped), armed with it.
+    blind: std::cell::RefCell<Option<blind::Blind>>,
+    /// Untracked paths the last [`Repo::changes`] left out as benchmark output (`.ratchet/outputs`).
+    left_out: std::cell::RefCell<Vec<String>>,
 }
 
 /// Above this many paths to settle, libgit2 walks the whole tree instead (e.g. after every file
@@ -236,6 +251,15 @@ const MAX_SUSPECTS: usize = 2000;
 /// The first 8 hex digits of a commit id, as messages show it.
 pub fn short(sha: &str) -> &str {
     &sha[..sha.len().min(8)]
+}
+
+/// The first `n` of `paths`, comma-separated, with how many more there are.
+pub fn some_of(paths: &[String], n: usize) -> String {
+    let shown = paths.iter().take(n).map(String::as_str).collect::<Vec<_>>().join(", ");
+    match paths.len().saturating_sub(n) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
 }
 
 /// Whether `path` (relative to the repo root) belongs to ratchet rather than to the hypothesis.
@@ -253,7 +277,14 @@ impl Repo {
         })?;
         let root = repo.workdir().ok_or_else(|| Error::repo("the repository is bare; ratchet needs a working tree"))?.to_path_buf();
         let root = root.canonicalize().unwrap_or(root);
-        Ok(Repo { repo, root, watch: Default::default(), full_scan: std::cell::Cell::new(!watch::enabled()) })
+        Ok(Repo {
+            repo,
+            root,
+            watch: Default::default(),
+            full_scan: std::cell::Cell::new(!watch::enabled()),
+            blind: Default::default(),
+            left_out: Default::default(),
+        })
     }
 
     pub fn root(&self) -> &Path {
@@ -323,27 +354,28 @@ impl Repo {
         Ok((name, oid))
     }
 
-    /// Add ratchet's directories to `.git/info/exclude`, once.
+    /// Keep ratchet's directories out of git without touching the user's ignore files: each
+    /// holds a `.gitignore` of `*` (as pytest's cache does), so `git status` never lists them.
+    /// The lines older versions added to `.git/info/exclude` are taken out again, the benchmark
+    /// outputs they named moving to ratchet's own list (`.ratchet/outputs`).
     pub fn ensure_excludes(&self) -> Result<()> {
-        let path = self.repo.commondir().join("info").join("exclude");
-        let current = std::fs::read_to_string(&path).unwrap_or_default();
-        let wanted = [format!("/{STATE_DIR}/"), format!("/{RESULTS_DIR}/")];
-        let missing: Vec<&String> = wanted.iter().filter(|w| !current.lines().any(|l| l.trim() == w.as_str())).collect();
-        if missing.is_empty() {
-            return Ok(());
+        for dir in [STATE_DIR, RESULTS_DIR] {
+            let ignore = self.root.join(dir).join(".gitignore");
+            if std::fs::symlink_metadata(&ignore).is_err() {
+                std::fs::create_dir_all(self.root.join(dir))?;
+                std::fs::write(&ignore, "# ratchet's own files: never part of the repository's history\n*\n")?;
+            }
         }
-        std::fs::create_dir_all(path.parent().unwrap())?;
-        let mut text = current;
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
+        let exclude = self.repo.commondir().join("info").join("exclude");
+        if let Some(old) = outputs::strip_old_excludes(&exclude)? {
+            Outputs::record(&self.state_dir(), &self.root, &old, self.tracked_test())?;
         }
-        text.push_str("# ratchet's state and results: never part of a hypothesis\n");
-        for m in missing {
-            text.push_str(m);
-            text.push('\n');
-        }
-        std::fs::write(&path, text)?;
         Ok(())
+    }
+
+    /// The untracked paths the last [`Repo::changes`] left out because a benchmark wrote them.
+    pub fn left_out(&self) -> Vec<String> {
+        self.left_out.borrow().clone()
     }
 
     /// Refuse a repository whose attributes name a filter driver (git-lfs, git-crypt and the
@@ -464,11 +496,17 @@ impl Repo {
     fn status_paths(&self, opts: &mut StatusOptions, keep: impl Fn(git2::Status) -> bool) -> Result<Vec<String>> {
         let statuses = self.statuses(opts)?;
         let mut index: Option<git2::Index> = None;
+        let outputs = Outputs::load(&self.state_dir());
+        let mut left_out = vec![];
         let mut out = vec![];
         for s in statuses.iter() {
             let st = s.status();
             let Some(p) = s.path() else { continue };
             if st.is_ignored() || !keep(st) || is_ratchet_path(p) {
+                continue;
+            }
+            if st.is_wt_new() && outputs.covers(p) {
+                left_out.push(p.to_string());
                 continue;
             }
             if st == git2::Status::WT_DELETED {
@@ -484,6 +522,7 @@ impl Repo {
             }
             out.push(p.to_string());
         }
+        self.left_out.borrow_mut().extend(left_out);
         Ok(out)
     }
 
@@ -492,6 +531,7 @@ impl Repo {
     /// out. One pass over the work tree (by stat data, libgit2 on the paths in doubt); it arms
     /// the watcher that [`Repo::after_run_scan`] reads.
     pub fn changes(&self) -> Result<Vec<String>> {
+        self.left_out.borrow_mut().clear();
         let mut opts = StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(true).include_ignored(false).exclude_submodules(true);
         if let Some(paths) = self.survey()? {
@@ -512,6 +552,7 @@ impl Repo {
     /// the whole tree (the pass could not vouch for its answer, or too much changed).
     fn survey(&self) -> Result<Option<Vec<String>>> {
         *self.watch.borrow_mut() = None;
+        *self.blind.borrow_mut() = None;
         if self.full_scan.get() {
             return Ok(None);
         }
@@ -521,17 +562,25 @@ impl Repo {
         let Some(found) = walk::survey(&self.repo, &index, &self.root, &[STATE_DIR, RESULTS_DIR], watch::Watch::new()) else {
             return Ok(None);
         };
+        let outputs = Outputs::load(&self.state_dir());
         let mut watch = found.watch;
         if let Some(w) = watch.as_mut() {
             // Untracked directories that are not ignored (empty, or holding ignored files only):
-            // a file the benchmark writes there must be seen too.
-            for d in &found.untracked_dirs {
+            // a file the benchmark writes there must be seen too. A listed output directory is
+            // left out whole, whatever appears in it.
+            for d in found.untracked_dirs.iter().filter(|d| !outputs.covers(d)) {
                 self.watch_untracked(w, d.trim_end_matches('/'));
             }
         }
         // Armed before any status looks: it stands even when libgit2 walks the whole tree below.
+        if watch.is_some() {
+            *self.blind.borrow_mut() = Some(blind::Blind::new(found.linked));
+        }
         *self.watch.borrow_mut() = watch;
-        let mut paths = found.suspects;
+        // Listed outputs are settled here: thousands of them must not send libgit2 walking.
+        let untracked = |p: &str| p.ends_with('/') || index.get_path(Path::new(p), 0).is_none();
+        let (left_out, mut paths): (Vec<String>, Vec<String>) = found.suspects.into_iter().partition(|p| outputs.covers(p) && untracked(p));
+        self.left_out.borrow_mut().extend(left_out);
         if paths.len() > MAX_SUSPECTS {
             return Ok(None);
         }
@@ -568,10 +617,12 @@ impl Repo {
         let mut opts = StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(false).include_ignored(false).exclude_submodules(true);
         let watched = self.watch.borrow_mut().take().and_then(|w| w.changed());
+        let blind = self.blind.borrow_mut().take();
         let mut out = AfterRun::default();
         if let Some(changed) = watched {
             let changed: Vec<&String> = changed.iter().filter(|p| !is_ratchet_path(p) && !p.split('/').any(|c| c == ".git")).collect();
             if changed.is_empty() {
+                out.edited = self.blind_edits(blind, &out.edited);
                 return Ok(out);
             }
             // Files, listed one by one below; `untracked_entry` gives them the entries a whole
@@ -600,9 +651,42 @@ impl Repo {
                 }
             }
         }
+        out.edited.extend(self.blind_edits(blind, &out.edited));
+        // What is listed already was said before, and stays left out.
+        let outputs = Outputs::load(&self.state_dir());
+        out.untracked.retain(|p| !outputs.covers(p));
         out.untracked.sort();
         out.untracked.dedup();
         Ok(out)
+    }
+
+    /// Before the runs: look for tracked files a process has mapped shared and writable (on a
+    /// thread of its own), to compare them by content after the runs, as the watcher cannot.
+    pub fn watch_blind_spots(&self) {
+        if let Some(b) = self.blind.borrow_mut().as_mut() {
+            b.look_for_mappings(&self.root);
+        }
+    }
+
+    /// The tracked files the watcher could not vouch for (see [`blind`]) whose content now
+    /// differs from HEAD's, other than those in `known`.
+    fn blind_edits(&self, blind: Option<blind::Blind>, known: &[String]) -> Vec<String> {
+        let Some(blind) = blind else { return vec![] };
+        let Ok(head) = self.repo.head().and_then(|h| h.peel_to_tree()) else { return vec![] };
+        blind
+            .paths()
+            .into_iter()
+            .filter(|p| !is_ratchet_path(p) && !known.contains(p))
+            .filter(|p| blob_at(&head, p).is_some() && self.workdir_blob(p) != blob_at(&head, p))
+            .collect()
+    }
+
+    /// Paths `commit` changed against `base` whose work-tree content is no longer `commit`'s:
+    /// edits no check after the runs saw (a write no event reported). Hashes the changed files
+    /// only, so it is cheap for a hypothesis of a few files.
+    pub fn unseen_edits(&self, base: Oid, commit: Oid) -> Result<Vec<String>> {
+        let (old, new) = (self.repo.find_commit(base)?.tree()?, self.repo.find_commit(commit)?.tree()?);
+        Ok(changed_paths(&self.repo, &old, &new)?.into_iter().filter(|p| self.workdir_blob(p) != blob_at(&new, p)).collect())
     }
 
     /// Untracked, not ignored entries (a new directory is one entry, `dir/`), ratchet's own left out.
@@ -612,25 +696,18 @@ impl Repo {
         self.status_paths(&mut opts, |s| s.is_wt_new())
     }
 
-    /// Add `paths` (written into the repo by the benchmark) to `.git/info/exclude`, so that they
-    /// never leak into a hypothesis commit; they are left on disk.
+    /// List `paths` (written into the repo by the benchmark) in ratchet's own `.ratchet/outputs`,
+    /// so that they never leak into a hypothesis commit; they are left on disk, and the user's
+    /// git still sees them.
+    /// Called after every experiment (also with none): entries whose file is gone are dropped.
     pub fn exclude_benchmark_outputs(&self, paths: &[String]) -> Result<()> {
-        if paths.is_empty() {
-            return Ok(());
-        }
-        let path = self.repo.commondir().join("info").join("exclude");
-        let mut text = std::fs::read_to_string(&path).unwrap_or_default();
-        if !text.is_empty() && !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text.push_str("# written into the repo by the benchmark (ratchet keeps them out of hypotheses)\n");
-        for p in paths {
-            text.push('/');
-            text.push_str(p);
-            text.push('\n');
-        }
-        std::fs::create_dir_all(path.parent().unwrap())?;
-        crate::fsutil::write_atomic(&path, text.as_bytes())
+        Outputs::record(&self.state_dir(), &self.root, paths, self.tracked_test())
+    }
+
+    /// Whether the index (read once) holds the file `path`.
+    fn tracked_test(&self) -> impl Fn(&str) -> bool {
+        let index = self.repo.index().ok();
+        move |p: &str| !p.ends_with('/') && index.as_ref().is_some_and(|i| i.get_path(Path::new(p), 0).is_some())
     }
 
     /// Tracked files whose content differs from HEAD (what a revert would overwrite).
@@ -743,6 +820,20 @@ impl Repo {
         Ok(Some(self.repo.commit(None, &sig, &sig, message, &tree, &[&parent])?))
     }
 
+    /// After a keep, take the tracked files changed while experiment `id` ran (`paths`, by the
+    /// benchmark or anyone else) out of the work tree, so they never enter a later commit: they
+    /// are saved first as a commit on top of HEAD at `refs/ratchet/meanwhile/<id>`, then checked
+    /// out from HEAD. Returns the ref, or `None` when nothing differed from HEAD.
+    pub fn set_aside_edits(&self, id: &str, paths: &[String]) -> Result<Option<String>> {
+        let Some(snap) = self.snapshot_paths(&format!("ratchet: edits made during experiment {id}"), paths)? else { return Ok(None) };
+        let name = format!("{MEANWHILE_PREFIX}{id}");
+        // Never overwritten: ids are never reused.
+        self.repo.reference(&name, snap, false, &format!("ratchet: edits made during experiment {id}"))?;
+        let head = self.repo.head()?.peel_to_tree()?;
+        checkout_paths(&self.repo, &head, paths)?;
+        Ok(Some(name))
+    }
+
     /// Point `refs/ratchet/discarded/<id>` at `commit`. A parked hypothesis is never overwritten:
     /// an existing ref at another commit is an error (ids are never reused, so it means something
     /// outside ratchet wrote it).
@@ -781,6 +872,61 @@ impl Repo {
         let name = head.name().ok_or_else(|| Error::repo("HEAD's branch name is not UTF-8"))?.to_string();
         self.repo.reference(&name, incumbent, true, "ratchet: revert to the incumbent")?;
         Ok(())
+    }
+
+    /// Roll the branch back to `incumbent` after a crash, starting or finishing the revert of
+    /// `tip` (the parked hypothesis), without taking out an edit made since: a path goes back to
+    /// the incumbent only where the work tree still holds what ratchet put there (the content of
+    /// the incumbent, of HEAD or of `tip`). Any other content came later, from the user (or a
+    /// benchmark that outlived ratchet): it stays in the work tree, its index entry back on the
+    /// incumbent's so `git diff` shows it as an uncommitted change. Returns those paths.
+    pub fn revert_keeping_edits(&self, incumbent: Oid, tip: Oid) -> Result<Vec<String>> {
+        let inc_commit = self.repo.find_commit(incumbent)?;
+        let inc_tree = inc_commit.tree()?;
+        let tip_tree = self.repo.find_commit(tip)?.tree()?;
+        let head = self.repo.head()?;
+        let head_tree = head.peel_to_tree().ok();
+        let mut paths = changed_paths(&self.repo, &inc_tree, &tip_tree)?;
+        if let Some(t) = &head_tree {
+            paths.extend(changed_paths(&self.repo, &inc_tree, t)?);
+            paths.sort();
+            paths.dedup();
+        }
+        let (mut ours, mut later) = (vec![], vec![]);
+        for p in paths {
+            let now = self.workdir_blob(&p);
+            let known = [Some(&inc_tree), Some(&tip_tree), head_tree.as_ref()].into_iter().flatten().any(|t| blob_at(t, &p) == now);
+            if known {
+                ours.push(p);
+            } else {
+                later.push(p);
+            }
+        }
+        checkout_paths(&self.repo, &inc_tree, &ours)?;
+        crate::fault::point("mid-revert-checkout");
+        let name = head.name().ok_or_else(|| Error::repo("HEAD's branch name is not UTF-8"))?.to_string();
+        self.repo.reference(&name, incumbent, true, "ratchet: revert to the incumbent")?;
+        if !later.is_empty() {
+            // `git reset -- PATHS`: the index entries only; the files are left as they are.
+            self.repo.reset_default(Some(inc_commit.as_object()), later.iter().map(String::as_str))?;
+        }
+        Ok(later)
+    }
+
+    /// The blob id of what the work tree holds at `path` (a file's bytes or a symbolic link's
+    /// target, hashed as git stores them without filters); `None` when there is nothing there
+    /// or a directory.
+    pub fn workdir_blob(&self, path: &str) -> Option<Oid> {
+        let full = self.root.join(path);
+        let md = std::fs::symlink_metadata(&full).ok()?;
+        if md.file_type().is_symlink() {
+            let target = std::fs::read_link(&full).ok()?;
+            Oid::hash_object(git2::ObjectType::Blob, target.as_os_str().as_bytes()).ok()
+        } else if md.is_file() {
+            Oid::hash_file(git2::ObjectType::Blob, &full).ok()
+        } else {
+            None
+        }
     }
 
     /// [`Repo::revert_to`] from HEAD.

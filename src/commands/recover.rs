@@ -56,7 +56,8 @@ fn plan_experiment(repo: &Repo, store: &Store, e: &journal::Entry) -> String {
         format!("experiment {id} ({:?}) was decided keep: its commit stays the incumbent{record}", e.message)
     } else {
         format!(
-            "experiment {id} ({:?}, {}): roll the branch back to the incumbent {}, keep the hypothesis at {}{record}",
+            "experiment {id} ({:?}, {}): roll the branch back to the incumbent {}, keep the hypothesis at {}{record}; \
+             files changed since its commit stay in the work tree",
             e.message,
             status.as_str(),
             short(&e.incumbent),

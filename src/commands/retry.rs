@@ -46,6 +46,7 @@ pub fn apply(ws: &Workspace, args: &RetryArgs) -> Result<String> {
     let diff = git.diff_tree_to_tree(Some(&parent.tree()?), Some(&parked.tree()?), Some(&mut opts))?;
     let files: Vec<String> =
         diff.deltas().filter_map(|d| d.new_file().path().or(d.old_file().path()).map(|p| p.display().to_string())).collect();
+    refuse_clobber(ws, &git, &diff, args.id)?;
     // libgit2 checks every hunk before it writes: a change that no longer applies leaves the
     // working tree as it was.
     git.apply(&diff, git2::ApplyLocation::WorkDir, None).map_err(|e| {
@@ -60,4 +61,44 @@ pub fn apply(ws: &Workspace, args: &RetryArgs) -> Result<String> {
         println!("drop it with: git checkout -- {}", files.join(" "));
     }
     Ok(message)
+}
+
+/// Refuse a retry that would write over a file git does not track: libgit2 writes an added path
+/// whatever lies there, and an ignored file (a local config, data) is not among the changes
+/// checked above. A path through a symbolic link is refused too, as the sweep's edits are.
+fn refuse_clobber(ws: &Workspace, git: &git2::Repository, diff: &git2::Diff, id: u64) -> Result<()> {
+    let root = ws.repo.root();
+    let head = git.head()?.peel_to_tree()?;
+    for d in diff.deltas() {
+        let Some(rel) = d.new_file().path().filter(|_| d.status() != git2::Delta::Deleted) else { continue };
+        let tracked = head.get_path(rel).is_ok();
+        let full = root.join(rel);
+        let through_link = rel
+            .ancestors()
+            .skip(1)
+            .filter(|a| !a.as_os_str().is_empty())
+            .find(|a| std::fs::symlink_metadata(root.join(a)).is_ok_and(|m| m.file_type().is_symlink()));
+        if let Some(link) = through_link {
+            return Err(Error::repo(format!(
+                "experiment {id}'s change writes {}, but {} is a symbolic link, which retry will not write through",
+                rel.display(),
+                link.display()
+            ))
+            .hint("replace the link with a directory (or move it away), then retry; nothing was changed"));
+        }
+        if !tracked && std::fs::symlink_metadata(&full).is_ok() {
+            let ignored = git.is_path_ignored(rel).unwrap_or(false);
+            return Err(Error::repo(format!(
+                "experiment {id}'s change adds {}, but {} file is there already, which retry would overwrite",
+                rel.display(),
+                if ignored { "an ignored" } else { "an untracked" }
+            ))
+            .hint(format!(
+                "move it out of the work tree first (e.g. mv {0} ../{1}.saved), then retry; nothing was changed",
+                rel.display(),
+                rel.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+            )));
+        }
+    }
+    Ok(())
 }

@@ -326,6 +326,16 @@ fn run_one(
             ),
         );
     }
+    // The tree must hold nothing but the incumbent: whatever changed since the last experiment
+    // (an edit made meanwhile, a write no check saw) would be committed under this hypothesis.
+    let dirty = repo.changes()?;
+    if !dirty.is_empty() {
+        return Err(Error::repo(format!(
+            "the working tree changed while the sweep ran ({}); it would be committed as part of the next hypothesis",
+            crate::vcs::some_of(&dirty, 5)
+        ))
+        .hint("commit or stash those changes (git stash -u), then start the sweep again: it resumes where it stopped"));
+    }
     let mut state = SweepState {
         in_flight: Some(InFlight {
             hypothesis: h.key(),
@@ -472,8 +482,14 @@ pub fn undo_stopped_sweep(repo: &Repo, store: &Store) -> Result<Option<String>> 
             }
             let id = crate::journal::allocate_id(repo, store)?;
             let name = repo.mark_discarded(&format!("{id}-stopped"), head)?;
-            repo.reset_to(incumbent)?;
-            said = Some(format!("a sweep was stopped while running {}; parked it at {name} and will run it again", f.hypothesis));
+            // An edit found now may have been made after the stop: it stays in the work tree.
+            let later = repo.revert_keeping_edits(incumbent, head)?;
+            let kept = if later.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} changed since its commit and stayed in the work tree, uncommitted)", later.join(", "))
+            };
+            said = Some(format!("a sweep was stopped while running {}; parked it at {name} and will run it again{kept}", f.hypothesis));
         }
     }
     SweepState::default().save(&state_dir)?;

@@ -35,6 +35,9 @@ pub struct Survey {
     pub untracked_dirs: Vec<String>,
     /// Watches on every tracked directory, added before the directory was read.
     pub watch: Option<Watch>,
+    /// Tracked files with more than one link: a write through a name outside the watched
+    /// directories raises no event in them, so these are checked by content after the runs.
+    pub linked: Vec<String>,
 }
 
 /// The stat data of one tracked file, as the index recorded it.
@@ -152,28 +155,34 @@ pub fn survey(repo: &Repository, index: &Index, root: &Path, skip: &[&str], watc
         shares[k].push(d);
     }
     let tracked = &tracked;
-    let results: Vec<Option<(Vec<String>, Vec<String>)>> = std::thread::scope(|s| {
+    let results: Vec<Option<Share>> = std::thread::scope(|s| {
         let handles: Vec<_> = shares.into_iter().map(|share| s.spawn(move || read_share(root, &share, tracked, skip, filemode))).collect();
         handles.into_iter().map(|h| h.join().ok().flatten()).collect()
     });
     let mut suspects = vec![];
     let mut untracked_dirs = vec![];
+    let mut linked = vec![];
     for r in results {
-        let (s, u) = r?;
+        let (s, u, l) = r?;
         suspects.extend(s);
         untracked_dirs.extend(u);
+        linked.extend(l);
     }
     suspects.sort();
     untracked_dirs.sort();
-    Some(Survey { suspects, untracked_dirs, watch })
+    Some(Survey { suspects, untracked_dirs, watch, linked })
 }
+
+/// One thread's findings: suspects, untracked directories, hard-linked tracked files.
+type Share = (Vec<String>, Vec<String>, Vec<String>);
 
 /// One thread's share: lstat each tracked file against its entry, read each directory for
 /// names the index does not hold. Returns (suspects, untracked directories), or `None` when a
 /// tracked directory is something else now.
-fn read_share(root: &Path, share: &[&Dir], tracked: &HashSet<&str>, skip: &[&str], filemode: bool) -> Option<(Vec<String>, Vec<String>)> {
+fn read_share(root: &Path, share: &[&Dir], tracked: &HashSet<&str>, skip: &[&str], filemode: bool) -> Option<Share> {
     let mut suspects = vec![];
     let mut untracked_dirs = vec![];
+    let mut linked = vec![];
     let mut name = Vec::with_capacity(256);
     let mut path = String::with_capacity(256);
     for dir in share {
@@ -189,8 +198,12 @@ fn read_share(root: &Path, share: &[&Dir], tracked: &HashSet<&str>, skip: &[&str
             name.clear();
             name.extend_from_slice(&t.path.as_bytes()[t.name_at..]);
             name.push(0);
-            if !settled(fd, &name, t, filemode) {
+            let (ok, links) = settled(fd, &name, t, filemode);
+            if !ok {
                 suspects.push(t.path.to_string());
+            }
+            if links > 1 {
+                linked.push(t.path.to_string());
             }
         }
         if fd >= 0 {
@@ -231,7 +244,7 @@ fn read_share(root: &Path, share: &[&Dir], tracked: &HashSet<&str>, skip: &[&str
             }
         }
     }
-    Some((suspects, untracked_dirs))
+    Some((suspects, untracked_dirs, linked))
 }
 
 /// An `O_PATH` descriptor of a directory (for `fstatat` relative to it), or -1 with errno set;
@@ -245,20 +258,24 @@ fn open_dir(path: &Path, nofollow: bool) -> i32 {
 
 /// Whether a tracked file is unchanged by its stat data: it exists (or is absent on purpose,
 /// outside a sparse cone), has the type, exec bit, size, mtime, ctime and inode the index
-/// recorded. Anything else, or any doubt, leaves it to libgit2.
-fn settled(dirfd: i32, name: &[u8], t: &Tracked, filemode: bool) -> bool {
-    if t.suspect {
-        return false;
-    }
+/// recorded. Anything else, or any doubt, leaves it to libgit2. Also returns its link count
+/// (0 when it was not looked at).
+fn settled(dirfd: i32, name: &[u8], t: &Tracked, filemode: bool) -> (bool, u64) {
     if dirfd < 0 {
-        return t.sparse;
+        return (!t.suspect && t.sparse, 0);
     }
     // SAFETY: st is plain data filled by fstatat; the name is NUL-terminated.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::fstatat(dirfd, name.as_ptr() as *const libc::c_char, &mut st, libc::AT_SYMLINK_NOFOLLOW) };
     if rc != 0 {
-        return t.sparse;
+        return (!t.suspect && t.sparse, 0);
     }
+    let links = st.st_nlink as u64;
+    (!t.suspect && same_stat(&st, t, filemode), links)
+}
+
+/// Whether `st` is what the index recorded for `t`.
+fn same_stat(st: &libc::stat, t: &Tracked, filemode: bool) -> bool {
     if t.sparse {
         return false;
     }
