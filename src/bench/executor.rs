@@ -236,13 +236,25 @@ fn supervisor_command(spec: &RunSpec, token: &str, interrupt_grace: Duration, st
         .env(shim::ENV_INTERRUPT_GRACE_MS, ms(interrupt_grace))
         // Its own backstop, for a ratchet that dies (SIGKILL) before the timeout.
         .env(shim::ENV_LIMIT_MS, ms(spec.timeout.saturating_add(spec.grace).saturating_add(Duration::from_secs(10))));
+    let parent = std::process::id() as libc::pid_t;
+    cmd.env(shim::ENV_PARENT, parent.to_string());
     let fd = status_w.as_raw_fd();
-    // SAFETY: between fork and exec only dup2/fcntl, which are async-signal-safe.
+    // SAFETY: between fork and exec only dup2/fcntl/prctl/getppid, which are async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
             let r = if fd == shim::STATUS_FD { libc::fcntl(fd, libc::F_SETFD, 0) } else { libc::dup2(fd, shim::STATUS_FD) };
             if r < 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            // The supervisor hears of ratchet's death at once (a SIGKILL leaves no time to send
+            // it anything): the kernel sends it SIGINT, which stops the run as Ctrl-C would.
+            // The signal follows the thread that spawns, which waits for the run to end.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Ratchet died before the prctl took effect: start nothing.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("ratchet exited while starting the run"));
             }
             Ok(())
         });
