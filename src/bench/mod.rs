@@ -5,6 +5,7 @@ pub mod executor;
 pub mod infra;
 pub mod mock;
 pub mod protocol;
+pub mod shadow;
 pub mod shim;
 
 use crate::config::{Config, LatencySource, Metric};

@@ -558,6 +558,9 @@ impl<'a> Controller<'a> {
             );
             return self.unmeasured(h, head, Status::Refused, why, fx);
         }
+        if let Some(why) = crate::bench::shadow::check(self.cfg, &repo.repo, repo.root(), head, &plan.files) {
+            return self.unmeasured(h, head, Status::Refused, format!("refused: {why}"), fx);
+        }
         let n = self.journal.next_trial + 1;
         self.journal.next_trial = n;
         let id = format!("t{n}");

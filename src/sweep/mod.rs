@@ -320,6 +320,9 @@ fn run_one(
             ),
         );
     }
+    if let Some(why) = crate::bench::shadow::check(cfg, &repo.repo, repo.root(), head, &plan.files) {
+        return row_of(Status::Refused, format!("refused: {why}"));
+    }
     let mut state = SweepState {
         in_flight: Some(InFlight {
             hypothesis: h.key(),
