@@ -204,7 +204,7 @@ mod tests {
         // `python -m` runs with the root on the path.
         let m = cfg("python3 -m bench.prepare");
         let names: Vec<String> = new_modules(&m, d.path(), &added, &|_| false).into_iter().map(|m| m.name).collect();
-        assert_eq!(names, vec!["json", "bench"]);
+        assert_eq!(names, vec!["bench", "json"]);
     }
 
     #[test]
