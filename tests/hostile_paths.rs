@@ -85,3 +85,71 @@ fn worker_never_replaces_checkouts_in_a_work_directory_it_did_not_make() {
     }
     assert!(own.join("candidate/fake.env").is_file());
 }
+
+#[test]
+fn gc_never_follows_a_symlinked_experiment_directory() {
+    let t = TestRepo::new();
+    t.write("fake.env", "FAKE_LATENCY_MS=20\n");
+    t.ratchet().arg("experiment: slower").assert().success();
+    assert_eq!(t.rows()[0]["status"], "revert");
+    // The user moved the run directory elsewhere and left a link; the target holds their files.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let target = elsewhere.path().join("exp1");
+    std::fs::create_dir_all(target.join("runs")).unwrap();
+    std::fs::write(target.join("runs/important.txt"), "keep me\n").unwrap();
+    let exp = t.path().join(".ratchet/experiments/1");
+    std::fs::remove_dir_all(&exp).unwrap();
+    std::os::unix::fs::symlink(&target, &exp).unwrap();
+    t.ratchet().args(["gc", "--keep-last", "0"]).assert().success();
+    assert_eq!(std::fs::read_to_string(target.join("runs/important.txt")).unwrap(), "keep me\n", "gc deleted through the link");
+    assert!(exp.is_symlink());
+}
+
+#[test]
+fn recover_leaves_a_users_worktree_that_carries_a_gate_checkouts_name() {
+    let t = TestRepo::new();
+    let d = tempfile::tempdir().unwrap();
+    let wt = d.path().join("ratchet-gate-base");
+    t.git(&["worktree", "add", "-q", "--detach", wt.to_str().unwrap()]);
+    std::fs::write(wt.join("uncommitted.py"), "half-done work\n").unwrap();
+    t.ratchet().arg("status").assert().success();
+    let out = t.ratchet().arg("recover").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(wt.join("uncommitted.py")).unwrap(), "half-done work\n", "recover removed the user's worktree");
+    assert!(t.git(&["worktree", "list"]).contains("ratchet-gate-base"));
+    // The gate refuses to take the name over instead of pruning it.
+    let out = t.ratchet().args(["gate", "--base", "HEAD", "--head", "HEAD"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ratchet did not make it"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(wt.join("uncommitted.py").is_file());
+}
+
+#[test]
+fn recover_deletes_trial_refs_no_parallel_sweep_tracks() {
+    let t = TestRepo::new();
+    t.git(&["update-ref", "refs/ratchet/trials/t7", "HEAD"]);
+    let out = t.ratchet().arg("recover").output().unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("t7"), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(t.git(&["for-each-ref", "refs/ratchet/trials/"]), "", "a stray trial ref survived recovery");
+}
+
+#[test]
+fn worker_refuses_a_fifo_as_its_config_instead_of_hanging() {
+    let t = TestRepo::new();
+    let (inc, cand) = two_commits(&t);
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("ratchet.toml");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a fresh path in a temporary directory.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let out = worker(&t, &inc, &cand, &d.path().join("t1"))
+        .arg("--config")
+        .arg(&fifo)
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.code().is_some_and(|c| c != 0), "the worker hung or succeeded: {err}");
+    assert!(err.contains("not a regular file"), "{err}");
+}

@@ -131,6 +131,7 @@ fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> 
     let state_dir = &repo.state_dir();
     let mut said = vec![];
     if !state_dir.join(JOURNAL).exists() {
+        said.extend(drop_stray_trial_refs(repo, &[]));
         return Ok(said);
     }
     let mut j = Journal::load(state_dir)?;
@@ -168,7 +169,25 @@ fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> 
         ));
     }
     j.save(state_dir)?;
+    let keep: Vec<String> = j.trials.iter().map(|t| t.spec.id.clone()).collect();
+    said.extend(drop_stray_trial_refs(repo, &keep));
     Ok(said)
+}
+
+/// Delete the trial refs that no journaled trial owns: a controller killed between making a
+/// trial's ref and journaling it, or between forgetting a trial and deleting its ref, leaves one.
+fn drop_stray_trial_refs(repo: &Repo, keep: &[String]) -> Option<String> {
+    let mut gone = vec![];
+    let Ok(refs) = repo.repo.references_glob(&format!("{TRIAL_REF_PREFIX}*")) else { return None };
+    let names: Vec<String> = refs.flatten().filter_map(|r| r.name().map(str::to_string)).collect();
+    for name in names {
+        let id = name.trim_start_matches(TRIAL_REF_PREFIX).to_string();
+        if !keep.contains(&id) {
+            drop_trial_ref(repo, &id);
+            gone.push(id);
+        }
+    }
+    (!gone.is_empty()).then(|| format!("deleted the refs of trials no parallel sweep tracks ({})", gone.join(", ")))
 }
 
 /// Whether a trial's worker wrote a result that counts (not one of a stopped worker).
@@ -528,6 +547,9 @@ impl<'a> Controller<'a> {
         let repo = self.repo();
         let head = repo.head_oid()?;
         let won = first.as_ref().map(|f| format!("won against {}, then ", short(&f.incumbent))).unwrap_or_default();
+        if let crate::sweep::hypothesis::Change::Malformed(why) = &h.change {
+            return self.unmeasured(h, head, Status::Refused, format!("refused: {why}"), fx);
+        }
         let plan = match h.plan(repo) {
             Ok(p) if p.changes.is_empty() => {
                 return self.unmeasured(
