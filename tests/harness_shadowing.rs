@@ -80,21 +80,30 @@ fn a_module_shadowing_an_installed_package_is_refused_too() {
 
 #[test]
 fn a_sweep_refuses_the_shadowing_hypothesis_and_measures_the_others() {
-    let t = repo();
-    let shadow = patch_of(&t, &[("json.py", FAKE_JSON)]);
-    let helper = patch_of(&t, &[("tiling.py", "TILE = 4\n"), ("kernel.py", "import tiling\nLATENCY = 5.0\n")]);
-    t.write("experiments/a.patch", &shadow);
-    t.write("experiments/a.toml", "message = \"faster json\"\npatch = \"a.patch\"\n");
-    t.write("experiments/b.patch", &helper);
-    t.write("experiments/b.toml", "message = \"a tiling helper\"\npatch = \"b.patch\"\n");
-    t.git(&["add", "-A"]);
-    t.git(&["commit", "-qm", "two hypotheses"]);
-    let out = t.ratchet().arg("sweep").output().unwrap();
-    let rows = t.rows();
-    assert_eq!(rows.len(), 2, "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(rows[0]["status"], "refused", "{rows:?}");
-    assert!(rows[0]["note"].contains("json.py shadows `json`"), "{rows:?}");
-    assert_eq!(rows[1]["status"], "keep", "the new module of its own name is measured: {rows:?}");
-    assert!(!t.path().join("json.py").exists(), "the refused hypothesis left nothing in the tree");
-    assert!(t.path().join("tiling.py").exists());
+    // The serial sweep and the parallel one (`--jobs 2`, its own controller) apply the same rule.
+    for jobs in [None, Some("2")] {
+        let t = repo();
+        let shadow = patch_of(&t, &[("json.py", FAKE_JSON)]);
+        let helper = patch_of(&t, &[("tiling.py", "TILE = 4\n"), ("kernel.py", "import tiling\nLATENCY = 5.0\n")]);
+        t.write("experiments/a.patch", &shadow);
+        t.write("experiments/a.toml", "message = \"faster json\"\npatch = \"a.patch\"\n");
+        t.write("experiments/b.patch", &helper);
+        t.write("experiments/b.toml", "message = \"a tiling helper\"\npatch = \"b.patch\"\n");
+        t.git(&["add", "-A"]);
+        t.git(&["commit", "-qm", "two hypotheses"]);
+        let mut cmd = t.ratchet();
+        cmd.arg("sweep");
+        if let Some(n) = jobs {
+            cmd.args(["--jobs", n]);
+        }
+        let out = cmd.output().unwrap();
+        let mut rows = t.rows();
+        rows.sort_by_key(|r| r["hypothesis"].clone());
+        assert_eq!(rows.len(), 2, "{jobs:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(rows[0]["status"], "refused", "{jobs:?}: {rows:?}");
+        assert!(rows[0]["note"].contains("json.py shadows `json`"), "{jobs:?}: {rows:?}");
+        assert_eq!(rows[1]["status"], "keep", "{jobs:?}: the new module of its own name is measured: {rows:?}");
+        assert!(!t.path().join("json.py").exists(), "{jobs:?}: the refused hypothesis left nothing in the tree");
+        assert!(t.path().join("tiling.py").exists(), "{jobs:?}");
+    }
 }

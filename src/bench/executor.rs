@@ -597,14 +597,20 @@ impl Ring {
             self.len = cap;
             return;
         }
-        for &b in data {
-            let end = (self.start + self.len) % cap;
-            self.buf[end] = b;
-            if self.len == cap {
-                self.start = (self.start + 1) % cap;
-            } else {
-                self.len += 1;
-            }
+        // At most two copies (up to the buffer's end, then from its start): a byte loop costs
+        // seconds on a flood of small pipe reads.
+        let end = (self.start + self.len) % cap;
+        let first = (cap - end).min(data.len());
+        self.buf[end..end + first].copy_from_slice(&data[..first]);
+        let rest = data.len() - first;
+        self.buf[..rest].copy_from_slice(&data[first..]);
+        let len = self.len + data.len();
+        if len > cap {
+            // The oldest bytes were overwritten.
+            self.start = (self.start + (len - cap)) % cap;
+            self.len = cap;
+        } else {
+            self.len = len;
         }
     }
     fn parts(&self) -> (&[u8], &[u8]) {
@@ -795,6 +801,20 @@ mod tests {
         assert_eq!(omitted, 10_000 - 400);
         assert_eq!(&out[..100], &data[..100]);
         assert_eq!(&out[out.len() - 300..], &data[data.len() - 300..]);
+    }
+
+    #[test]
+    fn ring_fed_in_small_pieces_keeps_the_last_bytes() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        for piece in [1, 7, 99, 300, 301, 4096] {
+            let mut ring = Ring::new(300);
+            for chunk in data.chunks(piece) {
+                ring.push(chunk);
+            }
+            let (a, b) = ring.parts();
+            assert_eq!([a, b].concat(), &data[data.len() - 300..], "pieces of {piece}");
+            assert_eq!(ring.total, data.len() as u64);
+        }
     }
 
     #[test]

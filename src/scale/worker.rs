@@ -242,7 +242,9 @@ fn claim_work_dir(work: &Path) -> Result<()> {
         }
         Ok(m) if !m.is_dir() => return Err(Error::usage(format!("the work directory {} is not a directory", work.display())).hint(fix)),
         Ok(_) => {
-            let empty = std::fs::read_dir(work).with_path(work)?.next().is_none();
+            // Empty, or holding only the lock of a worker killed right after taking it.
+            let names: Vec<std::ffi::OsString> = std::fs::read_dir(work).with_path(work)?.flatten().map(|e| e.file_name()).collect();
+            let empty = names.iter().all(|n| n == "lock");
             let legacy = work.join("git/HEAD").is_file() && work.join("state").is_dir();
             if !empty && !legacy && !work.join(WORK_MARK).is_file() {
                 return Err(Error::usage(format!(
