@@ -128,6 +128,12 @@ fn recover_leaves_a_users_worktree_that_carries_a_gate_checkouts_name() {
 fn recover_deletes_trial_refs_no_parallel_sweep_tracks() {
     let t = TestRepo::new();
     t.git(&["update-ref", "refs/ratchet/trials/t7", "HEAD"]);
+    let status = t.ratchet().arg("status").output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains("trials no parallel sweep tracks (t7)"),
+        "{}",
+        String::from_utf8_lossy(&status.stdout)
+    );
     let out = t.ratchet().arg("recover").output().unwrap();
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("t7"), "{}", String::from_utf8_lossy(&out.stdout));

@@ -28,6 +28,7 @@ pub fn plan(repo: &Repo, store: &Store) -> Vec<String> {
             "take back the sweep hypothesis in flight {h}: undo its uncommitted edit, or park and revert its commit; the sweep runs it again"
         ));
     }
+    steps.extend(crate::scale::controller::plan_stray_trial_refs(repo));
     if let Some(p) = crate::scale::controller::in_flight(&state_dir) {
         steps.push(format!(
             "settle the {p}: finish a recording under way, cancel unfinished trials through their engine and stop leftover workers; finished trials are kept for the next parallel sweep"

@@ -177,17 +177,24 @@ fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> 
 /// Delete the trial refs that no journaled trial owns: a controller killed between making a
 /// trial's ref and journaling it, or between forgetting a trial and deleting its ref, leaves one.
 fn drop_stray_trial_refs(repo: &Repo, keep: &[String]) -> Option<String> {
-    let mut gone = vec![];
-    let Ok(refs) = repo.repo.references_glob(&format!("{TRIAL_REF_PREFIX}*")) else { return None };
-    let names: Vec<String> = refs.flatten().filter_map(|r| r.name().map(str::to_string)).collect();
-    for name in names {
-        let id = name.trim_start_matches(TRIAL_REF_PREFIX).to_string();
-        if !keep.contains(&id) {
-            drop_trial_ref(repo, &id);
-            gone.push(id);
-        }
+    let gone = stray_trial_refs(repo, keep);
+    for id in &gone {
+        drop_trial_ref(repo, id);
     }
     (!gone.is_empty()).then(|| format!("deleted the refs of trials no parallel sweep tracks ({})", gone.join(", ")))
+}
+
+/// The trial ids under `refs/ratchet/trials/` other than `keep`'s.
+fn stray_trial_refs(repo: &Repo, keep: &[String]) -> Vec<String> {
+    let Ok(refs) = repo.repo.references_glob(&format!("{TRIAL_REF_PREFIX}*")) else { return vec![] };
+    let names: Vec<String> = refs.flatten().filter_map(|r| r.name().map(str::to_string)).collect();
+    names.into_iter().map(|n| n.trim_start_matches(TRIAL_REF_PREFIX).to_string()).filter(|id| !keep.contains(id)).collect()
+}
+
+/// What recovery would say of trial refs that no journaled trial owns (`ratchet status`).
+pub fn plan_stray_trial_refs(repo: &Repo) -> Option<String> {
+    let stray = stray_trial_refs(repo, &journaled_trials(&repo.state_dir()));
+    (!stray.is_empty()).then(|| format!("delete the refs of trials no parallel sweep tracks ({})", stray.join(", ")))
 }
 
 /// Whether a trial's worker wrote a result that counts (not one of a stopped worker).
