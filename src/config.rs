@@ -502,17 +502,24 @@ mod defaults {
     }
 }
 
+/// Largest config file read (a real one is a few KiB).
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
 impl Config {
     /// Read and validate `ratchet.toml` at `path`.
     pub fn load(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            if e.kind() == std::io::ErrorKind::NotFound {
+        if let Err(e) = std::fs::metadata(path) {
+            return Err(if e.kind() == std::io::ErrorKind::NotFound {
                 Error::config(format!("no {} in {}", FILE_NAME, path.parent().unwrap_or(Path::new(".")).display()))
                     .hint("run `ratchet init` to write a commented one")
             } else {
                 Error::config(format!("cannot read {}: {e}", path.display()))
-            }
-        })?;
+            });
+        }
+        // Read without blocking and only as a regular file: a FIFO or a device given as the
+        // config (`--config /dev/stdin`, a named pipe) is an error, never a hang.
+        let text = crate::safe_read::read_text_capped(path, MAX_CONFIG_BYTES)
+            .map_err(|e| Error::config(e.0).hint("give the path of a regular ratchet.toml file"))?;
         Self::parse(&text).map_err(|e| Error::config(format!("{}: {}", path.display(), e.message)).hint_opt(e.hint))
     }
 

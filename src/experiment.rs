@@ -124,6 +124,10 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         ))
         .hint("commit harness changes on their own first (git commit), then run the experiment with only the kernel change"));
     }
+    if let Some(why) = crate::bench::shadow::check(&cfg, &repo.repo, repo.root(), head, &changes) {
+        return Err(Error::repo(format!("refused: {why}"))
+            .hint("nothing was committed and the change is still in the work tree: give the new module a name of its own"));
+    }
 
     let changes = crate::admit::admit(repo, changes, opts.allow_large, opts.allow_empty, fx)?;
 

@@ -134,6 +134,19 @@ fn hypotheses_that_do_not_apply_or_aim_outside_change_nothing() {
 #[test]
 fn paths_into_git_are_refused_however_they_are_written() {
     let t = TestRepo::new();
+    // Each is a refused row naming the rule (the sweep goes on with the others), and .git is
+    // never written.
+    let refused = |t: &TestRepo, n: usize, what: &str| {
+        t.git(&["add", "experiments"]);
+        t.git(&["commit", "-qm", "queue"]);
+        let config = t.read(".git/config");
+        t.ratchet().arg("sweep").assert().success().stderr(predicate::str::contains(".git").and(predicate::str::contains("01.toml")));
+        assert_eq!(t.read(".git/config"), config, "{what}");
+        let rows = t.rows();
+        assert_eq!(rows.len(), n, "{what}: {rows:?}");
+        assert_eq!(rows[n - 1]["status"], "refused", "{what}");
+        assert!(rows[n - 1]["note"].contains(".git"), "{what}: {rows:?}");
+    };
     for (i, file) in ["./.git/config", "a/../.git/config", ".GIT/config", "vendor/.git/config", ".git./HEAD"].iter().enumerate() {
         t.write(
             "experiments/01.toml",
@@ -141,10 +154,7 @@ fn paths_into_git_are_refused_however_they_are_written() {
                 "message = \"exp: {i}\"\n[[edit]]\nfile = {file:?}\nfind = \"[core]\"\nreplace = \"[core]\\n\\tfsmonitor = touch pwned\"\n"
             ),
         );
-        let config = t.read(".git/config");
-        t.ratchet().arg("sweep").assert().code(3).stderr(predicate::str::contains(".git").and(predicate::str::contains("01.toml")));
-        assert_eq!(t.read(".git/config"), config, "{file}");
-        assert!(t.rows().is_empty());
+        refused(&t, i + 1, file);
     }
     // The same rule for a patch's paths.
     t.write(
@@ -152,7 +162,7 @@ fn paths_into_git_are_refused_however_they_are_written() {
         "diff --git a/./.git/HEAD b/./.git/HEAD\n--- a/./.git/HEAD\n+++ b/./.git/HEAD\n@@ -1 +1 @@\n-ref: refs/heads/main\n+garbage\n",
     );
     t.write("experiments/01.toml", "message = \"exp: head\"\npatch = \"p.patch\"\n");
-    t.ratchet().arg("sweep").assert().code(3).stderr(predicate::str::contains(".git"));
+    refused(&t, 6, "patch");
     assert_eq!(t.read(".git/HEAD"), "ref: refs/heads/main\n");
 }
 
@@ -160,14 +170,19 @@ fn paths_into_git_are_refused_however_they_are_written() {
 fn a_nul_byte_in_a_message_is_refused_up_front() {
     let t = TestRepo::new();
     t.write("experiments/01.toml", "message = \"exp: a\\u0000b\"\n[[edit]]\nfile = \"fake.env\"\nfind = \"10\"\nreplace = \"5\"\n");
-    t.ratchet().arg("sweep").assert().code(3).stderr(predicate::str::contains("NUL"));
-    assert_eq!(t.git(&["status", "--porcelain"]), "?? experiments/\n");
-    // And the next sweep starts normally.
+    t.git(&["add", "experiments"]);
+    t.git(&["commit", "-qm", "queue"]);
+    let base = t.head();
+    t.ratchet().arg("sweep").assert().success().stderr(predicate::str::contains("NUL"));
+    assert_eq!(t.rows()[0]["status"], "refused");
+    assert_eq!(t.head(), base, "nothing was committed");
+    assert_eq!(t.git(&["status", "--porcelain"]), "");
+    // And the fixed file is a new hypothesis that runs.
     t.write("experiments/01.toml", "message = \"exp: ab\"\n[[edit]]\nfile = \"fake.env\"\nfind = \"10\"\nreplace = \"5\"\n");
     t.git(&["add", "experiments"]);
     t.git(&["commit", "-qm", "queue"]);
     t.ratchet().arg("sweep").assert().success();
-    assert_eq!(t.rows()[0]["status"], "keep");
+    assert_eq!(t.rows()[1]["status"], "keep");
 }
 
 #[test]

@@ -38,7 +38,16 @@ impl Executor for Writes {
         let (so, se) = (spec.log_dir.join("stdout.log"), spec.log_dir.join("stderr.log"));
         std::fs::write(&so, self.summary.join("\n"))?;
         std::fs::write(&se, "")?;
-        Ok(RunOutput { exit: Exit::Code(0), wall_s: 0.1, stdout_path: so, stderr_path: se, summary_lines: self.summary.clone() })
+        Ok(RunOutput {
+            exit: Exit::Code(0),
+            wall_s: 0.1,
+            stdout_path: so,
+            stderr_path: se,
+            summary_lines: self.summary.clone(),
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+            log_error: None,
+        })
     }
 }
 

@@ -166,20 +166,27 @@ fn patch_hypotheses_apply_and_stale_patches_are_skipped() {
 }
 
 #[test]
-fn malformed_hypothesis_is_refused_by_name_before_anything_runs() {
+fn malformed_hypothesis_is_named_at_the_start_and_refused_while_the_others_run() {
     let t = TestRepo::new();
+    t.write("experiments/00-typo.toml", "message = \"x\"\n[[edit]]\nfile = \"fake.env\"\nfind = \"a\"\nreplce = \"b\"\n");
     env_hypothesis(&t, "01-ok.toml", "exp: ok", "FAKE_LATENCY_MS=10\n", "FAKE_LATENCY_MS=5\n", &[]);
-    t.write("experiments/02-typo.toml", "message = \"x\"\n[[edit]]\nfile = \"fake.env\"\nfind = \"a\"\nreplce = \"b\"\n");
     t.git(&["add", "experiments"]);
     t.git(&["commit", "-qm", "queue"]);
-    let base = t.head();
-    t.ratchet().arg("sweep").assert().code(3).stderr(
-        predicate::str::contains("02-typo.toml")
-            .and(predicate::str::contains("replce"))
-            .and(predicate::str::contains("experiments/README.md")),
-    );
-    assert!(t.rows().is_empty(), "nothing ran");
-    assert_eq!(t.head(), base);
+    let out = t.ratchet().arg("sweep").output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    // Named before the first experiment starts, with the fix.
+    let typo = err.find("00-typo.toml").expect("the malformed file is named");
+    assert!(err.contains("replce") && err.contains("experiments/README.md"), "{err}");
+    assert!(err.find("exp: ok").is_none_or(|ok| typo < ok), "{err}");
+    let rows = t.rows();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0]["status"], "refused");
+    assert!(rows[0]["hypothesis"].starts_with("00-typo.toml@") && rows[0]["note"].contains("replce"), "{rows:?}");
+    assert_eq!(rows[1]["status"], "keep", "the sweep went on: {rows:?}");
+    // A second sweep does not record the same malformed file again.
+    t.ratchet().arg("sweep").assert().success();
+    assert_eq!(t.rows().len(), 2);
 }
 
 #[test]

@@ -62,6 +62,12 @@ pub struct RunOutput {
     /// The last `RESULT:` and `REGIME:` lines of stdout, as read from the stream (the log may
     /// have dropped the middle of a long output).
     pub summary_lines: Vec<String>,
+    /// The last lines of each stream, kept in memory whether or not the logs could be written
+    /// (on a full disk they cannot, and the benchmark's own message would be lost).
+    pub stdout_tail: String,
+    pub stderr_tail: String,
+    /// Why a log could not be written in full (`No space left on device`), if it could not.
+    pub log_error: Option<String>,
 }
 
 pub trait Executor {
@@ -199,12 +205,22 @@ impl Executor for ProcessExecutor {
             (None, None, Some(st)) => status_exit(&st),
             (None, None, None) => Exit::Code(-1),
         };
-        let summary_lines = out_log.finish();
-        err_log.finish();
+        let out_end = out_log.finish();
+        let err_end = err_log.finish();
         if let Some(f) = &spec.pgid_file {
             let _ = std::fs::remove_file(f);
         }
-        Ok(RunOutput { exit, wall_s: start.elapsed().as_secs_f64(), stdout_path, stderr_path, summary_lines })
+        let log_error = out_end.write_error.or(err_end.write_error);
+        Ok(RunOutput {
+            exit,
+            wall_s: start.elapsed().as_secs_f64(),
+            stdout_path,
+            stderr_path,
+            summary_lines: out_end.summary_lines,
+            stdout_tail: out_end.tail,
+            stderr_tail: err_end.tail,
+            log_error,
+        })
     }
 }
 
@@ -236,13 +252,25 @@ fn supervisor_command(spec: &RunSpec, token: &str, interrupt_grace: Duration, st
         .env(shim::ENV_INTERRUPT_GRACE_MS, ms(interrupt_grace))
         // Its own backstop, for a ratchet that dies (SIGKILL) before the timeout.
         .env(shim::ENV_LIMIT_MS, ms(spec.timeout.saturating_add(spec.grace).saturating_add(Duration::from_secs(10))));
+    let parent = std::process::id() as libc::pid_t;
+    cmd.env(shim::ENV_PARENT, parent.to_string());
     let fd = status_w.as_raw_fd();
-    // SAFETY: between fork and exec only dup2/fcntl, which are async-signal-safe.
+    // SAFETY: between fork and exec only dup2/fcntl/prctl/getppid, which are async-signal-safe.
     unsafe {
         cmd.pre_exec(move || {
             let r = if fd == shim::STATUS_FD { libc::fcntl(fd, libc::F_SETFD, 0) } else { libc::dup2(fd, shim::STATUS_FD) };
             if r < 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            // The supervisor hears of ratchet's death at once (a SIGKILL leaves no time to send
+            // it anything): the kernel sends it SIGINT, which stops the run as Ctrl-C would.
+            // The signal follows the thread that spawns, which waits for the run to end.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // Ratchet died before the prctl took effect: start nothing.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("ratchet exited while starting the run"));
             }
             Ok(())
         });
@@ -431,50 +459,83 @@ fn supervisors_of(token: &str) -> Vec<i32> {
         .collect()
 }
 
+/// Bytes of each stream's end kept in memory for error messages, apart from the log file.
+const MEMORY_TAIL_BYTES: usize = 16 << 10;
+
 /// A stream copied into its log as it arrives: the first [`LOG_HEAD_BYTES`] go straight to the
 /// file, the last [`LOG_TAIL_BYTES`] are kept in a ring and written at the end after a note of
 /// how much was left out. Memory stays at the ring's size whatever the benchmark prints.
 struct CappedLog {
-    handle: std::thread::JoinHandle<Vec<String>>,
+    handle: std::thread::JoinHandle<StreamEnd>,
     done: std::sync::mpsc::Receiver<()>,
+}
+
+/// What a stream left: its summary lines, its last bytes as text, and why its log could not be
+/// written, if it could not.
+#[derive(Default)]
+struct StreamEnd {
+    summary_lines: Vec<String>,
+    tail: String,
+    write_error: Option<String>,
 }
 
 impl CappedLog {
     fn spawn(stream: Option<impl Read + Send + 'static>, path: &Path, scan: bool) -> std::io::Result<CappedLog> {
-        let mut file = std::fs::File::create(path)?;
+        // A log that cannot even be created (a full disk) still lets the stream be drained and
+        // its end kept in memory.
+        let (mut file, create_error): (Box<dyn Write + Send>, Option<String>) = match std::fs::File::create(path) {
+            Ok(f) => (Box::new(f), None),
+            Err(e) => (Box::new(std::io::sink()), Some(format!("cannot create {}: {e}", path.display()))),
+        };
+        let path = path.to_path_buf();
         let (tx, done) = std::sync::mpsc::channel();
         let handle = std::thread::spawn(move || {
             let mut lines = SummaryScan::default();
+            let mut tail = Ring::new(MEMORY_TAIL_BYTES);
+            let mut write_error = create_error;
             if let Some(mut stream) = stream {
-                let _ = copy_capped(&mut stream, &mut file, LOG_HEAD_BYTES, LOG_TAIL_BYTES, |chunk| {
+                let copied = copy_capped(&mut stream, &mut file, LOG_HEAD_BYTES, LOG_TAIL_BYTES, |chunk| {
+                    tail.push(chunk);
                     if scan {
                         lines.feed(chunk)
                     }
                 });
+                if let Ok((_, Some(e))) = copied {
+                    write_error.get_or_insert(format!("cannot write {}: {e}", path.display()));
+                }
             }
             let _ = tx.send(());
-            lines.finish()
+            let (a, b) = tail.parts();
+            let tail = String::from_utf8_lossy(&[a, b].concat()).into_owned();
+            StreamEnd { summary_lines: lines.finish(), tail, write_error }
         });
         Ok(CappedLog { handle, done })
     }
 
     /// Wait for the stream to close (all writers are dead by now); a writer that escaped every
     /// kill is not waited for past 2 s.
-    fn finish(self) -> Vec<String> {
+    fn finish(self) -> StreamEnd {
         match self.done.recv_timeout(Duration::from_secs(2)) {
             Ok(()) => self.handle.join().unwrap_or_default(),
-            Err(_) => vec![],
+            Err(_) => StreamEnd::default(),
         }
     }
 }
 
 /// Copy `r` to `w` keeping the first `head` and the last `tail` bytes; `see` gets every chunk.
-/// Returns the number of bytes left out.
-pub fn copy_capped(r: &mut impl Read, w: &mut impl Write, head: usize, tail: usize, mut see: impl FnMut(&[u8])) -> std::io::Result<u64> {
+/// Returns the number of bytes left out and the first error writing to `w` (after which the
+/// stream is still drained, but no more is written).
+pub fn copy_capped(
+    r: &mut impl Read,
+    w: &mut impl Write,
+    head: usize,
+    tail: usize,
+    mut see: impl FnMut(&[u8]),
+) -> std::io::Result<(u64, Option<std::io::Error>)> {
     let mut buf = vec![0u8; 64 << 10];
     let mut written = 0usize;
     let mut ring = Ring::new(tail);
-    let mut write_ok = true;
+    let mut write_error = None;
     loop {
         let n = match r.read(&mut buf) {
             Ok(0) => break,
@@ -485,29 +546,30 @@ pub fn copy_capped(r: &mut impl Read, w: &mut impl Write, head: usize, tail: usi
         let chunk = &buf[..n];
         see(chunk);
         let to_head = (head - written).min(n);
-        if to_head > 0 && write_ok {
+        if to_head > 0 && write_error.is_none() {
             // A full disk must not stop the draining of the pipe (the benchmark would block).
-            write_ok = w.write_all(&chunk[..to_head]).is_ok();
+            write_error = w.write_all(&chunk[..to_head]).err();
         }
         written += to_head;
         ring.push(&chunk[to_head..]);
     }
     let omitted = ring.total.saturating_sub(ring.len as u64);
-    if write_ok {
+    if write_error.is_none() {
         if omitted > 0 {
-            let _ = write!(
+            write_error = write!(
                 w,
                 "\n[ratchet: {omitted} bytes left out here; the log keeps the first {} KiB and the last {} KiB of the stream]\n",
                 head >> 10,
                 tail >> 10
-            );
+            )
+            .err();
         }
         let (a, b) = ring.parts();
-        let _ = w.write_all(a);
-        let _ = w.write_all(b);
-        let _ = w.flush();
+        if write_error.is_none() {
+            write_error = w.write_all(a).and_then(|_| w.write_all(b)).and_then(|_| w.flush()).err();
+        }
     }
-    Ok(omitted)
+    Ok((omitted, write_error))
 }
 
 /// The last `cap` bytes of a stream.
@@ -535,14 +597,20 @@ impl Ring {
             self.len = cap;
             return;
         }
-        for &b in data {
-            let end = (self.start + self.len) % cap;
-            self.buf[end] = b;
-            if self.len == cap {
-                self.start = (self.start + 1) % cap;
-            } else {
-                self.len += 1;
-            }
+        // At most two copies (up to the buffer's end, then from its start): a byte loop costs
+        // seconds on a flood of small pipe reads.
+        let end = (self.start + self.len) % cap;
+        let first = (cap - end).min(data.len());
+        self.buf[end..end + first].copy_from_slice(&data[..first]);
+        let rest = data.len() - first;
+        self.buf[..rest].copy_from_slice(&data[first..]);
+        let len = self.len + data.len();
+        if len > cap {
+            // The oldest bytes were overwritten.
+            self.start = (self.start + (len - cap)) % cap;
+            self.len = cap;
+        } else {
+            self.len = len;
         }
     }
     fn parts(&self) -> (&[u8], &[u8]) {
@@ -729,10 +797,24 @@ mod tests {
     fn ring_keeps_the_last_bytes() {
         let mut out = vec![];
         let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
-        let omitted = copy_capped(&mut &data[..], &mut out, 100, 300, |_| {}).unwrap();
+        let (omitted, _) = copy_capped(&mut &data[..], &mut out, 100, 300, |_| {}).unwrap();
         assert_eq!(omitted, 10_000 - 400);
         assert_eq!(&out[..100], &data[..100]);
         assert_eq!(&out[out.len() - 300..], &data[data.len() - 300..]);
+    }
+
+    #[test]
+    fn ring_fed_in_small_pieces_keeps_the_last_bytes() {
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        for piece in [1, 7, 99, 300, 301, 4096] {
+            let mut ring = Ring::new(300);
+            for chunk in data.chunks(piece) {
+                ring.push(chunk);
+            }
+            let (a, b) = ring.parts();
+            assert_eq!([a, b].concat(), &data[data.len() - 300..], "pieces of {piece}");
+            assert_eq!(ring.total, data.len() as u64);
+        }
     }
 
     #[test]

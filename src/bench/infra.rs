@@ -295,7 +295,7 @@ fn check_python(cfg: &Config, exe: &Path, script: Option<&Path>, root: &Path, py
     }
 }
 
-fn run_with_timeout(mut cmd: std::process::Command, limit: Duration) -> Option<std::process::Output> {
+pub(crate) fn run_with_timeout(mut cmd: std::process::Command, limit: Duration) -> Option<std::process::Output> {
     use std::process::Stdio;
     let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().ok()?;
     let (tx, rx) = std::sync::mpsc::channel();

@@ -174,6 +174,15 @@ impl Executor for MockExecutor {
             Step::Interrupted => Exit::Interrupted,
         };
         // A fixed, short wall time: summaries and budgets stay exact.
-        Ok(RunOutput { exit, wall_s: 0.01, stdout_path, stderr_path, summary_lines: vec![] })
+        Ok(RunOutput {
+            exit,
+            wall_s: 0.01,
+            stdout_path,
+            stderr_path,
+            summary_lines: vec![],
+            stdout_tail: String::new(),
+            stderr_tail: String::new(),
+            log_error: None,
+        })
     }
 }

@@ -6,6 +6,7 @@ pub mod infra;
 pub mod mock;
 pub mod protocol;
 pub mod shell;
+pub mod shadow;
 pub mod shim;
 
 use crate::config::{Config, LatencySource, Metric};
@@ -279,15 +280,17 @@ pub fn measure_with(
         Exit::Code(0) => {}
         Exit::Code(c) => {
             rec.exit_code = Some(c);
-            return Ok(fail(rec, RunStatus::Crash, format!("exited with code {c}"), &out.stderr_path));
+            let rec = fail(rec, RunStatus::Crash, format!("exited with code {c}"), &out.stderr_path, &out.stderr_tail);
+            return Ok(disk_full_check(rec, &out, ctx, cfg));
         }
         Exit::Signal(s) => {
             rec.signal = Some(s);
-            return Ok(fail(rec, RunStatus::Crash, format!("killed by signal {s}"), &out.stderr_path));
+            let rec = fail(rec, RunStatus::Crash, format!("killed by signal {s}"), &out.stderr_path, &out.stderr_tail);
+            return Ok(disk_full_check(rec, &out, ctx, cfg));
         }
         Exit::Timeout => {
             let msg = format!("ran past the {} s timeout; its process group was killed", b.timeout_s);
-            return Ok(fail(rec, RunStatus::Timeout, msg, &out.stderr_path));
+            return Ok(fail(rec, RunStatus::Timeout, msg, &out.stderr_path, &out.stderr_tail));
         }
         Exit::Interrupted => {
             rec.status = RunStatus::Interrupted;
@@ -296,9 +299,10 @@ pub fn measure_with(
         }
     }
     rec.exit_code = Some(0);
-    let stdout_tail = executor::tail(&out.stdout_path, 10);
+    let stdout_tail = last_lines(&out.stdout_tail, &out.stdout_path);
     if let Err(msg) = read_report(&mut rec, &out.summary_lines) {
-        return Ok(fail(rec, RunStatus::Invalid, msg, &out.stdout_path).with_context_tail(&stdout_tail));
+        let rec = fail(rec, RunStatus::Invalid, msg, &out.stdout_path, &out.stdout_tail).with_context_tail(&stdout_tail);
+        return Ok(disk_full_check(rec, &out, ctx, cfg));
     }
     if let Some(c) = &rec.check {
         if !c.passed {
@@ -394,9 +398,49 @@ impl RunRecord {
     }
 }
 
-fn fail(mut rec: RunRecord, status: RunStatus, msg: String, log: &Path) -> RunRecord {
+/// The last lines of a stream: from the run's memory (`kept`, which a full disk cannot lose), or
+/// from its log when the executor kept none (a scripted one).
+fn last_lines(kept: &str, log: &Path) -> String {
+    if kept.is_empty() {
+        return executor::tail(log, 10);
+    }
+    let lines: Vec<&str> = kept.lines().collect();
+    lines[lines.len().saturating_sub(10)..].join("\n")
+}
+
+/// Free space under which a file system counts as full when a run fails on it.
+pub const FULL_DISK_BYTES: u64 = 1 << 20;
+
+/// A failed run on a full disk is the machine's fault, whatever the benchmark said (its message
+/// may be lost, or may not name the cause): when a log could not be written for lack of space,
+/// or a file system the run writes to (its `RATCHET_OUT`, its checkout, the temporary directory)
+/// has under [`FULL_DISK_BYTES`] free, the error says so. Its wording names "No space left on
+/// device", which `infra::says_no_space` reads as the machine's fault.
+fn disk_full_check(mut rec: RunRecord, out: &executor::RunOutput, ctx: &RunContext, cfg: &Config) -> RunRecord {
+    let log_full = out.log_error.as_deref().filter(|e| infra::says_no_space(e));
+    let tmp = cfg.benchmark.env.get("TMPDIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let full = [ctx.out_dir.as_path(), ctx.dir, tmp.as_path()]
+        .into_iter()
+        .find_map(|d| infra::free_bytes(d).filter(|&f| f < FULL_DISK_BYTES).map(|f| (d.to_path_buf(), f)));
+    let why = match (log_full, full) {
+        (_, Some((dir, free))) => format!("the file system of {} has {} KiB free", dir.display(), free >> 10),
+        (Some(e), None) => format!("the run's log could not be written ({e})"),
+        (None, None) => return rec,
+    };
+    let note = format!(
+        "the disk is full (No space left on device): {why}; the run most likely failed for lack of space, not because of the \
+         hypothesis; free disk space there, then run the experiment again"
+    );
+    rec.error = Some(match rec.error.take() {
+        Some(e) => format!("{note}\n{e}"),
+        None => note,
+    });
+    rec
+}
+
+fn fail(mut rec: RunRecord, status: RunStatus, msg: String, log: &Path, kept: &str) -> RunRecord {
     rec.status = status;
-    let tail = executor::tail(log, 10);
+    let tail = last_lines(kept, log);
     let name = log.file_name().and_then(|n| n.to_str()).unwrap_or("log");
     rec.error =
         Some(if tail.is_empty() || status == RunStatus::Invalid { msg } else { format!("{msg}\n--- last lines of {name} ---\n{tail}") });

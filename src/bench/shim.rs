@@ -26,6 +26,9 @@ pub const ENV_INTERRUPT_GRACE_MS: &str = "RATCHET_SUPERVISOR_INTERRUPT_GRACE_MS"
 /// Milliseconds after which the supervisor stops the run by itself: a backstop for a ratchet
 /// that died (SIGKILL) and so never sends the timeout.
 pub const ENV_LIMIT_MS: &str = "RATCHET_SUPERVISOR_LIMIT_MS";
+/// Ratchet's pid: the supervisor stops the run as soon as its parent is no longer this process
+/// (the parent-death signal covers the same case; this also covers a death before it was set).
+pub const ENV_PARENT: &str = "RATCHET_SUPERVISOR_PARENT";
 /// The supervisor's end of the status pipe.
 pub const STATUS_FD: i32 = 3;
 /// How long the final kill keeps at a run that forks faster than it is killed.
@@ -183,6 +186,13 @@ fn supervise() -> i32 {
         libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
     let set = control_signals();
+    let parent: i32 = std::env::var(ENV_PARENT).ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    // SAFETY: getppid has no preconditions.
+    let orphaned = || parent > 0 && unsafe { libc::getppid() } != parent;
+    if orphaned() {
+        status_line("error ratchet exited before the run started");
+        return 1;
+    }
     let started = Instant::now();
     let grace = env_ms(ENV_GRACE_MS, 5000);
     let interrupt_grace = env_ms(ENV_INTERRUPT_GRACE_MS, 1000);
@@ -190,7 +200,7 @@ fn supervise() -> i32 {
     let command = std::env::var(ENV_COMMAND).unwrap_or_default();
     let mut cmd = std::process::Command::new("sh");
     cmd.args(["-c", command.as_str()]).stdin(std::process::Stdio::null()).process_group(0);
-    for k in [ENV_MARK, ENV_COMMAND, ENV_GRACE_MS, ENV_INTERRUPT_GRACE_MS, ENV_LIMIT_MS] {
+    for k in [ENV_MARK, ENV_COMMAND, ENV_GRACE_MS, ENV_INTERRUPT_GRACE_MS, ENV_LIMIT_MS, ENV_PARENT] {
         cmd.env_remove(k);
     }
     // (std resets the signal mask and SIGPIPE in the child: the benchmark starts as usual.)
@@ -222,6 +232,10 @@ fn supervise() -> i32 {
         }
         if stop.is_none() && started.elapsed() >= limit {
             stop = Some(grace);
+        }
+        if stop.is_none() && orphaned() {
+            // Ratchet died (its SIGINT may have come before the signals were blocked).
+            stop = Some(interrupt_grace);
         }
         if let Some(g) = stop {
             // SIGTERM to everything, then the grace for the leader to go.

@@ -279,6 +279,13 @@ impl<'r> Checkouts<'r> {
         for (side, commit) in [("base", base), ("head", head)] {
             let name = format!("ratchet-gate-{side}");
             let path = dir.join(side);
+            if let Some(theirs) = foreign_worktree(repo, &name, dir) {
+                return Err(Error::repo(format!(
+                    "a git worktree named {name} exists at {} and ratchet did not make it; the gate needs that name for its throw-away checkout",
+                    theirs.display()
+                ))
+                .hint("move your worktree aside under another name (git worktree remove, then git worktree add with another directory name); ratchet never removes it"));
+            }
             prune(repo, &name);
             // libgit2 adds worktrees on a branch only: a scratch branch, detached from at once.
             let scratch = format!("{name}-tmp");
@@ -298,14 +305,31 @@ impl<'r> Checkouts<'r> {
     }
 }
 
-/// The checkouts a killed gate left registered (its names), for `ratchet status`.
-pub fn leftovers(repo: &git2::Repository) -> Vec<String> {
-    ["base", "head"].iter().map(|side| format!("ratchet-gate-{side}")).filter(|n| repo.find_worktree(n).is_ok()).collect()
+/// The path of the worktree `name` when it is not the gate's own checkout (a user's worktree
+/// that happens to carry the name): the gate's live only at `<gate_dir>/base` and `/head`.
+fn foreign_worktree(repo: &git2::Repository, name: &str, gate_dir: &Path) -> Option<PathBuf> {
+    let wt = repo.find_worktree(name).ok()?;
+    let side = name.strip_prefix("ratchet-gate-").unwrap_or(name);
+    let (theirs, ours) = (wt.path().to_path_buf(), gate_dir.join(side));
+    let trim = |p: &Path| p.to_string_lossy().trim_end_matches('/').to_string();
+    let same =
+        trim(&theirs) == trim(&ours) || matches!((theirs.canonicalize(), gate_dir.canonicalize()), (Ok(a), Ok(g)) if a == g.join(side));
+    (!same).then_some(theirs)
+}
+
+/// The checkouts a killed gate left registered (its names), for `ratchet status`; a worktree of
+/// the same name elsewhere is the user's and not counted.
+pub fn leftovers(repo: &git2::Repository, gate_dir: &Path) -> Vec<String> {
+    ["base", "head"]
+        .iter()
+        .map(|side| format!("ratchet-gate-{side}"))
+        .filter(|n| repo.find_worktree(n).is_ok() && foreign_worktree(repo, n, gate_dir).is_none())
+        .collect()
 }
 
 /// Remove what a killed gate left: its checkouts' registrations, directories and scratch branches.
 pub fn remove_leftovers(repo: &Repo) -> Option<String> {
-    let names = leftovers(&repo.repo);
+    let names = leftovers(&repo.repo, &repo.state_dir().join("gate"));
     for name in &names {
         prune(&repo.repo, name);
     }

@@ -48,6 +48,10 @@ pub fn collectable(state_dir: &Path, rows: &[crate::store::ResultRow], keep_last
     let Ok(rd) = std::fs::read_dir(state_dir.join("experiments")) else { return out };
     for e in rd.flatten() {
         let Some(id) = e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else { continue };
+        // A symbolic link there was put by someone else: what it points to is not ratchet's.
+        if e.file_type().map_or(true, |t| t.is_symlink()) {
+            continue;
+        }
         // An id with no row yet (an experiment running or left unfinished) is never collected.
         let recorded = ids.contains(&id);
         if !recorded || kept.contains(&id) || recent.contains(&id) || in_flight == Some(id) {
@@ -88,7 +92,7 @@ pub fn collectable_trials(
     let Ok(rd) = std::fs::read_dir(state_dir.join("trials")) else { return out };
     for e in rd.flatten() {
         let (name, dir) = (e.file_name().to_string_lossy().into_owned(), e.path());
-        if tracked.contains(&name) || !dir.is_dir() {
+        if tracked.contains(&name) || !e.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         let inside = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.starts_with(&dir));

@@ -19,7 +19,7 @@ pub fn plan(repo: &Repo, store: &Store) -> Vec<String> {
     if let Some(e) = journal::load(&state_dir) {
         steps.push(plan_experiment(repo, store, &e));
     }
-    let gate = super::gate::leftovers(&repo.repo);
+    let gate = super::gate::leftovers(&repo.repo, &repo.state_dir().join("gate"));
     if !gate.is_empty() {
         steps.push(format!("remove the throw-away checkouts a stopped `ratchet gate` left ({})", gate.join(", ")));
     }
@@ -28,6 +28,7 @@ pub fn plan(repo: &Repo, store: &Store) -> Vec<String> {
             "take back the sweep hypothesis in flight {h}: undo its uncommitted edit, or park and revert its commit; the sweep runs it again"
         ));
     }
+    steps.extend(crate::scale::controller::plan_stray_trial_refs(repo));
     if let Some(p) = crate::scale::controller::in_flight(&state_dir) {
         steps.push(format!(
             "settle the {p}: finish a recording under way, cancel unfinished trials through their engine and stop leftover workers; finished trials are kept for the next parallel sweep"

@@ -131,6 +131,7 @@ fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> 
     let state_dir = &repo.state_dir();
     let mut said = vec![];
     if !state_dir.join(JOURNAL).exists() {
+        said.extend(drop_stray_trial_refs(repo, &[]));
         return Ok(said);
     }
     let mut j = Journal::load(state_dir)?;
@@ -168,7 +169,32 @@ fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> 
         ));
     }
     j.save(state_dir)?;
+    let keep: Vec<String> = j.trials.iter().map(|t| t.spec.id.clone()).collect();
+    said.extend(drop_stray_trial_refs(repo, &keep));
     Ok(said)
+}
+
+/// Delete the trial refs that no journaled trial owns: a controller killed between making a
+/// trial's ref and journaling it, or between forgetting a trial and deleting its ref, leaves one.
+fn drop_stray_trial_refs(repo: &Repo, keep: &[String]) -> Option<String> {
+    let gone = stray_trial_refs(repo, keep);
+    for id in &gone {
+        drop_trial_ref(repo, id);
+    }
+    (!gone.is_empty()).then(|| format!("deleted the refs of trials no parallel sweep tracks ({})", gone.join(", ")))
+}
+
+/// The trial ids under `refs/ratchet/trials/` other than `keep`'s.
+fn stray_trial_refs(repo: &Repo, keep: &[String]) -> Vec<String> {
+    let Ok(refs) = repo.repo.references_glob(&format!("{TRIAL_REF_PREFIX}*")) else { return vec![] };
+    let names: Vec<String> = refs.flatten().filter_map(|r| r.name().map(str::to_string)).collect();
+    names.into_iter().map(|n| n.trim_start_matches(TRIAL_REF_PREFIX).to_string()).filter(|id| !keep.contains(id)).collect()
+}
+
+/// What recovery would say of trial refs that no journaled trial owns (`ratchet status`).
+pub fn plan_stray_trial_refs(repo: &Repo) -> Option<String> {
+    let stray = stray_trial_refs(repo, &journaled_trials(&repo.state_dir()));
+    (!stray.is_empty()).then(|| format!("delete the refs of trials no parallel sweep tracks ({})", stray.join(", ")))
 }
 
 /// Whether a trial's worker wrote a result that counts (not one of a stopped worker).
@@ -528,6 +554,9 @@ impl<'a> Controller<'a> {
         let repo = self.repo();
         let head = repo.head_oid()?;
         let won = first.as_ref().map(|f| format!("won against {}, then ", short(&f.incumbent))).unwrap_or_default();
+        if let crate::sweep::hypothesis::Change::Malformed(why) = &h.change {
+            return self.unmeasured(h, head, Status::Refused, format!("refused: {why}"), fx);
+        }
         let plan = match h.plan(repo) {
             Ok(p) if p.changes.is_empty() => {
                 return self.unmeasured(
@@ -557,6 +586,9 @@ impl<'a> Controller<'a> {
                 touched.join(", ")
             );
             return self.unmeasured(h, head, Status::Refused, why, fx);
+        }
+        if let Some(why) = crate::bench::shadow::check(self.cfg, &repo.repo, repo.root(), head, &plan.files) {
+            return self.unmeasured(h, head, Status::Refused, format!("refused: {why}"), fx);
         }
         let n = self.journal.next_trial + 1;
         self.journal.next_trial = n;

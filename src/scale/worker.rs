@@ -67,6 +67,7 @@ pub fn run(o: &WorkerOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Resu
     let started = Instant::now();
     let incumbent = parse_oid(&o.incumbent, "--incumbent")?;
     let candidate = parse_oid(&o.candidate, "--candidate")?;
+    check_out_dir(&o.out)?;
     std::fs::create_dir_all(&o.out).with_path(&o.out)?;
     let out = o.out.canonicalize().with_path(&o.out)?;
     if out.join(trial::RESULT_FILE).exists() {
@@ -79,7 +80,7 @@ pub fn run(o: &WorkerOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Resu
         (None, Some(w)) => PathBuf::from(w),
         (None, None) => out.join("work"),
     };
-    std::fs::create_dir_all(&work).with_path(&work)?;
+    claim_work_dir(&work)?;
     // One worker per work directory: two sharing checkouts would measure each other's files.
     let _lock = crate::lock::RepoLock::acquire(&work, &crate::workspace::command_line())?;
     let state_dir = work.join("state");
@@ -102,10 +103,8 @@ pub fn run(o: &WorkerOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Resu
     crate::bench::infra::preflight(&cfg, &cand_dir, &state_dir, &python_dir)?;
     let id = o.id.clone().unwrap_or_else(|| out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "trial".into()));
     let runs_dir = out.join("runs");
-    if runs_dir.exists() {
-        // Left by a worker killed mid-trial: its runs are stale.
-        std::fs::remove_dir_all(&runs_dir).with_path(&runs_dir)?;
-    }
+    // Left by a worker killed mid-trial (check_out_dir let only that through): its runs are stale.
+    remove_own(&runs_dir)?;
     let session = Session {
         cfg: &cfg,
         exec,
@@ -182,6 +181,99 @@ pub fn run(o: &WorkerOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Resu
     Ok(result)
 }
 
+/// What a worker writes into its `--out` directory and may replace there; other files (the
+/// engines' logs: `worker.log`, `slurm.out`) are never touched.
+const OUT_ENTRIES: [&str; 4] = ["runs", trial::RUNS_FILE, trial::TRACES_FILE, "work"];
+/// The file that marks a work directory as a worker's (`RATCHET_WORKER_DIR`, `<out>/work`): only
+/// a marked directory has its checkouts replaced.
+pub const WORK_MARK: &str = ".ratchet-worker-dir";
+
+/// Refuse an `--out` directory the worker would clobber: a symbolic link, something other than a
+/// directory, or a directory that holds a `runs/`, `runs.jsonl`, `traces.json` or `work/` no
+/// worker wrote (no `worker.pid` beside them: a worker writes it before any of them).
+fn check_out_dir(out: &Path) -> Result<()> {
+    let meta = match std::fs::symlink_metadata(out) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_path(out),
+    };
+    let fresh = "give each trial a directory of its own that does not exist yet (or is empty)";
+    if meta.file_type().is_symlink() {
+        return Err(Error::usage(format!(
+            "--out {} is a symbolic link; the worker writes and clears only a real directory",
+            out.display()
+        ))
+        .hint(fresh));
+    }
+    if !meta.is_dir() {
+        return Err(Error::usage(format!("--out {} exists and is not a directory", out.display())).hint(fresh));
+    }
+    let present: Vec<&str> = OUT_ENTRIES.iter().copied().filter(|n| std::fs::symlink_metadata(out.join(n)).is_ok()).collect();
+    let linked: Vec<&str> = present.iter().copied().filter(|n| out.join(n).is_symlink()).collect();
+    if !linked.is_empty() {
+        return Err(Error::usage(format!(
+            "--out {}: {} is a symbolic link, which the worker would replace",
+            out.display(),
+            linked.join(", ")
+        ))
+        .hint(fresh));
+    }
+    if !present.is_empty() && !out.join(trial::PID_FILE).is_file() {
+        return Err(Error::usage(format!(
+            "--out {} already holds {} that no ratchet worker wrote; the worker would replace {}",
+            out.display(),
+            present.join(", "),
+            if present.len() == 1 { "it" } else { "them" }
+        ))
+        .hint(fresh));
+    }
+    Ok(())
+}
+
+/// Make `work` the worker's work directory: a new or empty one is marked as ratchet's; an
+/// existing one must carry the mark (or be one a worker made before marks existed: its bare
+/// `git/` and `state/`), so that a directory of the user's never has its `incumbent/` or
+/// `candidate/` replaced.
+fn claim_work_dir(work: &Path) -> Result<()> {
+    let fix = "point RATCHET_WORKER_DIR at a new or empty directory: the worker replaces the checkouts it makes there";
+    match std::fs::symlink_metadata(work) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(Error::usage(format!("the work directory {} is a symbolic link", work.display())).hint(fix))
+        }
+        Ok(m) if !m.is_dir() => return Err(Error::usage(format!("the work directory {} is not a directory", work.display())).hint(fix)),
+        Ok(_) => {
+            // Empty, or holding only the lock of a worker killed right after taking it.
+            let names: Vec<std::ffi::OsString> = std::fs::read_dir(work).with_path(work)?.flatten().map(|e| e.file_name()).collect();
+            let empty = names.iter().all(|n| n == "lock");
+            let legacy = work.join("git/HEAD").is_file() && work.join("state").is_dir();
+            if !empty && !legacy && !work.join(WORK_MARK).is_file() {
+                return Err(Error::usage(format!(
+                    "the work directory {} holds files and was not made by a ratchet worker (no {WORK_MARK} in it)",
+                    work.display()
+                ))
+                .hint(fix));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(work).with_path(work)?,
+        Err(e) => return Err(e).with_path(work),
+    }
+    let mark = work.join(WORK_MARK);
+    if !mark.is_file() {
+        std::fs::write(&mark, "a ratchet worker's work directory: its incumbent/ and candidate/ checkouts are replaced on each trial\n")
+            .with_path(&mark)?;
+    }
+    Ok(())
+}
+
+/// Remove what the worker made at `path`; a symbolic link there is removed itself, never followed.
+fn remove_own(path: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(path).with_path(path),
+        Ok(_) => std::fs::remove_file(path).with_path(path),
+        Err(_) => Ok(()),
+    }
+}
+
 fn parse_oid(s: &str, flag: &str) -> Result<Oid> {
     if s.len() != 40 || !s.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(Error::usage(format!("{flag} {s:?}: give the full 40-hex-digit commit id")));
@@ -230,9 +322,7 @@ fn checkouts(repo: &Path, work: &Path, incumbent: Oid, candidate: Oid) -> Result
                 .hint("the controller must make both commits reachable there (push them, or rebuild the bundle)")
         })?;
         let dir = work.join(name);
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).with_path(&dir)?;
-        }
+        remove_own(&dir)?;
         std::fs::create_dir_all(&dir).with_path(&dir)?;
         let mut co = git2::build::CheckoutBuilder::new();
         co.force().target_dir(&dir).update_index(false);

@@ -46,6 +46,9 @@ pub enum Change {
     Patch { path: PathBuf, text: Vec<u8> },
     /// Literal edits, applied in order.
     Edits(Vec<Edit>),
+    /// The file could not be parsed (why, with its fix): the sweep records a `refused` row for
+    /// it and goes on with the others.
+    Malformed(String),
 }
 
 /// A parsed, validated hypothesis file.
@@ -170,6 +173,34 @@ impl Hypothesis {
         })
     }
 
+    /// [`Hypothesis::load`], except that a file that is malformed (not one that cannot be read)
+    /// becomes a hypothesis of [`Change::Malformed`]: named by its file and the hash of its bytes
+    /// (a fixed file is a new hypothesis), with the parse error as its reason.
+    pub fn load_or_malformed(path: &Path) -> Result<Hypothesis> {
+        match Self::load(path) {
+            Err(e) if e.kind == crate::error::Kind::Config => {
+                let bytes = std::fs::read(path).unwrap_or_default();
+                let hash = git2::Oid::hash_object(git2::ObjectType::Blob, &bytes).map_err(Error::from)?.to_string();
+                let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                let why = match &e.hint {
+                    Some(h) => format!("{}; {h}", e.message),
+                    None => e.message.clone(),
+                };
+                Ok(Hypothesis {
+                    path: path.to_path_buf(),
+                    message: format!("malformed hypothesis file {name}"),
+                    name,
+                    hash: hash[..12].to_string(),
+                    tags: vec![],
+                    change: Change::Malformed(why),
+                    deep: None,
+                    pairs: None,
+                })
+            }
+            other => other,
+        }
+    }
+
     /// `<file name>@<hash>`: how results rows and the sweep name this hypothesis.
     pub fn key(&self) -> String {
         format!("{}@{}", self.name, self.hash)
@@ -183,6 +214,7 @@ impl Hypothesis {
         let r = &repo.repo;
         let base = r.head().and_then(|h| h.peel_to_tree()).map_err(git)?;
         let new_tree = match &self.change {
+            Change::Malformed(why) => return Err(NotApplicable(why.clone())),
             Change::Patch { text, .. } => {
                 let diff = git2::Diff::from_buffer(text).map_err(git)?;
                 for d in diff.deltas() {
@@ -433,7 +465,8 @@ pub fn collect(root: &Path, paths: &[PathBuf]) -> Result<Vec<Hypothesis>> {
     if files.is_empty() {
         return Err(Error::usage("no hypothesis files (*.toml) to run").hint("see experiments/README.md for the format"));
     }
-    let hyps = files.iter().map(|f| Hypothesis::load(f)).collect::<Result<Vec<_>>>()?;
+    // A malformed file is named at the start and recorded as refused; the others still run.
+    let hyps = files.iter().map(|f| Hypothesis::load_or_malformed(f)).collect::<Result<Vec<_>>>()?;
     for (i, h) in hyps.iter().enumerate() {
         if let Some(j) = hyps[..i].iter().position(|o| o.name == h.name) {
             return Err(Error::usage(format!(

@@ -172,6 +172,12 @@ pub(crate) fn open_queue(
     let root = repo.root().to_path_buf();
     let paths: Vec<PathBuf> = opts.paths.iter().map(|p| if p.is_absolute() { p.clone() } else { root.join(p) }).collect();
     let hyps = hypothesis::collect(&root, &paths)?;
+    for h in &hyps {
+        if let hypothesis::Change::Malformed(why) = &h.change {
+            // Said at the start, not only in its row: a typo is found before the night's runs.
+            fx.note(format!("{why}; it is recorded as refused and the other hypotheses run"));
+        }
+    }
     let (branch, _) = repo.check_safe()?;
     let cfg = ws.config()?;
     repo.ensure_excludes()?;
@@ -306,6 +312,9 @@ fn run_one(
         fx.emit(Event::Unmeasured { row: Box::new(row.clone()) });
         Ok((row, None))
     };
+    if let hypothesis::Change::Malformed(why) = &h.change {
+        return row_of(Status::Refused, format!("refused: {why}"));
+    }
     let plan = match h.plan(repo) {
         Ok(p) => p,
         Err(e) => return row_of(Status::Skipped, format!("does not apply to {}: {}", short(&head.to_string()), e.0)),
@@ -335,6 +344,9 @@ fn run_one(
             crate::vcs::some_of(&dirty, 5)
         ))
         .hint("commit or stash those changes (git stash -u), then start the sweep again: it resumes where it stopped"));
+    }
+    if let Some(why) = crate::bench::shadow::check(cfg, &repo.repo, repo.root(), head, &plan.files) {
+        return row_of(Status::Refused, format!("refused: {why}"));
     }
     let mut state = SweepState {
         in_flight: Some(InFlight {
