@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::events::{Effects, Event};
 use crate::metrics::{self, Metrics};
 use crate::session::{Checkout, Session, Stop};
+use crate::stats::effect;
 use crate::stats::history;
 use crate::stats::sequential::{incumbent_first, Next, Phase, Sequential};
 use crate::stats::{Decision, Verdict};
@@ -351,6 +352,17 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
     let hlo = records.iter().rev().filter(|r| r.side == Side::Candidate).find_map(|r| r.hlo_stats.as_ref());
     let value = metrics::median(&cand_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
     let incumbent_value = metrics::median(&inc_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
+    // What the row reports as the speed-up is the robust paired estimate of every pair (first
+    // phase and confirmation), not the decision's mean: a few wild runs must not carry it.
+    let shown = decision.as_ref().and_then(|d| {
+        let logs = effect::speedup_logs(&effect::pairs_of(records), c.cfg.score.direction(), c.elasticity);
+        let split = d.pairs.min(logs.len());
+        let all = effect::hodges_lehmann(&logs, d.ci_level)?;
+        let confirm = conf.and_then(|_| effect::hodges_lehmann(&logs[split..], d.ci_level));
+        Some((all.pct(), confirm.map(|e| e.pct())))
+    });
+    let metric_pct = |x: f64| crate::stats::metric_pct(x, c.elasticity);
+    let (status, note) = too_noisy_to_tell(status, note, shown.map(|(e, _)| e), c.cfg.decision.min_effect_pct);
     let row = ResultRow {
         id: c.id,
         time: crate::fsutil::now(),
@@ -361,9 +373,9 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         metric: c.cfg.score.metric.as_str().into(),
         value,
         incumbent_value,
-        delta_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.effect_pct, c.elasticity)),
-        ci_low_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_low_pct, c.elasticity)),
-        ci_high_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_high_pct, c.elasticity)),
+        delta_pct: shown.map(|(e, _)| metric_pct(e.0)),
+        ci_low_pct: shown.map(|(e, _)| metric_pct(e.1)),
+        ci_high_pct: shown.map(|(e, _)| metric_pct(e.2)),
         p_value: decision.as_ref().map(|d| d.p_value),
         score: m.as_ref().and_then(|m| m.score).or_else(|| reported_median(&cand_runs, |r| r.score)),
         latency_ms: m.as_ref().map(|m| m.latency_ms),
@@ -392,10 +404,10 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         note,
         p_threshold: decision.as_ref().map(|d| d.p_threshold),
         p_adjusted: decision.as_ref().map(|d| d.p_adjusted),
-        speedup_pct: decision.as_ref().map(|d| d.effect_pct),
-        confirm_delta_pct: conf.map(|k| crate::stats::metric_pct(k.effect_pct, c.elasticity)),
-        confirm_ci_low_pct: conf.map(|k| crate::stats::metric_pct(k.ci_low_pct, c.elasticity)),
-        confirm_ci_high_pct: conf.map(|k| crate::stats::metric_pct(k.ci_high_pct, c.elasticity)),
+        speedup_pct: shown.map(|(e, _)| e.0),
+        confirm_delta_pct: shown.and_then(|(_, k)| k).map(|k| metric_pct(k.0)),
+        confirm_ci_low_pct: shown.and_then(|(_, k)| k).map(|k| metric_pct(k.1)),
+        confirm_ci_high_pct: shown.and_then(|(_, k)| k).map(|k| metric_pct(k.2)),
         noise_scale: decision.as_ref().map(|d| d.scale.clone()).unwrap_or_default(),
         noise_sd_pct: decision.as_ref().map(|d| d.noise_sd_pct),
         hlo_loop_copy: hlo.map(|h| h.loop_copies as u32),
@@ -403,6 +415,26 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         meta: crate::diagnose::columns::meta_cell(&cand_runs),
     };
     (row, decision)
+}
+
+/// A revert whose shown interval still reaches the minimum effect did not show the idea is not
+/// worth it, only that this machine could not tell within the budget (a futility stop on noisy
+/// pairs): it is recorded as inconclusive, which is reverted the same way but tells people and
+/// agents it is worth a rerun. `shown` is the row's speed-up (estimate, low, high) in percent.
+fn too_noisy_to_tell(status: Status, note: String, shown: Option<(f64, f64, f64)>, min_effect_pct: f64) -> (Status, String) {
+    match shown {
+        Some((_, lo, hi)) if status == Status::Revert && hi >= min_effect_pct => (
+            Status::Inconclusive,
+            format!(
+                "too noisy to tell: the interval of the speed-up ({} to {}) still includes gains of {min_effect_pct}% or more, \
+                 so this is not evidence against the idea; worth a rerun on a quieter machine or with more pairs \
+                 (`ratchet calibrate` measures the noise). The test said: {note}",
+                crate::report::pct1(lo),
+                crate::report::pct1(hi)
+            ),
+        ),
+        _ => (status, note),
+    }
 }
 
 /// Park the candidate under refs/ratchet/discarded/<id> (with any edits made meanwhile on top)

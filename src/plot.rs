@@ -903,8 +903,7 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
         o.push_str(&format!("<th{}>{}</th>", if l { " class=\"l\"" } else { "" }, esc(c)));
     }
     o.push_str("</tr>\n");
-    let best = progression(rows);
-    let first = rows.iter().find_map(|r| r.incumbent_value);
+    let best = crate::report::chain(rows);
     let f = |v: Option<f64>, d: usize| v.map(|x| sig(x, d)).unwrap_or_else(|| "-".into());
     for (r, b) in rows.iter().zip(best) {
         let class = match r.status.class() {
@@ -925,10 +924,7 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
             None => ("-".into(), "-".into()),
         };
         let metric_delta = r.delta_pct.map(|d| format!("{} {}", r.metric, crate::report::pct1(d))).unwrap_or("-".into());
-        let best_x = match (first, b) {
-            (Some(f0), Some(b)) if !r.metric.is_empty() => crate::report::fmt_x(crate::report::overall_factor(&r.metric, f0, b)),
-            _ => "-".into(),
-        };
+        let best_x = b.map(crate::report::fmt_x).unwrap_or_else(|| "-".into());
         let cells = [
             (r.id.to_string(), ""),
             (r.status.as_str().to_string(), "l st"),

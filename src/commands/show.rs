@@ -71,10 +71,11 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
     let _ = writeln!(o, "\ndecision ({}, positive = better)", row.metric);
     match (row.delta_pct, row.ci_low_pct, row.ci_high_pct) {
         (Some(d), Some(l), Some(h)) => {
-            let pairs = runs.iter().filter(|r| r.side == Side::Candidate && r.status == RunStatus::Ok).count();
+            // The pairs the estimate is made of, as the row's: superseded re-runs left out.
+            let pairs = crate::stats::effect::pairs_of(runs).len();
             let _ = writeln!(
                 o,
-                "  effect {d:+.2}%  CI [{l:+.2}%, {h:+.2}%]  p = {}  over {pairs} pairs",
+                "  effect {d:+.2}%  CI [{l:+.2}%, {h:+.2}%]  over {pairs} pairs (Hodges-Lehmann)  test p = {}",
                 row.p_value.map(crate::stats::fmt_p).unwrap_or("-".into())
             );
         }
@@ -85,7 +86,13 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
     if let Some(line) = crate::report::speedup_line(row) {
         let _ = writeln!(o, "  {line}");
     }
-    let _ = writeln!(o, "  {}: incumbent {} -> candidate {}", row.metric, opt(row.incumbent_value, 4, ""), opt(row.value, 4, ""));
+    let _ = writeln!(
+        o,
+        "  {}: incumbent {} -> candidate {} (each side's median run, not paired)",
+        row.metric,
+        opt(row.incumbent_value, 4, ""),
+        opt(row.value, 4, "")
+    );
 
     let _ = writeln!(o, "\nmetrics (candidate, median over its runs)");
     let _ = writeln!(
