@@ -62,14 +62,17 @@ pub fn decision(row: &ResultRow, discarded_ref: Option<&str>, runs: &[&RunRecord
         StatusClass::Failed => "failed",
         StatusClass::NotRun => "not_run",
     };
-    // Pairs measured (confirmation included): the candidate's runs that count.
-    let pairs =
-        runs.iter().filter(|r| r.side == crate::bench::Side::Candidate && r.status == crate::bench::RunStatus::Ok && !r.superseded).count();
+    // Pairs measured (confirmation included): the pairs the row's estimate is made of.
+    let pairs = crate::stats::effect::pairs_of(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>()).len();
+    // Reverted without evidence against the idea (too noisy to tell, the budget ran out, or the
+    // confirmation did not settle it): an agent should run it again rather than drop it.
+    let worth_rerun = matches!(row.status, crate::store::Status::Inconclusive | crate::store::Status::Unconfirmed);
     if let Value::Object(m) = &mut v {
         m.insert("class".into(), json!(class));
         m.insert("kept".into(), json!(row.status == crate::store::Status::Keep));
         m.insert("discarded_ref".into(), json!(discarded_ref));
         m.insert("pairs".into(), json!(pairs));
+        m.insert("worth_rerun".into(), json!(worth_rerun));
     }
     envelope("decision", v)
 }
