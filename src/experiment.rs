@@ -150,6 +150,9 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     entry.candidate = Some(candidate.to_string());
     journal::write(&state_dir, &entry)?;
     fault::point("after-commit");
+    if let Some(text) = noise_alarm(&hist, &seq.params) {
+        fx.note(text);
+    }
     fx.emit(Event::ExperimentStarted {
         id,
         message: opts.message.clone(),
@@ -415,6 +418,18 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         meta: crate::diagnose::columns::meta_cell(&cand_runs),
     };
     (row, decision)
+}
+
+/// The noisy-machine warning for a benchmark's noise history (`None` without enough history,
+/// or when the budget can see the minimum effect): shown when an experiment starts and by
+/// `ratchet status`.
+pub fn noise_alarm(hist: &history::Benchmark, params: &crate::stats::sequential::Params) -> Option<String> {
+    let s = history::estimate(&hist.entries)?;
+    crate::stats::noise::alarm(
+        params,
+        s.sd,
+        &format!("measured over {:.0} degrees of freedom of this benchmark's history on {}", s.df, hist.host),
+    )
 }
 
 /// A revert whose shown interval still reaches the minimum effect did not show the idea is not

@@ -264,17 +264,25 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
         Status::Keep => "KEEP".to_string(),
         s => s.as_str().to_uppercase(),
     };
+    // The figures are the row's (the one estimate every view shows); the test's own mean is in
+    // the reason.
+    let pct = |x: f64| (x - 1.0) * 100.0;
+    let (effect, lo, hi) = match crate::report::speedup(row) {
+        Some((x, Some((l, h)))) => (pct(x), pct(l), pct(h)),
+        Some((x, None)) => (pct(x), f64::NAN, f64::NAN),
+        None => (f64::NAN, f64::NAN, f64::NAN),
+    };
     match &oc.decision {
         Some(d) => {
             say!(
                 o,
                 "  {verdict}: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}, {} noise scale ({:.2}% per pair): {}",
-                d.effect_pct,
+                effect,
                 d.ci_level * 100.0,
-                d.ci_low_pct,
-                d.ci_high_pct,
+                lo,
+                hi,
                 if elasticity != 1.0 {
-                    format!(" = {} {:+.2}%", row.metric, crate::stats::metric_pct(d.effect_pct, elasticity))
+                    format!(" = {} {:+.2}%", row.metric, crate::stats::metric_pct(effect, elasticity))
                 } else {
                     String::new()
                 },
@@ -287,16 +295,17 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
                 d.confirmation.as_ref().map(|c| format!(" + {} confirmation pairs", c.pairs)).unwrap_or_default(),
                 d.scale,
                 d.noise_sd_pct,
-                d.reason
+                row.note
             );
-            if let Some(c) = &d.confirmation {
+            if let (Some(c), Some(l), Some(h)) = (row.confirm_delta_pct, row.confirm_ci_low_pct, row.confirm_ci_high_pct) {
+                let sp = |m: f64| pct(crate::report::factor_from_metric_pct(m, elasticity));
                 say!(
                 o,
                     "  confirmation alone: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}] (the unbiased figure: the first phase stopped because it looked good)",
-                    c.effect_pct,
+                    sp(c),
                     d.ci_level * 100.0,
-                    c.ci_low_pct,
-                    c.ci_high_pct
+                    sp(l),
+                    sp(h)
                 );
             }
             if row.status == Status::Unconfirmed {

@@ -310,3 +310,52 @@ fn gate_says_ruled_out_only_when_the_interval_rules_it_out() {
     assert_eq!(v["verdict"], "neutral", "{md}");
     assert!(md.contains("ruled out"), "{md}");
 }
+
+// ---- the noisy-machine alarm ----
+
+/// Record `sessions` of noise history with one pair's log-ratio spread `sd`.
+fn noisy_history(repo: &Repo, sd: f64, sessions: usize) {
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let cfg = ratchet::config::Config::load(&ratchet::config::path_in(repo.path())).unwrap();
+    let key = experiment::history_key(&cfg);
+    let mut rng = ratchet::stats::rng::Rng::new(5);
+    for s in 0..sessions {
+        let d: Vec<f64> = (0..12).map(|_| sd * rng.normal()).collect();
+        let e = ratchet::stats::history::entry("2026-01-01T00:00:00Z", &format!("experiment {s}"), &[&d]).unwrap();
+        ratchet::stats::history::record(&ws.state_dir, &key, e).unwrap();
+    }
+}
+
+#[test]
+fn a_noisy_machine_is_said_plainly_at_the_start_and_in_status() {
+    let repo = Repo::new(16);
+    // Quiet history: no alarm.
+    noisy_history(&repo, 0.005, 4);
+    let ws = Workspace::discover(repo.path()).unwrap();
+    assert_eq!(ratchet::commands::status::report(&ws).unwrap().noise_alarm, None);
+
+    let repo = Repo::new(16);
+    noisy_history(&repo, 0.45, 4);
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let alarm = ratchet::commands::status::report(&ws).unwrap().noise_alarm.expect("a 45% per-pair noise raises the alarm");
+    for words in ["this machine is noisy", "min_effect_pct", "ratchet calibrate", "quiet machine", "iters"] {
+        assert!(alarm.contains(words), "{words}: {alarm}");
+    }
+    // The experiment says the same before it measures.
+    repo.write("kernel.py", "BQ = 1\n");
+    let mut events = vec![];
+    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
+    let mut fx = Effects::new(&mut events, Cancel::new());
+    ratchet::sweep::recover(&ws, &mut fx).unwrap();
+    let opts = Options { message: "experiment: idea".into(), ..Default::default() };
+    experiment::run(&ws, &opts, &mut MockExecutor::sides(Step::Latency(4.0), Step::Latency(4.0)), &mut fx).unwrap();
+    drop(fx);
+    let notes: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, ratchet::events::Event::Note { text } if text == &alarm))
+        .map(|(i, _)| i)
+        .collect();
+    let first_run = events.iter().position(|e| matches!(e, ratchet::events::Event::RunFinished { .. })).unwrap();
+    assert!(notes.len() == 1 && notes[0] < first_run, "the alarm comes once, before the first run");
+}
