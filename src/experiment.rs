@@ -388,7 +388,7 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         bw_pct: m.as_ref().and_then(|m| m.bw_pct).or_else(|| reported_median(&cand_runs, |r| r.bw_pct)),
         regime: m
             .as_ref()
-            .and_then(|m| m.regime.map(|r| r.as_str().to_string()))
+            .and_then(|m| m.regime_word().map(str::to_string))
             .or_else(|| cand_runs.iter().rev().find_map(|r| r.reported.as_ref().and_then(|x| x.regime.clone()))),
         gap_ms: m.as_ref().and_then(|m| m.gap_ms),
         runs: records.len() as u32,

@@ -359,3 +359,26 @@ fn a_noisy_machine_is_said_plainly_at_the_start_and_in_status() {
     let first_run = events.iter().position(|e| matches!(e, ratchet::events::Event::RunFinished { .. })).unwrap();
     assert!(notes.len() == 1 && notes[0] < first_run, "the alarm comes once, before the first run");
 }
+
+// ---- one regime word ----
+
+#[test]
+fn a_kernel_far_below_both_roofs_is_latency_bound_in_every_view() {
+    let repo = Repo::new(8);
+    // The mock's 1 GFLOP and 10 MB in 5 ms on a v5e: 0.1% of peak FLOP/s, 0.2% of bandwidth.
+    let o = repo.experiment(1, &mut wild(10.0, 5.0, &[]));
+    assert_eq!(o.row.regime.as_deref(), Some("LATENCY-BOUND"), "{:?}", o.row);
+    assert!(o.row.util_pct.unwrap() < 1.0);
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    let runs = ws.store.runs().unwrap();
+    let wide = report::render_with(&View::all(&rows), Format::Table, TableOpts { color: false, width: 80, wide: true });
+    let show = ratchet::commands::show::render(&ws.repo, &rows[0], &runs, None);
+    let md = report::markdown(&View::all(&rows));
+    let html = ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review").unwrap();
+    for (name, text) in [("wide", &wide), ("show", &show), ("md", &md), ("html", &html)] {
+        assert!(text.contains("LATENCY-BOUND") && !text.contains("MEMORY-BOUND") && !text.contains("COMPUTE-BOUND"), "{name}:\n{text}");
+    }
+    // The diagnosis's word is the same function's.
+    assert_eq!(ratchet::diagnose::regime_word(true, 0.99), "LATENCY-BOUND");
+}

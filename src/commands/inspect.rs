@@ -364,7 +364,9 @@ pub fn render_text(o: &InspectOutput) -> String {
     }
     match &o.roofline {
         Some(rf) => {
-            let _ = writeln!(s, "\nBottleneck:          {}", rf.regime);
+            // The word every view uses; `regime` keeps the roofline's side for the rules.
+            let share = crate::diagnose::gap_share(rf.gap_ms, rf.actual_ms).unwrap_or(0.0);
+            let _ = writeln!(s, "\nBottleneck:          {}", crate::metrics::regime_word(rf.regime == "MEMORY-BOUND", share));
             let _ = writeln!(s, "Operational intensity:");
             let _ = writeln!(s, "    Actual (with re-reads):  {:.1} FLOPs/byte", rf.intensity);
             if let Some(mi) = rf.min_traffic_intensity {
