@@ -433,17 +433,19 @@ pub fn noise_alarm(hist: &history::Benchmark, params: &crate::stats::sequential:
 }
 
 /// A revert whose shown interval still reaches the minimum effect did not show the idea is not
-/// worth it, only that this machine could not tell within the budget (a futility stop on noisy
-/// pairs): it is recorded as inconclusive, which is reverted the same way but tells people and
-/// agents it is worth a rerun. `shown` is the row's speed-up (estimate, low, high) in percent.
+/// worth it, only that these pairs could not tell (a futility stop on few or noisy pairs): it
+/// stays a `revert` (the decision rule is the test's), but its note starts with
+/// [`crate::report::TOO_NOISY`], which the views and the JSON's `worth_rerun` read.
+/// `shown` is the row's speed-up (estimate, low, high) in percent.
 fn too_noisy_to_tell(status: Status, note: String, shown: Option<(f64, f64, f64)>, min_effect_pct: f64) -> (Status, String) {
     match shown {
         Some((_, lo, hi)) if status == Status::Revert && hi >= min_effect_pct => (
-            Status::Inconclusive,
+            status,
             format!(
-                "too noisy to tell: the interval of the speed-up ({} to {}) still includes gains of {min_effect_pct}% or more, \
-                 so this is not evidence against the idea; worth a rerun on a quieter machine or with more pairs \
+                "{}: the interval of the speed-up ({} to {}) still includes gains of {min_effect_pct}% or more, \
+                 so this is not evidence against the idea; worth a rerun with more pairs or on a quieter machine \
                  (`ratchet calibrate` measures the noise). The test said: {note}",
+                crate::report::TOO_NOISY,
                 crate::report::pct1(lo),
                 crate::report::pct1(hi)
             ),

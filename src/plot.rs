@@ -908,7 +908,7 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
     for (r, b) in rows.iter().zip(best) {
         let class = match r.status.class() {
             StatusClass::Kept => "kept",
-            StatusClass::NotKept if matches!(r.status, Status::Inconclusive | Status::Unconfirmed) => "unsure",
+            StatusClass::NotKept if crate::report::worth_rerun(r) => "unsure",
             StatusClass::NotKept => "notkept",
             StatusClass::Failed => "failed",
             StatusClass::NotRun => "notrun",
@@ -927,7 +927,7 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
         let best_x = b.map(crate::report::fmt_x).unwrap_or_else(|| "-".into());
         let cells = [
             (r.id.to_string(), ""),
-            (r.status.as_str().to_string(), "l st"),
+            (if crate::report::too_noisy(r) { "revert (too noisy to tell)".into() } else { r.status.as_str().to_string() }, "l st"),
             (r.commit.chars().take(8).collect(), "l"),
             (crate::report::one_line(&r.message), "l msg"),
             (sx, ""),

@@ -30,6 +30,30 @@ fn delta(r: &ResultRow) -> String {
     }
 }
 
+/// How the note of a `revert` starts when its interval still reaches the minimum effect: the
+/// test stopped for futility, but these pairs could not rule a worthwhile gain out.
+pub const TOO_NOISY: &str = "too noisy to tell";
+
+/// Reverted without evidence against the idea: `inconclusive`, `unconfirmed`, or a `revert`
+/// too noisy to tell. Agents should run it again rather than drop it (`worth_rerun` in JSON).
+pub fn worth_rerun(r: &ResultRow) -> bool {
+    matches!(r.status, Status::Inconclusive | Status::Unconfirmed) || too_noisy(r)
+}
+
+/// A `revert` whose interval still reaches the minimum effect (see [`TOO_NOISY`]).
+pub fn too_noisy(r: &ResultRow) -> bool {
+    r.status == Status::Revert && r.note.starts_with(TOO_NOISY)
+}
+
+/// The status as the tables show it: a revert too noisy to tell says so.
+fn row_mark(r: &ResultRow) -> &'static str {
+    if too_noisy(r) {
+        "? revert, noisy"
+    } else {
+        mark(r.status)
+    }
+}
+
 fn mark(s: Status) -> &'static str {
     match s {
         Status::Keep => "✔ keep",
@@ -317,14 +341,14 @@ pub fn one_line(text: &str) -> String {
     text.trim().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ⏎ ")
 }
 
-fn status_cell(s: Status, color: bool) -> String {
-    let m = mark(s);
+fn status_cell(r: &ResultRow, color: bool) -> String {
+    let m = row_mark(r);
     if !color {
         return m.to_string();
     }
-    let code = match s.class() {
+    let code = match r.status.class() {
         StatusClass::Kept => "1;32",
-        StatusClass::NotKept if matches!(s, Status::Inconclusive | Status::Unconfirmed) => "33",
+        StatusClass::NotKept if worth_rerun(r) => "33",
         StatusClass::NotKept | StatusClass::NotRun => "",
         StatusClass::Failed => "31",
     };
@@ -357,7 +381,7 @@ fn compact_body(view: &View, opts: TableOpts) -> String {
         Col { header: "id".into(), cells: rows.iter().map(|r| r.id.to_string()).collect(), right: true, priority: 0, flex: false },
         Col {
             header: "status".into(),
-            cells: rows.iter().map(|r| mark(r.status).to_string()).collect(),
+            cells: rows.iter().map(|r| row_mark(r).to_string()).collect(),
             right: false,
             priority: 1,
             flex: false,
@@ -462,8 +486,8 @@ fn compact_body(view: &View, opts: TableOpts) -> String {
             line(shown.iter().map(|&i| (crate::term::cut(&cols[i].cells[k], cell_width(i)), cell_width(i), cols[i].right)).collect());
         if opts.color {
             // Colour the status after the layout, so escape codes never count as width.
-            let plain = mark(r.status);
-            text = text.replacen(plain, &status_cell(r.status, true), 1);
+            let plain = row_mark(r);
+            text = text.replacen(plain, &status_cell(r, true), 1);
         }
         lines.push(text);
     }
@@ -502,12 +526,12 @@ fn wide_body(view: &View, color: bool) -> String {
     for &i in &view.shown {
         let (r, b) = (&all[i], best[i]);
         let digits = if r.metric == "latency" { 3 } else { 2 };
-        let mut status = Cell::new(mark(r.status));
+        let mut status = Cell::new(row_mark(r));
         let mut value = Cell::new(num(r.value, digits)).set_alignment(CellAlignment::Right);
         if color {
             status = match r.status.class() {
                 StatusClass::Kept => status.fg(Color::Green).add_attribute(Attribute::Bold),
-                StatusClass::NotKept if matches!(r.status, Status::Inconclusive | Status::Unconfirmed) => status.fg(Color::Yellow),
+                StatusClass::NotKept if worth_rerun(r) => status.fg(Color::Yellow),
                 StatusClass::NotKept | StatusClass::NotRun => status,
                 StatusClass::Failed => status.fg(Color::Red),
             };

@@ -66,7 +66,7 @@ pub fn decision(row: &ResultRow, discarded_ref: Option<&str>, runs: &[&RunRecord
     let pairs = crate::stats::effect::pairs_of(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>()).len();
     // Reverted without evidence against the idea (too noisy to tell, the budget ran out, or the
     // confirmation did not settle it): an agent should run it again rather than drop it.
-    let worth_rerun = matches!(row.status, crate::store::Status::Inconclusive | crate::store::Status::Unconfirmed);
+    let worth_rerun = crate::report::worth_rerun(row);
     if let Value::Object(m) = &mut v {
         m.insert("class".into(), json!(class));
         m.insert("kept".into(), json!(row.status == crate::store::Status::Keep));
