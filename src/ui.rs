@@ -147,7 +147,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                     None => true,
                 };
                 let v = latency_ms.map(|l| format!("{l:.3} ms")).unwrap_or_else(|| status.as_str().to_string());
-                let line = format!("  run {} {:<9} {} ({:.1} s) [{label}]", run + 1, side.as_str(), v, wall_s);
+                let line = format!("  run {} {:<9} {} ({:.1} s) [{label}]", run, side.as_str(), v, wall_s);
                 if !quiet && plain {
                     say!(e, "{line}");
                 } else if self.verbosity == Verbosity::Verbose {
@@ -158,7 +158,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 }
             }
             Event::RunRepeated { run, side, attempt, max } => {
-                say!(e, "  run {} ({}) was throttled; running it again ({attempt}/{max})", run + 1, side.as_str());
+                say!(e, "  run {} ({}) was throttled; running it again ({attempt}/{max})", run, side.as_str());
             }
             Event::CrossCheck { crashed, other } => say!(
                 e,
