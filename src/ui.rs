@@ -396,18 +396,13 @@ fn sweep_summary(o: &mut impl Write, out: &SweepOutcome, runs: u64, wall: f64, g
         let name = r.hypothesis.split('@').next().unwrap_or("");
         say!(o, "  {:>4}  {:<11} {:<34} {effect}", r.id, r.status.as_str(), name);
     }
-    let count = |s: Status| out.rows.iter().filter(|r| r.status == s).count();
-    let mut parts = vec![format!("{} kept", count(Status::Keep)), format!("{} reverted", count(Status::Revert))];
-    for s in [Status::Crash, Status::Timeout, Status::Invalid, Status::Skipped, Status::Interrupted, Status::Error] {
-        if count(s) > 0 {
-            parts.push(format!("{} {}", count(s), s.as_str()));
-        }
-    }
+    // Every status counted (no-op and inconclusive included), so the parts add up to the rows.
+    let counts = crate::report::status_counts(&out.rows);
     say!(
         o,
         "  {} experiments this sweep ({}); {} already done; {runs} benchmark runs in {}",
         out.rows.len(),
-        parts.join(", "),
+        if counts.is_empty() { "none".to_string() } else { counts },
         out.already_done,
         fmt_duration(wall)
     );
@@ -453,6 +448,21 @@ fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params:
 mod tests {
     use super::*;
     use crate::bench::{RunStatus, Side};
+
+    #[test]
+    fn the_sweep_summary_counts_every_status() {
+        let row = |id, s| crate::store::ResultRow::unmeasured(id, s, "m", String::new(), String::new());
+        let out = SweepOutcome {
+            rows: vec![row(1, Status::Keep), row(2, Status::NoOp), row(3, Status::Inconclusive), row(4, Status::Revert)],
+            already_done: 0,
+            not_started: 0,
+            stopped_by: None,
+        };
+        let mut o = Vec::new();
+        sweep_summary(&mut o, &out, 8, 1.0, None);
+        let text = String::from_utf8(o).unwrap();
+        assert!(text.contains("4 experiments this sweep (1 kept, 1 reverted, 1 inconclusive, 1 no-op)"), "{text}");
+    }
 
     fn said(v: Verbosity) -> (String, String) {
         let mut t = Text::with_writers(Vec::new(), Vec::new()).with_verbosity(v);
