@@ -386,3 +386,31 @@ fn a_kernel_far_below_both_roofs_is_latency_bound_in_every_view() {
     // The diagnosis's word is the same function's.
     assert_eq!(ratchet::diagnose::regime_word(true, 0.99), "LATENCY-BOUND");
 }
+
+// ---- `show` at the terminal's width ----
+
+#[test]
+fn show_fits_80_columns_and_loses_nothing() {
+    let repo = Repo::new(16);
+    let mut noisy = MockExecutor::sides(Step::Latency(4.0), Step::Latency(4.0));
+    noisy.cv = 0.3;
+    repo.experiment(1, &mut noisy);
+    let show = |cols: &str| {
+        let out = assert_cmd::Command::cargo_bin("ratchet")
+            .unwrap()
+            .current_dir(repo.path())
+            .args(["show", "1"])
+            .env("COLUMNS", cols)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (narrow, wide) = (show("80"), show("1000"));
+    for l in narrow.lines() {
+        assert!(l.chars().count() <= 80, "{} columns: {l}", l.chars().count());
+    }
+    let ink = |t: &str| t.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    assert_eq!(ink(&narrow), ink(&wide), "wrapping lost or added something");
+    assert!(wide.lines().any(|l| l.chars().count() > 80), "the case has long lines to fit");
+}
