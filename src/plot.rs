@@ -12,7 +12,7 @@
 use crate::bench::{RunRecord, RunStatus, Side};
 use crate::hardware::Hardware;
 use crate::outcome::LooksRecord;
-use crate::report::{progression, sig};
+use crate::report::sig;
 use crate::stats::{Look, LookPhase, Verdict};
 use crate::store::{ResultRow, Status, StatusClass};
 use crate::trace::OpStat;
@@ -150,13 +150,39 @@ fn status_color(s: Status) -> RGBColor {
     }
 }
 
+/// The staircase's figures in the deciding metric's units, from the paired estimates rather
+/// than absolute medians taken at different times: the best-so-far level after each row (the
+/// first baseline times the kept rows' metric ratios) and each row's point (the level before it
+/// times its own measured ratio against its incumbent), so a point sits above the line exactly
+/// when its estimate was a gain. A row without an estimate (failed, skipped, no-op) has no point
+/// where it has no value, and sits on the line where it has one.
+fn staircase_points(rows: &[ResultRow]) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
+    let mut level = rows.iter().find_map(|r| r.incumbent_value);
+    let (mut levels, mut points) = (vec![], vec![]);
+    for r in rows {
+        // The metric's ratio candidate / incumbent: delta_pct is its change, positive = better.
+        let ratio = r.delta_pct.map(|d| if r.metric == "latency" { 1.0 / (1.0 + d / 100.0) } else { 1.0 + d / 100.0 });
+        let point = match (level, ratio) {
+            (Some(l), Some(x)) => Some(l * x),
+            (Some(l), None) => r.value.map(|_| l),
+            (None, _) => None,
+        };
+        if r.status == Status::Keep {
+            level = point.or(level);
+        }
+        levels.push(level);
+        points.push(point);
+    }
+    (levels, points)
+}
+
 fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow]) -> DrawResult<()> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
     let metric = rows.iter().rev().find(|r| !r.metric.is_empty()).map(|r| r.metric.clone()).unwrap_or_else(|| "score".into());
     let lower_better = metric == "latency";
-    let best = progression(rows);
-    let vals: Vec<f64> = rows.iter().flat_map(|r| [r.value, r.incumbent_value]).flatten().filter(|v| *v > 0.0).collect();
+    let (best, points) = staircase_points(rows);
+    let vals: Vec<f64> = best.iter().chain(&points).flatten().copied().filter(|v| *v > 0.0).collect();
     let (mn, mx) = (vals.iter().cloned().fold(f64::INFINITY, f64::min), vals.iter().cloned().fold(0.0, f64::max));
     let axis = Axis { log: mn.is_finite() && mx / mn > 20.0 };
     let (lo, hi) = range(&vals, axis);
@@ -210,7 +236,7 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
         rows.iter()
             .enumerate()
             .filter(|(_, r)| want(r.status))
-            .filter_map(|(i, r)| r.value.filter(|v| *v > 0.0).map(|v| (i as f64 + 1.0, axis.to(v), r.status)))
+            .filter_map(|(i, r)| points[i].filter(|v| *v > 0.0).map(|v| (i as f64 + 1.0, axis.to(v), r.status)))
             .collect()
     };
     let unsure = |s: Status| matches!(s, Status::Inconclusive | Status::Unconfirmed);
@@ -237,7 +263,7 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
     let unmeasured = |class: StatusClass| -> Vec<f64> {
         rows.iter()
             .enumerate()
-            .filter(|(_, r)| r.status.class() == class && (class == StatusClass::Failed || r.value.is_none()))
+            .filter(|(i, r)| r.status.class() == class && (class == StatusClass::Failed || points[*i].is_none()))
             .map(|(i, _)| i as f64 + 1.0)
             .collect()
     };
@@ -259,7 +285,7 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
     let labelled = labelled_keeps(rows);
     let mut labels = vec![];
     for (k, (i, r)) in rows.iter().enumerate().filter(|(_, r)| labelled.contains(&r.id)).enumerate() {
-        let Some(v) = r.value.filter(|v| *v > 0.0) else { continue };
+        let Some(v) = points[i].filter(|v| *v > 0.0) else { continue };
         let text = format!("{}: {}", r.id, crate::term::cut(&crate::report::short_message(&r.message), 26));
         let dy = if k % 2 == 0 { -22 } else { 12 };
         // Near the right edge the label ends at the point instead of starting there.
@@ -1017,6 +1043,21 @@ mod tests {
     fn op_names_are_cut_in_the_middle() {
         assert_eq!(middle_cut("dynamic-update-slice_convert_fusion.2", 20), "dynamic-u…t_fusion.2");
         assert_eq!(middle_cut("while", 20), "while");
+    }
+
+    #[test]
+    fn a_reverted_point_sits_by_its_own_ratio_not_its_absolute_median() {
+        // Latency: a kept 2x (10 -> 5 ms), then a change measured 5% slower than its incumbent
+        // whose runs happened to land on a fast stretch (median 4.0 ms, below the kept 5.0).
+        let mut kept = ResultRow::unmeasured(1, Status::Keep, "a", String::new(), String::new());
+        (kept.metric, kept.incumbent_value, kept.value, kept.delta_pct) = ("latency".into(), Some(10.0), Some(5.0), Some(100.0));
+        let mut worse = ResultRow::unmeasured(2, Status::Revert, "b", String::new(), String::new());
+        (worse.metric, worse.incumbent_value, worse.value, worse.delta_pct) = ("latency".into(), Some(3.8), Some(4.0), Some(-5.0));
+        let (levels, points) = staircase_points(&[kept, worse]);
+        assert_eq!(levels, [Some(5.0), Some(5.0)]);
+        assert!((points[0].unwrap() - 5.0).abs() < 1e-12);
+        // Worse than the line (higher latency), as its own test found: 5 / 0.95.
+        assert!((points[1].unwrap() - 5.0 / 0.95).abs() < 1e-12, "{points:?}");
     }
 
     #[test]
