@@ -414,3 +414,12 @@ fn show_fits_80_columns_and_loses_nothing() {
     assert_eq!(ink(&narrow), ink(&wide), "wrapping lost or added something");
     assert!(wide.lines().any(|l| l.chars().count() > 80), "the case has long lines to fit");
 }
+
+#[test]
+fn the_json_schema_describes_every_results_column() {
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string("docs/json.schema.json").unwrap()).unwrap();
+    let props = schema["$defs"]["row"]["properties"].as_object().unwrap();
+    let missing: Vec<&&str> =
+        report::COLUMNS.iter().filter(|c| props.get(**c).and_then(|p| p["description"].as_str()).is_none_or(str::is_empty)).collect();
+    assert!(missing.is_empty(), "columns without a description in docs/json.schema.json: {missing:?}");
+}
