@@ -358,7 +358,7 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
     // What the row reports as the speed-up is the robust paired estimate of every pair (first
     // phase and confirmation), not the decision's mean: a few wild runs must not carry it.
     let shown = decision.as_ref().and_then(|d| {
-        let logs = effect::speedup_logs(&effect::pairs_of(records), c.cfg.score.direction(), c.elasticity);
+        let logs = effect::speedup_logs(&crate::bench::pairs_of(records), c.cfg.score.direction(), c.elasticity);
         let split = d.pairs.min(logs.len());
         let all = effect::hodges_lehmann(&logs, d.ci_level)?;
         let confirm = conf.and_then(|_| effect::hodges_lehmann(&logs[split..], d.ci_level));

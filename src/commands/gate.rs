@@ -144,7 +144,7 @@ pub fn run(ws: &Locked, args: &GateArgs, exec: &mut dyn Executor, fx: &mut crate
     // The procedure tested the base's speed-up over the head (its decision stands); what is
     // shown is the head's speed-up over the base by the one estimate every view reports.
     let flip = |x: f64| 100.0 * (100.0 / (100.0 + x) - 1.0);
-    let logs = effect::speedup_logs(&effect::pairs_of(&records), cfg.score.direction(), elasticity);
+    let logs = effect::speedup_logs(&crate::bench::pairs_of(&records), cfg.score.direction(), elasticity);
     let (speedup, lo, hi) = match effect::hodges_lehmann(&logs, d.ci_level) {
         Some(e) => e.pct(),
         None => (flip(d.effect_pct), flip(d.ci_high_pct), flip(d.ci_low_pct)),

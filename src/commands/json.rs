@@ -63,7 +63,7 @@ pub fn decision(row: &ResultRow, discarded_ref: Option<&str>, runs: &[&RunRecord
         StatusClass::NotRun => "not_run",
     };
     // Pairs measured (confirmation included): the pairs the row's estimate is made of.
-    let pairs = crate::stats::effect::pairs_of(&runs.iter().map(|r| (*r).clone()).collect::<Vec<_>>()).len();
+    let pairs = crate::bench::pairs_of(runs.iter().copied()).len();
     // Reverted without evidence against the idea (too noisy to tell, the budget ran out, or the
     // confirmation did not settle it): an agent should run it again rather than drop it.
     let worth_rerun = crate::report::worth_rerun(row);

@@ -118,7 +118,7 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
     match (row.delta_pct, row.ci_low_pct, row.ci_high_pct) {
         (Some(d), Some(l), Some(h)) => {
             // The pairs the estimate is made of, as the row's: superseded re-runs left out.
-            let pairs = crate::stats::effect::pairs_of(runs).len();
+            let pairs = crate::bench::pairs_of(runs).len();
             let _ = writeln!(
                 o,
                 "  effect {d:+.2}%  CI [{l:+.2}%, {h:+.2}%]  over {pairs} pairs (Hodges-Lehmann)  test p = {}",

@@ -4,7 +4,6 @@
 //! (`sequential`); this is what is shown.
 
 use super::Direction;
-use crate::bench::{RunRecord, RunStatus, Side};
 
 /// A paired effect on the log scale (positive = the candidate is better), with the interval
 /// that matches it and the coverage that interval really has.
@@ -133,20 +132,6 @@ fn walsh_kth(d: &[f64], k: usize) -> f64 {
         }
     }
     best
-}
-
-/// The (incumbent, candidate) values of an experiment's pairs, read from its run records as
-/// they were measured: successful runs that were not superseded by a re-run, taken two at a
-/// time in order (each pair is one run of each side, in either order). A last unpaired run (the
-/// experiment stopped between the two) is left out.
-pub fn pairs_of(records: &[RunRecord]) -> Vec<(f64, f64)> {
-    let used: Vec<&RunRecord> = records.iter().filter(|r| r.status == RunStatus::Ok && !r.superseded).collect();
-    used.chunks_exact(2)
-        .filter_map(|p| {
-            let value = |side| p.iter().find(|r| r.side == side).and_then(|r| r.value);
-            Some((value(Side::Incumbent)?, value(Side::Candidate)?))
-        })
-        .collect()
 }
 
 /// The speed-up log-ratios of pairs (positive = the candidate is faster), in latency terms:
