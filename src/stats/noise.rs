@@ -74,7 +74,7 @@ pub fn detectable_pct(params: &Params, sd: f64, power: f64) -> f64 {
 pub fn alarm(params: &Params, sd: f64, source: &str) -> Option<String> {
     let min = params.min_effect_pct;
     let d = detectable_pct(params, sd, 0.95);
-    if !(d > 2.0 * min.max(0.1)) {
+    if d.is_nan() || d <= 2.0 * min.max(0.1) {
         return None;
     }
     let confirm = if params.confirm { format!(" and {} confirmation pairs", params.confirm_pairs) } else { String::new() };
