@@ -309,7 +309,7 @@ pub fn table_with(view: &View, opts: TableOpts) -> String {
     out
 }
 
-/// The story under the table: counts, the gain over the first baseline, runs spent, the filter.
+/// The story under the table: counts, the kept rows chained, runs spent, the filter.
 fn footer(view: &View) -> Vec<String> {
     let all = view.all;
     let kept = all.iter().filter(|r| r.status == Status::Keep).count();
