@@ -302,7 +302,7 @@ class FailureRunTest(unittest.TestCase):
 class SettingsTest(unittest.TestCase):
     def test_defaults_by_hand(self):
         s = rb.settings_from_env({})
-        self.assertEqual((s.warmup, s.iters, s.profile_iters), (5, 20, 3))
+        self.assertEqual((s.warmup, s.iters, s.profile_iters), (5, 20, 10))
         self.assertEqual(s.out_dir, os.path.abspath("profile_data"))
         self.assertFalse(s.under_ratchet)
 
