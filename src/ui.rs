@@ -487,7 +487,8 @@ mod tests {
     #[test]
     fn quiet_drops_progress_and_notes_but_not_recoveries() {
         let (_, normal) = said(Verbosity::Normal);
-        assert!(normal.contains("note: a note") && normal.contains("hypothesis: 1 file") && normal.contains("run 1 candidate"), "{normal}");
+        // Run 0 is run 0 in runs.jsonl, `show` and its directory too.
+        assert!(normal.contains("note: a note") && normal.contains("hypothesis: 1 file") && normal.contains("run 0 candidate"), "{normal}");
         let (_, quiet) = said(Verbosity::Quiet);
         assert_eq!(quiet, "recovered: rolled back experiment 3\n");
     }
