@@ -423,3 +423,20 @@ fn the_json_schema_describes_every_results_column() {
         report::COLUMNS.iter().filter(|c| props.get(**c).and_then(|p| p["description"].as_str()).is_none_or(str::is_empty)).collect();
     assert!(missing.is_empty(), "columns without a description in docs/json.schema.json: {missing:?}");
 }
+
+#[test]
+fn status_json_gives_a_running_ratchet_as_an_object() {
+    let repo = Repo::new(8);
+    let ws = Workspace::discover(repo.path()).unwrap();
+    assert!(ratchet::commands::status::report(&ws).unwrap().running_process.is_none());
+    // Another ratchet (here: this process, through a second lock) holds the repository.
+    let mut events = vec![];
+    let _held = Workspace::discover(repo.path()).unwrap().lock("ratchet sweep --max-wall 8h", &mut events).unwrap();
+    let r = ratchet::commands::status::report(&ws).unwrap();
+    let p = r.running_process.expect("the holder as an object");
+    assert_eq!(p.pid, std::process::id());
+    assert_eq!(p.command, "ratchet sweep --max-wall 8h");
+    assert!(!p.started.is_empty());
+    let v = serde_json::to_value(ratchet::commands::status::report(&ws).unwrap()).unwrap();
+    assert_eq!(v["running_process"]["pid"], std::process::id());
+}

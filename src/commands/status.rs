@@ -12,6 +12,9 @@ use serde::Serialize;
 pub struct Report {
     /// Who holds the lock, when another ratchet is running here.
     pub running: Option<String>,
+    /// The same as an object for agents: the running ratchet's pid, when it started and its
+    /// command line; null when none runs.
+    pub running_process: Option<crate::lock::Holder>,
     pub branch: String,
     /// HEAD's commit (none in a repository without commits).
     pub head: Option<String>,
@@ -76,8 +79,10 @@ pub fn report(ws: &Workspace) -> Result<Report> {
     let noise = hist.as_ref().map(crate::stats::history::describe);
     let noise_alarm = cfg.as_ref().zip(hist.as_ref()).and_then(|(cfg, h)| crate::experiment::noise_alarm(h, &cfg.decision.params(None)));
     let rows = store.rows()?;
+    let running_process = running.as_ref().and_then(|_| crate::lock::holder(&repo.common_state_dir()));
     Ok(Report {
         running,
+        running_process,
         branch,
         incumbent: head.clone(),
         head,
