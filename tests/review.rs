@@ -440,3 +440,22 @@ fn status_json_gives_a_running_ratchet_as_an_object() {
     let v = serde_json::to_value(ratchet::commands::status::report(&ws).unwrap()).unwrap();
     assert_eq!(v["running_process"]["pid"], std::process::id());
 }
+
+#[test]
+fn show_json_links_each_run_to_its_directory() {
+    let repo = Repo::new(8);
+    repo.experiment(1, &mut wild(10.0, 5.0, &[]));
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    let runs = ws.store.runs().unwrap();
+    let v = ratchet::commands::json::show(&ws.repo, &rows[0], &runs);
+    let shown = v["runs"].as_array().unwrap();
+    assert_eq!(shown.len(), runs.len());
+    for (j, r) in shown.iter().zip(&runs) {
+        assert_eq!(j["dir"].as_str().unwrap(), r.out_dir.to_str().unwrap());
+        assert!(Path::new(j["dir"].as_str().unwrap()).join("stdout.log").exists(), "{j}");
+        assert!(j.get("trace").is_some(), "{j}");
+    }
+    // The decision's pair count is the pairs its estimate is made of.
+    assert_eq!(v["experiment"]["pairs"], runs.len() / 2);
+}

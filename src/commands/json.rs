@@ -47,6 +47,10 @@ pub fn run_event(r: &RunRecord) -> Value {
             "wall_s": r.wall_s,
             "superseded": r.superseded,
             "error": r.error,
+            // The evidence behind the figure: the run's directory (logs, result file) and its
+            // trace, to open in XProf.
+            "dir": r.out_dir,
+            "trace": r.trace,
         }),
     )
 }
