@@ -957,9 +957,10 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
         "regime",
         "runs",
         "note",
+        "evidence",
     ];
     for c in cols {
-        let l = matches!(c, "status" | "commit" | "message" | "regime" | "note");
+        let l = matches!(c, "status" | "commit" | "message" | "regime" | "note" | "evidence");
         o.push_str(&format!("<th{}>{}</th>", if l { " class=\"l\"" } else { "" }, esc(c)));
     }
     o.push_str("</tr>\n");
@@ -1006,10 +1007,33 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
         for (text, cls) in cells {
             o.push_str(&format!("<td{}>{}</td>", if cls.is_empty() { String::new() } else { format!(" class=\"{cls}\"") }, esc(&text)));
         }
+        o.push_str(&format!("<td class=\"l\">{}</td>", evidence(r, night.runs)));
         o.push_str("</tr>\n");
     }
     o.push_str("</table></div>\n</body></html>\n");
     Ok(o)
+}
+
+/// Where a row's figures come from, as links: the directory of its runs (logs, result files),
+/// its traces' directory (one XProf log directory can hold every run's trace) and the command
+/// that prints all of it, with the commit to `git show`.
+fn evidence(r: &ResultRow, runs: &[RunRecord]) -> String {
+    let id = r.id.to_string();
+    let own: Vec<&RunRecord> = runs.iter().filter(|x| x.experiment == id).collect();
+    let link = |path: &std::path::Path, text: &str| format!("<a href=\"file://{}\">{}</a>", esc(&path.display().to_string()), esc(text));
+    let mut parts = vec![];
+    if let Some(dir) = own.first().and_then(|x| x.out_dir.parent()) {
+        parts.push(link(dir, "runs"));
+    }
+    // A trace path may be relative to its run's directory.
+    if let Some(trace) = own.iter().find_map(|x| x.trace.as_ref().map(|t| x.out_dir.join(t))) {
+        parts.push(link(&trace, "trace"));
+    }
+    parts.push(format!("<code>ratchet show {id}</code>"));
+    if !r.commit.is_empty() {
+        parts.push(format!("<code>git show {}</code>", esc(&r.commit[..r.commit.len().min(12)])));
+    }
+    parts.join(" · ")
 }
 
 /// Append an SVG to an HTML page without its XML prolog: inline SVG must start at `<svg` (its

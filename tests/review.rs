@@ -459,3 +459,17 @@ fn show_json_links_each_run_to_its_directory() {
     // The decision's pair count is the pairs its estimate is made of.
     assert_eq!(v["experiment"]["pairs"], runs.len() / 2);
 }
+
+#[test]
+fn the_html_links_each_row_to_its_evidence() {
+    let repo = Repo::new(8);
+    repo.experiment(1, &mut wild(10.0, 5.0, &[]));
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    let runs = ws.store.runs().unwrap();
+    let html = ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review").unwrap();
+    let dir = runs[0].out_dir.parent().unwrap();
+    assert!(dir.is_dir());
+    assert!(html.contains(&format!("<a href=\"file://{}\">runs</a>", dir.display())), "{html}");
+    assert!(html.contains("<code>ratchet show 1</code>") && html.contains(&format!("<code>git show {}</code>", &rows[0].commit[..12])));
+}
