@@ -1014,13 +1014,13 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
     Ok(o)
 }
 
-/// Where a row's figures come from, as links: the directory of its runs (logs, result files),
-/// its traces' directory (one XProf log directory can hold every run's trace) and the command
-/// that prints all of it, with the commit to `git show`.
+/// Where a row's figures come from: the directory of its runs (logs, result files), its trace
+/// (to open in XProf) and the commands that print all of it. As text to copy, not links: the
+/// report stays self-contained (no `href` at all).
 fn evidence(r: &ResultRow, runs: &[RunRecord]) -> String {
     let id = r.id.to_string();
     let own: Vec<&RunRecord> = runs.iter().filter(|x| x.experiment == id).collect();
-    let link = |path: &std::path::Path, text: &str| format!("<a href=\"file://{}\">{}</a>", esc(&path.display().to_string()), esc(text));
+    let link = |path: &std::path::Path, text: &str| format!("{} <code>{}</code>", esc(text), esc(&path.display().to_string()));
     let mut parts = vec![];
     if let Some(dir) = own.first().and_then(|x| x.out_dir.parent()) {
         parts.push(link(dir, "runs"));
