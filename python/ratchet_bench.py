@@ -62,7 +62,7 @@ DEFAULT_OUT = "profile_data"
 DEFAULTS = {
     "RATCHET_WARMUP": 5,
     "RATCHET_ITERS": 20,
-    "RATCHET_PROFILE_ITERS": 3,
+    "RATCHET_PROFILE_ITERS": 10,
     "RATCHET_DEEP_SNAPSHOTS": 4,
     "RATCHET_DEEP_WINDOW": 2,
 }
@@ -690,6 +690,19 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
     return result
 
 
+# The share of the time the roofline leaves unexplained above which a kernel is far below
+# both roofs (ratchet's metrics::SIGNIFICANT_GAP; the same rule decides the word everywhere).
+SIGNIFICANT_GAP = 0.30
+
+
+def regime_word(memory_bound, gap_share):
+    """The regime word ratchet uses in every view: LATENCY-BOUND when more than 30% of the time
+    is gap (both units mostly idle), else the roofline's side."""
+    if gap_share > SIGNIFICANT_GAP:
+        return "LATENCY-BOUND"
+    return "MEMORY-BOUND" if memory_bound else "COMPUTE-BOUND"
+
+
 def summary_lines(result, hlo_text=None, env=None):
     """The article's human summary: RESULT, REGIME and HLO stats lines."""
     latency_ms = statistics.median(result["latencies_ms"])
@@ -710,11 +723,12 @@ def summary_lines(result, hlo_text=None, env=None):
         intensity = flops / bytes_
         if peaks:
             ridge = peaks[0] * 1e12 / (peaks[1] * 1e9)
-            regime = "COMPUTE-BOUND" if intensity > ridge else "MEMORY-BOUND"
             bw = bytes_ / (latency_ms * 1e-3) / (peaks[1] * 1e9)
-            lines.append(f"REGIME: {regime}  BW={bw * 100:.1f}%  intensity={intensity:.0f} FLOPs/byte")
             compute_ms = flops / (peaks[0] * 1e12) * 1e3
             memory_ms = bytes_ / (peaks[1] * 1e9) * 1e3
+            gap_share = max(0.0, latency_ms - max(compute_ms, memory_ms)) / latency_ms
+            regime = regime_word(intensity < ridge, gap_share)
+            lines.append(f"REGIME: {regime}  BW={bw * 100:.1f}%  intensity={intensity:.0f} FLOPs/byte")
             lines.append(
                 f"Roofline: compute-only={compute_ms:.3f}ms  memory-only={memory_ms:.3f}ms  "
                 f"gap={latency_ms - max(compute_ms, memory_ms):.3f}ms  ridge={ridge:.0f} FLOPs/byte"

@@ -465,8 +465,10 @@ mod defaults {
     pub fn iters() -> u32 {
         20
     }
+    /// With a trace, a run's figure is the median of the kernel's traced executions (not of
+    /// the timed iterations): ten keep one slow execution from deciding it.
     pub fn profile_iters() -> u32 {
-        3
+        10
     }
     pub fn min_pairs() -> u32 {
         4
@@ -802,7 +804,8 @@ command = {command}
 timeout_s = 600        # per run; the run's whole process group is killed past it
 warmup = 5             # iterations before measuring (JIT compile, caches)
 iters = 20             # measured iterations per run
-profile_iters = 3      # iterations under jax.profiler (0 = no trace)
+profile_iters = 10     # iterations under jax.profiler (0 = no trace); with a trace, a run's
+                       # figure is the median of the kernel's executions in it, not of `iters`
 # [benchmark.env]      # extra environment for every run
 # XLA_FLAGS = "--xla_dump_to=/tmp/xla"
 
@@ -840,6 +843,17 @@ latency = "auto"       # auto (trace when found, else host timings) | host | tra
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_traced_run_rests_on_enough_executions_and_the_template_says_which() {
+        let cfg = Config::parse("[benchmark]\ncommand = \"x\"\n[hardware]\npreset = \"tpu-v5e\"\n").unwrap();
+        assert!(cfg.benchmark.profile_iters >= 10, "{}", cfg.benchmark.profile_iters);
+        let t = template("python3 prepare.py", "tpu-v5e");
+        let line = t.lines().find(|l| l.starts_with("profile_iters")).unwrap();
+        assert!(line.contains(&format!("= {}", defaults::profile_iters())), "{line}");
+        assert!(t.contains("median of the kernel's executions in it, not of `iters`"), "{t}");
+        assert_eq!(Config::parse(&t).unwrap().benchmark.profile_iters, defaults::profile_iters());
+    }
 
     #[test]
     fn minimal_config_is_complete() {

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::events::{Effects, Event};
 use crate::metrics::{self, Metrics};
 use crate::session::{Checkout, Session, Stop};
+use crate::stats::effect;
 use crate::stats::history;
 use crate::stats::sequential::{incumbent_first, Next, Phase, Sequential};
 use crate::stats::{Decision, Verdict};
@@ -162,6 +163,9 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     entry.candidate = Some(candidate.to_string());
     journal::write(&state_dir, &entry)?;
     fault::point("after-commit");
+    if let Some(text) = noise_alarm(&hist, &seq.params) {
+        fx.note(text);
+    }
     fx.emit(Event::ExperimentStarted {
         id,
         message: opts.message.clone(),
@@ -393,6 +397,17 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
     let hlo = records.iter().rev().filter(|r| r.side == Side::Candidate).find_map(|r| r.hlo_stats.as_ref());
     let value = metrics::median(&cand_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
     let incumbent_value = metrics::median(&inc_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
+    // What the row reports as the speed-up is the robust paired estimate of every pair (first
+    // phase and confirmation), not the decision's mean: a few wild runs must not carry it.
+    let shown = decision.as_ref().and_then(|d| {
+        let logs = effect::speedup_logs(&crate::bench::pairs_of(records), c.cfg.score.direction(), c.elasticity);
+        let split = d.pairs.min(logs.len());
+        let all = effect::hodges_lehmann(&logs, d.ci_level)?;
+        let confirm = conf.and_then(|_| effect::hodges_lehmann(&logs[split..], d.ci_level));
+        Some((all.pct(), confirm.map(|e| e.pct())))
+    });
+    let metric_pct = |x: f64| crate::stats::metric_pct(x, c.elasticity);
+    let (status, note) = too_noisy_to_tell(status, note, shown.map(|(e, _)| e), c.cfg.decision.min_effect_pct);
     let row = ResultRow {
         id: c.id,
         time: crate::fsutil::now(),
@@ -403,9 +418,9 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         metric: c.cfg.score.metric.as_str().into(),
         value,
         incumbent_value,
-        delta_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.effect_pct, c.elasticity)),
-        ci_low_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_low_pct, c.elasticity)),
-        ci_high_pct: decision.as_ref().map(|d| crate::stats::metric_pct(d.ci_high_pct, c.elasticity)),
+        delta_pct: shown.map(|(e, _)| metric_pct(e.0)),
+        ci_low_pct: shown.map(|(e, _)| metric_pct(e.1)),
+        ci_high_pct: shown.map(|(e, _)| metric_pct(e.2)),
         p_value: decision.as_ref().map(|d| d.p_value),
         score: m.as_ref().and_then(|m| m.score).or_else(|| reported_median(&cand_runs, |r| r.score)),
         latency_ms: m.as_ref().map(|m| m.latency_ms),
@@ -415,7 +430,7 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         bw_pct: m.as_ref().and_then(|m| m.bw_pct).or_else(|| reported_median(&cand_runs, |r| r.bw_pct)),
         regime: m
             .as_ref()
-            .and_then(|m| m.regime.map(|r| r.as_str().to_string()))
+            .and_then(|m| m.regime_word().map(str::to_string))
             .or_else(|| cand_runs.iter().rev().find_map(|r| r.reported.as_ref().and_then(|x| x.regime.clone()))),
         gap_ms: m.as_ref().and_then(|m| m.gap_ms),
         runs: records.len() as u32,
@@ -434,10 +449,10 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         note,
         p_threshold: decision.as_ref().map(|d| d.p_threshold),
         p_adjusted: decision.as_ref().map(|d| d.p_adjusted),
-        speedup_pct: decision.as_ref().map(|d| d.effect_pct),
-        confirm_delta_pct: conf.map(|k| crate::stats::metric_pct(k.effect_pct, c.elasticity)),
-        confirm_ci_low_pct: conf.map(|k| crate::stats::metric_pct(k.ci_low_pct, c.elasticity)),
-        confirm_ci_high_pct: conf.map(|k| crate::stats::metric_pct(k.ci_high_pct, c.elasticity)),
+        speedup_pct: shown.map(|(e, _)| e.0),
+        confirm_delta_pct: shown.and_then(|(_, k)| k).map(|k| metric_pct(k.0)),
+        confirm_ci_low_pct: shown.and_then(|(_, k)| k).map(|k| metric_pct(k.1)),
+        confirm_ci_high_pct: shown.and_then(|(_, k)| k).map(|k| metric_pct(k.2)),
         noise_scale: decision.as_ref().map(|d| d.scale.clone()).unwrap_or_default(),
         noise_sd_pct: decision.as_ref().map(|d| d.noise_sd_pct),
         hlo_loop_copy: hlo.map(|h| h.loop_copies as u32),
@@ -445,6 +460,40 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         meta: crate::diagnose::columns::meta_cell(&cand_runs),
     };
     (row, decision)
+}
+
+/// The noisy-machine warning for a benchmark's noise history (`None` without enough history,
+/// or when the budget can see the minimum effect): shown when an experiment starts and by
+/// `ratchet status`.
+pub fn noise_alarm(hist: &history::Benchmark, params: &crate::stats::sequential::Params) -> Option<String> {
+    let s = history::estimate(&hist.entries)?;
+    crate::stats::noise::alarm(
+        params,
+        s.sd,
+        &format!("measured over {:.0} degrees of freedom of this benchmark's history on {}", s.df, hist.host),
+    )
+}
+
+/// A revert whose shown interval still reaches the minimum effect did not show the idea is not
+/// worth it, only that these pairs could not tell (a futility stop on few or noisy pairs): it
+/// stays a `revert` (the decision rule is the test's), but its note starts with
+/// [`crate::report::TOO_NOISY`], which the views and the JSON's `worth_rerun` read.
+/// `shown` is the row's speed-up (estimate, low, high) in percent.
+fn too_noisy_to_tell(status: Status, note: String, shown: Option<(f64, f64, f64)>, min_effect_pct: f64) -> (Status, String) {
+    match shown {
+        Some((_, lo, hi)) if status == Status::Revert && hi >= min_effect_pct => (
+            status,
+            format!(
+                "{}: the interval of the speed-up ({} to {}) still includes gains of {min_effect_pct}% or more, \
+                 so this is not evidence against the idea; worth a rerun with more pairs or on a quieter machine \
+                 (`ratchet calibrate` measures the noise). The test said: {note}",
+                crate::report::TOO_NOISY,
+                crate::report::pct1(lo),
+                crate::report::pct1(hi)
+            ),
+        ),
+        _ => (status, note),
+    }
 }
 
 /// Park the candidate under refs/ratchet/discarded/<id> (with any edits made meanwhile on top)

@@ -27,6 +27,12 @@ impl Holder {
     }
 }
 
+/// Who the lock file names as its holder, if anyone wrote it (read without taking the lock:
+/// for `ratchet status` while another ratchet works).
+pub fn holder(state_dir: &Path) -> Option<Holder> {
+    serde_json::from_str(&std::fs::read_to_string(state_dir.join("lock")).ok()?).ok()
+}
+
 /// Held until dropped.
 #[derive(Debug)]
 pub struct RepoLock {

@@ -31,6 +31,37 @@ impl Regime {
     }
 }
 
+/// Above this share of the measured time left unexplained by the roofline (the article's
+/// "significant gap", section 3.3), the kernel is far below both roofs.
+pub const SIGNIFICANT_GAP: f64 = 0.30;
+
+/// The one regime word every view, the results row, the JSON and the Python summary use. The
+/// roofline's side (intensity below the ridge: memory) is only the direction; when the gap is
+/// above 30% of the time both units are mostly idle, which the seed's article calls
+/// `LATENCY-BOUND` (far below both roofs: overhead, bubbles, launch), so a 0.2% util kernel is
+/// never called compute-bound.
+pub fn regime_word(memory_bound: bool, gap_share: f64) -> &'static str {
+    if gap_share > SIGNIFICANT_GAP {
+        "LATENCY-BOUND"
+    } else if memory_bound {
+        Regime::MemoryBound.as_str()
+    } else {
+        Regime::ComputeBound.as_str()
+    }
+}
+
+impl Metrics {
+    /// The regime word for these figures (`None` without an intensity).
+    pub fn regime_word(&self) -> Option<&'static str> {
+        let side = self.regime?;
+        let share = match self.gap_ms {
+            Some(g) if self.latency_ms > 0.0 && g.is_finite() => (g / self.latency_ms).max(0.0),
+            _ => 0.0,
+        };
+        Some(regime_word(side == Regime::MemoryBound, share))
+    }
+}
+
 /// The ridge point in FLOPs/byte: peak FLOP/s over peak bytes/s (~240 on TPU v5e).
 pub fn ridge_point(hw: &Hardware) -> f64 {
     hw.peak_tflops * 1e12 / (hw.hbm_gbps * 1e9)
@@ -53,6 +84,7 @@ pub struct Metrics {
     pub achieved_gbps: Option<f64>,
     /// Percent of the chip's peak HBM bandwidth.
     pub bw_pct: Option<f64>,
+    /// The roofline's side (compute or memory); the word people read is [`Metrics::regime_word`].
     pub regime: Option<Regime>,
     pub compute_only_ms: Option<f64>,
     pub memory_only_ms: Option<f64>,

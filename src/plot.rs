@@ -12,7 +12,7 @@
 use crate::bench::{RunRecord, RunStatus, Side};
 use crate::hardware::Hardware;
 use crate::outcome::LooksRecord;
-use crate::report::{progression, sig};
+use crate::report::sig;
 use crate::stats::{Look, LookPhase, Verdict};
 use crate::store::{ResultRow, Status, StatusClass};
 use crate::trace::OpStat;
@@ -73,6 +73,34 @@ fn font_once() {
 
 /// Axis values, on a log10 scale when the data spans more than `span` (score grows as the
 /// square of a speed-up, so a good night spans decades).
+/// A linear axis's tick as written: its ticks are round steps (1, 2, 5 x 10^k), so every
+/// figure they carry is printed (105, 0.25), never rounded into its neighbour ("110 110").
+fn linear_label(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return if x == 0.0 { "0".into() } else { format!("{x}") };
+    }
+    // Six significant figures undo the float noise of the tick arithmetic (0.30000000000000004).
+    let mag = x.abs().log10().floor() as i32;
+    let decimals = (5 - mag).clamp(0, 12) as usize;
+    let text = format!("{x:.decimals$}");
+    let text = if text.contains('.') { text.trim_end_matches('0').trim_end_matches('.').to_string() } else { text };
+    if text == "-0" {
+        "0".into()
+    } else {
+        text
+    }
+}
+
+/// A count axis's tick: whole numbers only (a tick between two counts gets no label, never a
+/// rounded "2" beside another "2").
+fn count_label(x: f64) -> String {
+    if (x - x.round()).abs() > 1e-6 {
+        String::new()
+    } else {
+        format!("{}", x.round() as i64)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Axis {
     log: bool,
@@ -87,7 +115,10 @@ impl Axis {
         }
     }
     fn label(&self, v: f64) -> String {
-        let x = if self.log { 10f64.powf(v) } else { v };
+        if !self.log {
+            return linear_label(v);
+        }
+        let x = 10f64.powf(v);
         // Two significant figures: tick values of a log axis are not round numbers.
         if x == 0.0 || !x.is_finite() {
             return format!("{x}");
@@ -119,13 +150,39 @@ fn status_color(s: Status) -> RGBColor {
     }
 }
 
+/// The staircase's figures in the deciding metric's units, from the paired estimates rather
+/// than absolute medians taken at different times: the best-so-far level after each row (the
+/// first baseline times the kept rows' metric ratios) and each row's point (the level before it
+/// times its own measured ratio against its incumbent), so a point sits above the line exactly
+/// when its estimate was a gain. A row without an estimate (failed, skipped, no-op) has no point
+/// where it has no value, and sits on the line where it has one.
+fn staircase_points(rows: &[ResultRow]) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
+    let mut level = rows.iter().find_map(|r| r.incumbent_value);
+    let (mut levels, mut points) = (vec![], vec![]);
+    for r in rows {
+        // The metric's ratio candidate / incumbent: delta_pct is its change, positive = better.
+        let ratio = r.delta_pct.map(|d| if r.metric == "latency" { 1.0 / (1.0 + d / 100.0) } else { 1.0 + d / 100.0 });
+        let point = match (level, ratio) {
+            (Some(l), Some(x)) => Some(l * x),
+            (Some(l), None) => r.value.map(|_| l),
+            (None, _) => None,
+        };
+        if r.status == Status::Keep {
+            level = point.or(level);
+        }
+        levels.push(level);
+        points.push(point);
+    }
+    (levels, points)
+}
+
 fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow]) -> DrawResult<()> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
     let metric = rows.iter().rev().find(|r| !r.metric.is_empty()).map(|r| r.metric.clone()).unwrap_or_else(|| "score".into());
     let lower_better = metric == "latency";
-    let best = progression(rows);
-    let vals: Vec<f64> = rows.iter().flat_map(|r| [r.value, r.incumbent_value]).flatten().filter(|v| *v > 0.0).collect();
+    let (best, points) = staircase_points(rows);
+    let vals: Vec<f64> = best.iter().chain(&points).flatten().copied().filter(|v| *v > 0.0).collect();
     let (mn, mx) = (vals.iter().cloned().fold(f64::INFINITY, f64::min), vals.iter().cloned().fold(0.0, f64::max));
     let axis = Axis { log: mn.is_finite() && mx / mn > 20.0 };
     let (lo, hi) = range(&vals, axis);
@@ -179,7 +236,7 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
         rows.iter()
             .enumerate()
             .filter(|(_, r)| want(r.status))
-            .filter_map(|(i, r)| r.value.filter(|v| *v > 0.0).map(|v| (i as f64 + 1.0, axis.to(v), r.status)))
+            .filter_map(|(i, r)| points[i].filter(|v| *v > 0.0).map(|v| (i as f64 + 1.0, axis.to(v), r.status)))
             .collect()
     };
     let unsure = |s: Status| matches!(s, Status::Inconclusive | Status::Unconfirmed);
@@ -206,7 +263,7 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
     let unmeasured = |class: StatusClass| -> Vec<f64> {
         rows.iter()
             .enumerate()
-            .filter(|(_, r)| r.status.class() == class && (class == StatusClass::Failed || r.value.is_none()))
+            .filter(|(i, r)| r.status.class() == class && (class == StatusClass::Failed || points[*i].is_none()))
             .map(|(i, _)| i as f64 + 1.0)
             .collect()
     };
@@ -228,7 +285,7 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
     let labelled = labelled_keeps(rows);
     let mut labels = vec![];
     for (k, (i, r)) in rows.iter().enumerate().filter(|(_, r)| labelled.contains(&r.id)).enumerate() {
-        let Some(v) = r.value.filter(|v| *v > 0.0) else { continue };
+        let Some(v) = points[i].filter(|v| *v > 0.0) else { continue };
         let text = format!("{}: {}", r.id, crate::term::cut(&crate::report::short_message(&r.message), 26));
         let dy = if k % 2 == 0 { -22 } else { 12 };
         // Near the right edge the label ends at the point instead of starting there.
@@ -644,7 +701,10 @@ fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRec
     let verdict = status.as_str();
     let mut chart = ChartBuilder::on(root)
         .caption(
-            format!("experiment {}: the sequential test's statistic at each look ({verdict}, {:+.1}%)", rec.experiment, rec.effect_pct),
+            format!(
+                "experiment {}: the sequential test's statistic at each look ({verdict}; the test's mean {:+.1}%)",
+                rec.experiment, rec.effect_pct
+            ),
             ("sans-serif", 20),
         )
         .margin(16)
@@ -656,7 +716,7 @@ fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRec
         .configure_mesh()
         .x_desc("pairs measured (confirmation batch after the first phase)")
         .y_desc("statistic: estimate / standard error")
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_label_formatter(&|x| count_label(*x))
         .label_style(("sans-serif", 14))
         .light_line_style(WHITE.mix(0.0))
         .draw()
@@ -897,19 +957,19 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
         "regime",
         "runs",
         "note",
+        "evidence",
     ];
     for c in cols {
-        let l = matches!(c, "status" | "commit" | "message" | "regime" | "note");
+        let l = matches!(c, "status" | "commit" | "message" | "regime" | "note" | "evidence");
         o.push_str(&format!("<th{}>{}</th>", if l { " class=\"l\"" } else { "" }, esc(c)));
     }
     o.push_str("</tr>\n");
-    let best = progression(rows);
-    let first = rows.iter().find_map(|r| r.incumbent_value);
+    let best = crate::report::chain(rows);
     let f = |v: Option<f64>, d: usize| v.map(|x| sig(x, d)).unwrap_or_else(|| "-".into());
     for (r, b) in rows.iter().zip(best) {
         let class = match r.status.class() {
             StatusClass::Kept => "kept",
-            StatusClass::NotKept if matches!(r.status, Status::Inconclusive | Status::Unconfirmed) => "unsure",
+            StatusClass::NotKept if crate::report::worth_rerun(r) => "unsure",
             StatusClass::NotKept => "notkept",
             StatusClass::Failed => "failed",
             StatusClass::NotRun => "notrun",
@@ -925,13 +985,10 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
             None => ("-".into(), "-".into()),
         };
         let metric_delta = r.delta_pct.map(|d| format!("{} {}", r.metric, crate::report::pct1(d))).unwrap_or("-".into());
-        let best_x = match (first, b) {
-            (Some(f0), Some(b)) if !r.metric.is_empty() => crate::report::fmt_x(crate::report::overall_factor(&r.metric, f0, b)),
-            _ => "-".into(),
-        };
+        let best_x = b.map(crate::report::fmt_x).unwrap_or_else(|| "-".into());
         let cells = [
             (r.id.to_string(), ""),
-            (r.status.as_str().to_string(), "l st"),
+            (if crate::report::too_noisy(r) { "revert (too noisy to tell)".into() } else { r.status.as_str().to_string() }, "l st"),
             (r.commit.chars().take(8).collect(), "l"),
             (crate::report::one_line(&r.message), "l msg"),
             (sx, ""),
@@ -950,10 +1007,33 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
         for (text, cls) in cells {
             o.push_str(&format!("<td{}>{}</td>", if cls.is_empty() { String::new() } else { format!(" class=\"{cls}\"") }, esc(&text)));
         }
+        o.push_str(&format!("<td class=\"l\">{}</td>", evidence(r, night.runs)));
         o.push_str("</tr>\n");
     }
     o.push_str("</table></div>\n</body></html>\n");
     Ok(o)
+}
+
+/// Where a row's figures come from: the directory of its runs (logs, result files), its trace
+/// (to open in XProf) and the commands that print all of it. As text to copy, not links: the
+/// report stays self-contained (no `href` at all).
+fn evidence(r: &ResultRow, runs: &[RunRecord]) -> String {
+    let id = r.id.to_string();
+    let own: Vec<&RunRecord> = runs.iter().filter(|x| x.experiment == id).collect();
+    let link = |path: &std::path::Path, text: &str| format!("{} <code>{}</code>", esc(text), esc(&path.display().to_string()));
+    let mut parts = vec![];
+    if let Some(dir) = own.first().and_then(|x| x.out_dir.parent()) {
+        parts.push(link(dir, "runs"));
+    }
+    // A trace path may be relative to its run's directory.
+    if let Some(trace) = own.iter().find_map(|x| x.trace.as_ref().map(|t| x.out_dir.join(t))) {
+        parts.push(link(&trace, "trace"));
+    }
+    parts.push(format!("<code>ratchet show {id}</code>"));
+    if !r.commit.is_empty() {
+        parts.push(format!("<code>git show {}</code>", esc(&r.commit[..r.commit.len().min(12)])));
+    }
+    parts.join(" · ")
 }
 
 /// Append an SVG to an HTML page without its XML prolog: inline SVG must start at `<svg` (its
@@ -987,6 +1067,34 @@ mod tests {
     fn op_names_are_cut_in_the_middle() {
         assert_eq!(middle_cut("dynamic-update-slice_convert_fusion.2", 20), "dynamic-u…t_fusion.2");
         assert_eq!(middle_cut("while", 20), "while");
+    }
+
+    #[test]
+    fn a_reverted_point_sits_by_its_own_ratio_not_its_absolute_median() {
+        // Latency: a kept 2x (10 -> 5 ms), then a change measured 5% slower than its incumbent
+        // whose runs happened to land on a fast stretch (median 4.0 ms, below the kept 5.0).
+        let mut kept = ResultRow::unmeasured(1, Status::Keep, "a", String::new(), String::new());
+        (kept.metric, kept.incumbent_value, kept.value, kept.delta_pct) = ("latency".into(), Some(10.0), Some(5.0), Some(100.0));
+        let mut worse = ResultRow::unmeasured(2, Status::Revert, "b", String::new(), String::new());
+        (worse.metric, worse.incumbent_value, worse.value, worse.delta_pct) = ("latency".into(), Some(3.8), Some(4.0), Some(-5.0));
+        let (levels, points) = staircase_points(&[kept, worse]);
+        assert_eq!(levels, [Some(5.0), Some(5.0)]);
+        assert!((points[0].unwrap() - 5.0).abs() < 1e-12);
+        // Worse than the line (higher latency), as its own test found: 5 / 0.95.
+        assert!((points[1].unwrap() - 5.0 / 0.95).abs() < 1e-12, "{points:?}");
+    }
+
+    #[test]
+    fn linear_ticks_are_distinct_and_count_ticks_whole() {
+        // Ticks plotters gives a 100-120 axis: every one distinct as written.
+        let ticks: Vec<String> = (0..9).map(|i| linear_label(100.0 + 2.5 * i as f64)).collect();
+        assert_eq!(ticks, ["100", "102.5", "105", "107.5", "110", "112.5", "115", "117.5", "120"]);
+        assert_eq!(linear_label(0.1 + 0.2), "0.3");
+        assert_eq!(linear_label(-0.0), "0");
+        assert_eq!(Axis { log: false }.label(115.0), "115");
+        // The looks chart's pairs axis at half steps: no "0 0 1 2 2 2".
+        let ticks: Vec<String> = (0..6).map(|i| count_label(i as f64 * 0.5)).collect();
+        assert_eq!(ticks, ["0", "", "1", "", "2", ""]);
     }
 
     #[test]

@@ -30,6 +30,30 @@ fn delta(r: &ResultRow) -> String {
     }
 }
 
+/// How the note of a `revert` starts when its interval still reaches the minimum effect: the
+/// test stopped for futility, but these pairs could not rule a worthwhile gain out.
+pub const TOO_NOISY: &str = "too noisy to tell";
+
+/// Reverted without evidence against the idea: `inconclusive`, `unconfirmed`, or a `revert`
+/// too noisy to tell. Agents should run it again rather than drop it (`worth_rerun` in JSON).
+pub fn worth_rerun(r: &ResultRow) -> bool {
+    matches!(r.status, Status::Inconclusive | Status::Unconfirmed) || too_noisy(r)
+}
+
+/// A `revert` whose interval still reaches the minimum effect (see [`TOO_NOISY`]).
+pub fn too_noisy(r: &ResultRow) -> bool {
+    r.status == Status::Revert && r.note.starts_with(TOO_NOISY)
+}
+
+/// The status as the tables show it: a revert too noisy to tell says so.
+fn row_mark(r: &ResultRow) -> &'static str {
+    if too_noisy(r) {
+        "? revert, noisy"
+    } else {
+        mark(r.status)
+    }
+}
+
 fn mark(s: Status) -> &'static str {
     match s {
         Status::Keep => "✔ keep",
@@ -60,6 +84,27 @@ pub fn progression(rows: &[ResultRow]) -> Vec<Option<f64>> {
                 best = r.value.or(best);
             }
             best
+        })
+        .collect()
+}
+
+/// The kept rows' speed-ups chained (multiplied) after each row: how much faster the branch is
+/// than the first baseline by the experiments' own paired estimates, each measured against the
+/// incumbent of its time (never absolute medians from different hours). 1x until the first keep;
+/// `None` before the first measured row.
+pub fn chain(rows: &[ResultRow]) -> Vec<Option<f64>> {
+    let mut x: Option<f64> = None;
+    rows.iter()
+        .map(|r| {
+            if x.is_none() && (r.incumbent_value.is_some() || speedup(r).is_some()) {
+                x = Some(1.0);
+            }
+            if r.status == Status::Keep {
+                if let (Some(acc), Some((s, _))) = (x, speedup(r)) {
+                    x = Some(acc * s);
+                }
+            }
+            x
         })
         .collect()
 }
@@ -144,35 +189,33 @@ pub fn overall_factor(metric: &str, first: f64, best: f64) -> f64 {
     ratio.max(1e-12).powf(1.0 / elasticity_of(metric))
 }
 
-/// The gain of the best value over the first measured baseline, in percent of the metric
-/// (positive = better).
-fn gain_pct(metric: &str, first: f64, best: f64) -> f64 {
-    if metric == "latency" {
-        (first / best - 1.0) * 100.0
-    } else {
-        (best / first - 1.0) * 100.0
-    }
-}
-
-/// "13.7x faster (latency -92.7%) over the first baseline; score 1.23 -> 232 (+18775.9%)": the
-/// speed-up leads, the deciding metric's own change beside it, over all rows.
+/// The footer's headline: the kept rows' speed-ups chained, how many rows that is, and the
+/// deciding metric's median at the first baseline and at the latest keep, said to be what it
+/// is (two medians measured at different times). With confirmation batches, their own chain.
 pub fn gain_line(rows: &[ResultRow]) -> Option<String> {
     let metric = rows.iter().rev().find(|r| !r.metric.is_empty())?.metric.clone();
-    let first = rows.iter().find_map(|r| r.incumbent_value)?;
-    let last = progression(rows).into_iter().flatten().last()?;
-    let x = overall_factor(&metric, first, last);
-    let mut line = format!("speed-up {} (latency {:+.1}%) over the first baseline", fmt_x(x), latency_change_pct(x));
-    if metric != "latency" {
-        line.push_str(&format!("; {metric} {} -> {} ({:+.1}%)", figures(first, 3), figures(last, 3), gain_pct(&metric, first, last)));
-    } else {
-        line.push_str(&format!("; latency {} -> {} ms", figures(first, 3), figures(last, 3)));
+    let x = chain(rows).into_iter().flatten().last()?;
+    let kept = rows.iter().filter(|r| r.status == Status::Keep && speedup(r).is_some()).count();
+    let mut line = format!(
+        "kept changes chained: {} faster (latency {}), the product of {}",
+        fmt_x(x),
+        pct1(latency_change_pct(x)),
+        if kept == 1 { "the 1 kept row's speed-up".to_string() } else { format!("{kept} kept rows' speed-ups") }
+    );
+    let first = rows.iter().find_map(|r| r.incumbent_value);
+    let last = progression(rows).into_iter().flatten().last();
+    if let (Some(first), Some(last), true) = (first, last, kept > 0) {
+        let unit = if metric == "latency" { " ms" } else { "" };
+        line.push_str(&format!(
+            "; {metric} median {}{unit} at the first baseline, {}{unit} at the latest keep (measured at different times)",
+            figures(first, 3),
+            figures(last, 3)
+        ));
     }
     Some(match confirmed_gain_pct(rows) {
         Some(g) => {
             let cx = factor_from_metric_pct(g, elasticity_of(&metric));
-            // The metric's own change, except latency, whose change reads as a change of time.
-            let own = if metric == "latency" { format!("latency {:+.1}%", latency_change_pct(cx)) } else { format!("{metric} {g:+.1}%") };
-            format!("{line}; confirmation batches alone: {:+.1}% speed-up ({own})", (cx - 1.0) * 100.0)
+            format!("{line}; by their confirmation batches alone: {} faster", fmt_x(cx))
         }
         None => line,
     })
@@ -266,7 +309,7 @@ pub fn table_with(view: &View, opts: TableOpts) -> String {
     out
 }
 
-/// The story under the table: counts, the gain over the first baseline, runs spent, the filter.
+/// The story under the table: counts, the kept rows chained, runs spent, the filter.
 fn footer(view: &View) -> Vec<String> {
     let all = view.all;
     let kept = all.iter().filter(|r| r.status == Status::Keep).count();
@@ -298,14 +341,14 @@ pub fn one_line(text: &str) -> String {
     text.trim().lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ⏎ ")
 }
 
-fn status_cell(s: Status, color: bool) -> String {
-    let m = mark(s);
+fn status_cell(r: &ResultRow, color: bool) -> String {
+    let m = row_mark(r);
     if !color {
         return m.to_string();
     }
-    let code = match s.class() {
+    let code = match r.status.class() {
         StatusClass::Kept => "1;32",
-        StatusClass::NotKept if matches!(s, Status::Inconclusive | Status::Unconfirmed) => "33",
+        StatusClass::NotKept if worth_rerun(r) => "33",
         StatusClass::NotKept | StatusClass::NotRun => "",
         StatusClass::Failed => "31",
     };
@@ -332,14 +375,13 @@ struct Col {
 fn compact_body(view: &View, opts: TableOpts) -> String {
     let all = view.all;
     let metric = all.iter().rev().find(|r| !r.metric.is_empty()).map(|r| r.metric.clone()).unwrap_or_else(|| "score".into());
-    let best = progression(all);
-    let first = all.iter().find_map(|r| r.incumbent_value);
+    let best = chain(all);
     let rows: Vec<&ResultRow> = view.shown.iter().map(|&i| &all[i]).collect();
     let mut cols = vec![
         Col { header: "id".into(), cells: rows.iter().map(|r| r.id.to_string()).collect(), right: true, priority: 0, flex: false },
         Col {
             header: "status".into(),
-            cells: rows.iter().map(|r| mark(r.status).to_string()).collect(),
+            cells: rows.iter().map(|r| row_mark(r).to_string()).collect(),
             right: false,
             priority: 1,
             flex: false,
@@ -374,14 +416,7 @@ fn compact_body(view: &View, opts: TableOpts) -> String {
         },
         Col {
             header: "best".into(),
-            cells: view
-                .shown
-                .iter()
-                .map(|&i| match (first, best[i]) {
-                    (Some(f), Some(b)) => fmt_x(overall_factor(&metric, f, b)),
-                    _ => "-".into(),
-                })
-                .collect(),
+            cells: view.shown.iter().map(|&i| best[i].map(fmt_x).unwrap_or_else(|| "-".into())).collect(),
             right: true,
             priority: 7,
             flex: false,
@@ -451,8 +486,8 @@ fn compact_body(view: &View, opts: TableOpts) -> String {
             line(shown.iter().map(|&i| (crate::term::cut(&cols[i].cells[k], cell_width(i)), cell_width(i), cols[i].right)).collect());
         if opts.color {
             // Colour the status after the layout, so escape codes never count as width.
-            let plain = mark(r.status);
-            text = text.replacen(plain, &status_cell(r.status, true), 1);
+            let plain = row_mark(r);
+            text = text.replacen(plain, &status_cell(r, true), 1);
         }
         lines.push(text);
     }
@@ -479,7 +514,6 @@ fn wide_body(view: &View, color: bool) -> String {
         "latency Δ",
         &metric,
         "best",
-        "total gain",
         "metric gain [CI]",
         "p",
         "latency ms",
@@ -488,17 +522,16 @@ fn wide_body(view: &View, color: bool) -> String {
         "runs",
         "note",
     ]);
-    let best = progression(all);
-    let first = all.iter().find_map(|r| r.incumbent_value);
+    let best = chain(all);
     for &i in &view.shown {
         let (r, b) = (&all[i], best[i]);
         let digits = if r.metric == "latency" { 3 } else { 2 };
-        let mut status = Cell::new(mark(r.status));
+        let mut status = Cell::new(row_mark(r));
         let mut value = Cell::new(num(r.value, digits)).set_alignment(CellAlignment::Right);
         if color {
             status = match r.status.class() {
                 StatusClass::Kept => status.fg(Color::Green).add_attribute(Attribute::Bold),
-                StatusClass::NotKept if matches!(r.status, Status::Inconclusive | Status::Unconfirmed) => status.fg(Color::Yellow),
+                StatusClass::NotKept if worth_rerun(r) => status.fg(Color::Yellow),
                 StatusClass::NotKept | StatusClass::NotRun => status,
                 StatusClass::Failed => status.fg(Color::Red),
             };
@@ -506,10 +539,6 @@ fn wide_body(view: &View, color: bool) -> String {
                 value = value.add_attribute(Attribute::Bold);
             }
         }
-        let gain = match (first, b) {
-            (Some(f), Some(b)) => format!("{:+.1}%", gain_pct(&r.metric, f, b)),
-            _ => "-".into(),
-        };
         let (sx, lat) = match speedup(r) {
             Some((x, ci)) => (
                 match ci {
@@ -529,8 +558,7 @@ fn wide_body(view: &View, color: bool) -> String {
             Cell::new(sx).set_alignment(CellAlignment::Right),
             Cell::new(lat).set_alignment(CellAlignment::Right),
             value,
-            Cell::new(num(b, digits)).set_alignment(CellAlignment::Right),
-            Cell::new(gain).set_alignment(CellAlignment::Right),
+            Cell::new(b.map(fmt_x).unwrap_or_else(|| "-".into())).set_alignment(CellAlignment::Right),
             Cell::new(delta(r)).set_alignment(CellAlignment::Right),
             Cell::new(r.p_value.map(crate::stats::fmt_p).unwrap_or("-".into())).set_alignment(CellAlignment::Right),
             Cell::new(num(r.latency_ms, 3)).set_alignment(CellAlignment::Right),
@@ -559,7 +587,8 @@ pub fn json(rows: &[ResultRow]) -> String {
     serde_json::to_string_pretty(rows).expect("rows serialize")
 }
 
-/// The Markdown table's columns (names as in the CSV; `best` is the best-so-far value).
+/// The Markdown table's columns (names as in the CSV; `best` is the kept rows' speed-ups
+/// chained so far, as in every view).
 pub const MD_COLUMNS: &[&str] = &[
     "id",
     "status",
@@ -582,7 +611,7 @@ pub fn markdown(view: &View) -> String {
     let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
     let mut out = format!("| {} |\n", MD_COLUMNS.join(" | "));
     out.push_str("|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
-    let best = progression(view.all);
+    let best = chain(view.all);
     let f = |v: Option<f64>, d: usize| v.map(|x| sig(x, d)).unwrap_or_default();
     for &i in &view.shown {
         let r = &view.all[i];
@@ -594,7 +623,7 @@ pub fn markdown(view: &View) -> String {
             esc(&r.message),
             esc(&r.tags.replace(';', ", ")),
             f(r.value, 3),
-            f(best[i], 3),
+            best[i].map(fmt_x).unwrap_or_default(),
             f(r.delta_pct, 2),
             f(r.ci_low_pct, 2),
             f(r.ci_high_pct, 2),

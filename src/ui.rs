@@ -201,7 +201,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                     None => true,
                 };
                 let v = latency_ms.map(|l| format!("{l:.3} ms")).unwrap_or_else(|| status.as_str().to_string());
-                let line = format!("  run {} {:<9} {} ({:.1} s) [{label}]", run + 1, side.as_str(), v, wall_s);
+                let line = format!("  run {} {:<9} {} ({:.1} s) [{label}]", run, side.as_str(), v, wall_s);
                 if !quiet && plain {
                     say!(e, "{line}");
                 } else if self.verbosity == Verbosity::Verbose {
@@ -212,7 +212,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 }
             }
             Event::RunRepeated { run, side, attempt, max } => {
-                say!(e, "  run {} ({}) was throttled; running it again ({attempt}/{max})", run + 1, side.as_str());
+                say!(e, "  run {} ({}) was throttled; running it again ({attempt}/{max})", run, side.as_str());
             }
             Event::CrossCheck { crashed, other } => say!(
                 e,
@@ -436,17 +436,25 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
         Status::Keep => "KEEP".to_string(),
         s => s.as_str().to_uppercase(),
     };
+    // The figures are the row's (the one estimate every view shows); the test's own mean is in
+    // the reason.
+    let pct = |x: f64| (x - 1.0) * 100.0;
+    let (effect, lo, hi) = match crate::report::speedup(row) {
+        Some((x, Some((l, h)))) => (pct(x), pct(l), pct(h)),
+        Some((x, None)) => (pct(x), f64::NAN, f64::NAN),
+        None => (f64::NAN, f64::NAN, f64::NAN),
+    };
     match &oc.decision {
         Some(d) => {
             say!(
                 o,
                 "  {verdict}: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}, {} noise scale ({:.2}% per pair): {}",
-                d.effect_pct,
+                effect,
                 d.ci_level * 100.0,
-                d.ci_low_pct,
-                d.ci_high_pct,
+                lo,
+                hi,
                 if elasticity != 1.0 {
-                    format!(" = {} {:+.2}%", row.metric, crate::stats::metric_pct(d.effect_pct, elasticity))
+                    format!(" = {} {:+.2}%", row.metric, crate::stats::metric_pct(effect, elasticity))
                 } else {
                     String::new()
                 },
@@ -459,16 +467,17 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
                 d.confirmation.as_ref().map(|c| format!(" + {} confirmation pairs", c.pairs)).unwrap_or_default(),
                 d.scale,
                 d.noise_sd_pct,
-                d.reason
+                row.note
             );
-            if let Some(c) = &d.confirmation {
+            if let (Some(c), Some(l), Some(h)) = (row.confirm_delta_pct, row.confirm_ci_low_pct, row.confirm_ci_high_pct) {
+                let sp = |m: f64| pct(crate::report::factor_from_metric_pct(m, elasticity));
                 say!(
                 o,
                     "  confirmation alone: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}] (the unbiased figure: the first phase stopped because it looked good)",
-                    c.effect_pct,
+                    sp(c),
                     d.ci_level * 100.0,
-                    c.ci_low_pct,
-                    c.ci_high_pct
+                    sp(l),
+                    sp(h)
                 );
             }
             if row.status == Status::Unconfirmed {
@@ -559,18 +568,13 @@ fn sweep_summary(o: &mut impl Write, out: &SweepOutcome, runs: u64, wall: f64, g
         let name = r.hypothesis.split('@').next().unwrap_or("");
         say!(o, "  {:>4}  {:<11} {:<34} {effect}", r.id, r.status.as_str(), name);
     }
-    let count = |s: Status| out.rows.iter().filter(|r| r.status == s).count();
-    let mut parts = vec![format!("{} kept", count(Status::Keep)), format!("{} reverted", count(Status::Revert))];
-    for s in [Status::Crash, Status::Timeout, Status::Invalid, Status::Skipped, Status::Interrupted, Status::Error] {
-        if count(s) > 0 {
-            parts.push(format!("{} {}", count(s), s.as_str()));
-        }
-    }
+    // Every status counted (no-op and inconclusive included), so the parts add up to the rows.
+    let counts = crate::report::status_counts(&out.rows);
     say!(
         o,
         "  {} experiments this sweep ({}); {} already done; {runs} benchmark runs in {}",
         out.rows.len(),
-        parts.join(", "),
+        if counts.is_empty() { "none".to_string() } else { counts },
         out.already_done,
         fmt_duration(wall)
     );
@@ -616,6 +620,21 @@ fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params:
 mod tests {
     use super::*;
     use crate::bench::{RunStatus, Side};
+
+    #[test]
+    fn the_sweep_summary_counts_every_status() {
+        let row = |id, s| crate::store::ResultRow::unmeasured(id, s, "m", String::new(), String::new());
+        let out = SweepOutcome {
+            rows: vec![row(1, Status::Keep), row(2, Status::NoOp), row(3, Status::Inconclusive), row(4, Status::Revert)],
+            already_done: 0,
+            not_started: 0,
+            stopped_by: None,
+        };
+        let mut o = Vec::new();
+        sweep_summary(&mut o, &out, 8, 1.0, None);
+        let text = String::from_utf8(o).unwrap();
+        assert!(text.contains("4 experiments this sweep (1 kept, 1 reverted, 1 inconclusive, 1 no-op)"), "{text}");
+    }
 
     fn said(v: Verbosity) -> (String, String) {
         let mut t = Text::with_writers(Vec::new(), Vec::new()).with_verbosity(v);
@@ -715,7 +734,8 @@ mod tests {
     #[test]
     fn quiet_drops_progress_and_notes_but_not_recoveries() {
         let (_, normal) = said(Verbosity::Normal);
-        assert!(normal.contains("note: a note") && normal.contains("hypothesis: 1 file") && normal.contains("run 1 candidate"), "{normal}");
+        // Run 0 is run 0 in runs.jsonl, `show` and its directory too.
+        assert!(normal.contains("note: a note") && normal.contains("hypothesis: 1 file") && normal.contains("run 0 candidate"), "{normal}");
         let (_, quiet) = said(Verbosity::Quiet);
         assert_eq!(quiet, "recovered: rolled back experiment 3\n");
     }

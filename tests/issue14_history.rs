@@ -43,7 +43,7 @@ fn calibrate_feeds_the_history_that_experiments_borrow() {
         (r["confirm_ci_low_pct"].parse().unwrap(), r["confirm_delta_pct"].parse().unwrap(), r["confirm_ci_high_pct"].parse().unwrap());
     assert!(lo < c && c < hi && c > 30.0, "{r:?}");
     // The best-so-far story also on the confirmation-only figures.
-    t.ratchet().arg("results").assert().success().stdout(predicate::str::contains("confirmation batches alone: +"));
+    t.ratchet().arg("results").assert().success().stdout(predicate::str::contains("by their confirmation batches alone: "));
 }
 
 #[test]

@@ -73,7 +73,7 @@ fn sweep_compounds_kept_gains_and_goes_on_past_failures() {
     t.ratchet().args(["results", "--status", "bogus"]).assert().code(2).stderr(predicate::str::contains("skipped"));
     t.ratchet().args(["results"]).assert().success().stdout(
         predicate::str::contains("4 experiments, 2 kept")
-            .and(predicate::str::contains("over the first baseline"))
+            .and(predicate::str::contains("kept changes chained: "))
             .and(predicate::str::contains("benchmark runs")),
     );
     t.ratchet()

@@ -185,6 +185,20 @@ pub struct RunContext<'a> {
     pub deep: bool,
 }
 
+/// The (incumbent, candidate) values of an experiment's pairs, read from its run records as
+/// they were measured: successful runs that were not superseded by a re-run, taken two at a
+/// time in order (each pair is one run of each side, in either order). A last unpaired run (the
+/// experiment stopped between the two) is left out.
+pub fn pairs_of<'a>(records: impl IntoIterator<Item = &'a RunRecord>) -> Vec<(f64, f64)> {
+    let used: Vec<&RunRecord> = records.into_iter().filter(|r| r.status == RunStatus::Ok && !r.superseded).collect();
+    used.chunks_exact(2)
+        .filter_map(|p| {
+            let value = |side| p.iter().find(|r| r.side == side).and_then(|r| r.value);
+            Some((value(Side::Incumbent)?, value(Side::Candidate)?))
+        })
+        .collect()
+}
+
 /// Run the benchmark once and read its report; a stop signal interrupts it.
 pub fn measure(exec: &mut dyn Executor, cfg: &Config, ctx: &RunContext) -> std::io::Result<RunRecord> {
     measure_with(exec, cfg, ctx, &crate::signals::Cancel::signals())

@@ -9,6 +9,7 @@ use crate::cli::GateArgs;
 use crate::config::{self, Config};
 use crate::error::{Error, Kind, Result};
 use crate::session::{Checkout, Session, Stop};
+use crate::stats::effect;
 use crate::stats::history;
 use crate::stats::sequential::Sequential;
 use crate::stats::Verdict;
@@ -140,20 +141,32 @@ pub fn run(ws: &Locked, args: &GateArgs, exec: &mut dyn Executor, fx: &mut crate
                 .collect::<Vec<_>>(),
         )
     };
-    // The procedure measured the base's speed-up over the head; the head's is its inverse.
+    // The procedure tested the base's speed-up over the head (its decision stands); what is
+    // shown is the head's speed-up over the base by the one estimate every view reports.
     let flip = |x: f64| 100.0 * (100.0 / (100.0 + x) - 1.0);
-    let (speedup, lo, hi) = (flip(d.effect_pct), flip(d.ci_high_pct), flip(d.ci_low_pct));
+    let logs = effect::speedup_logs(&crate::bench::pairs_of(&records), cfg.score.direction(), elasticity);
+    let (speedup, lo, hi) = match effect::hodges_lehmann(&logs, d.ci_level) {
+        Some(e) => e.pct(),
+        None => (flip(d.effect_pct), flip(d.ci_high_pct), flip(d.ci_low_pct)),
+    };
+    // "Ruled out" only when the whole shown interval is above a slowdown of the threshold.
+    let ruled_out = lo > flip(threshold);
     let verdict = match d.verdict {
         Verdict::Keep => "regression",
         _ if lo > 0.0 => "gain",
-        Verdict::Inconclusive | Verdict::Unconfirmed => "inconclusive",
-        Verdict::Revert => "neutral",
+        Verdict::Revert if ruled_out => "neutral",
+        _ => "inconclusive",
     };
     let confirmed =
         d.confirmation.as_ref().map(|c| format!(", confirmed by {} more pairs in the reversed order", c.pairs)).unwrap_or_default();
     let reason = match verdict {
         "regression" => format!("the slowdown is significant and at least the {threshold}% threshold{confirmed}"),
         "gain" => "the head is significantly faster: the whole interval is above 0".to_string(),
+        "inconclusive" if d.verdict == Verdict::Revert => format!(
+            "too noisy to tell: no significant slowdown after {} pairs, but the interval still reaches a slowdown of {threshold}% or more, \
+             so one is not ruled out; rerun with more --pairs or on a quieter machine for a firmer answer",
+            d.pairs
+        ),
         "inconclusive" => format!(
             "the budget of {} pairs ran out before a slowdown of {threshold}% could be shown or ruled out; rerun with more --pairs for a firmer answer",
             d.pairs
@@ -364,7 +377,7 @@ fn markdown(r: &GateReport) -> String {
     let title = match r.verdict.as_str() {
         "regression" => "regression: fails the build",
         "gain" => "significant gain",
-        "inconclusive" => "inconclusive: passes (no significant regression shown; the budget ran out)",
+        "inconclusive" => "inconclusive: passes (no significant regression shown, none ruled out)",
         _ => "no significant regression",
     };
     let fmt = |v: Option<f64>| v.map(|x| crate::report::sig(x, 4)).unwrap_or_else(|| "-".into());

@@ -405,7 +405,9 @@ pub fn render_text(o: &InspectOutput) -> String {
             if rf.gap_ms < 0.0 || rf.utilization > 1.0 || rf.bandwidth_fraction > 1.0 {
                 let _ = writeln!(s, "\nIMPOSSIBLE figures below (util or BW above 100%, or a negative gap): inputs to check, not results");
             }
-            let _ = writeln!(s, "\nBottleneck:          {}", rf.regime);
+            // The word every view uses; `regime` keeps the roofline's side for the rules.
+            let share = crate::diagnose::gap_share(rf.gap_ms, rf.actual_ms).unwrap_or(0.0);
+            let _ = writeln!(s, "\nBottleneck:          {}", crate::metrics::regime_word(rf.regime == "MEMORY-BOUND", share));
             let _ = writeln!(s, "Operational intensity:");
             let _ = writeln!(s, "    Actual (with re-reads):  {} FLOPs/byte", intensity_h(rf.intensity));
             if let Some(mi) = rf.min_traffic_intensity {

@@ -47,6 +47,10 @@ pub fn run_event(r: &RunRecord) -> Value {
             "wall_s": r.wall_s,
             "superseded": r.superseded,
             "error": r.error,
+            // The evidence behind the figure: the run's directory (logs, result file) and its
+            // trace, to open in XProf.
+            "dir": r.out_dir,
+            "trace": r.trace,
         }),
     )
 }
@@ -62,14 +66,17 @@ pub fn decision(row: &ResultRow, discarded_ref: Option<&str>, runs: &[&RunRecord
         StatusClass::Failed => "failed",
         StatusClass::NotRun => "not_run",
     };
-    // Pairs measured (confirmation included): the candidate's runs that count.
-    let pairs =
-        runs.iter().filter(|r| r.side == crate::bench::Side::Candidate && r.status == crate::bench::RunStatus::Ok && !r.superseded).count();
+    // Pairs measured (confirmation included): the pairs the row's estimate is made of.
+    let pairs = crate::bench::pairs_of(runs.iter().copied()).len();
+    // Reverted without evidence against the idea (too noisy to tell, the budget ran out, or the
+    // confirmation did not settle it): an agent should run it again rather than drop it.
+    let worth_rerun = crate::report::worth_rerun(row);
     if let Value::Object(m) = &mut v {
         m.insert("class".into(), json!(class));
         m.insert("kept".into(), json!(row.status == crate::store::Status::Keep));
         m.insert("discarded_ref".into(), json!(discarded_ref));
         m.insert("pairs".into(), json!(pairs));
+        m.insert("worth_rerun".into(), json!(worth_rerun));
     }
     envelope("decision", v)
 }

@@ -37,10 +37,56 @@ pub fn run(ws: &Workspace, args: &ShowArgs) -> Result<()> {
     }
     let cfg = Config::load(&config::path_in(repo.root())).ok();
     let kernel = cfg.as_ref().and_then(|c| c.trace.kernel.clone());
-    print!("{}", render(repo, row, &runs, kernel.clone()));
-    // Issue 17: incumbent beside candidate, the candidate's diagnosis, spill cliffs.
-    print!("{}", crate::diagnose::show::render(row, &runs, &rows, &all_runs, cfg.as_ref().and_then(Config::hardware), kernel));
+    let width = crate::term::width();
+    print!("{}", fit(&render(repo, row, &runs, kernel.clone()), width));
+    // Incumbent beside candidate, the candidate's diagnosis, spill cliffs.
+    print!("{}", fit(&crate::diagnose::show::render(row, &runs, &rows, &all_runs, cfg.as_ref().and_then(Config::hardware), kernel), width));
     Ok(())
+}
+
+/// The report at the terminal's width: a longer line goes on below at its indent plus two,
+/// broken between words (a word longer than the room, a path, is split, never cut), so nothing
+/// is lost and nothing runs past the edge.
+pub fn fit(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        if crate::term::cells(line) <= width {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        let indent = line.len() - line.trim_start().len();
+        let (first, rest) = (" ".repeat(indent), " ".repeat((indent + 2).min(width / 2)));
+        let mut cur = first.clone();
+        let mut fresh = true;
+        for word in line.trim_start().split(' ') {
+            let pad = if fresh { 0 } else { 1 };
+            if !fresh && crate::term::cells(&cur) + pad + crate::term::cells(word) > width {
+                out.push_str(cur.trim_end());
+                out.push('\n');
+                cur = rest.clone();
+                fresh = true;
+            }
+            if !fresh {
+                cur.push(' ');
+            }
+            let mut w: Vec<char> = word.chars().collect();
+            // A word wider than the room is split across lines.
+            while crate::term::cells(&cur) + w.len() > width && w.len() > 1 {
+                let room = width.saturating_sub(crate::term::cells(&cur)).max(1);
+                let head: String = w.drain(..room.min(w.len())).collect();
+                cur.push_str(&head);
+                out.push_str(&cur);
+                out.push('\n');
+                cur = rest.clone();
+            }
+            cur.extend(w);
+            fresh = false;
+        }
+        out.push_str(cur.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 fn opt(v: Option<f64>, digits: usize, unit: &str) -> String {
@@ -71,10 +117,11 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
     let _ = writeln!(o, "\ndecision ({}, positive = better)", row.metric);
     match (row.delta_pct, row.ci_low_pct, row.ci_high_pct) {
         (Some(d), Some(l), Some(h)) => {
-            let pairs = runs.iter().filter(|r| r.side == Side::Candidate && r.status == RunStatus::Ok).count();
+            // The pairs the estimate is made of, as the row's: superseded re-runs left out.
+            let pairs = crate::bench::pairs_of(runs).len();
             let _ = writeln!(
                 o,
-                "  effect {d:+.2}%  CI [{l:+.2}%, {h:+.2}%]  p = {}  over {pairs} pairs",
+                "  effect {d:+.2}%  CI [{l:+.2}%, {h:+.2}%]  over {pairs} pairs (Hodges-Lehmann)  test p = {}",
                 row.p_value.map(crate::stats::fmt_p).unwrap_or("-".into())
             );
         }
@@ -85,7 +132,13 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
     if let Some(line) = crate::report::speedup_line(row) {
         let _ = writeln!(o, "  {line}");
     }
-    let _ = writeln!(o, "  {}: incumbent {} -> candidate {}", row.metric, opt(row.incumbent_value, 4, ""), opt(row.value, 4, ""));
+    let _ = writeln!(
+        o,
+        "  {}: incumbent {} -> candidate {} (each side's median run, not paired)",
+        row.metric,
+        opt(row.incumbent_value, 4, ""),
+        opt(row.value, 4, "")
+    );
 
     let _ = writeln!(o, "\nmetrics (candidate, median over its runs)");
     let _ = writeln!(
@@ -133,7 +186,15 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
     }
 
     if !runs.is_empty() {
-        let _ = writeln!(o, "\nruns");
+        // The runs' common directory once, each run's own folder in its row.
+        match runs[0].out_dir.parent() {
+            Some(dir) => {
+                let _ = writeln!(o, "\nruns (in {})", dir.display());
+            }
+            None => {
+                let _ = writeln!(o, "\nruns");
+            }
+        }
         let _ = writeln!(o, "  {:>3}  {:<9}  {:<11}  {:>12}  {:<8}  {:>7}  dir", "#", "side", "status", "latency", "source", "wall");
         for r in runs {
             let _ = writeln!(
@@ -145,7 +206,10 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
                 opt(r.latency_ms, 3, " ms"),
                 r.latency_source.as_deref().unwrap_or("-"),
                 r.wall_s,
-                r.out_dir.display()
+                match (r.out_dir.parent() == runs[0].out_dir.parent(), r.out_dir.file_name()) {
+                    (true, Some(leaf)) => leaf.to_string_lossy().to_string(),
+                    _ => r.out_dir.display().to_string(),
+                }
             );
         }
     }

@@ -12,6 +12,9 @@ use serde::Serialize;
 pub struct Report {
     /// Who holds the lock, when another ratchet is running here.
     pub running: Option<String>,
+    /// The same as an object for agents: the running ratchet's pid, when it started and its
+    /// command line; null when none runs.
+    pub running_process: Option<crate::lock::Holder>,
     pub branch: String,
     /// HEAD's commit (none in a repository without commits).
     pub head: Option<String>,
@@ -31,6 +34,9 @@ pub struct Report {
     pub recovery: Vec<String>,
     /// The noise history's summary line.
     pub noise: Option<String>,
+    /// The noisy-machine warning, when the history's noise keeps the budget from seeing the
+    /// minimum effect (what it costs and what to do); null otherwise.
+    pub noise_alarm: Option<String>,
     pub last: Option<ResultRow>,
     pub experiments: usize,
     pub kept: usize,
@@ -68,13 +74,15 @@ pub fn report(ws: &Workspace) -> Result<Report> {
     let state = crate::store::State::load(&state_dir);
     let remembered = state.incumbents.get(&branch).cloned();
     let head_moved = matches!((&remembered, &head), (Some(r), Some(h)) if r != h);
-    let noise = crate::config::Config::load(&crate::config::path_in(repo.root())).ok().map(|cfg| {
-        let key = crate::experiment::history_key(&cfg);
-        crate::stats::history::describe(&crate::stats::history::load(&state_dir, &key))
-    });
+    let cfg = crate::config::Config::load(&crate::config::path_in(repo.root())).ok();
+    let hist = cfg.as_ref().map(|cfg| crate::stats::history::load(&state_dir, &crate::experiment::history_key(cfg)));
+    let noise = hist.as_ref().map(crate::stats::history::describe);
+    let noise_alarm = cfg.as_ref().zip(hist.as_ref()).and_then(|(cfg, h)| crate::experiment::noise_alarm(h, &cfg.decision.params(None)));
     let rows = store.rows()?;
+    let running_process = running.as_ref().and_then(|_| crate::lock::holder(&repo.common_state_dir()));
     Ok(Report {
         running,
+        running_process,
         branch,
         incumbent: head.clone(),
         head,
@@ -90,6 +98,7 @@ pub fn report(ws: &Workspace) -> Result<Report> {
         parallel_in_flight: crate::scale::controller::in_flight(&state_dir),
         recovery,
         noise,
+        noise_alarm,
         kept: rows.iter().filter(|r| r.status == Status::Keep).count(),
         experiments: rows.len(),
         last: rows.last().cloned(),
@@ -149,6 +158,9 @@ pub fn run(ws: &Workspace, json: bool) -> Result<()> {
     }
     if let Some(n) = &r.noise {
         println!("{n}");
+    }
+    if let Some(a) = &r.noise_alarm {
+        println!("warning: {a}");
     }
     match &r.last {
         Some(l) => println!("last experiment: {} {} ({}): {}", l.id, l.status.as_str(), l.time, l.message),

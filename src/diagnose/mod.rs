@@ -27,7 +27,7 @@ use crate::trace::HloStats;
 /// Gap share below which the kernel is near its roofline (section 6, step 2).
 pub const NEAR_ROOFLINE_GAP: f64 = 0.10;
 /// Gap share above which the overhead is significant (section 6, step 2).
-pub const SIGNIFICANT_GAP: f64 = 0.30;
+pub const SIGNIFICANT_GAP: f64 = crate::metrics::SIGNIFICANT_GAP;
 /// DMA/compute overlap bands. The article (4.2-4.4) describes the healthy pattern (each step's
 /// DMA under the previous step's compute) but gives no number: below half hidden means the two
 /// mostly alternate, 90% and more is the healthy picture. These two cut-offs are ours.
@@ -153,19 +153,10 @@ pub fn reread_factor(bytes: f64, min_bytes: f64) -> Option<f64> {
     (bytes > 0.0 && min_bytes > 0.0).then(|| bytes / min_bytes)
 }
 
-/// The regime word. The roofline's side (compute or memory) is only the direction; when the gap
-/// is above the article's 30%, the larger of util and BW is below 70%: both units are mostly
-/// idle, which seed 003 calls latency-bound ("low both FLOP rate and bandwidth") and the
-/// article's utilization table reads as "pipeline bubbles or overhead". Then the word is
-/// `LATENCY-BOUND`, so that a 0.2% util, 99.8% gap kernel is not called compute-bound.
+/// The regime word: decided in one place for every view, [`crate::metrics::regime_word`]
+/// (`LATENCY-BOUND` above a 30% gap, else the roofline's side).
 pub fn regime_word(memory_bound: bool, gap_share: f64) -> &'static str {
-    if gap_share > SIGNIFICANT_GAP {
-        "LATENCY-BOUND"
-    } else if memory_bound {
-        "MEMORY-BOUND"
-    } else {
-        "COMPUTE-BOUND"
-    }
+    crate::metrics::regime_word(memory_bound, gap_share)
 }
 
 /// The article's likely causes of a large gap, most probable first (section 3.3). Each is

@@ -223,7 +223,8 @@ pub fn describe(b: &Benchmark) -> String {
             )
         }
         None => {
-            let df: f64 = b.entries.iter().map(|e| e.df).sum();
+            // An empty f64 sum is -0.0, which would print as "-0 of 10 df".
+            let df: f64 = b.entries.iter().map(|e| e.df).sum::<f64>() + 0.0;
             format!(
                 "noise scale: no usable history yet ({df:.0} of {MIN_DF:.0} df on {}); decisions use each experiment's own t-test (run `ratchet calibrate` to build it)",
                 b.host
@@ -235,6 +236,12 @@ pub fn describe(b: &Benchmark) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_history_reads_zero_degrees_of_freedom() {
+        let text = describe(&Benchmark::default());
+        assert!(text.contains("(0 of ") && !text.contains("-0"), "{text}");
+    }
 
     #[test]
     fn entry_pools_batches_around_their_own_means() {

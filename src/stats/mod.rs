@@ -3,6 +3,7 @@
 //! one-sided t-test of the paired log-ratios here, and the noise scale borrowed from [`history`].
 //! Everything here is pure except `history`'s load/record of `.ratchet/noise.json`.
 
+pub mod effect;
 pub mod history;
 pub mod mannwhitney;
 pub mod noise;

@@ -67,6 +67,31 @@ pub fn detectable_pct(params: &Params, sd: f64, power: f64) -> f64 {
     (need.exp() - 1.0) * 100.0
 }
 
+/// The warning a noisy machine deserves, or `None` when the budget can see the minimum effect:
+/// with `sd` the measured sd of one pair's log-ratio (speed-up terms) and `source` where it
+/// was measured, the smallest gain the budget keeps with 95% probability is more than twice
+/// the minimum effect. Says what it costs and what to do, in words a person acts on.
+pub fn alarm(params: &Params, sd: f64, source: &str) -> Option<String> {
+    let min = params.min_effect_pct;
+    let d = detectable_pct(params, sd, 0.95);
+    if d.is_nan() || d <= 2.0 * min.max(0.1) {
+        return None;
+    }
+    let confirm = if params.confirm { format!(" and {} confirmation pairs", params.confirm_pairs) } else { String::new() };
+    Some(format!(
+        "this machine is noisy: one pair's speed-up varies by about {:.1}% ({source}), so with up to {} pairs{confirm} \
+         only gains of about {:.1}% or more are kept reliably, against a minimum effect of {min}%; a real gain smaller than that \
+         will mostly spend the whole budget ({} runs) and end inconclusive. To fix: run on a quiet machine (nothing else on the \
+         accelerator or its host), raise [benchmark] iters, run `ratchet calibrate` to measure the noise again, or set \
+         [decision] min_effect_pct = {:.1} to match what this machine can see",
+        sd * 100.0,
+        params.max_pairs,
+        d,
+        2 * params.max_total_pairs(),
+        (d * 10.0).ceil() / 10.0
+    ))
+}
+
 /// The noise floor from A/A values in run order, with pairs as (incumbent-side, candidate-side).
 pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params) -> NoiseFloor {
     let logs: Vec<f64> = run_values.iter().map(|v| v.ln()).collect();
@@ -123,6 +148,18 @@ mod tests {
         assert!((f.drift_pct_per_run - 1.0).abs() < 0.1, "{}", f.drift_pct_per_run);
         assert!(f.run_cv_pct > f.pair_cv_pct, "drift inflates the plain CV: {f:?}");
         assert!(f.detectable_pct >= 1.0 && f.suggested_min_effect_pct > 0.0, "{f:?}");
+    }
+
+    #[test]
+    fn a_noisy_machine_raises_the_alarm_and_a_quiet_one_does_not() {
+        let p = params();
+        assert_eq!(alarm(&p, 0.005, "history"), None);
+        // 45% per pair (the noisy night): only very large gains are kept reliably.
+        let text = alarm(&p, 0.45, "from 3 sessions of history").unwrap();
+        let d = detectable_pct(&p, 0.45, 0.95);
+        assert!(d > 2.0, "{d}");
+        assert!(text.contains(&format!("{d:.1}%")) && text.contains("ratchet calibrate") && text.contains("quiet machine"), "{text}");
+        assert!(text.contains(&format!("({} runs)", 2 * (16 + 6))), "{text}");
     }
 
     #[test]

@@ -708,7 +708,7 @@ impl Sequential {
                 LookOutcome::Exhausted(why) => return Next::Done(base(Verdict::Inconclusive, why)),
                 LookOutcome::Promising => {
                     let gain = format!(
-                        "gain {:+.2}% is significant at look {} of {} (p = {} <= {}, {} scale) and at least the minimum effect {}%",
+                        "the test's mean gain {:+.2}% is significant at look {} of {} (p = {} <= {}, {} scale) and at least the minimum effect {}%",
                         pct(t.mean),
                         k + 1,
                         looks.len(),
@@ -744,7 +744,7 @@ impl Sequential {
             let upper = t.mean + self.tq(1.0 - beta, t.df) * t.se;
             if upper < min_log {
                 return LookOutcome::Futile(format!(
-                    "no worthwhile gain: {effect:+.2}% with a {:.0}% upper bound {:+.2}% below the minimum effect {}% (look {look}, {} pairs, {} scale)",
+                    "no worthwhile gain: the test's mean {effect:+.2}% with a {:.0}% upper bound {:+.2}% below the minimum effect {}% (look {look}, {} pairs, {} scale)",
                     (1.0 - beta) * 100.0,
                     pct(upper),
                     p.min_effect_pct,
@@ -756,7 +756,7 @@ impl Sequential {
         if last {
             let why = if significant {
                 format!(
-                    "gain {effect:+.2}% is significant but below the minimum effect {}%, and a gain of that size is still plausible",
+                    "the test's mean gain {effect:+.2}% is significant but below the minimum effect {}%, and a gain of that size is still plausible",
                     p.min_effect_pct
                 )
             } else {

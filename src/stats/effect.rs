@@ -1,0 +1,219 @@
+//! The one estimate of "how much faster" that every view reports: the Hodges-Lehmann estimate
+//! of the paired log-ratios with its distribution-free (Wilcoxon signed-rank) interval, so a few
+//! wild runs cannot carry the headline number. The keep/revert decision is made elsewhere
+//! (`sequential`); this is what is shown.
+
+use super::Direction;
+
+/// A paired effect on the log scale (positive = the candidate is better), with the interval
+/// that matches it and the coverage that interval really has.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Effect {
+    /// Pairs behind it.
+    pub n: usize,
+    /// Median of the Walsh averages (d_i + d_j) / 2, i <= j.
+    pub estimate: f64,
+    pub low: f64,
+    pub high: f64,
+    /// The interval's exact coverage under the signed-rank null (at least the level asked for,
+    /// except with too few pairs: then the whole range of the Walsh averages, at what it has).
+    pub coverage: f64,
+}
+
+impl Effect {
+    /// The estimate and interval as percent speed-ups.
+    pub fn pct(&self) -> (f64, f64, f64) {
+        (super::pct(self.estimate), super::pct(self.low), super::pct(self.high))
+    }
+}
+
+/// Hodges-Lehmann estimate of `d` and its signed-rank interval at `level` (two-sided, e.g. 0.9);
+/// `None` without a finite value. Hodges & Lehmann (1963); the interval is the one of Hollander &
+/// Wolfe, "Nonparametric Statistical Methods", ch. 3: Walsh averages k and N + 1 - k.
+pub fn hodges_lehmann(d: &[f64], level: f64) -> Option<Effect> {
+    let mut d: Vec<f64> = d.iter().copied().filter(|x| x.is_finite()).collect();
+    if d.is_empty() {
+        return None;
+    }
+    d.sort_by(f64::total_cmp);
+    let n = d.len();
+    let total = n * (n + 1) / 2;
+    let estimate =
+        if total % 2 == 1 { walsh_kth(&d, total / 2 + 1) } else { (walsh_kth(&d, total / 2) + walsh_kth(&d, total / 2 + 1)) / 2.0 };
+    // The largest k whose interval still covers `level`; k = 1 (the whole range) at the least.
+    let tail = signed_rank_cdf(n);
+    let mut k = 1;
+    while k < total / 2 && 1.0 - 2.0 * tail(k) >= level - 1e-12 {
+        k += 1;
+    }
+    let coverage = 1.0 - 2.0 * tail(k - 1);
+    Some(Effect { n, estimate, low: walsh_kth(&d, k), high: walsh_kth(&d, total + 1 - k), coverage })
+}
+
+/// P(W+ <= w) for the signed-rank statistic of `n` pairs under the null: exact (counting the
+/// subsets of ranks) up to 60 pairs, the normal approximation with continuity correction above.
+fn signed_rank_cdf(n: usize) -> impl Fn(usize) -> f64 {
+    let total = n * (n + 1) / 2;
+    let exact = (n <= 60).then(|| {
+        // Probabilities rather than counts: 2^60 subsets would overflow.
+        let mut p = vec![0.0f64; total + 1];
+        p[0] = 1.0;
+        for r in 1..=n {
+            for w in (r..=total).rev() {
+                p[w] = (p[w] + p[w - r]) / 2.0;
+            }
+            for w in (0..r).rev() {
+                p[w] /= 2.0;
+            }
+        }
+        let mut c = 0.0;
+        p.iter()
+            .map(|x| {
+                c += x;
+                c
+            })
+            .collect::<Vec<f64>>()
+    });
+    move |w: usize| match &exact {
+        Some(cdf) => cdf[w.min(total)],
+        None => {
+            let nf = n as f64;
+            let mean = nf * (nf + 1.0) / 4.0;
+            let sd = (nf * (nf + 1.0) * (2.0 * nf + 1.0) / 24.0).sqrt();
+            normal_cdf((w as f64 + 0.5 - mean) / sd)
+        }
+    }
+}
+
+fn normal_cdf(z: f64) -> f64 {
+    use statrs::distribution::{ContinuousCDF, Normal};
+    Normal::new(0.0, 1.0).expect("standard normal").cdf(z)
+}
+
+/// The k-th smallest (1-based) Walsh average of sorted `d`, without building all n(n+1)/2 of
+/// them (10,000 pairs would be 50 million): bisect on the value, counting pairs below it, then
+/// take the smallest average above the last value with fewer than k.
+fn walsh_kth(d: &[f64], k: usize) -> f64 {
+    let count_le = |t: f64| -> usize {
+        // Pairs i <= j with d_i + d_j <= 2t, two pointers over the sorted values.
+        let (mut c, mut j) = (0usize, d.len());
+        for i in 0..d.len() {
+            while j > i && d[i] + d[j - 1] > 2.0 * t {
+                j -= 1;
+            }
+            if j <= i {
+                break;
+            }
+            c += j - i;
+        }
+        c
+    };
+    let (mut lo, mut hi) = (d[0], d[d.len() - 1]);
+    if count_le(lo) >= k {
+        return lo;
+    }
+    for _ in 0..200 {
+        let mid = lo + (hi - lo) / 2.0;
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if count_le(mid) >= k {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    // The answer is the smallest Walsh average above `lo`.
+    let mut best = f64::INFINITY;
+    for i in 0..d.len() {
+        let j0 = i + d[i..].partition_point(|&x| d[i] + x <= 2.0 * lo);
+        if j0 < d.len() {
+            best = best.min((d[i] + d[j0]) / 2.0);
+        }
+    }
+    best
+}
+
+/// The speed-up log-ratios of pairs (positive = the candidate is faster), in latency terms:
+/// the deciding metric's log-ratio divided by its elasticity.
+pub fn speedup_logs(pairs: &[(f64, f64)], direction: Direction, elasticity: f64) -> Vec<f64> {
+    super::log_ratios(pairs, direction).into_iter().map(|x| x / elasticity).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walsh_sorted(d: &[f64]) -> Vec<f64> {
+        let mut w = vec![];
+        for i in 0..d.len() {
+            for j in i..d.len() {
+                w.push((d[i] + d[j]) / 2.0);
+            }
+        }
+        w.sort_by(f64::total_cmp);
+        w
+    }
+
+    #[test]
+    fn kth_walsh_average_matches_enumeration() {
+        let mut rng = crate::stats::rng::Rng::new(7);
+        for n in [1, 2, 3, 5, 8, 13, 40] {
+            let mut d: Vec<f64> = (0..n).map(|_| rng.normal() * 0.1 + if rng.uniform() < 0.2 { 1.0 } else { 0.0 }).collect();
+            d.sort_by(f64::total_cmp);
+            let w = walsh_sorted(&d);
+            for k in 1..=w.len() {
+                assert_eq!(walsh_kth(&d, k), w[k - 1], "n {n} k {k}");
+            }
+        }
+        // Ties.
+        let d = [0.0, 0.0, 0.0, 1.0];
+        let w = walsh_sorted(&d);
+        for k in 1..=w.len() {
+            assert_eq!(walsh_kth(&d, k), w[k - 1]);
+        }
+    }
+
+    #[test]
+    fn signed_rank_distribution_is_exact() {
+        // n = 3: W+ takes 0..=6 with counts 1,1,1,2,1,1,1 over 8 subsets.
+        let cdf = signed_rank_cdf(3);
+        let want = [1.0, 2.0, 3.0, 5.0, 6.0, 7.0, 8.0];
+        for (w, c) in want.iter().enumerate() {
+            assert!((cdf(w) - c / 8.0).abs() < 1e-15);
+        }
+        // The published critical value: n = 10, P(W+ <= 10) = 0.0420 (two-sided 0.084 <= 0.10).
+        assert!((signed_rank_cdf(10)(10) - 43.0 / 1024.0).abs() < 1e-12);
+        // Normal approximation agrees with the exact count where both are used.
+        let (e, a) = (signed_rank_cdf(60)(700), { signed_rank_cdf(61)(700 + 30) });
+        assert!((e - a).abs() < 0.02, "{e} {a}");
+    }
+
+    #[test]
+    fn interval_is_the_matching_walsh_averages() {
+        let d: Vec<f64> = (1..=10).map(|i| i as f64 / 100.0).collect();
+        let e = hodges_lehmann(&d, 0.9).unwrap();
+        let w = walsh_sorted(&d);
+        // n = 10 at 90%: k = 11 (P(W+ <= 10) = 0.042), so Walsh averages 11 and 45.
+        assert_eq!((e.low, e.high), (w[10], w[44]));
+        assert!((e.coverage - (1.0 - 2.0 * 43.0 / 1024.0)).abs() < 1e-12);
+        assert!((e.estimate - 0.055).abs() < 1e-12);
+        // Too few pairs for 90%: the whole range, at the coverage it has (1 - 2/8).
+        let e = hodges_lehmann(&[0.1, 0.2, 0.4], 0.9).unwrap();
+        assert_eq!((e.low, e.high), (0.1, 0.4));
+        assert!((e.coverage - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_few_wild_pairs_do_not_carry_it() {
+        // A true 2x with 2% noise; two pairs whose incumbent ran 4x slow.
+        let mut rng = crate::stats::rng::Rng::new(3);
+        let mut d: Vec<f64> = (0..12).map(|_| 2f64.ln() + 0.02 * rng.normal()).collect();
+        d[2] += 4f64.ln();
+        d[7] += 4f64.ln();
+        let mean = d.iter().sum::<f64>() / d.len() as f64;
+        let e = hodges_lehmann(&d, 0.9).unwrap();
+        assert!(mean.exp() > 2.5, "the mean is carried: {}", mean.exp());
+        assert!((e.estimate.exp() / 2.0 - 1.0).abs() < 0.15, "{}", e.estimate.exp());
+    }
+}
