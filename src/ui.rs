@@ -171,7 +171,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 }
             }
             Event::Progress(est) => {
-                let plain = self.pb.as_ref().map_or(true, |pb| pb.is_hidden());
+                let plain = self.pb.as_ref().is_none_or(|pb| pb.is_hidden());
                 if let Some(pb) = &self.pb {
                     pb.set_length(est.total as u64);
                     pb.set_message(bar_message(&self.label, Some(&est), self.sweep.as_ref()));

@@ -5,8 +5,8 @@ pub mod executor;
 pub mod infra;
 pub mod mock;
 pub mod protocol;
-pub mod shell;
 pub mod shadow;
+pub mod shell;
 pub mod shim;
 
 use crate::config::{Config, LatencySource, Metric};
