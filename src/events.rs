@@ -47,7 +47,7 @@ pub enum Event {
     /// `crashed` crashed; `other` runs once to tell a broken set-up from a broken hypothesis.
     CrossCheck { crashed: Side, other: Side },
     /// Where the session stands: runs done of the likely total and the time left
-    /// (`progress::Tracking` adds one after the start and after each run).
+    /// (`Tracking` adds one after the start and after each run).
     Progress(crate::progress::Estimate),
     /// The session's runs are over.
     SessionFinished,
@@ -162,5 +162,43 @@ impl<'a> Effects<'a> {
     /// Ask the person at the command line (see [`Events::ask`]).
     pub fn ask(&mut self, question: &Question) -> Option<bool> {
         self.events.ask(question)
+    }
+}
+
+/// An events sink around another that follows a session's runs and, after its start and after
+/// each run, adds an [`Event::Progress`] with the [`estimate`](crate::progress::estimate). Everything else passes through.
+pub struct Tracking<'a> {
+    inner: &'a mut dyn Events,
+    plan: crate::progress::Plan,
+    run_secs: Vec<f64>,
+}
+
+impl<'a> Tracking<'a> {
+    pub fn new(inner: &'a mut dyn Events, plan: crate::progress::Plan) -> Tracking<'a> {
+        Tracking { inner, plan, run_secs: vec![] }
+    }
+}
+
+impl Events for Tracking<'_> {
+    fn emit(&mut self, event: Event) {
+        let follow = match &event {
+            Event::SessionStarted { .. } => {
+                self.run_secs.clear();
+                true
+            }
+            Event::RunFinished { wall_s, .. } => {
+                self.run_secs.push(*wall_s);
+                true
+            }
+            _ => false,
+        };
+        self.inner.emit(event);
+        if follow {
+            self.inner.emit(Event::Progress(crate::progress::estimate(&self.plan, &self.run_secs)));
+        }
+    }
+
+    fn ask(&mut self, question: &Question) -> Option<bool> {
+        self.inner.ask(question)
     }
 }

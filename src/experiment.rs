@@ -182,7 +182,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     let record = crate::progress::record(&store.rows().unwrap_or_default(), cfg.score.metric.as_str());
     let plan = crate::progress::Plan::new(2 * seq.max_measured_pairs(), &record);
     let measured = repo.incumbent_worktree(incumbent).and_then(|inc_dir| {
-        let mut tracked = crate::progress::Tracking::new(&mut *fx.events, plan);
+        let mut tracked = crate::events::Tracking::new(&mut *fx.events, plan);
         let session = Session {
             cfg: &cfg,
             exec,

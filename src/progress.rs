@@ -1,6 +1,6 @@
 //! How much work is likely left: an experiment's expected benchmark runs and time, and a sweep's
 //! remaining time, from recorded figures. Pure functions; the core emits their results as
-//! events ([`Tracking`] does it for a session) and `ui` draws them.
+//! events (`events::Tracking` does it for a session) and `ui` draws them.
 //!
 //! The likely size of an experiment is the median runs of the last [`RECENT`] decided
 //! experiments in results (same metric): the sequential procedure stops most experiments long
@@ -8,7 +8,6 @@
 //! With no decided experiment on record there is nothing to say what is likely, and the total is
 //! the budget, marked as such.
 
-use crate::events::{Event, Events, Question};
 use crate::store::{ResultRow, Status};
 use serde::Serialize;
 
@@ -123,44 +122,6 @@ pub fn estimate(plan: &Plan, run_secs: &[f64]) -> Estimate {
     }
 }
 
-/// An events sink around another that follows a session's runs and, after its start and after
-/// each run, adds an [`Event::Progress`] with the [`estimate`]. Everything else passes through.
-pub struct Tracking<'a> {
-    inner: &'a mut dyn Events,
-    plan: Plan,
-    run_secs: Vec<f64>,
-}
-
-impl<'a> Tracking<'a> {
-    pub fn new(inner: &'a mut dyn Events, plan: Plan) -> Tracking<'a> {
-        Tracking { inner, plan, run_secs: vec![] }
-    }
-}
-
-impl Events for Tracking<'_> {
-    fn emit(&mut self, event: Event) {
-        let follow = match &event {
-            Event::SessionStarted { .. } => {
-                self.run_secs.clear();
-                true
-            }
-            Event::RunFinished { wall_s, .. } => {
-                self.run_secs.push(*wall_s);
-                true
-            }
-            _ => false,
-        };
-        self.inner.emit(event);
-        if follow {
-            self.inner.emit(Event::Progress(estimate(&self.plan, &self.run_secs)));
-        }
-    }
-
-    fn ask(&mut self, question: &Question) -> Option<bool> {
-        self.inner.ask(question)
-    }
-}
-
 /// Where a sweep stands as a hypothesis starts: carried by [`Event::SweepProgress`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SweepEta {
@@ -234,6 +195,7 @@ pub fn sweep_eta(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::{Event, Events};
 
     fn row(id: u64, status: Status, runs: u32, wall_s: f64) -> ResultRow {
         ResultRow { metric: "latency".into(), runs, wall_s, ..ResultRow::unmeasured(id, status, "m", String::new(), String::new()) }
@@ -340,7 +302,7 @@ mod tests {
         use crate::bench::{RunStatus, Side};
         let mut out: Vec<Event> = vec![];
         let plan = Plan::new(20, &Record { decisions: 3, runs_per_decision: Some(6.0), secs_per_run: Some(2.0) });
-        let mut t = Tracking::new(&mut out, plan);
+        let mut t = crate::events::Tracking::new(&mut out, plan);
         t.emit(Event::SessionStarted { max_runs: 20 });
         for (run, wall_s) in [(0, 4.0), (1, 6.0)] {
             t.emit(Event::RunStarted { run, side: Side::Candidate, label: "pair 1".into() });

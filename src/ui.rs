@@ -664,7 +664,8 @@ mod tests {
     /// A session of 38 runs at most that five past decisions of median 12 runs (at 10 s a run)
     /// say will likely take 12, with these runs' times.
     fn session(t: &mut Text<Vec<u8>, Vec<u8>>, run_secs: &[f64]) {
-        use crate::progress::{Plan, Record, Tracking};
+        use crate::events::Tracking;
+        use crate::progress::{Plan, Record};
         let plan = Plan::new(38, &Record { decisions: 5, runs_per_decision: Some(12.0), secs_per_run: Some(10.0) });
         let mut tracked = Tracking::new(t, plan);
         tracked.emit(Event::SessionStarted { max_runs: 38 });
