@@ -6,29 +6,15 @@
 //! capture's transpose fusion share (54.4%) are its op tables as `ratchet inspect` prints them,
 //! checked against tests/helpers/xplane_reference.py.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::PathBuf;
+use support::{fixture, own_fixture};
 
 use ratchet::commands::inspect::{build_inspect, render_text, InspectArgs};
 use ratchet::diagnose::{self, Finding, Inputs, Level, RooflineView};
 use ratchet::trace::kernel_body::KernelOps;
 use ratchet::trace::{CategoryStat, HloStats, KernelStats, OpStat};
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(rel)
-}
-
-fn own_fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
-}
-
-macro_rules! need_fixtures {
-    () => {
-        if !fixture("").is_dir() {
-            eprintln!("SKIPPED: ../shared/fixtures is absent (a clone of the project alone); this test needs it");
-            return;
-        }
-    };
-}
 
 fn args(path: PathBuf) -> InspectArgs {
     InspectArgs {

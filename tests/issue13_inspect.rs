@@ -3,22 +3,11 @@
 //! breakdown, and the roofline for the named or only kernel; it says what op times are.
 //! A decision (`analyze`) still refuses to guess: see tests/trace_fixtures.rs.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use support::fixture;
 
 use assert_cmd::Command;
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(rel)
-}
-
-macro_rules! need_fixtures {
-    () => {
-        if !fixture("").is_dir() {
-            eprintln!("SKIPPED: ../shared/fixtures is absent (a clone of the project alone); this test needs it");
-            return;
-        }
-    };
-}
 
 /// `ratchet inspect ARGS` in a throw-away directory (no ratchet repo, so no configured peaks).
 fn inspect(args: &[&str]) -> std::process::Output {

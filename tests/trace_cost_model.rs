@@ -9,24 +9,14 @@
 #[path = "support/xspace.rs"]
 mod xspace;
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
+use support::fixture;
 
 use ratchet::commands::inspect::{build_inspect, render_text, InspectArgs};
 use ratchet::trace::{analyze, analyze_space, xplane, AnalyzeOptions, TraceReport};
 use xspace::{s, Plane, V};
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(rel)
-}
-
-macro_rules! need_fixtures {
-    () => {
-        if !fixture("").is_dir() {
-            eprintln!("SKIPPED: ../shared/fixtures is absent (a clone of the project alone); this test needs it");
-            return;
-        }
-    };
-}
 
 /// One TPU with two modules, each executed twice, each holding an op named `fusion`: a
 /// convolution fusion in `jit_b`, a gather (custom fusion, no FLOPs) in `jit_a`.

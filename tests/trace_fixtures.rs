@@ -7,25 +7,12 @@
 //! the repository root (`python3 tests/helpers/xplane_reference.py [FILE]`) and compare with
 //! the constants below. Every test that needs ../shared skips with a note when it is absent.
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use support::fixture;
 
 use ratchet::commands::inspect::{build_inspect, render_text, InspectArgs};
 use ratchet::trace::{analyze, hlo_stats_from_text, AnalyzeOptions, TraceReport};
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(rel)
-}
-
-/// Returns early (skipping the test, with a visible note) when the shared fixtures are absent,
-/// as in a clone of the project alone.
-macro_rules! need_fixtures {
-    () => {
-        if !fixture("").is_dir() {
-            eprintln!("SKIPPED: ../shared/fixtures is absent (a clone of the project alone); this test needs it");
-            return;
-        }
-    };
-}
 
 const CPU: &str = "jax-cpu-0.10.2/flash_attention_5iters.xplane.pb";
 const CPU_JSON: &str = "jax-cpu-0.10.2/flash_attention_5iters.trace.json.gz";

@@ -9,6 +9,28 @@ pub mod slurm;
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 
+/// A capture under ../shared/fixtures: public captures, read where they are, never copied here.
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(rel)
+}
+
+/// A fixture of the project's own, under tests/fixtures.
+pub fn own_fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+}
+
+/// Returns early (skipping the test, with a visible note) when the shared fixtures are absent,
+/// as in a clone of the project alone.
+#[macro_export]
+macro_rules! need_fixtures {
+    () => {
+        if !$crate::support::fixture("").is_dir() {
+            eprintln!("SKIPPED: ../shared/fixtures is absent (a clone of the project alone); this test needs it");
+            return;
+        }
+    };
+}
+
 /// Wait (up to 30 s) until `path` exists.
 pub fn wait_for(path: &Path) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
