@@ -415,6 +415,25 @@ pub struct InspectArgs {
     pub config_hardware: Option<crate::hardware::Hardware>,
 }
 
+impl InspectArgs {
+    /// `ratchet inspect PATH` with no flags: what a library caller or a test starts from.
+    pub fn of(path: impl Into<std::path::PathBuf>) -> InspectArgs {
+        InspectArgs {
+            path: path.into(),
+            json: false,
+            kernel: None,
+            hlo: None,
+            kernel_body: None,
+            flops: None,
+            bytes: None,
+            min_bytes: None,
+            peak_tflops: None,
+            hbm_gbps: None,
+            config_hardware: None,
+        }
+    }
+}
+
 /// The library's `results --format` values, spelled for the command line here so that clap stays
 /// out of `report`.
 impl clap::ValueEnum for Format {

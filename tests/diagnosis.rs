@@ -17,19 +17,7 @@ use ratchet::trace::kernel_body::KernelOps;
 use ratchet::trace::{CategoryStat, HloStats, KernelStats, OpStat};
 
 fn args(path: PathBuf) -> InspectArgs {
-    InspectArgs {
-        path,
-        json: false,
-        kernel: None,
-        hlo: None,
-        kernel_body: None,
-        flops: None,
-        bytes: None,
-        min_bytes: None,
-        peak_tflops: None,
-        hbm_gbps: None,
-        config_hardware: None,
-    }
+    InspectArgs::of(path)
 }
 
 /// A memory-bound roofline with a 75% gap (floor 1 ms, actual 4 ms).

@@ -94,19 +94,7 @@ fn chrome_export_ops_take_the_cost_of_the_module_holding_them() {
 }
 
 fn inspect_args(path: &Path, kernel: &str) -> InspectArgs {
-    InspectArgs {
-        path: path.to_path_buf(),
-        json: false,
-        kernel: Some(kernel.into()),
-        hlo: None,
-        kernel_body: None,
-        flops: None,
-        bytes: None,
-        min_bytes: None,
-        peak_tflops: None,
-        hbm_gbps: None,
-        config_hardware: None,
-    }
+    InspectArgs { kernel: Some(kernel.into()), ..InspectArgs::of(path.to_path_buf()) }
 }
 
 fn close(a: f64, b: f64) {

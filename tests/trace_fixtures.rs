@@ -251,19 +251,7 @@ fn run_directory_drives_inspect() {
             "trace":"profile","hlo":"kernel.hlo.txt","kernel":"flash_attention","backend":"cpu"}"#,
     )
     .unwrap();
-    let args = InspectArgs {
-        path: dir.path().to_path_buf(),
-        json: true,
-        kernel: None,
-        hlo: None,
-        kernel_body: None,
-        flops: None,
-        bytes: None,
-        min_bytes: None,
-        peak_tflops: Some(1.0),
-        hbm_gbps: Some(10.0),
-        config_hardware: None,
-    };
+    let args = InspectArgs { json: true, peak_tflops: Some(1.0), hbm_gbps: Some(10.0), ..InspectArgs::of(dir.path().to_path_buf()) };
     let out = build_inspect(&args).unwrap();
     assert_eq!(out.latency_source.as_deref(), Some("trace"));
     close(out.latency_ms.unwrap(), CPU_FLASH_MEDIAN_US / 1e3);
