@@ -44,15 +44,7 @@ const PER_RUN_VARS: &[&str] = &[
 /// in, which ratchet passes to every run as `RATCHET_REPO`.
 pub fn preflight(cfg: &Config, root: &Path, state_dir: &Path, python_dir: &Path) -> Result<()> {
     check_space(state_dir)?;
-    // The variables as a run will see them: ratchet's own, then [benchmark.env], then ours.
-    let lookup = |name: &str| -> Option<Option<String>> {
-        match name {
-            "RATCHET_REPO" => Some(Some(root.display().to_string())),
-            "RATCHET_STATE_DIR" => Some(Some(state_dir.display().to_string())),
-            n if PER_RUN_VARS.contains(&n) => None,
-            n => Some(cfg.benchmark.env.get(n).cloned().or_else(|| std::env::var(n).ok())),
-        }
-    };
+    let lookup = run_vars(cfg, root, Some(state_dir));
     let Some(cmd) = shell::first_simple(&cfg.benchmark.command, &lookup) else { return Ok(()) };
     if SHELL_WORDS.contains(&cmd.program.as_str()) {
         return Ok(());
@@ -65,6 +57,17 @@ pub fn preflight(cfg: &Config, root: &Path, state_dir: &Path, python_dir: &Path)
         check_python(cfg, &exe, script.as_deref(), root, python_dir)?;
     }
     Ok(())
+}
+
+/// The variables as a run will see them, for [`shell::first_simple`]: ratchet's own (`root` is
+/// the checkout passed as `RATCHET_REPO`), then [benchmark.env], then ratchet's environment.
+pub(crate) fn run_vars<'a>(cfg: &'a Config, root: &'a Path, state_dir: Option<&'a Path>) -> impl Fn(&str) -> Option<Option<String>> + 'a {
+    move |name: &str| match name {
+        "RATCHET_REPO" => Some(Some(root.display().to_string())),
+        "RATCHET_STATE_DIR" => state_dir.map(|d| Some(d.display().to_string())),
+        n if PER_RUN_VARS.contains(&n) => None,
+        n => Some(cfg.benchmark.env.get(n).cloned().or_else(|| std::env::var(n).ok())),
+    }
 }
 
 /// Where the command's program is, or why it will not run in both checkouts.

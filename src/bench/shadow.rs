@@ -59,17 +59,14 @@ fn is_python(word: &str) -> bool {
     Path::new(word).file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("python"))
 }
 
-/// The interpreter the command runs its harness with: the word before the first script (or
-/// before `-m`/`-c`) when it names a Python, with `$RATCHET_REPO` read as the repo's root;
-/// otherwise `python3` from PATH.
+/// The interpreter the command runs its harness with: the command's program when it names a
+/// Python (read as the shell will, `$RATCHET_REPO` and [benchmark.env] expanded, a relative
+/// path from the repo's root, a bare name from PATH); otherwise `python3` from PATH.
 fn interpreter(cfg: &Config, root: &Path) -> PathBuf {
-    let cmd = cfg.benchmark.command.replace("${RATCHET_REPO}", "$RATCHET_REPO");
-    let words: Vec<&str> = cmd.split_whitespace().map(|w| w.trim_matches(|c| c == '"' || c == '\'')).collect();
-    let at = words.iter().position(|w| w.ends_with(".py") || *w == "-m" || *w == "-c");
-    match at.and_then(|i| i.checked_sub(1)).map(|i| words[i]).filter(|w| is_python(w)) {
-        Some(w) if w.starts_with("$RATCHET_REPO/") => root.join(&w["$RATCHET_REPO/".len()..]),
-        Some(w) if w.contains('/') && !w.starts_with('/') => root.join(w),
-        Some(w) if !w.contains('$') => PathBuf::from(w),
+    let vars = super::infra::run_vars(cfg, root, None);
+    match super::shell::first_simple(&cfg.benchmark.command, &vars) {
+        Some(cmd) if is_python(&cmd.program) && !cmd.program.contains('/') => PathBuf::from(cmd.program),
+        Some(cmd) if is_python(&cmd.program) => root.join(cmd.program),
         _ => PathBuf::from("python3"),
     }
 }
@@ -130,6 +127,7 @@ pub fn refusal(cfg: &Config, root: &Path, modules: &[NewModule]) -> Option<Strin
     let python = interpreter(cfg, root);
     let mut shadowing: Vec<&NewModule> = vec![];
     let mut dirs: Vec<&str> = modules.iter().map(|m| m.dir.as_str()).collect();
+    dirs.sort_unstable();
     dirs.dedup();
     for dir in dirs {
         let here: Vec<&NewModule> = modules.iter().filter(|m| m.dir == dir).collect();
