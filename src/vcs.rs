@@ -249,6 +249,57 @@ pub struct Repo {
 const MAX_SUSPECTS: usize = 2000;
 
 /// The first 8 hex digits of a commit id, as messages show it.
+/// The reflog message that marks a scratch branch as ratchet's: a branch of the same name that
+/// a user made (or moved) never carries it alone, so ratchet deletes only its own.
+const SCRATCH_MARK: &str = "ratchet: scratch branch for a throw-away checkout";
+
+/// Whether the local branch `short` is a scratch branch ratchet made and nobody moved since.
+fn is_own_scratch(repo: &Repository, short: &str) -> bool {
+    let Ok(log) = repo.reflog(&format!("refs/heads/{short}")) else { return false };
+    log.len() == 1 && log.get(0).and_then(|e| e.message().map(|m| m == SCRATCH_MARK)).unwrap_or(false)
+}
+
+/// The scratch branch names a worktree `name` may use, in order: `<name>-tmp`, then numbered
+/// ones for when a user's branch holds a name.
+fn scratch_names(name: &str) -> impl Iterator<Item = String> + '_ {
+    (0..32).map(move |i| if i == 0 { format!("{name}-tmp") } else { format!("{name}-tmp{i}") })
+}
+
+/// Add the git worktree `name` at `path` with its HEAD detached at `commit`. libgit2 adds
+/// worktrees on a branch only, so a scratch branch carries the creation and is deleted at once;
+/// a user's branch that happens to have the scratch name is never moved or deleted.
+pub fn add_detached_worktree(repo: &Repository, name: &str, path: &Path, commit: Oid) -> Result<Repository> {
+    drop_scratch_branches(repo, name);
+    let scratch = scratch_names(name).find(|s| repo.find_branch(s, BranchType::Local).is_err()).ok_or_else(|| {
+        Error::repo(format!("every scratch branch name ratchet uses for the worktree {name} ({name}-tmp...) is taken by a branch of yours"))
+            .hint(format!("rename or delete the branches named {name}-tmp*"))
+    })?;
+    let reference = repo.reference(&format!("refs/heads/{scratch}"), commit, false, SCRATCH_MARK)?;
+    crate::fault::point("mid-worktree");
+    let mut opts = git2::WorktreeAddOptions::new();
+    opts.reference(Some(&reference));
+    let added = repo.worktree(name, path, Some(&opts));
+    let detached = added.and_then(|wt| {
+        let wt_repo = Repository::open_from_worktree(&wt)?;
+        wt_repo.set_head_detached(commit)?;
+        Ok(wt_repo)
+    });
+    drop_scratch_branches(repo, name);
+    Ok(detached?)
+}
+
+/// Delete the scratch branches of worktree `name` that ratchet made (left behind when a creation
+/// was killed); a branch of the same name that is not ratchet's stays.
+pub fn drop_scratch_branches(repo: &Repository, name: &str) {
+    for s in scratch_names(name) {
+        if is_own_scratch(repo, &s) {
+            if let Ok(mut b) = repo.find_branch(&s, BranchType::Local) {
+                let _ = b.delete();
+            }
+        }
+    }
+}
+
 pub fn short(sha: &str) -> &str {
     &sha[..sha.len().min(8)]
 }
@@ -1032,19 +1083,7 @@ impl Repo {
             std::fs::remove_dir_all(path)?;
         }
         std::fs::create_dir_all(path.parent().unwrap())?;
-        // libgit2 adds worktrees on a branch only; use a scratch branch, then detach and drop it.
-        self.drop_scratch_branch(name);
-        let scratch = format!("{name}-tmp");
-        let c = self.repo.find_commit(commit)?;
-        let branch = self.repo.branch(&scratch, &c, true)?;
-        crate::fault::point("mid-worktree");
-        let mut opts = git2::WorktreeAddOptions::new();
-        opts.reference(Some(branch.get()));
-        let wt = self.repo.worktree(name, path, Some(&opts))?;
-        let wt_repo = Repository::open_from_worktree(&wt)?;
-        wt_repo.set_head_detached(commit)?;
-        self.drop_scratch_branch(name);
-        Ok(wt_repo)
+        add_detached_worktree(&self.repo, name, path, commit)
     }
 
     /// Remove what a killed ratchet may leave in git outside the journal's care: the scratch
@@ -1053,11 +1092,9 @@ impl Repo {
         self.drop_scratch_branch(&self.worktree_name());
     }
 
-    /// Delete the scratch branch a worktree creation uses (left behind when one was killed).
+    /// Delete the scratch branches a worktree creation uses (left behind when one was killed).
     fn drop_scratch_branch(&self, name: &str) {
-        if let Ok(mut b) = self.repo.find_branch(&format!("{name}-tmp"), BranchType::Local) {
-            let _ = b.delete();
-        }
+        drop_scratch_branches(&self.repo, name);
     }
 
     /// Check out the submodules of the incumbent checkout at the commits its tree records, cloned
@@ -1124,5 +1161,43 @@ impl Repo {
         let stats = diff.stats()?;
         let buf = stats.to_buf(git2::DiffStatsFormat::FULL, 80)?;
         Ok(buf.as_str().unwrap_or("").to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repo_with_commit() -> (tempfile::TempDir, Repository, Oid) {
+        let d = tempfile::tempdir().unwrap();
+        let repo = Repository::init(d.path()).unwrap();
+        let sig = Signature::now("t", "t@example.com").unwrap();
+        let tree = repo.find_tree(repo.index().unwrap().write_tree().unwrap()).unwrap();
+        let c = repo.commit(Some("HEAD"), &sig, &sig, "root", &tree, &[]).unwrap();
+        drop(tree);
+        (d, repo, c)
+    }
+
+    #[test]
+    fn a_killed_creations_scratch_branch_is_dropped_and_a_users_of_that_name_kept() {
+        let (_d, repo, c) = repo_with_commit();
+        // What a creation killed between its branch and its worktree leaves.
+        repo.reference("refs/heads/wt-tmp", c, false, SCRATCH_MARK).unwrap();
+        repo.branch("wt-tmp1", &repo.find_commit(c).unwrap(), false).unwrap();
+        drop_scratch_branches(&repo, "wt");
+        assert!(repo.find_branch("wt-tmp", BranchType::Local).is_err(), "ratchet's leftover stayed");
+        assert!(repo.find_branch("wt-tmp1", BranchType::Local).is_ok(), "the user's branch was deleted");
+    }
+
+    #[test]
+    fn a_worktree_is_added_detached_beside_a_users_branch_of_the_scratch_name() {
+        let (d, repo, c) = repo_with_commit();
+        repo.branch("wt-tmp", &repo.find_commit(c).unwrap(), false).unwrap();
+        let wt = add_detached_worktree(&repo, "wt", &d.path().join("checkout"), c).unwrap();
+        assert!(wt.head_detached().unwrap());
+        assert_eq!(wt.head().unwrap().target(), Some(c));
+        let names: Vec<String> =
+            repo.branches(Some(BranchType::Local)).unwrap().map(|b| b.unwrap().0.name().unwrap().unwrap().to_string()).collect();
+        assert!(names.contains(&"wt-tmp".to_string()) && !names.iter().any(|n| n.starts_with("wt-tmp") && n != "wt-tmp"), "{names:?}");
     }
 }

@@ -1,7 +1,7 @@
 //! Directories and files of the user's that ratchet must never clobber or hang on: a worker's
 //! `--out` or work directory that holds someone else's files (directly or through a symbolic
-//! link), a symlinked experiment directory under `gc`, a user's worktree that happens to carry a
-//! gate checkout's name, and a FIFO given as a config file.
+//! link), a symlinked experiment directory under `gc`, a user's worktree or branch that happens to
+//! carry a name ratchet uses for its checkouts, and a FIFO given as a config file.
 
 mod support;
 
@@ -122,6 +122,49 @@ fn recover_leaves_a_users_worktree_that_carries_a_gate_checkouts_name() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("ratchet did not make it"), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(wt.join("uncommitted.py").is_file());
+}
+
+/// Users' branches under the names of ratchet's scratch branches (the gate's and the incumbent
+/// checkout's), each on a commit of its own.
+fn users_scratch_named_branches(t: &TestRepo) -> Vec<(&'static str, String)> {
+    let names = ["ratchet-gate-base-tmp", "ratchet-gate-head-tmp", "ratchet-incumbent-tmp"];
+    t.git(&["checkout", "-qb", "mine"]);
+    t.write("notes.txt", "my work\n");
+    t.git(&["add", "notes.txt"]);
+    t.git(&["commit", "-qm", "my work"]);
+    let mine = t.head();
+    t.git(&["checkout", "-q", "main"]);
+    names
+        .iter()
+        .map(|n| {
+            t.git(&["branch", n, &mine]);
+            (*n, mine.clone())
+        })
+        .collect()
+}
+
+fn branches_intact(t: &TestRepo, branches: &[(&str, String)]) {
+    for (name, at) in branches {
+        assert_eq!(t.git(&["rev-parse", &format!("refs/heads/{name}")]).trim(), at, "the user's branch {name} was moved or deleted");
+    }
+}
+
+#[test]
+fn users_branches_named_like_scratch_branches_survive_gate_experiments_and_recover() {
+    let t = TestRepo::new();
+    let branches = users_scratch_named_branches(&t);
+    let out = t.ratchet().args(["gate", "--base", "HEAD", "--head", "HEAD"]).output().unwrap();
+    assert!(out.status.code().is_some_and(|c| c < 2), "gate: {}", String::from_utf8_lossy(&out.stderr));
+    branches_intact(&t, &branches);
+    assert_eq!(t.git(&["worktree", "list"]).lines().count(), 1, "the gate's checkouts are gone");
+    t.write("fake.env", "FAKE_LATENCY_MS=5\n");
+    let out = t.ratchet().arg("experiment: faster").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    branches_intact(&t, &branches);
+    t.ratchet().arg("recover").assert().success();
+    branches_intact(&t, &branches);
+    let left: Vec<String> = t.git(&["branch", "--list", "ratchet-*"]).lines().map(|l| l.trim().to_string()).collect();
+    assert_eq!(left.len(), branches.len(), "ratchet left scratch branches of its own: {left:?}");
 }
 
 #[test]

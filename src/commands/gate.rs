@@ -300,19 +300,10 @@ impl<'r> Checkouts<'r> {
                 .hint("move your worktree aside under another name (git worktree remove, then git worktree add with another directory name); ratchet never removes it"));
             }
             prune(repo, &name);
-            // libgit2 adds worktrees on a branch only: a scratch branch, detached from at once.
-            let scratch = format!("{name}-tmp");
-            let branch = repo.branch(&scratch, &repo.find_commit(commit)?, true)?;
-            let mut opts = git2::WorktreeAddOptions::new();
-            opts.reference(Some(branch.get()));
-            let added = repo.worktree(&name, &path, Some(&opts));
+            let added = vcs::add_detached_worktree(repo, &name, &path, commit);
             c.names.push(name);
             c.paths.push(path);
-            let wt = added?;
-            git2::Repository::open_from_worktree(&wt)?.set_head_detached(commit)?;
-            if let Ok(mut b) = repo.find_branch(&scratch, git2::BranchType::Local) {
-                let _ = b.delete();
-            }
+            added?;
         }
         Ok(c)
     }
@@ -359,9 +350,7 @@ fn prune(repo: &git2::Repository, name: &str) {
         p.valid(true).working_tree(true).locked(true);
         let _ = wt.prune(Some(&mut p));
     }
-    if let Ok(mut b) = repo.find_branch(&format!("{name}-tmp"), git2::BranchType::Local) {
-        let _ = b.delete();
-    }
+    vcs::drop_scratch_branches(repo, name);
 }
 
 impl Drop for Checkouts<'_> {
