@@ -245,7 +245,10 @@ fn inspect_lowered_tpu_kernel_counts_the_mosaic_body_and_diagnoses() {
     assert!(out.contains("flash_attention (mosaic): matmul 2  exp 2  reduce 2  dma 0  copy 0"), "{out}");
     assert!(out.contains("grid 1x128x64 = 8192 steps"), "{out}");
     assert!(out.contains("Chip ridge point:        240.5 FLOPs/byte"), "{out}");
-    assert!(out.contains("[WARN] LATENCY-BOUND"), "{out}");
+    // The article's own configuration (section 3.4) keeps the article's word: memory-bound, with
+    // the 75% gap as a finding of its own.
+    assert!(out.contains("[note] MEMORY-BOUND, 1.9x below the ridge") && !out.contains("LATENCY-BOUND"), "{out}");
+    assert!(out.contains("significant overhead (gap > 30%)"), "{out}");
     assert!(out.contains("re-read factor 64.5x"), "{out}");
     assert!(out.contains("BQ first, then BKV"), "{out}");
     assert!(out.contains("2 matmul, 2 exp, 2 reduce in the mosaic kernel body: as expected"), "{out}");
