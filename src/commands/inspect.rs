@@ -18,8 +18,12 @@ use crate::trace::{analyze_located_for_inspect, hlo_stats_from_text, AnalyzeOpti
 /// The roofline diagnosis of one kernel (the article's section 3).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Roofline {
-    /// `COMPUTE-BOUND` or `MEMORY-BOUND`.
+    /// The word every view uses ([`crate::metrics::regime_word`]): `COMPUTE-BOUND`,
+    /// `MEMORY-BOUND` or `LATENCY-BOUND`.
     pub regime: String,
+    /// The roofline's side, `COMPUTE-BOUND` or `MEMORY-BOUND` (intensity against the ridge),
+    /// which the rules read even when the word is `LATENCY-BOUND`.
+    pub side: String,
     /// FLOPs per byte with re-reads (flops / bytes).
     pub intensity: f64,
     /// FLOPs per byte with perfect reuse (flops / min_bytes).
@@ -41,7 +45,7 @@ impl Roofline {
     /// The figures the diagnosis rules read.
     pub fn view(&self) -> crate::diagnose::RooflineView {
         crate::diagnose::RooflineView {
-            memory_bound: self.regime == "MEMORY-BOUND",
+            memory_bound: self.side == "MEMORY-BOUND",
             intensity: self.intensity,
             ridge: self.ridge,
             compute_only_ms: self.compute_only_ms,
@@ -63,15 +67,18 @@ impl Roofline {
         let memory_only_ms = bytes / peak_bw * 1e3;
         let secs = actual_ms / 1e3;
         let tflops = flops / secs / 1e12;
+        let gap_ms = actual_ms - compute_only_ms.max(memory_only_ms);
+        let share = crate::diagnose::gap_share(gap_ms, actual_ms).unwrap_or(0.0);
         Roofline {
-            regime: if intensity < ridge { "MEMORY-BOUND" } else { "COMPUTE-BOUND" }.to_string(),
+            regime: crate::metrics::regime_word(intensity < ridge, share).to_string(),
+            side: if intensity < ridge { "MEMORY-BOUND" } else { "COMPUTE-BOUND" }.to_string(),
             intensity,
             min_traffic_intensity: min_bytes.filter(|b| *b > 0.0).map(|b| flops / b),
             ridge,
             compute_only_ms,
             memory_only_ms,
             actual_ms,
-            gap_ms: actual_ms - compute_only_ms.max(memory_only_ms),
+            gap_ms,
             achieved_gbps: bytes / secs / 1e9,
             bandwidth_fraction: bytes / secs / peak_bw,
             tflops,
@@ -405,9 +412,7 @@ pub fn render_text(o: &InspectOutput) -> String {
             if rf.gap_ms < 0.0 || rf.utilization > 1.0 || rf.bandwidth_fraction > 1.0 {
                 let _ = writeln!(s, "\nIMPOSSIBLE figures below (util or BW above 100%, or a negative gap): inputs to check, not results");
             }
-            // The word every view uses; `regime` keeps the roofline's side for the rules.
-            let share = crate::diagnose::gap_share(rf.gap_ms, rf.actual_ms).unwrap_or(0.0);
-            let _ = writeln!(s, "\nBottleneck:          {}", crate::metrics::regime_word(rf.regime == "MEMORY-BOUND", share));
+            let _ = writeln!(s, "\nBottleneck:          {}", rf.regime);
             let _ = writeln!(s, "Operational intensity:");
             let _ = writeln!(s, "    Actual (with re-reads):  {} FLOPs/byte", intensity_h(rf.intensity));
             if let Some(mi) = rf.min_traffic_intensity {
@@ -528,9 +533,20 @@ mod tests {
     fn compute_bound_example() {
         // Section 3.3: 138.8 GFLOP, 136 MB, 2.12 ms.
         let r = Roofline::compute(138.8e9, 136e6, None, 2.12, 197.0, 819.0);
-        assert_eq!(r.regime, "COMPUTE-BOUND");
+        assert_eq!((r.regime.as_str(), r.side.as_str()), ("COMPUTE-BOUND", "COMPUTE-BOUND"));
         assert!((r.gap_ms - 1.42).abs() < 0.01);
         assert!((r.utilization - 0.332).abs() < 0.001);
+    }
+
+    #[test]
+    fn the_json_regime_is_the_word_every_view_uses_and_the_side_stays_beside_it() {
+        // 1 GFLOP and 10 MB in 5 ms on a v5e: 0.1% of peak FLOP/s, 0.2% of bandwidth.
+        let r = Roofline::compute(1e9, 1e7, None, 5.0, 197.0, 819.0);
+        assert_eq!((r.regime.as_str(), r.side.as_str()), ("LATENCY-BOUND", "MEMORY-BOUND"));
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["regime"], "LATENCY-BOUND");
+        assert_eq!(v["side"], "MEMORY-BOUND");
+        assert!(r.view().memory_bound, "the rules read the side");
     }
 
     #[test]
