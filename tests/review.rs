@@ -448,7 +448,8 @@ fn show_json_links_each_run_to_its_directory() {
     let ws = Workspace::discover(repo.path()).unwrap();
     let rows = ws.store.rows().unwrap();
     let runs = ws.store.runs().unwrap();
-    let v = ratchet::commands::json::show(&ws.repo, &rows[0], &runs);
+    let findings = ratchet::diagnose::show::candidate_findings(&runs, None, None);
+    let v = ratchet::commands::json::show(&ws.repo, &rows[0], &runs, &findings, &[]);
     let shown = v["runs"].as_array().unwrap();
     assert_eq!(shown.len(), runs.len());
     for (j, r) in shown.iter().zip(&runs) {
@@ -458,6 +459,25 @@ fn show_json_links_each_run_to_its_directory() {
     }
     // The decision's pair count is the pairs its estimate is made of.
     assert_eq!(v["experiment"]["pairs"], runs.len() / 2);
+}
+
+#[test]
+fn show_json_carries_the_findings_the_text_prints() {
+    let repo = Repo::new(8);
+    repo.experiment(1, &mut wild(10.0, 5.0, &[]));
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let (rows, runs) = (ws.store.rows().unwrap(), ws.store.runs().unwrap());
+    let hw = ratchet::config::Config::load(&ratchet::config::path_in(repo.path())).ok().and_then(|c| c.hardware());
+    let findings = ratchet::diagnose::show::candidate_findings(&runs, hw, None);
+    let v = ratchet::commands::json::show(&ws.repo, &rows[0], &runs, &findings, &[]);
+    let listed = v["findings"].as_array().unwrap();
+    assert!(!listed.is_empty(), "the mock's 0.1%-util kernel has a diagnosis");
+    assert!(listed.iter().any(|f| f["rule"] == "regime" && f["what"].as_str().unwrap().starts_with("LATENCY-BOUND")), "{listed:?}");
+    let text = ratchet::diagnose::show::render(&rows[0], &runs, &rows, &runs, hw, None);
+    for f in listed {
+        assert!(text.contains(f["what"].as_str().unwrap()), "the JSON finding {f} is not in the text:\n{text}");
+    }
+    assert_eq!(v["cliffs"], serde_json::json!([]));
 }
 
 #[test]

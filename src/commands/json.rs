@@ -199,7 +199,15 @@ pub fn calibrate(dir: &std::path::Path, args: &crate::cli::CalibrateArgs) -> cra
 }
 
 /// `ratchet show ID --json`: the experiment's decision object, its runs and its diff's summary.
-pub fn show(repo: &crate::vcs::Repo, row: &ResultRow, runs: &[RunRecord]) -> Value {
+/// `findings`: the candidate's diagnosis and `cliffs` the spill cliffs of the results, the
+/// same lists the text prints ([`crate::diagnose::show`]).
+pub fn show(
+    repo: &crate::vcs::Repo,
+    row: &ResultRow,
+    runs: &[RunRecord],
+    findings: &[crate::diagnose::Finding],
+    cliffs: &[crate::diagnose::cliff::Cliff],
+) -> Value {
     let id = row.id.to_string();
     let parked = crate::vcs::discarded_ref(&id);
     let parked = (row.status != crate::store::Status::Keep && repo.repo.find_reference(&parked).is_ok()).then_some(parked);
@@ -210,6 +218,12 @@ pub fn show(repo: &crate::vcs::Repo, row: &ResultRow, runs: &[RunRecord]) -> Val
             "experiment": decision(row, parked.as_deref(), &runs.iter().collect::<Vec<_>>()),
             "runs": runs.iter().map(run_event).collect::<Vec<_>>(),
             "diff_stat": diff_stat,
+            "findings": findings,
+            "cliffs": cliffs.iter().map(|c| json!({
+                "message": c.message(),
+                "this_experiment": c.ids.contains(&row.id),
+                "cliff": c,
+            })).collect::<Vec<_>>(),
         }),
     )
 }

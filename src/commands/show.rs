@@ -31,12 +31,14 @@ pub fn run(ws: &Workspace, args: &ShowArgs) -> Result<()> {
     };
     let all_runs = store.runs()?;
     let runs: Vec<RunRecord> = all_runs.iter().filter(|r| r.experiment == row.id.to_string()).cloned().collect();
-    if args.json {
-        println!("{}", super::json::show(repo, row, &runs));
-        return Ok(());
-    }
     let cfg = Config::load(&config::path_in(repo.root())).ok();
     let kernel = cfg.as_ref().and_then(|c| c.trace.kernel.clone());
+    if args.json {
+        let findings = crate::diagnose::show::candidate_findings(&runs, cfg.as_ref().and_then(Config::hardware), kernel);
+        let cliffs = crate::diagnose::show::cliffs(&rows, &all_runs);
+        println!("{}", super::json::show(repo, row, &runs, &findings, &cliffs));
+        return Ok(());
+    }
     let width = crate::term::width();
     print!("{}", fit(&render(repo, row, &runs, kernel.clone()), width));
     // Incumbent beside candidate, the candidate's diagnosis, spill cliffs.

@@ -11,7 +11,7 @@ use crate::store::ResultRow;
 use crate::units::sig;
 
 use super::environment::{self, Environment};
-use super::{cliff, Inputs, RooflineView};
+use super::{cliff, Finding, Inputs, RooflineView};
 
 /// What one side's runs show.
 #[derive(Debug, Clone, Default)]
@@ -154,40 +154,13 @@ pub fn render(
         }
     }
 
-    if let Some(last) = &cand.last {
-        let trace = crate::trace::analyze(&last.out_dir, &crate::trace::AnalyzeOptions { kernel, ..Default::default() })
-            .ok()
-            .and_then(|r| r.kernel);
-        let roof = match (&cand.metrics, &cand.hw) {
-            (Some(m), Some(hw)) => view(m, hw),
-            _ => None,
-        };
-        let findings = super::diagnose(&Inputs {
-            roofline: roof,
-            bytes: last.bytes,
-            min_bytes: last.min_bytes,
-            meta: last.meta.as_ref(),
-            hlo: last.hlo_stats.as_ref(),
-            kernel_ops: &last.kernel_ops,
-            bubble_fraction: trace.as_ref().and_then(super::bubble_fraction),
-            dma_overlap: trace.as_ref().and_then(|k| k.pipeline.as_ref()).map(|p| p.dma_overlap),
-            exp_share: trace.as_ref().and_then(super::exp_share),
-            blocks_seen: trace.as_ref().and_then(super::blocks_seen),
-            copy_share: trace.as_ref().and_then(super::copy_share),
-            backend: last.backend.as_deref(),
-            flops: last.flops,
-            kernel: trace.as_ref(),
-            peaks: cand.hw.as_ref().map(|h| (h.peak_tflops, h.hbm_gbps)),
-        });
-        if !findings.is_empty() {
-            let _ = writeln!(o, "\ndiagnosis of the candidate (KernelForge part 2)");
-            o.push_str(&super::render(&findings));
-        }
+    let findings = candidate_findings(runs, configured, kernel);
+    if !findings.is_empty() {
+        let _ = writeln!(o, "\ndiagnosis of the candidate (KernelForge part 2)");
+        o.push_str(&super::render(&findings));
     }
 
-    let mut points = cliff::candidates(all_rows);
-    points.extend(cliff::incumbents(all_runs, all_rows));
-    let cliffs = cliff::detect_points(&points);
+    let cliffs = cliffs(all_rows, all_runs);
     if !cliffs.is_empty() {
         let _ = writeln!(o, "\nspill cliffs across the results (latency or gap jumps as a block size grows)");
         for c in &cliffs {
@@ -197,4 +170,41 @@ pub fn render(
         }
     }
     o
+}
+
+/// The candidate's diagnosis: the rules run on its last ok run (figures, trace, HLO, kernel
+/// body), the same list for the text and `show --json`.
+pub fn candidate_findings(runs: &[RunRecord], configured: Option<Hardware>, kernel: Option<String>) -> Vec<Finding> {
+    let cand = side_figures(runs, Side::Candidate, configured);
+    let Some(last) = &cand.last else { return vec![] };
+    let trace =
+        crate::trace::analyze(&last.out_dir, &crate::trace::AnalyzeOptions { kernel, ..Default::default() }).ok().and_then(|r| r.kernel);
+    let roof = match (&cand.metrics, &cand.hw) {
+        (Some(m), Some(hw)) => view(m, hw),
+        _ => None,
+    };
+    super::diagnose(&Inputs {
+        roofline: roof,
+        bytes: last.bytes,
+        min_bytes: last.min_bytes,
+        meta: last.meta.as_ref(),
+        hlo: last.hlo_stats.as_ref(),
+        kernel_ops: &last.kernel_ops,
+        bubble_fraction: trace.as_ref().and_then(super::bubble_fraction),
+        dma_overlap: trace.as_ref().and_then(|k| k.pipeline.as_ref()).map(|p| p.dma_overlap),
+        exp_share: trace.as_ref().and_then(super::exp_share),
+        blocks_seen: trace.as_ref().and_then(super::blocks_seen),
+        copy_share: trace.as_ref().and_then(super::copy_share),
+        backend: last.backend.as_deref(),
+        flops: last.flops,
+        kernel: trace.as_ref(),
+        peaks: cand.hw.as_ref().map(|h| (h.peak_tflops, h.hbm_gbps)),
+    })
+}
+
+/// The spill cliffs across the results (candidates' and incumbents' points).
+pub fn cliffs(all_rows: &[ResultRow], all_runs: &[RunRecord]) -> Vec<cliff::Cliff> {
+    let mut points = cliff::candidates(all_rows);
+    points.extend(cliff::incumbents(all_runs, all_rows));
+    cliff::detect_points(&points)
 }
