@@ -568,6 +568,9 @@ pub(crate) fn drive(
 ) -> Result<(Vec<RunRecord>, Ended, Batches, Batches)> {
     let (mut main, mut confirm): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
     let (mut main_s, mut confirm_s): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
+    // Without a history the start has no noise to warn about: the experiment's own first pairs
+    // are the first measure of it.
+    let mut alarm_due = seq.borrowed.is_none() && !mirrored;
     let ended = 'measure: loop {
         let (phase, pairs) = match seq.next_runs(&main, &confirm, &main_s, &confirm_s) {
             Next::Done(d) => break Ended::Decided(d),
@@ -591,6 +594,12 @@ pub(crate) fn drive(
             v.extend(crate::stats::log_ratios(&pair, direction).into_iter().map(|x| x / elasticity));
             let sums = if phase == Phase::Main { &mut main_s } else { &mut confirm_s };
             sums.extend(crate::stats::sequential::log_sums(&pair, direction, elasticity));
+            if alarm_due && main.len() == crate::stats::noise::OWN_ALARM_PAIRS {
+                alarm_due = false;
+                if let Some(text) = crate::stats::noise::own_alarm(&seq.params, &main) {
+                    s.events.emit(Event::Note { text });
+                }
+            }
             if phase == Phase::Main && i == 0 && !mirrored {
                 if let Some(why) = same_hlo(inc, cand) {
                     break 'measure Ended::NoOp(why);

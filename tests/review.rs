@@ -364,6 +364,54 @@ fn a_noisy_machine_is_said_plainly_at_the_start_and_in_status() {
     assert!(notes.len() == 1 && notes[0] < first_run, "the alarm comes once, before the first run");
 }
 
+/// Notes an experiment measured by `exec` emitted, with how many runs had finished before each.
+fn notes_of(repo: &Repo, n: usize, exec: &mut MockExecutor) -> Vec<(usize, String)> {
+    repo.write("kernel.py", &format!("BQ = {n}\n"));
+    let mut events = vec![];
+    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
+    let mut fx = Effects::new(&mut events, Cancel::new());
+    ratchet::sweep::recover(&ws, &mut fx).unwrap();
+    let opts = Options { message: format!("experiment: idea {n}"), ..Default::default() };
+    experiment::run(&ws, &opts, exec, &mut fx).unwrap();
+    drop(fx);
+    let mut finished = 0;
+    let mut notes = vec![];
+    for e in &events {
+        match e {
+            ratchet::events::Event::RunFinished { .. } => finished += 1,
+            ratchet::events::Event::Note { text } => notes.push((finished, text.clone())),
+            _ => {}
+        }
+    }
+    notes
+}
+
+#[test]
+fn a_noisy_machine_without_history_is_named_after_the_first_pairs() {
+    let repo = Repo::new(16);
+    // Runs spread about 30% (deterministic), no history: nothing to warn about at the start.
+    let mut noisy = MockExecutor::new(|c| {
+        let phase = c.n as f64 * if c.side == Side::Incumbent { 2.3 } else { 1.7 };
+        Step::Latency(5.0 * (1.0 + 0.3 * phase.sin()))
+    });
+    let notes = notes_of(&repo, 1, &mut noisy);
+    let alarms: Vec<&(usize, String)> = notes.iter().filter(|(_, t)| t.contains("this machine is noisy")).collect();
+    assert_eq!(alarms.len(), 1, "{notes:?}");
+    let (after, text) = alarms[0];
+    assert_eq!(*after, 8, "the alarm comes right after the 4th pair: {notes:?}");
+    assert!(text.contains("first 4 pairs") && text.contains("no noise history"), "{text}");
+    for words in ["min_effect_pct", "ratchet calibrate", "quiet machine", "iters"] {
+        assert!(text.contains(words), "{words}: {text}");
+    }
+}
+
+#[test]
+fn a_quiet_machine_with_one_wild_run_raises_no_alarm() {
+    let repo = Repo::new(16);
+    let notes = notes_of(&repo, 1, &mut wild(5.0, 5.0, &[1]));
+    assert!(!notes.iter().any(|(_, t)| t.contains("this machine is noisy")), "{notes:?}");
+}
+
 // ---- one regime word ----
 
 #[test]

@@ -92,6 +92,24 @@ pub fn alarm(params: &Params, sd: f64, source: &str) -> Option<String> {
     ))
 }
 
+/// Pairs after which an experiment without a noise history measures its own noise for the
+/// alarm (ours: the fewest whose robust spread a single wild run cannot carry).
+pub const OWN_ALARM_PAIRS: usize = 4;
+
+/// [`alarm`] for an experiment with no noise history, from its own first pairs' log-ratios (speed-up
+/// terms): their robust sd (1.4826 MAD about the median, so one wild run does not raise it), or
+/// `None` when that budget can see the minimum effect. A true gain moves every pair alike and
+/// leaves the spread alone.
+pub fn own_alarm(params: &Params, log_ratios: &[f64]) -> Option<String> {
+    let finite: Vec<f64> = log_ratios.iter().copied().filter(|x| x.is_finite()).collect();
+    if finite.len() < OWN_ALARM_PAIRS {
+        return None;
+    }
+    let med = crate::stats::sequential::median(&finite);
+    let sd = 1.4826 * crate::stats::sequential::median(&finite.iter().map(|x| (x - med).abs()).collect::<Vec<_>>());
+    alarm(params, sd, &format!("measured over this experiment's first {} pairs; there is no noise history yet", finite.len()))
+}
+
 /// The noise floor from A/A values in run order, with pairs as (incumbent-side, candidate-side).
 pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params) -> NoiseFloor {
     let logs: Vec<f64> = run_values.iter().map(|v| v.ln()).collect();
