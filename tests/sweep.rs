@@ -201,6 +201,29 @@ fn dirty_tree_is_refused() {
 }
 
 #[test]
+fn an_edit_made_while_a_sweep_measures_is_saved_and_never_committed_under_a_hypothesis() {
+    let t = TestRepo::new();
+    t.write("notes.md", "mine\n");
+    env_hypothesis(&t, "01-slower.toml", "exp: slower", "FAKE_LATENCY_MS=10\n", "FAKE_LATENCY_MS=12\nFAKE_SLEEP_S=0.2\n", &[]);
+    env_hypothesis(&t, "02-faster.toml", "exp: faster", "FAKE_LATENCY_MS=10\n", "FAKE_LATENCY_MS=5\n", &[]);
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-qm", "queue"]);
+    let mut sweep = t.spawn(&["sweep"], &[]);
+    support::wait_for(&t.path().join(".ratchet/experiments/1/runs"));
+    // The person edits a tracked file while the first hypothesis is measured.
+    t.write("notes.md", "mine, edited meanwhile\n");
+    assert!(sweep.wait().unwrap().success());
+    let rows = t.rows();
+    assert_eq!(rows.iter().map(|r| r["status"].as_str()).collect::<Vec<_>>(), ["revert", "keep"], "{rows:?}");
+    // The revert saved the edit with the parked hypothesis, where `git show` finds it.
+    assert_eq!(t.git(&["show", "refs/ratchet/discarded/1:notes.md"]).trim(), "mine, edited meanwhile");
+    // No hypothesis commit carries it: the kept one changes fake.env alone.
+    assert_eq!(t.git(&["show", "--format=", "--name-only", "HEAD"]).trim(), "fake.env");
+    assert_eq!(t.read("notes.md"), "mine\n");
+    assert_eq!(t.git(&["status", "--porcelain"]), "");
+}
+
+#[test]
 fn run_budget_stops_between_experiments_and_a_rerun_resumes() {
     let t = TestRepo::new();
     queue(&t);
