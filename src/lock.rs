@@ -86,8 +86,13 @@ impl RepoLock {
 
 impl Drop for RepoLock {
     fn drop(&mut self) {
-        // Empty the record first so no one reports us as its holder; closing the file drops the flock.
+        // Empty the record first so no one reports us as its holder. Then unlock explicitly:
+        // closing is not enough while a child forked meanwhile (by another thread, before its
+        // exec closes the descriptor) holds a copy of it, since the flock belongs to the shared
+        // open file description.
         let _ = self.file.set_len(0);
+        // SAFETY: flock on a descriptor we own.
+        unsafe { libc::flock(self.file.as_raw_fd(), libc::LOCK_UN) };
     }
 }
 
@@ -106,6 +111,21 @@ mod tests {
         assert!(err.message.contains("ratchet one"));
         drop(first);
         RepoLock::acquire(d.path(), "ratchet three").unwrap();
+    }
+
+    #[test]
+    fn a_dropped_lock_is_free_even_while_a_copy_of_its_descriptor_lives() {
+        let d = tempfile::tempdir().unwrap();
+        let lock = RepoLock::acquire(d.path(), "ratchet one").unwrap();
+        // What a child forked before its exec holds: the same open file description.
+        // SAFETY: dup of a descriptor the lock owns; closed below.
+        let copy = unsafe { libc::dup(lock.file.as_raw_fd()) };
+        assert!(copy >= 0);
+        drop(lock);
+        let again = RepoLock::acquire(d.path(), "ratchet two");
+        // SAFETY: the descriptor dup returned above.
+        unsafe { libc::close(copy) };
+        assert!(again.is_ok(), "{:?}", again.err());
     }
 
     #[test]
