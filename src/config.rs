@@ -136,13 +136,14 @@ pub use crate::stats::{Direction, Metric};
 pub struct ScoreConfig {
     #[serde(default)]
     pub metric: Metric,
-    /// Defaults to the metric's natural direction (latency: lower; score, tflops: higher).
+    /// Only the metric's own direction is accepted (latency: lower; score, tflops: higher):
+    /// results rows record the metric, and every view reads its direction from it.
     pub direction: Option<Direction>,
 }
 
 impl ScoreConfig {
     pub fn direction(&self) -> Direction {
-        self.direction.unwrap_or(self.metric.natural_direction())
+        self.metric.natural_direction()
     }
 }
 
@@ -594,6 +595,19 @@ impl Config {
                 hardware::preset_names().join(", ")
             )));
         }
+        let natural = self.score.metric.natural_direction();
+        if self.score.direction.is_some_and(|d| d != natural) {
+            let word = |d: Direction| if d == Direction::Lower { "lower" } else { "higher" };
+            return Err(Error::config(format!(
+                "{}[score] direction = \"{}\": {} is better {} and ratchet decides it that way; the other direction would keep \
+                 what makes it worse",
+                key_line(text, "score", "direction").map(|l| format!("line {l}: ")).unwrap_or_default(),
+                word(if natural == Direction::Lower { Direction::Higher } else { Direction::Lower }),
+                self.score.metric.as_str(),
+                word(natural)
+            ))
+            .hint("remove the direction line (each metric has its own: latency lower, score and tflops higher)"));
+        }
         let d = &self.decision;
         if d.max_pairs < 2 || d.max_pairs > MAX_PAIRS {
             return bad(
@@ -815,8 +829,8 @@ profile_iters = 10     # iterations under jax.profiler (0 = no trace); with a tr
 preset = "{preset}"
 
 [score]
-metric = "score"       # score (util x 100 / latency_ms) | latency | tflops
-# direction = "higher" # defaults to the metric's natural direction
+metric = "score"       # score (util x 100 / latency_ms) | latency | tflops; latency is better
+                       # lower, score and tflops higher
 
 [decision]
 # Sequential: look after min_pairs interleaved pairs, then every look_every pairs up to
@@ -920,6 +934,17 @@ mod tests {
             assert!(e.message.contains(&format!("line {line}")), "{body}: {}", e.message);
             assert!(e.message.contains(key) && e.message.contains(range), "{body}: {}", e.message);
         }
+    }
+
+    #[test]
+    fn a_direction_against_the_metrics_own_is_refused_and_its_own_accepted() {
+        let base = "[benchmark]\ncommand = \"x\"\n[score]\nmetric = \"latency\"\n";
+        let e = Config::parse(&format!("{base}direction = \"higher\"\n")).unwrap_err();
+        assert!(e.message.contains("line 5") && e.message.contains("latency is better lower"), "{}", e.message);
+        assert!(e.hint.as_deref().unwrap_or("").contains("remove the direction line"));
+        let cfg = Config::parse(&format!("{base}direction = \"lower\"\n")).unwrap();
+        assert_eq!(cfg.score.direction(), Direction::Lower);
+        assert!(Metric::lower_is_better("latency") && !Metric::lower_is_better("score") && !Metric::lower_is_better(""));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::bench::{RunRecord, RunStatus, Side};
 use crate::hardware::Hardware;
 use crate::outcome::LooksRecord;
 use crate::report::sig;
-use crate::stats::{Look, LookPhase, Verdict};
+use crate::stats::{Look, LookPhase, Metric, Verdict};
 use crate::store::{ResultRow, Status, StatusClass};
 use crate::trace::OpStat;
 use plotters::coord::Shift;
@@ -161,7 +161,7 @@ fn staircase_points(rows: &[ResultRow]) -> (Vec<Option<f64>>, Vec<Option<f64>>) 
     let (mut levels, mut points) = (vec![], vec![]);
     for r in rows {
         // The metric's ratio candidate / incumbent: delta_pct is its change, positive = better.
-        let ratio = r.delta_pct.map(|d| if r.metric == "latency" { 1.0 / (1.0 + d / 100.0) } else { 1.0 + d / 100.0 });
+        let ratio = r.delta_pct.map(|d| if Metric::lower_is_better(&r.metric) { 1.0 / (1.0 + d / 100.0) } else { 1.0 + d / 100.0 });
         let point = match (level, ratio) {
             (Some(l), Some(x)) => Some(l * x),
             (Some(l), None) => r.value.map(|_| l),
@@ -180,7 +180,7 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
     let metric = rows.iter().rev().find(|r| !r.metric.is_empty()).map(|r| r.metric.clone()).unwrap_or_else(|| "score".into());
-    let lower_better = metric == "latency";
+    let lower_better = Metric::lower_is_better(&metric);
     let (best, points) = staircase_points(rows);
     let vals: Vec<f64> = best.iter().chain(&points).flatten().copied().filter(|v| *v > 0.0).collect();
     let (mn, mx) = (vals.iter().cloned().fold(f64::INFINITY, f64::min), vals.iter().cloned().fold(0.0, f64::max));

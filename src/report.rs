@@ -1,6 +1,7 @@
 //! Showing results: the terminal table (kept rows marked, the progression of the best value
 //! visible), and the same rows as CSV, JSON or Markdown from the one in-memory row type.
 
+use crate::stats::Metric;
 use crate::store::{ResultRow, Status, StatusClass};
 use crate::vcs::short;
 use comfy_table::{presets, Attribute, Cell, CellAlignment, Color, ContentArrangement, Table};
@@ -168,7 +169,7 @@ pub fn speedup_line(r: &ResultRow) -> Option<String> {
     let (x, ci) = speedup(r)?;
     let ci = ci.map(|(lo, hi)| format!(" [{lo:.2}-{hi:.2}]")).unwrap_or_default();
     let mut line = format!("speed-up {}{ci}, latency {}", fmt_x(x), pct1(latency_change_pct(x)));
-    if let (Some(d), false) = (r.delta_pct, r.metric == "latency" || r.metric.is_empty()) {
+    if let (Some(d), false) = (r.delta_pct, Metric::lower_is_better(&r.metric) || r.metric.is_empty()) {
         line.push_str(&format!(", {} {}", r.metric, pct1(d)));
     }
     Some(line)
@@ -185,7 +186,7 @@ pub fn fmt_x(x: f64) -> String {
 
 /// The best value's speed-up over the first baseline (x): the metric's ratio, in latency terms.
 pub fn overall_factor(metric: &str, first: f64, best: f64) -> f64 {
-    let ratio = if metric == "latency" { first / best } else { best / first };
+    let ratio = if Metric::lower_is_better(metric) { first / best } else { best / first };
     ratio.max(1e-12).powf(1.0 / elasticity_of(metric))
 }
 
@@ -205,7 +206,7 @@ pub fn gain_line(rows: &[ResultRow]) -> Option<String> {
     let first = rows.iter().find_map(|r| r.incumbent_value);
     let last = progression(rows).into_iter().flatten().last();
     if let (Some(first), Some(last), true) = (first, last, kept > 0) {
-        let unit = if metric == "latency" { " ms" } else { "" };
+        let unit = if Metric::lower_is_better(&metric) { " ms" } else { "" };
         line.push_str(&format!(
             "; {metric} median {}{unit} at the first baseline, {}{unit} at the latest keep (measured at different times)",
             figures(first, 3),
@@ -525,7 +526,7 @@ fn wide_body(view: &View, color: bool) -> String {
     let best = chain(all);
     for &i in &view.shown {
         let (r, b) = (&all[i], best[i]);
-        let digits = if r.metric == "latency" { 3 } else { 2 };
+        let digits = if Metric::lower_is_better(&r.metric) { 3 } else { 2 };
         let mut status = Cell::new(row_mark(r));
         let mut value = Cell::new(num(r.value, digits)).set_alignment(CellAlignment::Right);
         if color {

@@ -66,7 +66,7 @@ pub fn select<'a>(rows: &'a [ResultRow], args: &ResultsArgs, now: chrono::DateTi
             status_ok && tag_ok && time_ok
         })
         .collect();
-    let lower_better = rows.last().is_some_and(|r| r.metric == "latency");
+    let lower_better = rows.last().is_some_and(|r| crate::stats::Metric::lower_is_better(&r.metric));
     let key = |v: Option<f64>, flip: bool| v.map(|x| if flip { x } else { -x }).unwrap_or(f64::INFINITY);
     match args.sort {
         SortKey::Id => {}

@@ -36,11 +36,18 @@ impl Metric {
             Metric::Tflops => "tflops",
         }
     }
+    /// The one direction each metric gets better in; nothing else decides it.
     pub fn natural_direction(self) -> Direction {
         match self {
             Metric::Latency => Direction::Lower,
             Metric::Score | Metric::Tflops => Direction::Higher,
         }
+    }
+
+    /// Whether the metric a results row names (`metric` column) is better lower: the row's
+    /// direction, read the same way by every view.
+    pub fn lower_is_better(name: &str) -> bool {
+        name.eq_ignore_ascii_case(Metric::Latency.as_str())
     }
 }
 
