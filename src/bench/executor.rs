@@ -234,14 +234,10 @@ fn supervisor_command(spec: &RunSpec, token: &str, interrupt_grace: Duration, st
     use std::os::fd::AsRawFd;
     let ms = |d: Duration| d.as_millis().min(u64::MAX as u128 / 4).to_string();
     let mut cmd = Command::new("/proc/self/exe");
-    cmd.arg(shim::FLAG)
-        .current_dir(&spec.dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // A group of its own: the terminal's SIGINT goes to ratchet alone, which decides how to
-        // stop the run.
-        .process_group(0);
+    cmd.arg(shim::FLAG).current_dir(&spec.dir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    // A group of its own: the terminal's SIGINT goes to ratchet alone, which decides how to stop
+    // the run.
+    crate::process::own_group(&mut cmd);
     for (k, v) in &spec.env {
         cmd.env(k, v);
     }
@@ -315,16 +311,6 @@ fn status_exit(status: &std::process::ExitStatus) -> Exit {
     }
 }
 
-fn kill_group(pgid: i32, sig: i32) {
-    if pgid > 1 {
-        // SAFETY: killpg has no memory effects; ESRCH (no such group) is the expected outcome
-        // when everything already exited.
-        unsafe {
-            libc::killpg(pgid, sig);
-        }
-    }
-}
-
 pub use super::shim::{proc_stat, ProcStat};
 
 fn has_token(pid: i32, needle: &[u8]) -> bool {
@@ -373,7 +359,7 @@ pub fn kill_run(pgid: i32, token: &str) -> usize {
     let mut killed = std::collections::HashSet::new();
     let deadline = Instant::now() + Duration::from_secs(2);
     loop {
-        kill_group(pgid, libc::SIGKILL);
+        crate::process::signal_group(pgid, libc::SIGKILL);
         let procs = run_processes(pgid, token);
         for (pid, _) in &procs {
             // SAFETY: signalling a process identified by the run's token or ancestry.

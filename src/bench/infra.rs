@@ -8,7 +8,7 @@ use super::shell;
 use crate::config::Config;
 use crate::error::{Error, Kind, Result};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Free space the state directory's file system must have before an experiment starts: room
 /// for the run logs (capped at 2 MiB per stream) and traces of a few runs.
@@ -275,7 +275,7 @@ fn check_python(cfg: &Config, exe: &Path, script: Option<&Path>, root: &Path, py
     }
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("-c").arg(probe).args(&modules).current_dir(root).envs(&cfg.benchmark.env).env("PYTHONPATH", py_path);
-    let out = run_with_timeout(cmd, Duration::from_secs(60));
+    let out = crate::process::output_within(cmd, Duration::from_secs(60));
     let name = exe.display();
     match out {
         Some(o) if o.status.success() => {
@@ -294,27 +294,6 @@ fn check_python(cfg: &Config, exe: &Path, script: Option<&Path>, root: &Path, py
                 .unwrap_or_else(|| "it did not answer within 60 s".into());
             Err(Error::new(Kind::Infrastructure, format!("the benchmark's interpreter {name} does not run: {why}"))
                 .hint("repair or replace that Python (the [benchmark] command names it); nothing was committed"))
-        }
-    }
-}
-
-pub(crate) fn run_with_timeout(mut cmd: std::process::Command, limit: Duration) -> Option<std::process::Output> {
-    use std::process::Stdio;
-    let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().ok()?;
-    let (tx, rx) = std::sync::mpsc::channel();
-    let pid = child.id() as i32;
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let start = Instant::now();
-    match rx.recv_timeout(limit.saturating_sub(start.elapsed())) {
-        Ok(r) => r.ok(),
-        Err(_) => {
-            // SAFETY: killing the probe we started.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-            }
-            None
         }
     }
 }

@@ -133,7 +133,7 @@ pub fn refusal(cfg: &Config, root: &Path, modules: &[NewModule]) -> Option<Strin
         let here: Vec<&NewModule> = modules.iter().filter(|m| m.dir == dir).collect();
         let mut cmd = std::process::Command::new(&python);
         cmd.arg("-c").arg(PROBE).arg(root.join(dir)).args(here.iter().map(|m| &m.name)).current_dir(root).envs(&cfg.benchmark.env);
-        let found = match super::infra::run_with_timeout(cmd, Duration::from_secs(60)) {
+        let found = match crate::process::output_within(cmd, Duration::from_secs(60)) {
             Some(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).split_whitespace().map(str::to_string).collect::<Vec<_>>(),
             other => {
                 let why = other

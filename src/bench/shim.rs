@@ -163,7 +163,7 @@ fn signal_run(leader: i32, leader_reaped: bool, sig: i32) {
     // SAFETY: signals to the run's process group and to this process's own descendants.
     unsafe {
         if !leader_reaped {
-            libc::killpg(leader, sig);
+            crate::process::signal_group(leader, sig);
         }
         for pid in descendants(me) {
             libc::kill(pid, sig);
@@ -172,7 +172,6 @@ fn signal_run(leader: i32, leader_reaped: bool, sig: i32) {
 }
 
 fn supervise() -> i32 {
-    use std::os::unix::process::CommandExt;
     // SAFETY: plain fcntl/signal/prctl/sigprocmask calls on this process.
     unsafe {
         // The status pipe stays with the supervisor, never with the benchmark.
@@ -199,7 +198,7 @@ fn supervise() -> i32 {
     let limit = env_ms(ENV_LIMIT_MS, u64::MAX / 2);
     let command = std::env::var(ENV_COMMAND).unwrap_or_default();
     let mut cmd = std::process::Command::new("sh");
-    cmd.args(["-c", command.as_str()]).stdin(std::process::Stdio::null()).process_group(0);
+    crate::process::own_group(cmd.args(["-c", command.as_str()]).stdin(std::process::Stdio::null()));
     for k in [ENV_MARK, ENV_COMMAND, ENV_GRACE_MS, ENV_INTERRUPT_GRACE_MS, ENV_LIMIT_MS, ENV_PARENT] {
         cmd.env_remove(k);
     }

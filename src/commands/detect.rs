@@ -50,30 +50,10 @@ pub fn venv_python(root: &std::path::Path) -> Option<String> {
 
 /// stdout of `cmd args` when it exits 0 within `limit` (a hung driver must not hang `init`).
 fn run_with_timeout(cmd: &str, args: &[&str], limit: Duration) -> Option<String> {
-    let mut child = Command::new(cmd)
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .ok()?;
-    let start = std::time::Instant::now();
-    loop {
-        match child.try_wait().ok()? {
-            Some(status) if status.success() => {
-                let mut out = String::new();
-                std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
-                return Some(out);
-            }
-            Some(_) => return None,
-            None if start.elapsed() > limit => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-            None => std::thread::sleep(Duration::from_millis(20)),
-        }
-    }
+    let mut c = Command::new(cmd);
+    c.args(args);
+    let out = crate::process::output_within(c, limit).filter(|o| o.status.success())?;
+    String::from_utf8(out.stdout).ok()
 }
 
 #[cfg(test)]
