@@ -535,7 +535,7 @@ fn revert(
 /// How the measuring ended.
 pub(crate) enum Ended {
     Decided(Decision),
-    /// The candidate's compiled HLO is byte-identical to the incumbent's.
+    /// The candidate's compiled HLO is the incumbent's program (metadata aside).
     NoOp(String),
     Stopped(Stop),
 }
