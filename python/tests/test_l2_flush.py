@@ -69,6 +69,8 @@ class L2Flush(unittest.TestCase):
         f()
         self.assertEqual(f.calls, 2)
         self.assertTrue(bool(jnp.all(f._buf == 2)))
+        # Its module in a capture is named for what it is, apart from the kernel's.
+        self.assertIn("ratchet_l2_flush", f._write.lower(f._buf).as_text())
 
     def test_default_buffer_outsizes_gpu_l2(self):
         # H100/H200 have 50 MB of L2, B200 126 MB; triton's do_bench writes 256 MB.
