@@ -47,6 +47,9 @@ class CompilerFigures(unittest.TestCase):
         # 2*N^3 for the matmul (tanh is a transcendental, not a FLOP).
         self.assertGreaterEqual(r["flops"], 2 * N**3)
         self.assertIn("flops and bytes from XLA's cost analysis", err)
+        # The result file says which figures are the compiler's (ratchet's physics gate does not
+        # hold a run to estimated bytes).
+        self.assertEqual(r["compiler_figures"], {"flops": "XLA's cost analysis", "bytes": "XLA's cost analysis"})
 
     def test_a_given_figure_is_kept_and_only_the_missing_one_filled(self):
         r, err = measure(flops=2 * N**3)
@@ -54,11 +57,13 @@ class CompilerFigures(unittest.TestCase):
         self.assertGreater(r["bytes"], 0)
         self.assertIn("bytes from XLA's cost analysis", err)
         self.assertNotIn("warning", err)
+        self.assertEqual(r["compiler_figures"], {"bytes": "XLA's cost analysis"})
 
     def test_figures_off_by_more_than_the_ratio_are_warned_about(self):
         # bytes 10x under (a forgotten re-read), flops right.
         r, err = measure(flops=2 * N**3, bytes=3 * N * N * 4 / 10)
         self.assertEqual(r["bytes"], 3 * N * N * 4 / 10)  # the caller's figure stands
+        self.assertNotIn("compiler_figures", r)
         self.assertIn("ratchet_bench: warning: bytes=", err)
         self.assertIn("XLA's cost analysis", err)
         self.assertNotIn("warning: flops=", err)
