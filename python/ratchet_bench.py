@@ -7,10 +7,14 @@ ratchet puts this single file on the PYTHONPATH of every benchmark run, so a rep
     ratchet_bench.run(fn, (q, k, v), flops=..., bytes=..., check=...)
 
 `run` reads the RATCHET_* environment (docs/protocol.md), warms up, times each measured
-iteration, captures a profile with one TraceAnnotation("kernel_step_{i}") per step, dumps
-the compiled HLO, checks correctness, writes `ratchet-result.json` (version 1) atomically,
-and prints the KernelForge article's RESULT / REGIME / HLO-stats summary for humans.
-Run by hand (no RATCHET_OUT) it writes the same artifacts to ./profile_data.
+iteration, captures a profile with one XProf step per iteration
+(StepTraceAnnotation("kernel_step", step_num=i)), dumps the compiled HLO, checks correctness,
+writes `ratchet-result.json` (version 1) atomically, and prints the KernelForge article's
+RESULT / REGIME / HLO-stats summary for humans (with the Pallas kernel bodies' own op counts
+where the HLO shows a kernel as one custom call). FLOPs and bytes the caller leaves out come
+from the compiler (a Pallas `cost_estimate`, else `compiled.cost_analysis()`); figures the
+caller gives are cross-checked against the compiler's. Run by hand (no RATCHET_OUT) it writes
+the same artifacts to ./profile_data.
 
 With RATCHET_DEEP=1 (`ratchet --deep`) it also takes continuous-profiling snapshots during
 extra iterations after the measured ones: through XProf's continuous-profiling API where the
@@ -18,9 +22,11 @@ extra iterations after the measured ones: through XProf's continuous-profiling A
 windows (on CPU the snapshot API writes no files). Each lands in
 $RATCHET_OUT/snapshots/<n>/ and is listed in the result file's `snapshots` field.
 
-Importing the module turns on JAX's persistent compilation cache under the repo's
-`.ratchet/cache/jax`, so that the many fresh processes of one experiment pay the compile
-once; it must happen before the first compile, which is why it is done at import.
+Importing the module has no side effects. `measure` (and so `run`) turns on JAX's persistent
+compilation cache under the repo's `.ratchet/cache/jax` before it compiles the kernel, so that
+the many fresh processes of one experiment pay the compile once. JAX opens the cache lazily, at
+the first compile after a cache directory is set, so compiles before `run` (a reference
+output) do not stop the kernel's compile from being cached.
 """
 
 import base64
@@ -43,9 +49,12 @@ __all__ = [
     "BenchError",
     "Settings",
     "compare",
+    "compiler_figures",
+    "cost_warnings",
     "deep_snapshots",
     "enable_compilation_cache",
     "hlo_stats",
+    "kernel_body_counts",
     "measure",
     "peak_figures",
     "run",
@@ -91,6 +100,21 @@ PEAKS = (
 TRACE_MODES = ("TRACE_ONLY_HOST", "TRACE_ONLY_XLA", "TRACE_COMPUTE", "TRACE_COMPUTE_AND_SYNC")
 DEFAULT_TRACE_MODE = "TRACE_COMPUTE"
 KERNEL_BODY_FILE = "kernel.body.mlir"
+
+# The name of every profiled step. It is an XProf step (StepTraceAnnotation: a `step_num` stat
+# and a root marker), so XProf's overview sees steps; ratchet's trace reader matches the name
+# (`kernel_step`, or the older per-step `kernel_step_<i>`).
+STEP_NAME = "kernel_step"
+
+# Past this ratio (either way) between a figure the caller gives and the compiler's own, `run`
+# warns: a factor of 2 is a dropped re-read or a doubled count, not rounding. Ours, not a
+# seed's (docs/prepare.md).
+COST_MISMATCH_RATIO = 2.0
+
+# The buffer written between iterations to flush a GPU's L2 cache when `flush_l2=True`: as
+# triton.testing.do_bench does (256 MB), larger than any current GPU's L2 (H100/H200 50 MB,
+# B200 126 MB).
+L2_FLUSH_BYTES = 256 * 1024 * 1024
 
 
 class BenchError(Exception):
@@ -256,6 +280,213 @@ def hlo_stats(hlo_text):
     }
 
 
+# Op classes inside a Pallas kernel body, as ratchet counts them (src/trace/kernel_body.rs
+# `classify`; the Rust and Python tests pin both to the same counts on the same fixtures).
+_BODY_MATMUL = {"tpu.matmul", "tt.dot", "tt.dot_scaled", "vector.contract", "ttng.warp_group_dot",
+                "ttng.tc_gen5_mma", "mosaic_gpu.wgmma", "mosaic_gpu.tcgen05_mma", "nvgpu.warpgroup.mma"}
+_BODY_EXP = {"math.exp", "math.exp2", "math.expm1", "tt.precise_exp"}
+_BODY_REDUCE = {"vector.multi_reduction", "vector.reduction", "tt.reduce", "tpu.all_reduce",
+                "nvvm.redux.sync"}
+_BODY_DMA = {"tpu.enqueue_dma", "tpu.enqueue_indirect_dma", "ttg.async_copy_global_to_local",
+             "ttng.async_tma_copy_global_to_local", "ttng.async_tma_copy_local_to_global",
+             "tt.descriptor_load", "tt.experimental_descriptor_load", "mosaic_gpu.async_load",
+             "mosaic_gpu.async_store", "nvgpu.tma.async.load"}
+# Named only so that they are not counted as copies below (`*_copy` names).
+_BODY_NOT_COPY = {"tpu.wait_dma", "tpu.wait_dma2", "tpu.wait_indirect_dma", "ttg.async_wait",
+                  "ttng.wait_barrier", "ttng.async_tma_store_wait", "mosaic_gpu.wait",
+                  "nvvm.mbarrier.try_wait.parity", "nvvm.mbarrier.try_wait",
+                  "nvvm.cp.async.bulk.wait_group", "nvvm.cp.async.wait.group", "scf.for", "scf.while",
+                  "vector.load", "tpu.load", "tpu.strided_load", "memref.load", "tt.load",
+                  "ttg.local_load", "llvm.load", "vector.store", "tpu.vector_store", "tpu.store",
+                  "tpu.strided_store", "memref.store", "tt.store", "ttg.local_store", "llvm.store"}
+BODY_COUNTS = ("matmul", "exp", "reduce", "dma", "copy")
+
+
+def _body_op_name(line):
+    """The op name on one line of MLIR text (`"d.op"(...)`, `%r = d.op ...`), the
+    `stable_mosaic.` / `stable_mosaic_gpu.` prefix dropped; None where the line holds no op."""
+    rest = line.lstrip()
+    if not rest or rest.startswith(("//", "^", "}", "#")):
+        return None
+    if rest.startswith("%"):
+        if " = " not in rest:
+            return None
+        rest = rest.split(" = ", 1)[1].lstrip()
+    if rest.startswith('"'):
+        end = rest.find('"', 1)
+        if end < 0:
+            return None
+        name = rest[1:end]
+    else:
+        name = re.match(r"[A-Za-z0-9._]*", rest).group(0)
+    if "." not in name or not name[0].isalpha() or name.endswith("."):
+        return None
+    for prefix in ("stable_mosaic.", "stable_mosaic_gpu."):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+def _quoted_attr(line, key):
+    m = re.search(re.escape(key) + r' = "([^"]*)"', line)
+    return m.group(1) if m else None
+
+
+def _body_class(op, line):
+    if op == "llvm.inline_asm":
+        asm = _quoted_attr(line, "asm_string") or ""
+        if "wgmma.mma_async" in asm or "tcgen05.mma" in asm:
+            return "matmul"
+        return "exp" if "ex2.approx" in asm else None
+    if op == "nvvm.shfl.sync":
+        # A butterfly shuffle is a step of a cross-lane reduction (`idx` shuffles broadcast).
+        return "reduce" if "shfl_kind bfly" in line else None
+    if op.startswith("nvvm.cp.async.") and not op.endswith(".commit.group") and "wait" not in op:
+        return "dma"  # Mosaic GPU's TMA and bulk copies
+    if op in _BODY_MATMUL:
+        return "matmul"
+    if op in _BODY_EXP:
+        return "exp"
+    if op == "tt.extern_elementwise":
+        return "exp" if "exp" in (_quoted_attr(line, "symbol") or "") else None
+    if op in _BODY_REDUCE:
+        return "reduce"
+    if op in _BODY_DMA:
+        return "dma"
+    if op in _BODY_NOT_COPY:
+        return None
+    last = op.rsplit(".", 1)[-1]
+    return "copy" if last == "copy" or last.endswith("_copy") else None
+
+
+def kernel_body_counts(text):
+    """The op counts of each Pallas kernel in a kernel-body file (`kernel.body.mlir`, as
+    `write_kernel_bodies` writes it): a list of dicts with `name`, `dialect` and the counts of
+    BODY_COUNTS, the same figures `ratchet inspect` prints. Matmuls, exponentials and
+    reductions that carry a source location count once per location: Mosaic GPU unrolls one
+    source op into one op per register fragment."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("// ratchet-kernel"):
+            fields = dict(kv.split("=", 1) for kv in line.split()[2:] if "=" in kv)
+            out.append({"name": fields.get("name", "?"), "dialect": fields.get("dialect", "?"),
+                        **{k: 0 for k in BODY_COUNTS}, "_seen": set()})
+            continue
+        if not out:
+            continue
+        op = _body_op_name(line)
+        cls = op and _body_class(op, line)
+        if not cls:
+            continue
+        at = line.rfind(" loc(")
+        loc = line[at + 1:].rstrip() if at >= 0 else ""
+        if cls in ("matmul", "exp", "reduce") and loc.endswith(")"):
+            key = (cls, loc)
+            if key in out[-1]["_seen"]:
+                continue
+            out[-1]["_seen"].add(key)
+        out[-1][cls] += 1
+    for k in out:
+        del k["_seen"]
+    return out
+
+
+def compiler_figures(compiled, bodies=()):
+    """The compiler's own FLOPs and bytes of one call, or None: a dict with `flops`, `bytes`
+    (None where the compiler has no positive figure), `source` (words) and `lower_bound`.
+
+    The Pallas kernels' `cost_estimate` (summed) when every decoded kernel carries one: it is
+    what XProf's roofline reads for a custom call, whose insides XLA cannot count. Otherwise
+    XLA's `compiled.cost_analysis()`. `lower_bound` says why XLA's figures may fall short (None
+    when they should not): XLA counts a while loop's body once (on CPU a Pallas kernel in
+    interpret mode is such a loop) and a custom call's insides not at all.
+    """
+    text = ""
+    try:
+        text = compiled.as_text() or ""
+    except Exception:
+        pass
+    costs = [b.get("cost") for b in bodies if "text" in b]
+    if costs and all(c and c.get("flops") and c.get("bytes_accessed") for c in costs):
+        return {"flops": float(sum(c["flops"] for c in costs)),
+                "bytes": float(sum(c["bytes_accessed"] for c in costs)),
+                "source": "the Pallas cost_estimate", "lower_bound": None}
+    lower_bound = None
+    if re.search(r"\swhile\(", text):
+        lower_bound = "XLA counts a loop's body once"
+    elif re.search(r"\scustom-call\(", text):
+        lower_bound = "XLA cannot count inside a custom call"
+    try:
+        ca = compiled.cost_analysis()
+    except Exception:
+        return None
+    if isinstance(ca, (list, tuple)):  # older jax: one dict per computation
+        ca = ca[0] if ca else None
+    if not isinstance(ca, dict):
+        return None
+
+    def positive(key):
+        v = ca.get(key)
+        return float(v) if isinstance(v, (int, float)) and math.isfinite(v) and v > 0 else None
+
+    flops, bytes_ = positive("flops"), positive("bytes accessed")
+    if flops is None and bytes_ is None:
+        return None
+    return {"flops": flops, "bytes": bytes_, "source": "XLA's cost analysis", "lower_bound": lower_bound}
+
+
+def cost_warnings(user, compiler, ratio=COST_MISMATCH_RATIO):
+    """Warnings where a figure the caller gave (`user`: {"flops", "bytes"}) and the compiler's
+    differ by more than `ratio` either way. Where the compiler's figures are a lower bound
+    (`lower_bound`: loops, custom calls), only one above the caller's by more than `ratio`
+    contradicts it."""
+    if not compiler:
+        return []
+    out = []
+    for key, what in (("flops", "FLOPs"), ("bytes", "bytes")):
+        mine, theirs = user.get(key), compiler.get(key)
+        if not mine or not theirs:
+            continue
+        if theirs > mine * ratio or (theirs * ratio < mine and not compiler.get("lower_bound")):
+            out.append(f"{key}={mine:.4g} given, but {compiler['source']} says {theirs:.4g} "
+                       f"({theirs / mine:.2f}x, past the {ratio:g}x this helper tolerates): "
+                       f"check the {what} formula")
+    return out
+
+
+class _L2Flush:
+    """Writes a buffer larger than the GPU's L2 cache (L2_FLUSH_BYTES) between iterations, as
+    triton.testing.do_bench does, so a memory-bound kernel is timed reading from HBM rather
+    than from a cache its previous call warmed. The write is waited on before the timer
+    starts: it is never part of a timing."""
+
+    def __init__(self, nbytes=L2_FLUSH_BYTES):
+        self.calls = 0
+        self._buf = jnp.zeros((nbytes // 4,), jnp.int32)
+
+        # Named, so that its executions in a capture say what they are (jit_ratchet_l2_flush).
+        def ratchet_l2_flush(b):
+            return b + 1
+
+        self._write = jax.jit(ratchet_l2_flush)
+
+    def __call__(self):
+        self._buf = jax.block_until_ready(self._write(self._buf))
+        self.calls += 1
+
+
+def _l2_flusher(flush_l2, backend):
+    """The between-iterations flush `measure` calls: a real one for `flush_l2=True` on GPU,
+    else one that does nothing (a note says so when it was asked for off a GPU: CPU and TPU
+    caches are not what the option is about, and a portable prepare.py may ask on any backend)."""
+    if flush_l2 and backend == "gpu":
+        return _L2Flush()
+    if flush_l2:
+        print(f"ratchet_bench: note: flush_l2 applies to GPUs only; ignored on {backend}",
+              file=sys.stderr)
+    return lambda: None
+
+
 def write_result(out_dir, result):
     """Write ratchet-result.json atomically: a reader sees the old file or the whole new one."""
     path = os.path.join(out_dir, RESULT_FILE)
@@ -341,7 +572,7 @@ def deep_snapshots(compiled, args, settings, backend):
                 path = os.path.join(settings.out_dir, SNAPSHOT_DIR, str(n))
                 os.makedirs(path, exist_ok=True)
                 for _ in range(settings.window):
-                    with jax.profiler.TraceAnnotation(f"kernel_step_{step}"):
+                    with jax.profiler.StepTraceAnnotation(STEP_NAME, step_num=step):
                         _call(compiled, args)
                     step += 1
                 api.get_snapshot(addr, path)
@@ -367,7 +598,7 @@ def deep_snapshots(compiled, args, settings, backend):
             with jax.profiler.trace(os.path.join(settings.out_dir, rel),
                                     profiler_options=_profile_options(backend, settings.trace_mode)):
                 for _ in range(settings.window):
-                    with jax.profiler.TraceAnnotation(f"kernel_step_{step}"):
+                    with jax.profiler.StepTraceAnnotation(STEP_NAME, step_num=step):
                         _call(compiled, args)
                     step += 1
         except Exception as e:
@@ -599,7 +830,7 @@ def _call(compiled, args):
 
 
 def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, kernel=None,
-            meta=None, settings=None):
+            meta=None, settings=None, flush_l2=False):
     """Run the protocol and return the result dict written to ratchet-result.json.
 
     Raises BenchError on anything that leaves no valid measurement. A failing check is
@@ -612,6 +843,9 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
     os.makedirs(s.out_dir, exist_ok=True)
     backend = jax.default_backend()
     device = jax.devices()[0].device_kind
+    # Here, not at import: importing the helper must not touch the disk or JAX's settings.
+    enable_compilation_cache()
+    flush = _l2_flusher(flush_l2, backend)
 
     lowered, compiled = _compile(fn, args)
     hlo_path = os.path.join(s.out_dir, HLO_FILE)
@@ -627,12 +861,29 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
     if not has_body and os.path.exists(body_path):
         os.remove(body_path)
 
+    # The compiler's own figures: the default for what the caller left out, a cross-check of
+    # what the caller gave.
+    figures = compiler_figures(compiled, bodies)
+    for warning in cost_warnings({"flops": flops, "bytes": bytes_}, figures):
+        print(f"ratchet_bench: warning: {warning}", file=sys.stderr)
+    taken = []
+    if figures and (flops is None or bytes_ is None):
+        taken = [k for k, v in (("flops", flops), ("bytes", bytes_)) if v is None and figures.get(k)]
+        flops = flops if flops is not None else figures.get("flops")
+        bytes_ = bytes_ if bytes_ is not None else figures.get("bytes")
+        if taken:
+            bound = f" (a lower bound: {figures['lower_bound']})" if figures.get("lower_bound") else ""
+            print(f"ratchet_bench: {' and '.join(taken)} from {figures['source']}{bound}",
+                  file=sys.stderr)
+
     out = None
     try:
         for _ in range(s.warmup):
+            flush()
             out = _call(compiled, args)
         latencies = []
         for _ in range(s.iters):
+            flush()
             t0 = time.perf_counter()
             out = _call(compiled, args)
             latencies.append((time.perf_counter() - t0) * 1e3)
@@ -645,7 +896,8 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
         try:
             with jax.profiler.trace(trace_dir, profiler_options=_profile_options(backend, s.trace_mode)):
                 for i in range(s.profile_iters):
-                    with jax.profiler.TraceAnnotation(f"kernel_step_{i}"):
+                    flush()  # outside the step: the step holds the kernel alone
+                    with jax.profiler.StepTraceAnnotation(STEP_NAME, step_num=i):
                         _call(compiled, args)
         except Exception as e:
             raise BenchError(f"profiling failed: {type(e).__name__}: {e}") from e
@@ -669,6 +921,10 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
     for key, value in (("flops", flops), ("bytes", bytes_), ("min_bytes", min_bytes)):
         if value is not None:
             result[key] = value
+    if taken:
+        # Estimates, not the benchmark's claims: ratchet's physics gate does not hold a run to
+        # the compiler's bytes (a kernel whose data stays in a cache beats them).
+        result["compiler_figures"] = {k: figures["source"] for k in taken}
     if check_result is not None:
         result["check"] = check_result
     if trace is not None:
@@ -704,8 +960,10 @@ def regime_word(memory_bound, gap_share):
     return "MEMORY-BOUND" if memory_bound else "COMPUTE-BOUND"
 
 
-def summary_lines(result, hlo_text=None, env=None):
-    """The article's human summary: RESULT, REGIME and HLO stats lines."""
+def summary_lines(result, hlo_text=None, env=None, kernel_body_text=None):
+    """The article's human summary: RESULT, REGIME and HLO stats lines. On TPU and GPU the HLO
+    shows a Pallas kernel as one custom call (no dot, no exp): the kernel bodies' own counts
+    (`kernel_body_text`, the kernel.body.mlir file) follow the HLO's, one line per kernel."""
     latency_ms = statistics.median(result["latencies_ms"])
     flops, bytes_ = result.get("flops"), result.get("bytes")
     peaks = peak_figures(result.get("device", ""), env)
@@ -747,6 +1005,10 @@ def summary_lines(result, hlo_text=None, env=None):
         for op in ("dot", "exponential", "reduce", "copy", "custom-call"):
             lines.append(f"    {op + ' ops:':<17}{st[op]}")
         lines.append(f"    {'total lines:':<17}{st['lines']}")
+    if kernel_body_text:
+        for k in kernel_body_counts(kernel_body_text):
+            counts = "  ".join(f"{c} {k[c]}" for c in BODY_COUNTS)
+            lines.append(f"    kernel body {k['name']} ({k['dialect']}): {counts}")
     check = result.get("check")
     if check is not None:
         err = check.get("max_abs_err")
@@ -758,34 +1020,43 @@ def summary_lines(result, hlo_text=None, env=None):
     return lines
 
 
-def run(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, kernel=None, meta=None):
+def run(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, kernel=None, meta=None,
+        flush_l2=False):
     """Benchmark `fn(*args)` under ratchet's protocol; print the summary; exit 1 on failure.
 
     fn:        a jitted callable (a plain function is jitted); compiled once, ahead of time.
     args:      tuple of its arguments.
-    flops:     FLOPs of one call (compute_flops()).
-    bytes:     estimated HBM bytes of one call, re-reads included.
+    flops:     FLOPs of one call (compute_flops()); default: the compiler's (a Pallas
+               cost_estimate, else compiled.cost_analysis()), which also checks a given one.
+    bytes:     estimated HBM bytes of one call, re-reads included; default as for flops.
     min_bytes: HBM bytes with perfect reuse.
     check:     callable(output) -> bool or {'passed', 'max_abs_err', 'tolerance'}
                (ratchet_bench.compare builds the dict); a failure marks the run invalid.
     kernel:    regular expression naming the kernel's module in the trace
                (default: fn's __name__).
     meta:      JSON-serialisable dict stored with the run (block sizes, shapes).
+    flush_l2:  on GPU, write a 256 MB buffer before every timed and profiled call, so each
+               call reads from HBM, not from an L2 its previous call warmed (as
+               triton.testing.do_bench does); ignored, with a note, on CPU and TPU.
     Returns the result dict.
     """
     try:
         settings = settings_from_env()
         result = measure(fn, args, flops=flops, bytes=bytes, min_bytes=min_bytes, check=check,
-                         kernel=kernel, meta=meta, settings=settings)
+                         kernel=kernel, meta=meta, settings=settings, flush_l2=flush_l2)
         with open(os.path.join(settings.out_dir, HLO_FILE), encoding="utf-8") as f:
             hlo_text = f.read()
+        body_text = None
+        if result.get("kernel_body"):
+            with open(os.path.join(settings.out_dir, result["kernel_body"]), encoding="utf-8") as f:
+                body_text = f.read()
     except BenchError as e:
         # The underlying traceback (a Mosaic or Triton lowering error, say) is what the
         # kernel author needs; the one-line reason comes last so it is what they see.
         if e.__cause__ is not None:
             traceback.print_exception(e.__cause__, file=sys.stderr)
         sys.exit(f"ratchet_bench: error: {e}")
-    for line in summary_lines(result, hlo_text):
+    for line in summary_lines(result, hlo_text, kernel_body_text=body_text):
         print(line)
     print(f"    {'Full HLO:':<17}{os.path.join(settings.out_dir, HLO_FILE)}")
     print(f"Result file: {os.path.join(settings.out_dir, RESULT_FILE)}")
@@ -798,5 +1069,3 @@ def run(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, kernel=
     sys.stdout.flush()
     return result
 
-
-enable_compilation_cache()

@@ -535,7 +535,7 @@ fn revert(
 /// How the measuring ended.
 pub(crate) enum Ended {
     Decided(Decision),
-    /// The candidate's compiled HLO is byte-identical to the incumbent's.
+    /// The candidate's compiled HLO is the incumbent's program (metadata aside).
     NoOp(String),
     Stopped(Stop),
 }
@@ -611,15 +611,27 @@ pub(crate) fn drive(
     Ok((s.records, ended, (main, confirm), (main_s, confirm_s)))
 }
 
-/// Both runs dumped their compiled HLO and the texts are byte-identical.
+/// Both runs dumped their compiled HLO and the programs are the same: byte-identical, or equal
+/// once metadata and source tables are dropped (`hlo_without_metadata`). The second case is
+/// what a cold compilation cache gives: the same program dumped with other stack-frame and
+/// source-location tables, which cannot change the kernel.
 fn same_hlo(inc: &RunRecord, cand: &RunRecord) -> Option<String> {
     let (a, b) = (inc.hlo.as_ref()?, cand.hlo.as_ref()?);
     let cap = crate::safe_read::MAX_HLO_BYTES;
     let (ta, tb) = (crate::safe_read::read_capped(a, cap).ok()?, crate::safe_read::read_capped(b, cap).ok()?);
-    (ta == tb).then(|| {
-        format!(
+    if ta == tb {
+        return Some(format!(
             "the candidate's compiled HLO is byte-identical to the incumbent's ({} bytes): the change cannot alter the kernel",
             ta.len()
+        ));
+    }
+    let (sa, sb) = (String::from_utf8_lossy(&ta), String::from_utf8_lossy(&tb));
+    let bare = crate::trace::hlo::hlo_without_metadata(&sa);
+    (bare == crate::trace::hlo::hlo_without_metadata(&sb)).then(|| {
+        format!(
+            "the candidate's compiled HLO is the incumbent's program ({} bytes without metadata), differing only in \
+             metadata and source-location tables: the change cannot alter the kernel",
+            bare.len()
         )
     })
 }

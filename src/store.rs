@@ -27,8 +27,8 @@ pub enum Status {
     /// The first phase showed a worthwhile gain that the confirmation batch did not: reverted;
     /// rerun it with more pairs to settle it.
     Unconfirmed,
-    /// The candidate compiles to byte-identical HLO: it cannot change the kernel. Reverted
-    /// after the first pair.
+    /// The candidate compiles to the incumbent's HLO (metadata and source tables aside): it
+    /// cannot change the kernel. Reverted after the first pair.
     #[serde(rename = "no-op")]
     NoOp,
     /// The candidate's benchmark exited non-zero or was killed.

@@ -21,8 +21,8 @@ from unittest import mock
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.dirname(HERE)
 
-# Importing the module enables the compilation cache under RATCHET_STATE_DIR: point it
-# at a throw-away directory so the tests leave nothing in the working directory.
+# measure() (and run()) enable the compilation cache under RATCHET_STATE_DIR: point it at a
+# throw-away directory so the in-process tests leave nothing in the working directory.
 _STATE = tempfile.mkdtemp(prefix="ratchet-bench-test-")
 atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
 os.environ["RATCHET_STATE_DIR"] = _STATE
@@ -37,6 +37,7 @@ import ratchet_bench as rb  # noqa: E402
 ALLOWED_KEYS = {
     "version", "latencies_ms", "flops", "bytes", "min_bytes", "check", "trace", "hlo",
     "kernel", "backend", "device", "throttled", "meta", "snapshots", "kernel_body", "environment",
+    "compiler_figures",
 }
 
 BENCH_SCRIPT = textwrap.dedent(

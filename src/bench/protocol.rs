@@ -76,6 +76,10 @@ pub struct ResultFile {
     /// What the run was measured with: versions, device kind and count, XLA flags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+    /// Which of `flops` / `bytes` the benchmark did not give and took from the compiler, with
+    /// where from (`{"bytes": "XLA's cost analysis"}`): estimates, not the benchmark's claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compiler_figures: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// The shortest time a run may report: 1 ps. Below it a time is a unit mistake or a denormal

@@ -50,6 +50,13 @@ pub const CAUSE_SHARE: f64 = 0.05;
 /// Share of the time in reductions, collectives or exposed waits that earns a warning (ours,
 /// the article's 10% for exp applied to them).
 pub const SHARE_WARN: f64 = 0.10;
+/// Re-read factor (estimated over minimum traffic) above which a memory-bound kernel's re-reads
+/// earn a warning (ours: the article, section 3.4, gives the factor but no cut-off; 2x is every
+/// byte read twice).
+pub const REREAD_WARN: f64 = 2.0;
+/// Relative difference between a `pallas_call`'s cost_estimate and the benchmark's FLOPs past
+/// which the two are said to disagree (ours: past rounding, short of any real mistake).
+pub const COST_ESTIMATE_TOLERANCE: f64 = 0.01;
 /// The article's expected counts for the attention kernel (section 5.3).
 pub const EXPECTED_DOTS: usize = 2;
 pub const EXPECTED_EXPS: usize = 2;
@@ -464,7 +471,7 @@ fn roofline_findings(r: RooflineView, inp: &Inputs, ev: &evidence::Evidence, has
 
     if let (Some(b), Some(mb)) = (inp.bytes, inp.min_bytes) {
         if let Some(f) = reread_factor(b, mb) {
-            let level = if f > 2.0 && r.memory_bound { Level::Warn } else { Level::Note };
+            let level = if f > REREAD_WARN && r.memory_bound { Level::Warn } else { Level::Note };
             let rx = if r.memory_bound && f > 1.0 && has_blocks {
                 Some("increase block sizes, BQ first, then BKV: fewer Q blocks mean fewer K/V re-reads (higher intensity) and bigger transfers (better bandwidth) (section 3.4)")
             } else {
@@ -529,7 +536,7 @@ fn cost_estimate_findings(inp: &Inputs, out: &mut Vec<Finding>) {
                 format!("the {} kernel's pallas_call carries no cost_estimate: XProf's roofline tool sees no FLOPs in it", k.name),
                 Some("pass cost_estimate=pl.CostEstimate(flops=..., transcendentals=..., bytes_accessed=...) to pl.pallas_call"),
             )),
-            (Some(c), Some(f)) if f > 0.0 && ((c - f) / f).abs() > 0.01 => out.push(Finding::new(
+            (Some(c), Some(f)) if f > 0.0 && ((c - f) / f).abs() > COST_ESTIMATE_TOLERANCE => out.push(Finding::new(
                 "cost-estimate",
                 Level::Note,
                 format!(
