@@ -56,7 +56,7 @@ pub struct TraceReport {
     pub kernel: Option<KernelStats>,
     /// HLO counts of the kernel's module from the `Hlo Proto` embedded in the capture.
     pub hlo_ops_from_proto: Option<HloStats>,
-    /// Host-side durations (us) of the `kernel_step_i` annotations: dispatch + execution +
+    /// Host-side durations (us) of the `kernel_step` step annotations (or older `kernel_step_<i>` ones): dispatch + execution +
     /// wait, so larger than the device time.
     pub host_steps_us: Vec<f64>,
     /// Op breakdown of every module, given by `inspect` when no single kernel was chosen.
