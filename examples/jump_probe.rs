@@ -1,4 +1,4 @@
-//! Issue 14's probe of the variance guard: the figures docs/decisions.md's probe table quotes
+//! The probe of the variance guard: the figures docs/decisions.md's probe table quotes
 //! for one variant of the borrowed-scale knobs (false keeps when the noise jumps above its
 //! history, runs per decision over the grid, power), from `ratchet simulate`'s own cells.
 //!

@@ -1,4 +1,4 @@
-//! Parallel sweeps measured (issue 18): the same queue of hypotheses swept by the release
+//! Parallel sweeps measured: the same queue of hypotheses swept by the release
 //! `ratchet sweep --jobs N` for N = 1, 2, 4, 8 fake device slots, each run of a sleep-dominated
 //! shell benchmark (so 8 slots fit on 2 cores), and the hypotheses per hour, the stale rechecks
 //! and the keeps per true effect printed as a Markdown table (docs/scale-out.md holds one).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A real one-node Slurm cluster on this host (issue 18), for tests/issue18_slurm.rs and for trying
+# A real one-node Slurm cluster on this host, for tests/scale/slurm.rs and for trying
 # the Slurm engine without a cluster: Debian's slurmctld + slurmd + slurm-client with munge,
 # one node (this host) with RATCHET_FAKE_GPUS (default 4) fake GPUs, started without systemd.
 # Idempotent: a second run finds everything up and only checks it. Needs root and apt.

@@ -127,7 +127,7 @@ pub enum Command {
     /// Run the decision procedure against synthetic benchmarks with known effects and print
     /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
     Simulate(SimulateArgs),
-    /// For engines and scripts (issue 18): measure --candidate against --incumbent on this
+    /// For engines and scripts: measure --candidate against --incumbent on this
     /// machine's device in interleaved pairs with the experiments' stopping rule, and write a run
     /// directory (trial.json last); decides, commits and records nothing. See docs/scale-out.md.
     Worker(WorkerArgs),

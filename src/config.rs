@@ -34,10 +34,10 @@ pub struct Config {
     pub decision: DecisionConfig,
     #[serde(default)]
     pub trace: TraceConfig,
-    /// Where trials run (issue 18): local slots, Slurm or a user's hook.
+    /// Where trials run: local slots, Slurm or a user's hook.
     #[serde(default)]
     pub engine: EngineConfig,
-    /// `[devices]`: the local device slots of a parallel sweep (issue 18).
+    /// `[devices]`: the local device slots of a parallel sweep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<DevicesConfig>,
 }

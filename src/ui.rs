@@ -560,7 +560,7 @@ fn budget_text(max_wall_s: Option<f64>, max_runs: Option<u64>) -> String {
 fn sweep_summary(o: &mut impl Write, out: &SweepOutcome, runs: u64, wall: f64, gain: Option<&str>) {
     say!(o, "\nsweep summary");
     for r in &out.rows {
-        // Speed-up first (issue 16: "+1204% score" reads wrong), the metric's change beside it.
+        // Speed-up first ("+1204% score" reads wrong), the metric's change beside it.
         let effect = match crate::report::speedup_line(r) {
             Some(line) => line,
             None => r.note.lines().next().unwrap_or("").chars().take(70).collect(),

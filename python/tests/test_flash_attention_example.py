@@ -5,7 +5,7 @@ top of the kept ones; these tests replay that sequence with the decisions the ex
 built to produce (bigger blocks kept, smaller blocks reverted, the broken kernel invalid)
 and check each edit lands exactly once and does what it says. `apply_hypothesis` below is
 the format's literal-edit semantics (experiments/README.md) in a few lines; ratchet's own
-implementation (src/sweep/hypothesis.rs) is tested by the Rust tests (tests/sweep.rs).
+implementation (src/sweep/hypothesis.rs) is tested by the Rust tests (tests/decisions/sweep.rs).
 """
 
 import importlib.util

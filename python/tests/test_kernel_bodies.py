@@ -1,7 +1,7 @@
-"""Issue 17: ratchet_bench decodes the Pallas kernel bodies (Mosaic on TPU, Triton on GPU) that
+"""Ratchet_bench decodes the Pallas kernel bodies (Mosaic on TPU, Triton on GPU) that
 the HLO shows only as one custom call. The example kernel is lowered for both platforms on this
 host (lowering needs no device) and the decoded text must match the committed fixtures that
-tests/issue17_kernel_body.rs counts."""
+tests/traces/kernel_body.rs counts."""
 
 import os
 import subprocess

@@ -1,7 +1,7 @@
 """The summary's HLO stats show the Pallas kernel bodies' own op counts: on TPU and GPU the HLO
 holds a Pallas kernel as one custom call (dot 0, exp 0, reduce 0), so the counts of the
 decoded body (kernel.body.mlir) are printed beside the HLO's, the same counts ratchet's
-inspect prints (tests/issue17_kernel_body.rs and tests/issue17_mosaic_gpu.rs pin the Rust side
+inspect prints (tests/traces/kernel_body.rs and tests/traces/mosaic_gpu.rs pin the Rust side
 to these numbers on the same fixtures)."""
 
 import io

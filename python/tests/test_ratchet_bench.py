@@ -134,7 +134,7 @@ class ProtocolRunTest(unittest.TestCase):
         self.assertEqual(r["bytes"], 3 * 32 * 32 * 4)
         self.assertEqual(r["min_bytes"], 3 * 32 * 32 * 4)
         self.assertEqual(r["check"]["passed"], True)
-        # Issue 17: what the run was measured with; no Pallas kernel, so no kernel body.
+        # What the run was measured with; no Pallas kernel, so no kernel body.
         self.assertEqual(r["environment"]["jax"], jax.__version__)
         self.assertEqual(r["environment"]["device_count"], len(jax.devices()))
         self.assertNotIn("kernel_body", r)

@@ -1,7 +1,7 @@
 """Profiled iterations are XProf steps: each is a StepTraceAnnotation named `kernel_step` with
 its `step_num`, so XProf's overview finds steps (a plain TraceAnnotation leaves it saying "No
 step marker observed"), and ratchet's trace reader still matches the name
-(tests/step_markers.rs reads such a capture with ratchet itself)."""
+(tests/traces/step_markers.rs reads such a capture with ratchet itself)."""
 
 import io
 import os

@@ -79,7 +79,7 @@ pub fn recover(repo: &Repo, store: &Store) -> Result<Vec<String>> {
         done.push(what);
     }
     done.extend(super::gate::remove_leftovers(repo));
-    // A parallel sweep's workers, recording and unfinished trials (issue 18).
+    // A parallel sweep's workers, recording and unfinished trials.
     done.extend(crate::scale::controller::recover_steps(repo, store)?);
     Ok(done)
 }

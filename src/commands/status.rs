@@ -27,7 +27,7 @@ pub struct Report {
     /// The experiment in the journal: running (when locked) or left unfinished by a dead ratchet.
     pub experiment_in_flight: Option<InFlight>,
     pub sweep_in_flight: Option<String>,
-    /// A parallel sweep's journal (issue 18): its trials in flight or left by a dead ratchet.
+    /// A parallel sweep's journal: its trials in flight or left by a dead ratchet.
     pub parallel_in_flight: Option<String>,
     /// What `ratchet recover` (or the next experiment) will do; empty when nothing is pending
     /// (or while another ratchet runs).

@@ -17,7 +17,7 @@ pub fn run(dir: &Path, ws: &Locked, args: &SweepArgs, fx: &mut Effects) -> Resul
     // Relative paths are the user's, from where they ran ratchet.
     let paths = args.paths.iter().map(|p| if p.is_absolute() { p.clone() } else { dir.join(p) }).collect();
     let opts = SweepOptions { paths, max_wall, max_runs: args.max_runs, deep: args.deep, pairs: args.pairs };
-    // Parallel trials (issue 18) only when asked for: --jobs, [devices], or an external
+    // Parallel trials only when asked for: --jobs, [devices], or an external
     // [engine] in ratchet.toml (Slurm, hooks), whose generated files go under the state dir.
     let cfg = ws.config()?;
     if let Some(engine) = crate::scale::engine_from_config(&cfg.engine, ws.root(), &ws.state_dir)? {

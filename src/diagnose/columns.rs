@@ -1,4 +1,4 @@
-//! The results-table cells issue 17 adds (`kernel_ops`, `meta`): compact `key=value;...`
+//! The results-table cells of the kernel's own figures (`kernel_ops`, `meta`): compact `key=value;...`
 //! strings of the candidate's last run, so that old tables stay readable (empty cells) and a
 //! sweep's rows carry their tunables for spill-cliff detection.
 

@@ -1,4 +1,4 @@
-//! The sections issue 17 adds to `ratchet show ID`: the incumbent's figures beside the
+//! The sections of `ratchet show ID` below the row: the incumbent's figures beside the
 //! candidate's (util, bandwidth, regime word, gap, HLO and kernel-body op counts, tunables, what
 //! each was measured with), the candidate's diagnosis, and the spill cliffs of the results.
 

@@ -38,7 +38,7 @@ pub struct Entry {
     pub df: f64,
     /// The same pairs' log-sums: successive-difference sum of squares and df
     /// (`sequential::sum_spread`), the guard's second look at the noise. Absent (0) in entries
-    /// written before issue 14's sum guard, and in a parallel sweep's.
+    /// written before the sum guard existed, and in a parallel sweep's.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub sum_ss: f64,
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -315,7 +315,7 @@ mod tests {
     #[test]
     fn an_old_noise_file_without_sums_still_loads_and_lends_its_scale() {
         let d = tempfile::tempdir().unwrap();
-        // As written before issue 14's sum guard: no sum_ss / sum_df.
+        // As written before the sum guard existed: no sum_ss / sum_df.
         let old = format!(
             r#"{{"version": 1, "benchmarks": [{{"host": "{}", "command": "python3 a.py", "entries": [
                 {{"time": "t", "source": "calibrate", "pairs": 16, "trimmed": 0, "ss": 0.0015, "df": 15.0}}]}}]}}"#,

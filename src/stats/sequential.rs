@@ -14,7 +14,7 @@
 //! probability at most `alpha * confirm_alpha` (0.02 x 0.05 = 0.001 by default).
 //!
 //! Without history every look is the pairs' own t-test. With a noise scale borrowed from history
-//! ([`Borrowed`], issue 14) a look uses the history's sd pooled with the pairs' own residuals,
+//! ([`Borrowed`]) a look uses the history's sd pooled with the pairs' own residuals,
 //! times a safety factor, so the first look can come after 2 pairs; a variance guard hands a
 //! look whose pairs are noisier than history to their own t-test (its critical mean never below
 //! the borrowed one, so the guard adds no false keeps), and gross outliers are set aside and
@@ -191,7 +191,7 @@ pub struct Borrowed {
     /// bound is below the minimum effect.
     pub confirm_beta: f64,
     /// The history's spread of the pairs' log-sums ([`sum_spread`]); `None` (a noise history
-    /// written before issue 14's sum guard, or a parallel sweep's worker): the guard sees the
+    /// written before the sum guard existed, or a parallel sweep's worker): the guard sees the
     /// log-ratios alone.
     pub sums: Option<NoiseScale>,
     /// When a confirmation look's own spread is above the history's at this F level (the noise

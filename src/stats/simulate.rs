@@ -491,7 +491,7 @@ mod tests {
 
     #[test]
     fn a_noise_jump_above_history_keeps_do_nothing_changes_under_the_bound() {
-        // Issue 14's goal for the jump models: at most 0.1% false keeps. Before the confirmation's
+        // The goal for the jump models: at most 0.1% false keeps. Before the confirmation's
         // own test read its own pairs, the outlier band followed the batch's spread and the first
         // look spent a fifth of its increment, these cells kept 0.13% (2x) and 0.21% (3x): on
         // these seeds 51 and 72 of 40000 (now 27 and 32).

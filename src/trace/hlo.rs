@@ -553,7 +553,7 @@ ENTRY %main.2 (x: f32[8]) -> f32[8] {
         assert!(s.copy_warning().is_none());
     }
 
-    // Issue 17: the copy warning fires only for copies that are not a loop's state.
+    // The copy warning fires only for copies that are not a loop's state.
     const COPIES: &str = r#"HloModule m
 
 %body (a: (s32[], f32[8])) -> (s32[], f32[8]) {

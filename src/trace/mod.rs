@@ -1,4 +1,4 @@
-//! Reading profiler captures (issue 4): the kernel's device time per execution, its op
+//! Reading profiler captures: the kernel's device time per execution, its op
 //! breakdown and HLO statistics, from an `.xplane.pb` (or a `.trace.json.gz` as a fallback).
 //!
 //! The flow is locate (which file) -> map it and decode its skeleton ([`xplane`], zero-copy)

@@ -15,7 +15,7 @@ Writes OUT_DIR/mosaic_bq{BQ}_bkv{BKV}.mlir and OUT_DIR/triton_bq{BQ}_bkv{BKV}.ml
 OUT_DIR/mosaic_gpu_bq64_bkv64.mlir: the kernel's Mosaic GPU form (flash_attention_mosaic_gpu.py,
 Pallas `plgpu`; its import needs `absl-py`), always at BQ=BKV=64. The
 committed fixtures under tests/fixtures/kernel_bodies/ come from this script (defaults:
-BQ=BKV=128, seq=512, head_dim=64, bf16); tests/issue17_kernel_body.rs asserts their op counts and
+BQ=BKV=128, seq=512, head_dim=64, bf16); tests/traces/kernel_body.rs asserts their op counts and
 python/tests/test_kernel_bodies.py re-lowers and checks the script still reproduces them.
 """
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent decoding of a TPU Chrome-trace export (.trace.json.gz) for tests/trace_fixtures.rs.
+"""Independent decoding of a TPU Chrome-trace export (.trace.json.gz) for tests/traces/shared_captures.rs.
 
 Only the standard library (gzip, json): per `/device:TPU:N` process, the `XLA Modules` thread's
 events are the module executions; an `XLA Ops` event belongs to the execution whose span holds

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference decoder for the .xplane.pb fixtures used by tests/trace_fixtures.rs.
+"""Independent reference decoder for the .xplane.pb fixtures used by tests/traces/shared_captures.rs.
 
 It uses the Python protobuf runtime (upb/C++), with the XSpace schema declared here by hand
 from the field numbers in ../shared/xplane-format.md, so it shares no code with the Rust
@@ -8,7 +8,7 @@ reader. Run it from the repository root:
     python3 tests/helpers/xplane_reference.py            # all shared fixtures
     python3 tests/helpers/xplane_reference.py FILE.xplane.pb ...
 
-and copy the figures it prints into the constants of tests/trace_fixtures.rs.
+and copy the figures it prints into the constants of tests/traces/shared_captures.rs.
 """
 import os
 import re

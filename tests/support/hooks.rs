@@ -1,4 +1,4 @@
-//! Hook-engine scripts for the tests (issue 18): they run the worker in the background on this
+//! Hook-engine scripts for the tests: they run the worker in the background on this
 //! host, in its own session, as a site's launcher would run it elsewhere.
 
 // A launcher in four scripts: submit starts the worker in its own session and prints its pid;

@@ -3,8 +3,10 @@
 
 #![allow(dead_code)]
 
+pub mod demo;
 pub mod hooks;
 pub mod slurm;
+pub mod xspace;
 
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};

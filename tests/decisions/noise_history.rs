@@ -1,0 +1,75 @@
+//! End to end: `ratchet calibrate` feeds the noise history, `ratchet status` shows the
+//! scale in use, an experiment borrows it (and decides a clear gain in 2 + 2 pairs), and records
+//! its residuals; the minimum effect is a speed-up whatever the metric; every status filters.
+
+use crate::support;
+
+use predicates::prelude::*;
+use support::TestRepo;
+
+#[test]
+fn calibrate_feeds_the_history_that_experiments_borrow() {
+    let t = TestRepo::new();
+    t.ratchet().arg("status").assert().success().stdout(predicate::str::contains("noise scale: no usable history yet"));
+    // No history: a first experiment decides as before (its own t-test, 4 pairs at least).
+    t.write("fake.env", "FAKE_LATENCY_MS=8\n");
+    t.ratchet().arg("experiment: first").assert().success();
+    let r = &t.rows()[0];
+    assert_eq!((r["status"].as_str(), r["noise_scale"].as_str()), ("keep", "own"), "{r:?}");
+    assert_eq!(r["runs"], "16");
+
+    t.ratchet()
+        .args(["calibrate", "--pairs", "12"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("noise scale").and(predicate::str::contains("decisions borrow it")));
+    let noise: serde_json::Value = serde_json::from_str(&t.read(".ratchet/noise.json")).unwrap();
+    let entries = noise["benchmarks"][0]["entries"].as_array().unwrap().clone();
+    assert!(entries.iter().any(|e| e["source"] == "calibrate" && e["df"].as_f64().unwrap() >= 10.0), "{noise}");
+    assert!(entries.iter().any(|e| e["source"] == "experiment 1"), "the first experiment's residuals: {noise}");
+    t.ratchet().arg("status").assert().success().stdout(predicate::str::contains("decisions borrow it"));
+
+    // With history a clear gain needs 2 pairs and 2 confirmation pairs: 8 runs, not 16.
+    t.write("fake.env", "FAKE_LATENCY_MS=6\n");
+    t.ratchet().arg("experiment: second").assert().success().stdout(predicate::str::contains("history noise scale"));
+    let r = &t.rows()[1];
+    assert_eq!((r["status"].as_str(), r["noise_scale"].as_str()), ("keep", "history"), "{r:?}");
+    assert_eq!(r["runs"], "8", "{r:?}");
+    let (p, thr, adj): (f64, f64, f64) =
+        (r["p_value"].parse().unwrap(), r["p_threshold"].parse().unwrap(), r["p_adjusted"].parse().unwrap());
+    assert!(p <= thr && adj >= p && adj <= 1.0, "{r:?}");
+    // The confirmation's own estimate and interval sit beside the pooled one.
+    let (lo, c, hi): (f64, f64, f64) =
+        (r["confirm_ci_low_pct"].parse().unwrap(), r["confirm_delta_pct"].parse().unwrap(), r["confirm_ci_high_pct"].parse().unwrap());
+    assert!(lo < c && c < hi && c > 30.0, "{r:?}");
+    // The best-so-far story also on the confirmation-only figures.
+    t.ratchet().arg("results").assert().success().stdout(predicate::str::contains("by their confirmation batches alone: "));
+}
+
+#[test]
+fn the_minimum_effect_is_a_speed_up_whatever_the_metric() {
+    // The default metric is score (~ 1/latency^2): 1% speed-up is 2.01% of score.
+    let t = TestRepo::new();
+    t.write("fake.env", "FAKE_LATENCY_MS=8\n");
+    t.ratchet()
+        .arg("experiment: faster")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("minimum effect 1% speed-up (latency terms: 2.01% of score)"));
+    let r = &t.rows()[0];
+    let (s, d): (f64, f64) = (r["speedup_pct"].parse().unwrap(), r["delta_pct"].parse().unwrap());
+    // delta_pct stays the score's change; speedup_pct is the same estimate in latency terms.
+    assert!(((1.0 + s / 100.0).powi(2) - 1.0 - d / 100.0).abs() < 1e-9, "speed-up {s} vs score {d}");
+    assert!(s > 20.0 && s < 30.0, "10 ms -> 8 ms is a 25% speed-up: {s}");
+}
+
+#[test]
+fn every_status_is_accepted_by_the_results_filter() {
+    let t = TestRepo::new();
+    for s in ["keep", "revert", "inconclusive", "unconfirmed", "no-op", "crash", "timeout", "invalid", "interrupted", "error", "skipped"] {
+        t.ratchet().args(["results", "--status", s]).assert().success();
+    }
+    t.ratchet().args(["results", "--status", "bogus"]).assert().failure().stderr(
+        predicate::str::contains("unconfirmed").and(predicate::str::contains("no-op")).and(predicate::str::contains("inconclusive")),
+    );
+}

@@ -1,0 +1,112 @@
+//! Fault injection: SIGKILL ratchet at every step boundary of an experiment (and in the middle
+//! of a benchmark), start it again, and check that nothing was lost: the repo is on a
+//! consistent incumbent, the hypothesis is preserved (kept, parked under the discarded ref, or
+//! still in the working tree), results.csv is valid with no torn or duplicate row, and no
+//! benchmark process is left running.
+
+use crate::support;
+
+use std::time::Duration;
+use support::TestRepo;
+
+/// What the repo must look like after a kill at some point and a recovery.
+fn check_consistent(t: &TestRepo, base: &str, change: &str, point: &str) {
+    let rows = t.rows();
+    let mut ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str()).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), rows.len(), "{point}: duplicate rows {rows:?}");
+    let head = t.head();
+    match rows.iter().find(|r| r["id"] == "1") {
+        None => {
+            // Killed before the hypothesis was committed: it is still in the working tree.
+            assert_eq!(point, "before-commit", "{point}: no row recorded");
+            assert_eq!(head, base);
+            assert_eq!(t.read("fake.env"), change, "{point}: the change stays in the working tree");
+        }
+        Some(r) if r["status"] == "keep" => {
+            assert_eq!(head, r["commit"], "{point}: a kept hypothesis is the incumbent");
+            assert_eq!(t.read("fake.env"), change);
+            assert_eq!(t.git(&["status", "--porcelain"]), "", "{point}");
+        }
+        Some(r) => {
+            assert_eq!(head, base, "{point}: a {} hypothesis is rolled back", r["status"]);
+            assert_eq!(t.git(&["status", "--porcelain"]), "", "{point}");
+            let parked = t.git(&["show", "refs/ratchet/discarded/1:fake.env"]);
+            assert_eq!(parked, change, "{point}: the hypothesis is kept under the discarded ref");
+            assert_eq!(r["commit"], t.git(&["rev-parse", "refs/ratchet/discarded/1"]).trim(), "{point}");
+        }
+    }
+    assert!(!t.path().join(".ratchet/journal.json").exists(), "{point}: the journal is cleared");
+    assert_eq!(t.git(&["branch", "--list", "ratchet-*"]), "", "{point}: no scratch branch is left behind");
+    assert_eq!(t.git(&["diff", "--cached", "--name-only"]), "", "{point}: nothing is left staged");
+    let tmp: Vec<_> = std::fs::read_dir(t.path().join("results"))
+        .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().contains(".tmp.")).collect())
+        .unwrap_or_default();
+    assert!(tmp.is_empty() || point == "mid-append", "{point}: stray temporary files {tmp:?}");
+}
+
+fn run_killed_at(point: &str, faster: bool) {
+    let t = TestRepo::with_config(&support::DEFAULT_CONFIG.replace("pairs = 4", "pairs = 2"));
+    let base = t.head();
+    let change = if faster { "FAKE_LATENCY_MS=5\n" } else { "FAKE_LATENCY_MS=20\n" };
+    t.write("fake.env", change);
+    let out = t.ratchet().arg("experiment: killed").env("RATCHET_FAULT", point).output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{point}: ratchet should have died at the fault point");
+    // Starting again (`ratchet recover`, or the next experiment) recovers; status only reports.
+    let st = t.ratchet().arg("recover").output().unwrap();
+    assert!(st.status.success(), "{point}: {}", String::from_utf8_lossy(&st.stderr));
+    check_consistent(&t, &base, change, point);
+    // And the loop goes on: the next experiment gets the next id (a killed experiment's id is
+    // never reused, even when it committed nothing).
+    if point == "before-commit" {
+        t.write("fake.env", "FAKE_LATENCY_MS=5\n# again\n");
+    } else {
+        t.write("kernel.py", "BQ = 64\n");
+    }
+    t.ratchet().arg("experiment: next").assert().success();
+    let rows = t.rows();
+    let expected: Vec<String> = if point == "before-commit" { vec!["2".into()] } else { vec!["1".into(), "2".into()] };
+    assert_eq!(rows.iter().map(|r| r["id"].clone()).collect::<Vec<_>>(), expected, "{point}");
+}
+
+#[test]
+fn kill_at_every_step_boundary_then_recover() {
+    let mut covered = 0;
+    for point in ratchet::fault::POINTS {
+        for faster in [true, false] {
+            if ratchet::fault::REVERT_ONLY.contains(point) && faster {
+                continue; // a keep never reverts
+            }
+            run_killed_at(point, faster);
+            covered += 1;
+        }
+    }
+    eprintln!("fault injection: {} step boundaries, {covered} kill scenarios recovered", ratchet::fault::POINTS.len());
+    assert_eq!(covered, 2 * ratchet::fault::POINTS.len() - ratchet::fault::REVERT_ONLY.len());
+}
+
+#[test]
+fn kill_mid_benchmark_takes_the_benchmark_along_and_recover_restores_the_tree() {
+    let t = TestRepo::new();
+    let base = t.head();
+    let pid_file = t.hanging_candidate();
+    let base2 = t.head();
+    assert_ne!(base, base2);
+    let change = t.read("fake.env");
+    let mut child = t.spawn_ratchet("experiment: killed mid-benchmark");
+    support::wait_for(&pid_file);
+    std::thread::sleep(Duration::from_millis(100));
+    child.kill().unwrap(); // SIGKILL: no handler runs
+    child.wait().unwrap();
+    let grandchild: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    // The run's supervisor sees its parent die and stops the run at once, before any recovery.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while ratchet::bench::executor::alive(grandchild) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!ratchet::bench::executor::alive(grandchild), "the benchmark outlived a SIGKILLed ratchet");
+    t.ratchet().arg("recover").assert().success();
+    check_consistent(&t, &base2, &change, "mid-benchmark");
+    assert_eq!(t.rows()[0]["status"], "interrupted");
+}

@@ -1,0 +1,245 @@
+//! No import circles between ratchet's top-level modules: the `crate::` paths of
+//! every module in src/ (tests and comments left out) form a graph, which must be acyclic, so
+//! the layers of docs/architecture.md hold. A new circle fails here and names its modules.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// Cycles that must remain, each with why. Empty: there are none.
+const ALLOWED: &[(&[&str], &str)] = &[];
+
+/// The module a file under src/ belongs to: `src/x.rs` and `src/x/...` are `x`.
+fn top_module(rel: &Path) -> Option<String> {
+    let first = rel.components().next()?.as_os_str().to_str()?;
+    let name = first.strip_suffix(".rs").unwrap_or(first);
+    // lib.rs declares every module and main.rs only calls lib: they sit above all.
+    (name != "lib" && name != "main").then(|| name.to_string())
+}
+
+/// The code of a file without its comments and its unit tests (a `#[cfg(test)] mod tests` at
+/// the end, ratchet's convention).
+fn code(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    text.lines().map(|l| l.split("//").next().unwrap_or("")).collect::<Vec<_>>().join("\n")
+}
+
+/// The top-level modules a piece of code names: `crate::x...` and each first name inside
+/// `crate::{x::..., y}`.
+fn uses(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let b = code.as_bytes();
+    let ident = |i: usize| -> (String, usize) {
+        let mut j = i;
+        while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == b'_') {
+            j += 1;
+        }
+        (code[i..j].to_string(), j)
+    };
+    for (at, _) in code.match_indices("crate::") {
+        let start = at + "crate::".len();
+        if b.get(start) != Some(&b'{') {
+            let (name, _) = ident(start);
+            if !name.is_empty() {
+                out.insert(name);
+            }
+            continue;
+        }
+        // A use group: the names at depth 1, each at the start of an item.
+        let (mut depth, mut i, mut item_start) = (0usize, start, true);
+        while i < b.len() {
+            match b[i] {
+                b'{' => {
+                    depth += 1;
+                    item_start = depth == 1;
+                }
+                b'}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                b',' if depth == 1 => item_start = true,
+                c if item_start && depth == 1 && (c.is_ascii_alphabetic() || c == b'_') => {
+                    let (name, j) = ident(i);
+                    if name != "self" {
+                        out.insert(name);
+                    }
+                    item_start = false;
+                    i = j;
+                    continue;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (rel, code) in sources() {
+        let Some(m) = top_module(&rel) else { continue };
+        let deps = uses(&code);
+        g.entry(m.clone()).or_default().extend(deps.into_iter().filter(|d| *d != m));
+    }
+    g
+}
+
+/// Strongly connected components with more than one module (Tarjan).
+fn cycles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<BTreeSet<String>> {
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<BTreeSet<String>>,
+    }
+    impl<'a> T<'a> {
+        fn visit(&mut self, v: &'a str) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            self.on.insert(v);
+            for w in self.g.get(v).into_iter().flatten() {
+                let w = w.as_str();
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let l = self.low[v].min(self.low[w]);
+                    self.low.insert(v, l);
+                } else if self.on.contains(w) {
+                    let l = self.low[v].min(self.index[w]);
+                    self.low.insert(v, l);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut comp = BTreeSet::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on.remove(w);
+                    comp.insert(w.to_string());
+                    if w == v {
+                        break;
+                    }
+                }
+                if comp.len() > 1 {
+                    self.out.push(comp);
+                }
+            }
+        }
+    }
+    let mut t = T { g, index: BTreeMap::new(), low: BTreeMap::new(), stack: vec![], on: BTreeSet::new(), out: vec![] };
+    for v in g.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            t.visit(v);
+        }
+    }
+    t.out
+}
+
+#[test]
+fn the_parser_sees_paths_and_use_groups() {
+    let c = code("use crate::{config::{self, Config}, error::Result};\n// crate::comment\nlet x = crate::store::now();\n#[cfg(test)]\nmod tests { use crate::ui; }");
+    assert_eq!(uses(&c), ["config", "error", "store"].iter().map(|s| s.to_string()).collect());
+    let g: BTreeMap<String, BTreeSet<String>> = [("a", vec!["b"]), ("b", vec!["c"]), ("c", vec!["a"]), ("d", vec!["a"])]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
+        .collect();
+    assert_eq!(cycles(&g), vec![["a", "b", "c"].iter().map(|s| s.to_string()).collect::<BTreeSet<_>>()]);
+}
+
+#[test]
+fn top_level_modules_import_no_circle() {
+    let g = graph();
+    assert!(g.len() > 10, "found only {:?}", g.keys());
+    let found: Vec<BTreeSet<String>> = cycles(&g)
+        .into_iter()
+        .filter(|c| !ALLOWED.iter().any(|(a, _)| a.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>() == *c))
+        .collect();
+    let show = |c: &BTreeSet<String>| {
+        c.iter().map(|m| format!("  {m} -> {:?}", g[m].intersection(c).collect::<Vec<_>>())).collect::<Vec<_>>().join("\n")
+    };
+    assert!(
+        found.is_empty(),
+        "import circles between top-level modules (see docs/architecture.md for the layers):\n{}",
+        found.iter().map(show).collect::<Vec<_>>().join("\n\n")
+    );
+}
+
+/// Every `.rs` file under src/ with its path relative to src/ and its code (comments and unit
+/// tests left out).
+fn sources() -> Vec<(std::path::PathBuf, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut out = vec![];
+    let mut stack = vec![src.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().and_then(|x| x.to_str()) == Some("rs") {
+                out.push((p.strip_prefix(&src).unwrap().to_path_buf(), code(&std::fs::read_to_string(&p).unwrap())));
+            }
+        }
+    }
+    out
+}
+
+/// The library/CLI line: clap lives in the command line's face (`cli`, `commands`, `main`) only,
+/// so a scheduler can drive the core without it.
+#[test]
+fn clap_stays_in_the_command_line() {
+    let face = |rel: &Path| rel.starts_with("cli.rs") || rel.starts_with("commands") || rel.starts_with("main.rs");
+    let offenders: Vec<String> =
+        sources().into_iter().filter(|(rel, code)| !face(rel) && code.contains("clap")).map(|(rel, _)| rel.display().to_string()).collect();
+    assert!(offenders.is_empty(), "clap named outside cli.rs/commands/: {offenders:?}");
+}
+
+/// The core never reaches up into the command line: only `commands` may use `cli`, and nothing
+/// below uses `commands`.
+#[test]
+fn the_core_does_not_import_the_command_line() {
+    let g = graph();
+    let bad: Vec<String> = g
+        .iter()
+        .filter(|(m, _)| m.as_str() != "commands" && m.as_str() != "cli")
+        .flat_map(|(m, deps)| deps.iter().filter(|d| *d == "cli" || *d == "commands").map(move |d| format!("{m} -> {d}")))
+        .collect();
+    assert!(bad.is_empty(), "core modules importing the command line: {bad:?}");
+}
+
+/// lib.rs only declares the modules (and documents the API): dispatch lives in `commands`.
+#[test]
+fn lib_rs_declares_modules_only() {
+    let lib = sources().into_iter().find(|(rel, _)| rel == Path::new("lib.rs")).expect("src/lib.rs").1;
+    let stray: Vec<&str> = lib.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("#[") && !l.contains("mod ")).collect();
+    assert!(stray.is_empty(), "lib.rs holds more than module declarations: {stray:?}");
+}
+
+/// Files still grouping and signalling processes by hand, each with why (to move to
+/// `process` with the parallel engines' next change).
+const OWN_PROCESS_CODE: &[(&str, &str)] = &[
+    ("scale/command.rs", "the hook engine's commands: moved with the parallel engines"),
+    ("scale/local.rs", "the local engine's workers: moved with the parallel engines"),
+];
+
+/// Processes are put in a group and signalled as one in `process` alone: a probe or a worker
+/// whose children outlive its kill is then one place's bug, not seven.
+#[test]
+fn process_groups_are_made_and_signalled_in_one_module() {
+    let offenders: Vec<String> = sources()
+        .into_iter()
+        .filter(|(rel, code)| {
+            let rel = rel.to_string_lossy();
+            rel != "process.rs"
+                && !OWN_PROCESS_CODE.iter().any(|(f, _)| *f == rel)
+                && ["killpg(", ".process_group(", "setpgid("].iter().any(|n| code.contains(n))
+        })
+        .map(|(rel, _)| rel.display().to_string())
+        .collect();
+    assert!(offenders.is_empty(), "process groups handled outside src/process.rs: {offenders:?}");
+}

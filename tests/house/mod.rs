@@ -1,0 +1,3 @@
+//! The code base itself: layers, one home per concept.
+
+mod layers;

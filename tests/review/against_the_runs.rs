@@ -1,0 +1,544 @@
+//! The morning review against the runs behind it: experiments run in-process on the mock
+//! executor, then every view (the table at 80 columns and wide, Markdown, CSV, JSON, `show`,
+//! HTML) is read and its speed-ups recomputed from results/runs.jsonl by a separate, plain
+//! implementation of the estimate (every Walsh average enumerated, the signed-rank law counted).
+
+use crate::support;
+
+use ratchet::bench::mock::{MockExecutor, Step};
+use ratchet::bench::Side;
+use ratchet::events::Effects;
+use ratchet::experiment::{self, Options, Outcome};
+use ratchet::report::{self, Format, TableOpts, View};
+use ratchet::signals::Cancel;
+use ratchet::store::{ResultRow, Status};
+use ratchet::workspace::Workspace;
+use std::path::Path;
+
+/// Latency decides; default alpha (0.02), so intervals are at 96%.
+fn config(max_pairs: u32) -> String {
+    format!(
+        "[benchmark]\ncommand = \"true\"\ntimeout_s = 20\nkill_grace_s = 0.5\nwarmup = 0\niters = 5\nprofile_iters = 0\n\
+         [hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = {max_pairs}\nconfirm_pairs = 4\n\
+         [score]\nmetric = \"latency\"\n"
+    )
+}
+const LEVEL: f64 = 0.96;
+
+struct Repo {
+    dir: tempfile::TempDir,
+}
+
+impl Repo {
+    fn new(max_pairs: u32) -> Repo {
+        support::isolate_git();
+        let r = Repo { dir: tempfile::tempdir().unwrap() };
+        r.git(&["init", "-q", "-b", "main"]);
+        r.git(&["config", "user.name", "Test"]);
+        r.git(&["config", "user.email", "test@example.com"]);
+        r.write("ratchet.toml", &config(max_pairs));
+        r.write("kernel.py", "BQ = 0\n");
+        r.git(&["add", "-A"]);
+        r.git(&["commit", "-qm", "baseline"]);
+        r
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn write(&self, rel: &str, text: &str) {
+        std::fs::write(self.path().join(rel), text).unwrap();
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        support::git_in(self.path(), args)
+    }
+
+    /// One experiment whose hypothesis writes `kernel.py`, measured by `exec`.
+    fn experiment(&self, n: usize, exec: &mut MockExecutor) -> Outcome {
+        self.write("kernel.py", &format!("BQ = {n}\n"));
+        let mut events = vec![];
+        let ws = Workspace::discover(self.path()).unwrap().lock("test", &mut events).unwrap();
+        let mut fx = Effects::new(&mut events, Cancel::new());
+        ratchet::sweep::recover(&ws, &mut fx).unwrap();
+        let opts = Options { message: format!("experiment: idea {n}"), ..Default::default() };
+        experiment::run(&ws, &opts, exec, &mut fx).unwrap()
+    }
+
+    fn rows(&self) -> Vec<ResultRow> {
+        Workspace::discover(self.path()).unwrap().store.rows().unwrap()
+    }
+}
+
+/// The incumbent at `inc` ms except its runs `wild` (0-based, per side), 4x slow; the candidate
+/// at `cand` ms.
+fn wild(inc: f64, cand: f64, wild: &'static [usize]) -> MockExecutor {
+    MockExecutor::new(move |c| match c.side {
+        Side::Incumbent if wild.contains(&c.n) => Step::Latency(4.0 * inc),
+        Side::Incumbent => Step::Latency(inc),
+        Side::Candidate => Step::Latency(cand),
+    })
+}
+
+fn views(repo: &Repo) -> Vec<(&'static str, String)> {
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    let runs = ws.store.runs().unwrap();
+    let view = View::all(&rows);
+    let opts = |width, wide| TableOpts { color: false, width, wide };
+    let mut v = vec![
+        ("table at 80 columns", report::render_with(&view, Format::Table, opts(80, false))),
+        ("table at 200 columns", report::render_with(&view, Format::Table, opts(200, false))),
+        ("wide table", report::render_with(&view, Format::Table, opts(80, true))),
+        ("markdown", report::render_with(&view, Format::Md, opts(80, false))),
+        ("html", ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review").unwrap()),
+    ];
+    for r in &rows {
+        let own: Vec<_> = runs.iter().filter(|x| x.experiment == r.id.to_string()).cloned().collect();
+        v.push(("show", ratchet::commands::show::render(&ws.repo, r, &own, None)));
+    }
+    v
+}
+
+#[test]
+fn a_true_2x_reads_2x_everywhere_despite_two_wild_incumbent_runs() {
+    let repo = Repo::new(16);
+    let o = repo.experiment(1, &mut wild(10.0, 5.0, &[1, 2]));
+    assert_eq!(o.row.status, Status::Keep, "{}", o.row.note);
+    let (x, _) = report::speedup(&o.row).unwrap();
+    assert!((x / 2.0 - 1.0).abs() < 0.15, "the row reads {x:.2}x for a true 2.0x");
+    // The decision's own mean is what the row used to show: carried by the two wild runs.
+    let d = o.decision.as_ref().unwrap();
+    assert!(1.0 + d.effect_pct / 100.0 > 2.3, "the mean is {:.2}x: the case does not test anything", 1.0 + d.effect_pct / 100.0);
+    let shown = report::fmt_x(x);
+    for (name, text) in views(&repo) {
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains(&shown), "{name} does not show {shown}:\n{text}");
+        // No other speed-up factor in the view (the best-so-far and the footer's chain agree).
+        for w in flat.split(|c: char| c.is_whitespace() || "[]()<>,;-".contains(c)) {
+            if let Some(f) = w.strip_suffix('x').and_then(|n| n.parse::<f64>().ok()) {
+                if f > 1.5 {
+                    assert!((f / 2.0 - 1.0).abs() < 0.15 || text.contains(&format!("[{}", w)), "{name} shows {w}:\n{text}");
+                }
+            }
+        }
+    }
+    // The JSON and CSV carry the same figure.
+    let rows = repo.rows();
+    let json: serde_json::Value = serde_json::from_str(&report::json(&rows)).unwrap();
+    let sp = json[0]["speedup_pct"].as_f64().unwrap();
+    assert!((1.0 + sp / 100.0 - x).abs() < 1e-9);
+    let csv = report::csv(&rows);
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let col = reader.headers().unwrap().iter().position(|h| h == "speedup_pct").unwrap();
+    let cell: f64 = reader.records().next().unwrap().unwrap()[col].parse().unwrap();
+    assert!((1.0 + cell / 100.0 - x).abs() < 1e-9, "{csv}");
+}
+
+// ---- an independent recomputation from results/runs.jsonl ----
+
+/// (incumbent, candidate) latencies per experiment, straight from the run log: successful,
+/// not superseded runs, two at a time in order.
+fn pairs_from_log(text: &str) -> std::collections::BTreeMap<u64, Vec<(f64, f64)>> {
+    let mut by: std::collections::BTreeMap<u64, Vec<serde_json::Value>> = Default::default();
+    for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        if v["status"] == "ok" && v["superseded"] != true {
+            by.entry(v["experiment"].as_str().unwrap().parse().unwrap()).or_default().push(v);
+        }
+    }
+    by.into_iter()
+        .map(|(id, runs)| {
+            let pairs = runs
+                .chunks_exact(2)
+                .map(|p| {
+                    let get = |side: &str| p.iter().find(|r| r["side"] == side).unwrap()["value"].as_f64().unwrap();
+                    (get("incumbent"), get("candidate"))
+                })
+                .collect();
+            (id, pairs)
+        })
+        .collect()
+}
+
+/// Hodges-Lehmann by enumeration, and its interval from the signed-rank law counted over all
+/// 2^n sign patterns.
+fn hl(d: &[f64], level: f64) -> (f64, f64, f64) {
+    let n = d.len();
+    let mut w: Vec<f64> = (0..n).flat_map(|i| (i..n).map(move |j| (i, j))).map(|(i, j)| (d[i] + d[j]) / 2.0).collect();
+    w.sort_by(f64::total_cmp);
+    let m = w.len();
+    let est = if m % 2 == 1 { w[m / 2] } else { (w[m / 2 - 1] + w[m / 2]) / 2.0 };
+    let mut counts = vec![0u64; m + 1];
+    for mask in 0u32..(1 << n) {
+        let s: usize = (0..n).filter(|b| mask >> b & 1 == 1).map(|b| b + 1).sum();
+        counts[s] += 1;
+    }
+    let total = (1u64 << n) as f64;
+    let cdf = |k: usize| counts[..=k].iter().sum::<u64>() as f64 / total;
+    let mut k = 1;
+    while k < m / 2 && 1.0 - 2.0 * cdf(k) >= level - 1e-12 {
+        k += 1;
+    }
+    (est, w[k - 1], w[m - k])
+}
+
+#[test]
+fn every_speed_up_in_the_review_is_recomputed_from_the_runs() {
+    let repo = Repo::new(8);
+    // A kept 2x with a wild run, a kept 1.25x, a clear loss, a noisy stop.
+    repo.experiment(1, &mut wild(10.0, 5.0, &[2]));
+    repo.experiment(2, &mut wild(5.0, 4.0, &[]));
+    repo.experiment(3, &mut wild(4.0, 5.0, &[]));
+    let mut noisy = MockExecutor::sides(Step::Latency(4.0), Step::Latency(4.0));
+    noisy.cv = 0.3;
+    repo.experiment(4, &mut noisy);
+    let rows = repo.rows();
+    let log = std::fs::read_to_string(repo.path().join("results/runs.jsonl")).unwrap();
+    let pairs = pairs_from_log(&log);
+    let mut chain = 1.0;
+    let mut expected_best = vec![];
+    for r in &rows {
+        let p = &pairs[&r.id];
+        // Latency: the speed-up of a pair is incumbent / candidate.
+        let d: Vec<f64> = p.iter().map(|(i, c)| (i / c).ln()).collect();
+        let (est, lo, hi) = hl(&d, LEVEL);
+        let pct = |x: f64| (x.exp() - 1.0) * 100.0;
+        assert!((r.speedup_pct.unwrap() - pct(est)).abs() < 1e-9, "row {}: {:?} vs {}", r.id, r.speedup_pct, pct(est));
+        assert!((r.ci_low_pct.unwrap() - pct(lo)).abs() < 1e-9 && (r.ci_high_pct.unwrap() - pct(hi)).abs() < 1e-9, "row {}", r.id);
+        let median = |side: usize| {
+            let mut v: Vec<f64> = p.iter().map(|x| if side == 0 { x.0 } else { x.1 }).collect();
+            v.sort_by(f64::total_cmp);
+            let n = v.len();
+            if n % 2 == 1 {
+                v[n / 2]
+            } else {
+                (v[n / 2 - 1] + v[n / 2]) / 2.0
+            }
+        };
+        assert!((r.incumbent_value.unwrap() - median(0)).abs() < 1e-9 && (r.value.unwrap() - median(1)).abs() < 1e-9);
+        if r.status == Status::Keep {
+            chain *= est.exp();
+        }
+        expected_best.push(chain);
+        // The table's cell for this row: the estimate and its interval.
+        let cell = format!("{} [{:.2}-{:.2}]", report::fmt_x(est.exp()), lo.exp(), hi.exp());
+        let table = report::render_with(&View::all(&rows), Format::Table, TableOpts { color: false, width: 200, wide: false });
+        let line = table.lines().find(|l| l.trim_start().starts_with(&format!("{} ", r.id))).unwrap();
+        assert!(line.contains(&cell), "row {}: {cell} not in {line}", r.id);
+        assert!(line.contains(&report::fmt_x(chain)), "row {}: best {} not in {line}", r.id, report::fmt_x(chain));
+        // `show` prints the same effect and the pairs it is made of.
+        let ws = Workspace::discover(repo.path()).unwrap();
+        let own: Vec<_> = ws.store.runs().unwrap().into_iter().filter(|x| x.experiment == r.id.to_string()).collect();
+        let show = ratchet::commands::show::render(&ws.repo, r, &own, None);
+        assert!(show.contains(&format!("effect {:+.2}%", pct(est))) && show.contains(&format!("over {} pairs", p.len())), "{show}");
+    }
+    assert!(rows.iter().any(|r| r.status == Status::Keep) && rows.iter().any(|r| r.status != Status::Keep), "{rows:?}");
+    // The footer's total is the chain of the kept rows.
+    let table = report::render_with(&View::all(&rows), Format::Table, TableOpts { color: false, width: 300, wide: false });
+    eprintln!("{table}\n{}", report::render_with(&View::all(&rows), Format::Table, TableOpts { color: false, width: 80, wide: true }));
+    assert!(table.contains(&format!("kept changes chained: {} faster", report::fmt_x(chain))), "{table}");
+    // Markdown's best column is the same chain.
+    let md = report::markdown(&View::all(&rows));
+    for (r, b) in rows.iter().zip(&expected_best) {
+        let line = md.lines().find(|l| l.starts_with(&format!("| {} |", r.id))).unwrap();
+        assert!(line.contains(&format!("| {} |", report::fmt_x(*b))), "{line}");
+    }
+}
+
+// ---- words that never claim more than the interval ----
+
+#[test]
+fn a_futility_stop_whose_interval_reaches_the_minimum_effect_is_too_noisy_to_tell() {
+    let repo = Repo::new(16);
+    // Same code on both sides, 30% noise per run: the test gives up early on a wide interval.
+    let mut noisy = MockExecutor::sides(Step::Latency(4.0), Step::Latency(4.0));
+    noisy.cv = 0.3;
+    let o = repo.experiment(1, &mut noisy);
+    let d = o.decision.as_ref().unwrap();
+    assert_eq!(d.verdict, ratchet::stats::Verdict::Revert, "{}", d.reason);
+    assert!(o.row.ci_high_pct.unwrap() >= 1.0, "{:?}", o.row);
+    // Still a revert (the decision is the test's), but it says it could not tell.
+    assert_eq!(o.row.status, Status::Revert, "{}", o.row.note);
+    assert!(o.row.note.starts_with("too noisy to tell"), "{}", o.row.note);
+    let rows = repo.rows();
+    let table = report::render_with(&View::all(&rows), Format::Table, TableOpts { color: false, width: 80, wide: false });
+    assert!(table.lines().any(|l| l.trim_start().starts_with("1 ") && l.contains("revert, noisy")), "{table}");
+    // Reverted all the same: the branch is back at the baseline.
+    assert_eq!(repo.git(&["log", "-1", "--format=%s"]), "baseline");
+    // Agents read it as worth a rerun.
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let runs: Vec<_> = ws.store.runs().unwrap();
+    let v = ratchet::commands::json::decision(&o.row, None, &runs.iter().collect::<Vec<_>>());
+    assert_eq!(v["worth_rerun"], true, "{v}");
+    assert_eq!(v["status"], "revert");
+
+    // A clear loss whose interval stays below the minimum effect is still a plain revert.
+    let o = repo.experiment(2, &mut MockExecutor::sides(Step::Latency(4.0), Step::Latency(5.0)));
+    assert_eq!(o.row.status, Status::Revert, "{}", o.row.note);
+    assert!(o.row.ci_high_pct.unwrap() < 1.0 && !o.row.note.starts_with("too noisy"), "{}", o.row.note);
+    let v = ratchet::commands::json::decision(&o.row, None, &[]);
+    assert_eq!(v["worth_rerun"], false);
+}
+
+/// `ratchet gate --json` on the fake benchmark: the base at its defaults (10 ms, 1% noise),
+/// the head with `env` as its fake.env.
+fn gate(env: &str) -> serde_json::Value {
+    let t = support::TestRepo::new();
+    let base = t.head();
+    t.write("fake.env", env);
+    t.write("kernel.py", "BQ = 256\nBKV = 256\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-qm", "head"]);
+    let out = t.ratchet().args(["gate", "--base", &base, "--threshold", "2", "--pairs", "16", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn gate_says_ruled_out_only_when_the_interval_rules_it_out() {
+    let slowdown = 100.0 * (100.0 / 102.0 - 1.0);
+    // As fast, but 40% noise on the head: no slowdown shown, and none ruled out either.
+    let v = gate("FAKE_LATENCY_MS=10\nFAKE_NOISE_CV=0.4\n");
+    let md = v["markdown"].as_str().unwrap();
+    assert!(v["ci_low_pct"].as_f64().unwrap() < slowdown, "{v}");
+    assert_eq!(v["passed"], true);
+    assert_eq!(v["verdict"], "inconclusive", "{md}");
+    assert!(!md.contains("ruled out at"), "{md}");
+    assert!(v["reason"].as_str().unwrap().starts_with("too noisy to tell"), "{md}");
+    // As fast and quiet: the whole interval is above a 2% slowdown, so it is ruled out.
+    let v = gate("FAKE_LATENCY_MS=10\n");
+    let md = v["markdown"].as_str().unwrap();
+    assert!(v["ci_low_pct"].as_f64().unwrap() > slowdown, "{v}");
+    assert_eq!(v["verdict"], "neutral", "{md}");
+    assert!(md.contains("ruled out"), "{md}");
+}
+
+// ---- the noisy-machine alarm ----
+
+/// Record `sessions` of noise history with one pair's log-ratio spread `sd`.
+fn noisy_history(repo: &Repo, sd: f64, sessions: usize) {
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let cfg = ratchet::config::Config::load(&ratchet::config::path_in(repo.path())).unwrap();
+    let key = experiment::history_key(&cfg);
+    let mut rng = ratchet::stats::rng::Rng::new(5);
+    for s in 0..sessions {
+        let d: Vec<f64> = (0..12).map(|_| sd * rng.normal()).collect();
+        let e = ratchet::stats::history::entry("2026-01-01T00:00:00Z", &format!("experiment {s}"), &[&d]).unwrap();
+        ratchet::stats::history::record(&ws.state_dir, &key, e).unwrap();
+    }
+}
+
+#[test]
+fn a_noisy_machine_is_said_plainly_at_the_start_and_in_status() {
+    let repo = Repo::new(16);
+    // Quiet history: no alarm.
+    noisy_history(&repo, 0.005, 4);
+    let ws = Workspace::discover(repo.path()).unwrap();
+    assert_eq!(ratchet::commands::status::report(&ws).unwrap().noise_alarm, None);
+
+    let repo = Repo::new(16);
+    noisy_history(&repo, 0.45, 4);
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let alarm = ratchet::commands::status::report(&ws).unwrap().noise_alarm.expect("a 45% per-pair noise raises the alarm");
+    for words in ["this machine is noisy", "min_effect_pct", "ratchet calibrate", "quiet machine", "iters"] {
+        assert!(alarm.contains(words), "{words}: {alarm}");
+    }
+    // The experiment says the same before it measures.
+    repo.write("kernel.py", "BQ = 1\n");
+    let mut events = vec![];
+    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
+    let mut fx = Effects::new(&mut events, Cancel::new());
+    ratchet::sweep::recover(&ws, &mut fx).unwrap();
+    let opts = Options { message: "experiment: idea".into(), ..Default::default() };
+    experiment::run(&ws, &opts, &mut MockExecutor::sides(Step::Latency(4.0), Step::Latency(4.0)), &mut fx).unwrap();
+    drop(fx);
+    let notes: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, ratchet::events::Event::Note { text } if text == &alarm))
+        .map(|(i, _)| i)
+        .collect();
+    let first_run = events.iter().position(|e| matches!(e, ratchet::events::Event::RunFinished { .. })).unwrap();
+    assert!(notes.len() == 1 && notes[0] < first_run, "the alarm comes once, before the first run");
+}
+
+/// Notes an experiment measured by `exec` emitted, with how many runs had finished before each.
+fn notes_of(repo: &Repo, n: usize, exec: &mut MockExecutor) -> Vec<(usize, String)> {
+    repo.write("kernel.py", &format!("BQ = {n}\n"));
+    let mut events = vec![];
+    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
+    let mut fx = Effects::new(&mut events, Cancel::new());
+    ratchet::sweep::recover(&ws, &mut fx).unwrap();
+    let opts = Options { message: format!("experiment: idea {n}"), ..Default::default() };
+    experiment::run(&ws, &opts, exec, &mut fx).unwrap();
+    drop(fx);
+    let mut finished = 0;
+    let mut notes = vec![];
+    for e in &events {
+        match e {
+            ratchet::events::Event::RunFinished { .. } => finished += 1,
+            ratchet::events::Event::Note { text } => notes.push((finished, text.clone())),
+            _ => {}
+        }
+    }
+    notes
+}
+
+#[test]
+fn a_noisy_machine_without_history_is_named_after_the_first_pairs() {
+    let repo = Repo::new(16);
+    // Runs spread about 30% (deterministic), no history: nothing to warn about at the start.
+    let mut noisy = MockExecutor::new(|c| {
+        let phase = c.n as f64 * if c.side == Side::Incumbent { 2.3 } else { 1.7 };
+        Step::Latency(5.0 * (1.0 + 0.3 * phase.sin()))
+    });
+    let notes = notes_of(&repo, 1, &mut noisy);
+    let alarms: Vec<&(usize, String)> = notes.iter().filter(|(_, t)| t.contains("this machine is noisy")).collect();
+    assert_eq!(alarms.len(), 1, "{notes:?}");
+    let (after, text) = alarms[0];
+    assert_eq!(*after, 8, "the alarm comes right after the 4th pair: {notes:?}");
+    assert!(text.contains("first 4 pairs") && text.contains("no noise history"), "{text}");
+    for words in ["min_effect_pct", "ratchet calibrate", "quiet machine", "iters"] {
+        assert!(text.contains(words), "{words}: {text}");
+    }
+}
+
+#[test]
+fn a_quiet_machine_with_one_wild_run_raises_no_alarm() {
+    let repo = Repo::new(16);
+    let notes = notes_of(&repo, 1, &mut wild(5.0, 5.0, &[1]));
+    assert!(!notes.iter().any(|(_, t)| t.contains("this machine is noisy")), "{notes:?}");
+}
+
+// ---- one regime word ----
+
+#[test]
+fn a_kernel_far_below_both_roofs_is_latency_bound_in_every_view() {
+    let repo = Repo::new(8);
+    // The mock's 1 GFLOP and 10 MB in 5 ms on a v5e: 0.1% of peak FLOP/s, 0.2% of bandwidth.
+    let o = repo.experiment(1, &mut wild(10.0, 5.0, &[]));
+    assert_eq!(o.row.regime.as_deref(), Some("LATENCY-BOUND"), "{:?}", o.row);
+    assert!(o.row.util_pct.unwrap() < 1.0);
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    let runs = ws.store.runs().unwrap();
+    let wide = report::render_with(&View::all(&rows), Format::Table, TableOpts { color: false, width: 80, wide: true });
+    let show = ratchet::commands::show::render(&ws.repo, &rows[0], &runs, None);
+    let md = report::markdown(&View::all(&rows));
+    let html = ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review").unwrap();
+    for (name, text) in [("wide", &wide), ("show", &show), ("md", &md), ("html", &html)] {
+        assert!(text.contains("LATENCY-BOUND") && !text.contains("MEMORY-BOUND") && !text.contains("COMPUTE-BOUND"), "{name}:\n{text}");
+    }
+    // The diagnosis's word is the same function's.
+    assert_eq!(ratchet::diagnose::regime_word(true, 0.99), "LATENCY-BOUND");
+}
+
+// ---- `show` at the terminal's width ----
+
+#[test]
+fn show_fits_80_columns_and_loses_nothing() {
+    let repo = Repo::new(16);
+    let mut noisy = MockExecutor::sides(Step::Latency(4.0), Step::Latency(4.0));
+    noisy.cv = 0.3;
+    repo.experiment(1, &mut noisy);
+    let show = |cols: &str| {
+        let out = assert_cmd::Command::cargo_bin("ratchet")
+            .unwrap()
+            .current_dir(repo.path())
+            .args(["show", "1"])
+            .env("COLUMNS", cols)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let (narrow, wide) = (show("80"), show("1000"));
+    for l in narrow.lines() {
+        assert!(l.chars().count() <= 80, "{} columns: {l}", l.chars().count());
+    }
+    let ink = |t: &str| t.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    assert_eq!(ink(&narrow), ink(&wide), "wrapping lost or added something");
+    assert!(wide.lines().any(|l| l.chars().count() > 80), "the case has long lines to fit");
+}
+
+#[test]
+fn the_json_schema_describes_every_results_column() {
+    let schema: serde_json::Value = serde_json::from_str(&std::fs::read_to_string("docs/json.schema.json").unwrap()).unwrap();
+    let props = schema["$defs"]["row"]["properties"].as_object().unwrap();
+    let missing: Vec<&&str> =
+        report::COLUMNS.iter().filter(|c| props.get(**c).and_then(|p| p["description"].as_str()).is_none_or(str::is_empty)).collect();
+    assert!(missing.is_empty(), "columns without a description in docs/json.schema.json: {missing:?}");
+}
+
+#[test]
+fn status_json_gives_a_running_ratchet_as_an_object() {
+    let repo = Repo::new(8);
+    let ws = Workspace::discover(repo.path()).unwrap();
+    assert!(ratchet::commands::status::report(&ws).unwrap().running_process.is_none());
+    // Another ratchet (here: this process, through a second lock) holds the repository.
+    let mut events = vec![];
+    let _held = Workspace::discover(repo.path()).unwrap().lock("ratchet sweep --max-wall 8h", &mut events).unwrap();
+    let r = ratchet::commands::status::report(&ws).unwrap();
+    let p = r.running_process.expect("the holder as an object");
+    assert_eq!(p.pid, std::process::id());
+    assert_eq!(p.command, "ratchet sweep --max-wall 8h");
+    assert!(!p.started.is_empty());
+    let v = serde_json::to_value(ratchet::commands::status::report(&ws).unwrap()).unwrap();
+    assert_eq!(v["running_process"]["pid"], std::process::id());
+}
+
+#[test]
+fn show_json_links_each_run_to_its_directory() {
+    let repo = Repo::new(8);
+    repo.experiment(1, &mut wild(10.0, 5.0, &[]));
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    let runs = ws.store.runs().unwrap();
+    let findings = ratchet::diagnose::show::candidate_findings(&runs, None, None);
+    let v = ratchet::commands::json::show(&ws.repo, &rows[0], &runs, &findings, &[]);
+    let shown = v["runs"].as_array().unwrap();
+    assert_eq!(shown.len(), runs.len());
+    for (j, r) in shown.iter().zip(&runs) {
+        assert_eq!(j["dir"].as_str().unwrap(), r.out_dir.to_str().unwrap());
+        assert!(Path::new(j["dir"].as_str().unwrap()).join("stdout.log").exists(), "{j}");
+        assert!(j.get("trace").is_some(), "{j}");
+    }
+    // The decision's pair count is the pairs its estimate is made of.
+    assert_eq!(v["experiment"]["pairs"], runs.len() / 2);
+}
+
+#[test]
+fn show_json_carries_the_findings_the_text_prints() {
+    let repo = Repo::new(8);
+    repo.experiment(1, &mut wild(10.0, 5.0, &[]));
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let (rows, runs) = (ws.store.rows().unwrap(), ws.store.runs().unwrap());
+    let hw = ratchet::config::Config::load(&ratchet::config::path_in(repo.path())).ok().and_then(|c| c.hardware());
+    let findings = ratchet::diagnose::show::candidate_findings(&runs, hw, None);
+    let v = ratchet::commands::json::show(&ws.repo, &rows[0], &runs, &findings, &[]);
+    let listed = v["findings"].as_array().unwrap();
+    assert!(!listed.is_empty(), "the mock's 0.1%-util kernel has a diagnosis");
+    assert!(listed.iter().any(|f| f["rule"] == "regime" && f["what"].as_str().unwrap().starts_with("LATENCY-BOUND")), "{listed:?}");
+    let text = ratchet::diagnose::show::render(&rows[0], &runs, &rows, &runs, hw, None);
+    for f in listed {
+        assert!(text.contains(f["what"].as_str().unwrap()), "the JSON finding {f} is not in the text:\n{text}");
+    }
+    assert_eq!(v["cliffs"], serde_json::json!([]));
+}
+
+#[test]
+fn the_html_links_each_row_to_its_evidence() {
+    let repo = Repo::new(8);
+    repo.experiment(1, &mut wild(10.0, 5.0, &[]));
+    let ws = Workspace::discover(repo.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    let runs = ws.store.runs().unwrap();
+    let html = ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review").unwrap();
+    let dir = runs[0].out_dir.parent().unwrap();
+    assert!(dir.is_dir());
+    assert!(html.contains(&format!("runs <code>{}</code>", dir.display())), "{html}");
+    assert!(!html.contains("href="), "the report stays self-contained");
+    assert!(html.contains("<code>ratchet show 1</code>") && html.contains(&format!("<code>git show {}</code>", &rows[0].commit[..12])));
+}

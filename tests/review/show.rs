@@ -1,0 +1,72 @@
+//! `ratchet show` sets the incumbent's figures beside the candidate's (util,
+//! bandwidth, regime word, gap, HLO and kernel-body op counts, tunables), says what each side
+//! was measured with and warns when they differ, prints the candidate's diagnosis, and lists
+//! spill cliffs across the results; the results rows carry `kernel_ops` and `meta`.
+
+use crate::support;
+
+use predicates::prelude::*;
+use support::TestRepo;
+
+fn body() -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernel_bodies/mosaic_bq128_bkv128.mlir").display().to_string()
+}
+
+const ENV_A: &str = r#"{"jax": "0.10.2", "jaxlib": "0.10.2", "backend": "tpu", "device_kind": "TPU v5 lite", "device_count": 4}"#;
+const ENV_B: &str =
+    r#"{"jax": "0.10.3", "jaxlib": "0.10.2", "backend": "tpu", "device_kind": "TPU v5 lite", "device_count": 4, "XLA_FLAGS": "--xla_x=1"}"#;
+
+#[test]
+fn show_sets_incumbent_beside_candidate_and_diagnoses() {
+    let t = TestRepo::new();
+    // Baseline: BQ=128 at 10 ms; 1e9 FLOPs, 1e7 bytes on the v5e preset.
+    t.write("fake.env", &format!("FAKE_LATENCY_MS=10\nFAKE_META={{\"BQ\": 128, \"BKV\": 128, \"grid_steps\": 16}}\nFAKE_ENV={ENV_A}\n"));
+    t.git(&["commit", "-qam", "baseline meta"]);
+    t.write(
+        "fake.env",
+        &format!(
+            "FAKE_LATENCY_MS=5\nFAKE_META={{\"BQ\": 256, \"BKV\": 128, \"grid_steps\": 16}}\nFAKE_ENV={ENV_B}\nFAKE_KERNEL_BODY={}\n",
+            body()
+        ),
+    );
+    t.ratchet().arg("experiment: BQ 128 -> 256").assert().success().stdout(predicate::str::contains("kernel body: matmul 2, exp 2"));
+    let r = &t.rows()[0];
+    assert_eq!(r["kernel_ops"], "matmul=2;exp=2;reduce=2;dma=0;copy=0", "{r:?}");
+    assert_eq!(r["meta"], "BKV=128;BQ=256;grid_steps=16", "{r:?}");
+
+    let out = t.ratchet().args(["show", "1"]).output().unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert!(s.contains("incumbent vs candidate"), "{s}");
+    // 1e9 FLOPs in 10 ms vs 5 ms on 197 TFLOP/s: util 0.05% vs 0.10%; both latency-bound.
+    let util = s.lines().find(|l| l.trim_start().starts_with("util ") && !l.contains("TFLOP/s")).unwrap();
+    assert!(util.contains("0.05%") && util.contains("0.10%"), "{util}");
+    let regime = s.lines().find(|l| l.trim_start().starts_with("regime")).unwrap();
+    assert_eq!(regime.matches("LATENCY-BOUND").count(), 2, "{regime}");
+    let kernel = s.lines().find(|l| l.trim_start().starts_with("kernel mm/exp")).unwrap();
+    assert!(kernel.contains("2/2/2/0/0") && kernel.contains(" - "), "{kernel}");
+    let tun = s.lines().find(|l| l.trim_start().starts_with("tunables")).unwrap();
+    assert!(tun.contains("BKV=128 BQ=128") && tun.contains("BKV=128 BQ=256"), "{tun}");
+    assert!(s.contains("jax 0.10.2, jaxlib 0.10.2, TPU v5 lite (tpu) x4"), "{s}");
+    assert!(s.contains("WARNING: incumbent and candidate were measured with different set-ups"), "{s}");
+    assert!(s.contains("XLA_FLAGS: - -> --xla_x=1") && s.contains("jax: 0.10.2 -> 0.10.3"), "{s}");
+    assert!(s.contains("diagnosis of the candidate"), "{s}");
+    assert!(s.contains("2 matmul, 2 exp, 2 reduce in the mosaic kernel body: as expected"), "{s}");
+    // The kernel body's grid (1x4x4 = 16) agrees with meta.grid_steps: no grid finding.
+    assert!(!s.contains("meta.grid_steps says"), "{s}");
+}
+
+#[test]
+fn show_lists_a_spill_cliff_across_a_sweep() {
+    let t = TestRepo::new();
+    t.write("fake.env", "FAKE_LATENCY_MS=10\nFAKE_META={\"BQ\": 128, \"BKV\": 256}\n");
+    t.git(&["commit", "-qam", "baseline meta"]);
+    // BKV 256 -> 512 makes the kernel 60% slower: reverted; the BKV=256 point is its incumbent.
+    t.write("fake.env", "FAKE_LATENCY_MS=16\nFAKE_META={\"BQ\": 128, \"BKV\": 512}\n");
+    t.ratchet().arg("experiment: BKV 256 -> 512").assert().success();
+    assert_eq!(t.rows()[0]["status"], "revert");
+    let s = String::from_utf8(t.ratchet().args(["show", "1"]).output().unwrap().stdout).unwrap();
+    assert!(s.contains("spill cliff between BKV=256 and BKV=512 (BQ=128)"), "{s}");
+    assert!(s.contains("back off BKV to 256"), "{s}");
+    assert!(s.contains("[experiment 1]  <- this experiment"), "{s}");
+}

@@ -1,0 +1,14 @@
+//! One benchmark run: the process, its signals and faults, the preflight, the real example.
+
+mod compiler_figures;
+mod disk_full;
+mod dying_ratchet;
+mod escaping_benchmarks;
+mod harness_shadowing;
+mod hostile_benchmarks;
+mod machine_faults;
+mod preflight;
+mod python_helper_import;
+mod real_example;
+mod signals_and_pipes;
+mod trace_depth;

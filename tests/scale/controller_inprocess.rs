@@ -1,0 +1,201 @@
+//! The parallel sweep's controller in process: an engine that runs each trial's
+//! worker code in this process with the scripted [`MockExecutor`], finishing trials in the order
+//! they were submitted, so the merge lane's scheduling is exact: the first winner merges, the
+//! second (its trunk moved) is rechecked against the head once, then merges on top.
+
+use crate::support;
+
+use ratchet::bench::executor::Executor;
+use ratchet::bench::mock::{MockExecutor, Step};
+use ratchet::error::Result;
+use ratchet::events::{Discard, Effects, Event};
+use ratchet::scale::engine::{Engine, JobHandle, JobState, TrialSpec};
+use ratchet::scale::worker::{self, WorkerOptions};
+use ratchet::signals::Cancel;
+use ratchet::sweep::SweepOptions;
+use ratchet::workspace::Workspace;
+use std::collections::VecDeque;
+use std::path::Path;
+use support::git_in;
+
+/// Latency 10 ms times the product of factors.env's `F<i>=x` lines, read in the run's checkout.
+fn executor() -> MockExecutor {
+    MockExecutor::new(|c| {
+        let text = std::fs::read_to_string(c.dir.join("factors.env")).unwrap_or_default();
+        let p: f64 = text.lines().filter_map(|l| l.split_once('=')).map(|(_, v)| v.parse::<f64>().unwrap()).product();
+        Step::Latency(10.0 * p)
+    })
+}
+
+/// Trials finish one per poll, in submission order; each worker runs in this process.
+struct Inline {
+    capacity: usize,
+    pending: VecDeque<(TrialSpec, Vec<String>)>,
+    exec: MockExecutor,
+    /// Every worker command line, in order.
+    argvs: Vec<Vec<String>>,
+    /// Stop the controller (as a kill would) right after this many workers wrote their result,
+    /// before it has seen the last one finish.
+    die_after: Option<(usize, Cancel)>,
+    finished: usize,
+}
+
+impl Engine for Inline {
+    fn name(&self) -> &str {
+        "inline"
+    }
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+    fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
+        let mut hs = vec![];
+        for (t, a) in trials.iter().zip(worker) {
+            self.pending.push_back((t.clone(), a.clone()));
+            self.argvs.push(a.clone());
+            hs.push(JobHandle { trial: t.id.clone(), engine_id: t.id.clone(), slot: Some(self.pending.len() - 1) });
+        }
+        Ok(hs)
+    }
+    fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
+        if self.pending.front().map(|(t, _)| &t.id) != Some(&job.trial) {
+            return Ok(if self.pending.iter().any(|(t, _)| t.id == job.trial) { JobState::Running } else { JobState::Finished });
+        }
+        let (t, argv) = self.pending.pop_front().unwrap();
+        let arg = |k: &str| argv.iter().position(|a| a == k).map(|i| argv[i + 1].clone());
+        let o = WorkerOptions {
+            repo: t.repo.clone(),
+            incumbent: t.incumbent.clone(),
+            candidate: t.candidate.clone(),
+            out: t.out_dir.clone(),
+            id: Some(t.id.clone()),
+            config: arg("--config").map(Into::into),
+            pairs: arg("--pairs").map(|p| p.parse().unwrap()),
+            noise_scale: arg("--noise-scale").map(|s| worker::parse_noise(&s).unwrap()),
+            recheck: argv.iter().any(|a| a == "--recheck"),
+            deep: false,
+            work: None,
+        };
+        let exec: &mut dyn Executor = &mut self.exec;
+        worker::run(&o, exec, &mut Effects::new(&mut Discard, Cancel::new()))?;
+        self.finished += 1;
+        if let Some((n, cancel)) = &self.die_after {
+            if self.finished == *n {
+                cancel.cancel();
+                return Ok(JobState::Running);
+            }
+        }
+        Ok(JobState::Finished)
+    }
+    fn cancel(&mut self, job: &JobHandle) -> Result<()> {
+        self.pending.retain(|(t, _)| t.id != job.trial);
+        Ok(())
+    }
+}
+
+fn hypothesis(dir: &Path, name: &str, i: usize, to: f64) {
+    let text = format!("message = \"{name}\"\n[[edit]]\nfile = \"factors.env\"\nfind = \"F{i}=1.0\\n\"\nreplace = \"F{i}={to}\\n\"\n");
+    std::fs::write(dir.join("experiments").join(format!("{name}.toml")), text).unwrap();
+}
+
+/// A repo whose queue holds `hyps` (name, factor index, new factor); returns the baseline commit.
+fn setup(dir: &Path, hyps: &[(&str, usize, f64)]) -> String {
+    git_in(dir, &["init", "-q", "-b", "main"]);
+    git_in(dir, &["config", "user.name", "Test"]);
+    git_in(dir, &["config", "user.email", "test@example.com"]);
+    std::fs::write(
+        dir.join("ratchet.toml"),
+        "[benchmark]\ncommand = \"true\"\nwarmup = 0\niters = 5\nprofile_iters = 0\n[decision]\nmin_pairs = 4\nmax_pairs = 8\nconfirm_pairs = 4\n[score]\nmetric = \"latency\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("factors.env"), "F0=1.0\nF1=1.0\nF2=1.0\n").unwrap();
+    std::fs::create_dir_all(dir.join("experiments")).unwrap();
+    for &(name, i, to) in hyps {
+        hypothesis(dir, name, i, to);
+    }
+    git_in(dir, &["add", "-A"]);
+    git_in(dir, &["commit", "-qm", "baseline"]);
+    git_in(dir, &["rev-parse", "HEAD"])
+}
+
+#[test]
+fn a_trial_finished_before_the_controller_stopped_is_decided_from_its_run_directory() {
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let base = setup(dir, &[("01-half", 0, 0.5), ("02-faster", 1, 0.8)]);
+    let cancel = Cancel::new();
+    {
+        let mut events: Vec<Event> = vec![];
+        let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+        // 01's worker finishes and is decided; 02's writes its result, then the controller stops.
+        let mut engine = Inline {
+            capacity: 2,
+            pending: VecDeque::new(),
+            exec: executor(),
+            argvs: vec![],
+            die_after: Some((2, cancel.clone())),
+            finished: 0,
+        };
+        let err = ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, cancel))
+            .unwrap_err();
+        assert_eq!(err.kind, ratchet::error::Kind::Interrupted);
+        assert_eq!(ws.store.rows().unwrap().len(), 1, "01 was recorded; 02's trial waits in the journal");
+    }
+    let mut events: Vec<Event> = vec![];
+    let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0 };
+    let out =
+        ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    // 02's finished trial was not run again: only its recheck against 01 was.
+    assert_eq!(engine.argvs.len(), 1, "{:?}", engine.argvs);
+    assert!(engine.argvs[0].iter().any(|a| a == "--recheck"));
+    let rows = ws.store.rows().unwrap();
+    assert_eq!(
+        rows.iter().map(|r| (r.message.as_str(), r.status.as_str())).collect::<Vec<_>>(),
+        [("01-half", "keep"), ("02-faster", "keep")]
+    );
+    assert_eq!(out.rows.len(), 1);
+    assert_eq!(git_in(dir, &["log", "--format=%s", &format!("{base}..HEAD")]).lines().count(), 2);
+}
+
+#[test]
+fn the_second_winner_is_rechecked_against_the_new_head_then_merges_on_top() {
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let base = setup(dir, &[("01-half", 0, 0.5), ("02-faster", 1, 0.8), ("03-slower", 2, 1.25)]);
+
+    let mut events: Vec<Event> = vec![];
+    let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0 };
+    let out =
+        ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+
+    let rows: Vec<_> = out.rows.iter().map(|r| (r.message.as_str(), r.status.as_str(), r.incumbent.clone(), r.commit.clone())).collect();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    // 01 and 02 both win against the base: 01 merges at once; 02 is stale, rechecked against 01
+    // (the lane holds every other merge meanwhile) and merges; 03, started on 01, loses.
+    assert_eq!((rows[0].0, rows[0].1), ("01-half", "keep"), "{rows:?}");
+    assert_eq!(rows[0].2, base);
+    assert_eq!((rows[1].0, rows[1].1), ("02-faster", "keep"), "{rows:?}");
+    assert_eq!(rows[1].2, rows[0].3, "the stale winner was decided against the new head");
+    assert!(out.rows[1].note.starts_with("stale winner: kept against"), "{}", out.rows[1].note);
+    assert_eq!((rows[2].0, rows[2].1), ("03-slower", "revert"), "{rows:?}");
+    let rechecks: Vec<_> = engine.argvs.iter().filter(|a| a.iter().any(|x| x == "--recheck")).collect();
+    assert_eq!(rechecks.len(), 1, "one recheck, for the one stale winner");
+    assert_eq!(engine.argvs.len(), 4);
+    assert_eq!(events.iter().filter(|e| matches!(e, Event::StaleWinner { .. })).count(), 1);
+    // Its row counts both trials' runs; runs.jsonl holds them under its id.
+    let runs = ws.store.runs().unwrap();
+    for r in &out.rows {
+        assert_eq!(runs.iter().filter(|x| x.experiment == r.id.to_string()).count() as u32, r.runs, "{}", r.message);
+    }
+    // The trunk: both kept commits, merged once each, on top of each other; the tree matches.
+    let log = git_in(dir, &["log", "--format=%s", &format!("{base}..HEAD")]);
+    assert_eq!(log.lines().collect::<Vec<_>>(), ["02-faster", "01-half"]);
+    assert_eq!(std::fs::read_to_string(dir.join("factors.env")).unwrap(), "F0=0.5\nF1=0.8\nF2=1.0\n");
+    assert_eq!(git_in(dir, &["status", "--porcelain"]), "");
+    // The loser is parked as a serial sweep parks it.
+    assert!(git_in(dir, &["for-each-ref", "refs/ratchet/discarded/"]).contains(&format!("discarded/{}", out.rows[2].id)));
+    assert_eq!(git_in(dir, &["for-each-ref", "refs/ratchet/trials/"]), "");
+}

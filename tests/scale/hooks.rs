@@ -1,0 +1,366 @@
+//! The hook engine with real shell-script hooks that run the worker in the background
+//! on this host: the protocol (trial JSON on stdin, RATCHET_* variables, one token line, one
+//! state line), cancel and fetch, and every way a hook can misbehave. Also the `[engine]` table's
+//! validation, which names the key and what is allowed.
+
+use crate::support;
+
+use ratchet::config::Config;
+use ratchet::scale::engine::{Engine, JobHandle, JobState, TrialSpec};
+use ratchet::scale::hook::{HookEngine, HookOptions};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use support::hooks;
+
+struct Rig {
+    dir: tempfile::TempDir,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let rig = Rig { dir: tempfile::tempdir().unwrap() };
+        std::fs::create_dir_all(rig.state()).unwrap();
+        for (name, body) in
+            [("submit.sh", hooks::SUBMIT), ("poll.sh", hooks::POLL), ("cancel.sh", hooks::CANCEL), ("fetch.sh", hooks::FETCH)]
+        {
+            rig.script(name, body);
+        }
+        rig
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn state(&self) -> PathBuf {
+        self.path().join("state")
+    }
+    fn script(&self, name: &str, body: &str) -> PathBuf {
+        let p = self.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+    /// `sh SCRIPT STATE`, as a config would name it.
+    fn hook(&self, name: &str) -> String {
+        format!("sh {} {}", self.path().join(name).display(), self.state().display())
+    }
+    fn options(&self) -> HookOptions {
+        HookOptions {
+            capacity: 4,
+            submit: self.hook("submit.sh"),
+            batch: false,
+            poll: self.hook("poll.sh"),
+            cancel: self.hook("cancel.sh"),
+            fetch: Some(self.hook("fetch.sh")),
+            timeout: Duration::from_secs(10),
+            dir: self.path().to_path_buf(),
+        }
+    }
+    fn trial(&self, id: &str) -> TrialSpec {
+        TrialSpec {
+            id: id.into(),
+            repo: self.path().join("repo"),
+            incumbent: "1".repeat(40),
+            candidate: "2".repeat(40),
+            out_dir: self.path().join("runs").join(id),
+        }
+    }
+}
+
+fn poll_until_done(e: &mut dyn Engine, jobs: &[JobHandle]) -> Vec<JobState> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let states: Vec<JobState> = jobs.iter().map(|j| e.poll(j).unwrap()).collect();
+        if states.iter().all(|s| !matches!(s, JobState::Queued | JobState::Running)) {
+            return states;
+        }
+        assert!(Instant::now() < deadline, "not done: {states:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    !stat.is_empty() && !stat.contains(") Z")
+}
+
+fn wait_dead(pids: &[i32]) -> Vec<i32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    pids.iter().copied().filter(|&p| alive(p)).collect()
+}
+
+#[test]
+fn trials_go_through_submit_and_poll_to_their_results() {
+    let rig = Rig::new();
+    // Through the config, as the controller builds it.
+    let toml = format!(
+        "[benchmark]\ncommand = \"python3 b.py\"\n[score]\nmetric = \"latency\"\n[engine]\nkind = \"hook\"\ncapacity = 3\n\
+         submit = {:?}\npoll = {:?}\ncancel = {:?}\nhook_timeout_s = 10\n",
+        rig.hook("submit.sh"),
+        rig.hook("poll.sh"),
+        rig.hook("cancel.sh")
+    );
+    let cfg = Config::parse(&toml).unwrap();
+    let mut e = ratchet::scale::engine_from_config(&cfg.engine, rig.path(), rig.path()).unwrap().unwrap();
+    assert_eq!((e.name(), e.capacity()), ("hook", 3));
+    // The "worker" writes its arguments, one per line, into the run directory: arguments with
+    // spaces, quotes and `$` must arrive as they were.
+    let trials: Vec<TrialSpec> = (0..3).map(|i| rig.trial(&format!("e{i}"))).collect();
+    let argv: Vec<Vec<String>> = trials
+        .iter()
+        .map(|t| {
+            let out = t.out_dir.join("result.txt").to_string_lossy().into_owned();
+            vec!["sh".into(), "-c".into(), "printf '%s\\n' \"$@\" > \"$0\"; sleep 0.3".into(), out, "two words".into(), "it's $HOME".into()]
+        })
+        .collect();
+    let jobs = e.submit(&trials, &argv).unwrap();
+    assert_eq!(jobs.len(), 3);
+    for (j, t) in jobs.iter().zip(&trials) {
+        assert_eq!(j.trial, t.id);
+        assert!(j.engine_id.starts_with("local-"), "{}", j.engine_id);
+    }
+    assert!(jobs.iter().any(|j| e.poll(j).unwrap() == JobState::Running), "a 0.3 s worker is running right after submit");
+    assert_eq!(poll_until_done(e.as_mut(), &jobs), vec![JobState::Finished; 3]);
+    for (t, argv) in trials.iter().zip(&argv) {
+        let got = std::fs::read_to_string(t.out_dir.join("result.txt")).unwrap();
+        assert_eq!(got, "two words\nit's $HOME\n");
+        // The trial as JSON on stdin: every field of the spec, and the worker's argv.
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(t.out_dir.join("submitted.json")).unwrap()).unwrap();
+        assert_eq!(json["id"], t.id.as_str());
+        assert_eq!(json["incumbent"], t.incumbent.as_str());
+        assert_eq!(json["candidate"], t.candidate.as_str());
+        assert_eq!(json["out_dir"], t.out_dir.to_string_lossy().as_ref());
+        assert_eq!(json["repo"], t.repo.to_string_lossy().as_ref());
+        assert_eq!(json["worker"], serde_json::json!(argv));
+    }
+    // No fetch hook configured: fetch is a no-op.
+    e.fetch(&jobs[0], &trials[0]).unwrap();
+}
+
+#[test]
+fn cancel_stops_the_worker_and_its_children() {
+    let rig = Rig::new();
+    let mut e = HookEngine::new(rig.options());
+    let t = rig.trial("long");
+    let pids = t.out_dir.join("pids");
+    let argv = vec!["sh".into(), "-c".into(), "sleep 300 & echo $$ $! > \"$0\"; wait".into(), pids.to_string_lossy().into_owned()];
+    let jobs = e.submit(std::slice::from_ref(&t), &[argv]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&pids).map(|s| s.split_whitespace().count() < 2).unwrap_or(true) {
+        assert!(Instant::now() < deadline, "the worker never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pids: Vec<i32> = std::fs::read_to_string(&pids).unwrap().split_whitespace().map(|p| p.parse().unwrap()).collect();
+    assert!(pids.iter().all(|&p| alive(p)));
+    assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Running);
+    e.cancel(&jobs[0]).unwrap();
+    assert_eq!(wait_dead(&pids), Vec::<i32>::new());
+    match e.poll(&jobs[0]).unwrap() {
+        JobState::Failed(why) => assert!(why.contains("died without an exit status"), "{why}"),
+        other => panic!("a cancelled job polls as {other:?}"),
+    }
+}
+
+#[test]
+fn fetch_brings_the_run_directory_back() {
+    let rig = Rig::new();
+    let mut e = HookEngine::new(rig.options());
+    let t = rig.trial("far");
+    let remote = rig.state().join("remote").join("far");
+    std::fs::create_dir_all(&remote).unwrap();
+    let argv = vec!["sh".into(), "-c".into(), "echo '{\"ok\":true}' > \"$0/trial.json\"".into(), remote.to_string_lossy().into_owned()];
+    let jobs = e.submit(std::slice::from_ref(&t), &[argv]).unwrap();
+    assert_eq!(poll_until_done(&mut e, &jobs), vec![JobState::Finished]);
+    assert!(!t.out_dir.join("trial.json").exists());
+    e.fetch(&jobs[0], &t).unwrap();
+    assert_eq!(std::fs::read_to_string(t.out_dir.join("trial.json")).unwrap(), "{\"ok\":true}\n");
+}
+
+fn with_submit(rig: &Rig, body: &str) -> HookEngine {
+    rig.script("bad_submit.sh", body);
+    HookEngine::new(HookOptions { submit: rig.hook("bad_submit.sh"), ..rig.options() })
+}
+
+#[test]
+fn a_misbehaving_submit_hook_is_a_clear_error() {
+    let rig = Rig::new();
+    let t = rig.trial("x");
+    let w = vec![vec!["true".to_string()]];
+    let err = with_submit(&rig, "#!/bin/sh\necho one\necho two\n").submit(std::slice::from_ref(&t), &w).unwrap_err();
+    assert!(err.message.contains("submit hook for trial x printed 2 lines") && err.message.contains("exactly one"), "{}", err.message);
+    assert!(err.hint.unwrap().contains(">&2"));
+    let err = with_submit(&rig, "#!/bin/sh\necho 'only on stderr' >&2\n").submit(std::slice::from_ref(&t), &w).unwrap_err();
+    assert!(err.message.contains("printed 0 lines"), "{}", err.message);
+    let err = with_submit(&rig, "#!/bin/sh\necho 'quota exceeded' >&2\nexit 3\n").submit(std::slice::from_ref(&t), &w).unwrap_err();
+    assert!(err.message.contains("the submit hook") && err.message.contains("bad_submit.sh"), "{}", err.message);
+    assert!(err.message.contains("exit code 3") && err.message.contains("quota exceeded"), "{}", err.message);
+    let err = with_submit(&rig, "#!/bin/sh\nprintf 'tab\\there\\n'\n").submit(std::slice::from_ref(&t), &w).unwrap_err();
+    assert!(err.message.contains("control characters"), "{}", err.message);
+}
+
+#[test]
+fn a_hanging_hook_is_killed_with_its_children_at_the_limit() {
+    let rig = Rig::new();
+    let child = rig.path().join("child.pid");
+    rig.script("hang.sh", &format!("#!/bin/sh\nsleep 300 &\necho $! > {}\nwait\n", child.display()));
+    let mut e = HookEngine::new(HookOptions { poll: rig.hook("hang.sh"), timeout: Duration::from_millis(500), ..rig.options() });
+    let job = JobHandle { trial: "x".into(), engine_id: "local-1".into(), slot: None };
+    let started = Instant::now();
+    let err = e.poll(&job).unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(err.message.contains("the poll hook") && err.message.contains("did not finish within"), "{}", err.message);
+    let pid: i32 = std::fs::read_to_string(&child).unwrap().trim().parse().unwrap();
+    assert_eq!(wait_dead(&[pid]), Vec::<i32>::new(), "the hook's child went with it");
+}
+
+#[test]
+fn a_poll_line_outside_the_protocol_is_an_error() {
+    let rig = Rig::new();
+    rig.script("odd.sh", "#!/bin/sh\necho done\n");
+    let mut e = HookEngine::new(HookOptions { poll: rig.hook("odd.sh"), ..rig.options() });
+    let job = JobHandle { trial: "x".into(), engine_id: "t".into(), slot: None };
+    let err = e.poll(&job).unwrap_err();
+    assert!(err.message.contains("printed \"done\"") && err.message.contains("queued, running, finished"), "{}", err.message);
+    rig.script("why.sh", "#!/bin/sh\necho 'failed: preempted by the spot market'\n");
+    let mut e = HookEngine::new(HookOptions { poll: rig.hook("why.sh"), ..rig.options() });
+    assert_eq!(e.poll(&job).unwrap(), JobState::Failed("preempted by the spot market".into()));
+    // Poll and cancel get the token and the trial id, nothing else (a restarted controller has
+    // only its journal's handle).
+    rig.script(
+        "env.sh",
+        "#!/bin/sh\n[ \"$RATCHET_JOB\" = t ] && [ \"$RATCHET_TRIAL_ID\" = x ] && [ -z \"$RATCHET_OUT_DIR\" ] && echo queued\n",
+    );
+    let mut e = HookEngine::new(HookOptions { poll: rig.hook("env.sh"), ..rig.options() });
+    assert_eq!(e.poll(&job).unwrap(), JobState::Queued);
+}
+
+#[test]
+fn a_failed_submit_cancels_the_trials_already_submitted() {
+    let rig = Rig::new();
+    // Submits the first trial for real (and returns once its worker runs), refuses the second.
+    let real = rig.hook("submit.sh");
+    let mut e = with_submit(&rig, &format!("#!/bin/sh\n[ \"$RATCHET_TRIAL_ID\" = second ] && {{ echo 'no capacity' >&2; exit 1; }}\nout=$({real}) || exit 1\nwhile [ ! -s \"$RATCHET_OUT_DIR/pid\" ]; do sleep 0.05; done\necho \"$out\"\n"));
+    let (a, b) = (rig.trial("first"), rig.trial("second"));
+    let pidfile = a.out_dir.join("pid");
+    let long = |p: &Path| vec!["sh".into(), "-c".into(), "echo $$ > \"$0\"; exec sleep 300".into(), p.to_string_lossy().into_owned()];
+    let err = e.submit(&[a.clone(), b], &[long(&pidfile), long(Path::new("/dev/null"))]).unwrap_err();
+    assert!(err.message.contains("trial second") && err.message.contains("no capacity"), "{}", err.message);
+    let cancelled = std::fs::read_to_string(rig.state().join("cancelled")).unwrap();
+    assert_eq!(cancelled.lines().count(), 1, "{cancelled}");
+    assert!(cancelled.starts_with("local-"));
+    let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    assert_eq!(wait_dead(&[pid]), Vec::<i32>::new(), "the first trial's worker was stopped");
+}
+
+/// The batch form: every trial of the batch on stdin as a JSON array; each worker started in
+/// its own session, one token line per trial (what a Kubernetes Indexed Job's hook does with
+/// `jobname:index`).
+const SUBMIT_BATCH: &str = r#"
+import json, os, subprocess, sys
+state = sys.argv[1]
+trials = json.load(sys.stdin)
+assert len(trials) == int(os.environ["RATCHET_TRIAL_COUNT"])
+for t in trials:
+    log = open(os.path.join(t["out_dir"], "worker.log"), "w")
+    wrapped = 'eval "$0"; echo $? > "$1/exit"'
+    shell = " ".join("'" + a.replace("'", "'\\''") + "'" for a in t["worker"])
+    p = subprocess.Popen(["sh", "-c", wrapped, shell, t["out_dir"]], stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    open(os.path.join(state, str(p.pid)), "w").write(t["out_dir"] + "\n")
+    print("local-%d" % p.pid)
+"#;
+
+#[test]
+fn a_batch_goes_to_submit_batch_in_one_call() {
+    let rig = Rig::new();
+    std::fs::write(rig.path().join("submit_batch.py"), SUBMIT_BATCH).unwrap();
+    let calls = rig.path().join("calls");
+    let submit =
+        format!("echo x >> {} && python3 {} {}", calls.display(), rig.path().join("submit_batch.py").display(), rig.state().display());
+    // Through the config: submit_batch instead of submit.
+    let toml = format!(
+        "{BASE}[engine]\nkind = \"hook\"\nsubmit_batch = {submit:?}\npoll = {:?}\ncancel = {:?}\n",
+        rig.hook("poll.sh"),
+        rig.hook("cancel.sh")
+    );
+    let cfg = Config::parse(&toml).unwrap();
+    let mut e = ratchet::scale::engine_from_config(&cfg.engine, rig.path(), rig.path()).unwrap().unwrap();
+    let trials: Vec<TrialSpec> = (0..3).map(|i| rig.trial(&format!("b{i}"))).collect();
+    let argv: Vec<Vec<String>> = trials
+        .iter()
+        .map(|t| {
+            vec![
+                "sh".into(),
+                "-c".into(),
+                "echo \"$1\" > \"$0\"".into(),
+                t.out_dir.join("r.txt").to_string_lossy().into(),
+                format!("{} it's", t.id),
+            ]
+        })
+        .collect();
+    let jobs = e.submit(&trials, &argv).unwrap();
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1, "one call for the batch");
+    assert_eq!(poll_until_done(e.as_mut(), &jobs), vec![JobState::Finished; 3]);
+    for t in &trials {
+        assert_eq!(std::fs::read_to_string(t.out_dir.join("r.txt")).unwrap(), format!("{} it's\n", t.id));
+    }
+    // A batch hook that answers for fewer trials than it was given.
+    rig.script("short.sh", "#!/bin/sh\ncat >/dev/null\necho only-one\n");
+    let mut e = HookEngine::new(HookOptions { submit: rig.hook("short.sh"), batch: true, ..rig.options() });
+    let err = e.submit(&trials, &argv).unwrap_err();
+    assert!(err.message.contains("submit_batch hook for 3 trials printed 1 token lines"), "{}", err.message);
+}
+
+const BASE: &str = "[benchmark]\ncommand = \"python3 b.py\"\n[score]\nmetric = \"latency\"\n";
+
+fn config_error(engine: &str) -> String {
+    let err = Config::parse(&format!("{BASE}[engine]\n{engine}")).unwrap_err();
+    err.message
+}
+
+#[test]
+fn the_engine_table_is_validated_strictly() {
+    // Each: the table, and what the error must say (the key, the line, what is allowed).
+    let cases: &[(&str, &[&str])] = &[
+        ("kind = \"k8s\"\n", &["unknown variant `k8s`", "local", "slurm", "hook", "line 6"]),
+        ("kind = \"slurm\"\nnodes = 2\n", &["unknown field `nodes`", "partition", "line 7"]),
+        ("kind = \"slurm\"\nsubmit = \"x\"\n", &["line 7", "[engine] submit", "does not apply to kind = \"slurm\"", "partition, gres"]),
+        ("kind = \"hook\"\nsubmit = \"a\"\npoll = \"b\"\ncancel = \"c\"\npartition = \"p\"\n", &["[engine] partition", "kind = \"hook\""]),
+        ("capacity = 4\n", &["[engine] capacity", "kind = \"local\"", "--jobs"]),
+        ("kind = \"hook\"\nsubmit = \"a\"\ncancel = \"c\"\n", &["[engine] poll: is required", "submit or submit_batch, poll and cancel"]),
+        ("kind = \"hook\"\npoll = \"b\"\ncancel = \"c\"\n", &["[engine] submit: is required"]),
+        (
+            "kind = \"hook\"\nsubmit = \"a\"\nsubmit_batch = \"a\"\npoll = \"b\"\ncancel = \"c\"\n",
+            &["line 8", "[engine] submit_batch: cannot be combined with submit"],
+        ),
+        ("kind = \"hook\"\nsubmit = \" \"\npoll = \"b\"\ncancel = \"c\"\n", &["line 7", "[engine] submit: is empty"]),
+        ("kind = \"slurm\"\ncapacity = 0\n", &["line 7", "[engine] capacity: must be between 1 and 10000"]),
+        ("kind = \"slurm\"\ncommand_timeout_s = -1\n", &["[engine] command_timeout_s: must be in (0, 3600]"]),
+        ("kind = \"slurm\"\ngres = \"gpu 1\"\n", &["[engine] gres", "\"gpu:1\""]),
+        ("kind = \"slurm\"\ngres = \"gpu:1\"\nexclusive = true\n", &["[engine] gres: cannot be combined with exclusive"]),
+        ("kind = \"slurm\"\nsbatch_args = [\"--array=0-3\"]\n", &["[engine] sbatch_args: --array is set by ratchet"]),
+        ("kind = \"slurm\"\nsbatch_args = [\"gpu\"]\n", &["[engine] sbatch_args: \"gpu\" is not an option"]),
+        ("kind = \"slurm\"\npartition = \"a b\"\n", &["[engine] partition: must be a partition name"]),
+        ("kind = \"slurm\"\nexclusive = \"yes\"\n", &["line 7", "invalid type"]),
+    ];
+    for (table, wants) in cases {
+        let msg = config_error(table);
+        for w in *wants {
+            assert!(msg.contains(w), "for {table:?} the error {msg:?} lacks {w:?}");
+        }
+    }
+    // And what is allowed parses.
+    for ok in [
+        "kind = \"local\"\n",
+        "kind = \"slurm\"\n",
+        "kind = \"slurm\"\nexclusive = true\npartition = \"gpu\"\ncapacity = 8\nsbatch_args = [\"--time=2:00:00\", \"--account=lab\"]\n",
+        "kind = \"slurm\"\ngres = \"\"\n",
+        "kind = \"slurm\"\ngres = \"gpu:a100:1,shard:2\"\ncommand_timeout_s = 120\n",
+        "kind = \"hook\"\nsubmit = \"a\"\npoll = \"b\"\ncancel = \"c\"\nfetch = \"d\"\nhook_timeout_s = 30\n",
+        "kind = \"hook\"\nsubmit_batch = \"a\"\npoll = \"b\"\ncancel = \"c\"\n",
+    ] {
+        Config::parse(&format!("{BASE}[engine]\n{ok}")).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
+    }
+}

@@ -1,0 +1,273 @@
+//! The Slurm engine against a real Slurm: one job array per batch, each task with its
+//! own (fake) GPU, polled to the end, and a cancel that stops the worker's processes. The cluster
+//! is scripts/slurm-localhost.sh's one node; where no Slurm answers these tests say so and skip.
+//! The error paths run everywhere, with stand-in Slurm commands.
+
+use crate::support;
+
+use ratchet::config::Config;
+use ratchet::scale::engine::{Engine, JobHandle, JobState, TrialSpec};
+use ratchet::scale::slurm::{SlurmEngine, SlurmOptions};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn trial(dir: &Path, id: &str) -> TrialSpec {
+    TrialSpec {
+        id: id.into(),
+        repo: dir.join("repo"),
+        incumbent: "a".repeat(40),
+        candidate: "b".repeat(40),
+        out_dir: dir.join("runs").join(id),
+    }
+}
+
+fn write_script(path: &Path, body: &str) {
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn engine(work: &Path) -> SlurmEngine {
+    let mut o = SlurmOptions::new(work);
+    o.command_timeout = Duration::from_secs(30);
+    SlurmEngine::new(o)
+}
+
+fn poll_until_done(e: &mut SlurmEngine, jobs: &[JobHandle], limit: Duration) -> Vec<(JobState, Vec<JobState>)> {
+    let deadline = Instant::now() + limit;
+    let mut seen: Vec<Vec<JobState>> = vec![vec![]; jobs.len()];
+    loop {
+        let states: Vec<JobState> = jobs.iter().map(|j| e.poll(j).unwrap()).collect();
+        for (s, all) in states.iter().zip(seen.iter_mut()) {
+            if all.last() != Some(s) {
+                all.push(s.clone());
+            }
+        }
+        if states.iter().all(|s| !matches!(s, JobState::Queued | JobState::Running)) {
+            return states.into_iter().zip(seen).collect();
+        }
+        assert!(Instant::now() < deadline, "still not done after {limit:?}: {states:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn an_array_runs_each_trial_on_its_own_gpu() {
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The worker records what Slurm gave it, then waits until every task has started: the
+    // tasks hold their GPUs at the same time, so distinct devices are Slurm's doing.
+    let barrier = d.join("started");
+    std::fs::create_dir_all(&barrier).unwrap();
+    let worker = d.join("worker.sh");
+    write_script(
+        &worker,
+        &format!(
+            r#"#!/bin/sh
+out="$1"; n="$2"
+touch {barrier}/"$SLURM_ARRAY_TASK_ID"
+i=0
+while [ "$(ls {barrier} | wc -l)" -lt "$n" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+echo "worker stdout for $RATCHET_TRIAL_ID"
+echo "worker stderr for $RATCHET_TRIAL_ID" >&2
+printf '%s\n' "cvd=$CUDA_VISIBLE_DEVICES" "job=$SLURM_ARRAY_JOB_ID" "task=$SLURM_ARRAY_TASK_ID" "trial=$RATCHET_TRIAL_ID" "together=$(ls {barrier} | wc -l)" > "$out/result.tmp"
+mv "$out/result.tmp" "$out/result.txt"
+"#,
+            barrier = barrier.display()
+        ),
+    );
+    let n = 3;
+    let trials: Vec<TrialSpec> = (0..n).map(|i| trial(d, &format!("e{i}"))).collect();
+    let argv: Vec<Vec<String>> =
+        trials.iter().map(|t| vec![worker.to_string_lossy().into(), t.out_dir.to_string_lossy().into(), n.to_string()]).collect();
+    let mut e = engine(&d.join("work"));
+    assert_eq!(e.name(), "slurm");
+    let jobs = e.submit(&trials, &argv).unwrap();
+    assert_eq!(jobs.len(), n);
+    let array = jobs[0].engine_id.split('_').next().unwrap().to_string();
+    for (i, j) in jobs.iter().enumerate() {
+        assert_eq!(j.engine_id, format!("{array}_{i}"), "one array, task i for trial i");
+        assert_eq!(j.trial, trials[i].id);
+    }
+    let done = poll_until_done(&mut e, &jobs, Duration::from_secs(90));
+    let mut gpus = vec![];
+    for (i, ((state, seen), t)) in done.iter().zip(&trials).enumerate() {
+        assert_eq!(*state, JobState::Finished, "trial {i}: went through {seen:?}");
+        let result = std::fs::read_to_string(t.out_dir.join("result.txt")).unwrap();
+        let field = |k: &str| result.lines().find_map(|l| l.strip_prefix(&format!("{k}="))).unwrap().to_string();
+        assert_eq!(field("job"), array);
+        assert_eq!(field("task"), i.to_string());
+        assert_eq!(field("trial"), t.id);
+        assert_eq!(field("together"), n.to_string(), "the tasks ran at the same time");
+        let cvd = field("cvd");
+        assert!(!cvd.is_empty() && !cvd.contains(','), "task {i} got CUDA_VISIBLE_DEVICES={cvd:?}, not one GPU");
+        gpus.push(cvd);
+        // Slurm's own output files land in the run directory.
+        let out = std::fs::read_to_string(t.out_dir.join("slurm.out")).unwrap();
+        assert_eq!(out.trim(), format!("worker stdout for {}", t.id));
+        let err = std::fs::read_to_string(t.out_dir.join("slurm.err")).unwrap();
+        assert!(err.contains(&format!("worker stderr for {}", t.id)), "{err}");
+    }
+    let distinct: std::collections::BTreeSet<&String> = gpus.iter().collect();
+    assert_eq!(distinct.len(), n, "each task its own GPU: {gpus:?}");
+}
+
+/// The live processes among `pids`.
+fn alive(pids: &[i32]) -> Vec<i32> {
+    pids.iter()
+        .copied()
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            !stat.is_empty() && !stat.contains(") Z")
+        })
+        .collect()
+}
+
+#[test]
+fn cancel_stops_the_workers_processes() {
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let worker = d.join("worker.sh");
+    // A worker with a child of its own, each recording its pid.
+    write_script(
+        &worker,
+        "#!/bin/sh\nsleep 300 &\necho $! > \"$1/child.pid\"\necho $$ > \"$1/worker.pid\"\nwait\necho survived > \"$1/result.txt\"\n",
+    );
+    let t = trial(d, "long");
+    let mut e = engine(&d.join("work"));
+    let jobs = e.submit(std::slice::from_ref(&t), &[vec![worker.to_string_lossy().into(), t.out_dir.to_string_lossy().into()]]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(t.out_dir.join("worker.pid").exists() && t.out_dir.join("child.pid").exists()) {
+        assert!(Instant::now() < deadline, "the worker never started: {:?}", e.poll(&jobs[0]));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Running);
+    let read = |f: &str| std::fs::read_to_string(t.out_dir.join(f)).unwrap().trim().parse::<i32>().unwrap();
+    let pids = [read("worker.pid"), read("child.pid")];
+    assert_eq!(alive(&pids), pids.to_vec());
+    e.cancel(&jobs[0]).unwrap();
+    // cancel returns once Slurm has the task ended; the kernel may take a moment to finish the kill.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !alive(&pids).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(alive(&pids), Vec::<i32>::new(), "the worker and its child are gone");
+    assert!(!t.out_dir.join("result.txt").exists());
+    match e.poll(&jobs[0]).unwrap() {
+        JobState::Failed(why) => assert!(why.contains("CANCELLED"), "{why}"),
+        other => panic!("a cancelled task polls as {other:?}"),
+    }
+    // Cancelling again (the task is gone) is not an error.
+    e.cancel(&jobs[0]).unwrap();
+}
+
+#[test]
+fn exclusive_tasks_never_share_the_node() {
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lock = d.join("lock");
+    let worker = d.join("worker.sh");
+    // mkdir is atomic: a second task inside the node while the first holds it leaves a mark.
+    write_script(
+        &worker,
+        &format!("#!/bin/sh\nmkdir {lock} 2>/dev/null || touch \"$1/overlap\"\nsleep 0.5\nrmdir {lock} 2>/dev/null\necho done > \"$1/result.txt\"\n", lock = lock.display()),
+    );
+    let cfg = Config::parse("[benchmark]\ncommand = \"python3 b.py\"\n[score]\nmetric = \"latency\"\n[engine]\nkind = \"slurm\"\nexclusive = true\ncommand_timeout_s = 30\n").unwrap();
+    let mut e = ratchet::scale::engine_from_config(&cfg.engine, d, &d.join("work")).unwrap().unwrap();
+    let trials: Vec<TrialSpec> = (0..2).map(|i| trial(d, &format!("x{i}"))).collect();
+    let argv: Vec<Vec<String>> = trials.iter().map(|t| vec![worker.to_string_lossy().into(), t.out_dir.to_string_lossy().into()]).collect();
+    let jobs = e.submit(&trials, &argv).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while jobs.iter().any(|j| matches!(e.poll(j).unwrap(), JobState::Queued | JobState::Running)) {
+        assert!(Instant::now() < deadline, "exclusive tasks did not finish");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for t in &trials {
+        assert!(t.out_dir.join("result.txt").exists(), "{} ran", t.id);
+        assert!(!t.out_dir.join("overlap").exists(), "{} shared the node", t.id);
+    }
+}
+
+#[test]
+fn sbatch_refusing_names_the_command_and_its_message() {
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = SlurmOptions::new(dir.path().join("work"));
+    o.partition = Some("no-such-partition".into());
+    let mut e = SlurmEngine::new(o);
+    let t = trial(dir.path(), "x");
+    let err = e.submit(&[t], &[vec!["true".into()]]).unwrap_err();
+    assert!(err.message.contains("`sbatch ") && err.message.contains("--partition=no-such-partition"), "{}", err.message);
+    assert!(err.message.to_lowercase().contains("invalid partition"), "{}", err.message);
+}
+
+/// Stand-in Slurm commands, for the error paths on machines without Slurm.
+fn fake_bin(dir: &Path, sbatch: &str, squeue: &str) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    write_script(&bin.join("sbatch"), &format!("#!/bin/sh\n{sbatch}\n"));
+    write_script(&bin.join("squeue"), &format!("#!/bin/sh\n{squeue}\n"));
+    write_script(&bin.join("scontrol"), "#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1\n");
+    bin
+}
+
+#[test]
+fn what_sbatch_and_squeue_say_reaches_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let t = trial(d, "x");
+    let w = vec![vec!["true".to_string()]];
+    let with = |bin: PathBuf| {
+        let mut o = SlurmOptions::new(d.join("work"));
+        o.bin_dir = Some(bin);
+        o.command_timeout = Duration::from_secs(5);
+        SlurmEngine::new(o)
+    };
+    let mut e = with(fake_bin(&d.join("a"), "echo 'sbatch: error: Batch job submission failed: Invalid account' >&2; exit 1", "exit 0"));
+    let err = e.submit(std::slice::from_ref(&t), &w).unwrap_err();
+    assert!(err.message.contains("`sbatch --parsable --array=0-0"), "{}", err.message);
+    assert!(err.message.contains("Invalid account") && err.message.contains("exit code 1"), "{}", err.message);
+
+    let mut e = with(fake_bin(&d.join("b"), "echo 'Submitted batch job 12'", "exit 0"));
+    let err = e.submit(std::slice::from_ref(&t), &w).unwrap_err();
+    assert!(err.message.contains("not a job id"), "{}", err.message);
+
+    // A job that squeue and scontrol no longer know finished long ago (purged after MinJobAge).
+    let mut e = with(fake_bin(&d.join("c"), "echo '41;cluster'", "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1"));
+    let jobs = e.submit(std::slice::from_ref(&t), &w).unwrap();
+    assert_eq!(jobs[0].engine_id, "41_0");
+    assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Finished);
+
+    let mut e = with(fake_bin(&d.join("d"), "echo 7", "echo 'squeue: error: Unable to contact slurm controller' >&2; exit 1"));
+    let jobs = e.submit(std::slice::from_ref(&t), &w).unwrap();
+    let err = e.poll(&jobs[0]).unwrap_err();
+    assert!(err.message.contains("squeue -j 7") && err.message.contains("Unable to contact"), "{}", err.message);
+
+    let mut o = SlurmOptions::new(d.join("work"));
+    o.bin_dir = Some(fake_bin(&d.join("e"), "sleep 30", "exit 0"));
+    o.command_timeout = Duration::from_secs(1);
+    let started = Instant::now();
+    let err = SlurmEngine::new(o).submit(std::slice::from_ref(&t), &w).unwrap_err();
+    assert!(err.message.contains("did not finish within 1 s"), "{}", err.message);
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    let mut e = with(d.join("nowhere"));
+    let err = e.submit(std::slice::from_ref(&t), &w).unwrap_err();
+    assert!(err.message.contains("sbatch") && err.hint.as_deref().unwrap_or("").contains("slurm-client"), "{err}");
+}
+
+#[test]
+fn the_engine_table_builds_a_slurm_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config::parse(
+        "[benchmark]\ncommand = \"python3 b.py\"\n[score]\nmetric = \"latency\"\n[engine]\nkind = \"slurm\"\ncapacity = 6\npartition = \"gpu\"\nsbatch_args = [\"--time=1:00:00\"]\n",
+    )
+    .unwrap();
+    let e = ratchet::scale::engine_from_config(&cfg.engine, dir.path(), dir.path()).unwrap().unwrap();
+    assert_eq!((e.name(), e.capacity()), ("slurm", 6));
+    let local = Config::parse("[benchmark]\ncommand = \"python3 b.py\"\n[score]\nmetric = \"latency\"\n").unwrap();
+    assert!(ratchet::scale::engine_from_config(&local.engine, dir.path(), dir.path()).unwrap().is_none());
+}

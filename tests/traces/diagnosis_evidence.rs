@@ -1,0 +1,339 @@
+//! The diagnosis follows the evidence: a cause is named only when the capture, the HLO or the
+//! kernel body shows it, with the figure that showed it, across kernel shapes (attention,
+//! matmul+GELU, Triton bodies, vendor library calls, CPU runs, host-offload transfers).
+//!
+//! Shared-fixture figures: the v6e capture's copy-done share (96.9%) and the MI300X conv
+//! capture's transpose fusion share (54.4%) are its op tables as `ratchet inspect` prints them,
+//! checked against tests/helpers/xplane_reference.py.
+
+use crate::support;
+
+use std::path::PathBuf;
+use support::{fixture, own_fixture};
+
+use ratchet::commands::inspect::{build_inspect, render_text, InspectArgs};
+use ratchet::diagnose::{self, Finding, Inputs, Level, RooflineView};
+use ratchet::trace::kernel_body::KernelOps;
+use ratchet::trace::{CategoryStat, HloStats, KernelStats, OpStat};
+
+fn args(path: PathBuf) -> InspectArgs {
+    InspectArgs::of(path)
+}
+
+/// A memory-bound roofline with a 75% gap (floor 1 ms, actual 4 ms).
+fn big_gap() -> RooflineView {
+    RooflineView {
+        memory_bound: true,
+        intensity: 100.0,
+        ridge: 240.0,
+        compute_only_ms: 0.4,
+        memory_only_ms: 1.0,
+        actual_ms: 4.0,
+        util: 0.1,
+        bw: 0.25,
+    }
+}
+
+fn text(f: &[Finding]) -> String {
+    diagnose::render(f)
+}
+
+fn rule<'a>(f: &'a [Finding], rule: &str) -> Vec<&'a Finding> {
+    f.iter().filter(|x| x.rule == rule).collect()
+}
+
+/// One op: name, category, total us, count, FLOPs and bytes of one occurrence.
+type Op<'a> = (&'a str, &'a str, f64, u64, Option<f64>, Option<f64>);
+
+/// A kernel's trace figures from its ops.
+fn kernel(device: Option<&str>, ops: &[Op<'_>], host: &[&str]) -> KernelStats {
+    let total: f64 = ops.iter().map(|o| o.2).sum();
+    let op_breakdown: Vec<OpStat> = ops
+        .iter()
+        .map(|&(name, category, us, count, flops, bytes)| OpStat {
+            name: name.into(),
+            category: category.into(),
+            count,
+            total_us: us,
+            inclusive_us: us,
+            per_execution_us: us,
+            fraction: us / total,
+            flops,
+            bytes,
+        })
+        .collect();
+    let mut cats: Vec<CategoryStat> = Vec::new();
+    for o in &op_breakdown {
+        match cats.iter_mut().find(|c| c.category == o.category) {
+            Some(c) => {
+                c.total_us += o.total_us;
+                c.fraction += o.fraction;
+            }
+            None => cats.push(CategoryStat {
+                category: o.category.clone(),
+                total_us: o.total_us,
+                per_execution_us: o.total_us,
+                count: o.count,
+                fraction: o.fraction,
+            }),
+        }
+    }
+    cats.sort_by(|a, b| b.total_us.total_cmp(&a.total_us));
+    KernelStats {
+        name: "jit_k".into(),
+        executions: 1,
+        per_execution_us: vec![total],
+        median_us: total,
+        mean_us: total,
+        min_us: total,
+        max_us: total,
+        device: device.map(str::to_string),
+        op_time: "event duration".into(),
+        cost_model_flops: None,
+        cost_model_bytes: None,
+        host_memory_ops: host.iter().map(|s| s.to_string()).collect(),
+        op_breakdown,
+        category_breakdown: cats,
+        pipeline: None,
+    }
+}
+
+#[test]
+fn host_offload_transfers_are_data_movement_not_spilling_or_loop_state() {
+    need_fixtures!();
+    // v6e: 96.9% of the op time in copy-done of host-offload copies (S(5)); no dot, no exp.
+    let out = build_inspect(&args(fixture("tpu-v6e-xprof/tpu_inference_2.xplane.pb"))).unwrap();
+    let f = &out.findings;
+    let dm = rule(f, "data-movement");
+    assert_eq!(dm.len(), 1, "{f:#?}");
+    assert_eq!(dm[0].level, Level::Warn);
+    assert!(dm[0].what.contains("96.9%") && dm[0].what.contains("S(5)"), "{:?}", dm[0]);
+    let all = text(f);
+    for wrong in ["register spilling", "score tile", "BQ", "loop state", "VPU", "MXU", "grid iterations"] {
+        assert!(!all.contains(wrong), "{wrong:?} in\n{all}");
+    }
+    let gap = rule(f, "gap");
+    assert!(gap[0].what.contains("1. data movement: copy-start/copy-done take 96.9%"), "{}", gap[0].what);
+    // Each large op against its own roofline: the host copies are far off it, and say why.
+    let op = rule(f, "op-roofline");
+    assert!(op[0].what.contains("copy-done.2: 1.7% of its roofline") && op[0].what.contains("host transfer"), "{:?}", op[0]);
+}
+
+#[test]
+fn vendor_calls_are_not_pallas_kernels_and_launch_gaps_are_not_bubbles() {
+    need_fixtures!();
+    // MI300X conv: a `__cudnn$convForward` custom call, a transpose fusion taking 54.4%, and
+    // 43.5% of each execution with no kernel running.
+    let out = build_inspect(&args(fixture("amd-mi300x-conv-8gpu/conv_legacy.xplane.pb"))).unwrap();
+    let f = &out.findings;
+    let all = text(f);
+    let v = rule(f, "vendor");
+    assert!(v[0].what.contains("__cudnn$convForward") && v[0].what.contains("not Pallas kernels"), "{all}");
+    assert!(!all.contains("sees nothing inside a Pallas kernel"), "{all}");
+    let gaps = rule(f, "launch-gaps");
+    assert!(gaps[0].what.contains("43.5%") && gaps[0].level == Level::Warn, "{all}");
+    for wrong in ["bubble", "grid iterations", "double buffering"] {
+        assert!(!all.contains(wrong), "{wrong:?} in\n{all}");
+    }
+    let layout = rule(f, "layout");
+    assert!(layout[0].what.contains("input_transpose_fusion alone 54.4%"), "{all}");
+
+    let out = build_inspect(&args(fixture("amd-mi300x-jax0.8/attention.xplane.pb"))).unwrap();
+    assert!(rule(&out.findings, "vendor")[0].what.contains("__cublas$gemm"), "{}", text(&out.findings));
+}
+
+#[test]
+fn a_matmul_gelu_kernel_gets_its_own_tunables_not_attentions() {
+    // A Pallas matmul+GELU kernel: one matmul, no exp, tunables BM/BN/BK.
+    let meta = serde_json::json!({"BM": 256, "BN": 128, "BK": 512});
+    let body = KernelOps { dialect: "mosaic".into(), name: "matmul_gelu".into(), matmul: 1, ..Default::default() };
+    let hlo = HloStats { custom_call: 1, custom_call_targets: [("tpu_custom_call".to_string(), 1)].into(), ..Default::default() };
+    let f = diagnose::diagnose(&Inputs {
+        roofline: Some(big_gap()),
+        meta: Some(&meta),
+        hlo: Some(&hlo),
+        kernel_ops: std::slice::from_ref(&body),
+        backend: Some("tpu"),
+        ..Default::default()
+    });
+    let gap = &rule(&f, "gap")[0].what;
+    assert!(gap.contains("register spilling: the tiles (BK=512, BM=256, BN=128)"), "{gap}");
+    for wrong in ["score tile", "BQ", "BKV", "VPU", "pipeline bubbles", "defensive copies"] {
+        assert!(!gap.contains(wrong), "{wrong:?} in\n{gap}");
+    }
+}
+
+#[test]
+fn an_attention_kernel_gets_the_score_tile_and_its_measured_vpu_share_first() {
+    let meta = serde_json::json!({"BQ": 128, "BKV": 256});
+    let body = KernelOps { dialect: "mosaic".into(), name: "fa".into(), matmul: 2, exp: 2, reduce: 2, ..Default::default() };
+    let f = diagnose::diagnose(&Inputs {
+        roofline: Some(big_gap()),
+        meta: Some(&meta),
+        kernel_ops: std::slice::from_ref(&body),
+        exp_share: Some(0.2),
+        backend: Some("tpu"),
+        ..Default::default()
+    });
+    let gap = &rule(&f, "gap")[0].what;
+    let vpu = gap.find("1. VPU bottleneck: exp takes 20.0% of the op time").expect(gap);
+    let spill = gap.find("2. register spilling: the score tile BQ x BKV = 128x256").expect(gap);
+    assert!(vpu < spill, "{gap}");
+    assert!(!gap.contains("pipeline bubbles") && !gap.contains("defensive copies"), "{gap}");
+}
+
+#[test]
+fn a_triton_body_without_exp_gets_no_softmax_or_tpu_advice() {
+    let meta = serde_json::json!({"BLOCK_M": 128, "BLOCK_N": 64});
+    let body = KernelOps { dialect: "triton".into(), name: "mm".into(), matmul: 1, ..Default::default() };
+    let k = kernel(Some("/device:GPU:0"), &[("triton_mm", "custom-call", 90.0, 10, None, None)], &[]);
+    let f = diagnose::diagnose(&Inputs {
+        roofline: Some(big_gap()),
+        meta: Some(&meta),
+        kernel_ops: std::slice::from_ref(&body),
+        kernel: Some(&k),
+        bubble_fraction: Some(0.02),
+        exp_share: Some(0.0),
+        ..Default::default()
+    });
+    let all = text(&f);
+    assert!(all.contains("register spilling: the tiles (BLOCK_M=128, BLOCK_N=64)"), "{all}");
+    for wrong in ["score tile", "VPU", "MXU", "PrefetchScalarGridSpec", "bubble"] {
+        assert!(!all.contains(wrong), "{wrong:?} in\n{all}");
+    }
+}
+
+#[test]
+fn a_cpu_run_gets_no_accelerator_unit_advice() {
+    // The interpreter on CPU: dot and exp in the HLO, BQ/BKV in meta, no Pallas kernel.
+    let mut a = args(own_fixture("example-cpu"));
+    (a.peak_tflops, a.hbm_gbps) = (Some(1.0), Some(10.0));
+    let out = build_inspect(&a).unwrap();
+    let all = text(&out.findings);
+    // (The gap may list the article's causes as absent, never as a cause: "name: evidence".)
+    for wrong in ["register spilling:", "score tile", "MXU", "VPU bottleneck:", "pipeline bubbles:", "bubble fraction", "grid iterations"] {
+        assert!(!all.contains(wrong), "{wrong:?} in\n{all}");
+    }
+    let gap = &rule(&out.findings, "gap")[0].what;
+    assert!(gap.contains("the largest op category is fusion"), "{gap}");
+}
+
+#[test]
+fn without_evidence_no_cause_is_named() {
+    let f = diagnose::diagnose(&Inputs { roofline: Some(big_gap()), ..Default::default() });
+    let gap = &rule(&f, "gap")[0].what;
+    assert!(gap.contains("the evidence shows none of the article's causes"), "{gap}");
+    assert!(!gap.contains("score tile") && !gap.contains("1."), "{gap}");
+    // The regime's prescription points at the gap's causes, no fixed remedies.
+    let reg = rule(&f, "regime");
+    assert!(!reg[0].prescription.as_deref().unwrap().contains("grid steps"), "{reg:?}");
+}
+
+#[test]
+fn layout_reduce_collective_and_wait_shares_are_rules_with_their_figures() {
+    let k = kernel(
+        Some("/device:TPU:0"),
+        &[
+            ("convolution_fusion.1", "convolution fusion", 50.0, 1, Some(1e9), Some(1e6)),
+            ("transpose.3", "data formatting", 6.0, 1, None, None),
+            ("reduce_fusion", "loop fusion", 12.0, 1, None, None),
+            ("all-reduce.1", "all-reduce", 20.0, 1, None, None),
+            ("all-reduce-done.1", "async-done", 12.0, 1, None, None),
+        ],
+        &[],
+    );
+    let f = diagnose::diagnose(&Inputs { kernel: Some(&k), backend: Some("tpu"), roofline: Some(big_gap()), ..Default::default() });
+    let all = text(&f);
+    assert!(rule(&f, "layout")[0].what.contains("6.0% (transpose.3 alone 6.0%): above 5%"), "{all}");
+    assert!(rule(&f, "reduce")[0].what.contains("12.0%"), "{all}");
+    assert!(rule(&f, "reduce")[0].prescription.as_deref().unwrap().contains("second-to-last"), "{all}");
+    // all-reduce and all-reduce-done are both collectives; the -done one is the wait.
+    assert_eq!(rule(&f, "collectives")[0].what, "collectives take 32.0% of the op time", "{all}");
+    assert!(rule(&f, "waits")[0].what.contains("wait 12.0%"), "{all}");
+    // Below 5% a layout op is no finding.
+    let small = kernel(
+        Some("/device:TPU:0"),
+        &[("fusion", "loop fusion", 96.0, 1, None, None), ("transpose", "data formatting", 4.0, 1, None, None)],
+        &[],
+    );
+    assert!(rule(&diagnose::diagnose(&Inputs { kernel: Some(&small), ..Default::default() }), "layout").is_empty());
+}
+
+#[test]
+fn each_op_against_its_own_roofline() {
+    // 100 TFLOP/s, 1000 GB/s: a 1e9-FLOP, 1e6-byte op has a 10 us floor.
+    let near = kernel(Some("/device:TPU:0"), &[("dot.1", "dot", 10.5, 1, Some(1e9), Some(1e6))], &[]);
+    let f = diagnose::diagnose(&Inputs { kernel: Some(&near), peaks: Some((100.0, 1000.0)), ..Default::default() });
+    let op = rule(&f, "op-roofline");
+    assert_eq!(op[0].level, Level::Good, "{op:?}");
+    assert!(op[0].what.contains("dot.1: 95.2% of its roofline (10.0 us floor, 10.5 us each"), "{op:?}");
+    let far = kernel(Some("/device:TPU:0"), &[("dot.1", "dot", 40.0, 1, Some(1e9), Some(1e6))], &[]);
+    let f = diagnose::diagnose(&Inputs { kernel: Some(&far), peaks: Some((100.0, 1000.0)), ..Default::default() });
+    assert_eq!(rule(&f, "op-roofline")[0].level, Level::Note);
+    // Faster than its floor is an impossible figure: flagged, not praised.
+    let odd = kernel(Some("/device:TPU:0"), &[("dot.1", "dot", 5.0, 1, Some(1e9), Some(1e6))], &[]);
+    let f = diagnose::diagnose(&Inputs { kernel: Some(&odd), peaks: Some((100.0, 1000.0)), ..Default::default() });
+    let op = rule(&f, "op-roofline");
+    assert_eq!(op[0].level, Level::Warn);
+    assert!(op[0].what.contains("faster than its roofline"), "{op:?}");
+}
+
+#[test]
+fn inspect_text_prints_the_evidence_led_diagnosis_of_the_v6e_capture() {
+    need_fixtures!();
+    let out = build_inspect(&args(fixture("tpu-v6e-xprof/tpu_inference_2.xplane.pb"))).unwrap();
+    let t = render_text(&out);
+    assert!(t.contains("async copies (copy-start/copy-done, 96.9% of the op time) set the time"), "{t}");
+    assert!(!t.contains("overhead, not bandwidth"), "{t}");
+}
+
+#[test]
+fn a_spill_cliff_needs_decisive_experiments() {
+    use ratchet::diagnose::cliff;
+    let row = |id: u64, meta: &str, latency: f64, ci: Option<(f64, f64)>| ratchet::store::ResultRow {
+        latency_ms: Some(latency),
+        meta: meta.into(),
+        ci_low_pct: ci.map(|c| c.0),
+        ci_high_pct: ci.map(|c| c.1),
+        ..ratchet::store::ResultRow::unmeasured(id, ratchet::store::Status::Revert, "m", "c".into(), "i".into())
+    };
+    // +40% at BKV=512, from an experiment whose interval ran from -61% to +83%: noise.
+    let noisy = [row(1, "BKV=256;BQ=128", 1.0, Some((-3.0, 2.0))), row(2, "BKV=512;BQ=128", 1.4, Some((-61.0, 83.0)))];
+    assert!(cliff::detect(&noisy).is_empty(), "{:?}", cliff::detect(&noisy));
+    // The same jump measured within [+30%, +50%] is a cliff.
+    let clear = [row(1, "BKV=256;BQ=128", 1.0, Some((-3.0, 2.0))), row(2, "BKV=512;BQ=128", 1.4, Some((30.0, 50.0)))];
+    assert_eq!(cliff::detect(&clear).len(), 1);
+}
+
+#[test]
+fn impossible_roofline_figures_are_flagged_not_banded() {
+    // 1 ms of compute at peak done in 0.5 ms: util 200%, a negative gap.
+    let r = RooflineView {
+        memory_bound: false,
+        intensity: 500.0,
+        ridge: 240.0,
+        compute_only_ms: 1.0,
+        memory_only_ms: 0.2,
+        actual_ms: 0.5,
+        util: 2.0,
+        bw: 0.4,
+    };
+    let f = diagnose::diagnose(&Inputs { roofline: Some(r), ..Default::default() });
+    let imp = rule(&f, "impossible");
+    assert_eq!(imp.len(), 1, "{f:?}");
+    assert!(imp[0].what.contains("util 200.0%") && imp[0].what.contains("gap -0.500 ms"), "{:?}", imp[0]);
+    assert!(rule(&f, "gap").is_empty() && rule(&f, "regime").is_empty(), "{f:?}");
+}
+
+#[test]
+fn inspect_marks_impossible_roofline_figures() {
+    need_fixtures!();
+    // 1e18 FLOPs per execution in 784 ms on a 918 TFLOP/s chip cannot be.
+    let mut a = args(fixture("tpu-v6e-xprof/tpu_inference_2.xplane.pb"));
+    (a.flops, a.bytes) = (Some(1e18), Some(1e6));
+    let out = build_inspect(&a).unwrap();
+    let t = render_text(&out);
+    assert!(t.contains("IMPOSSIBLE figures below"), "{t}");
+    assert!(rule(&out.findings, "impossible")[0].what.contains("gap -"), "{t}");
+    assert!(!t.contains("COMPUTE-BOUND,"), "{t}");
+}
