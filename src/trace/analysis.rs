@@ -447,7 +447,7 @@ pub(crate) struct Collected {
     pub op_time: String,
     pub warnings: Vec<String>,
     /// Per TPU device, its `TRACE_COMPUTE` compute and DMA rows (absent in other captures).
-    pub pipeline: std::collections::HashMap<String, super::scan::PipelineRows>,
+    pub pipeline: std::collections::HashMap<String, PipelineRows>,
 }
 
 impl Collected {
@@ -530,7 +530,16 @@ pub(crate) fn kernel_from_table(k: &ModuleExecs, c: &Collected, with_ops: bool) 
 /// execution's steady state runs from its first compute block's start to its last one's end
 /// (the article's 4.4 leaves the pipeline's fill and drain out); inside it, the DMA time that
 /// some compute block covers, over all DMA time. `None` without both rows in the executions.
-pub(crate) fn pipeline_health(execs: &[Exec], rows: &super::scan::PipelineRows) -> Option<super::PipelineHealth> {
+/// One device's compute and DMA spans, `(start, end)` in ps, in line order (the scan fills
+/// them; kept here with the rest of what a pass collects, so the scan depends on this module
+/// and not the other way round).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct PipelineRows {
+    pub compute: Vec<(i64, i64)>,
+    pub dma: Vec<(i64, i64)>,
+}
+
+pub(crate) fn pipeline_health(execs: &[Exec], rows: &PipelineRows) -> Option<super::PipelineHealth> {
     let sorted = |v: &[(i64, i64)]| {
         let mut v = v.to_vec();
         v.sort_unstable();

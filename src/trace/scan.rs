@@ -15,7 +15,7 @@ use regex::Regex;
 
 use super::analysis::{
     is_pallas_hlo, op_time_label, pallas_name, sort_modules, split_program_id, Collected, DeviceExecs, Exec, FxMap, Mode, ModuleExecs,
-    Nester, OpInterner, OpTable, Rec,
+    Nester, OpInterner, OpTable, PipelineRows, Rec,
 };
 use super::xplane::{DecodeError, StatCodes, StatValue, XLine, XPlane, XSpace};
 
@@ -104,13 +104,6 @@ pub(crate) struct State {
 /// the default `TRACE_ONLY_XLA` capture has neither.
 pub(crate) const COMPUTE_ROW: &str = "Fused Ops";
 pub(crate) const DMA_ROW: &str = "Custom Calls";
-
-/// One device's compute and DMA spans, `(start, end)` in ps, in line order.
-#[derive(Debug, Default, Clone)]
-pub(crate) struct PipelineRows {
-    pub compute: Vec<(i64, i64)>,
-    pub dma: Vec<(i64, i64)>,
-}
 
 impl State {
     pub(crate) fn slot(&mut self, key: SlotKey) -> u32 {

@@ -243,3 +243,52 @@ fn process_groups_are_made_and_signalled_in_one_module() {
         .collect();
     assert!(offenders.is_empty(), "process groups handled outside src/process.rs: {offenders:?}");
 }
+
+/// The files of each module directory (`src/trace/scan.rs` is `trace`'s `scan`) and the sibling
+/// files each names (`super::x`, `crate::trace::x`); `mod.rs`, the parent every child may
+/// read, is left out.
+fn sibling_graphs() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let mut out: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    let all = sources();
+    for (rel, code) in &all {
+        let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().to_string()).collect();
+        let [dir, file] = parts.as_slice() else { continue };
+        let me = file.trim_end_matches(".rs").to_string();
+        if me == "mod" {
+            continue;
+        }
+        let siblings: BTreeSet<String> = all
+            .iter()
+            .filter_map(|(r, _)| {
+                let p: Vec<String> = r.components().map(|c| c.as_os_str().to_string_lossy().to_string()).collect();
+                (p.len() == 2 && p[0] == *dir && p[1] != "mod.rs").then(|| p[1].trim_end_matches(".rs").to_string())
+            })
+            .collect();
+        let named: BTreeSet<String> = siblings
+            .iter()
+            .filter(|s| {
+                **s != me
+                    && (code.contains(&format!("super::{s}::")) || code.contains(&format!("crate::{dir}::{s}::")) || {
+                        let group = super_use_groups(code);
+                        group.contains(*s)
+                    })
+            })
+            .cloned()
+            .collect();
+        out.entry(dir.clone()).or_default().insert(me, named);
+    }
+    out
+}
+
+/// The first names of `use super::{a::..., b}` groups.
+fn super_use_groups(code: &str) -> BTreeSet<String> {
+    code.match_indices("super::{").flat_map(|(at, _)| uses(&format!("crate::{}", &code[at + "super::".len()..]))).collect()
+}
+
+#[test]
+fn sibling_files_of_a_module_import_no_circle() {
+    let graphs = sibling_graphs();
+    assert!(graphs.contains_key("trace") && graphs["trace"].contains_key("scan"), "{:?}", graphs.keys());
+    let found: Vec<String> = graphs.iter().flat_map(|(dir, g)| cycles(g).into_iter().map(move |c| format!("{dir}: {c:?}"))).collect();
+    assert!(found.is_empty(), "import circles between the files of a module: {found:?}");
+}
