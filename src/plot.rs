@@ -286,11 +286,11 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
     let mut labels = vec![];
     for (k, (i, r)) in rows.iter().enumerate().filter(|(_, r)| labelled.contains(&r.id)).enumerate() {
         let Some(v) = points[i].filter(|v| *v > 0.0) else { continue };
-        let text = format!("{}: {}", r.id, crate::term::cut(&crate::report::short_message(&r.message), 26));
+        let text = format!("{}: {}", r.id, crate::units::cut(&crate::report::short_message(&r.message), 26));
         let dy = if k % 2 == 0 { -22 } else { 12 };
         // Near the right edge the label ends at the point instead of starting there.
         let x = i as f64 + 1.0;
-        let dx = if x > n * 0.7 { -10 - 7 * crate::term::cells(&text) as i32 } else { -10 };
+        let dx = if x > n * 0.7 { -10 - 7 * crate::units::cells(&text) as i32 } else { -10 };
         labels.push(EmptyElement::at((x, axis.to(v))) + Text::new(text, (dx, dy), ("sans-serif", 12).into_font().color(&KEEP)));
     }
     chart.draw_series(labels).map_err(e)?;
@@ -783,7 +783,7 @@ fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRec
     }
     for (i, color, text) in rings {
         let (x, y) = (xs[i], clamp(rec.looks[i].statistic, &rec.looks[i]));
-        let dx = if x > xmax * 0.6 { -12 - 7 * crate::term::cells(&text) as i32 } else { 12 };
+        let dx = if x > xmax * 0.6 { -12 - 7 * crate::units::cells(&text) as i32 } else { 12 };
         chart
             .draw_series([EmptyElement::at((x, y))
                 + Circle::new((0, 0), 10, color.stroke_width(3))
@@ -1001,7 +1001,7 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
             (r.regime.clone().unwrap_or_default(), "l"),
             (r.runs.to_string(), ""),
             // The note on one line, cut between words; `ratchet show ID` has all of it.
-            (crate::term::cut(&crate::report::one_line(&r.note), 100), "l msg"),
+            (crate::units::cut(&crate::report::one_line(&r.note), 100), "l msg"),
         ];
         o.push_str(&format!("<tr class=\"{class}\">"));
         for (text, cls) in cells {

@@ -278,17 +278,12 @@ pub struct TableOpts {
     pub wide: bool,
 }
 
-/// The morning review at the terminal's width (`ratchet results`).
-pub fn table(view: &View, color: bool) -> String {
-    table_with(view, TableOpts { color, width: crate::term::width(), wide: false })
-}
-
 /// The compact table (fits `opts.width`) or, with `opts.wide`, every column.
 pub fn table_with(view: &View, opts: TableOpts) -> String {
     let all = view.all;
     if all.is_empty() {
         let text = "no experiments yet: run `ratchet \"experiment: ...\"` after editing the kernel, or `ratchet sweep`";
-        return if opts.wide { text.into() } else { crate::term::wrap(text, opts.width).join("\n") };
+        return if opts.wide { text.into() } else { crate::units::wrap(text, opts.width).join("\n") };
     }
     let body = if view.shown.is_empty() {
         format!("no experiment matches {}", view.filter)
@@ -302,7 +297,7 @@ pub fn table_with(view: &View, opts: TableOpts) -> String {
         if opts.wide {
             out.push_str(&format!("\n{line}"));
         } else {
-            for l in crate::term::wrap(&line, opts.width) {
+            for l in crate::units::wrap(&line, opts.width) {
                 out.push_str(&format!("\n{l}"));
             }
         }
@@ -441,7 +436,7 @@ fn compact_body(view: &View, opts: TableOpts) -> String {
         priority: 3,
         flex: true,
     });
-    let w = |c: &Col| c.cells.iter().map(|s| crate::term::cells(s)).chain([crate::term::cells(&c.header)]).max().unwrap_or(0);
+    let w = |c: &Col| c.cells.iter().map(|s| crate::units::cells(s)).chain([crate::units::cells(&c.header)]).max().unwrap_or(0);
     let widths: Vec<usize> = cols.iter().map(w).collect();
     const SEP: usize = 2;
     const MSG_MIN: usize = 16;
@@ -468,7 +463,7 @@ fn compact_body(view: &View, opts: TableOpts) -> String {
         let parts: Vec<String> = cells
             .into_iter()
             .map(|(text, width, right)| {
-                let pad = width.saturating_sub(crate::term::cells(&text));
+                let pad = width.saturating_sub(crate::units::cells(&text));
                 if right {
                     format!("{}{text}", " ".repeat(pad))
                 } else {
@@ -480,11 +475,11 @@ fn compact_body(view: &View, opts: TableOpts) -> String {
     };
     let shown: Vec<usize> = (0..cols.len()).filter(|&i| take[i]).collect();
     let cell_width = |i: usize| if i == msg { msg_width } else { widths[i] };
-    lines.push(line(shown.iter().map(|&i| (crate::term::cut(&cols[i].header, cell_width(i)), cell_width(i), cols[i].right)).collect()));
+    lines.push(line(shown.iter().map(|&i| (crate::units::cut(&cols[i].header, cell_width(i)), cell_width(i), cols[i].right)).collect()));
     lines.push("─".repeat(opts.width.min(used + SEP + msg_width)));
     for (k, r) in rows.iter().enumerate() {
         let mut text =
-            line(shown.iter().map(|&i| (crate::term::cut(&cols[i].cells[k], cell_width(i)), cell_width(i), cols[i].right)).collect());
+            line(shown.iter().map(|&i| (crate::units::cut(&cols[i].cells[k], cell_width(i)), cell_width(i), cols[i].right)).collect());
         if opts.color {
             // Colour the status after the layout, so escape codes never count as width.
             let plain = row_mark(r);
@@ -555,7 +550,7 @@ fn wide_body(view: &View, color: bool) -> String {
             Cell::new(r.id),
             status,
             Cell::new(commit),
-            Cell::new(crate::term::cut(&short_message(&r.message), 60)),
+            Cell::new(crate::units::cut(&short_message(&r.message), 60)),
             Cell::new(sx).set_alignment(CellAlignment::Right),
             Cell::new(lat).set_alignment(CellAlignment::Right),
             value,
@@ -566,7 +561,7 @@ fn wide_body(view: &View, color: bool) -> String {
             Cell::new(num(r.util_pct, 1)).set_alignment(CellAlignment::Right),
             Cell::new(r.regime.clone().unwrap_or("-".into())),
             Cell::new(r.runs).set_alignment(CellAlignment::Right),
-            Cell::new(crate::term::cut(&one_line(&r.note), 80)),
+            Cell::new(crate::units::cut(&one_line(&r.note), 80)),
         ]);
     }
     t.to_string()
@@ -687,10 +682,6 @@ pub const COLUMNS: &[&str] = &[
     "kernel_ops",
     "meta",
 ];
-
-pub fn render(view: &View, format: Format, color: bool) -> String {
-    render_with(view, format, TableOpts { color, width: crate::term::width(), wide: false })
-}
 
 /// [`render`] with the table's layout given.
 pub fn render_with(view: &View, format: Format, opts: TableOpts) -> String {

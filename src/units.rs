@@ -1,5 +1,5 @@
-//! How numbers and durations are written for people: one place for the formats that tables,
-//! summaries and plots share (a ground-floor module: it imports nothing of ratchet's).
+//! How numbers, durations and text are written for people: one place for the formats and the
+//! cutting and wrapping to a width that tables, summaries and plots share (a ground-floor module: it imports nothing of ratchet's).
 
 /// `x` with `digits` decimals, or more when that would hide a small value's leading figures.
 pub fn sig(x: f64, digits: usize) -> String {
@@ -25,5 +25,65 @@ pub fn fmt_duration(secs: f64) -> String {
         format!("{h}h{m:02}m")
     } else {
         format!("{m}m{sec:02}s")
+    }
+}
+
+/// The display width of `s` in terminal cells (every char counts one: the table uses no wide
+/// glyphs, and the few symbols it prints, ✔ · ✗ Δ, are one cell).
+pub fn cells(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// `s` cut to at most `max` cells at a word boundary, with `…` marking the cut.
+pub fn cut(s: &str, max: usize) -> String {
+    if cells(s) <= max {
+        return s.to_string();
+    }
+    if max <= 1 {
+        return "…".chars().take(max).collect();
+    }
+    let hard: String = s.chars().take(max - 1).collect();
+    // Back up to the last space when that keeps at least half the room: no word cut in half.
+    let soft = match hard.rfind(' ') {
+        Some(p) if cells(&hard[..p]) >= max / 2 => hard[..p].trim_end().to_string(),
+        _ => hard,
+    };
+    format!("{soft}…")
+}
+
+/// `text` wrapped at spaces into lines of at most `width` cells (a word longer than the line is
+/// cut, so no line is ever wider).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = vec![];
+    let mut line = String::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let word = if cells(word) > width { cut(word, width) } else { word.to_string() };
+        if !line.is_empty() && cells(&line) + 1 + cells(&word) > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_fall_between_words() {
+        assert_eq!(cut("bump the query block to 512 rows", 20), "bump the query…");
+        assert_eq!(cut("short", 20), "short");
+        assert_eq!(cut("supercalifragilistic", 8), "superca…");
+        assert!(cells(&cut("a b c d e f g h", 5)) <= 5);
+        let w = wrap("score 1.23 -> 4.56 over the first baseline; confirmation batches alone: +3%", 30);
+        assert!(w.iter().all(|l| cells(l) <= 30), "{w:?}");
+        assert_eq!(w.join(" "), "score 1.23 -> 4.56 over the first baseline; confirmation batches alone: +3%");
     }
 }

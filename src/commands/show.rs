@@ -52,7 +52,7 @@ pub fn run(ws: &Workspace, args: &ShowArgs) -> Result<()> {
 pub fn fit(text: &str, width: usize) -> String {
     let mut out = String::new();
     for line in text.lines() {
-        if crate::term::cells(line) <= width {
+        if crate::units::cells(line) <= width {
             out.push_str(line);
             out.push('\n');
             continue;
@@ -63,7 +63,7 @@ pub fn fit(text: &str, width: usize) -> String {
         let mut fresh = true;
         for word in line.trim_start().split(' ') {
             let pad = if fresh { 0 } else { 1 };
-            if !fresh && crate::term::cells(&cur) + pad + crate::term::cells(word) > width {
+            if !fresh && crate::units::cells(&cur) + pad + crate::units::cells(word) > width {
                 out.push_str(cur.trim_end());
                 out.push('\n');
                 cur = rest.clone();
@@ -74,8 +74,8 @@ pub fn fit(text: &str, width: usize) -> String {
             }
             let mut w: Vec<char> = word.chars().collect();
             // A word wider than the room is split across lines.
-            while crate::term::cells(&cur) + w.len() > width && w.len() > 1 {
-                let room = width.saturating_sub(crate::term::cells(&cur)).max(1);
+            while crate::units::cells(&cur) + w.len() > width && w.len() > 1 {
+                let room = width.saturating_sub(crate::units::cells(&cur)).max(1);
                 let head: String = w.drain(..room.min(w.len())).collect();
                 cur.push_str(&head);
                 out.push_str(&cur);

@@ -292,3 +292,18 @@ fn sibling_files_of_a_module_import_no_circle() {
     let found: Vec<String> = graphs.iter().flat_map(|(dir, g)| cycles(g).into_iter().map(move |c| format!("{dir}: {c:?}"))).collect();
     assert!(found.is_empty(), "import circles between the files of a module: {found:?}");
 }
+
+/// The terminal (its width, whether to colour) is read by the command line's face alone; the
+/// views (`report`, `plot`, `diagnose`, ...) take a width and a colour flag, so a library user or
+/// a test renders them for any terminal.
+#[test]
+fn only_the_command_line_reads_the_terminal() {
+    let face =
+        |rel: &Path| rel.starts_with("cli.rs") || rel.starts_with("commands") || rel.starts_with("main.rs") || rel.starts_with("term.rs");
+    let offenders: Vec<String> = sources()
+        .into_iter()
+        .filter(|(rel, code)| !face(rel) && uses(code).contains("term"))
+        .map(|(rel, _)| rel.display().to_string())
+        .collect();
+    assert!(offenders.is_empty(), "the terminal read outside the command line's face: {offenders:?}");
+}
