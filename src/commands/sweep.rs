@@ -63,6 +63,12 @@ impl Engine for Capped {
     fn fetch(&mut self, job: &JobHandle, trial: &TrialSpec) -> Result<()> {
         self.engine.fetch(job, trial)
     }
+    fn find(&mut self, trial: &TrialSpec) -> Result<Option<JobHandle>> {
+        self.engine.find(trial)
+    }
+    fn next_device(&self) -> Option<String> {
+        self.engine.next_device()
+    }
 }
 
 #[cfg(test)]

@@ -128,7 +128,7 @@ impl LocalEngine {
         self.slots.get(i)
     }
 
-    fn find(&self, job: &JobHandle) -> Option<usize> {
+    fn slot_of(&self, job: &JobHandle) -> Option<usize> {
         self.busy.iter().position(|b| b.as_ref().is_some_and(|r| r.trial == job.trial))
     }
 }
@@ -188,6 +188,11 @@ impl Engine for LocalEngine {
         self.slots.len()
     }
 
+    fn next_device(&self) -> Option<String> {
+        let i = self.busy.iter().position(Option::is_none)?;
+        Some(super::engine::slot_device(&crate::stats::history::host(), i))
+    }
+
     fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
         let mut handles = vec![];
         for (t, argv) in trials.iter().zip(worker) {
@@ -238,7 +243,7 @@ impl Engine for LocalEngine {
     }
 
     fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
-        if let Some(i) = self.find(job) {
+        if let Some(i) = self.slot_of(job) {
             let r = self.busy[i].as_mut().expect("found");
             let exited = match r.child.as_mut() {
                 Some(c) => c.try_wait()?.is_some(),
@@ -264,7 +269,7 @@ impl Engine for LocalEngine {
 
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
         let state = job.slot.map(|i| self.root.join(i.to_string()).join("state"));
-        match self.find(job) {
+        match self.slot_of(job) {
             Some(i) => {
                 let r = self.busy[i].take().expect("found");
                 stop(r.pid, r.start, r.child, self.grace, state.as_deref());
@@ -280,11 +285,15 @@ impl Engine for LocalEngine {
 }
 
 /// Kill every worker a dead controller left running under `trials_dir` (as each run
-/// directory's `worker.pid` records it), with its benchmark. Returns the trials stopped.
-pub fn kill_orphans(trials_dir: &Path) -> Vec<String> {
+/// directory's `worker.pid` records it), with its benchmark, except those of the trials in
+/// `spare` (re-attached jobs). Returns the trials stopped.
+pub fn kill_orphans(trials_dir: &Path, spare: &[String]) -> Vec<String> {
     let mut stopped = vec![];
     let Ok(entries) = std::fs::read_dir(trials_dir) else { return stopped };
     for e in entries.flatten() {
+        if spare.iter().any(|s| e.file_name() == s.as_str()) {
+            continue;
+        }
         let Ok(text) = std::fs::read_to_string(e.path().join(trial::PID_FILE)) else { continue };
         let Ok(w) = serde_json::from_str::<WorkerPid>(&text) else { continue };
         if alive(w.pid, w.start) {

@@ -86,10 +86,27 @@ impl SlurmEngine {
         })
     }
 
-    /// A Slurm command that exited non-zero, as an error naming it and its stderr.
+    /// A Slurm command that exited non-zero, as an error naming it and its stderr; the hint
+    /// names the likely fix (a controller that does not answer is not a settings problem).
     fn failed(call: &str, out: &Output) -> Error {
-        Error::new(Kind::Infrastructure, format!("slurm engine: `{call}` failed ({}): {}", out.how(), out.tail()))
-            .hint("check the [engine] settings (partition, gres, sbatch_args) against `sinfo` and the cluster's limits")
+        let e = Error::new(Kind::Infrastructure, format!("slurm engine: `{call}` failed ({}): {}", out.how(), out.tail()));
+        if controller_down(out) {
+            e.hint("the Slurm controller (slurmctld) does not answer: check that it runs (`scontrol ping`, `systemctl status slurmctld`) and that munge works; the sweep resumes when started again")
+        } else {
+            e.hint("check the [engine] settings (partition, gres, sbatch_args) against `sinfo` and the cluster's limits")
+        }
+    }
+
+    /// The job name of a trial: unique to this repository's state (its engine work directory)
+    /// and the trial, so a restarted controller finds a job whose id it never journaled.
+    fn job_name(&self, trial: &str) -> String {
+        let dir = absolute(&self.opts.work_dir).unwrap_or_else(|_| self.opts.work_dir.clone());
+        // FNV-1a: stable across builds (the name must be the same for the next controller).
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in dir.to_string_lossy().bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("ratchet-{:08x}-{trial}", h as u32)
     }
 
     /// The generated batch script: task i `exec`s trial i's worker.
@@ -155,6 +172,15 @@ fn split_id(engine_id: &str) -> Result<(String, u32)> {
         return Err(bad());
     }
     Ok((job.to_string(), task.parse().map_err(|_| bad())?))
+}
+
+/// Whether a failed Slurm command says the controller did not answer (slurmctld down or
+/// unreachable), as Slurm's clients word it.
+fn controller_down(out: &Output) -> bool {
+    let text = format!("{}{}", out.stderr, out.stdout);
+    ["Unable to contact slurm controller", "Socket timed out", "Connection refused", "slurm_load_jobs error: Unable to contact"]
+        .iter()
+        .any(|m| text.contains(m))
 }
 
 /// Whether a failed Slurm command says the job is unknown (finished and purged, or never was).
@@ -236,7 +262,8 @@ impl Engine for SlurmEngine {
         let mut args = vec![
             "--parsable".to_string(),
             format!("--array=0-{}", trials.len() - 1),
-            "--job-name=ratchet".into(),
+            // One trial per submission in practice; the name is the first trial's.
+            format!("--job-name={}", self.job_name(&trials[0].id)),
             format!("--chdir={}", batch.display()),
             format!("--output={pat}/%a/slurm.out"),
             format!("--error={pat}/%a/slurm.err"),
@@ -274,6 +301,20 @@ impl Engine for SlurmEngine {
             // Purged after MinJobAge: it ended long ago; the run directory tells how.
             None => Ok(JobState::Finished),
         }
+    }
+
+    /// A trial's job by its name (`squeue -n`): the one a controller submitted just before it
+    /// died, its id never journaled.
+    fn find(&mut self, trial: &TrialSpec) -> Result<Option<JobHandle>> {
+        let name = self.job_name(&trial.id);
+        let args: Vec<String> = ["-h", "-r", "-t", "all", "-n", &name, "-o", "%i|%T"].iter().map(|s| s.to_string()).collect();
+        let out = self.call("squeue", &args)?;
+        if !out.success() {
+            return Err(Self::failed(&format!("squeue -n {name}"), &out));
+        }
+        // The first task of the array (a trial's job has one task: `JOBID_0`).
+        let id = out.stdout.lines().filter_map(|l| l.trim().split('|').next()).find(|id| split_id(id).is_ok_and(|(_, t)| t == 0));
+        Ok(id.map(|id| JobHandle { trial: trial.id.clone(), engine_id: id.to_string(), slot: None }))
     }
 
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
