@@ -402,4 +402,25 @@ mod tests {
         assert_eq!(none.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&none.stderr).contains("no trial for array task 2"));
     }
+
+    #[test]
+    fn a_controller_that_does_not_answer_is_named_as_such() {
+        // sbatch as Slurm prints it when slurmctld is down (src/sbatch/sbatch.c, slurm_strerror).
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let down = "#!/bin/sh\necho 'sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)' >&2\nexit 1\n";
+        let p = bin.join("sbatch");
+        std::fs::write(&p, down).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mut o = SlurmOptions::new(dir.path().join("work"));
+        o.bin_dir = Some(bin);
+        let mut e = SlurmEngine::new(o);
+        let t =
+            TrialSpec { id: "t1".into(), repo: "/r".into(), incumbent: "a".into(), candidate: "b".into(), out_dir: dir.path().join("t1") };
+        let err = e.submit(&[t], &[vec!["true".into()]]).unwrap_err();
+        let hint = err.hint.unwrap_or_default();
+        assert!(hint.contains("slurmctld") && hint.contains("does not answer"), "{hint}");
+        assert!(!hint.contains("partition"), "{hint}");
+    }
 }
