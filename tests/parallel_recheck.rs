@@ -91,13 +91,16 @@ fn a_stale_winner_that_no_longer_applies_keeps_its_measurement_and_its_commit() 
 
 #[test]
 fn the_noise_history_is_kept_per_device_slot() {
-    let t = TestRepo::new();
+    // Two slots, each binding its own (pretend) GPU.
+    let slots =
+        "[devices]\n[[devices.slot]]\nenv = { CUDA_VISIBLE_DEVICES = \"0\" }\n[[devices.slot]]\nenv = { CUDA_VISIBLE_DEVICES = \"1\" }\n";
+    let t = TestRepo::with_config(&format!("{}{slots}", support::DEFAULT_CONFIG));
     t.write("fake.env", "FAKE_LATENCY_MS=10\n#a\n#b\n");
     hypothesis(&t, "01-same.toml", "exp: same", "#a\n", "FAKE_LATENCY_MS=10\n");
     hypothesis(&t, "02-slower.toml", "exp: slower", "#b\n", "FAKE_LATENCY_MS=20\n");
     t.git(&["add", "-A"]);
     t.git(&["commit", "-qm", "queue"]);
-    t.ratchet().args(["sweep", "--jobs", "2"]).assert().success();
+    t.ratchet().args(["sweep"]).assert().success();
     let noise: serde_json::Value = serde_json::from_str(&t.read(".ratchet/noise.json")).unwrap();
     let keys: Vec<String> = noise["benchmarks"].as_array().unwrap().iter().map(|b| b["command"].as_str().unwrap().to_string()).collect();
     // One history per slot that measured, none pooled over the slots under the controller's host.

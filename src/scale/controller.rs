@@ -728,6 +728,8 @@ impl<'a> Controller<'a> {
             .submit(std::slice::from_ref(&spec), std::slice::from_ref(&argv))?
             .pop()
             .ok_or_else(|| Error::failure("the engine returned no job"))?;
+        // The window a restarted controller closes by finding the job by its name.
+        crate::fault::point("scale-after-submit");
         let slot = handle.slot;
         if let Some(t) = self.journal.trials.iter_mut().find(|t| t.spec.id == id) {
             t.handle = Some(handle);
@@ -938,20 +940,20 @@ impl<'a> Controller<'a> {
     }
 }
 
-/// The device a trial measured on, as the noise history names it: its host and local slot, or
-/// its host and device-binding variables (a cluster node's GPU).
+/// The device a trial measured on, as the noise history names it: its host and local slot
+/// where the slot binds a device (`[devices]`), the host alone for a slot that binds none (it
+/// measures on the host, as the serial loop does), or the host and its device-binding variables
+/// (a cluster node's GPU).
 fn device_of(r: &TrialResult) -> String {
+    let bound: Vec<String> = r
+        .device_env
+        .iter()
+        .filter(|(k, _)| k.ends_with("VISIBLE_DEVICES") || k.ends_with("VISIBLE_CHIPS"))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     match r.slot {
-        Some(i) => super::engine::slot_device(&r.host, i),
-        None => {
-            let env: Vec<String> = r
-                .device_env
-                .iter()
-                .filter(|(k, _)| k.ends_with("VISIBLE_DEVICES") || k.ends_with("VISIBLE_CHIPS"))
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            format!("{} {}", r.host, env.join(" ")).trim_end().to_string()
-        }
+        Some(i) => super::engine::slot_device(&r.host, i, !bound.is_empty()),
+        None => format!("{} {}", r.host, bound.join(" ")).trim_end().to_string(),
     }
 }
 

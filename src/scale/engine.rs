@@ -75,7 +75,12 @@ pub trait Engine {
     }
 }
 
-/// A local slot's device as the noise history names it (`host slot 3`).
-pub fn slot_device(host: &str, slot: usize) -> String {
-    format!("{host} slot {slot}")
+/// A local slot's device as the noise history names it: `host slot 3` where the slot binds a
+/// device, the host alone where it binds none (every such slot measures on the same host).
+pub fn slot_device(host: &str, slot: usize, bound: bool) -> String {
+    if bound {
+        format!("{host} slot {slot}")
+    } else {
+        host.to_string()
+    }
 }

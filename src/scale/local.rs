@@ -234,7 +234,7 @@ impl Engine for LocalEngine {
 
     fn next_device(&self) -> Option<String> {
         let i = self.busy.iter().position(Option::is_none)?;
-        Some(super::engine::slot_device(&crate::stats::history::host(), i))
+        Some(super::engine::slot_device(&crate::stats::history::host(), i, !self.slots[i].env.is_empty()))
     }
 
     fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
