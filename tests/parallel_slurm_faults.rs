@@ -48,7 +48,7 @@ const STATE_OF: &str = r#"state_of() {
 fn squeue() -> String {
     format!(
         "#!/bin/sh\n{STATE_OF}while [ $# -gt 0 ]; do case \"$1\" in -j) j=\"$2\"; shift;; -n) nm=\"$2\"; shift;; esac; shift; done\n\
-         [ -n \"$j\" ] && state_of \"$j\"\n\
+         for x in $(echo \"$j\" | tr , ' '); do state_of \"$x\"; done\n\
          if [ -n \"$nm\" ]; then for f in \"$FAKE_SLURM\"/*.name; do [ -f \"$f\" ] && [ \"$(cat \"$f\")\" = \"$nm\" ] && state_of \"$(basename \"$f\" .name)\"; done; fi\n\
          exit 0\n"
     )
