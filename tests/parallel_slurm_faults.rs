@@ -120,7 +120,9 @@ fn preempted_node_failed_out_of_memory_and_timed_out_jobs_start_again() {
     let base = t.head();
     let out = sweep(&t, &bin, &st, None);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("was lost (slurm: PREEMPTED)") && text(&out).contains("was lost (slurm: NODE_FAIL"), "{}", text(&out));
+    // (A SIGTERM that lands before the worker handles signals leaves no result: the reason then
+    // also names the job's log.)
+    assert!(text(&out).contains("was lost (slurm: PREEMPTED") && text(&out).contains("was lost (slurm: NODE_FAIL"), "{}", text(&out));
     let rows = t.rows();
     assert_eq!(rows.len(), 2, "{rows:?}");
     assert_eq!(rows.iter().find(|r| r["hypothesis"].starts_with("01")).unwrap()["status"], "keep", "{rows:?}");
