@@ -6,9 +6,13 @@
 //! Each hypothesis changes its own factor line of factors.env, and the benchmark's latency is
 //! 10 ms times the product of the factors, so kept gains compound and every hypothesis still
 //! applies on top of any other. True effects are drawn as `ratchet simulate --jobs` draws them
-//! (stats::parallel::MIX); the per-run noise is 1% (gaussian, from /dev/urandom).
+//! (stats::parallel::MIX: 30% of the queue are real gains); the per-run noise is 1% gaussian,
+//! made by Box-Muller from two fresh 32-bit numbers of /dev/urandom per run. (An earlier version
+//! seeded mawk's `srand` with such a number: mawk clamps seeds above 2^31, so about half the
+//! runs printed the same value and the noise was far below 1%.) Every slot count sweeps the
+//! same queue in the same run, one after the other, so the figures are side by side.
 //!
-//! cargo build --release && cargo run --release --example parallel_throughput [-- HYPOTHESES [SLEEP_S [JOBS,..]]]
+//! cargo build && cargo run --example parallel_throughput [-- HYPOTHESES [SLEEP_S [JOBS,..]]]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -17,9 +21,9 @@ use std::time::Instant;
 const BENCH: &str = r#"#!/bin/sh
 # A fake device: sleeps (the device's time), then reports 10 ms x the product of factors.env.
 sleep "$BENCH_SLEEP_S"
-seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
-awk -F= -v seed="$seed" 'BEGIN { p = 1 } /^F[0-9]+=/ { p *= $2 }
-END { srand(seed); u1 = rand(); u2 = rand(); if (u1 < 1e-12) u1 = 1e-12;
+set -- $(od -An -N8 -tu4 /dev/urandom)
+awk -F= -v a="$1" -v b="$2" 'BEGIN { p = 1 } /^F[0-9]+=/ { p *= $2 }
+END { u1 = (a + 1) / 4294967297; u2 = (b + 1) / 4294967297;
       z = sqrt(-2 * log(u1)) * cos(6.283185307 * u2);
       printf "RESULT: latency=%.6fms\n", 10 * p * (1 + 0.01 * z) }' factors.env
 "#;
@@ -76,7 +80,7 @@ fn ratchet_bin() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
     // target/release/examples/parallel_throughput -> target/release/ratchet
     let bin = exe.parent().and_then(Path::parent).unwrap().join("ratchet");
-    assert!(bin.exists(), "build the binary first: cargo build --release ({} is missing)", bin.display());
+    assert!(bin.exists(), "build the binary first: cargo build [--release] ({} is missing)", bin.display());
     bin
 }
 
@@ -98,8 +102,8 @@ fn main() {
         count(0.10),
         std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1)
     );
-    println!("| slots | wall | hypotheses / hour | speed-up | runs / hypothesis | stale rechecks | +0% kept | -5% kept | +1% kept | +3% kept | +10% kept |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| slots | wall | hypotheses / hour | speed-up | slot use | runs / hypothesis | stale rechecks | +0% kept | -5% kept | +1% kept | +3% kept | +10% kept | distinct values / runs |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut base_rate = None;
     for &k in &jobs {
         let dir = tempfile::tempdir().unwrap();
@@ -136,17 +140,35 @@ fn main() {
             }
         }
         assert_eq!(rows, n, "every hypothesis has one row");
+        // Slot use: the trials' own wall time over the slots' time; and the noise check: every
+        // run's value should be its own (the broken seeding repeated half of them).
+        let trials = std::fs::read_dir(dir.path().join(".ratchet/trials")).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default();
+        let busy: f64 = trials
+            .iter()
+            .filter_map(|d| std::fs::read_to_string(d.path().join("trial.json")).ok())
+            .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .filter_map(|v| v["wall_s"].as_f64())
+            .sum();
+        let runs_text = std::fs::read_to_string(dir.path().join("results/runs.jsonl")).unwrap_or_default();
+        let values: Vec<String> = runs_text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| v["latency_ms"].as_f64().map(|x| format!("{x:.6}")))
+            .collect();
+        let distinct = values.iter().collect::<std::collections::BTreeSet<_>>().len();
         let rate = n as f64 / wall * 3600.0;
         let speedup = rate / *base_rate.get_or_insert(rate);
         let cell = |e: &str| kept.get(e).map(|(k, t)| format!("{k}/{t}")).unwrap_or_else(|| "-".into());
         println!(
-            "| {k} | {wall:.0} s | {rate:.0} | {speedup:.2}x | {:.1} | {stale} | {} | {} | {} | {} | {} |",
+            "| {k} | {wall:.0} s | {rate:.0} | {speedup:.2}x | {:.0}% | {:.1} | {stale} | {} | {} | {} | {} | {} | {distinct}/{} |",
+            busy / (wall * k as f64) * 100.0,
             total_runs as f64 / n as f64,
             cell("+0%"),
             cell("-5%"),
             cell("+1%"),
             cell("+3%"),
-            cell("+10%")
+            cell("+10%"),
+            values.len()
         );
     }
 }

@@ -158,7 +158,7 @@ pub struct WorkerArgs {
     /// The noise scale to borrow (SD,DF of one pair's log-ratio), as the controller's history gives it.
     #[arg(long, value_name = "SD,DF")]
     pub noise_scale: Option<String>,
-    /// A stale winner's recheck: one look of [decision] confirm_pairs at confirm_alpha.
+    /// A stale winner's recheck (recorded; it decides with the same rule as any trial).
     #[arg(long)]
     pub recheck: bool,
     /// Continuous-profiling snapshots in every run.

@@ -313,6 +313,8 @@ impl EngineKind {
 pub const MAX_ENGINE_CAPACITY: u32 = 10_000;
 /// The longest wait for one engine command (`sbatch`, a hook): 1 hour.
 pub const MAX_ENGINE_TIMEOUT_S: f64 = 3600.0;
+/// The most retries of a lost trial.
+pub const MAX_ENGINE_RETRIES: u32 = 100;
 
 /// `[engine]`: one flat table; which keys apply depends on `kind` (checked in `validate`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -341,12 +343,21 @@ pub struct EngineConfig {
     pub fetch: Option<String>,
     /// Hook: the limit of each hook call (default 60 s).
     pub hook_timeout_s: Option<f64>,
+    /// Any kind: how often a lost trial (preempted, cancelled, killed) starts again before its
+    /// hypothesis is recorded as lost (default 2).
+    pub retries: Option<u32>,
+    /// Hook: the least time between two polls of one job (default 5 s; backs off to 4x that
+    /// while the job's state does not change).
+    pub poll_interval_s: Option<f64>,
 }
 
 impl EngineConfig {
     /// The keys each kind takes (besides `kind`), for the error naming a misplaced one.
-    pub const SLURM_KEYS: &'static [&'static str] = &["capacity", "partition", "gres", "exclusive", "sbatch_args", "command_timeout_s"];
-    pub const HOOK_KEYS: &'static [&'static str] = &["capacity", "submit", "submit_batch", "poll", "cancel", "fetch", "hook_timeout_s"];
+    pub const LOCAL_KEYS: &'static [&'static str] = &["retries"];
+    pub const SLURM_KEYS: &'static [&'static str] =
+        &["capacity", "partition", "gres", "exclusive", "sbatch_args", "command_timeout_s", "retries"];
+    pub const HOOK_KEYS: &'static [&'static str] =
+        &["capacity", "submit", "submit_batch", "poll", "cancel", "fetch", "hook_timeout_s", "retries", "poll_interval_s"];
 
     /// The keys set in this table, besides `kind`.
     fn set_keys(&self) -> Vec<&'static str> {
@@ -363,6 +374,8 @@ impl EngineConfig {
             ("cancel", self.cancel.is_some()),
             ("fetch", self.fetch.is_some()),
             ("hook_timeout_s", self.hook_timeout_s.is_some()),
+            ("retries", self.retries.is_some()),
+            ("poll_interval_s", self.poll_interval_s.is_some()),
         ];
         keys.iter().filter(|(_, set)| *set).map(|(k, _)| *k).collect()
     }
@@ -373,14 +386,17 @@ impl EngineConfig {
             Err(Error::config(format!("{at}[engine] {key}: {why}")))
         };
         let allowed: &[&str] = match self.kind {
-            EngineKind::Local => &[],
+            EngineKind::Local => Self::LOCAL_KEYS,
             EngineKind::Slurm => Self::SLURM_KEYS,
             EngineKind::Hook => Self::HOOK_KEYS,
         };
         for key in self.set_keys() {
             if !allowed.contains(&key) {
-                let takes =
-                    if allowed.is_empty() { "none (its slots come from --jobs and [devices])".to_string() } else { allowed.join(", ") };
+                let takes = if self.kind == EngineKind::Local {
+                    format!("{} (its slots come from --jobs and [devices])", allowed.join(", "))
+                } else {
+                    allowed.join(", ")
+                };
                 return bad(key, format!("does not apply to kind = \"{}\", which takes {takes}", self.kind.as_str()));
             }
         }
@@ -394,6 +410,16 @@ impl EngineConfig {
                 if !(v.is_finite() && v > 0.0 && v <= MAX_ENGINE_TIMEOUT_S) {
                     return bad(key, format!("must be in (0, {MAX_ENGINE_TIMEOUT_S}] seconds, got {v}"));
                 }
+            }
+        }
+        if let Some(r) = self.retries {
+            if r > MAX_ENGINE_RETRIES {
+                return bad("retries", format!("must be between 0 and {MAX_ENGINE_RETRIES}, got {r}"));
+            }
+        }
+        if let Some(v) = self.poll_interval_s {
+            if !(v.is_finite() && (0.0..=MAX_ENGINE_TIMEOUT_S).contains(&v)) {
+                return bad("poll_interval_s", format!("must be in [0, {MAX_ENGINE_TIMEOUT_S}] seconds, got {v}"));
             }
         }
         if let Some(p) = &self.partition {

@@ -136,6 +136,10 @@ pub struct RunRecord {
     /// The run was throttled and run again; its value does not enter the decision.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub superseded: bool,
+    /// The parallel sweep's trial that measured it (`t3`): a stale winner's row holds two
+    /// trials' runs, each numbered from 1. Absent for a serial experiment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial: Option<String>,
 }
 
 /// One `--deep` snapshot of a run, summarised: a kernel time far from the others reveals a
@@ -294,6 +298,7 @@ pub fn measure_with(
         out_dir: ctx.out_dir.clone(),
         snapshots: vec![],
         superseded: false,
+        trial: None,
     };
     match out.exit {
         Exit::Code(0) => {}

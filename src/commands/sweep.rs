@@ -30,6 +30,7 @@ pub fn run(dir: &Path, ws: &Locked, args: &SweepArgs, fx: &mut Effects) -> Resul
     let devices = cfg.devices;
     if args.jobs.is_some() || devices.is_some() {
         let slots = crate::scale::local::slots(devices.as_ref(), args.jobs)?;
+        crate::scale::local::check_host_cpus(&slots)?;
         let mut engine = crate::scale::local::LocalEngine::new(slots, &ws.state_dir);
         return crate::scale::controller::run(ws, &opts, &mut engine, fx);
     }
@@ -62,6 +63,12 @@ impl Engine for Capped {
     }
     fn fetch(&mut self, job: &JobHandle, trial: &TrialSpec) -> Result<()> {
         self.engine.fetch(job, trial)
+    }
+    fn find(&mut self, trial: &TrialSpec) -> Result<Option<JobHandle>> {
+        self.engine.find(trial)
+    }
+    fn next_device(&self) -> Option<String> {
+        self.engine.next_device()
     }
 }
 

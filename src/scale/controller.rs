@@ -32,8 +32,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 const JOURNAL: &str = "scale.json";
+/// How often a lost trial starts again when `[engine] retries` is not set.
+pub const DEFAULT_RETRIES: u32 = 2;
 /// Where a trial's candidate commit is kept until it is merged or parked.
 pub const TRIAL_REF_PREFIX: &str = "refs/ratchet/trials/";
+/// Where a stale winner's first candidate is kept once its row is recorded (`<row id>`).
+pub const STALE_REF_PREFIX: &str = "refs/ratchet/stale/";
 /// In a recorded trial's run directory: the id of the experiment it was recorded as.
 pub const RECORDED_AS: &str = "experiment";
 
@@ -56,6 +60,9 @@ struct Tracked {
 struct FirstWin {
     trial: String,
     incumbent: String,
+    /// The candidate it won with (on the old head): parked when its row is recorded.
+    #[serde(default)]
+    candidate: String,
     runs: u32,
     wall_s: f64,
     out_dir: PathBuf,
@@ -72,6 +79,10 @@ struct Recording {
     merge: bool,
     /// The trials this row ends (their journal entries and refs go).
     trials: Vec<String>,
+    /// A stale winner's first candidate (on the head it first won against), parked under
+    /// [`STALE_REF_PREFIX`]`<row id>` so its measured commit stays reachable.
+    #[serde(default)]
+    first_candidate: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -82,6 +93,10 @@ struct Journal {
     trials: Vec<Tracked>,
     #[serde(default)]
     recording: Option<Recording>,
+    /// Per hypothesis (its key): why each of its trials was lost (preempted, cancelled, killed)
+    /// since it was last recorded; at `[engine] retries` + 1 losses it is recorded as lost.
+    #[serde(default)]
+    lost: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Journal {
@@ -122,12 +137,15 @@ pub fn recover(ws: &Workspace, fx: &mut Effects) -> Result<()> {
 
 /// [`recover`], returning what it did (for `ratchet recover`).
 pub fn recover_steps(repo: &Repo, store: &Store) -> Result<Vec<String>> {
-    recover_with(repo, store, None)
+    recover_with(repo, store, None, false)
 }
 
 /// [`recover_steps`], cancelling the unfinished trials of an external engine (Slurm, hooks)
-/// through `engine`, or through the one `[engine]` in ratchet.toml names when `None`.
-fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> Result<Vec<String>> {
+/// through `engine`, or through the one `[engine]` in ratchet.toml names when `None`. With
+/// `reattach` (a parallel sweep starting on `engine`), that engine's unfinished trials are not
+/// cancelled but stay journaled, to be watched again: on a busy cluster a cancelled job would go
+/// to the back of the queue. A trial whose handle was never journaled is looked up by its name.
+fn recover_with(repo: &Repo, store: &Store, mut engine: Option<&mut dyn Engine>, reattach: bool) -> Result<Vec<String>> {
     let state_dir = &repo.state_dir();
     let mut said = vec![];
     if !state_dir.join(JOURNAL).exists() {
@@ -138,11 +156,34 @@ fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> 
     // Finished is decided before anything is stopped: a worker stopped now may still write a
     // result (its benchmark killed by the same signal reads as a crash), which must not count.
     let finished: Vec<String> = j.trials.iter().filter(|t| has_result(&t.spec.out_dir)).map(|t| t.spec.id.clone()).collect();
-    let cancelled = cancel_unfinished(repo, &j, engine)?;
+    let mut attached: Vec<String> = vec![];
+    if let Some(e) = engine.as_deref_mut().filter(|e| reattach && e.name() != "local") {
+        let name = e.name().to_string();
+        let mut found = false;
+        for t in j.trials.iter_mut().filter(|t| t.engine == name && !finished.contains(&t.spec.id)) {
+            if t.handle.is_none() {
+                t.handle = e.find(&t.spec)?;
+                found |= t.handle.is_some();
+            }
+            if t.handle.is_some() {
+                attached.push(t.spec.id.clone());
+            }
+        }
+        if found {
+            j.save(state_dir)?;
+        }
+        if !attached.is_empty() {
+            said.push(format!(
+                "re-attached the jobs a stopped parallel sweep left queued or running on the {name} engine ({})",
+                attached.join(", ")
+            ));
+        }
+    }
+    let cancelled = cancel_unfinished(repo, &j, engine, &attached)?;
     if !cancelled.is_empty() {
         said.push(format!("cancelled the jobs a stopped parallel sweep left queued or running ({})", cancelled.join(", ")));
     }
-    let stopped = super::local::kill_orphans(&state_dir.join("trials"));
+    let stopped = super::local::kill_orphans(&state_dir.join("trials"), &attached);
     if !stopped.is_empty() {
         said.push(format!("stopped the workers a stopped parallel sweep left running ({})", stopped.join(", ")));
     }
@@ -153,7 +194,7 @@ fn recover_with(repo: &Repo, store: &Store, engine: Option<&mut dyn Engine>) -> 
     let before = j.trials.len();
     let mut dropped = vec![];
     j.trials.retain(|t| {
-        let done = finished.contains(&t.spec.id);
+        let done = finished.contains(&t.spec.id) || attached.contains(&t.spec.id);
         if !done {
             dropped.push(t.spec.id.clone());
         }
@@ -205,18 +246,19 @@ fn has_result(out_dir: &Path) -> bool {
 /// Cancel, through the engine that took them, the journaled trials without a result (local
 /// workers are otherwise stopped by their worker.pid). Returns their engine ids. An engine that
 /// cannot cancel is an error, and the journal is kept, so that a later recovery tries again.
-fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>) -> Result<Vec<String>> {
+fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>, spare: &[String]) -> Result<Vec<String>> {
     // Local trials too where the local engine is given (it also knows a worker that was killed
-    // before it wrote its worker.pid); `kill_orphans` stops the rest.
+    // before it wrote its worker.pid); `kill_orphans` stops the rest. A trial of an external
+    // engine without a handle (the controller died as it submitted it) is looked up by name.
     let local = engine.as_ref().is_some_and(|e| e.name() == "local");
-    let unfinished: Vec<(&JobHandle, &str)> = j
+    let unfinished: Vec<&Tracked> = j
         .trials
         .iter()
         .filter(|t| !t.engine.is_empty() && (t.engine != "local" || local))
-        .filter(|t| !has_result(&t.spec.out_dir))
-        .filter_map(|t| t.handle.as_ref().map(|h| (h, t.engine.as_str())))
+        .filter(|t| !has_result(&t.spec.out_dir) && !spare.contains(&t.spec.id))
+        .filter(|t| t.handle.is_some() || t.engine != "local")
         .collect();
-    let Some(&(_, kind)) = unfinished.first() else { return Ok(vec![]) };
+    let Some(kind) = unfinished.first().map(|t| t.engine.as_str()) else { return Ok(vec![]) };
     let mut built: Option<Box<dyn Engine>>;
     let engine: Option<&mut dyn Engine> = match engine {
         Some(e) => Some(e),
@@ -233,7 +275,7 @@ fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>) 
         }
     };
     let engine = match engine {
-        Some(e) if unfinished.iter().all(|(_, k)| *k == e.name()) => e,
+        Some(e) if unfinished.iter().all(|t| t.engine == e.name()) => e,
         other => {
             return Err(Error::config(format!(
                 "a stopped parallel sweep left {} trial(s) on the {kind} engine, but [engine] in ratchet.toml is {} now",
@@ -244,7 +286,15 @@ fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>) 
         }
     };
     let mut done = vec![];
-    for (h, _) in unfinished {
+    for t in unfinished {
+        let h = match &t.handle {
+            Some(h) => h.clone(),
+            None => match engine.find(&t.spec)? {
+                Some(h) => h,
+                None => continue,
+            },
+        };
+        let h = &h;
         engine.cancel(h).map_err(|e| {
             let hint = format!("job {} (trial {}) may still run; {}", h.engine_id, h.trial, e.hint.clone().unwrap_or_default());
             e.hint(hint)
@@ -329,7 +379,7 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
     // Trials of a controller that died: those without a result are cancelled through the engine
     // that ran them (a cluster's too), then forgotten.
     let queue = crate::sweep::open_queue(ws, opts, fx, |fx| {
-        for what in recover_with(repo, &ws.store, Some(&mut *engine))? {
+        for what in recover_with(repo, &ws.store, Some(&mut *engine), true)? {
             fx.emit(Event::Recovered { what });
         }
         Ok(())
@@ -349,6 +399,12 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
         .map(|t| t.spec.id.clone())
         .collect();
     if !stale_entries.is_empty() {
+        // A re-attached job of a hypothesis no longer queued is stopped, not left running.
+        for t in j.trials.iter().filter(|t| stale_entries.contains(&t.spec.id) && !has_result(&t.spec.out_dir)) {
+            if let Some(h) = &t.handle {
+                engine.cancel(h)?;
+            }
+        }
         j.trials.retain(|t| !stale_entries.contains(&t.spec.id));
         for id in &stale_entries {
             drop_trial_ref(repo, id);
@@ -376,6 +432,8 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
         out: SweepOutcome { rows: vec![], already_done: hyps.len() - todo, not_started: 0, stopped_by: None },
         winners: VecDeque::new(),
         lane: None,
+        requeue: VecDeque::new(),
+        retries: cfg.engine.retries.unwrap_or(DEFAULT_RETRIES),
         runs_spent: 0,
         walls: vec![],
         started,
@@ -408,6 +466,11 @@ struct Controller<'a> {
     winners: VecDeque<(Tracked, Assessed)>,
     /// The recheck in the lane (its trial id): no merge happens until it is decided.
     lane: Option<String>,
+    /// Hypotheses whose trial was lost (by its key), to start again before new ones; with the
+    /// first win of a lost recheck, which starts again as the lane's recheck.
+    requeue: VecDeque<(String, Option<FirstWin>)>,
+    /// How often a hypothesis's lost trial is started again before it is recorded as lost.
+    retries: u32,
     runs_spent: u64,
     walls: Vec<f64>,
     started: Instant,
@@ -460,6 +523,18 @@ impl<'a> Controller<'a> {
                 // (they run again on resume), finished winners stay journaled.
                 return Err(e);
             }
+            // Lost trials start again first; a lost recheck only while the lane is free.
+            while self.running() < engine.capacity() {
+                let Some(i) = self.requeue.iter().position(|(_, first)| first.is_none() || self.lane.is_none()) else { break };
+                let (key, first) = self.requeue.remove(i).expect("position is in range");
+                let Some(h) = self.hyp(&key) else { continue };
+                let recheck = first.is_some();
+                if let Some(id) = self.start(engine, h, first, fx)? {
+                    if recheck {
+                        self.lane = Some(id);
+                    }
+                }
+            }
             self.lane_step(engine, fx)?;
             while self.running() < engine.capacity() && self.lane_waits_for_slot().is_none() {
                 let Some(&i) = queue.front() else { break };
@@ -480,7 +555,12 @@ impl<'a> Controller<'a> {
                 });
                 self.start(engine, h, None, fx)?;
             }
-            if self.journal.trials.is_empty() && self.winners.is_empty() && self.lane.is_none() && queue.is_empty() {
+            if self.journal.trials.is_empty()
+                && self.winners.is_empty()
+                && self.lane.is_none()
+                && queue.is_empty()
+                && self.requeue.is_empty()
+            {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(25));
@@ -523,15 +603,35 @@ impl<'a> Controller<'a> {
             fx.emit(Event::StaleWinner {
                 name: self.hyp(&w.hypothesis).map(|h| h.name.clone()).unwrap_or_default(),
                 won_against: w.spec.incumbent.clone(),
-                head,
+                head: head.clone(),
             });
             let Some(h) = self.hyp(&w.hypothesis) else {
                 self.forget(&w.spec.id)?;
                 continue;
             };
+            // A winner that no longer applies to the head (another keep edited the same lines)
+            // is recorded with what its trial measured and its candidate parked, not as an
+            // unmeasured skip.
+            let conflict = match h.plan(self.repo()) {
+                Ok(p) if p.changes.is_empty() => Some("applying it to the head changes nothing (the head already has it)".to_string()),
+                Ok(_) => None,
+                Err(e) => Some(format!("it no longer applies to {}: {}", short(&head), e.0)),
+            };
+            if let Some(why) = conflict {
+                let mut a = a;
+                a.row.status = Status::Skipped;
+                a.row.note = format!(
+                    "stale winner, not merged: kept against {}, then the trunk moved and {why}; its measurement is the first trial's: {}",
+                    short(&w.spec.incumbent),
+                    a.row.note
+                );
+                self.record(&w, a, false, fx)?;
+                continue;
+            }
             let first = FirstWin {
                 trial: w.spec.id.clone(),
                 incumbent: w.spec.incumbent.clone(),
+                candidate: w.spec.candidate.clone(),
                 runs: a.row.runs,
                 wall_s: a.row.wall_s,
                 out_dir: w.spec.out_dir.clone(),
@@ -607,7 +707,12 @@ impl<'a> Controller<'a> {
             out_dir,
         };
         let recheck = first.is_some();
-        let noise = history::estimate(&history::load(&self.state_dir, &experiment::history_key(self.cfg)).entries);
+        // The noise of the device the trial will run on, where the engine can tell it before
+        // the trial starts (a local slot); a cluster's node is not known yet, so its trials
+        // use their own spread only. Never a scale pooled over other devices.
+        let noise = engine
+            .next_device()
+            .and_then(|d| history::estimate(&history::load(&self.state_dir, &device_history_key(self.cfg, &d)).entries));
         let argv =
             worker_argv(&self.exe, &spec, &self.config_path, h.pairs.or(self.opts.pairs), noise, recheck, h.deep.unwrap_or(self.opts.deep));
         // Journaled before it is submitted, and its handle before it is waited on.
@@ -623,6 +728,8 @@ impl<'a> Controller<'a> {
             .submit(std::slice::from_ref(&spec), std::slice::from_ref(&argv))?
             .pop()
             .ok_or_else(|| Error::failure("the engine returned no job"))?;
+        // The window a restarted controller closes by finding the job by its name.
+        crate::fault::point("scale-after-submit");
         let slot = handle.slot;
         if let Some(t) = self.journal.trials.iter_mut().find(|t| t.spec.id == id) {
             t.handle = Some(handle);
@@ -661,16 +768,12 @@ impl<'a> Controller<'a> {
         let name = self.hyp(&t.hypothesis).map(|h| h.name.clone()).unwrap_or_default();
         let result = TrialResult::read(&t.spec.out_dir)?;
         let Some(result) = result else {
-            self.forget(&t.spec.id)?;
             // The local engine's log, or Slurm's stderr file.
             let log = ["worker.log", "slurm.err"].iter().map(|f| t.spec.out_dir.join(f)).find(|p| p.exists());
             let log = log.unwrap_or_else(|| t.spec.out_dir.join("worker.log"));
-            let why = lost.map(|w| format!(" ({w})")).unwrap_or_default();
-            return Err(Error::new(
-                crate::error::Kind::Infrastructure,
-                format!("the worker of trial {} ({name}) ended without a result{why}", t.spec.id),
-            )
-            .hint(format!("see {}; the hypothesis runs again when the sweep is started again", log.display())));
+            let why = lost.unwrap_or_else(|| "its worker ended without a result".into());
+            let why = if log.exists() { format!("{why}; see {}", log.display()) } else { why };
+            return self.lost_trial(t, why, fx);
         };
         fx.emit(Event::TrialFinished {
             trial: t.spec.id.clone(),
@@ -680,11 +783,17 @@ impl<'a> Controller<'a> {
             wall_s: result.wall_s,
         });
         match &result.end {
-            TrialEnd::Interrupted => {
+            TrialEnd::Interrupted if fx.cancel.is_cancelled() => {
                 self.forget(&t.spec.id)?;
                 return Err(
                     Error::interrupted().hint(format!("the worker of trial {} was stopped; start the sweep again to resume", t.spec.id))
                 );
+            }
+            // Stopped by a signal this controller did not send: preempted or cancelled by the
+            // cluster, or killed on its host.
+            TrialEnd::Interrupted => {
+                let why = lost.unwrap_or_else(|| "its worker was stopped by a signal".into());
+                return self.lost_trial(t, why, fx);
             }
             TrialEnd::Infrastructure { why } => {
                 self.forget(&t.spec.id)?;
@@ -713,6 +822,37 @@ impl<'a> Controller<'a> {
                 .hint("check that the incumbent's benchmark runs (its logs are under .ratchet/trials/)"));
         }
         Ok(())
+    }
+
+    /// A trial the engine lost (preempted, cancelled, out of memory, a node failure, its time
+    /// limit, a killed worker): its hypothesis starts again, up to `retries` times, and is then
+    /// recorded as lost (`interrupted`, the reasons in its note); the rest of the sweep goes on.
+    fn lost_trial(&mut self, t: Tracked, why: String, fx: &mut Effects) -> Result<()> {
+        self.forget(&t.spec.id)?;
+        if t.first.is_some() {
+            self.lane = None;
+        }
+        let Some(h) = self.hyp(&t.hypothesis) else { return Ok(()) };
+        let reasons = self.journal.lost.entry(t.hypothesis.clone()).or_default();
+        reasons.push(why.clone());
+        let n = reasons.len();
+        if n as u32 <= self.retries {
+            self.journal.save(&self.state_dir)?;
+            fx.note(format!("trial {} of {} was lost ({why}); it starts again ({n} of {} retries)", t.spec.id, h.name, self.retries));
+            self.requeue.push_back((t.hypothesis, t.first));
+            return Ok(());
+        }
+        let reasons = self.journal.lost.remove(&t.hypothesis).unwrap_or_default();
+        self.journal.save(&self.state_dir)?;
+        fx.note(format!("trial {} of {} was lost ({why}); not started again after {} retries", t.spec.id, h.name, self.retries));
+        let won = t.first.as_ref().map(|f| format!("won against {}, then ", short(&f.incumbent))).unwrap_or_default();
+        let note = format!(
+            "{won}lost: its trial was lost {n} times, not started again ([engine] retries = {}): {}; the next sweep runs it again",
+            self.retries,
+            reasons.join("; ")
+        );
+        let head = self.repo().head_oid()?;
+        self.unmeasured(h, head, Status::Interrupted, note, fx).map(|_| ())
     }
 
     /// Forget a trial that recorded nothing (its hypothesis runs again).
@@ -752,13 +892,14 @@ impl<'a> Controller<'a> {
         row.note.push_str(&where_);
         // A winner whose recheck (journaled before a restart) decides it leaves the FIFO too.
         self.winners.retain(|(w, _)| !trials.contains(&w.spec.id));
-        let rec = Recording { row: row.clone(), branch: self.branch.clone(), out_dirs, merge, trials };
+        let first_candidate = t.first.as_ref().map(|f| f.candidate.clone()).filter(|c| !c.is_empty());
+        let rec = Recording { row: row.clone(), branch: self.branch.clone(), out_dirs, merge, trials, first_candidate };
         self.journal.recording = Some(rec.clone());
         self.journal.save(&self.state_dir)?;
         crate::fault::point("scale-before-record");
         finish_recording(self.repo(), &self.ws.store, &mut self.journal, &rec)?;
         if a.decision.is_some() {
-            let key = experiment::history_key(self.cfg);
+            let key = device_history_key(self.cfg, &device_of(&a.result));
             if let Some(e) = history::entry(&row.time, &format!("experiment {}", row.id), &[&a.result.main, &a.result.confirm]) {
                 if let Err(err) = history::record(&self.state_dir, &key, e) {
                     fx.note(format!("could not record the noise history: {}", err.message));
@@ -799,6 +940,29 @@ impl<'a> Controller<'a> {
     }
 }
 
+/// The device a trial measured on, as the noise history names it: its host and local slot
+/// where the slot binds a device (`[devices]`), the host alone for a slot that binds none (it
+/// measures on the host, as the serial loop does), or the host and its device-binding variables
+/// (a cluster node's GPU).
+fn device_of(r: &TrialResult) -> String {
+    let bound: Vec<String> = r
+        .device_env
+        .iter()
+        .filter(|(k, _)| k.ends_with("VISIBLE_DEVICES") || k.ends_with("VISIBLE_CHIPS"))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    match r.slot {
+        Some(i) => super::engine::slot_device(&r.host, i, !bound.is_empty()),
+        None => format!("{} {}", r.host, bound.join(" ")).trim_end().to_string(),
+    }
+}
+
+/// The noise history's key for a benchmark on one device: a number measured on one GPU says
+/// nothing of another's noise.
+fn device_history_key(cfg: &Config, device: &str) -> String {
+    format!("{} on {device}", experiment::history_key(cfg))
+}
+
 fn end_text(e: &TrialEnd) -> String {
     match e {
         TrialEnd::Decided => "decided".into(),
@@ -815,7 +979,7 @@ fn end_text(e: &TrialEnd) -> String {
 /// used) and asked to decide on the trial's pairs.
 fn assess(cfg: &Config, opts: &SweepOptions, h: &Hypothesis, spec: &TrialSpec, result: TrialResult) -> Result<Assessed> {
     let pairs = h.pairs.or(opts.pairs);
-    let seq = super::worker::stopping_rule(cfg, pairs, result.recheck, result.noise_scale);
+    let seq = super::worker::stopping_rule(cfg, pairs, result.noise_scale);
     if serde_json::to_value(&seq.params).expect("params serialize") != result.params {
         return Err(Error::failure(format!(
             "trial {} was measured with another stopping rule than this ratchet.toml gives ({})",
@@ -892,13 +1056,25 @@ fn finish_recording(repo: &Repo, store: &Store, j: &mut Journal, rec: &Recording
     } else {
         repo.mark_discarded(&row.id.to_string(), candidate)?;
     }
+    if let Some(c) = &rec.first_candidate {
+        repo.repo.reference(
+            &format!("{STALE_REF_PREFIX}{}", row.id),
+            git2::Oid::from_str(c)?,
+            true,
+            "ratchet: a stale winner's first candidate",
+        )?;
+    }
     if !recorded {
         let id = row.id.to_string();
         // A recording redone after a kill mid-append starts its runs afresh.
         store.drop_runs(&id)?;
         for d in &rec.out_dirs {
+            // A stale winner's row holds two trials' runs, each numbered from 1: the trial tells
+            // them apart.
+            let trial = d.file_name().map(|n| n.to_string_lossy().into_owned());
             for mut r in TrialResult::records(d).unwrap_or_default() {
                 r.experiment = id.clone();
+                r.trial = trial.clone();
                 store.append_run(&r)?;
             }
             // Which experiment the trial's run directory belongs to, for `ratchet gc`'s retention.

@@ -57,9 +57,30 @@ pub trait Engine {
     fn poll(&mut self, job: &JobHandle) -> Result<JobState>;
     /// Stop a job and every process it started; a job already gone is not an error.
     fn cancel(&mut self, job: &JobHandle) -> Result<()>;
+    /// The device the next submitted trial will run on, as [`slot_device`] names it, where the
+    /// engine knows it before the trial starts (a local slot); `None` for a cluster.
+    fn next_device(&self) -> Option<String> {
+        None
+    }
+    /// The job of a trial that was submitted but whose handle was never journaled (the
+    /// controller died between the engine taking it and the journal's write), found by the name
+    /// the engine gave it; `None` when the engine has no such job or cannot look one up.
+    fn find(&mut self, _trial: &TrialSpec) -> Result<Option<JobHandle>> {
+        Ok(None)
+    }
     /// Bring the run directory to the controller where it is not on a shared filesystem (a
     /// hook's fetch command); a no-op by default.
     fn fetch(&mut self, _job: &JobHandle, _trial: &TrialSpec) -> Result<()> {
         Ok(())
+    }
+}
+
+/// A local slot's device as the noise history names it: `host slot 3` where the slot binds a
+/// device, the host alone where it binds none (every such slot measures on the same host).
+pub fn slot_device(host: &str, slot: usize, bound: bool) -> String {
+    if bound {
+        format!("{host} slot {slot}")
+    } else {
+        host.to_string()
     }
 }

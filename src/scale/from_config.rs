@@ -44,6 +44,7 @@ pub fn engine_from_config(cfg: &EngineConfig, root: &Path, work_dir: &Path) -> R
             cancel: cfg.cancel.clone().unwrap_or_default(),
             fetch: cfg.fetch.clone(),
             timeout: Duration::from_secs_f64(cfg.hook_timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)),
+            poll_interval: cfg.poll_interval_s.map(Duration::from_secs_f64).unwrap_or(super::hook::DEFAULT_POLL_INTERVAL),
             dir: root.to_path_buf(),
         }))),
     })

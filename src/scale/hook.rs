@@ -5,8 +5,9 @@
 use super::command::{shell_join, Call, Output};
 use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use crate::error::{Error, Kind, Result, WithPath};
+use std::collections::HashMap;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest token a submit hook may print.
 pub const MAX_TOKEN: usize = 1024;
@@ -25,12 +26,23 @@ pub struct HookOptions {
     pub fetch: Option<String>,
     /// The limit of each call.
     pub timeout: Duration,
+    /// The least time between two polls of one job; it doubles (up to [`MAX_BACKOFF`] times)
+    /// while the job's state stays the same. A launcher's API has rate limits (GitHub's: 5000
+    /// calls an hour), and a trial takes minutes.
+    pub poll_interval: Duration,
     /// The repository root: the hooks' working directory.
     pub dir: PathBuf,
 }
 
+/// The poll interval when `[engine] poll_interval_s` is not set.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+/// The back-off's cap, as a multiple of the poll interval.
+pub const MAX_BACKOFF: u32 = 4;
+
 pub struct HookEngine {
     opts: HookOptions,
+    /// Per job token: when it was last polled, what the hook said, and the wait until the next.
+    polled: HashMap<String, (Instant, JobState, Duration)>,
 }
 
 /// Which hook, for messages.
@@ -57,7 +69,12 @@ impl Hook {
 
 impl HookEngine {
     pub fn new(opts: HookOptions) -> HookEngine {
-        HookEngine { opts }
+        HookEngine { opts, polled: HashMap::new() }
+    }
+
+    /// A job just submitted counts as polled (queued): its first poll comes an interval later.
+    fn submitted(&mut self, h: &JobHandle) {
+        self.polled.insert(h.engine_id.clone(), (Instant::now(), JobState::Queued, self.opts.poll_interval));
     }
 
     fn command(&self, hook: Hook) -> &str {
@@ -174,12 +191,17 @@ impl Engine for HookEngine {
             return Ok(vec![]);
         }
         if self.opts.batch {
-            return self.submit_batch(trials, worker);
+            let handles = self.submit_batch(trials, worker)?;
+            handles.iter().for_each(|h| self.submitted(h));
+            return Ok(handles);
         }
         let mut handles: Vec<JobHandle> = vec![];
         for (t, argv) in trials.iter().zip(worker) {
             match self.submit_one(t, argv) {
-                Ok(h) => handles.push(h),
+                Ok(h) => {
+                    self.submitted(&h);
+                    handles.push(h)
+                }
                 Err(e) => {
                     let mut undone = vec![];
                     for h in &handles {
@@ -199,19 +221,35 @@ impl Engine for HookEngine {
         Ok(handles)
     }
 
+    /// At most one poll hook call per job per interval (the controller asks far more often):
+    /// in between, the last answer stands. The interval doubles while the answer stays the same,
+    /// up to `MAX_BACKOFF` times the configured one, and starts over when it changes.
     fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
+        if let Some((at, state, wait)) = self.polled.get(&job.engine_id) {
+            if at.elapsed() < *wait {
+                return Ok(state.clone());
+            }
+        }
         let out = self.call(Hook::Poll, &job.trial, Self::job_env(job), None)?;
         let expected = "queued, running, finished, failed or failed: REASON";
         let line = Self::one_line(Hook::Poll, &job.trial, &out, expected)?;
-        parse_state(&line).ok_or_else(|| {
+        let state = parse_state(&line).ok_or_else(|| {
             Error::new(
                 Kind::Infrastructure,
                 format!("hook engine: the poll hook for trial {} printed {:?}; expected one of: {expected}", job.trial, clip(&line)),
             )
-        })
+        })?;
+        let base = self.opts.poll_interval;
+        let wait = match self.polled.get(&job.engine_id) {
+            Some((_, last, wait)) if *last == state => (*wait * 2).min(base * MAX_BACKOFF),
+            _ => base,
+        };
+        self.polled.insert(job.engine_id.clone(), (Instant::now(), state.clone(), wait));
+        Ok(state)
     }
 
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
+        self.polled.remove(&job.engine_id);
         self.call(Hook::Cancel, &job.trial, Self::job_env(job), None).map(|_| ())
     }
 
@@ -312,5 +350,44 @@ mod tests {
         for bad in ["Running", "done", "failed node lost", ""] {
             assert_eq!(parse_state(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_job_is_polled_no_more_often_than_the_interval_allows() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("polls");
+        let opts = HookOptions {
+            capacity: 1,
+            submit: "cat >/dev/null; echo job-$RATCHET_TRIAL_ID".into(),
+            batch: false,
+            poll: format!("echo poll >> {}; echo running", log.display()),
+            cancel: "true".into(),
+            fetch: None,
+            timeout: Duration::from_secs(10),
+            poll_interval: Duration::from_millis(200),
+            dir: dir.path().to_path_buf(),
+        };
+        let mut e = HookEngine::new(opts);
+        let t = TrialSpec {
+            id: "t1".into(),
+            repo: dir.path().into(),
+            incumbent: "a".into(),
+            candidate: "b".into(),
+            out_dir: dir.path().join("t1"),
+        };
+        let h = e.submit(std::slice::from_ref(&t), &[vec!["true".to_string()]]).unwrap().pop().unwrap();
+        // The controller asks every 25 ms for 1.5 s: 60 asks.
+        let start = Instant::now();
+        let mut asked = 0;
+        while start.elapsed() < Duration::from_millis(1500) {
+            assert!(matches!(e.poll(&h).unwrap(), JobState::Queued | JobState::Running));
+            asked += 1;
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let calls = std::fs::read_to_string(&log).map(|s| s.lines().count()).unwrap_or(0);
+        // Not before 200 ms after submit, then at 200 ms, 400 ms (state changed: queued to
+        // running), then backing off: 400 ms, 800 ms apart: 1.5 s allow at most 4 calls.
+        assert!(asked > 40, "{asked}");
+        assert!((2..=4).contains(&calls), "{calls} poll hook calls in 1.5 s");
     }
 }

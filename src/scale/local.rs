@@ -101,6 +101,50 @@ pub fn slots(devices: Option<&DevicesConfig>, jobs: Option<usize>) -> Result<Vec
     }
 }
 
+/// The CPUs this process may run on (its affinity mask): pinning a worker to any other fails
+/// with EINVAL at spawn.
+fn usable_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+/// Every slot's pinned CPUs must be ones this host lets ratchet use (checked before the sweep
+/// starts): said with the fix, not as a raw EINVAL when the first worker starts.
+pub fn check_host_cpus(slots: &[Slot]) -> Result<()> {
+    check_cpus(slots, &usable_cpus())
+}
+
+fn check_cpus(slots: &[Slot], usable: &[usize]) -> Result<()> {
+    for (i, s) in slots.iter().enumerate() {
+        let missing: Vec<String> = s.cpus.iter().filter(|c| !usable.contains(c)).map(|c| c.to_string()).collect();
+        if missing.is_empty() {
+            continue;
+        }
+        let have = match (usable.first(), usable.last()) {
+            (Some(a), Some(b)) => format!("{} CPUs ({a}-{b})", usable.len()),
+            _ => "no CPUs".into(),
+        };
+        let need = s.cpus.iter().max().map_or(0, |m| m + 1);
+        return Err(Error::config(format!(
+            "[devices]: slot {i} ({}) is pinned to CPU {} that this host does not have for ratchet: it has {have}, and {} slots need {need}",
+            s.label,
+            missing.join(", "),
+            slots.len()
+        ))
+        .hint(match usable.len() / slots.len().max(1) {
+            0 => format!("use at most {} slots (--jobs), or give each [[devices.slot]] its own `cpus`", usable.len()),
+            per => format!("lower cpus_per_slot to {per} or less, use fewer slots (--jobs), or give each [[devices.slot]] its own `cpus`"),
+        }));
+    }
+    Ok(())
+}
+
 struct Running {
     trial: String,
     child: Option<Child>,
@@ -128,7 +172,7 @@ impl LocalEngine {
         self.slots.get(i)
     }
 
-    fn find(&self, job: &JobHandle) -> Option<usize> {
+    fn slot_of(&self, job: &JobHandle) -> Option<usize> {
         self.busy.iter().position(|b| b.as_ref().is_some_and(|r| r.trial == job.trial))
     }
 }
@@ -188,6 +232,11 @@ impl Engine for LocalEngine {
         self.slots.len()
     }
 
+    fn next_device(&self) -> Option<String> {
+        let i = self.busy.iter().position(Option::is_none)?;
+        Some(super::engine::slot_device(&crate::stats::history::host(), i, !self.slots[i].env.is_empty()))
+    }
+
     fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
         let mut handles = vec![];
         for (t, argv) in trials.iter().zip(worker) {
@@ -238,7 +287,7 @@ impl Engine for LocalEngine {
     }
 
     fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
-        if let Some(i) = self.find(job) {
+        if let Some(i) = self.slot_of(job) {
             let r = self.busy[i].as_mut().expect("found");
             let exited = match r.child.as_mut() {
                 Some(c) => c.try_wait()?.is_some(),
@@ -264,7 +313,7 @@ impl Engine for LocalEngine {
 
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
         let state = job.slot.map(|i| self.root.join(i.to_string()).join("state"));
-        match self.find(job) {
+        match self.slot_of(job) {
             Some(i) => {
                 let r = self.busy[i].take().expect("found");
                 stop(r.pid, r.start, r.child, self.grace, state.as_deref());
@@ -280,11 +329,15 @@ impl Engine for LocalEngine {
 }
 
 /// Kill every worker a dead controller left running under `trials_dir` (as each run
-/// directory's `worker.pid` records it), with its benchmark. Returns the trials stopped.
-pub fn kill_orphans(trials_dir: &Path) -> Vec<String> {
+/// directory's `worker.pid` records it), with its benchmark, except those of the trials in
+/// `spare` (re-attached jobs). Returns the trials stopped.
+pub fn kill_orphans(trials_dir: &Path, spare: &[String]) -> Vec<String> {
     let mut stopped = vec![];
     let Ok(entries) = std::fs::read_dir(trials_dir) else { return stopped };
     for e in entries.flatten() {
+        if spare.iter().any(|s| e.file_name() == s.as_str()) {
+            continue;
+        }
         let Ok(text) = std::fs::read_to_string(e.path().join(trial::PID_FILE)) else { continue };
         let Ok(w) = serde_json::from_str::<WorkerPid>(&text) else { continue };
         if alive(w.pid, w.start) {
@@ -354,5 +407,20 @@ mod tests {
             let e = devices(text).unwrap_err();
             assert!(e.to_string().contains(says), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn cpus_beyond_the_host_are_a_clear_error_before_any_worker_starts() {
+        let s: Vec<Slot> = (0..4).map(|i| Slot { label: format!("slot {i}"), env: vec![], cpus: (4 * i..4 * i + 4).collect() }).collect();
+        let e = check_cpus(&s, &[0, 1]).unwrap_err();
+        assert!(e.message.contains("slot 0 (slot 0) is pinned to CPU 2, 3") && e.message.contains("it has 2 CPUs (0-1)"), "{}", e.message);
+        assert!(e.hint.as_deref().unwrap_or("").contains("use at most 2 slots (--jobs)"), "{:?}", e.hint);
+        let hint = check_cpus(&s, &(0..8).collect::<Vec<_>>()).unwrap_err().hint.unwrap_or_default();
+        assert!(hint.contains("lower cpus_per_slot to 2 or less"), "{hint}");
+        assert!(check_cpus(&s, &(0..16).collect::<Vec<_>>()).is_ok());
+        // This host's own CPUs: 4096 per slot is beyond any test machine's.
+        let c = devices("[devices]\nkind = \"cuda\"\ncount = 2\ncpus_per_slot = 4096\n").unwrap();
+        let s = slots(c.devices.as_ref(), None).unwrap();
+        assert!(check_host_cpus(&s).unwrap_err().message.contains("this host does not have"));
     }
 }

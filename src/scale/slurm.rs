@@ -60,11 +60,17 @@ pub struct SlurmEngine {
     opts: SlurmOptions,
     /// Per array job id: when it was listed, and each task's state by `job_task` id.
     listings: HashMap<String, (Instant, HashMap<String, TaskState>)>,
+    /// Per array job id: when the controller last asked about it. The arrays asked about within
+    /// `WATCHED` are listed together, one `squeue` for all of them.
+    asked: HashMap<String, Instant>,
 }
+
+/// How long an array counts as watched after the controller last polled one of its tasks.
+const WATCHED: Duration = Duration::from_secs(10);
 
 impl SlurmEngine {
     pub fn new(opts: SlurmOptions) -> SlurmEngine {
-        SlurmEngine { opts, listings: HashMap::new() }
+        SlurmEngine { opts, listings: HashMap::new(), asked: HashMap::new() }
     }
 
     fn call(&self, program: &str, args: &[String]) -> Result<Output> {
@@ -86,10 +92,27 @@ impl SlurmEngine {
         })
     }
 
-    /// A Slurm command that exited non-zero, as an error naming it and its stderr.
+    /// A Slurm command that exited non-zero, as an error naming it and its stderr; the hint
+    /// names the likely fix (a controller that does not answer is not a settings problem).
     fn failed(call: &str, out: &Output) -> Error {
-        Error::new(Kind::Infrastructure, format!("slurm engine: `{call}` failed ({}): {}", out.how(), out.tail()))
-            .hint("check the [engine] settings (partition, gres, sbatch_args) against `sinfo` and the cluster's limits")
+        let e = Error::new(Kind::Infrastructure, format!("slurm engine: `{call}` failed ({}): {}", out.how(), out.tail()));
+        if controller_down(out) {
+            e.hint("the Slurm controller (slurmctld) does not answer: check that it runs (`scontrol ping`, `systemctl status slurmctld`) and that munge works; the sweep resumes when started again")
+        } else {
+            e.hint("check the [engine] settings (partition, gres, sbatch_args) against `sinfo` and the cluster's limits")
+        }
+    }
+
+    /// The job name of a trial: unique to this repository's state (its engine work directory)
+    /// and the trial, so a restarted controller finds a job whose id it never journaled.
+    fn job_name(&self, trial: &str) -> String {
+        let dir = absolute(&self.opts.work_dir).unwrap_or_else(|_| self.opts.work_dir.clone());
+        // FNV-1a: stable across builds (the name must be the same for the next controller).
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for b in dir.to_string_lossy().bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+        format!("ratchet-{:08x}-{trial}", h as u32)
     }
 
     /// The generated batch script: task i `exec`s trial i's worker.
@@ -104,28 +127,56 @@ impl SlurmEngine {
         s
     }
 
-    /// Each task's state in the array `job`, listed once per `LISTING_TTL`.
+    /// Each task's state in the array `job`, listed once per `LISTING_TTL`: with every other
+    /// watched array in the same `squeue` call (the controller submits one array per trial, so
+    /// N trials in flight cost one call a second, not N).
     fn listing(&mut self, job: &str) -> Result<&HashMap<String, TaskState>> {
+        self.asked.insert(job.to_string(), Instant::now());
         let fresh = self.listings.get(job).is_some_and(|(at, _)| at.elapsed() < LISTING_TTL);
         if !fresh {
-            // -r: one line per array task (pending ones too); -t all: finished ones while the
-            // controller still remembers them (MinJobAge).
-            let args: Vec<String> = ["-h", "-r", "-t", "all", "-j", job, "-o", "%i|%T|%r"].iter().map(|s| s.to_string()).collect();
-            let out = self.call("squeue", &args)?;
-            let mut tasks = HashMap::new();
-            if out.success() {
-                for line in out.stdout.lines() {
-                    let mut f = line.trim().splitn(3, '|');
-                    if let (Some(id), Some(state), Some(reason)) = (f.next(), f.next(), f.next()) {
-                        tasks.insert(id.to_string(), TaskState { state: state.to_string(), reason: reason.to_string() });
-                    }
+            self.asked.retain(|_, at| at.elapsed() < WATCHED);
+            let mut jobs: Vec<String> = self.asked.keys().cloned().collect();
+            jobs.sort();
+            let listed = match self.list(&jobs)? {
+                Some(l) => l,
+                // One of them is gone and Slurm refused the whole list: this one alone.
+                None => {
+                    jobs = vec![job.to_string()];
+                    self.list(&jobs)?.unwrap_or_default()
                 }
-            } else if !gone(&out) {
-                return Err(Self::failed(&format!("squeue -j {job}"), &out));
+            };
+            let now = Instant::now();
+            for j in &jobs {
+                let tasks: HashMap<String, TaskState> =
+                    listed.iter().filter(|(id, _)| id.split('_').next() == Some(j.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+                self.listings.insert(j.clone(), (now, tasks));
             }
-            self.listings.insert(job.to_string(), (Instant::now(), tasks));
         }
         Ok(&self.listings[job].1)
+    }
+
+    /// One `squeue` of these arrays' tasks by `job_task` id; `None` when Slurm says a job id is
+    /// unknown (a purged job), an error for any other failure.
+    fn list(&self, jobs: &[String]) -> Result<Option<HashMap<String, TaskState>>> {
+        // -r: one line per array task (pending ones too); -t all: finished ones while the
+        // controller still remembers them (MinJobAge).
+        let ids = jobs.join(",");
+        let args: Vec<String> = ["-h", "-r", "-t", "all", "-j", &ids, "-o", "%i|%T|%r"].iter().map(|s| s.to_string()).collect();
+        let out = self.call("squeue", &args)?;
+        if !out.success() {
+            if gone(&out) {
+                return Ok(if jobs.len() > 1 { None } else { Some(HashMap::new()) });
+            }
+            return Err(Self::failed(&format!("squeue -j {ids}"), &out));
+        }
+        let mut tasks = HashMap::new();
+        for line in out.stdout.lines() {
+            let mut f = line.trim().splitn(3, '|');
+            if let (Some(id), Some(state), Some(reason)) = (f.next(), f.next(), f.next()) {
+                tasks.insert(id.to_string(), TaskState { state: state.to_string(), reason: reason.to_string() });
+            }
+        }
+        Ok(Some(tasks))
     }
 
     /// A task's state: from the array's listing, else from `scontrol` (a task squeue no longer
@@ -155,6 +206,15 @@ fn split_id(engine_id: &str) -> Result<(String, u32)> {
         return Err(bad());
     }
     Ok((job.to_string(), task.parse().map_err(|_| bad())?))
+}
+
+/// Whether a failed Slurm command says the controller did not answer (slurmctld down or
+/// unreachable), as Slurm's clients word it.
+fn controller_down(out: &Output) -> bool {
+    let text = format!("{}{}", out.stderr, out.stdout);
+    ["Unable to contact slurm controller", "Socket timed out", "Connection refused", "slurm_load_jobs error: Unable to contact"]
+        .iter()
+        .any(|m| text.contains(m))
 }
 
 /// Whether a failed Slurm command says the job is unknown (finished and purged, or never was).
@@ -236,7 +296,8 @@ impl Engine for SlurmEngine {
         let mut args = vec![
             "--parsable".to_string(),
             format!("--array=0-{}", trials.len() - 1),
-            "--job-name=ratchet".into(),
+            // One trial per submission in practice; the name is the first trial's.
+            format!("--job-name={}", self.job_name(&trials[0].id)),
             format!("--chdir={}", batch.display()),
             format!("--output={pat}/%a/slurm.out"),
             format!("--error={pat}/%a/slurm.err"),
@@ -274,6 +335,20 @@ impl Engine for SlurmEngine {
             // Purged after MinJobAge: it ended long ago; the run directory tells how.
             None => Ok(JobState::Finished),
         }
+    }
+
+    /// A trial's job by its name (`squeue -n`): the one a controller submitted just before it
+    /// died, its id never journaled.
+    fn find(&mut self, trial: &TrialSpec) -> Result<Option<JobHandle>> {
+        let name = self.job_name(&trial.id);
+        let args: Vec<String> = ["-h", "-r", "-t", "all", "-n", &name, "-o", "%i|%T"].iter().map(|s| s.to_string()).collect();
+        let out = self.call("squeue", &args)?;
+        if !out.success() {
+            return Err(Self::failed(&format!("squeue -n {name}"), &out));
+        }
+        // The first task of the array (a trial's job has one task: `JOBID_0`).
+        let id = out.stdout.lines().filter_map(|l| l.trim().split('|').next()).find(|id| split_id(id).is_ok_and(|(_, t)| t == 0));
+        Ok(id.map(|id| JobHandle { trial: trial.id.clone(), engine_id: id.to_string(), slot: None }))
     }
 
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
@@ -360,5 +435,63 @@ mod tests {
         let none = run("2");
         assert_eq!(none.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&none.stderr).contains("no trial for array task 2"));
+    }
+
+    #[test]
+    fn a_controller_that_does_not_answer_is_named_as_such() {
+        // sbatch as Slurm prints it when slurmctld is down (src/sbatch/sbatch.c, slurm_strerror).
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let down = "#!/bin/sh\necho 'sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)' >&2\nexit 1\n";
+        let p = bin.join("sbatch");
+        std::fs::write(&p, down).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mut o = SlurmOptions::new(dir.path().join("work"));
+        o.bin_dir = Some(bin);
+        let mut e = SlurmEngine::new(o);
+        let t =
+            TrialSpec { id: "t1".into(), repo: "/r".into(), incumbent: "a".into(), candidate: "b".into(), out_dir: dir.path().join("t1") };
+        let err = e.submit(&[t], &[vec!["true".into()]]).unwrap_err();
+        let hint = err.hint.unwrap_or_default();
+        assert!(hint.contains("slurmctld") && hint.contains("does not answer"), "{hint}");
+        assert!(!hint.contains("partition"), "{hint}");
+    }
+
+    #[test]
+    fn the_tasks_of_every_watched_array_are_listed_in_one_squeue() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let log = dir.path().join("calls");
+        // Lists task 0 of every job id given with -j, as running.
+        let squeue = format!(
+            "#!/bin/sh\necho \"$*\" >> {}\nwhile [ $# -gt 0 ]; do [ \"$1\" = -j ] && ids=\"$2\"; shift; done\nfor j in $(echo \"$ids\" | tr , ' '); do echo \"${{j}}_0|RUNNING|None\"; done\n",
+            log.display()
+        );
+        let p = bin.join("squeue");
+        std::fs::write(&p, squeue).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mut o = SlurmOptions::new(dir.path().join("work"));
+        o.bin_dir = Some(bin);
+        let mut e = SlurmEngine::new(o);
+        let jobs: Vec<JobHandle> = ["101_0", "102_0", "103_0"]
+            .iter()
+            .map(|id| JobHandle { trial: id.to_string(), engine_id: id.to_string(), slot: None })
+            .collect();
+        // The first round learns the arrays one by one; after that, one call answers all three.
+        for j in &jobs {
+            assert_eq!(e.poll(j).unwrap(), JobState::Running);
+        }
+        std::thread::sleep(LISTING_TTL);
+        let before = std::fs::read_to_string(&log).unwrap().lines().count();
+        for _ in 0..3 {
+            for j in &jobs {
+                assert_eq!(e.poll(j).unwrap(), JobState::Running);
+            }
+        }
+        let calls: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().skip(before).map(str::to_string).collect();
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        assert!(calls[0].contains("-j 101,102,103"), "{calls:?}");
     }
 }

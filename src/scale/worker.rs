@@ -10,7 +10,7 @@ use crate::error::{Error, Result, WithPath};
 use crate::events::Effects;
 use crate::experiment::Ended;
 use crate::session::{Checkout, Session, Stop};
-use crate::stats::sequential::{Borrowed, NoiseScale, Params, Sequential};
+use crate::stats::sequential::{Borrowed, NoiseScale, Sequential};
 use git2::Oid;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -41,12 +41,11 @@ pub struct WorkerOptions {
     pub work: Option<PathBuf>,
 }
 
-/// The stopping rule of a trial: the experiments' sequential procedure, or for a stale winner's
-/// recheck one look of the confirmation's size and level (docs/scale-out.md).
-pub fn stopping_rule(cfg: &Config, pairs: Option<u32>, recheck: bool, noise: Option<NoiseScale>) -> Sequential {
-    let p = cfg.decision.params(pairs);
-    let params = if recheck { Params::fixed(p.confirm_pairs.max(2), p.confirm_alpha, 0.0) } else { p };
-    Sequential::new(params).with_history(noise.map(Borrowed::new))
+/// The stopping rule of a trial: the serial loop's sequential procedure, for a stale winner's
+/// recheck too. Its minimum effect and levels are what bound a keep of a gain that another keep
+/// made vanish or shrink (a lighter look, at 5% for any gain > 0, kept 5% of vanished gains).
+pub fn stopping_rule(cfg: &Config, pairs: Option<u32>, noise: Option<NoiseScale>) -> Sequential {
+    Sequential::new(cfg.decision.params(pairs)).with_history(noise.map(Borrowed::new))
 }
 
 /// Parse `SD,DF` (the `--noise-scale` argument).
@@ -97,7 +96,7 @@ pub fn run(o: &WorkerOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Resu
     if let Some(p) = o.pairs.filter(|&p| !(2..=crate::config::MAX_PAIRS).contains(&p)) {
         return Err(Error::usage(format!("--pairs {p}: must be between 2 and {}", crate::config::MAX_PAIRS)));
     }
-    let seq = stopping_rule(&cfg, o.pairs, o.recheck, o.noise_scale);
+    let seq = stopping_rule(&cfg, o.pairs, o.noise_scale);
     let elasticity = crate::stats::elasticity(cfg.score.metric);
     let python_dir = crate::pyhelper::install(&state_dir)?;
     crate::bench::infra::preflight(&cfg, &cand_dir, &state_dir, &python_dir)?;

@@ -53,6 +53,8 @@ impl Rig {
             cancel: self.hook("cancel.sh"),
             fetch: Some(self.hook("fetch.sh")),
             timeout: Duration::from_secs(10),
+            // Polled at every ask: these tests watch the hooks themselves, not the rate limit.
+            poll_interval: Duration::ZERO,
             dir: self.path().to_path_buf(),
         }
     }
@@ -98,7 +100,7 @@ fn trials_go_through_submit_and_poll_to_their_results() {
     // Through the config, as the controller builds it.
     let toml = format!(
         "[benchmark]\ncommand = \"python3 b.py\"\n[score]\nmetric = \"latency\"\n[engine]\nkind = \"hook\"\ncapacity = 3\n\
-         submit = {:?}\npoll = {:?}\ncancel = {:?}\nhook_timeout_s = 10\n",
+         submit = {:?}\npoll = {:?}\ncancel = {:?}\nhook_timeout_s = 10\npoll_interval_s = 0\n",
         rig.hook("submit.sh"),
         rig.hook("poll.sh"),
         rig.hook("cancel.sh")
@@ -281,7 +283,7 @@ fn a_batch_goes_to_submit_batch_in_one_call() {
         format!("echo x >> {} && python3 {} {}", calls.display(), rig.path().join("submit_batch.py").display(), rig.state().display());
     // Through the config: submit_batch instead of submit.
     let toml = format!(
-        "{BASE}[engine]\nkind = \"hook\"\nsubmit_batch = {submit:?}\npoll = {:?}\ncancel = {:?}\n",
+        "{BASE}[engine]\nkind = \"hook\"\nsubmit_batch = {submit:?}\npoll = {:?}\ncancel = {:?}\npoll_interval_s = 0\n",
         rig.hook("poll.sh"),
         rig.hook("cancel.sh")
     );

@@ -3,6 +3,10 @@
 mod controller_inprocess;
 mod hooks;
 mod local_slots;
+mod lost_trials;
+mod reattach;
+mod recheck;
 mod slurm;
+mod slurm_faults;
 mod slurm_sweep;
 mod worker;

@@ -2,7 +2,8 @@
 //! of scripts/slurm-localhost.sh (each trial a job with its own fake GPU; a SIGKILLed controller
 //! leaves jobs that `ratchet recover` cancels through Slurm; the resumed sweep records the rest
 //! once), and the same through shell hooks that run the worker in the background on this host,
-//! which runs anywhere. Where no Slurm answers, the Slurm tests say so and skip.
+//! which runs anywhere. (Re-attaching after a crash and lost jobs: tests/scale/reattach.rs,
+//! tests/scale/lost_trials.rs.) Where no Slurm answers, the Slurm tests say so and skip.
 
 use crate::support;
 
@@ -192,7 +193,7 @@ fn hook_repo(rig: &Path) -> TestRepo {
         format!("sh {} {}", p.display(), state.display())
     };
     let engine = format!(
-        "[engine]\nkind = \"hook\"\ncapacity = 2\nsubmit = {:?}\npoll = {:?}\ncancel = {:?}\nhook_timeout_s = 10\n",
+        "[engine]\nkind = \"hook\"\ncapacity = 2\nsubmit = {:?}\npoll = {:?}\ncancel = {:?}\nhook_timeout_s = 10\npoll_interval_s = 0.2\n",
         hook("submit.sh", support::hooks::SUBMIT),
         hook("poll.sh", support::hooks::POLL),
         hook("cancel.sh", support::hooks::CANCEL)
@@ -232,47 +233,4 @@ fn a_killed_hook_sweep_is_cancelled_through_the_hook_and_resumed_once() {
     assert_eq!(t.live_workers(), Vec::<i32>::new());
     t.ratchet().arg("sweep").assert().success();
     check_trunk(&t, &base);
-}
-
-#[test]
-fn the_next_sweep_cancels_a_killed_sweeps_jobs_through_the_hook() {
-    let rig = tempfile::tempdir().unwrap();
-    let t = hook_repo(rig.path());
-    let base = t.head();
-    kill_when_measuring(&t, spawn_sweep(&t, "1"), 2);
-    // No `ratchet recover`: the next sweep's start does it.
-    let out = t.ratchet().arg("sweep").output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("cancelled the jobs a stopped parallel sweep left"), "{text}");
-    let cancelled = std::fs::read_to_string(rig.path().join("state/cancelled")).unwrap();
-    assert_eq!(cancelled.lines().filter(|l| l.starts_with("local-")).count(), 2, "{cancelled}");
-    check_trunk(&t, &base);
-    assert_eq!(t.live_workers(), Vec::<i32>::new());
-}
-
-#[test]
-fn a_job_the_engine_lost_stops_the_sweep_with_the_engines_reason() {
-    let rig = tempfile::tempdir().unwrap();
-    let hook = |name: &str, body: &str| {
-        let p = rig.path().join(name);
-        std::fs::write(&p, body).unwrap();
-        format!("sh {}", p.display())
-    };
-    // The job never runs a worker, and the launcher says why.
-    let engine = format!(
-        "[engine]\nkind = \"hook\"\ncapacity = 1\nsubmit = {:?}\npoll = {:?}\ncancel = {:?}\n",
-        hook("submit.sh", "cat >/dev/null; echo job-$RATCHET_TRIAL_ID\n"),
-        hook("poll.sh", "echo 'failed: node on fire'\n"),
-        hook("cancel.sh", "exit 0\n")
-    );
-    let t = repo(&engine);
-    let base = t.head();
-    let out = t.ratchet().arg("sweep").output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(!out.status.success(), "{text}");
-    assert!(text.contains("ended without a result (node on fire)"), "{text}");
-    assert!(t.rows().is_empty(), "{:?}", t.rows());
-    assert_eq!(t.head(), base);
-    assert_eq!(t.git(&["status", "--porcelain"]), "");
 }

@@ -1,0 +1,133 @@
+//! A lost trial (preempted, cancelled, out of memory, a node failure, its time limit, a worker
+//! killed with -9) starts again, up to `[engine] retries` times; then its hypothesis is recorded
+//! as lost with the reasons, and the rest of the sweep goes on.
+
+use crate::support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use support::TestRepo;
+
+const ENV: &str = "FAKE_LATENCY_MS=10\n#a\n#b\n#c\n";
+const QUEUE: [&str; 3] = ["01-faster.toml", "02-same.toml", "03-slower.toml"];
+
+fn hypothesis(t: &TestRepo, name: &str, msg: &str, from: &str, to: &str) {
+    t.write(
+        &format!("experiments/{name}"),
+        &format!("message = {msg:?}\n[[edit]]\nfile = \"fake.env\"\nfind = {from:?}\nreplace = {to:?}\n"),
+    );
+}
+
+/// A gain, a do-nothing and a loss, with `extra` at the end of ratchet.toml.
+fn repo(extra: &str) -> TestRepo {
+    let t = TestRepo::with_config(&format!("{}{extra}", support::DEFAULT_CONFIG));
+    t.write("fake.env", ENV);
+    hypothesis(&t, QUEUE[0], "exp: 10 -> 5 ms", "#a\n", "FAKE_LATENCY_MS=5\n");
+    hypothesis(&t, QUEUE[1], "exp: 10 -> 10 ms", "#b\n", "FAKE_LATENCY_MS=10\n");
+    hypothesis(&t, QUEUE[2], "exp: -> 20 ms", "#c\n", "FAKE_LATENCY_MS=20\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-qm", "queue"]);
+    t
+}
+
+fn names(t: &TestRepo) -> Vec<String> {
+    let mut v: Vec<String> = t.rows().iter().map(|r| r["hypothesis"].split('@').next().unwrap().to_string()).collect();
+    v.sort();
+    v
+}
+
+/// Hooks that run the worker in the background (tests/support/hooks.rs), except that the Nth
+/// submission, for each line N of `<rig>/state/lose`, starts nothing and polls as failed with
+/// that line as the launcher's reason (the states the Slurm engine reports as lost).
+fn lossy_hooks(rig: &Path, lose: &[&str], extra: &str) -> TestRepo {
+    let state = rig.join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("lose"), lose.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
+    let write = |name: &str, body: &str| {
+        let p = rig.join(name);
+        std::fs::write(&p, body).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    };
+    write("real_submit.sh", support::hooks::SUBMIT);
+    write("real_poll.sh", support::hooks::POLL);
+    write("cancel.sh", support::hooks::CANCEL);
+    let submit = write(
+        "submit.sh",
+        "state=\"$1\"\nn=$(cat \"$state/n\" 2>/dev/null || echo 0); n=$((n+1)); echo $n > \"$state/n\"\n\
+         why=$(sed -n \"${n}p\" \"$state/lose\")\n\
+         if [ -n \"$why\" ]; then cat >/dev/null; echo \"$why\" > \"$state/lost-$n\"; echo \"lost-$n\"; exit 0; fi\n\
+         exec sh \"$(dirname \"$0\")/real_submit.sh\" \"$state\"\n",
+    );
+    let poll = write(
+        "poll.sh",
+        "state=\"$1\"\ncase \"$RATCHET_JOB\" in lost-*) echo \"failed: $(cat \"$state/$RATCHET_JOB\")\"; exit 0;; esac\n\
+         exec sh \"$(dirname \"$0\")/real_poll.sh\" \"$state\"\n",
+    );
+    let cmd = |p: &Path| format!("sh {} {}", p.display(), state.display());
+    let engine = format!(
+        "[engine]\nkind = \"hook\"\ncapacity = 1\nsubmit = {:?}\npoll = {:?}\ncancel = {:?}\npoll_interval_s = 0.1\n{extra}",
+        cmd(&submit),
+        cmd(&poll),
+        cmd(&rig.join("cancel.sh"))
+    );
+    repo(&engine)
+}
+
+#[test]
+fn preempted_and_failed_jobs_start_again_and_the_sweep_goes_on() {
+    let rig = tempfile::tempdir().unwrap();
+    // The gain's first two jobs are lost (its time limit, then out of memory); the default two
+    // retries let its third run, and it is kept.
+    let t = lossy_hooks(rig.path(), &["slurm: TIMEOUT (TimeLimit)", "slurm: OUT_OF_MEMORY"], "");
+    let base = t.head();
+    let out = t.ratchet().arg("sweep").output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("was lost (slurm: TIMEOUT (TimeLimit))") && text.contains("it starts again (1 of 2 retries)"), "{text}");
+    assert_eq!(names(&t), QUEUE, "{:?}", t.rows());
+    let rows = t.rows();
+    assert_eq!(rows.iter().find(|r| r["hypothesis"].starts_with("01")).unwrap()["status"], "keep", "{rows:?}");
+    t.check_kept_chain(&base);
+    assert_eq!(t.git(&["for-each-ref", "refs/ratchet/trials/"]), "");
+}
+
+#[test]
+fn a_trial_lost_past_its_retries_is_recorded_as_lost_with_the_reasons() {
+    let rig = tempfile::tempdir().unwrap();
+    let t = lossy_hooks(rig.path(), &["slurm: PREEMPTED", "slurm: NODE_FAIL"], "retries = 1\n");
+    let base = t.head();
+    let out = t.ratchet().arg("sweep").output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "one lost hypothesis does not end the sweep: {text}");
+    assert_eq!(names(&t), QUEUE, "{:?}", t.rows());
+    let rows = t.rows();
+    let lost = rows.iter().find(|r| r["hypothesis"].starts_with("01")).unwrap();
+    assert_eq!(lost["status"], "interrupted", "{lost:?}");
+    assert!(lost["note"].contains("lost 2 times") && lost["note"].contains("retries = 1"), "{lost:?}");
+    assert!(lost["note"].contains("PREEMPTED") && lost["note"].contains("NODE_FAIL"), "{lost:?}");
+    assert_eq!(t.head(), base, "nothing else was a gain");
+    // A lost row is not a decision: the next sweep (another night) runs it again, and keeps it.
+    assert!(lost["note"].contains("the next sweep runs it again"), "{lost:?}");
+    t.ratchet().arg("sweep").assert().success().stdout(predicates::str::contains("2 already done, 1 to run"));
+    let rows = t.rows();
+    assert_eq!(rows.iter().filter(|r| r["hypothesis"].starts_with("01") && r["status"] == "keep").count(), 1, "{rows:?}");
+}
+
+#[test]
+fn a_local_worker_killed_with_sigkill_is_run_again() {
+    let t = repo("");
+    let base = t.head();
+    let mut child = t.spawn(&["sweep", "--jobs", "2"], &[("FAKE_SLEEP_S", "0.2")]);
+    t.wait_for_workers(2, 30);
+    let victim = t.live_workers()[0];
+    unsafe {
+        libc::kill(victim, libc::SIGKILL);
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "a killed worker does not end the sweep: {status:?}");
+    assert_eq!(names(&t), QUEUE, "{:?}", t.rows());
+    assert!(t.rows().iter().all(|r| r["status"] != "interrupted"), "{:?}", t.rows());
+    t.check_kept_chain(&base);
+    assert!(t.live_workers().is_empty());
+}
