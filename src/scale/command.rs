@@ -4,7 +4,7 @@
 
 use crate::error::{Error, Kind, Result};
 use std::io::{Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -77,9 +77,9 @@ impl Call {
         cmd.args(args)
             .stdin(if self.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // A group of its own, so a timeout reaches everything the command started.
-            .process_group(0);
+            .stderr(Stdio::piped());
+        // A group of its own, so a timeout reaches everything the command started.
+        crate::process::own_group(&mut cmd);
         if let Some(d) = &self.dir {
             // Checked here: spawn reports a missing directory as a missing program.
             if !d.is_dir() {
@@ -118,12 +118,12 @@ impl Call {
                 break st;
             }
             if start.elapsed() >= self.timeout {
-                kill_group(pgid, libc::SIGTERM);
+                crate::process::signal_group(pgid, libc::SIGTERM);
                 let deadline = Instant::now() + KILL_GRACE;
                 while Instant::now() < deadline && child.try_wait()?.is_none() {
                     std::thread::sleep(Duration::from_millis(10));
                 }
-                kill_group(pgid, libc::SIGKILL);
+                crate::process::signal_group(pgid, libc::SIGKILL);
                 let _ = child.wait();
                 let so_far = Output { code: None, signal: None, stdout: out.take(), stderr: err.take() };
                 return Err(Error::new(
@@ -187,15 +187,6 @@ fn seconds(d: Duration) -> String {
         format!("{s:.0}")
     } else {
         format!("{s:.1}")
-    }
-}
-
-fn kill_group(pgid: i32, sig: i32) {
-    if pgid > 1 {
-        // SAFETY: killpg has no memory effects; ESRCH (the group is gone) is fine.
-        unsafe {
-            libc::killpg(pgid, sig);
-        }
     }
 }
 

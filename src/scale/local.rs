@@ -188,20 +188,11 @@ fn alive(pid: i32, start: u64) -> bool {
     crate::bench::executor::proc_stat(pid).is_some_and(|s| s.start == start && s.state != 'Z')
 }
 
-fn killpg(pgid: i32, sig: i32) {
-    if pgid > 1 {
-        // SAFETY: sending a signal to a process group we started; no memory is shared.
-        unsafe {
-            libc::killpg(pgid, sig);
-        }
-    }
-}
-
 /// Stop a worker: SIGTERM to its group (it stops its benchmark and writes an interrupted result),
 /// then after `grace` SIGKILL to the group and the benchmark group its state dir records.
 fn stop(pid: i32, start: u64, mut child: Option<Child>, grace: Duration, worker_state: Option<&Path>) {
     if alive(pid, start) {
-        killpg(pid, libc::SIGTERM);
+        crate::process::signal_group(pid, libc::SIGTERM);
         let deadline = Instant::now() + grace;
         while Instant::now() < deadline {
             let exited = match child.as_mut() {
@@ -213,7 +204,7 @@ fn stop(pid: i32, start: u64, mut child: Option<Child>, grace: Duration, worker_
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        killpg(pid, libc::SIGKILL);
+        crate::process::signal_group(pid, libc::SIGKILL);
     }
     if let Some(state) = worker_state {
         crate::bench::executor::kill_recorded_run(&crate::layout::pgid_path(state));
@@ -257,10 +248,10 @@ impl Engine for LocalEngine {
                 .env(SLOT_VAR, i.to_string())
                 .stdin(Stdio::null())
                 .stdout(log.try_clone().with_path(&log_path)?)
-                .stderr(log)
-                // Its own group: Ctrl-C at the terminal reaches the controller only, which stops
-                // the workers itself; cancel kills the whole group.
-                .process_group(0);
+                .stderr(log);
+            // Its own group: Ctrl-C at the terminal reaches the controller only, which stops the
+            // workers itself; cancel kills the whole group.
+            crate::process::own_group(&mut cmd);
             if !slot.cpus.is_empty() {
                 let cpus = slot.cpus.clone();
                 // SAFETY: between fork and exec only async-signal-safe calls (CPU_SET, sched_setaffinity).

@@ -220,13 +220,6 @@ fn lib_rs_declares_modules_only() {
     assert!(stray.is_empty(), "lib.rs holds more than module declarations: {stray:?}");
 }
 
-/// Files still grouping and signalling processes by hand, each with why (to move to
-/// `process` with the parallel engines' next change).
-const OWN_PROCESS_CODE: &[(&str, &str)] = &[
-    ("scale/command.rs", "the hook engine's commands: moved with the parallel engines"),
-    ("scale/local.rs", "the local engine's workers: moved with the parallel engines"),
-];
-
 /// Processes are put in a group and signalled as one in `process` alone: a probe or a worker
 /// whose children outlive its kill is then one place's bug, not seven.
 #[test]
@@ -235,9 +228,7 @@ fn process_groups_are_made_and_signalled_in_one_module() {
         .into_iter()
         .filter(|(rel, code)| {
             let rel = rel.to_string_lossy();
-            rel != "process.rs"
-                && !OWN_PROCESS_CODE.iter().any(|(f, _)| *f == rel)
-                && ["killpg(", ".process_group(", "setpgid("].iter().any(|n| code.contains(n))
+            rel != "process.rs" && ["killpg(", ".process_group(", "setpgid("].iter().any(|n| code.contains(n))
         })
         .map(|(rel, _)| rel.display().to_string())
         .collect();

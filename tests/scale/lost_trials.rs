@@ -127,7 +127,7 @@ fn a_local_worker_killed_with_sigkill_is_run_again() {
     let status = child.wait().unwrap();
     assert!(status.success(), "a killed worker does not end the sweep: {status:?}");
     assert_eq!(names(&t), QUEUE, "{:?}", t.rows());
-    assert!(t.rows().iter().all(|r| r["status"] != "interrupted"), "{:?}", t.rows());
+    assert!(t.rows().iter().all(|r| r["status"] != "interrupted"), "{:#?}", t.rows());
     t.check_kept_chain(&base);
     assert!(t.live_workers().is_empty());
 }
