@@ -1,9 +1,6 @@
 //! `ratchet inspect PATH`: the article-style diagnosis of one capture (regime, actual vs
 //! minimum intensity, time decomposition, bandwidth, HLO counts, op breakdown), as text or as
 //! one JSON object.
-//!
-//! The roofline arithmetic here is a small local copy so this module stands alone; the shared
-//! metrics module can replace [`Roofline::compute`] without changing the output.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -57,32 +54,26 @@ impl Roofline {
     }
 
     /// The diagnosis for `flops` and `bytes` per call taking `actual_ms`, on a chip with
-    /// `peak_tflops` and `hbm_gbps`.
+    /// `peak_tflops` and `hbm_gbps`: [`crate::metrics::roofline`]'s figures (the one roofline
+    /// arithmetic), in the fields `inspect` prints.
     pub fn compute(flops: f64, bytes: f64, min_bytes: Option<f64>, actual_ms: f64, peak_tflops: f64, hbm_gbps: f64) -> Roofline {
-        let peak_flops = peak_tflops * 1e12;
-        let peak_bw = hbm_gbps * 1e9;
-        let intensity = flops / bytes;
-        let ridge = peak_flops / peak_bw;
-        let compute_only_ms = flops / peak_flops * 1e3;
-        let memory_only_ms = bytes / peak_bw * 1e3;
-        let secs = actual_ms / 1e3;
-        let tflops = flops / secs / 1e12;
-        let gap_ms = actual_ms - compute_only_ms.max(memory_only_ms);
-        let share = crate::diagnose::gap_share(gap_ms, actual_ms).unwrap_or(0.0);
+        let hw = crate::hardware::Hardware { peak_tflops, hbm_gbps };
+        let m = crate::metrics::roofline(Some(flops), Some(bytes), min_bytes, actual_ms, &hw);
+        let side = m.regime.unwrap_or(crate::metrics::Regime::ComputeBound);
         Roofline {
-            regime: crate::metrics::regime_word(intensity < ridge, share).to_string(),
-            side: if intensity < ridge { "MEMORY-BOUND" } else { "COMPUTE-BOUND" }.to_string(),
-            intensity,
-            min_traffic_intensity: min_bytes.filter(|b| *b > 0.0).map(|b| flops / b),
-            ridge,
-            compute_only_ms,
-            memory_only_ms,
+            regime: m.regime_word().unwrap_or(side.as_str()).to_string(),
+            side: side.as_str().to_string(),
+            intensity: m.intensity.unwrap_or(f64::NAN),
+            min_traffic_intensity: m.min_intensity,
+            ridge: crate::metrics::ridge_point(&hw),
+            compute_only_ms: m.compute_only_ms.unwrap_or(f64::NAN),
+            memory_only_ms: m.memory_only_ms.unwrap_or(f64::NAN),
             actual_ms,
-            gap_ms,
-            achieved_gbps: bytes / secs / 1e9,
-            bandwidth_fraction: bytes / secs / peak_bw,
-            tflops,
-            utilization: tflops / peak_tflops,
+            gap_ms: m.gap_ms.unwrap_or(f64::NAN),
+            achieved_gbps: m.achieved_gbps.unwrap_or(f64::NAN),
+            bandwidth_fraction: m.bw_pct.map_or(f64::NAN, |p| p / 100.0),
+            tflops: m.tflops.unwrap_or(f64::NAN),
+            utilization: m.util_pct.map_or(f64::NAN, |p| p / 100.0),
         }
     }
 }
