@@ -73,16 +73,6 @@ fn is_derived_count(key: &str) -> bool {
     key.starts_with("num_") || key.ends_with("_blocks") || key.ends_with("_steps")
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// One measured configuration: an experiment's candidate (its results row) or its incumbent
 /// (from its runs).
 #[derive(Debug, Clone, PartialEq)]
@@ -128,12 +118,9 @@ pub fn incumbents(runs: &[crate::bench::RunRecord], rows: &[ResultRow]) -> Vec<M
                 .iter()
                 .filter(|x| x.experiment == id && x.side == Side::Incumbent && x.status == RunStatus::Ok && !x.superseded)
                 .collect();
-            let mut lat: Vec<f64> = inc.iter().filter_map(|x| x.latency_ms).collect();
-            if lat.is_empty() {
-                return None;
-            }
+            let latency_ms = crate::metrics::median(&inc.iter().filter_map(|x| x.latency_ms).collect::<Vec<_>>())?;
             let meta = super::columns::meta_cell(&inc);
-            Some(Measured { id: r.id, meta, latency_ms: median(&mut lat), gap_ms: None })
+            Some(Measured { id: r.id, meta, latency_ms, gap_ms: None })
         })
         .collect()
 }
@@ -188,13 +175,13 @@ pub fn detect_points(measured: &[Measured]) -> Vec<Cliff> {
             let steps: Vec<(u64, f64, Option<f64>, Vec<u64>)> = by_size
                 .into_iter()
                 .map(|(size, ps)| {
-                    let mut lat: Vec<f64> = ps.iter().map(|p| p.latency).collect();
-                    let mut gaps: Vec<f64> = ps.iter().filter_map(|p| p.gap).collect();
-                    let gap = (!gaps.is_empty()).then(|| median(&mut gaps));
+                    let lat: Vec<f64> = ps.iter().map(|p| p.latency).collect();
+                    let gap = crate::metrics::median(&ps.iter().filter_map(|p| p.gap).collect::<Vec<_>>());
                     let mut ids: Vec<u64> = ps.iter().map(|p| p.id).collect();
                     ids.sort_unstable();
                     ids.dedup();
-                    (size, median(&mut lat), gap, ids)
+                    // Every size in the map has at least one point.
+                    (size, crate::metrics::median(&lat).unwrap_or(f64::NAN), gap, ids)
                 })
                 .collect();
             for w in steps.windows(2) {
