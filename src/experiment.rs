@@ -137,7 +137,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     bench::infra::preflight(&cfg, repo.root(), &state_dir, &python_dir)?;
     let id = journal::allocate_id(repo, store)?;
     let id_str = id.to_string();
-    let exp_dir = state_dir.join("experiments").join(&id_str);
+    let exp_dir = crate::layout::experiment_dir(&state_dir, &id_str);
     if exp_dir.exists() {
         // Left by an experiment that died before recording its row; its runs are stale.
         std::fs::remove_dir_all(&exp_dir).with_path(&exp_dir)?;
@@ -338,7 +338,7 @@ fn give_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candidate: 
         }
         Ok(())
     };
-    let logs = state_dir.join("experiments").join(id);
+    let logs = crate::layout::experiment_dir(state_dir, id);
     let hint = format!(
         "{}; then run the same command again. The hypothesis is back in the work tree, uncommitted; nothing was recorded \
          (the runs' logs are in {})",

@@ -81,7 +81,7 @@ pub fn run(ws: &Locked, args: &GateArgs, exec: &mut dyn Executor, fx: &mut crate
         eprintln!("note: the gate measures commits: the working tree's uncommitted changes are not part of the comparison");
     }
     let harness_changed = harness_diff(repo, &cfg, base, head)?;
-    let gate_dir = state_dir.join("gate");
+    let gate_dir = crate::layout::gate_dir(&state_dir);
     if gate_dir.exists() {
         std::fs::remove_dir_all(&gate_dir)?;
     }
@@ -333,11 +333,11 @@ pub fn leftovers(repo: &git2::Repository, gate_dir: &Path) -> Vec<String> {
 
 /// Remove what a killed gate left: its checkouts' registrations, directories and scratch branches.
 pub fn remove_leftovers(repo: &Repo) -> Option<String> {
-    let names = leftovers(&repo.repo, &repo.state_dir().join("gate"));
+    let names = leftovers(&repo.repo, &crate::layout::gate_dir(&repo.state_dir()));
     for name in &names {
         prune(&repo.repo, name);
     }
-    let dir = repo.state_dir().join("gate");
+    let dir = crate::layout::gate_dir(&repo.state_dir());
     for side in ["base", "head"] {
         let _ = std::fs::remove_dir_all(dir.join(side));
     }

@@ -45,7 +45,7 @@ pub fn collectable(state_dir: &Path, rows: &[crate::store::ResultRow], keep_last
     let kept: Vec<u64> = rows.iter().filter(|r| r.status == Status::Keep).map(|r| r.id).collect();
     let in_flight = crate::journal::load(state_dir).map(|j| j.id);
     let mut out = vec![];
-    let Ok(rd) = std::fs::read_dir(state_dir.join("experiments")) else { return out };
+    let Ok(rd) = std::fs::read_dir(crate::layout::experiments_dir(state_dir)) else { return out };
     for e in rd.flatten() {
         let Some(id) = e.file_name().to_str().and_then(|n| n.parse::<u64>().ok()) else { continue };
         // A symbolic link there was put by someone else: what it points to is not ratchet's.
@@ -89,7 +89,7 @@ pub fn collectable_trials(
         .collect();
     let tracked = crate::scale::controller::journaled_trials(state_dir);
     let mut out = vec![];
-    let Ok(rd) = std::fs::read_dir(state_dir.join("trials")) else { return out };
+    let Ok(rd) = std::fs::read_dir(crate::layout::trials_dir(state_dir)) else { return out };
     for e in rd.flatten() {
         let (name, dir) = (e.file_name().to_string_lossy().into_owned(), e.path());
         if tracked.contains(&name) || !e.file_type().is_ok_and(|t| t.is_dir()) {

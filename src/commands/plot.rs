@@ -88,7 +88,7 @@ pub fn run(ws: &Workspace, dir: &Path, args: &PlotArgs) -> Result<()> {
 /// ids asked for (an id not in results.csv is a usage error); none asked: the latest experiment
 /// with a record, if any.
 fn looks_to_draw(state_dir: &Path, rows: &[ResultRow], ids: &[u64]) -> Result<Vec<(u64, Option<LooksRecord>)>> {
-    let dir = |id: u64| state_dir.join("experiments").join(id.to_string());
+    let dir = |id: u64| crate::layout::experiment_dir(state_dir, &id.to_string());
     if ids.is_empty() {
         for r in rows.iter().rev() {
             if let Some(rec) = read_looks(&dir(r.id))? {

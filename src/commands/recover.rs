@@ -19,7 +19,7 @@ pub fn plan(repo: &Repo, store: &Store) -> Vec<String> {
     if let Some(e) = journal::load(&state_dir) {
         steps.push(plan_experiment(repo, store, &e));
     }
-    let gate = super::gate::leftovers(&repo.repo, &repo.state_dir().join("gate"));
+    let gate = super::gate::leftovers(&repo.repo, &crate::layout::gate_dir(&repo.state_dir()));
     if !gate.is_empty() {
         steps.push(format!("remove the throw-away checkouts a stopped `ratchet gate` left ({})", gate.join(", ")));
     }

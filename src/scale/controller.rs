@@ -183,7 +183,7 @@ fn recover_with(repo: &Repo, store: &Store, mut engine: Option<&mut dyn Engine>,
     if !cancelled.is_empty() {
         said.push(format!("cancelled the jobs a stopped parallel sweep left queued or running ({})", cancelled.join(", ")));
     }
-    let stopped = super::local::kill_orphans(&state_dir.join("trials"), &attached);
+    let stopped = super::local::kill_orphans(&crate::layout::trials_dir(state_dir), &attached);
     if !stopped.is_empty() {
         said.push(format!("stopped the workers a stopped parallel sweep left running ({})", stopped.join(", ")));
     }
@@ -693,7 +693,7 @@ impl<'a> Controller<'a> {
         let n = self.journal.next_trial + 1;
         self.journal.next_trial = n;
         let id = format!("t{n}");
-        let out_dir = self.state_dir.join("trials").join(&id);
+        let out_dir = crate::layout::trials_dir(&self.state_dir).join(&id);
         if out_dir.exists() {
             std::fs::remove_dir_all(&out_dir).with_path(&out_dir)?;
         }
