@@ -28,6 +28,7 @@ pub mod diagnose;
 pub mod error;
 pub mod events;
 pub mod experiment;
+pub mod gate;
 pub mod outcome;
 pub mod plot;
 pub mod progress;
