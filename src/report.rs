@@ -685,6 +685,12 @@ pub const COLUMNS: &[&str] = &[
     "hlo_loop_copy",
     "kernel_ops",
     "meta",
+    "p_conditional",
+    "borrowed_sd_pct",
+    "borrowed_df",
+    "borrowed_sums_sd_pct",
+    "borrowed_sums_df",
+    "borrowed_from",
 ];
 
 pub fn render(view: &View, format: Format, color: bool) -> String {

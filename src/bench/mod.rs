@@ -132,6 +132,13 @@ pub struct RunRecord {
     /// The run was throttled and run again; its value does not enter the decision.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub superseded: bool,
+    /// The pair this run belongs to (0-based within its phase) and the phase (`main` or
+    /// `confirmation`; a calibration's A/A pairs are `main`): with `side`, how the decision read
+    /// the run. Absent for a crash's cross-check run and in runs recorded before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
 
 /// One `--deep` snapshot of a run, summarised: a kernel time far from the others reveals a
@@ -289,6 +296,8 @@ pub fn measure_with(
         out_dir: ctx.out_dir.clone(),
         snapshots: vec![],
         superseded: false,
+        pair: None,
+        phase: None,
     };
     match out.exit {
         Exit::Code(0) => {}

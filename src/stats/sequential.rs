@@ -147,6 +147,16 @@ pub enum Phase {
     Confirm,
 }
 
+impl Phase {
+    /// As `runs.jsonl` records it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Main => "main",
+            Phase::Confirm => "confirmation",
+        }
+    }
+}
+
 /// Whether the incumbent runs first in pair `i` (0-based) of `phase`: BA, AB, AB, BA, BA, AB,
 /// AB, BA, ... in the first phase, the complement in the confirmation. Orientations come in twos
 /// after the first pair: with AB, BA, ... alternating, adjacent oriented log-ratios of a
@@ -207,6 +217,9 @@ pub struct Borrowed {
     /// The share of its alpha increment the first phase's first look (at `first_look` pairs, with
     /// the fewest own df to check the scale on) spends; the rest moves to the second look.
     pub first_share: f64,
+    /// The noise-history sessions the scale was pooled from (`source@time;...`, newest first),
+    /// recorded with each decision.
+    pub source: String,
 }
 
 impl Borrowed {
@@ -226,6 +239,7 @@ impl Borrowed {
             retest_guard: RETEST_GUARD,
             confirm_extra: CONFIRM_EXTRA,
             first_share: FIRST_SHARE,
+            source: String::new(),
         }
     }
 
@@ -699,6 +713,15 @@ impl Sequential {
                 excluded: t.excluded,
                 confirmation: None,
                 trail: trail.clone(),
+                borrowed: self.borrowed.as_ref().map(|b| {
+                    Box::new(super::BorrowedScale {
+                        sd_pct: b.scale.sd * 100.0,
+                        df: b.scale.df,
+                        sums_sd_pct: b.sums.map(|s| s.sd * 100.0),
+                        sums_df: b.sums.map(|s| s.df),
+                        source: b.source.clone(),
+                    })
+                }),
                 reason: if t.excluded > 0 {
                     format!("{reason} ({} gross outlier pair{} set aside and replaced)", t.excluded, if t.excluded == 1 { "" } else { "s" })
                 } else {
