@@ -10,7 +10,11 @@
 //! runs its pairs on it, the baseline runs 10 incumbent runs then 10 candidate runs on the same
 //! positions. With history, each trial first draws an independent calibration session of
 //! `HISTORY_PAIRS` A/A pairs (noise `1/jump` of the experiment's) and borrows its scale through
-//! `stats::history`, exactly as `ratchet calibrate` feeds a real experiment.
+//! `stats::history`, exactly as `ratchet calibrate` feeds a real experiment; a scenario may put
+//! the jump exactly at the phase boundary, or fix one user's calibration at a multiple of the
+//! truth. Beside keeps and runs each cell counts what a row reports: whether its interval covers
+//! the true gain, and (under no gain) how often its p falls below 1% and its p_adjusted below
+//! alpha.
 
 use super::history;
 use super::mannwhitney::mann_whitney_u;
@@ -369,6 +373,24 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
     cell
 }
 
+/// Expected pairs of Wald's sequential probability ratio test of no gain against a log-ratio
+/// mean of `mu1`, when the true mean is `mu`, with the noise known (sd `sd` per pair), false
+/// keeps `alpha` and power `1 - beta` at `mu1` (Wald 1947, ignoring the overshoot):
+/// (L ln B + (1 - L) ln A) / E[z], A = (1 - beta) / alpha, B = beta / (1 - alpha),
+/// E[z] = mu1 (mu - mu1 / 2) / sd^2, L the probability of accepting no gain. No test of the same
+/// levels does better on average at `mu` = 0 or `mu1`: the floor for runs per decision.
+pub fn sprt_pairs(mu: f64, mu1: f64, sd: f64, alpha: f64, beta: f64) -> f64 {
+    let (a, b) = (((1.0 - beta) / alpha).ln(), (beta / (1.0 - alpha)).ln());
+    let var = sd * sd;
+    // h solves E[exp(h z)] = 1 for the log-likelihood ratio z of one pair.
+    let h = 1.0 - 2.0 * mu / mu1;
+    if h.abs() < 1e-9 {
+        return -a * b / (mu1 * mu1 / var);
+    }
+    let l = ((h * a).exp() - 1.0) / ((h * a).exp() - (h * b).exp());
+    (l * b + (1.0 - l) * a) / (mu1 * (mu - mu1 / 2.0) / var)
+}
+
 /// One-sided 95% upper bound of a rate with `k` events in `n` trials (Clopper-Pearson).
 pub fn upper_bound(k: usize, n: usize) -> f64 {
     use statrs::distribution::{Beta, ContinuousCDF};
@@ -507,6 +529,21 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
                 2 * BASELINE_RUNS
             ));
         }
+        if history {
+            // What no test of the same levels beats on average (docs/decisions.md, "More power
+            // per run"): at least one pair.
+            let p = &seq.params;
+            let level = if p.confirm { p.alpha * p.confirm_alpha } else { p.alpha };
+            let (mu1, sd) = ((1.03f64).ln(), std::f64::consts::SQRT_2 * 0.01);
+            let runs = |mu: f64| 2.0 * sprt_pairs(mu, mu1, sd, level, 0.05).max(1.0);
+            out.push_str(&format!(
+                "floor at CV 1% (Wald's SPRT of +0% against +3% with the noise known, false keeps {:.2}%, power 95%): {:.1} runs under no gain, {:.1} at +3%, {:.1} at +10%\n",
+                level * 100.0,
+                runs(0.0),
+                runs(mu1),
+                runs(1.1f64.ln())
+            ));
+        }
     }
     out
 }
@@ -572,6 +609,19 @@ mod tests {
         // No event: [0, 1 - 0.025^(1/n)].
         assert_eq!(cp_interval(0, 40), "[0.00, 8.81]");
         assert_eq!(clopper_pearson(5, 5).1, 1.0);
+    }
+
+    #[test]
+    fn the_sprt_floor_matches_wald_s_formula() {
+        // Wald's formulas evaluated independently in Python (math.log, math.exp): no gain, +3%,
+        // +10% against +3% at CV 1% (sd of a pair sqrt(2) x 1%), false keeps 0.1%, power 95%.
+        let (mu1, sd) = ((1.03f64).ln(), std::f64::consts::SQRT_2 * 0.01);
+        let pairs = |mu: f64| sprt_pairs(mu, mu1, sd, 0.001, 0.05);
+        assert!((pairs(0.0) - 1.366511490271298).abs() < 1e-9, "{}", pairs(0.0));
+        assert!((pairs(mu1) - 2.913465172189708).abs() < 1e-9, "{}", pairs(mu1));
+        assert!((pairs(1.1f64.ln()) - 0.5760779952462686).abs() < 1e-9, "{}", pairs(1.1f64.ln()));
+        // Continuous through the midpoint, where h = 0.
+        assert!((pairs(mu1 / 2.0) - pairs(mu1 / 2.0 + 1e-7)).abs() < 1e-3);
     }
 
     #[test]
