@@ -88,6 +88,14 @@ fn simulate_tables_the_jump_models_with_clopper_pearson_intervals() {
             assert!(rows[0].contains("[0.00, 8.81]"), "{}", rows[0]);
         }
     }
+    // The floor no test of the same levels beats on average, under the with-history table.
+    assert!(text.contains("2.7 runs under no gain, 5.8 at +3%, 2.0 at +10%"), "{text}");
+    // --only keeps the models named.
+    let out = t.ratchet().args(["simulate", "--defaults", "--trials", "4", "--null-trials", "4", "--only", "warm-up"]).assert().success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| cv")).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert!(rows.iter().all(|r| r.starts_with("| cv 1% + 10% warm-up ramp |")), "{text}");
     t.ratchet().args(["simulate", "--defaults", "--trials", "2", "--null-trials", "2"]).assert().success().stdout(
         predicate::str::contains(format!(
             "variance guard on the log-ratios and the runs' sums at F level {GUARD} ({CONFIRM_GUARD} in the confirmation"
