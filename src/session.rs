@@ -1,5 +1,5 @@
 //! An interleaved measuring session: runs the incumbent and the candidate as fresh benchmark
-//! processes, one pair at a time in the order asked for (AB or BA), re-running (a bounded
+//! processes, one pair at a time in the procedure's order for it (AB or BA), re-running (a bounded
 //! number of times) a run that the benchmark marks as throttled. Shared by experiments and
 //! `ratchet calibrate`; the decision procedure decides which pairs to ask for. It prints
 //! nothing: each run's start and end are events (the command line draws the progress bar).
