@@ -12,7 +12,7 @@ use crate::metrics::{self, Metrics};
 use crate::session::{Checkout, Session, Stop};
 use crate::stats::effect;
 use crate::stats::history;
-use crate::stats::sequential::{incumbent_first, Next, Phase, Sequential};
+use crate::stats::sequential::{Next, Phase, Sequential};
 use crate::stats::{Decision, Verdict};
 use crate::store::{ResultRow, State, Status, Store};
 use crate::vcs::short;
@@ -393,6 +393,7 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
     };
 
     let conf = decision.as_ref().and_then(|d| d.confirmation.as_ref());
+    let borrowed = decision.as_ref().and_then(|d| d.borrowed.as_ref());
     let m = summary_metrics(&cand_runs, c.cfg.hardware().as_ref());
     let hlo = records.iter().rev().filter(|r| r.side == Side::Candidate).find_map(|r| r.hlo_stats.as_ref());
     let value = metrics::median(&cand_runs.iter().filter_map(|r| r.value).collect::<Vec<_>>());
@@ -458,6 +459,12 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         hlo_loop_copy: hlo.map(|h| h.loop_copies as u32),
         kernel_ops: crate::diagnose::columns::kernel_ops_cell(&cand_runs),
         meta: crate::diagnose::columns::meta_cell(&cand_runs),
+        p_conditional: decision.as_ref().is_some_and(|d| d.scale == "history"),
+        borrowed_sd_pct: borrowed.map(|b| b.sd_pct),
+        borrowed_df: borrowed.map(|b| b.df),
+        borrowed_sums_sd_pct: borrowed.and_then(|b| b.sums_sd_pct),
+        borrowed_sums_df: borrowed.and_then(|b| b.sums_df),
+        borrowed_from: borrowed.map(|b| b.source.clone()).unwrap_or_default(),
     };
     (row, decision)
 }
@@ -533,6 +540,8 @@ fn revert(
 }
 
 /// How the measuring ended.
+// `Decided` is built once per experiment; boxing it would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Ended {
     Decided(Decision),
     /// The candidate's compiled HLO is the incumbent's program (metadata aside).
@@ -583,7 +592,7 @@ pub(crate) fn drive(
                 Phase::Main => format!("pair {}", i + 1),
                 Phase::Confirm => format!("confirmation pair {}", i + 1),
             };
-            let (a, b) = match s.pair(incumbent_first(phase, i), &label)? {
+            let (a, b) = match s.pair(phase, i, &label)? {
                 Ok(ab) => ab,
                 Err(stop) => break 'measure Ended::Stopped(stop),
             };

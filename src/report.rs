@@ -681,6 +681,12 @@ pub const COLUMNS: &[&str] = &[
     "hlo_loop_copy",
     "kernel_ops",
     "meta",
+    "p_conditional",
+    "borrowed_sd_pct",
+    "borrowed_df",
+    "borrowed_sums_sd_pct",
+    "borrowed_sums_df",
+    "borrowed_from",
 ];
 
 /// [`render`] with the table's layout given.

@@ -1,5 +1,5 @@
 //! An interleaved measuring session: runs the incumbent and the candidate as fresh benchmark
-//! processes, one pair at a time in the order asked for (AB or BA), re-running (a bounded
+//! processes, one pair at a time in the procedure's order for it (AB or BA), re-running (a bounded
 //! number of times) a run that the benchmark marks as throttled. Shared by experiments and
 //! `ratchet calibrate`; the decision procedure decides which pairs to ask for. It prints
 //! nothing: each run's start and end are events (the command line draws the progress bar).
@@ -10,6 +10,7 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::events::{Event, Events};
 use crate::signals::Cancel;
+use crate::stats::sequential::{incumbent_first, Phase};
 use crate::store::{Status, Store};
 use std::path::{Path, PathBuf};
 
@@ -61,13 +62,15 @@ impl<'a> Session<'a> {
         self
     }
 
-    /// Measure one pair in the given order; returns the indices in `records` of the incumbent's
-    /// and the candidate's runs, or why the session must stop.
-    pub fn pair(&mut self, incumbent_first: bool, label: &str) -> Result<Result<(usize, usize), Stop>> {
-        let order = if incumbent_first { [Side::Incumbent, Side::Candidate] } else { [Side::Candidate, Side::Incumbent] };
+    /// Measure pair `i` of `phase` in the procedure's order for it ([`incumbent_first`]);
+    /// returns the indices in `records` of the incumbent's and the candidate's runs, or why the
+    /// session must stop. Each run records its pair and phase, so a decision replays from
+    /// `runs.jsonl` alone.
+    pub fn pair(&mut self, phase: Phase, i: usize, label: &str) -> Result<Result<(usize, usize), Stop>> {
+        let order = if incumbent_first(phase, i) { [Side::Incumbent, Side::Candidate] } else { [Side::Candidate, Side::Incumbent] };
         let mut idx = [0usize; 2];
         for side in order {
-            match self.side(side, label)? {
+            match self.side(side, label, (phase, i))? {
                 Ok(i) => idx[(side == Side::Candidate) as usize] = i,
                 Err(stop) => return Ok(Err(stop)),
             }
@@ -78,10 +81,10 @@ impl<'a> Session<'a> {
     /// One side's run, run again while the benchmark says it was throttled (bounded): a
     /// throttled run's value is not trusted, but after the last re-run it is used anyway, so a
     /// sample is never dropped because of its value.
-    fn side(&mut self, side: Side, label: &str) -> Result<Result<usize, Stop>> {
+    fn side(&mut self, side: Side, label: &str, tag: (Phase, usize)) -> Result<Result<usize, Stop>> {
         let mut attempt = 0;
         loop {
-            let i = self.run_once(side, label)?;
+            let i = self.run_once(side, label, Some(tag))?;
             crate::signals::inject("after-run");
             let rec = &self.records[i];
             if rec.status != RunStatus::Ok {
@@ -148,7 +151,8 @@ impl<'a> Session<'a> {
             Side::Incumbent => Side::Candidate,
         };
         self.events.emit(Event::CrossCheck { crashed: side, other });
-        let j = self.run_once(other, &format!("{label}, cross-check"))?;
+        // A cross-check is no pair's run: it records neither pair nor phase.
+        let j = self.run_once(other, &format!("{label}, cross-check"), None)?;
         if let Some(store) = self.store {
             store.append_run(&self.records[j])?;
         }
@@ -169,7 +173,7 @@ impl<'a> Session<'a> {
         Ok(None)
     }
 
-    fn run_once(&mut self, side: Side, label: &str) -> Result<usize> {
+    fn run_once(&mut self, side: Side, label: &str, tag: Option<(Phase, usize)>) -> Result<usize> {
         let run = self.records.len();
         let co = match side {
             Side::Candidate => &self.candidate,
@@ -188,7 +192,11 @@ impl<'a> Session<'a> {
             python_dir: self.python_dir,
             deep: self.deep,
         };
-        let rec = bench::measure_with(self.exec, self.cfg, &ctx, &self.cancel)?;
+        let mut rec = bench::measure_with(self.exec, self.cfg, &ctx, &self.cancel)?;
+        if let Some((phase, i)) = tag {
+            rec.pair = Some(i);
+            rec.phase = Some(phase.as_str().to_string());
+        }
         self.events.emit(Event::RunFinished {
             run,
             side,

@@ -201,6 +201,24 @@ pub struct ResultRow {
     /// `BKV=128;BQ=128;...`, for spill-cliff detection across a sweep.
     #[serde(default)]
     pub meta: String,
+    /// `p_value` and `p_adjusted` came from a look on the borrowed scale: they are p-values
+    /// given that the noise is what the history says (the false-keep bound does not rest on it:
+    /// docs/decisions.md, "Honest numbers").
+    #[serde(default)]
+    pub p_conditional: bool,
+    /// The scale the decision borrowed (sd of one pair's log-ratio before the safety factor, in
+    /// percent, and df; the log-sums' spread the guard read; the history sessions pooled):
+    /// with runs.jsonl, what replays the decision after noise.json has forgotten them.
+    #[serde(default)]
+    pub borrowed_sd_pct: Option<f64>,
+    #[serde(default)]
+    pub borrowed_df: Option<f64>,
+    #[serde(default)]
+    pub borrowed_sums_sd_pct: Option<f64>,
+    #[serde(default)]
+    pub borrowed_sums_df: Option<f64>,
+    #[serde(default)]
+    pub borrowed_from: String,
 }
 
 use crate::fsutil::write_atomic_then;
@@ -295,6 +313,12 @@ impl ResultRow {
             hlo_loop_copy: None,
             kernel_ops: String::new(),
             meta: String::new(),
+            p_conditional: false,
+            borrowed_sd_pct: None,
+            borrowed_df: None,
+            borrowed_sums_sd_pct: None,
+            borrowed_sums_df: None,
+            borrowed_from: String::new(),
         }
     }
 }
@@ -505,6 +529,12 @@ mod tests {
             hlo_loop_copy: None,
             kernel_ops: String::new(),
             meta: String::new(),
+            p_conditional: true,
+            borrowed_sd_pct: Some(1.12),
+            borrowed_df: Some(15.0),
+            borrowed_sums_sd_pct: Some(1.3),
+            borrowed_sums_df: Some(15.0),
+            borrowed_from: "calibrate@2026-11-26T01:00:00Z".into(),
         }
     }
 

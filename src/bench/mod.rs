@@ -140,6 +140,13 @@ pub struct RunRecord {
     /// trials' runs, each numbered from 1. Absent for a serial experiment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trial: Option<String>,
+    /// The pair this run belongs to (0-based within its phase) and the phase (`main` or
+    /// `confirmation`; a calibration's A/A pairs are `main`): with `side`, how the decision read
+    /// the run. Absent for a crash's cross-check run and in runs recorded before they were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pair: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
 }
 
 /// One `--deep` snapshot of a run, summarised: a kernel time far from the others reveals a
@@ -299,6 +306,8 @@ pub fn measure_with(
         snapshots: vec![],
         superseded: false,
         trial: None,
+        pair: None,
+        phase: None,
     };
     match out.exit {
         Exit::Code(0) => {}

@@ -46,6 +46,8 @@ pub fn run_event(r: &RunRecord) -> Value {
             "latency_source": r.latency_source,
             "wall_s": r.wall_s,
             "superseded": r.superseded,
+            "pair": r.pair,
+            "phase": r.phase,
             "error": r.error,
             // The evidence behind the figure: the run's directory (logs, result file) and its
             // trace, to open in XProf.

@@ -49,6 +49,7 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         null_trials: args.null_trials.unwrap_or(args.trials.saturating_mul(25)),
         seed: args.seed,
         grid_only: args.grid,
+        only: args.only.clone(),
     };
     if plan.null_trials == 0 {
         return Err(Error::usage("--null-trials 0: give at least one trial per scenario"));

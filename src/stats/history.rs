@@ -131,9 +131,14 @@ fn pool(spreads: impl DoubleEndedIterator<Item = (f64, f64)>) -> Option<NoiseSca
     (df >= MIN_DF && ss > 0.0).then(|| NoiseScale { sd: (ss / df).sqrt(), df })
 }
 
-/// The borrowed scale of a history, with its sum spread where recorded.
+/// The borrowed scale of a history, with its sum spread where recorded and the sessions it
+/// pooled (newest first, as [`estimate`] takes them; the sums pool the same or fewer).
 pub fn borrowed(entries: &[Entry]) -> Option<super::sequential::Borrowed> {
-    estimate(entries).map(|s| super::sequential::Borrowed::new(s).with_sums(estimate_sums(entries)))
+    estimate(entries).map(|s| {
+        let used: Vec<String> =
+            entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| (*df += e.df, format!("{}@{}", e.source, e.time)).1)).collect();
+        super::sequential::Borrowed { source: used.join(";"), ..super::sequential::Borrowed::new(s) }.with_sums(estimate_sums(entries))
+    })
 }
 
 /// The history of one benchmark command on one host.
@@ -241,6 +246,25 @@ mod tests {
     fn no_history_reads_zero_degrees_of_freedom() {
         let text = describe(&Benchmark::default());
         assert!(text.contains("(0 of ") && !text.contains("-0"), "{text}");
+    }
+
+    #[test]
+    fn the_borrowed_scale_names_the_sessions_it_pooled_newest_first() {
+        let e = |time: &str, source: &str| Entry {
+            time: time.into(),
+            source: source.into(),
+            pairs: 31,
+            trimmed: 0,
+            ss: 0.003,
+            df: 30.0,
+            sum_ss: 0.0,
+            sum_df: 0.0,
+        };
+        // 30 df each: the newest two reach 60 df, the oldest is not pooled.
+        let entries = [e("t1", "calibrate"), e("t2", "experiment 1"), e("t3", "experiment 2")];
+        let b = borrowed(&entries).unwrap();
+        assert_eq!(b.source, "experiment 2@t3;experiment 1@t2");
+        assert_eq!(b.scale.df, 60.0);
     }
 
     #[test]

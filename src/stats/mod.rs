@@ -139,6 +139,25 @@ pub struct Decision {
     /// (what `ratchet plot` draws). Empty for decisions recorded before it was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub trail: Vec<Look>,
+    /// The noise scale borrowed from history (`None`: none was): with the runs, all a replay
+    /// needs, kept with the decision because `noise.json` forgets old sessions. (Boxed: a
+    /// decision travels in enums beside small variants.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub borrowed: Option<Box<BorrowedScale>>,
+}
+
+/// A decision's borrowed noise scale, as the results row records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BorrowedScale {
+    /// The history's sd of one pair's log-ratio (speed-up terms, before the safety factor), in
+    /// percent, and its df.
+    pub sd_pct: f64,
+    pub df: f64,
+    /// The history's spread of the pairs' log-sums the guard read, when recorded.
+    pub sums_sd_pct: Option<f64>,
+    pub sums_df: Option<f64>,
+    /// The noise-history sessions pooled into it, newest first (`source@time;...`).
+    pub source: String,
 }
 
 /// Which batch a look belongs to.

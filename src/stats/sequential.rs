@@ -141,20 +141,33 @@ impl Params {
 /// The two batches of an experiment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
-    /// Pairs in the order BA, BA, AB, AB, ... (A = incumbent).
+    /// Pairs in the order BA, AB, AB, BA, ... (A = incumbent).
     Main,
-    /// The confirmation batch, in the complementary order: AB, AB, BA, BA, ...
+    /// The confirmation batch, in the complementary order: AB, BA, BA, AB, ...
     Confirm,
 }
 
-/// Whether the incumbent runs first in pair `i` (0-based) of `phase`. Orientations come in
-/// twos (BA, BA, AB, AB, ...): with AB, BA, ... alternating, adjacent oriented log-ratios of a
+impl Phase {
+    /// As `runs.jsonl` records it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Main => "main",
+            Phase::Confirm => "confirmation",
+        }
+    }
+}
+
+/// Whether the incumbent runs first in pair `i` (0-based) of `phase`: BA, AB, AB, BA, BA, AB,
+/// AB, BA, ... in the first phase, the complement in the confirmation. Orientations come in twos
+/// after the first pair: with AB, BA, ... alternating, adjacent oriented log-ratios of a
 /// serially correlated (AR(1)) machine are positively correlated, by rho (1 - rho)^2 sigma^2,
 /// and the t-test's variance is too small; in twos the lag-1 covariances alternate in sign and
-/// cancel. Every 4 pairs still hold as many AB as BA, so a linear drift cancels there. The main
-/// batch starts with the candidate, so a warm-up ramp's slow first run counts against it.
+/// cancel. Every 2 pairs hold one AB and one BA with the incumbent in the middle (B A A B), so a
+/// linear drift cancels at every even look, the first one included, and a warm-up ramp (convex,
+/// decaying) counts against the candidate there, never for it: at 2 pairs of a 10% ramp over 3
+/// runs, -0.7% where BA, BA gave -2.1% (a third of a +3% gain, enough for early futility).
 pub fn incumbent_first(phase: Phase, i: usize) -> bool {
-    ((i / 2) % 2 == 1) == (phase == Phase::Main)
+    (i % 4 == 1 || i % 4 == 2) == (phase == Phase::Main)
 }
 
 /// The noise scale borrowed from history (`stats::history`): the standard deviation of one
@@ -204,6 +217,9 @@ pub struct Borrowed {
     /// The share of its alpha increment the first phase's first look (at `first_look` pairs, with
     /// the fewest own df to check the scale on) spends; the rest moves to the second look.
     pub first_share: f64,
+    /// The noise-history sessions the scale was pooled from (`source@time;...`, newest first),
+    /// recorded with each decision.
+    pub source: String,
 }
 
 impl Borrowed {
@@ -223,6 +239,7 @@ impl Borrowed {
             retest_guard: RETEST_GUARD,
             confirm_extra: CONFIRM_EXTRA,
             first_share: FIRST_SHARE,
+            source: String::new(),
         }
     }
 
@@ -696,6 +713,15 @@ impl Sequential {
                 excluded: t.excluded,
                 confirmation: None,
                 trail: trail.clone(),
+                borrowed: self.borrowed.as_ref().map(|b| {
+                    Box::new(super::BorrowedScale {
+                        sd_pct: b.scale.sd * 100.0,
+                        df: b.scale.df,
+                        sums_sd_pct: b.sums.map(|s| s.sd * 100.0),
+                        sums_df: b.sums.map(|s| s.df),
+                        source: b.source.clone(),
+                    })
+                }),
                 reason: if t.excluded > 0 {
                     format!("{reason} ({} gross outlier pair{} set aside and replaced)", t.excluded, if t.excluded == 1 { "" } else { "s" })
                 } else {
@@ -1013,9 +1039,9 @@ mod tests {
     fn orders_come_in_twos_and_confirmation_is_the_complement() {
         let main: Vec<bool> = (0..8).map(|i| incumbent_first(Phase::Main, i)).collect();
         let conf: Vec<bool> = (0..8).map(|i| incumbent_first(Phase::Confirm, i)).collect();
-        // BA, BA, AB, AB, ... then AB, AB, BA, BA, ...
-        assert_eq!(main, [false, false, true, true, false, false, true, true]);
-        assert_eq!(conf, [true, true, false, false, true, true, false, false]);
+        // BA, AB, AB, BA, ... then AB, BA, BA, AB, ...
+        assert_eq!(main, [false, true, true, false, false, true, true, false]);
+        assert_eq!(conf, [true, false, false, true, true, false, false, true]);
     }
 
     #[test]

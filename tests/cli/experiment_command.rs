@@ -30,13 +30,14 @@ fn faster_candidate_is_kept_and_becomes_the_incumbent() {
     assert!(p < 0.05);
     assert!((r["latency_ms"].parse::<f64>().unwrap() - 5.0).abs() < 0.3);
 
-    // Every run is kept raw, the orientations in twos (BA, BA, AB, AB, so adjacent
-    // log-ratios of a serially correlated machine are not positively correlated), then the
-    // confirmation in the complementary order (AB, AB, BA, BA), from two checkouts.
+    // Every run is kept raw, the orientations in twos after the first pair (BA, AB, AB, BA: so
+    // adjacent log-ratios of a serially correlated machine are not positively correlated, and
+    // every two pairs are balanced against a drift or a warm-up ramp), then the confirmation in
+    // the complementary order (AB, BA, BA, AB), from two checkouts.
     let runs = t.runs();
     let sides: Vec<&str> = runs.iter().map(|r| r["side"].as_str().unwrap()).collect();
     let (ab, ba) = (["incumbent", "candidate"], ["candidate", "incumbent"]);
-    let expected: Vec<&str> = [ba, ba, ab, ab, ab, ab, ba, ba].concat();
+    let expected: Vec<&str> = [ba, ab, ab, ba, ab, ba, ba, ab].concat();
     assert_eq!(sides, expected);
     for run in &runs {
         let expected = if run["side"] == "incumbent" { &base } else { &head };

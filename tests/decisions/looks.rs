@@ -152,7 +152,9 @@ fn a_revert_ends_below_its_revert_boundary_and_has_no_confirmation() {
 #[test]
 fn an_inconclusive_ends_between_its_boundaries_and_later_experiments_borrow_the_scale() {
     let mut repo = Repo::new(8);
-    let mut exec = MockExecutor::sides(Step::Latency(10.0), Step::Latency(9.8));
+    // A 4% gain in 5% iteration noise: neither clear nor futile within 8 pairs (with the mock's
+    // seeded draws in the run order BA, AB, AB, BA; 2% was that in the order before it).
+    let mut exec = MockExecutor::sides(Step::Latency(10.0), Step::Latency(9.6));
     exec.cv = 0.05;
     let o = repo.experiment(&mut exec);
     assert_eq!(o.row.status, Status::Inconclusive);

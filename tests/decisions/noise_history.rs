@@ -73,3 +73,45 @@ fn every_status_is_accepted_by_the_results_filter() {
         predicate::str::contains("unconfirmed").and(predicate::str::contains("no-op")).and(predicate::str::contains("inconclusive")),
     );
 }
+
+#[test]
+fn a_decision_records_the_scale_it_borrowed_and_every_run_its_pair_and_phase() {
+    let t = TestRepo::new();
+    t.ratchet().args(["calibrate", "--pairs", "12"]).assert().success();
+    t.write("fake.env", "FAKE_LATENCY_MS=6\n");
+    t.ratchet().arg("experiment: faster").assert().success();
+    let r = &t.rows()[0];
+    assert_eq!((r["status"].as_str(), r["noise_scale"].as_str(), r["p_conditional"].as_str()), ("keep", "history", "true"), "{r:?}");
+    // The borrowed scale is in the row, as noise.json had it when the decision was made: it
+    // survives the history's rotation.
+    let noise: serde_json::Value = serde_json::from_str(&t.read(".ratchet/noise.json")).unwrap();
+    let cal = &noise["benchmarks"][0]["entries"][0];
+    assert_eq!(cal["source"], "calibrate");
+    let df: f64 = r["borrowed_df"].parse().unwrap();
+    assert_eq!(df, cal["df"].as_f64().unwrap(), "{r:?}");
+    let sd: f64 = r["borrowed_sd_pct"].parse().unwrap();
+    let cal_sd = (cal["ss"].as_f64().unwrap() / df).sqrt() * 100.0;
+    assert!((sd - cal_sd).abs() <= 1e-9 * cal_sd.max(1e-12) + 1e-12, "{sd} vs {cal_sd}");
+    assert_eq!(r["borrowed_from"], format!("calibrate@{}", cal["time"].as_str().unwrap()));
+    assert!(!r["borrowed_sums_df"].is_empty(), "{r:?}");
+    // Each run says which pair of which phase it was, in the procedure's order.
+    let runs = t.runs();
+    let runs: Vec<&serde_json::Value> = runs.iter().filter(|x| x["experiment"] != "calibrate").collect();
+    let tags: Vec<(u64, &str, &str)> =
+        runs.iter().map(|x| (x["pair"].as_u64().unwrap(), x["phase"].as_str().unwrap(), x["side"].as_str().unwrap())).collect();
+    let (c, i) = ("candidate", "incumbent");
+    assert_eq!(
+        tags,
+        [
+            (0, "main", c),
+            (0, "main", i),
+            (1, "main", i),
+            (1, "main", c),
+            (0, "confirmation", i),
+            (0, "confirmation", c),
+            (1, "confirmation", c),
+            (1, "confirmation", i)
+        ],
+        "{runs:?}"
+    );
+}

@@ -74,20 +74,28 @@ fn a_confirmation_as_quiet_as_history_still_passes_at_two_pairs() {
 }
 
 #[test]
-fn simulate_tables_the_jump_models_with_wilson_intervals() {
+fn simulate_tables_the_jump_models_with_clopper_pearson_intervals() {
     let t = TestRepo::new();
     let out = t.ratchet().args(["simulate", "--defaults", "--trials", "20", "--null-trials", "40"]).assert().success();
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     for name in ["cv 1%, 1.5x history", "cv 1%, 2x history", "cv 1%, 3x history", "cv 1% rising to 3x history"] {
         let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(&format!("| {name} |"))).collect();
         assert_eq!(rows.len(), 3, "{name}: +0%, +3%, +10%\n{text}");
-        // The null row: 40 trials and a 95% Wilson interval (its upper end is above 0 even with
-        // no keep: z^2 / (n + z^2) = 8.76% at n = 40).
+        // The null row: 40 trials and a 95% Clopper-Pearson interval (its upper end is above 0
+        // even with no keep: 1 - 0.025^(1/40) = 8.81%).
         assert!(rows[0].contains("| +0% | 40 |"), "{}", rows[0]);
         if rows[0].contains("| 0.000% |") {
-            assert!(rows[0].contains("[0.00, 8.76]"), "{}", rows[0]);
+            assert!(rows[0].contains("[0.00, 8.81]"), "{}", rows[0]);
         }
     }
+    // The floor no test of the same levels beats on average, under the with-history table.
+    assert!(text.contains("2.7 runs under no gain, 5.8 at +3%, 2.0 at +10%"), "{text}");
+    // --only keeps the models named.
+    let out = t.ratchet().args(["simulate", "--defaults", "--trials", "4", "--null-trials", "4", "--only", "warm-up"]).assert().success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| cv")).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert!(rows.iter().all(|r| r.starts_with("| cv 1% + 10% warm-up ramp |")), "{text}");
     t.ratchet().args(["simulate", "--defaults", "--trials", "2", "--null-trials", "2"]).assert().success().stdout(
         predicate::str::contains(format!(
             "variance guard on the log-ratios and the runs' sums at F level {GUARD} ({CONFIRM_GUARD} in the confirmation"
