@@ -201,17 +201,29 @@ pub struct RunContext<'a> {
 }
 
 /// The (incumbent, candidate) values of an experiment's pairs, read from its run records as
-/// they were measured: successful runs that were not superseded by a re-run, taken two at a
-/// time in order (each pair is one run of each side, in either order). A last unpaired run (the
-/// experiment stopped between the two) is left out.
+/// they were measured: successful runs that were not superseded by a re-run. Runs that carry
+/// their pair (`trial`, `phase`, `pair`) are matched by it, so a pair with a failed run drops out
+/// whole and never shifts the others; older records are taken two at a time in order (each pair
+/// is one run of each side, in either order). A pair missing a side is left out.
 pub fn pairs_of<'a>(records: impl IntoIterator<Item = &'a RunRecord>) -> Vec<(f64, f64)> {
     let used: Vec<&RunRecord> = records.into_iter().filter(|r| r.status == RunStatus::Ok && !r.superseded).collect();
-    used.chunks_exact(2)
-        .filter_map(|p| {
-            let value = |side| p.iter().find(|r| r.side == side).and_then(|r| r.value);
-            Some((value(Side::Incumbent)?, value(Side::Candidate)?))
-        })
-        .collect()
+    let value = |p: &[&RunRecord], side| p.iter().find(|r| r.side == side).and_then(|r| r.value);
+    if !used.is_empty() && used.iter().all(|r| r.pair.is_some()) {
+        let mut groups: Vec<((Option<&str>, Option<&str>, Option<usize>), Vec<&RunRecord>)> = vec![];
+        for r in used {
+            let key = (r.trial.as_deref(), r.phase.as_deref(), r.pair);
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, g)) => g.push(r),
+                None => groups.push((key, vec![r])),
+            }
+        }
+        return groups
+            .iter()
+            .filter(|(_, g)| g.len() == 2)
+            .filter_map(|(_, g)| Some((value(g, Side::Incumbent)?, value(g, Side::Candidate)?)))
+            .collect();
+    }
+    used.chunks_exact(2).filter_map(|p| Some((value(p, Side::Incumbent)?, value(p, Side::Candidate)?))).collect()
 }
 
 /// Run the benchmark once and read its report; a stop signal interrupts it.
@@ -655,5 +667,49 @@ pub fn metric_value(rec: &RunRecord, metric: Metric, hw: Option<&Hardware>) -> R
              report flops, or set [score] metric = \"latency\""
                 .to_string()
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(side: Side, status: RunStatus, value: f64, pair: Option<usize>) -> RunRecord {
+        let text = format!(
+            r#"{{"experiment":"1","run":0,"side":"{}","commit":"c","time":"t","status":"{}","wall_s":1.0,"value":{value},"out_dir":"/x"}}"#,
+            if side == Side::Incumbent { "incumbent" } else { "candidate" },
+            if status == RunStatus::Ok { "ok" } else { "crash" }
+        );
+        let mut r: RunRecord = serde_json::from_str(&text).unwrap();
+        r.pair = pair;
+        r.phase = pair.map(|_| "main".to_string());
+        r
+    }
+
+    #[test]
+    fn a_pair_with_a_failed_run_drops_out_whole_and_shifts_no_other() {
+        use RunStatus::*;
+        use Side::*;
+        // Pair 0 complete, pair 1's candidate crashed, pair 2 complete.
+        let runs = [
+            run(Candidate, Ok, 5.0, Some(0)),
+            run(Incumbent, Ok, 10.0, Some(0)),
+            run(Incumbent, Ok, 11.0, Some(1)),
+            run(Candidate, Crash, 0.0, Some(1)),
+            run(Incumbent, Ok, 12.0, Some(2)),
+            run(Candidate, Ok, 6.0, Some(2)),
+        ];
+        assert_eq!(pairs_of(&runs), vec![(10.0, 5.0), (12.0, 6.0)]);
+        // Records from before runs carried their pair: two at a time.
+        let old: Vec<RunRecord> = runs
+            .iter()
+            .cloned()
+            .map(|mut r| {
+                r.pair = None;
+                r.phase = None;
+                r
+            })
+            .collect();
+        assert_eq!(pairs_of(&[old[0].clone(), old[1].clone(), old[4].clone(), old[5].clone()]), vec![(10.0, 5.0), (12.0, 6.0)]);
     }
 }
