@@ -209,7 +209,8 @@ pub fn pairs_of<'a>(records: impl IntoIterator<Item = &'a RunRecord>) -> Vec<(f6
     let used: Vec<&RunRecord> = records.into_iter().filter(|r| r.status == RunStatus::Ok && !r.superseded).collect();
     let value = |p: &[&RunRecord], side| p.iter().find(|r| r.side == side).and_then(|r| r.value);
     if !used.is_empty() && used.iter().all(|r| r.pair.is_some()) {
-        let mut groups: Vec<((Option<&str>, Option<&str>, Option<usize>), Vec<&RunRecord>)> = vec![];
+        type PairKey<'k> = (Option<&'k str>, Option<&'k str>, Option<usize>);
+        let mut groups: Vec<(PairKey, Vec<&RunRecord>)> = vec![];
         for r in used {
             let key = (r.trial.as_deref(), r.phase.as_deref(), r.pair);
             match groups.iter_mut().find(|(k, _)| *k == key) {
