@@ -798,7 +798,10 @@ fn share_findings(inp: &Inputs, ev: &evidence::Evidence, out: &mut Vec<Finding>)
         out.push(Finding::new(
             "waits",
             level,
-            format!("async *-done ops (besides copies) wait {} of the op time: exposed communication (seed 003)", pct(s.waits)),
+            format!(
+                "async *-done ops (besides copies) wait {} of the op time (the exposed part of async communication, seed 003)",
+                pct(s.waits)
+            ),
             (s.waits > SHARE_WARN).then_some("start the async operations earlier or overlap them with compute (seed 003)"),
         ));
     }
