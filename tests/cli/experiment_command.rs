@@ -5,9 +5,16 @@ use crate::support;
 use predicates::prelude::*;
 use support::TestRepo;
 
+/// One fixed test after 2 pairs, no confirmation: 4 runs an experiment. The decision's own
+/// cases (looks, confirmation, the run order) run in-process in decisions::loop_inprocess; here
+/// the binary shows what only a process shows (exit status, output, the commits, the files).
+const QUICK: &str = "[benchmark]\ncommand = \"python3 {bench}\"\ntimeout_s = 20\nkill_grace_s = 0.5\nwarmup = 0\n\
+iters = 5\nprofile_iters = 0\n[hardware]\npreset = \"tpu-v5e\"\n[decision]\nmethod = \"fixed\"\nmin_pairs = 2\nmax_pairs = 2\n\
+confirm = false\n";
+
 #[test]
 fn faster_candidate_is_kept_and_becomes_the_incumbent() {
-    let t = TestRepo::new();
+    let t = TestRepo::with_config(QUICK);
     let base = t.head();
     t.write("fake.env", "FAKE_LATENCY_MS=5\n");
     t.ratchet().arg("experiment: twice as fast").assert().success().stdout(predicate::str::contains("KEEP"));
@@ -21,25 +28,13 @@ fn faster_candidate_is_kept_and_becomes_the_incumbent() {
     assert_eq!(r["status"], "keep");
     assert_eq!(r["commit"], head);
     assert_eq!(r["incumbent"], base);
-    // A clear gain stops at the first look (4 pairs) and is confirmed by 4 pairs in reversed order.
-    assert_eq!(r["runs"], "16");
+    assert_eq!(r["runs"], "4");
     let delta: f64 = r["delta_pct"].parse().unwrap();
     // score = util / latency goes as 1/latency^2: half the latency is about 4x the score.
     assert!(delta > 250.0 && delta < 500.0, "delta {delta}");
-    let p: f64 = r["p_value"].parse().unwrap();
-    assert!(p < 0.05);
     assert!((r["latency_ms"].parse::<f64>().unwrap() - 5.0).abs() < 0.3);
-
-    // Every run is kept raw, the orientations in twos after the first pair (BA, AB, AB, BA: so
-    // adjacent log-ratios of a serially correlated machine are not positively correlated, and
-    // every two pairs are balanced against a drift or a warm-up ramp), then the confirmation in
-    // the complementary order (AB, BA, BA, AB), from two checkouts.
-    let runs = t.runs();
-    let sides: Vec<&str> = runs.iter().map(|r| r["side"].as_str().unwrap()).collect();
-    let (ab, ba) = (["incumbent", "candidate"], ["candidate", "incumbent"]);
-    let expected: Vec<&str> = [ba, ab, ab, ba, ab, ba, ba, ab].concat();
-    assert_eq!(sides, expected);
-    for run in &runs {
+    // Every run is kept raw, from two checkouts: the incumbent's runs ran the base commit.
+    for run in &t.runs() {
         let expected = if run["side"] == "incumbent" { &base } else { &head };
         assert_eq!(run["commit"].as_str().unwrap(), expected);
         assert_eq!(run["status"], "ok");
@@ -50,12 +45,13 @@ fn faster_candidate_is_kept_and_becomes_the_incumbent() {
     t.ratchet().arg("experiment: a comment").assert().success();
     let rows = t.rows();
     assert_eq!(rows[1]["incumbent"], head);
-    assert_eq!(rows[1]["status"], "revert");
+    assert_ne!(rows[1]["status"], "keep", "a change of nothing is not kept");
+    assert_eq!(t.head(), head);
 }
 
 #[test]
 fn slower_candidate_is_reverted_and_kept_under_a_ref() {
-    let t = TestRepo::new();
+    let t = TestRepo::with_config(QUICK);
     let base = t.head();
     t.write("fake.env", "FAKE_LATENCY_MS=20\n");
     t.write("notes/new_file.txt", "an untracked file that is part of the hypothesis\n");
@@ -124,7 +120,7 @@ fn malformed_or_missing_report_is_invalid() {
 
 #[test]
 fn legacy_result_lines_work_unchanged() {
-    let t = TestRepo::new();
+    let t = TestRepo::with_config(QUICK);
     t.write("fake.env", "FAKE_MODE=legacy\n");
     t.git(&["commit", "-qam", "legacy baseline"]);
     let base = t.head();
@@ -185,7 +181,7 @@ fn detached_head_is_refused() {
 
 #[test]
 fn ratchet_files_are_never_committed_and_ignored_files_stay_out() {
-    let t = TestRepo::new();
+    let t = TestRepo::with_config(QUICK);
     t.write(".gitignore", "*.log\n");
     t.git(&["add", ".gitignore"]);
     t.git(&["commit", "-qm", "ignore logs"]);
@@ -203,7 +199,7 @@ fn ratchet_files_are_never_committed_and_ignored_files_stay_out() {
 
 #[test]
 fn deep_suffix_in_message_is_the_flag() {
-    let t = TestRepo::new();
+    let t = TestRepo::with_config(QUICK);
     t.write("fake.env", "FAKE_LATENCY_MS=5\n");
     t.ratchet().arg("experiment: scratch buffer fix --deep").assert().success().stderr(predicate::str::contains("--deep"));
     assert_eq!(t.git(&["log", "-1", "--format=%s"]).trim(), "experiment: scratch buffer fix");
@@ -211,7 +207,7 @@ fn deep_suffix_in_message_is_the_flag() {
 
 #[test]
 fn results_in_every_format() {
-    let t = TestRepo::new();
+    let t = TestRepo::with_config(QUICK);
     t.ratchet().arg("results").assert().success().stdout(predicate::str::contains("no experiments yet"));
     t.write("fake.env", "FAKE_LATENCY_MS=5\n");
     t.ratchet().arg("experiment: faster").assert().success();

@@ -134,6 +134,30 @@ fn a_clear_gain_is_kept_after_the_first_look_and_its_confirmation() {
 }
 
 #[test]
+fn runs_alternate_in_balanced_orders_and_carry_their_pair_and_phase() {
+    let repo = Repo::new(16);
+    let base = repo.head();
+    let (o, _, exec) = run(&repo, Step::Latency(10.0), Step::Latency(5.0));
+    assert_eq!(o.row.status, Status::Keep);
+    // BA, AB, AB, BA (adjacent log-ratios of a serially correlated machine are not positively
+    // correlated, and every two pairs balance a drift or a warm-up ramp), then the confirmation
+    // in the complementary order AB, BA, BA, AB.
+    let (i, c) = (Side::Incumbent, Side::Candidate);
+    let (ab, ba) = ([i, c], [c, i]);
+    let order: Vec<Side> = exec.log.iter().map(|(s, _)| *s).collect();
+    assert_eq!(order, [ba, ab, ab, ba, ab, ba, ba, ab].concat());
+    // Each run record says which side, pair and phase it was, and which commit ran.
+    let runs = Workspace::discover(repo.path()).unwrap().store.runs().unwrap();
+    assert_eq!(runs.len(), 16);
+    for (k, r) in runs.iter().enumerate() {
+        assert_eq!(r.side, order[k]);
+        assert_eq!(r.pair, Some((k / 2) % 4), "run {k}");
+        assert_eq!(r.phase.as_deref(), Some(if k < 8 { "main" } else { "confirmation" }), "run {k}");
+        assert_eq!(r.commit, if r.side == i { base.clone() } else { o.row.commit.clone() });
+    }
+}
+
+#[test]
 fn a_loss_is_reverted_at_the_first_look_and_parked() {
     let repo = Repo::new(16);
     let base = repo.head();
