@@ -6,35 +6,8 @@ use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use support::queue::{names, repo, QUEUE};
 use support::TestRepo;
-
-const ENV: &str = "FAKE_LATENCY_MS=10\n#a\n#b\n#c\n";
-const QUEUE: [&str; 3] = ["01-faster.toml", "02-same.toml", "03-slower.toml"];
-
-fn hypothesis(t: &TestRepo, name: &str, msg: &str, from: &str, to: &str) {
-    t.write(
-        &format!("experiments/{name}"),
-        &format!("message = {msg:?}\n[[edit]]\nfile = \"fake.env\"\nfind = {from:?}\nreplace = {to:?}\n"),
-    );
-}
-
-/// A gain, a do-nothing and a loss, with `extra` at the end of ratchet.toml.
-fn repo(extra: &str) -> TestRepo {
-    let t = TestRepo::with_config(&format!("{}{extra}", support::DEFAULT_CONFIG));
-    t.write("fake.env", ENV);
-    hypothesis(&t, QUEUE[0], "exp: 10 -> 5 ms", "#a\n", "FAKE_LATENCY_MS=5\n");
-    hypothesis(&t, QUEUE[1], "exp: 10 -> 10 ms", "#b\n", "FAKE_LATENCY_MS=10\n");
-    hypothesis(&t, QUEUE[2], "exp: -> 20 ms", "#c\n", "FAKE_LATENCY_MS=20\n");
-    t.git(&["add", "-A"]);
-    t.git(&["commit", "-qm", "queue"]);
-    t
-}
-
-fn names(t: &TestRepo) -> Vec<String> {
-    let mut v: Vec<String> = t.rows().iter().map(|r| r["hypothesis"].split('@').next().unwrap().to_string()).collect();
-    v.sort();
-    v
-}
 
 /// Hooks that run the worker in the background (tests/support/hooks.rs), except that the Nth
 /// submission, for each line N of `<rig>/state/lose`, starts nothing and polls as failed with

@@ -6,17 +6,7 @@ use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
-use support::TestRepo;
-
-const ENV: &str = "FAKE_LATENCY_MS=10\n#a\n#b\n#c\n";
-const QUEUE: [&str; 3] = ["01-faster.toml", "02-same.toml", "03-slower.toml"];
-
-fn hypothesis(t: &TestRepo, name: &str, msg: &str, from: &str, to: &str) {
-    t.write(
-        &format!("experiments/{name}"),
-        &format!("message = {msg:?}\n[[edit]]\nfile = \"fake.env\"\nfind = {from:?}\nreplace = {to:?}\n"),
-    );
-}
+use support::queue::{repo, QUEUE};
 
 #[test]
 fn the_next_sweep_reattaches_to_a_killed_sweeps_jobs() {
@@ -35,13 +25,7 @@ fn the_next_sweep_reattaches_to_a_killed_sweeps_jobs() {
         hook("poll.sh", support::hooks::POLL),
         hook("cancel.sh", support::hooks::CANCEL)
     );
-    let t = TestRepo::with_config(&format!("{}{engine}", support::DEFAULT_CONFIG));
-    t.write("fake.env", ENV);
-    hypothesis(&t, QUEUE[0], "exp: 10 -> 5 ms", "#a\n", "FAKE_LATENCY_MS=5\n");
-    hypothesis(&t, QUEUE[1], "exp: 10 -> 10 ms", "#b\n", "FAKE_LATENCY_MS=10\n");
-    hypothesis(&t, QUEUE[2], "exp: -> 20 ms", "#c\n", "FAKE_LATENCY_MS=20\n");
-    t.git(&["add", "-A"]);
-    t.git(&["commit", "-qm", "queue"]);
+    let t = repo(&engine);
     let base = t.head();
     let mut child = t.spawn(&["sweep"], &[("FAKE_SLEEP_S", "0.4")]);
     let deadline = Instant::now() + Duration::from_secs(45);

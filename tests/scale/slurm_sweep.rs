@@ -11,31 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::queue::{repo, QUEUE};
 use support::TestRepo;
-
-/// fake.env lines are read in order and a later key wins: each hypothesis replaces its marker.
-const ENV: &str = "FAKE_LATENCY_MS=10\n#a\n#b\n#c\n";
-const QUEUE: [&str; 3] = ["01-faster.toml", "02-same.toml", "03-slower.toml"];
-
-fn hypothesis(t: &TestRepo, name: &str, msg: &str, from: &str, to: &str) {
-    t.write(
-        &format!("experiments/{name}"),
-        &format!("message = {msg:?}\n[[edit]]\nfile = \"fake.env\"\nfind = {from:?}\nreplace = {to:?}\n"),
-    );
-}
-
-/// A repo whose ratchet.toml ends with `engine` ([engine] table), queueing a gain (10 -> 5 ms),
-/// a do-nothing (10 -> 10 ms) and a loss (-> 20 ms).
-fn repo(engine: &str) -> TestRepo {
-    let t = TestRepo::with_config(&format!("{}{engine}", support::DEFAULT_CONFIG));
-    t.write("fake.env", ENV);
-    hypothesis(&t, QUEUE[0], "exp: 10 -> 5 ms", "#a\n", "FAKE_LATENCY_MS=5\n");
-    hypothesis(&t, QUEUE[1], "exp: 10 -> 10 ms", "#b\n", "FAKE_LATENCY_MS=10\n");
-    hypothesis(&t, QUEUE[2], "exp: -> 20 ms", "#c\n", "FAKE_LATENCY_MS=20\n");
-    t.git(&["add", "-A"]);
-    t.git(&["commit", "-qm", "queue"]);
-    t
-}
 
 /// Each hypothesis recorded once; the trunk is the base plus the kept commits, each decided
 /// against the head it merged onto; nothing left in the tree or under refs/ratchet/trials.
