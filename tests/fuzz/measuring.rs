@@ -4,51 +4,13 @@
 //! panic, hang or read outside the run; a run that comes out `ok` has a value the statistics can
 //! use (positive, finite, with finite log ratios). PROPTEST_CASES sets the case count.
 
+use crate::support::measure::{measure_once as run, Writes};
 use proptest::prelude::*;
-use ratchet::bench::executor::{Executor, Exit, RunOutput, RunSpec};
-use ratchet::bench::{measure, RunContext, RunStatus, Side};
+use ratchet::bench::RunStatus;
 use ratchet::config::Config;
 
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
-}
-
-/// Plays a benchmark that exits 0 after writing `result` (and, for legacy runs, `stdout`).
-struct Writes {
-    result: Option<String>,
-    summary: Vec<String>,
-    fifo: bool,
-}
-
-impl Executor for Writes {
-    fn run(&mut self, spec: &RunSpec) -> std::io::Result<RunOutput> {
-        std::fs::create_dir_all(&spec.log_dir)?;
-        let out = spec.env.iter().find(|(k, _)| k == "RATCHET_OUT").map(|(_, v)| std::path::PathBuf::from(v)).unwrap();
-        if let Some(r) = &self.result {
-            std::fs::write(out.join("ratchet-result.json"), r)?;
-        }
-        if self.fifo {
-            let c = std::ffi::CString::new(out.join("pipe").as_os_str().as_encoded_bytes()).unwrap();
-            // SAFETY: a valid NUL-terminated path.
-            unsafe {
-                libc::mkfifo(c.as_ptr(), 0o600);
-            }
-        }
-        let _ = std::os::unix::fs::symlink("/dev/zero", out.join("zero"));
-        let (so, se) = (spec.log_dir.join("stdout.log"), spec.log_dir.join("stderr.log"));
-        std::fs::write(&so, self.summary.join("\n"))?;
-        std::fs::write(&se, "")?;
-        Ok(RunOutput {
-            exit: Exit::Code(0),
-            wall_s: 0.1,
-            stdout_path: so,
-            stderr_path: se,
-            summary_lines: self.summary.clone(),
-            stdout_tail: String::new(),
-            stderr_tail: String::new(),
-            log_error: None,
-        })
-    }
 }
 
 fn value_strategy() -> impl Strategy<Value = String> {
@@ -80,25 +42,6 @@ fn path_strategy() -> impl Strategy<Value = String> {
         Just("/".to_string()),
         "[a-z./]{0,12}",
     ]
-}
-
-fn run(exec: &mut Writes, cfg: &Config) -> ratchet::bench::RunRecord {
-    let d = tempfile::tempdir().unwrap();
-    let state = d.path().join(".ratchet");
-    std::fs::create_dir_all(&state).unwrap();
-    let ctx = RunContext {
-        experiment: "1",
-        run: 0,
-        side: Side::Candidate,
-        commit: "abc",
-        dir: d.path(),
-        out_dir: d.path().join("out"),
-        repo_root: d.path(),
-        state_dir: &state,
-        python_dir: d.path(),
-        deep: false,
-    };
-    measure(exec, cfg, &ctx).unwrap()
 }
 
 fn assert_usable(rec: &ratchet::bench::RunRecord) -> Result<(), TestCaseError> {

@@ -4,52 +4,13 @@
 //! and to the bytes it gave itself, never to the compiler's bytes. Runs `bench::measure` on an
 //! executor that writes the result file.
 
-use ratchet::bench::executor::{Executor, Exit, RunOutput, RunSpec};
-use ratchet::bench::{measure, RunContext, RunRecord, RunStatus, Side};
+use crate::support::measure::{measure_once, Writes};
+use ratchet::bench::{RunRecord, RunStatus};
 use ratchet::config::Config;
 
-/// Plays a benchmark that exits 0 after writing `result`.
-struct Writes(String);
-
-impl Executor for Writes {
-    fn run(&mut self, spec: &RunSpec) -> std::io::Result<RunOutput> {
-        std::fs::create_dir_all(&spec.log_dir)?;
-        let out = spec.env.iter().find(|(k, _)| k == "RATCHET_OUT").map(|(_, v)| std::path::PathBuf::from(v)).unwrap();
-        std::fs::write(out.join("ratchet-result.json"), &self.0)?;
-        let (so, se) = (spec.log_dir.join("stdout.log"), spec.log_dir.join("stderr.log"));
-        std::fs::write(&so, "")?;
-        std::fs::write(&se, "")?;
-        Ok(RunOutput {
-            exit: Exit::Code(0),
-            wall_s: 0.1,
-            stdout_path: so,
-            stderr_path: se,
-            summary_lines: vec![],
-            stdout_tail: String::new(),
-            stderr_tail: String::new(),
-            log_error: None,
-        })
-    }
-}
-
 fn run(result: &str) -> RunRecord {
-    let d = tempfile::tempdir().unwrap();
-    let state = d.path().join(".ratchet");
-    std::fs::create_dir_all(&state).unwrap();
-    let ctx = RunContext {
-        experiment: "1",
-        run: 0,
-        side: Side::Candidate,
-        commit: "abc",
-        dir: d.path(),
-        out_dir: d.path().join("out"),
-        repo_root: d.path(),
-        state_dir: &state,
-        python_dir: d.path(),
-        deep: false,
-    };
     let cfg = Config::parse("[benchmark]\ncommand = \"x\"\n[hardware]\npreset = \"h100\"\n[score]\nmetric = \"latency\"\n").unwrap();
-    measure(&mut Writes(result.into()), &cfg, &ctx).unwrap()
+    measure_once(&mut Writes::result(result), &cfg)
 }
 
 // 1 ms on an H100 (3350 GB/s): 10 GB is three times what HBM can move in that time.

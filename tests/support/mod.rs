@@ -5,6 +5,7 @@
 
 pub mod demo;
 pub mod hooks;
+pub mod measure;
 pub mod queue;
 pub mod slurm;
 pub mod xspace;
