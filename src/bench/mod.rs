@@ -264,7 +264,9 @@ pub fn measure_with(
         ("RATCHET_TRACE_MODE".into(), cfg.trace.depth.as_str().into()),
         ("PYTHONPATH".into(), py),
     ]);
-    if let Some(hw) = cfg.hardware() {
+    // Read once: the figures the benchmark is told are the ones its run is judged by.
+    let hw = cfg.hardware();
+    if let Some(hw) = &hw {
         // The benchmark's own summary lines can then use the same roofline as ratchet.
         env.push(("RATCHET_PEAK_TFLOPS".into(), hw.peak_tflops.to_string()));
         env.push(("RATCHET_HBM_GBPS".into(), hw.hbm_gbps.to_string()));
@@ -375,12 +377,12 @@ pub fn measure_with(
         rec.error = Some(format!("[trace] latency = \"trace\", but no kernel time could be read from the trace: {why}"));
         return Ok(rec);
     }
-    if let Err(msg) = physics_gate(&rec, cfg.hardware().as_ref()) {
+    if let Err(msg) = physics_gate(&rec, hw.as_ref()) {
         rec.status = RunStatus::Invalid;
         rec.error = Some(msg);
         return Ok(rec);
     }
-    match metric_value(&rec, cfg.score.metric, cfg.hardware().as_ref()).and_then(|v| usable_value(&rec, cfg.score.metric, v)) {
+    match metric_value(&rec, cfg.score.metric, hw.as_ref()).and_then(|v| usable_value(&rec, cfg.score.metric, v)) {
         Ok(v) => rec.value = Some(v),
         Err(msg) => {
             rec.status = RunStatus::Invalid;
