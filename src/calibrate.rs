@@ -61,7 +61,7 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
     .start(2 * pairs);
     let mut pair_values = vec![];
     for i in 0..pairs {
-        match s.pair(Phase::Main, i, &format!("A/A pair {}", i + 1))? {
+        match s.pair(Phase::Main, i, &format!("A/A pair {i}"))? {
             Ok((a, b)) => pair_values.push((s.records[a].value.unwrap_or(f64::NAN), s.records[b].value.unwrap_or(f64::NAN))),
             Err(stop) => {
                 s.finish();

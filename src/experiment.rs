@@ -589,8 +589,8 @@ pub(crate) fn drive(
             let v = if phase == Phase::Main { &mut main } else { &mut confirm };
             let i = v.len();
             let label = match phase {
-                Phase::Main => format!("pair {}", i + 1),
-                Phase::Confirm => format!("confirmation pair {}", i + 1),
+                Phase::Main => format!("pair {i}"),
+                Phase::Confirm => format!("confirmation pair {i}"),
             };
             let (a, b) = match s.pair(phase, i, &label)? {
                 Ok(ab) => ab,
