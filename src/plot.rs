@@ -176,13 +176,20 @@ fn staircase_points(rows: &[ResultRow]) -> (Vec<Option<f64>>, Vec<Option<f64>>) 
     (levels, points)
 }
 
+/// Every value the staircase draws, the first baseline included (its point and the line's
+/// start sit there), so the axis range holds all of them and none is pinned to an edge.
+fn staircase_values(rows: &[ResultRow], best: &[Option<f64>], points: &[Option<f64>]) -> Vec<f64> {
+    let start = rows.iter().find_map(|r| r.incumbent_value);
+    start.iter().chain(best.iter().flatten()).chain(points.iter().flatten()).copied().filter(|v| *v > 0.0).collect()
+}
+
 fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRow]) -> DrawResult<()> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
     let metric = rows.iter().rev().find(|r| !r.metric.is_empty()).map(|r| r.metric.clone()).unwrap_or_else(|| "score".into());
     let lower_better = Metric::lower_is_better(&metric);
     let (best, points) = staircase_points(rows);
-    let vals: Vec<f64> = best.iter().chain(&points).flatten().copied().filter(|v| *v > 0.0).collect();
+    let vals = staircase_values(rows, &best, &points);
     let (mn, mx) = (vals.iter().cloned().fold(f64::INFINITY, f64::min), vals.iter().cloned().fold(0.0, f64::max));
     let axis = Axis { log: mn.is_finite() && mx / mn > 20.0 };
     let (lo, hi) = range(&vals, axis);
@@ -1082,6 +1089,21 @@ mod tests {
         assert!((points[0].unwrap() - 5.0).abs() < 1e-12);
         // Worse than the line (higher latency), as its own test found: 5 / 0.95.
         assert!((points[1].unwrap() - 5.0 / 0.95).abs() < 1e-12, "{points:?}");
+    }
+
+    #[test]
+    fn the_first_baseline_is_inside_the_staircase_axis() {
+        // The demo's night: a baseline score of 0.002 and a kept 12.2x (+1124%).
+        let mut kept = ResultRow::unmeasured(1, Status::Keep, "a", String::new(), String::new());
+        (kept.metric, kept.incumbent_value, kept.value, kept.delta_pct) = ("score".into(), Some(0.002), Some(0.0245), Some(1123.7));
+        let rows = [kept];
+        let (best, points) = staircase_points(&rows);
+        let vals = staircase_values(&rows, &best, &points);
+        let axis = Axis { log: true };
+        let (lo, hi) = range(&vals, axis);
+        for v in [0.002, 0.0245] {
+            assert!(lo < axis.to(v) && axis.to(v) < hi, "{v} outside the axis {lo}..{hi}");
+        }
     }
 
     #[test]
