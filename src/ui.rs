@@ -448,7 +448,7 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
         Some(d) => {
             say!(
                 o,
-                "  {verdict}: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}, {} noise scale ({:.2}% per pair): {}",
+                "  {verdict}: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}, {} noise scale ({:.2}% per pair{}): {}",
                 effect,
                 d.ci_level * 100.0,
                 lo,
@@ -467,6 +467,12 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
                 d.confirmation.as_ref().map(|c| format!(" + {} confirmation pairs", c.pairs)).unwrap_or_default(),
                 d.scale,
                 d.noise_sd_pct,
+                match row.borrowed_sd_pct {
+                    // A history was there and the deciding look fell back to the pairs' own scale
+                    // (they were noisier than it): say so, so the two scales the log shows agree.
+                    Some(h) if d.scale == "own" => format!("; the history's {h:.2}% was not used at the deciding look"),
+                    _ => String::new(),
+                },
                 row.note
             );
             if let (Some(c), Some(l), Some(h)) = (row.confirm_delta_pct, row.confirm_ci_low_pct, row.confirm_ci_high_pct) {

@@ -412,6 +412,42 @@ fn a_quiet_machine_with_one_wild_run_raises_no_alarm() {
     assert!(!notes.iter().any(|(_, t)| t.contains("this machine is noisy")), "{notes:?}");
 }
 
+#[test]
+fn a_decision_on_its_own_scale_says_the_history_was_not_used() {
+    let repo = Repo::new(16);
+    // A quiet history (0.5% a pair), then pairs about 30% apart: the deciding look cannot
+    // borrow the history's scale, and the line that shows both scales says which one decided.
+    noisy_history(&repo, 0.005, 4);
+    let mut noisy = MockExecutor::new(|c| {
+        let phase = c.n as f64 * if c.side == Side::Incumbent { 2.3 } else { 1.7 };
+        Step::Latency(5.0 * (1.0 + 0.3 * phase.sin()))
+    });
+    repo.write("kernel.py", "BQ = 1\n");
+    let mut events = vec![];
+    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
+    let mut fx = Effects::new(&mut events, Cancel::new());
+    ratchet::sweep::recover(&ws, &mut fx).unwrap();
+    let opts = Options { message: "experiment: idea".into(), ..Default::default() };
+    let o = experiment::run(&ws, &opts, &mut noisy, &mut fx).unwrap();
+    drop(fx);
+    let d = o.decision.as_ref().unwrap();
+    assert_eq!(d.scale, "own", "{d:?}");
+    let mut ui = ratchet::ui::Text::with_writers(Vec::new(), Vec::new());
+    for e in events {
+        ratchet::events::Events::emit(&mut ui, e);
+    }
+    let (out, _) = ui.into_writers();
+    let out = String::from_utf8(out).unwrap();
+    let h = o.row.borrowed_sd_pct.expect("the history was there");
+    assert!(
+        out.contains(&format!(
+            "own noise scale ({:.2}% per pair; the history's {h:.2}% was not used at the deciding look)",
+            d.noise_sd_pct
+        )),
+        "{out}"
+    );
+}
+
 // ---- one regime word ----
 
 #[test]
