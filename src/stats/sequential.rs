@@ -231,7 +231,7 @@ impl Borrowed {
             guard: GUARD,
             confirm_guard: CONFIRM_GUARD,
             outlier_k: OUTLIER_K,
-            first_look: 2,
+            first_look: FIRST_LOOK,
             futility_beta: FUTILITY_BETA,
             early_beta: EARLY_BETA,
             confirm_beta: CONFIRM_BETA,
@@ -270,6 +270,8 @@ pub const OUTLIER_K: f64 = 6.0;
 pub const FUTILITY_BETA: f64 = 0.65;
 pub const EARLY_BETA: f64 = 0.35;
 pub const FIRST_SHARE: f64 = 0.2;
+/// Pairs before a batch's first look on a borrowed scale (the scale need not come from them).
+pub const FIRST_LOOK: usize = 2;
 pub const CONFIRM_BETA: f64 = 0.3;
 
 /// Quantiles by (kind, p, df1, df2) bits.
@@ -386,8 +388,11 @@ pub(crate) fn median(v: &[f64]) -> f64 {
 
 /// Most gross outliers set aside among `m` measured pairs: one in four (at least one). More than
 /// that is not a rare outlier but the noise itself: then nothing is set aside.
+/// At most one pair in this many of a batch is set aside as a gross outlier (more is the noise).
+pub const OUTLIER_SHARE: usize = 4;
+
 fn allowed_outliers(m: usize) -> usize {
-    (m / 4).max(1)
+    (m / OUTLIER_SHARE).max(1)
 }
 
 impl Sequential {
