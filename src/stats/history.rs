@@ -8,7 +8,7 @@
 //! pools the newest entries up to `MAX_DF` degrees of freedom, so old sessions are forgotten
 //! as new ones come; fewer than `MIN_DF` degrees of freedom is no history at all.
 
-use super::sequential::{median, sum_spread, NoiseScale};
+use super::sequential::{median, robust_sd, sum_spread, NoiseScale};
 use crate::error::Result;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -61,8 +61,7 @@ fn trim(d: &[f64]) -> Vec<usize> {
     if d.len() < 4 {
         return all;
     }
-    let med = median(d);
-    let mad = median(&d.iter().map(|x| (x - med).abs()).collect::<Vec<_>>()) * 1.4826;
+    let (med, mad) = (median(d), robust_sd(d));
     if mad <= 0.0 {
         return all;
     }

@@ -25,13 +25,6 @@ pub struct NoiseFloor {
     pub suggested_min_effect_pct: f64,
 }
 
-fn mean_sd(v: &[f64]) -> (f64, f64) {
-    let n = v.len() as f64;
-    let m = v.iter().sum::<f64>() / n;
-    let var = if v.len() > 1 { v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
-    (m, var.sqrt())
-}
-
 /// Least-squares slope of `y` over 0, 1, 2, ...
 pub fn slope(y: &[f64]) -> f64 {
     let n = y.len() as f64;
@@ -105,8 +98,7 @@ pub fn own_alarm(params: &Params, log_ratios: &[f64]) -> Option<String> {
     if finite.len() < OWN_ALARM_PAIRS {
         return None;
     }
-    let med = crate::stats::sequential::median(&finite);
-    let sd = 1.4826 * crate::stats::sequential::median(&finite.iter().map(|x| (x - med).abs()).collect::<Vec<_>>());
+    let sd = crate::stats::sequential::robust_sd(&finite);
     alarm(params, sd, &format!("measured over this experiment's first {} pairs; there is no noise history yet", finite.len()))
 }
 
@@ -114,8 +106,8 @@ pub fn own_alarm(params: &Params, log_ratios: &[f64]) -> Option<String> {
 pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params) -> NoiseFloor {
     let logs: Vec<f64> = run_values.iter().map(|v| v.ln()).collect();
     let d: Vec<f64> = pairs.iter().map(|(a, b)| (b / a).ln()).collect();
-    let (dm, dsd) = mean_sd(&d);
-    let (m, sd) = mean_sd(run_values);
+    let (dm, dsd) = crate::stats::sequential::mean_sd(&d);
+    let (m, sd) = crate::stats::sequential::mean_sd(run_values);
     let with_min = Params { min_effect_pct: 0.0, ..params.clone() };
     let floor = detectable_pct(&with_min, dsd, 0.95);
     NoiseFloor {

@@ -365,7 +365,8 @@ enum LookOutcome {
     Exhausted(String),
 }
 
-fn mean_sd(d: &[f64]) -> (f64, f64) {
+/// The sample mean and sd (n - 1) of `d`; sd 0 for fewer than two values.
+pub(crate) fn mean_sd(d: &[f64]) -> (f64, f64) {
     let n = d.len() as f64;
     let mean = d.iter().sum::<f64>() / n;
     let var = if d.len() > 1 { d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
@@ -386,11 +387,18 @@ pub(crate) fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// Most gross outliers set aside among `m` measured pairs: one in four (at least one). More than
-/// that is not a rare outlier but the noise itself: then nothing is set aside.
+/// The robust sd of `d`: 1.4826 x its median absolute deviation from the median (the sd of a
+/// normal sample, which one wild value cannot move). NaN when `d` is empty.
+pub(crate) fn robust_sd(d: &[f64]) -> f64 {
+    let med = median(d);
+    1.4826 * median(&d.iter().map(|x| (x - med).abs()).collect::<Vec<_>>())
+}
+
 /// At most one pair in this many of a batch is set aside as a gross outlier (more is the noise).
 pub const OUTLIER_SHARE: usize = 4;
 
+/// Most gross outliers set aside among `m` measured pairs: one in [`OUTLIER_SHARE`] (at least
+/// one). More than that is not a rare outlier but the noise itself: then nothing is set aside.
 fn allowed_outliers(m: usize) -> usize {
     (m / OUTLIER_SHARE).max(1)
 }
@@ -532,9 +540,7 @@ impl Sequential {
             // In units of the batch's own robust sd (1.4826 MAD) when that is larger: under a noise
             // jump a band in history sds would set aside ordinary pairs of the wider noise, and the
             // spread left would understate it (the own t-test then rejects too often).
-            let med = median(d);
-            let dev: Vec<f64> = d.iter().map(|x| (x - med).abs()).collect();
-            band = band.max(b.outlier_k * 1.4826 * median(&dev));
+            band = band.max(b.outlier_k * robust_sd(d));
         }
         if d.len() < 3 {
             // Two pairs further apart than twice the band: one is an outlier, but which one
