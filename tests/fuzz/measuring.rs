@@ -9,10 +9,6 @@ use proptest::prelude::*;
 use ratchet::bench::RunStatus;
 use ratchet::config::Config;
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
-}
-
 fn value_strategy() -> impl Strategy<Value = String> {
     prop_oneof![
         Just("1e-320".to_string()),
@@ -57,7 +53,7 @@ fn assert_usable(rec: &ratchet::bench::RunRecord) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: super::cases(300), ..ProptestConfig::default() })]
 
     #[test]
     fn hostile_result_files_never_panic_hang_or_escape(

@@ -11,10 +11,6 @@ use ratchet::config::Config;
 use ratchet::sweep::hypothesis::Hypothesis;
 use ratchet::trace::{analyze_space, hlo_stats_from_text, xplane};
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000)
-}
-
 /// The fixture's bytes, or `None` (with a note) when ../shared is absent.
 fn fixture(rel: &str) -> Option<Vec<u8>> {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(rel);
@@ -25,26 +21,14 @@ fn fixture(rel: &str) -> Option<Vec<u8>> {
     Some(std::fs::read(p).unwrap())
 }
 
-/// Apply byte flips, truncation and splices to a real capture: the malformed inputs a decoder
-/// actually meets are mostly near-valid.
-fn mutate(base: &[u8], flips: &[(usize, u8)], cut: usize) -> Vec<u8> {
-    let mut v = base.to_vec();
-    for &(pos, b) in flips {
-        let i = pos % v.len();
-        v[i] ^= b;
-    }
-    v.truncate(cut % (v.len() + 1));
-    v
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: super::cases(2000), ..ProptestConfig::default() })]
 
     #[test]
     fn xplane_decoder_never_panics_on_mutated_captures(flips in prop::collection::vec((any::<usize>(), 1u8..=255), 1..8), cut in any::<usize>()) {
         static BASE: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
         let Some(base) = BASE.get_or_init(|| fixture("jax-cpu-0.10.2/flash_attention_5iters.xplane.pb")) else { return Ok(()) };
-        let data = mutate(base, &flips, cut);
+        let data = super::mutate(base, &flips, cut);
         if let Ok(space) = xplane::parse(&data) {
             // A capture that still decodes must also analyse without panicking.
             let _ = analyze_space(&space, "fuzz", &Default::default());

@@ -9,10 +9,6 @@ use std::path::{Path, PathBuf};
 use proptest::prelude::*;
 use ratchet::trace::{analyze, analyze_space, xplane, AnalyzeOptions};
 
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
-}
-
 fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures").join(rel)
 }
@@ -34,18 +30,8 @@ const CAPTURES: [&str; 4] = [
     "amd-mi300x-conv-8gpu/conv_legacy.xplane.pb",
 ];
 
-fn mutate(base: &[u8], flips: &[(usize, u8)], cut: usize) -> Vec<u8> {
-    let mut v = base.to_vec();
-    for &(pos, b) in flips {
-        let i = pos % v.len();
-        v[i] ^= b;
-    }
-    v.truncate(cut % (v.len() + 1));
-    v
-}
-
 proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: super::cases(300), ..ProptestConfig::default() })]
 
     #[test]
     fn the_fused_pass_never_panics_on_mutated_captures(
@@ -59,7 +45,7 @@ proptest! {
         let bases = BASES.get_or_init(|| CAPTURES.iter().map(|c| bytes(c)).collect());
         let Some(base) = &bases[which] else { return Ok(()) };
         // Mostly near the end of a cut, so the mutation lands inside events.
-        let data = mutate(base, &flips, cut);
+        let data = super::mutate(base, &flips, cut);
         if let Ok(space) = xplane::parse_skeleton(&data) {
             let opts = AnalyzeOptions { kernel, times_only };
             if let Ok(r) = analyze_space(&space, "fuzz", &opts) {

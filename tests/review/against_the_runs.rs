@@ -57,13 +57,20 @@ impl Repo {
 
     /// One experiment whose hypothesis writes `kernel.py`, measured by `exec`.
     fn experiment(&self, n: usize, exec: &mut MockExecutor) -> Outcome {
+        self.experiment_with_events(n, exec).0
+    }
+
+    /// [`Repo::experiment`], with the events it emitted.
+    fn experiment_with_events(&self, n: usize, exec: &mut MockExecutor) -> (Outcome, Vec<ratchet::events::Event>) {
         self.write("kernel.py", &format!("BQ = {n}\n"));
         let mut events = vec![];
         let ws = Workspace::discover(self.path()).unwrap().lock("test", &mut events).unwrap();
         let mut fx = Effects::new(&mut events, Cancel::new());
         ratchet::sweep::recover(&ws, &mut fx).unwrap();
         let opts = Options { message: format!("experiment: idea {n}"), ..Default::default() };
-        experiment::run(&ws, &opts, exec, &mut fx).unwrap()
+        let o = experiment::run(&ws, &opts, exec, &mut fx).unwrap();
+        drop(fx);
+        (o, events)
     }
 
     fn rows(&self) -> Vec<ResultRow> {
@@ -346,14 +353,7 @@ fn a_noisy_machine_is_said_plainly_at_the_start_and_in_status() {
         assert!(alarm.contains(words), "{words}: {alarm}");
     }
     // The experiment says the same before it measures.
-    repo.write("kernel.py", "BQ = 1\n");
-    let mut events = vec![];
-    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
-    let mut fx = Effects::new(&mut events, Cancel::new());
-    ratchet::sweep::recover(&ws, &mut fx).unwrap();
-    let opts = Options { message: "experiment: idea".into(), ..Default::default() };
-    experiment::run(&ws, &opts, &mut MockExecutor::sides(Step::Latency(4.0), Step::Latency(4.0)), &mut fx).unwrap();
-    drop(fx);
+    let (_, events) = repo.experiment_with_events(1, &mut MockExecutor::sides(Step::Latency(4.0), Step::Latency(4.0)));
     let notes: Vec<usize> = events
         .iter()
         .enumerate()
@@ -366,14 +366,7 @@ fn a_noisy_machine_is_said_plainly_at_the_start_and_in_status() {
 
 /// Notes an experiment measured by `exec` emitted, with how many runs had finished before each.
 fn notes_of(repo: &Repo, n: usize, exec: &mut MockExecutor) -> Vec<(usize, String)> {
-    repo.write("kernel.py", &format!("BQ = {n}\n"));
-    let mut events = vec![];
-    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
-    let mut fx = Effects::new(&mut events, Cancel::new());
-    ratchet::sweep::recover(&ws, &mut fx).unwrap();
-    let opts = Options { message: format!("experiment: idea {n}"), ..Default::default() };
-    experiment::run(&ws, &opts, exec, &mut fx).unwrap();
-    drop(fx);
+    let (_, events) = repo.experiment_with_events(n, exec);
     let mut finished = 0;
     let mut notes = vec![];
     for e in &events {
@@ -386,15 +379,19 @@ fn notes_of(repo: &Repo, n: usize, exec: &mut MockExecutor) -> Vec<(usize, Strin
     notes
 }
 
+/// Runs spread about 30% around 5 ms on both sides (deterministic).
+fn noisy_machine() -> MockExecutor {
+    MockExecutor::new(|c| {
+        let phase = c.n as f64 * if c.side == Side::Incumbent { 2.3 } else { 1.7 };
+        Step::Latency(5.0 * (1.0 + 0.3 * phase.sin()))
+    })
+}
+
 #[test]
 fn a_noisy_machine_without_history_is_named_after_the_first_pairs() {
     let repo = Repo::new(16);
-    // Runs spread about 30% (deterministic), no history: nothing to warn about at the start.
-    let mut noisy = MockExecutor::new(|c| {
-        let phase = c.n as f64 * if c.side == Side::Incumbent { 2.3 } else { 1.7 };
-        Step::Latency(5.0 * (1.0 + 0.3 * phase.sin()))
-    });
-    let notes = notes_of(&repo, 1, &mut noisy);
+    // No history: nothing to warn about at the start.
+    let notes = notes_of(&repo, 1, &mut noisy_machine());
     let alarms: Vec<&(usize, String)> = notes.iter().filter(|(_, t)| t.contains("this machine is noisy")).collect();
     assert_eq!(alarms.len(), 1, "{notes:?}");
     let (after, text) = alarms[0];
@@ -418,18 +415,7 @@ fn a_decision_on_its_own_scale_says_the_history_was_not_used() {
     // A quiet history (0.5% a pair), then pairs about 30% apart: the deciding look cannot
     // borrow the history's scale, and the line that shows both scales says which one decided.
     noisy_history(&repo, 0.005, 4);
-    let mut noisy = MockExecutor::new(|c| {
-        let phase = c.n as f64 * if c.side == Side::Incumbent { 2.3 } else { 1.7 };
-        Step::Latency(5.0 * (1.0 + 0.3 * phase.sin()))
-    });
-    repo.write("kernel.py", "BQ = 1\n");
-    let mut events = vec![];
-    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
-    let mut fx = Effects::new(&mut events, Cancel::new());
-    ratchet::sweep::recover(&ws, &mut fx).unwrap();
-    let opts = Options { message: "experiment: idea".into(), ..Default::default() };
-    let o = experiment::run(&ws, &opts, &mut noisy, &mut fx).unwrap();
-    drop(fx);
+    let (o, events) = repo.experiment_with_events(1, &mut noisy_machine());
     let d = o.decision.as_ref().unwrap();
     assert_eq!(d.scale, "own", "{d:?}");
     let mut ui = ratchet::ui::Text::with_writers(Vec::new(), Vec::new());
