@@ -154,7 +154,7 @@ pub fn render(
         }
     }
 
-    let findings = candidate_findings(runs, configured, kernel);
+    let findings = findings_of(&cand, kernel);
     if !findings.is_empty() {
         let _ = writeln!(o, "\ndiagnosis of the candidate (KernelForge part 2)");
         o.push_str(&super::render(&findings));
@@ -175,7 +175,11 @@ pub fn render(
 /// The candidate's diagnosis: the rules run on its last ok run (figures, trace, HLO, kernel
 /// body), the same list for the text and `show --json`.
 pub fn candidate_findings(runs: &[RunRecord], configured: Option<Hardware>, kernel: Option<String>) -> Vec<Finding> {
-    let cand = side_figures(runs, Side::Candidate, configured);
+    findings_of(&side_figures(runs, Side::Candidate, configured), kernel)
+}
+
+/// The rules run on one side's figures (its last ok run's trace, HLO and kernel body).
+fn findings_of(cand: &SideFigures, kernel: Option<String>) -> Vec<Finding> {
     let Some(last) = &cand.last else { return vec![] };
     let trace =
         crate::trace::analyze(&last.out_dir, &crate::trace::AnalyzeOptions { kernel, ..Default::default() }).ok().and_then(|r| r.kernel);
