@@ -4,16 +4,27 @@
 
 use crate::support;
 
+use std::collections::HashMap;
+use support::queue::hypothesis;
 use support::TestRepo;
 
 /// Noise-free benchmark (every pair says the same): the decision is the rule's alone.
 const ENV: &str = "FAKE_NOISE_CV=0\nFAKE_LATENCY_MS=10\n#a\n#b\n";
 
-fn hypothesis(t: &TestRepo, name: &str, msg: &str, from: &str, to: &str) {
-    t.write(
-        &format!("experiments/{name}"),
-        &format!("message = {msg:?}\n[[edit]]\nfile = \"fake.env\"\nfind = {from:?}\nreplace = {to:?}\n"),
-    );
+/// Commit the queued hypotheses, sweep them on 2 slots and check that 01 (the faster to finish)
+/// was kept; returns the base commit and 02's row (the stale winner).
+fn sweep_where_01_wins(t: &TestRepo) -> (String, HashMap<String, String>) {
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-qm", "queue"]);
+    let base = t.head();
+    let out = t.ratchet().args(["sweep", "--jobs", "2"]).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    let rows = t.rows();
+    let by = |n: &str| rows.iter().find(|r| r["hypothesis"].starts_with(n)).unwrap().clone();
+    assert_eq!(by("01")["status"], "keep", "{rows:?}");
+    let late = by("02");
+    (base, late)
 }
 
 #[test]
@@ -25,16 +36,7 @@ fn a_gain_that_shrinks_below_the_minimum_effect_after_another_keep_is_not_merged
     // the minimum effect. A confirmation-sized look for any gain > 0 kept it.
     hypothesis(&t, "01-nine.toml", "exp: 10 -> 9 ms", "#a\n", "FAKE_LATENCY_MS=9\n");
     hypothesis(&t, "02-almost-nine.toml", "exp: 10 -> 8.95 ms", "#b\n", "FAKE_LATENCY_MS=8.95\nFAKE_SLEEP_S=0.15\n");
-    t.git(&["add", "-A"]);
-    t.git(&["commit", "-qm", "queue"]);
-    let base = t.head();
-    let out = t.ratchet().args(["sweep", "--jobs", "2"]).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{text}");
-    let rows = t.rows();
-    let by = |n: &str| rows.iter().find(|r| r["hypothesis"].starts_with(n)).unwrap().clone();
-    assert_eq!(by("01")["status"], "keep", "{rows:?}");
-    let late = by("02");
+    let (base, late) = sweep_where_01_wins(&t);
     assert!(late["note"].starts_with("stale winner"), "{late:?}");
     assert_ne!(late["status"], "keep", "{late:?}");
     t.check_kept_chain(&base);
@@ -65,16 +67,7 @@ fn a_stale_winner_that_no_longer_applies_keeps_its_measurement_and_its_commit() 
     // second is slowed so that the first merges first.
     hypothesis(&t, "01-five.toml", "exp: 10 -> 5 ms", "#a\n", "FAKE_LATENCY_MS=5\n");
     hypothesis(&t, "02-four.toml", "exp: 10 -> 4 ms", "#a\n", "FAKE_LATENCY_MS=4\nFAKE_SLEEP_S=0.15\n");
-    t.git(&["add", "-A"]);
-    t.git(&["commit", "-qm", "queue"]);
-    let base = t.head();
-    let out = t.ratchet().args(["sweep", "--jobs", "2"]).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{text}");
-    let rows = t.rows();
-    let by = |n: &str| rows.iter().find(|r| r["hypothesis"].starts_with(n)).unwrap().clone();
-    assert_eq!(by("01")["status"], "keep", "{rows:?}");
-    let late = by("02");
+    let (base, late) = sweep_where_01_wins(&t);
     assert_eq!(late["status"], "skipped", "{late:?}");
     assert!(late["note"].contains("no longer applies"), "{late:?}");
     // Its figures are the first trial's (4 ms against 10 ms), its runs are recorded, and the
