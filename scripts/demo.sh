@@ -5,9 +5,12 @@
 # else ./.venv made once with jax[cpu] and reused), copies the example (ratchet.toml,
 # experiments/, examples/flash_attention/, laid out as in this repo) into a fresh git repo,
 # checks that the baseline benchmark runs,
-# then runs `ratchet sweep` over the experiments/*.toml hypotheses (in name order, each kept
-# or reverted on top of the ones before), prints the results table and draws the charts
-# (staircase, roofline, HTML report). It runs on CPU; the whole demo takes a few minutes.
+# then runs `ratchet sweep` over the hypotheses for the backend jax runs on (in name order, each
+# kept or reverted on top of the ones before), prints the results table and draws the charts
+# (staircase, roofline, HTML report). On CPU (the usual case) that is experiments/*.toml, in the
+# Pallas interpreter, and the whole demo takes a few minutes; on a GPU it is experiments/gpu/
+# (the Triton form's tiles, warps and stages) and on a TPU experiments/accelerator/, with the
+# chip's hardware preset (as `ratchet init` detects it) in place of the CPU one.
 #
 # Environment:
 #   RATCHET_DEMO_DIR     where the scratch repo goes (default: target/demo/flash_attention;
@@ -15,6 +18,9 @@
 #   RATCHET_PYTHON       a Python with jax to use instead of searching (scripts/python-env.sh;
 #                        RATCHET_DEMO_PYTHON is the older name)
 #   RATCHET_BIN          a ratchet binary to use instead of building one
+#   RATCHET_DEMO_SET     the hypothesis set: cpu, gpu or tpu (default: jax's backend)
+#   RATCHET_DEMO_MAX_WALL  passed to `ratchet sweep --max-wall` (e.g. 5m): no experiment starts
+#                        that would end past it
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -43,13 +49,40 @@ fi
 [[ -n "${RATCHET_DEMO_PYTHON:-}" ]] && export RATCHET_PYTHON="$RATCHET_DEMO_PYTHON"
 source "$ROOT/scripts/python-env.sh" || die "no Python with jax (see the error above)"
 PY="$RATCHET_PY"
-say "python: $PY (jax $("$PY" -c 'import jax; print(jax.__version__)'), backend $("$PY" -c 'import jax; print(jax.default_backend())'))"
+BACKEND="$("$PY" -c 'import jax; print(jax.default_backend())')"
+say "python: $PY (jax $("$PY" -c 'import jax; print(jax.__version__)'), backend $BACKEND)"
+# The hypothesis set, and for an accelerator its hardware preset: ratchet.toml here is the CPU
+# one, and `ratchet init` (in a throw-away directory) detects the chip as it would for a user.
+SET_NAME="${RATCHET_DEMO_SET:-$BACKEND}"
+PRESET=""
+case "$SET_NAME" in
+    cpu) SET=experiments ;;
+    gpu) SET=experiments/gpu ;;
+    tpu) SET=experiments/accelerator ;;
+    *) die "RATCHET_DEMO_SET=$SET_NAME: use cpu, gpu or tpu" ;;
+esac
+if [[ "$SET_NAME" != cpu ]]; then
+    probe_dir="$(mktemp -d)"
+    "$RATCHET" init -q -C "$probe_dir" >/dev/null 2>&1 || true
+    PRESET="$(sed -n 's/^preset = "\(.*\)"$/\1/p' "$probe_dir/ratchet.toml" 2>/dev/null | head -n 1)"
+    rm -rf "$probe_dir"
+    if [[ -z "$PRESET" || "$PRESET" == cpu ]]; then
+        say "warning: no known $SET_NAME detected: keeping the CPU preset (util and BW% mean nothing here; latency does)"
+        PRESET=""
+    else
+        say "$SET_NAME set ($SET), hardware preset $PRESET"
+    fi
+fi
 
 # --- 3. the scratch repo ----------------------------------------------------------------
 say "making a fresh git repo from the example in $DEMO"
 rm -rf "$DEMO"
 mkdir -p "$DEMO/examples"
 cp "$ROOT/ratchet.toml" "$DEMO/"
+if [[ -n "$PRESET" ]]; then
+    sed -i "s/^preset = \"cpu\"$/preset = \"$PRESET\"/" "$DEMO/ratchet.toml"
+    grep -q "^preset = \"$PRESET\"$" "$DEMO/ratchet.toml" || die "could not set the preset in $DEMO/ratchet.toml"
+fi
 cp -R "$ROOT/experiments" "$DEMO/"
 cp -R "$EXAMPLE" "$DEMO/examples/"
 rm -rf "$DEMO/examples/flash_attention/.ratchet" "$DEMO/examples/flash_attention/profile_data" "$DEMO/examples/flash_attention/__pycache__"
@@ -62,7 +95,7 @@ printf '__pycache__/\n/profile_data/\n' > "$DEMO/.gitignore"
     git config user.name "ratchet demo"
     git config user.email "demo@ratchet.invalid"
     git add -A
-    git commit -q -m "FlashAttention example: baseline (BQ=32, BKV=32)"
+    git commit -q -m "FlashAttention example: baseline ($SET_NAME set)"
 )
 
 # --- 4. baseline check ------------------------------------------------------------------
@@ -81,8 +114,11 @@ mkdir -p "$BASE_OUT"
 # --- 5. the experiments ------------------------------------------------------------------
 # Hypotheses are committed with the example, so the sweep starts on a clean tree. One that no
 # longer applies (its find string is gone) becomes a `skipped` row; the sweep goes on.
-say "ratchet sweep: every experiments/*.toml in name order ($((SECONDS - START)) s so far)"
-(cd "$DEMO" && "$RATCHET" sweep) || die "ratchet sweep failed (exit $?)"
+say "ratchet sweep: every $SET/*.toml in name order ($((SECONDS - START)) s so far)"
+SWEEP_ARGS=()
+[[ "$SET" != experiments ]] && SWEEP_ARGS+=("$SET")
+[[ -n "${RATCHET_DEMO_MAX_WALL:-}" ]] && SWEEP_ARGS+=(--max-wall "$RATCHET_DEMO_MAX_WALL")
+(cd "$DEMO" && "$RATCHET" sweep "${SWEEP_ARGS[@]}") || die "ratchet sweep failed (exit $?)"
 
 # --- 6. results -------------------------------------------------------------------------
 say "results"

@@ -3,9 +3,10 @@
 Modelled on the kernel of the KernelForge series ("Deep-Dive into TPU Profiling", part 2):
 exact attention without materialising the (seq, seq) score matrix, an online softmax, and
 scratch buffers for the running max, running sum and output accumulator. The block sizes
-are plain constants so that a hypothesis is a one-line edit: `BQ` / `BKV` on a TPU or GPU
-(defaults: the article's memory-bound baseline, section 3.4), `CPU_BQ` / `CPU_BKV` on CPU, where
-the interpreter pays per grid step and the problem is small.
+are plain constants so that a hypothesis is a one-line edit: `BQ` / `BKV` on a TPU (defaults:
+the article's memory-bound baseline, section 3.4), `GPU_BQ` / `GPU_BKV` / `GPU_WARPS` /
+`GPU_STAGES` on a GPU, `CPU_BQ` / `CPU_BKV` on CPU, where the interpreter pays per grid step and
+the problem is small.
 
 One kernel source, three backends, picked from `jax.default_backend()`:
   * tpu: Mosaic, grid (heads, Q blocks, KV blocks), state in VMEM scratch (scratch_shapes).
@@ -33,6 +34,14 @@ from jax.experimental import pallas as pl
 BQ = 128
 # Key/value rows per inner step: the score tile is (BQ, BKV), f32 in vector registers.
 BKV = 256
+# GPU (Triton): the score tile (GPU_BQ, GPU_BKV) and the accumulator (GPU_BQ, head_dim) live in
+# the registers of GPU_WARPS warps, and GPU_STAGES is how many K/V tiles Triton's software
+# pipeline keeps in flight. A modest start (experiments/gpu/ holds the progression): 64x64
+# tiles, 4 warps, 2 stages.
+GPU_BQ = 64
+GPU_BKV = 64
+GPU_WARPS = 4
+GPU_STAGES = 2
 # CPU (the Pallas interpreter, seq=512): small blocks so that block-size hypotheses show
 # (experiments/*.toml edit these).
 CPU_BQ = 32
@@ -117,10 +126,14 @@ def default_variant():
 
 
 def default_blocks(variant=None):
-    """(BQ, BKV) for a kernel form: the accelerator constants for Mosaic and Triton, the CPU
-    ones for the interpreter."""
+    """(BQ, BKV) for a kernel form: the TPU constants for Mosaic, the GPU ones for Triton, the
+    CPU ones for the interpreter."""
     variant = variant or default_variant()
-    return (BQ, BKV) if variant in ("mosaic", "triton") else (CPU_BQ, CPU_BKV)
+    if variant == "mosaic":
+        return (BQ, BKV)
+    if variant == "triton":
+        return (GPU_BQ, GPU_BKV)
+    return (CPU_BQ, CPU_BKV)
 
 
 def cost_estimate(heads, seq, seq_kv, head_dim, num_q_blocks, num_kv_blocks, itemsize):
@@ -135,13 +148,14 @@ def cost_estimate(heads, seq, seq_kv, head_dim, num_q_blocks, num_kv_blocks, ite
     )
 
 
-@functools.partial(jax.jit, static_argnames=("bq", "bkv", "variant"))
-def flash_attention(q, k, v, *, bq=None, bkv=None, variant=None):
+@functools.partial(jax.jit, static_argnames=("bq", "bkv", "variant", "num_warps", "num_stages"))
+def flash_attention(q, k, v, *, bq=None, bkv=None, variant=None, num_warps=None, num_stages=None):
     """softmax(q k^T / sqrt(d)) v for (heads, seq, head_dim) inputs, fused in one kernel.
 
     `variant` forces a kernel form ('mosaic', 'triton', 'interpret' for the grid kernel
     on the interpreter, 'interpret-loop' for the Triton form on the interpreter); the
-    default follows the backend. Block sizes default to the module constants for that form.
+    default follows the backend. Block sizes default to the module constants for that form;
+    `num_warps` / `num_stages` (Triton only) to GPU_WARPS / GPU_STAGES.
     """
     variant = variant or default_variant()
     bq = default_blocks(variant)[0] if bq is None else bq
@@ -173,7 +187,10 @@ def flash_attention(q, k, v, *, bq=None, bkv=None, variant=None):
             ],
             out_specs=pl.BlockSpec((None, bq, head_dim), lambda h, i: (h, i, 0)),
             compiler_params=(
-                pl_triton.CompilerParams(num_warps=4, num_stages=2)
+                pl_triton.CompilerParams(
+                    num_warps=GPU_WARPS if num_warps is None else num_warps,
+                    num_stages=GPU_STAGES if num_stages is None else num_stages,
+                )
                 if variant == "triton"
                 else None
             ),
@@ -223,7 +240,7 @@ def get_tiling_meta(heads, seq, head_dim, *, bq=None, bkv=None, variant=None):
     """The tiling of one call: block sizes and how many blocks each axis is cut into."""
     bq = default_blocks(variant)[0] if bq is None else bq
     bkv = default_blocks(variant)[1] if bkv is None else bkv
-    return {
+    meta = {
         "BQ": bq,
         "BKV": bkv,
         "heads": heads,
@@ -233,6 +250,9 @@ def get_tiling_meta(heads, seq, head_dim, *, bq=None, bkv=None, variant=None):
         "num_kv_blocks": seq // bkv,
         "grid_steps": heads * (seq // bq) * (seq // bkv),
     }
+    if (variant or default_variant()) == "triton":
+        meta.update(num_warps=GPU_WARPS, num_stages=GPU_STAGES)
+    return meta
 
 
 def compute_flops(heads, seq, head_dim):

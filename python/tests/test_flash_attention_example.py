@@ -109,7 +109,7 @@ class KernelTest(unittest.TestCase):
         self.assertIn("BQ = 128", lines)
         self.assertIn("BKV = 256", lines)
         self.assertEqual(self.k.default_blocks("mosaic"), (128, 256))
-        self.assertEqual(self.k.default_blocks("triton"), (128, 256))
+        self.assertEqual(self.k.default_blocks("triton"), (64, 64))
         self.assertEqual(self.k.default_blocks("interpret"), (32, 32))
 
     def test_cost_estimate_matches_the_roofline_inputs(self):
@@ -256,6 +256,36 @@ class AcceleratorExperimentsTest(unittest.TestCase):
                 self.assertIn(bounds, body, name)
                 blocks.append((kern.BQ, kern.BKV))
             self.assertEqual(blocks, [(512, 256), (1024, 256), (1024, 512), (1024, 1024), (1024, 1024)])
+
+
+class GpuExperimentsTest(unittest.TestCase):
+    """experiments/gpu/: the Triton form's progression (tiles, warps, stages), each step applied in
+    order and lowered for CUDA on this host; each must keep the kernel's two matmuls, report the
+    compiler settings it uses, and move the constants as the files say."""
+
+    def test_progression_lowers_for_cuda(self):
+        import sys
+        sys.path.insert(0, os.path.join(REPO, "python"))
+        import ratchet_bench
+
+        with tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(d, os.path.dirname(KERNEL_REL)))
+            shutil.copy(os.path.join(REPO, KERNEL_REL), os.path.join(d, KERNEL_REL))
+            gpu = os.path.join(EXPERIMENTS, "gpu")
+            spec = jax.ShapeDtypeStruct((1, 16384, 128), jnp.bfloat16)
+            steps = []
+            for i, name in enumerate(sorted(os.listdir(gpu))):
+                apply_hypothesis(os.path.join(gpu, name), d)
+                kern = load_kernel(os.path.join(d, KERNEL_REL), f"fa_gpu_{i}")
+                fn = jax.jit(lambda q, k, v, kern=kern: kern.flash_attention(q, k, v, variant="triton"))
+                lowered = fn.trace(spec, spec, spec).lower(lowering_platforms=("cuda",))
+                bodies = ratchet_bench.kernel_bodies(lowered.compiler_ir("stablehlo"))
+                self.assertEqual(len(bodies), 1, name)
+                self.assertEqual(bodies[0]["text"].count("tt.dot"), 2, name)
+                meta = kern.get_tiling_meta(1, 16384, 128, variant="triton")
+                self.assertEqual((meta["num_warps"], meta["num_stages"]), (kern.GPU_WARPS, kern.GPU_STAGES))
+                steps.append((kern.GPU_BQ, kern.GPU_BKV, kern.GPU_WARPS, kern.GPU_STAGES))
+            self.assertEqual(steps, [(128, 64, 4, 2), (128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 3)])
 
 if __name__ == "__main__":
     unittest.main()
