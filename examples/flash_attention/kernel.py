@@ -36,12 +36,17 @@ BQ = 128
 BKV = 256
 # GPU (Triton): the score tile (GPU_BQ, GPU_BKV) and the accumulator (GPU_BQ, head_dim) live in
 # the registers of GPU_WARPS warps, and GPU_STAGES is how many K/V tiles Triton's software
-# pipeline keeps in flight. A modest start (experiments/gpu/ holds the progression): 64x64
-# tiles, 4 warps, 2 stages.
-GPU_BQ = 64
+# pipeline keeps in flight. The start is Triton's default of 4 warps for 128x64 tiles, which
+# spills (experiments/gpu/ holds the progression: warps, stages, BKV, then a BQ probe).
+GPU_BQ = 128
 GPU_BKV = 64
 GPU_WARPS = 4
 GPU_STAGES = 2
+# The smallest L2 of the GPUs ratchet knows (NVIDIA A100 40GB datasheet: 40 MB; H100 SXM: 50 MB).
+# The Triton form's Q blocks all stream the same K and V, so while K and V fit in it, their
+# re-reads are L2 hits, not HBM traffic: on an H200 the kernel ran at seq 16384 in 0.37 ms, where
+# the re-reads from HBM alone would take 0.45 ms (scripts/gpu-check/probe.py, 2026-11-26).
+GPU_L2_BYTES = 40 * 2**20
 # CPU (the Pallas interpreter, seq=512): small blocks so that block-size hypotheses show
 # (experiments/*.toml edit these).
 CPU_BQ = 32
@@ -136,15 +141,23 @@ def default_blocks(variant=None):
     return (CPU_BQ, CPU_BKV)
 
 
-def cost_estimate(heads, seq, seq_kv, head_dim, num_q_blocks, num_kv_blocks, itemsize):
+def kv_rereads_cached(heads, seq_kv, head_dim, itemsize, variant):
+    """Whether the K/V re-reads of one call are served by a cache rather than HBM: the Triton
+    form's, while all of K and V fit in GPU_L2_BYTES. On a TPU every Q block's K/V tiles are
+    copied from HBM into VMEM again, so there they are HBM traffic."""
+    return variant == "triton" and 2 * heads * seq_kv * head_dim * itemsize <= GPU_L2_BYTES
+
+
+def cost_estimate(heads, seq, seq_kv, head_dim, num_q_blocks, num_kv_blocks, itemsize, variant=None):
     """What XProf's roofline tool reads from a Pallas call (the HLO's custom call carries no
     FLOP count of its own): FLOPs as compute_flops() counts them, transcendentals (one exp per
-    score and one rescale exp per row and KV block) and HBM bytes with the K/V re-reads, as
-    estimate_actual_memory_traffic() counts them."""
+    score and one rescale exp per row and KV block) and HBM bytes with the K/V re-reads that
+    reach HBM, as estimate_actual_memory_traffic() counts them."""
+    kv_reads = 1 if kv_rereads_cached(heads, seq_kv, head_dim, itemsize, variant) else num_q_blocks
     return pl.CostEstimate(
         flops=int(heads * (4 * seq * seq_kv * head_dim + SOFTMAX_FLOPS_PER_SCORE * seq * seq_kv)),
         transcendentals=int(heads * seq * (seq_kv + num_kv_blocks)),
-        bytes_accessed=int(heads * head_dim * itemsize * (2 * seq + 2 * seq_kv * num_q_blocks)),
+        bytes_accessed=int(heads * head_dim * itemsize * (2 * seq + 2 * seq_kv * kv_reads)),
     )
 
 
@@ -168,7 +181,7 @@ def flash_attention(q, k, v, *, bq=None, bkv=None, variant=None, num_warps=None,
         )
     scale = 1.0 / math.sqrt(head_dim)
     out_shape = jax.ShapeDtypeStruct(q.shape, q.dtype)
-    cost = cost_estimate(heads, seq, seq_kv, head_dim, seq // bq, seq_kv // bkv, q.dtype.itemsize)
+    cost = cost_estimate(heads, seq, seq_kv, head_dim, seq // bq, seq_kv // bkv, q.dtype.itemsize, variant)
 
     if variant in ("triton", "interpret-loop"):
         from jax.experimental.pallas import triton as pl_triton
@@ -263,10 +276,13 @@ def compute_flops(heads, seq, head_dim):
 
 
 def estimate_actual_memory_traffic(meta, itemsize):
-    """HBM bytes of one call with the tiling's re-reads: K and V are read once per Q block."""
+    """HBM bytes of one call with the tiling's re-reads: K and V are read once per Q block,
+    except where a cache serves the re-reads (kv_rereads_cached: the Triton form while K and V
+    fit in L2), and then once."""
     tile = meta["heads"] * meta["seq"] * meta["head_dim"] * itemsize
     q_bytes = tile
-    kv_bytes = 2 * tile * meta["num_q_blocks"]
+    cached = kv_rereads_cached(meta["heads"], meta["seq"], meta["head_dim"], itemsize, meta.get("variant"))
+    kv_bytes = 2 * tile * (1 if cached else meta["num_q_blocks"])
     o_bytes = tile
     return q_bytes + kv_bytes + o_bytes
 

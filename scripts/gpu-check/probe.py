@@ -37,8 +37,8 @@ import kernel  # noqa: E402
 # (BQ, BKV, warps, stages) of the Triton form: the kernel's defaults first, then the moves of
 # experiments/gpu/ and a few neighbours.
 TRITON_GRID = [
-    (64, 64, 4, 2),
     (128, 64, 4, 2),
+    (64, 64, 4, 2),
     (128, 64, 8, 2),
     (128, 64, 8, 3),
     (128, 128, 8, 2),
@@ -46,6 +46,7 @@ TRITON_GRID = [
     (64, 128, 4, 3),
     (128, 32, 4, 3),
     (256, 64, 8, 2),
+    (256, 128, 8, 3),
 ]
 ROTATE = 6
 REPS = 7

@@ -11,7 +11,7 @@
 # 3. a small capture of the example benchmark (seq 4096, 3 profiled calls) as a ratchet run
 #    directory, read by `ratchet inspect` and by the independent decoder
 #    tests/helpers/xplane_reference.py (what tests/fixtures/example-gpu/ is made from);
-# 4. the same benchmark under Nsight Compute (ncu), for the kernel's device time and DRAM bytes
+# 4. the benchmark at seq 16384 under Nsight Compute (ncu), for the kernel's device time and DRAM bytes
 #    from the hardware counters, against what the trace and the cost model say;
 # 5. scripts/demo.sh as a whole: on a GPU it sweeps experiments/gpu/ with the chip's preset;
 # 6. `ratchet calibrate` in the demo's repo.
@@ -75,7 +75,10 @@ pack
 stage "ncu: the capture's kernel under Nsight Compute (device time and DRAM bytes, clocks as found)"
 NCU="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)"
 if [[ -n "$NCU" ]]; then
-    FA_SEQ="${FIXTURE_SEQ:-4096}" RATCHET_OUT="$W/ncu-run" RATCHET_STATE_DIR="$W/state" RATCHET_WARMUP=1 RATCHET_ITERS=3 \
+    # JAX takes 75% of the GPU's memory up front by default; ncu needs room to save and restore
+    # the kernel's buffers between its replays.
+    XLA_PYTHON_CLIENT_PREALLOCATE=false \
+    FA_SEQ="${NCU_SEQ:-16384}" RATCHET_OUT="$W/ncu-run" RATCHET_STATE_DIR="$W/state" RATCHET_WARMUP=1 RATCHET_ITERS=3 \
         RATCHET_PROFILE_ITERS=0 PYTHONPATH="$ROOT/python" \
         timeout "${NCU_S:-60}" "$NCU" --clock-control none --kernel-name regex:flash --launch-count 3 --csv \
         --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,launch__registers_per_thread,launch__grid_size,launch__block_size \

@@ -57,6 +57,12 @@ pub const REREAD_WARN: f64 = 2.0;
 /// Relative difference between a `pallas_call`'s cost_estimate and the benchmark's FLOPs past
 /// which the two are said to disagree (ours: past rounding, short of any real mistake).
 pub const COST_ESTIMATE_TOLERANCE: f64 = 0.01;
+/// A GPU thread's f32 values for the score tile and the accumulator above which register
+/// spilling is a likely cause: half of the 255 registers a thread can hold (NVIDIA's CUDA C++
+/// Programming Guide, compute capability 9.0 table). Ours: on an H200 the example's Triton form
+/// ran at 0.36-0.42 ms with 96 and 128 such values a thread, and 1.8-2.3x slower with 160 and
+/// 192 (scripts/gpu-check/probe.py, 2026-11-26).
+pub const GPU_TILE_REGISTERS: u64 = 128;
 /// The article's expected counts for the attention kernel (section 5.3).
 pub const EXPECTED_DOTS: usize = 2;
 pub const EXPECTED_EXPS: usize = 2;
@@ -254,6 +260,16 @@ pub fn tile_tunables(meta: Option<&serde_json::Value>) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// The f32 values each GPU thread holds for an attention kernel's score tile (BQ x BKV) and
+/// accumulator (BQ x head_dim), spread over `num_warps` x 32 threads, with the sum spelled out;
+/// None unless the meta gives all four.
+fn gpu_tile_registers(meta: Option<&serde_json::Value>) -> Option<(u64, String)> {
+    let (bq, bkv, d, warps) = (meta_u64(meta, "BQ")?, meta_u64(meta, "BKV")?, meta_u64(meta, "head_dim")?, meta_u64(meta, "num_warps")?);
+    let threads = 32 * warps.max(1);
+    let values = (bq * bkv + bq * d).div_ceil(threads);
+    Some((values, format!("score tile {bq}x{bkv} + accumulator {bq}x{d} in f32 over {warps} warps ({threads} threads)")))
+}
+
 /// Whether the idle time inside the executions is a pipeline's bubbles (TPU, or rows of a
 /// TRACE_COMPUTE capture), gaps between GPU kernel launches, or a CPU's idle time.
 fn idle_kind(inp: &Inputs, ev: &evidence::Evidence) -> evidence::Backend {
@@ -271,7 +287,21 @@ pub fn gap_causes(inp: &Inputs, ev: &evidence::Evidence) -> Vec<Cause> {
     let tiles = tile_tunables(inp.meta);
     // Register spilling (3.3, 5.5): a Pallas kernel's matmul tiles; the score tile only for a
     // kernel with both a matmul and an exponential (attention) and BQ/BKV tunables.
-    if let (Some(p), Some(d)) = (&ev.pallas, &ev.dot) {
+    let gpu_tiles = gpu_tile_registers(inp.meta).filter(|_| ev.backend == evidence::Backend::Gpu);
+    if let (Some(p), Some(_), Some((per_thread, what))) = (&ev.pallas, &ev.dot, &gpu_tiles) {
+        // A GPU kernel whose tiles and warps are known: spilling is a cause only when the
+        // tiles alone fill most of a thread's registers.
+        if *per_thread > GPU_TILE_REGISTERS {
+            add(
+                "register spilling",
+                None,
+                format!(
+                    "{what}: {per_thread} f32 values a thread, over {GPU_TILE_REGISTERS} of the 255 registers it can hold; more \
+                     warps or smaller tiles lower it [{p}]"
+                ),
+            );
+        }
+    } else if let (Some(p), Some(d)) = (&ev.pallas, &ev.dot) {
         if !tiles.is_empty() {
             let (bq, bkv) = (meta_u64(inp.meta, "BQ"), meta_u64(inp.meta, "BKV"));
             let what = match (bq, bkv, &ev.exp) {

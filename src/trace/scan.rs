@@ -62,7 +62,7 @@ struct GpuKernel {
 }
 
 /// A host-side execution window of a GPU module (`jit_f:XLA GPU module`, else
-/// `GpuExecutable::ExecuteThunks`), per host thread.
+/// `GpuExecutable::ExecuteThunks`, possibly `[N] `-prefixed), per host thread.
 #[derive(Default)]
 struct ThreadWindows {
     module: Vec<(i64, i64)>,
@@ -521,6 +521,17 @@ impl RefCache {
     }
 }
 
+/// The thunk executor's window, bare (`GpuExecutable::ExecuteThunks`) or, as jax 0.11's CUDA
+/// captures name it, after a bracketed device ordinal (`[0] GpuExecutable::ExecuteThunks`).
+fn is_thunk_window(name: &str) -> bool {
+    const THUNKS: &str = "GpuExecutable::ExecuteThunks";
+    name == THUNKS
+        || name
+            .strip_prefix('[')
+            .and_then(|r| r.split_once("] "))
+            .is_some_and(|(ordinal, rest)| !ordinal.is_empty() && ordinal.bytes().all(|b| b.is_ascii_digit()) && rest == THUNKS)
+}
+
 fn scan_host(st: &mut State, plane: &XPlane<'_>, step_re: &Regex, with_ops: bool) -> Result<(), DecodeError> {
     let codes = codes_for(
         plane,
@@ -538,7 +549,7 @@ fn scan_host(st: &mut State, plane: &XPlane<'_>, step_re: &Regex, with_ops: bool
             kinds.set(m.id, K_STEP);
         } else if m.name.ends_with(":XLA GPU module") {
             kinds.set(m.id, K_MODULE_WINDOW);
-        } else if m.name == "GpuExecutable::ExecuteThunks" {
+        } else if is_thunk_window(m.name) {
             kinds.set(m.id, K_THUNK_WINDOW);
         }
     }
@@ -866,6 +877,24 @@ pub(crate) fn finish(st: State, warnings: Vec<String>) -> Collected {
 
 #[cfg(test)]
 mod tests {
+    use super::is_thunk_window;
+
+    #[test]
+    fn thunk_windows_are_recognised_bare_and_ordinal_prefixed() {
+        for yes in ["GpuExecutable::ExecuteThunks", "[0] GpuExecutable::ExecuteThunks", "[15] GpuExecutable::ExecuteThunks"] {
+            assert!(is_thunk_window(yes), "{yes}");
+        }
+        for no in [
+            "[] GpuExecutable::ExecuteThunks",
+            "[a] GpuExecutable::ExecuteThunks",
+            "[0]GpuExecutable::ExecuteThunks",
+            "[0] Thunks::Prepare",
+            "x GpuExecutable::ExecuteThunks",
+        ] {
+            assert!(!is_thunk_window(no), "{no}");
+        }
+    }
+
     use crate::trace::xplane::tests::W;
     use crate::trace::{analyze_space, xplane, AnalyzeOptions};
 

@@ -244,7 +244,7 @@ def report(path):
                     se = start_end(l, e)
                     if name.endswith(":XLA GPU module"):
                         windows[key][0].append(se)
-                    elif name == "GpuExecutable::ExecuteThunks":
+                    elif re.fullmatch(r"(\[\d+\] )?GpuExecutable::ExecuteThunks", name):
                         windows[key][1].append(se)
                     c = stats_of(h, e.stats).get("correlation_id")
                     if c is not None:

@@ -36,7 +36,28 @@ struct Layout {
     correlated: fn(u32, i64, i64) -> bool,
 }
 
+/// The names the host events go by in a capture.
+struct Names {
+    /// Device d's execution window.
+    window: fn(u32) -> String,
+    /// The launch of kernel k (an API call on AMD and older CUDA captures, the kernel's own name
+    /// on jax 0.11's CUDA captures).
+    launch: fn(i64) -> String,
+}
+
+/// ROCm (the MI300X captures): `<module>:XLA GPU module` windows, `hipLaunchKernel` launches.
+const MODULE_WINDOWS: Names = Names { window: |_| "jit_f:XLA GPU module".into(), launch: |_| "hipLaunchKernel".into() };
+
+/// jax 0.11.2 on an H200 (tests/fixtures/example-gpu): no module window, the thunk executor's
+/// window prefixed with the device ordinal (`[0] GpuExecutable::ExecuteThunks`), launches named
+/// after the kernel.
+const ORDINAL_THUNK_WINDOWS: Names = Names { window: |d| format!("[{d}] GpuExecutable::ExecuteThunks"), launch: |k| format!("kernel_{k}") };
+
 fn build(l: &Layout) -> Vec<u8> {
+    build_named(l, &MODULE_WINDOWS)
+}
+
+fn build_named(l: &Layout, names: &Names) -> Vec<u8> {
     let mut host = Plane::new("/host:CPU");
     let mut gpus: Vec<Plane> = (0..l.gpus).map(|d| Plane::new(&format!("/device:GPU:{d}"))).collect();
     let mut corr = 0i64;
@@ -47,14 +68,14 @@ fn build(l: &Layout) -> Vec<u8> {
     for d in 0..l.gpus {
         for e in 0..EXECS {
             let t0 = (l.start)(d, e);
-            host_events.push(((l.window_thread)(d), t0, "jit_f:XLA GPU module".into(), WINDOW, vec![]));
+            host_events.push(((l.window_thread)(d), t0, (names.window)(d), WINDOW, vec![]));
             for k in 0..KERNELS {
                 corr += 1;
                 let launch = t0 + 100_000 + k * 50_000;
                 host_events.push((
                     (l.launch_thread)(d),
                     launch,
-                    "hipLaunchKernel".into(),
+                    (names.launch)(k),
                     10_000,
                     vec![("correlation_id", V::I(corr)), ("device_id", V::I(i64::from(d)))],
                 ));
@@ -126,6 +147,24 @@ fn sequential(d: u32, e: i64) -> i64 {
 }
 fn all(_: u32, _: i64, _: i64) -> bool {
     true
+}
+
+#[test]
+fn ordinal_prefixed_thunk_windows_one_gpu() {
+    let l = Layout { gpus: 1, window_thread: per_gpu_thread, launch_thread: per_gpu_thread, start: concurrent, correlated: all };
+    let r = read(&build_named(&l, &ORDINAL_THUNK_WINDOWS));
+    assert!(r.warnings.is_empty(), "every kernel is tied to its window: {:?}", r.warnings);
+    assert_per_device(&r, 1);
+}
+
+#[test]
+fn ordinal_prefixed_thunk_windows_concurrent_gpus() {
+    for launch in [per_gpu_thread as fn(u32) -> String, per_gpu_launcher, one_launcher] {
+        let l = Layout { gpus: 8, window_thread: per_gpu_thread, launch_thread: launch, start: concurrent, correlated: all };
+        let r = read(&build_named(&l, &ORDINAL_THUNK_WINDOWS));
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        assert_per_device(&r, 8);
+    }
 }
 
 #[test]
