@@ -92,6 +92,19 @@ pub const DEVICE_KINDS: &[(&str, &str)] = &[
     ("A100", "a100"),
 ];
 
+/// Streaming multiprocessors of the NVIDIA GPUs ratchet knows, by `device_kind` substring, most
+/// specific first: a grid of fewer programs than this leaves SMs idle. Sources: NVIDIA H100
+/// Tensor Core GPU Architecture whitepaper (132 SMs on the SXM5 board, 114 on PCIe); the H200
+/// is the same GH100 configuration as the H100 SXM5 (132; PyTorch reported 132 on this
+/// project's H200, 2026-10-28); NVIDIA A100 Tensor Core GPU Architecture whitepaper (108).
+pub const GPU_SMS: &[(&str, u32)] = &[("H100 PCIe", 114), ("H200", 132), ("H100", 132), ("A100", 108)];
+
+/// The SM count for a jax `device_kind` (`NVIDIA H200`), if known.
+pub fn gpu_sms(kind: &str) -> Option<u32> {
+    let k = kind.to_ascii_lowercase();
+    GPU_SMS.iter().find(|(sub, _)| k.contains(&sub.to_ascii_lowercase())).map(|(_, n)| *n)
+}
+
 /// The preset for a jax `device_kind` (`TPU v5 lite`, `NVIDIA H100 80GB HBM3`), if known.
 pub fn for_device_kind(kind: &str) -> Option<&'static Preset> {
     let k = kind.to_ascii_lowercase();
@@ -118,6 +131,15 @@ mod tests {
         }
         assert!(preset("TPU-V5E").is_some());
         assert!(preset("tpu-v9").is_none());
+    }
+
+    #[test]
+    fn gpu_sms_follow_the_device_kind() {
+        assert_eq!(gpu_sms("NVIDIA H200"), Some(132));
+        assert_eq!(gpu_sms("NVIDIA H100 80GB HBM3"), Some(132));
+        assert_eq!(gpu_sms("NVIDIA H100 PCIe"), Some(114));
+        assert_eq!(gpu_sms("NVIDIA A100-SXM4-80GB"), Some(108));
+        assert_eq!(gpu_sms("TPU v5 lite"), None);
     }
 
     #[test]

@@ -206,6 +206,7 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         flops,
         kernel: kstats,
         peaks: peak_tflops.zip(hbm_gbps),
+        sms: info.and_then(|i| i.device.as_deref()).and_then(crate::hardware::gpu_sms),
     });
     Ok(InspectOutput {
         report,

@@ -214,6 +214,9 @@ pub struct Inputs<'a> {
     pub kernel: Option<&'a crate::trace::KernelStats>,
     /// The chip's peaks (TFLOP/s, GB/s), for each op's own roofline.
     pub peaks: Option<(f64, f64)>,
+    /// The GPU's streaming multiprocessors (`hardware::gpu_sms` of the run's device kind), for
+    /// how much of the chip the kernel's grid fills.
+    pub sms: Option<u32>,
 }
 
 fn meta_u64(meta: Option<&serde_json::Value>, key: &str) -> Option<u64> {
@@ -314,6 +317,25 @@ pub fn gap_causes(inp: &Inputs, ev: &evidence::Evidence) -> Vec<Cause> {
                 }
             };
             add("register spilling", None, format!("{what} [{p}]"));
+        }
+    }
+    // An under-filled grid: a GPU runs one program per SM at a time at best, so a grid of fewer
+    // programs than SMs leaves the rest idle whatever the kernel does.
+    if let (evidence::Backend::Gpu, Some(sms)) = (ev.backend, inp.sms) {
+        if let Some((k, programs)) = inp.kernel_ops.iter().find_map(|k| k.grid_steps().map(|g| (k, g))) {
+            if programs < u64::from(sms) {
+                add(
+                    "under-filled grid",
+                    None,
+                    format!(
+                        "the grid ({}) launches {programs} programs for {sms} SMs, so at least {} of the SMs idle; more heads or \
+                         batch per call, or smaller blocks, give more programs [{}]",
+                        k.grid.iter().map(u64::to_string).collect::<Vec<_>>().join("x"),
+                        pct(1.0 - programs as f64 / f64::from(sms)),
+                        k.name
+                    ),
+                );
+            }
         }
     }
     let b = inp.bubble_fraction.filter(|b| *b > BUBBLE_EXCELLENT);

@@ -203,6 +203,7 @@ fn findings_of(cand: &SideFigures, kernel: Option<String>) -> Vec<Finding> {
         flops: last.flops,
         kernel: trace.as_ref(),
         peaks: cand.hw.as_ref().map(|h| (h.peak_tflops, h.hbm_gbps)),
+        sms: last.device.as_deref().and_then(crate::hardware::gpu_sms),
     })
 }
 

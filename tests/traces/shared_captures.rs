@@ -304,6 +304,66 @@ fn own_example_capture_matches_the_reference_decoder() {
     assert_eq!((from_text.dot, from_text.exponential, from_text.reduce, from_text.copy), (2, 2, 2, 13));
 }
 
+// A capture made by the same benchmark on an NVIDIA H200 (jax 0.11.2, the Triton form at the
+// example's GPU defaults BQ=128, BKV=64, 4 warps, 2 stages; seq 4096, 3 profiled calls), made by
+// scripts/gpu-check/run.sh and kept with its result file, HLO and kernel body. Expected figures:
+// tests/helpers/xplane_reference.py tests/fixtures/example-gpu/flash_attention_bq128_bkv64.xplane.pb
+const GPU_RUN: &str = "tests/fixtures/example-gpu";
+const GPU_PER_EXEC_US: [f64; 3] = [158.623, 158.399, 158.528];
+const GPU_STEPS_US: [f64; 3] = [706.553, 500.556, 475.98];
+
+#[test]
+fn own_gpu_capture_matches_the_reference_decoder() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(GPU_RUN);
+    let report = analyze(&dir, &Default::default()).unwrap();
+    assert_eq!(report.events, 85);
+    assert_eq!(report.source, "/device:GPU:0 / Stream #14(Compute)");
+    // jax 0.11 names the window `[0] GpuExecutable::ExecuteThunks` and the launch after the
+    // kernel: every kernel is tied to its execution.
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let k = report.kernel.as_ref().unwrap();
+    assert_eq!(k.name, "jit_flash_attention(36389)");
+    assert_eq!(k.executions, 3);
+    for (a, b) in k.per_execution_us.iter().zip(GPU_PER_EXEC_US) {
+        close(*a, b);
+    }
+    close(k.median_us, 158.528);
+    for (a, b) in report.host_steps_us.iter().zip(GPU_STEPS_US) {
+        close(*a, b);
+    }
+    let proto = report.hlo_ops_from_proto.as_ref().unwrap();
+    assert_eq!((proto.custom_call, proto.dot, proto.total_instructions), (1, 0, 4));
+}
+
+#[test]
+fn own_gpu_capture_is_diagnosed_from_its_evidence() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(GPU_RUN);
+    let out = build_inspect(&InspectArgs { json: true, ..InspectArgs::of(dir) }).unwrap();
+    // The chip: peak FLOP/s from the run's device kind (the H200 preset), bandwidth from the
+    // capture's own device plane (4814 GB/s, preferred over the preset's datasheet 4800), SMs
+    // from the device kind.
+    assert_eq!(out.peak_tflops, Some(989.0));
+    close(out.hbm_gbps.unwrap(), 4814.304);
+    assert_eq!(out.latency_source.as_deref(), Some("trace"));
+    close(out.latency_ms.unwrap(), 0.158528);
+    let body = &out.kernel_ops[0];
+    assert_eq!((body.dialect.as_str(), body.matmul, body.exp, body.grid_steps()), ("triton", 2, 2, Some(32)));
+    // 8.67 GFLOP in 0.1585 ms: 54.7 TFLOP/s, 5.5% of 989; bytes = min_bytes (K/V re-reads from L2).
+    let rf = out.roofline.as_ref().unwrap();
+    close(rf.tflops, 8673820672.0 / 0.158528e-3 / 1e12);
+    assert_eq!((rf.regime.as_str(), rf.side.as_str()), ("LATENCY-BOUND", "COMPUTE-BOUND"));
+    let gap = out.findings.iter().find(|f| f.rule == "gap").expect("a gap finding");
+    // Both causes the evidence shows, with their figures: 4 warps for 128x64 + 128x128 f32 tiles
+    // (the sweep on the same GPU kept 4 -> 8 warps at 1.51x), and 32 programs for 132 SMs.
+    assert!(gap.what.contains("192 f32 values a thread"), "{}", gap.what);
+    assert!(gap.what.contains("32 programs for 132 SMs"), "{}", gap.what);
+    // No TPU words on a GPU kernel.
+    let text = render_text(&out);
+    for tpu in ["VMEM", "vector registers", "MXU"] {
+        assert!(!text.contains(tpu), "{tpu:?} in\n{text}");
+    }
+}
+
 /// Relative difference within 0.5%, the tolerance for figures from an independent decoder.
 fn within(a: f64, b: f64) {
     assert!((a - b).abs() <= 0.005 * b.abs().max(1e-12), "{a} vs {b}: more than 0.5% apart");
