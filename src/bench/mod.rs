@@ -501,9 +501,29 @@ fn fail(mut rec: RunRecord, status: RunStatus, msg: String, log: &Path, kept: &s
     rec.status = status;
     let tail = last_lines(kept, log);
     let name = log.file_name().and_then(|n| n.to_str()).unwrap_or("log");
-    rec.error =
-        Some(if tail.is_empty() || status == RunStatus::Invalid { msg } else { format!("{msg}\n--- last lines of {name} ---\n{tail}") });
+    rec.error = Some(if tail.is_empty() || status == RunStatus::Invalid {
+        msg
+    } else {
+        // The first line is what a results row shows: name the benchmark's own last error
+        // there (`ratchet_bench: error: compiling the kernel failed: ... RESOURCE_EXHAUSTED`).
+        let head = match last_error_line(&tail) {
+            Some(e) => format!("{msg}: {e}"),
+            None => msg,
+        };
+        format!("{head}\n--- last lines of {name} ---\n{tail}")
+    });
     rec
+}
+
+/// The last line of a log tail that reports an error (`...Error: ...`, `error: ...`), trimmed
+/// to a row's length.
+fn last_error_line(tail: &str) -> Option<String> {
+    const MAX: usize = 200;
+    let line = tail.lines().rev().map(str::trim).find(|l| {
+        let lower = l.to_ascii_lowercase();
+        lower.contains("error:") || lower.contains("error(") || lower.starts_with("error")
+    })?;
+    Some(if line.chars().count() > MAX { format!("{}...", line.chars().take(MAX).collect::<String>()) } else { line.to_string() })
 }
 
 /// Count the ops of the HLO text the run dumped; a missing or unreadable file only loses the
@@ -683,6 +703,17 @@ pub fn metric_value(rec: &RunRecord, metric: Metric, hw: Option<&Hardware>) -> R
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_crash_names_the_benchmarks_last_error_line() {
+        let tail = "Traceback (most recent call last):\n  File \"x.py\", line 3\njax.errors.JaxRuntimeError: RESOURCE_EXHAUSTED: Shared memory size limit exceeded\nratchet_bench: error: compiling the kernel failed: JaxRuntimeError: RESOURCE_EXHAUSTED\n";
+        assert_eq!(
+            super::last_error_line(tail).as_deref(),
+            Some("ratchet_bench: error: compiling the kernel failed: JaxRuntimeError: RESOURCE_EXHAUSTED")
+        );
+        assert_eq!(super::last_error_line("all fine\nexiting\n"), None);
+        assert!(super::last_error_line(&format!("error: {}", "x".repeat(500))).unwrap().chars().count() <= 203);
+    }
+
     use super::*;
 
     fn run(side: Side, status: RunStatus, value: f64, pair: Option<usize>) -> RunRecord {
