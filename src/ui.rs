@@ -594,13 +594,24 @@ fn sweep_summary(o: &mut impl Write, out: &SweepOutcome, runs: u64, wall: f64, g
 }
 
 fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params: &Params, out: &std::path::Path) {
+    let interval = f.pair_cv_interval_pct.map(|[lo, hi]| format!(" [{lo:.2}, {hi:.2}] (90% interval, {} df)", f.df)).unwrap_or_default();
     say!(
         o,
-        "  {} runs of {metric}: run-to-run CV {:.2}% in speed-up terms (from the pairs; {:.2}% over all runs)",
+        "  {} runs of {metric}: run-to-run CV {:.2}%{interval} in speed-up terms (from the pairs; {:.2}% over all runs)",
         f.runs,
         f.pair_cv_pct,
         f.run_cv_pct
     );
+    if (f.df as f64) < crate::stats::history::MIN_DF {
+        say!(
+            o,
+            "  note: {} pairs give {} df, too few to know the noise: the CV, the detectable gain and the suggestion below are \
+             rough, and decisions will not borrow this scale (they need {:.0} df; 16 pairs give 15)",
+            f.pairs,
+            f.df,
+            crate::stats::history::MIN_DF
+        );
+    }
     say!(o, "  drift {:+.3}%/run over the session; A/A difference {:+.2}% (should be near 0)", f.drift_pct_per_run, f.aa_effect_pct);
     say!(
         o,

@@ -13,6 +13,12 @@ pub struct NoiseFloor {
     /// Coefficient of variation of one run, in percent, from the pairs' log-ratios
     /// (sd / sqrt 2): what interleaving leaves, drift mostly cancelled.
     pub pair_cv_pct: f64,
+    /// Degrees of freedom behind `pair_cv_pct` (pairs - 1).
+    pub df: usize,
+    /// 90% interval of `pair_cv_pct` (chi-square on `df`); None below 2 pairs. A few pairs give
+    /// a CV that can be off severalfold, and the user reads it as the machine's noise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pair_cv_interval_pct: Option<[f64; 2]>,
     /// CV of all runs' values around their mean, in percent (drift included).
     pub run_cv_pct: f64,
     /// Least-squares slope of ln(value) over the run index, in percent per run.
@@ -102,6 +108,19 @@ pub fn own_alarm(params: &Params, log_ratios: &[f64]) -> Option<String> {
     alarm(params, sd, &format!("measured over this experiment's first {} pairs; there is no noise history yet", finite.len()))
 }
 
+/// A `level` interval for a standard deviation estimated with `df` degrees of freedom:
+/// sd x sqrt(df / chi2 quantiles) (the usual chi-square interval for a normal sample's sd).
+pub fn sd_interval(sd: f64, df: usize, level: f64) -> Option<[f64; 2]> {
+    use statrs::distribution::{ChiSquared, ContinuousCDF};
+    if df == 0 || !sd.is_finite() {
+        return None;
+    }
+    let chi = ChiSquared::new(df as f64).ok()?;
+    let tail = (1.0 - level) / 2.0;
+    let k = df as f64;
+    Some([sd * (k / chi.inverse_cdf(1.0 - tail)).sqrt(), sd * (k / chi.inverse_cdf(tail)).sqrt()])
+}
+
 /// The noise floor from A/A values in run order, with pairs as (incumbent-side, candidate-side).
 pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params) -> NoiseFloor {
     let logs: Vec<f64> = run_values.iter().map(|v| v.ln()).collect();
@@ -114,6 +133,8 @@ pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params) ->
         runs: run_values.len(),
         pairs: pairs.len(),
         pair_cv_pct: dsd / 2f64.sqrt() * 100.0,
+        df: pairs.len().saturating_sub(1),
+        pair_cv_interval_pct: sd_interval(dsd / 2f64.sqrt() * 100.0, pairs.len().saturating_sub(1), 0.90),
         run_cv_pct: sd / m * 100.0,
         drift_pct_per_run: slope(&logs) * 100.0,
         aa_effect_pct: (dm.exp() - 1.0) * 100.0,
@@ -125,6 +146,17 @@ pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sd_interval_is_the_chi_square_one_and_narrows_with_df() {
+        // df = 9, 90%: chi2 quantiles 3.325 and 16.919, so sd x [0.729, 1.645].
+        let [lo, hi] = sd_interval(1.0, 9, 0.90).unwrap();
+        assert!((lo - (9.0f64 / 16.919).sqrt()).abs() < 1e-3 && (hi - (9.0f64 / 3.325).sqrt()).abs() < 1e-3, "{lo} {hi}");
+        // One df: the upper end is about 16x the estimate.
+        let [_, hi1] = sd_interval(1.0, 1, 0.90).unwrap();
+        assert!(hi1 > 15.0, "{hi1}");
+        assert!(sd_interval(1.0, 0, 0.90).is_none());
+    }
     use crate::stats::sequential::Spending;
 
     fn params() -> Params {

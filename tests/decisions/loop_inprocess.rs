@@ -499,6 +499,17 @@ fn calibrate_runs_a_a_pairs_on_the_mock_and_records_no_row() {
     for says in ["run-to-run CV", "drift", "suggested [decision] min_effect_pct", "wrote ", "noise scale"] {
         assert!(out.contains(says), "{says}: {out}");
     }
+    // 4 pairs are 3 df: the CV comes with its interval, which holds it, and a note that the
+    // figures are rough and not borrowed.
+    let noise = &cal["noise"];
+    assert_eq!(noise["df"], 3);
+    let (cv, lo, hi) = (
+        noise["pair_cv_pct"].as_f64().unwrap(),
+        noise["pair_cv_interval_pct"][0].as_f64().unwrap(),
+        noise["pair_cv_interval_pct"][1].as_f64().unwrap(),
+    );
+    assert!(lo < cv && cv < hi && hi > 2.0 * cv, "{lo} {cv} {hi}");
+    assert!(out.contains("(90% interval, 3 df)") && out.contains("3 df, too few to know the noise"), "{out}");
 }
 
 /// What varies from run to run in rendered text (commit ids, the temporary directory, wall
