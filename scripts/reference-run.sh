@@ -24,7 +24,8 @@ COMMIT_FILE="$(dirname "$DEMO")/reference-run.commit"
 
 case "${1:-}" in
     "") mkdir -p "$(dirname "$DEMO")"
-        dirty=$(git -C "$ROOT" status --porcelain --untracked-files=no | grep -q . && echo " plus uncommitted changes" || true)
+        dirty=""
+        [[ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no)" ]] || dirty=" plus uncommitted changes"
         echo "$(git -C "$ROOT" rev-parse --short HEAD)$dirty" > "$COMMIT_FILE"
         RATCHET_DEMO_DIR="$DEMO" "$ROOT/scripts/demo.sh" 2>&1 | tee "$LOG" ;;
     --from-demo) [[ -s "$DEMO/results/results.csv" ]] || { echo "reference-run.sh: no demo at $DEMO: run without --from-demo" >&2; exit 1; } ;;
