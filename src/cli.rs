@@ -266,7 +266,7 @@ pub struct InitArgs {
 
 #[derive(Debug, Args, Default)]
 pub struct ResultsArgs {
-    /// Output format; csv, json and md are exports with the columns documented in the README.
+    /// Output format; csv, json and md are exports with the columns documented in docs/results.md.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
     /// Only kept experiments.

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-/// Exit codes, documented in the README. 0 means an experiment ran to a decision, whatever it was.
+/// Exit codes, documented in docs/cli.md. 0 means an experiment ran to a decision, whatever it was.
 pub mod exit {
     /// A failure that is not one of the kinds below (I/O, the incumbent's benchmark failing, ...).
     pub const FAILURE: i32 = 1;

@@ -1,15 +1,88 @@
-//! Crash safety: before each step of an experiment that changes git or the results, ratchet
-//! writes its intent to `.ratchet/journal.json`. A ratchet that starts and finds a journal
-//! finishes or rolls back that experiment (saying what it did), so a kill at any point leaves a
-//! consistent incumbent, the hypothesis preserved, and no torn or duplicate results row.
+//! Crash journals, in one place: ratchet writes its intent to a JSON file under `.ratchet/`
+//! before each step that changes git or the results, and a ratchet that starts under the lock and
+//! finds one finishes or rolls back what it describes. Three files, one format (pretty JSON,
+//! written atomically, fields added since read with their defaults, a missing file = nothing left):
+//! - `journal.json`, one experiment ([`EXPERIMENT`]; [`recover`] below replays it),
+//! - `sweep.json`, a sequential sweep's hypothesis in flight ([`SWEEP`]; `sweep::undo_stopped_sweep`),
+//! - `scale.json`, a parallel sweep's trials and the row being recorded ([`SCALE`]; `scale::controller`).
+//!
+//! `sweep::recover` replays the first two in that order; the parallel sweep's own recovery, the third.
+//! So a kill at any point leaves a consistent incumbent, the hypothesis preserved, and no torn or
+//! duplicate results row.
 
-use crate::error::Result;
 use crate::error::WithPath;
+use crate::error::{Error, Result};
 use crate::store::{ResultRow, State, Status, Store};
 use crate::vcs::short;
 use crate::vcs::{self, Repo};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+
+/// One crash journal: its file under the state directory and what to tell a user who finds it
+/// unreadable.
+#[derive(Debug, Clone, Copy)]
+pub struct Journal {
+    pub file: &'static str,
+    /// The hint beside "is unreadable" (the file is ratchet's own: when deleting it is safe).
+    pub unreadable_hint: &'static str,
+}
+
+/// An experiment's steps ([`Entry`]).
+pub const EXPERIMENT: Journal = Journal {
+    file: "journal.json",
+    unreadable_hint: "it is ratchet's own; check `git log` and `git status`, then delete it to start afresh",
+};
+/// A sequential sweep's hypothesis in flight (`sweep`'s state).
+pub const SWEEP: Journal = Journal { file: "sweep.json", unreadable_hint: "it is ratchet's own; delete it if the tree is clean" };
+/// A parallel sweep's trials and recording (`scale::controller`'s journal).
+pub const SCALE: Journal =
+    Journal { file: "scale.json", unreadable_hint: "it is ratchet's own; delete it to start the parallel sweep afresh" };
+
+impl Journal {
+    pub fn path(&self, state_dir: &Path) -> PathBuf {
+        state_dir.join(self.file)
+    }
+
+    pub fn exists(&self, state_dir: &Path) -> bool {
+        self.path(state_dir).exists()
+    }
+
+    /// What the journal holds: `None` when there is no file; an error naming the file (and how
+    /// to get past it) when it cannot be read or parsed.
+    pub fn read<T: DeserializeOwned>(&self, state_dir: &Path) -> Result<Option<T>> {
+        let p = self.path(state_dir);
+        match std::fs::read_to_string(&p) {
+            Ok(t) => serde_json::from_str(&t)
+                .map(Some)
+                .map_err(|e| Error::failure(format!("{} is unreadable: {e}", p.display())).hint(self.unreadable_hint)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_path(&p),
+        }
+    }
+
+    /// [`Journal::read`], with an absent journal read as the empty one.
+    pub fn read_or_default<T: DeserializeOwned + Default>(&self, state_dir: &Path) -> Result<T> {
+        Ok(self.read(state_dir)?.unwrap_or_default())
+    }
+
+    /// Record `value` atomically (a reader sees the old intent or the new one, never half), making
+    /// the state directory if need be.
+    pub fn write<T: Serialize>(&self, state_dir: &Path, value: &T) -> Result<()> {
+        std::fs::create_dir_all(state_dir).with_path(state_dir)?;
+        let bytes = serde_json::to_vec_pretty(value).expect("a journal serializes");
+        crate::fsutil::write_atomic(&self.path(state_dir), &bytes)
+    }
+
+    /// Remove the journal: what it described is finished (no file is no error).
+    pub fn clear(&self, state_dir: &Path) -> Result<()> {
+        match std::fs::remove_file(self.path(state_dir)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).with_path(self.path(state_dir)),
+        }
+    }
+}
 
 /// How far the experiment got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,29 +115,25 @@ pub struct Entry {
 }
 
 pub fn path(state_dir: &Path) -> PathBuf {
-    state_dir.join("journal.json")
+    EXPERIMENT.path(state_dir)
 }
 
 /// Moved to `crate::layout`.
 pub use crate::layout::pgid_path;
 
+/// The experiment in flight, if any. An unreadable journal reads as none (it is written
+/// atomically, so only a hand edit makes one), as it always has.
 pub fn load(state_dir: &Path) -> Option<Entry> {
-    let text = std::fs::read_to_string(path(state_dir)).ok()?;
-    serde_json::from_str(&text).ok()
+    EXPERIMENT.read(state_dir).ok().flatten()
 }
 
 /// Record `entry` (atomically: a reader sees the old intent or the new one).
 pub fn write(state_dir: &Path, entry: &Entry) -> Result<()> {
-    let bytes = serde_json::to_vec_pretty(entry).expect("journal serializes");
-    crate::fsutil::write_atomic(&path(state_dir), &bytes)
+    EXPERIMENT.write(state_dir, entry)
 }
 
 pub fn clear(state_dir: &Path) -> Result<()> {
-    match std::fs::remove_file(path(state_dir)) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    EXPERIMENT.clear(state_dir)
 }
 
 /// The next experiment id, reserved for good: one more than any id this repository has used, in
@@ -208,5 +277,65 @@ fn interrupted_row(entry: &Entry, candidate: git2::Oid) -> ResultRow {
         hypothesis: entry.hypothesis.clone(),
         tags: entry.tags.clone(),
         ..ResultRow::unmeasured(entry.id, Status::Interrupted, &entry.message, candidate.to_string(), entry.incumbent.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each journal as the oldest ratchet that wrote it left it (fields added since missing):
+    /// a ratchet started after an upgrade still reads and replays it.
+    #[test]
+    fn journals_written_by_older_ratchets_are_read() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path();
+        std::fs::write(
+            dir.join("journal.json"),
+            r#"{"id": 7, "branch": "main", "incumbent": "1111111111111111111111111111111111111111",
+                "message": "experiment: bigger blocks", "phase": "measuring",
+                "candidate": "2222222222222222222222222222222222222222", "row": null, "pid": 4242,
+                "started": "2026-11-01T10:00:00Z"}"#,
+        )
+        .unwrap();
+        let e = load(dir).expect("the experiment journal reads");
+        assert_eq!((e.id, e.phase, e.hypothesis.as_str(), e.pid), (7, Phase::Measuring, "", 4242));
+
+        std::fs::write(
+            dir.join("sweep.json"),
+            r#"{"in_flight": {"hypothesis": "01-bigger.toml@abc123", "message": "experiment: bigger",
+                "branch": "main", "incumbent": "1111111111111111111111111111111111111111", "id": 3,
+                "files": ["kernel.py"]}}"#,
+        )
+        .unwrap();
+        let sweep = crate::sweep::in_flight(dir).expect("the sweep journal reads");
+        assert!(sweep.starts_with("01-bigger.toml@abc123 (\"experiment: bigger\", on main at 1111111"), "{sweep}");
+
+        std::fs::write(
+            dir.join("scale.json"),
+            r#"{"next_trial": 2, "trials": [{"spec": {"id": "5", "repo": "/r",
+                "incumbent": "1111111111111111111111111111111111111111",
+                "candidate": "3333333333333333333333333333333333333333", "out_dir": "/r/.ratchet/trials/5"},
+                "handle": {"trial": "5", "engine_id": "999", "slot": 0}, "hypothesis": "02-kv.toml@def456",
+                "first": null}], "recording": null}"#,
+        )
+        .unwrap();
+        assert_eq!(crate::scale::controller::journaled_trials(dir), vec!["5".to_string()]);
+        assert!(crate::scale::controller::in_flight(dir).is_some_and(|s| s.starts_with("1 unfinished trial(s)")));
+    }
+
+    #[test]
+    fn a_journal_round_trips_and_clears() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("state");
+        assert!(SWEEP.read::<serde_json::Value>(&dir).unwrap().is_none(), "no file: nothing left");
+        SWEEP.write(&dir, &serde_json::json!({"in_flight": null})).unwrap();
+        assert_eq!(SWEEP.read_or_default::<serde_json::Value>(&dir).unwrap(), serde_json::json!({"in_flight": null}));
+        SWEEP.clear(&dir).unwrap();
+        SWEEP.clear(&dir).unwrap();
+        assert!(!SWEEP.exists(&dir));
+        std::fs::write(SCALE.path(&dir), "{ torn").unwrap();
+        let e = SCALE.read::<serde_json::Value>(&dir).unwrap_err();
+        assert!(e.message.contains("scale.json is unreadable"), "{}", e.message);
     }
 }

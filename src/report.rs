@@ -723,6 +723,33 @@ mod tests {
     }
 
     #[test]
+    fn rows_with_wide_text_fit_the_width() {
+        // CJK messages take two cells a character and combining accents none: the compact
+        // table's every line still fits 80 columns, and the message column is still used.
+        let row = |id: u64, message: &str, status: &str| -> ResultRow {
+            serde_json::from_value(serde_json::json!({
+                "id": id, "time": "2026-01-01T00:00:00Z", "commit": "abcdef1", "incumbent": "1234567", "message": message,
+                "status": status, "metric": "latency", "value": 2.0, "incumbent_value": 3.0, "delta_pct": -33.3,
+                "ci_low_pct": -40.0, "ci_high_pct": -30.0, "p_value": 0.001, "score": null, "latency_ms": 2.0,
+                "util_pct": null, "tflops": null, "intensity": null, "bw_pct": null, "regime": null, "gap_ms": null,
+                "runs": 12, "wall_s": 30.0, "latency_source": null, "note": ""
+            }))
+            .unwrap()
+        };
+        let rows = vec![
+            row(1, "experiment: 把查询分块从三十二行增加到一百二十八行以减少网格步数并重新测量延迟", "keep"),
+            row(2, "experiment: re\u{301}sume\u{301} de\u{301}ja\u{300} vu: the café's bigger KV blocks, once more", "revert"),
+        ];
+        let text = table_with(&View::all(&rows), TableOpts { color: false, width: 80, wide: false });
+        for line in text.lines() {
+            let cells = unicode_width::UnicodeWidthStr::width(line);
+            assert!(cells <= 80, "{cells} cells: {line}");
+        }
+        assert!(text.contains("把查询分块"), "{text}");
+        assert!(text.contains("re\u{301}sume\u{301}"), "{text}");
+    }
+
+    #[test]
     fn figures_are_significant() {
         assert_eq!(figures(1.23, 3), "1.23");
         assert_eq!(figures(240.293, 3), "240");

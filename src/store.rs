@@ -87,7 +87,7 @@ impl Status {
         }
     }
 
-    /// Every status, in the order the README lists them (`statuses_are_all_listed` checks).
+    /// Every status, in the order the README and docs/experiments.md list them (`statuses_are_all_listed` checks).
     pub const ALL: [Status; 12] = [
         Status::Keep,
         Status::Revert,
@@ -108,7 +108,7 @@ impl Status {
     }
 }
 
-/// One row of `results/results.csv`. Column names are stable (documented in the README).
+/// One row of `results/results.csv`. Column names are stable (documented in docs/results.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultRow {
     pub id: u64,

@@ -53,17 +53,7 @@ pub fn width() -> usize {
     if let Some(w) = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse::<usize>().ok()).filter(|&w| w > 0) {
         return w.max(40);
     }
-    tty_width().unwrap_or(80).max(40)
-}
-
-fn tty_width() -> Option<usize> {
-    if !std::io::stdout().is_terminal() {
-        return None;
-    }
-    // SAFETY: TIOCGWINSZ fills a winsize struct for a terminal fd; nothing else is touched.
-    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::ioctl(1, libc::TIOCGWINSZ, &mut ws) } == 0;
-    (ok && ws.ws_col > 0).then_some(ws.ws_col as usize)
+    terminal_size::terminal_size().map(|(w, _)| w.0 as usize).filter(|&w| w > 0).unwrap_or(80).max(40)
 }
 
 #[cfg(test)]

@@ -28,10 +28,10 @@ pub fn fmt_duration(secs: f64) -> String {
     }
 }
 
-/// The display width of `s` in terminal cells (every char counts one: the table uses no wide
-/// glyphs, and the few symbols it prints, ✔ · ✗ Δ, are one cell).
+/// The display width of `s` in terminal cells (Unicode's East Asian width: a CJK character takes
+/// two cells, a combining mark none).
 pub fn cells(s: &str) -> usize {
-    s.chars().count()
+    unicode_width::UnicodeWidthStr::width(s)
 }
 
 /// `s` cut to at most `max` cells at a word boundary, with `…` marking the cut.
@@ -39,10 +39,23 @@ pub fn cut(s: &str, max: usize) -> String {
     if cells(s) <= max {
         return s.to_string();
     }
-    if max <= 1 {
-        return "…".chars().take(max).collect();
+    if max == 0 {
+        return String::new();
     }
-    let hard: String = s.chars().take(max - 1).collect();
+    if max == 1 {
+        return "…".into();
+    }
+    // The longest prefix that leaves one cell for the `…` (a wide character never straddles it).
+    let mut hard = String::new();
+    let mut used = 0;
+    for c in s.chars() {
+        let w = unicode_width::UnicodeWidthChar::width(c).unwrap_or(0);
+        if used + w > max - 1 {
+            break;
+        }
+        used += w;
+        hard.push(c);
+    }
     // Back up to the last space when that keeps at least half the room: no word cut in half.
     let soft = match hard.rfind(' ') {
         Some(p) if cells(&hard[..p]) >= max / 2 => hard[..p].trim_end().to_string(),
@@ -85,5 +98,23 @@ mod tests {
         let w = wrap("score 1.23 -> 4.56 over the first baseline; confirmation batches alone: +3%", 30);
         assert!(w.iter().all(|l| cells(l) <= 30), "{w:?}");
         assert_eq!(w.join(" "), "score 1.23 -> 4.56 over the first baseline; confirmation batches alone: +3%");
+    }
+
+    #[test]
+    fn wide_and_combining_characters_take_their_cells() {
+        // A CJK character fills two cells, a combining accent none: "e\u{301}" shows as one é.
+        assert_eq!(cells("分块大小"), 8);
+        assert_eq!(cells("cafe\u{301}"), 4);
+        assert_eq!(cells("✔ · ✗ Δ"), 7);
+        let cjk = "把查询分块从三十二行增加到一百二十八行以减少网格步数";
+        for max in 1..30 {
+            let c = cut(cjk, max);
+            assert!(cells(&c) <= max, "{max}: {c:?} takes {} cells", cells(&c));
+            assert!(cells(&c) + 2 > max, "{max}: {c:?} leaves room unused");
+        }
+        assert_eq!(cut("re\u{301}sume\u{301} of the run", 9), "re\u{301}sume\u{301}…");
+        for l in wrap("在 CPU 上 把查询分块 增加到 128 行 以减少网格步数 再看 roofline", 12) {
+            assert!(cells(&l) <= 12, "{l:?}");
+        }
     }
 }

@@ -47,7 +47,7 @@ pub fn check_message(message: &str, subcommands: &[String]) -> Result<()> {
         return Ok(());
     }
     let lower = word.to_ascii_lowercase();
-    let best = subcommands.iter().map(|s| (edit_distance(&lower, s), s)).min_by_key(|(d, _)| *d);
+    let best = subcommands.iter().map(|s| (strsim::osa_distance(&lower, s), s)).min_by_key(|(d, _)| *d);
     let Some((d, name)) = best else { return Ok(()) };
     // One edit for short names, two from six letters on ("reslts" -> "results").
     let limit = if name.len() >= 6 { 2 } else { 1 };
@@ -57,30 +57,6 @@ pub fn check_message(message: &str, subcommands: &[String]) -> Result<()> {
     let what = if d == 0 { "is a subcommand's name" } else { "looks like a mistyped subcommand" };
     Err(Error::usage(format!("the experiment message {word:?} {what}; did you mean `ratchet {name}`? Nothing was committed or run"))
         .hint(format!("to run an experiment, describe it in words: ratchet \"experiment: {word}\"")))
-}
-
-/// Optimal string alignment distance: insertions, deletions, substitutions and adjacent
-/// transpositions each cost one (a transposed pair is the commonest typo).
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1).min(d[i][j - 1] + 1).min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = v;
-        }
-    }
-    d[a.len()][b.len()]
 }
 
 /// The subcommand names (and `help`) of the command line.
@@ -97,14 +73,6 @@ mod tests {
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
-    }
-
-    #[test]
-    fn distances() {
-        assert_eq!(edit_distance("reslts", "results"), 1);
-        assert_eq!(edit_distance("stauts", "status"), 1);
-        assert_eq!(edit_distance("", "run"), 3);
-        assert_eq!(edit_distance("sweep", "sweep"), 0);
     }
 
     #[test]

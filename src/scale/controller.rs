@@ -31,7 +31,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const JOURNAL: &str = "scale.json";
+const JOURNAL: &str = crate::journal::SCALE.file;
 /// How often a lost trial starts again when `[engine] retries` is not set.
 pub const DEFAULT_RETRIES: u32 = 2;
 /// Where a trial's candidate commit is kept until it is merged or parked.
@@ -101,19 +101,11 @@ struct Journal {
 
 impl Journal {
     fn load(state_dir: &Path) -> Result<Journal> {
-        let p = state_dir.join(JOURNAL);
-        match std::fs::read_to_string(&p) {
-            Ok(t) => serde_json::from_str(&t).map_err(|e| {
-                Error::failure(format!("{} is unreadable: {e}", p.display()))
-                    .hint("it is ratchet's own; delete it to start the parallel sweep afresh")
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Journal::default()),
-            Err(e) => Err(e).with_path(&p),
-        }
+        crate::journal::SCALE.read_or_default(state_dir)
     }
 
     fn save(&self, state_dir: &Path) -> Result<()> {
-        crate::fsutil::write_atomic(&state_dir.join(JOURNAL), &serde_json::to_vec_pretty(self).expect("journal serializes"))
+        crate::journal::SCALE.write(state_dir, self)
     }
 }
 

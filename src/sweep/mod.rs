@@ -27,8 +27,6 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-const STATE_FILE: &str = "sweep.json";
-
 /// What the user asked for.
 #[derive(Debug, Clone, Default)]
 pub struct SweepOptions {
@@ -69,19 +67,11 @@ struct SweepState {
 
 impl SweepState {
     fn load(state_dir: &Path) -> Result<SweepState> {
-        let p = state_dir.join(STATE_FILE);
-        match std::fs::read_to_string(&p) {
-            Ok(t) => serde_json::from_str(&t).map_err(|e| {
-                Error::failure(format!("{} is unreadable: {e}", p.display())).hint("it is ratchet's own; delete it if the tree is clean")
-            }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SweepState::default()),
-            Err(e) => Err(e).with_path(&p),
-        }
+        crate::journal::SWEEP.read_or_default(state_dir)
     }
 
     fn save(&self, state_dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(state_dir).with_path(state_dir)?;
-        crate::fsutil::write_atomic(&state_dir.join(STATE_FILE), &serde_json::to_vec_pretty(self).expect("state serializes"))
+        crate::journal::SWEEP.write(state_dir, self)
     }
 }
 
@@ -471,7 +461,7 @@ pub fn undo_stopped_sweep(repo: &Repo, store: &Store) -> Result<Option<String>> 
                 .hint(format!(
                     "check {} (git diff), keep or drop the edit, then delete {}",
                     f.files.join(", "),
-                    state_dir.join(STATE_FILE).display()
+                    crate::journal::SWEEP.path(&state_dir).display()
                 )));
             }
             let undone = undo_edit(repo, &f.changes)?;
@@ -490,7 +480,7 @@ pub fn undo_stopped_sweep(repo: &Repo, store: &Store) -> Result<Option<String>> 
                     short(&f.incumbent),
                     short(&head.to_string())
                 ))
-                .hint(format!("check `git log`; then delete {} to start afresh", state_dir.join(STATE_FILE).display())));
+                .hint(format!("check `git log`; then delete {} to start afresh", crate::journal::SWEEP.path(&state_dir).display())));
             }
             let id = crate::journal::allocate_id(repo, store)?;
             let name = repo.mark_discarded(&format!("{id}-stopped"), head)?;

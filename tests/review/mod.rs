@@ -2,5 +2,6 @@
 
 mod against_the_runs;
 mod pictures;
+mod reference_results;
 mod show;
 mod table;

@@ -164,7 +164,9 @@ fn without_columns_the_terminal_width_is_used() {
         return;
     }
     let bin = assert_cmd::cargo::cargo_bin("ratchet");
-    let cmd = format!("stty cols 72; env -u COLUMNS {} results --color never", bin.display());
+    // `script`'s terminal has no size of its own: give it rows too, as every real terminal has
+    // (a size with 0 rows reads as no terminal size at all).
+    let cmd = format!("stty rows 24 cols 72; env -u COLUMNS {} results --color never", bin.display());
     let out = std::process::Command::new("script").args(["-qec", &cmd, "/dev/null"]).current_dir(t.path()).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).replace('\r', "");
     assert!(text.contains("✔ keep"), "{text}");

@@ -1,5 +1,5 @@
 //! The diagnosis rules are documented with their sources: every rule id the code emits has a
-//! row in the README's rule table, every row says where its threshold comes from (a seed's
+//! row in docs/diagnosis.md's rule table, every row says where its threshold comes from (a seed's
 //! section, chapter or note, or "ours"), and every threshold constant in `src/diagnose/` says
 //! the same in its comment. A rule added without its source fails here.
 
@@ -28,10 +28,10 @@ fn emitted_rules() -> BTreeSet<String> {
     diagnose_sources().iter().flat_map(|(_, text)| re.captures_iter(text).map(|c| c[1].to_string()).collect::<Vec<_>>()).collect()
 }
 
-/// The README's rule table: (rule ids of the first cell, the threshold cell).
+/// docs/diagnosis.md's rule table: (rule ids of the first cell, the threshold cell).
 fn documented_rows() -> Vec<(Vec<String>, String)> {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let start = readme.find("| rule | threshold (source) | says |").expect("the README's diagnosis rule table");
+    let readme = std::fs::read_to_string(root().join("docs/diagnosis.md")).unwrap();
+    let start = readme.find("| rule | threshold (source) | says |").expect("docs/diagnosis.md's rule table");
     let id = regex::Regex::new(r"`([a-z-]+)`").unwrap();
     readme[start..]
         .lines()
@@ -50,7 +50,7 @@ fn every_emitted_rule_has_a_row_and_every_row_a_rule() {
     assert!(emitted.len() >= 20 && emitted.contains("gap") && emitted.contains("overlap"), "{emitted:?}");
     let documented: BTreeSet<String> = documented_rows().into_iter().flat_map(|(ids, _)| ids).collect();
     let missing: Vec<_> = emitted.difference(&documented).collect();
-    assert!(missing.is_empty(), "rules without a row in the README's rule table: {missing:?}");
+    assert!(missing.is_empty(), "rules without a row in docs/diagnosis.md's rule table: {missing:?}");
     let stale: Vec<_> = documented.difference(&emitted).filter(|r| *r != "ratchet").collect();
     assert!(stale.is_empty(), "rows for rules the code no longer emits: {stale:?}");
 }

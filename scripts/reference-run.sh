@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Regenerate results/: the reference run's review of the embedded example (the FlashAttention
+# kernel in examples/flash_attention with the hypotheses in experiments/).
+#
+# Runs scripts/demo.sh (a fresh scratch repo, `ratchet sweep`, the results table and the charts),
+# then copies its review here: table.txt (`ratchet results` at 80 columns),
+# results.csv, the charts as SVG (staircase, roofline, runs, the latest looks), the HTML report
+# and run.txt (when, where, with which ratchet and jax). Commit the new results/ with the change
+# that moved its figures.
+#
+#   ./scripts/reference-run.sh               a full run (the demo: several minutes on CPU)
+#   ./scripts/reference-run.sh --from-demo   copy the review of the last demo again, without
+#                                            re-running it (after a change to the rendering)
+#
+# Environment: as scripts/demo.sh (RATCHET_BIN, RATCHET_PYTHON, RATCHET_DEMO_DIR).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DEMO="${RATCHET_DEMO_DIR:-$ROOT/target/demo/flash_attention}"
+OUT="$ROOT/results"
+LOG="$(dirname "$DEMO")/reference-run.log"
+# The commit the run measured, noted before the demo builds it (a later --from-demo reads it).
+COMMIT_FILE="$(dirname "$DEMO")/reference-run.commit"
+
+case "${1:-}" in
+    "") mkdir -p "$(dirname "$DEMO")"
+        dirty=""
+        [[ -z "$(git -C "$ROOT" status --porcelain --untracked-files=no)" ]] || dirty=" plus uncommitted changes"
+        echo "$(git -C "$ROOT" rev-parse --short HEAD)$dirty" > "$COMMIT_FILE"
+        RATCHET_DEMO_DIR="$DEMO" "$ROOT/scripts/demo.sh" 2>&1 | tee "$LOG" ;;
+    --from-demo) [[ -s "$DEMO/results/results.csv" ]] || { echo "reference-run.sh: no demo at $DEMO: run without --from-demo" >&2; exit 1; } ;;
+    *) echo "usage: scripts/reference-run.sh [--from-demo]" >&2; exit 2 ;;
+esac
+
+RATCHET="${RATCHET_BIN:-$ROOT/target/release/ratchet}"
+[[ -x "$RATCHET" ]] || { echo "reference-run.sh: no ratchet binary at $RATCHET" >&2; exit 1; }
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+(cd "$DEMO" && COLUMNS=80 "$RATCHET" results) > "$OUT/table.txt"
+cp "$DEMO/results/results.csv" "$OUT/"
+cp "$DEMO"/results/plots/*.svg "$OUT/"
+cp "$DEMO/results/report.html" "$OUT/"
+{
+    echo "reference run of the embedded example (scripts/reference-run.sh)"
+    echo "demo finished: $(date -u -r "$DEMO/results/report.html" '+%Y-%m-%d %H:%M UTC')"
+    echo "ratchet: $("$RATCHET" --version), built from commit $(cat "$COMMIT_FILE" 2>/dev/null || echo unknown)"
+    # The demo's own first lines name the Python, jax and backend it used.
+    { grep -m1 "^==> python:" "$LOG" 2>/dev/null || true; } | sed "s/^==> //"
+    echo "host: $(uname -sm), $(nproc) CPUs"
+    echo "experiments: $(ls "$ROOT"/experiments/*.toml | wc -l) hypotheses in experiments/, in name order"
+} > "$OUT/run.txt"
+echo "wrote $OUT:"
+ls -l "$OUT"

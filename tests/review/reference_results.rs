@@ -1,0 +1,118 @@
+//! The committed reference run (`results/`, made by scripts/reference-run.sh) agrees with itself:
+//! every figure of its table recomputes from its results.csv, the chained speed-up is the same in
+//! the table, the HTML report and the README, and the files the README shows are there. It is
+//! checked against its own records, never against a fresh run (whose figures differ by machine).
+
+use ratchet::store::{ResultRow, Status, Store};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e} (scripts/reference-run.sh writes it)", p.display()))
+}
+
+fn rows() -> Vec<ResultRow> {
+    let rows = Store::new(&root().join("results")).rows().unwrap();
+    assert!(!rows.is_empty(), "results/results.csv holds no rows");
+    rows
+}
+
+/// The number in `s` (a `4.36x`, a `-77.0%`, a `+1796.9%`), and half its last printed digit:
+/// the most a correctly rounded figure may differ from the value behind it.
+fn figure(s: &str) -> (f64, f64) {
+    let t = s.trim().trim_end_matches(['x', '%']);
+    let decimals = t.split_once('.').map_or(0, |(_, d)| d.len());
+    (t.parse().unwrap_or_else(|_| panic!("{s:?} is no figure")), 0.5 * 10f64.powi(-(decimals as i32)) + 1e-9)
+}
+
+fn assert_shows(shown: &str, value: f64, what: &str) {
+    let (v, tol) = figure(shown);
+    assert!((v - value).abs() <= tol, "{what}: the table shows {shown}, results.csv gives {value}");
+}
+
+/// A speed-up (x) from a change of the deciding metric in percent: score goes as 1/latency^2,
+/// TFLOP/s as 1/latency, latency as itself (its change is a latency's: negative is faster).
+fn speedup(metric: &str, pct: f64) -> f64 {
+    let r = 1.0 + pct / 100.0;
+    match metric {
+        "score" => r.sqrt(),
+        "tflops" => r,
+        "latency" => 1.0 / r,
+        m => panic!("no speed-up rule for the metric {m:?}"),
+    }
+}
+
+/// The kept rows' speed-ups chained, as the footer and the README say it (`13.1x`).
+fn chained(rows: &[ResultRow]) -> f64 {
+    rows.iter().filter(|r| r.status == Status::Keep).map(|r| 1.0 + r.speedup_pct.expect("a kept row has its speed-up") / 100.0).product()
+}
+
+#[test]
+fn the_reference_table_recomputes_from_its_csv() {
+    let rows = rows();
+    let table = read(&root().join("results/table.txt"));
+    let lines: Vec<&str> = table.lines().collect();
+    // The rows sit between the two rules; the footer follows the second.
+    let rules: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].starts_with('─')).collect();
+    assert_eq!(rules.len(), 2, "a header, rows and a footer: {table}");
+    let mut seen = 0;
+    for line in &lines[rules[0] + 1..rules[1]] {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        let Some(id) = cells.first().and_then(|c| c.parse::<u64>().ok()) else { continue };
+        let row = rows.iter().find(|r| r.id == id).unwrap_or_else(|| panic!("the table's row {id} is not in results.csv"));
+        seen += 1;
+        // id, mark, status, then the figures or dashes.
+        assert_eq!(cells[2], row.status.as_str(), "row {id}'s status");
+        let Some(pct) = row.speedup_pct else {
+            assert_eq!(&cells[3..6], ["-", "-", "-"], "row {id} has no estimate in results.csv: {line}");
+            continue;
+        };
+        let x = 1.0 + pct / 100.0;
+        assert_shows(cells[3], x, &format!("row {id}'s speed-up"));
+        let ci = cells[4].trim_matches(['[', ']']).split_once('-').unwrap_or_else(|| panic!("row {id}'s interval: {line}"));
+        assert_shows(&format!("{}x", ci.0), speedup(&row.metric, row.ci_low_pct.unwrap()), &format!("row {id}'s interval, low"));
+        assert_shows(&format!("{}x", ci.1), speedup(&row.metric, row.ci_high_pct.unwrap()), &format!("row {id}'s interval, high"));
+        assert_shows(cells[5], (1.0 / x - 1.0) * 100.0, &format!("row {id}'s latency change"));
+        assert_shows(cells[6], row.delta_pct.unwrap(), &format!("row {id}'s {} change", row.metric));
+    }
+    assert_eq!(seen, rows.len(), "the table shows every row of results.csv");
+
+    let footer = lines[rules[1] + 1..].join(" ");
+    let kept = rows.iter().filter(|r| r.status == Status::Keep).count();
+    assert!(footer.starts_with(&format!("{} experiments, {kept} kept", rows.len())), "{footer}");
+    let chain = chained(&rows);
+    let said = footer.split("kept changes chained: ").nth(1).and_then(|s| s.split_whitespace().next()).expect("the chained speed-up");
+    assert_shows(said, chain, "the chained speed-up");
+    let latency = footer.split("faster (latency ").nth(1).and_then(|s| s.split(')').next()).expect("the chained latency change");
+    assert_shows(latency, (1.0 / chain - 1.0) * 100.0, "the chained latency change");
+    let runs: u32 = rows.iter().map(|r| r.runs).sum();
+    assert!(footer.contains(&format!("{runs} benchmark runs")), "{runs} runs: {footer}");
+    let wall = rows.iter().map(|r| r.wall_s).sum::<f64>().round() as u64;
+    assert!(footer.contains(&format!("{}m{:02}s of experiments", wall / 60, wall % 60)), "{wall} s: {footer}");
+}
+
+#[test]
+fn the_readme_and_the_report_say_the_reference_runs_figures() {
+    let rows = rows();
+    let chain = chained(&rows);
+    let phrase = format!("kept changes chained: {:.1}x faster", chain);
+    let readme = read(&root().join("README.md"));
+    assert!(readme.contains(&phrase), "the README should show the reference run's {phrase:?}");
+    assert!(read(&root().join("results/report.html")).contains(&phrase), "the HTML report: {phrase:?}");
+    // Every file of results/ the README links to is there.
+    let linked: Vec<&str> =
+        readme.match_indices("](results/").map(|(i, _)| &readme[i + 2..]).map(|s| s.split(')').next().unwrap()).collect();
+    assert!(linked.iter().any(|l| l.ends_with("staircase.svg")), "the README shows the staircase: {linked:?}");
+    for l in linked {
+        let p = root().join(l);
+        assert!(if l.ends_with('/') { p.is_dir() } else { p.is_file() }, "the README links to {l}, which is not there");
+    }
+    // Each row is one of the example's hypotheses, as committed in experiments/.
+    for r in &rows {
+        let file = r.hypothesis.split('@').next().unwrap();
+        assert!(root().join("experiments").join(file).is_file(), "row {} names {file:?}, not in experiments/", r.id);
+    }
+}
