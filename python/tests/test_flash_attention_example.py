@@ -241,65 +241,60 @@ class ExperimentsTest(unittest.TestCase):
 
 
 
+def lowered_progression(subdir, variant, platform):
+    """Apply experiments/SUBDIR/*.toml in name order to a copy of the example and lower the kernel
+    after each step for PLATFORM on this host: yields (file name, the kernel module as it stands,
+    its kernel bodies as ratchet_bench decodes them)."""
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    import ratchet_bench
+
+    with tempfile.TemporaryDirectory() as d:
+        os.makedirs(os.path.join(d, os.path.dirname(KERNEL_REL)))
+        shutil.copy(os.path.join(REPO, KERNEL_REL), os.path.join(d, KERNEL_REL))
+        steps = os.path.join(EXPERIMENTS, subdir)
+        spec = jax.ShapeDtypeStruct((1, 16384, 128), jnp.bfloat16)
+        for i, name in enumerate(sorted(os.listdir(steps))):
+            apply_hypothesis(os.path.join(steps, name), d)
+            kern = load_kernel(os.path.join(d, KERNEL_REL), f"fa_{subdir}_{i}")
+            fn = jax.jit(lambda q, k, v, kern=kern: kern.flash_attention(q, k, v, variant=variant))
+            lowered = fn.trace(spec, spec, spec).lower(lowering_platforms=(platform,))
+            yield name, kern, ratchet_bench.kernel_bodies(lowered.compiler_ir("stablehlo"))
+
+
 class AcceleratorExperimentsTest(unittest.TestCase):
     """experiments/accelerator/: the article's progression, each step lowered for TPU (Mosaic)
     on this host; the kernel body must keep the article's op counts and its grid must match
     the tiling meta the benchmark reports."""
 
     def test_progression_lowers_for_tpu(self):
-        import sys
-        sys.path.insert(0, os.path.join(REPO, "python"))
-        import ratchet_bench
-
-        with tempfile.TemporaryDirectory() as d:
-            os.makedirs(os.path.join(d, os.path.dirname(KERNEL_REL)))
-            shutil.copy(os.path.join(REPO, KERNEL_REL), os.path.join(d, KERNEL_REL))
-            acc = os.path.join(EXPERIMENTS, "accelerator")
-            spec = jax.ShapeDtypeStruct((1, 16384, 128), jnp.bfloat16)
-            blocks = []
-            for i, name in enumerate(sorted(os.listdir(acc))):
-                apply_hypothesis(os.path.join(acc, name), d)
-                kern = load_kernel(os.path.join(d, KERNEL_REL), f"fa_acc_{i}")
-                fn = jax.jit(lambda q, k, v, kern=kern: kern.flash_attention(q, k, v, variant="mosaic"))
-                lowered = fn.trace(spec, spec, spec).lower(lowering_platforms=("tpu",))
-                body = ratchet_bench.kernel_bodies(lowered.compiler_ir("stablehlo"))[0]["text"]
-                self.assertEqual(body.count("tpu.matmul"), 2, name)
-                self.assertEqual(body.count("math.exp"), 2, name)
-                meta = kern.get_tiling_meta(1, 16384, 128, variant="mosaic")
-                bounds = f"iteration_bounds = array<i64: 1, {meta['num_q_blocks']}, {meta['num_kv_blocks']}>"
-                self.assertIn(bounds, body, name)
-                blocks.append((kern.BQ, kern.BKV))
-            self.assertEqual(blocks, [(512, 256), (1024, 256), (1024, 512), (1024, 1024), (1024, 1024)])
+        blocks = []
+        for name, kern, bodies in lowered_progression("accelerator", "mosaic", "tpu"):
+            body = bodies[0]["text"]
+            self.assertEqual(body.count("tpu.matmul"), 2, name)
+            self.assertEqual(body.count("math.exp"), 2, name)
+            meta = kern.get_tiling_meta(1, 16384, 128, variant="mosaic")
+            bounds = f"iteration_bounds = array<i64: 1, {meta['num_q_blocks']}, {meta['num_kv_blocks']}>"
+            self.assertIn(bounds, body, name)
+            blocks.append((kern.BQ, kern.BKV))
+        self.assertEqual(blocks, [(512, 256), (1024, 256), (1024, 512), (1024, 1024), (1024, 1024)])
 
 
 class GpuExperimentsTest(unittest.TestCase):
-    """experiments/gpu/: the Triton form's progression (tiles, warps, stages), each step applied in
+    """experiments/gpu/: the Triton form's progression (warps, stages, tiles), each step applied in
     order and lowered for CUDA on this host; each must keep the kernel's two matmuls, report the
     compiler settings it uses, and move the constants as the files say."""
 
     def test_progression_lowers_for_cuda(self):
-        import sys
-        sys.path.insert(0, os.path.join(REPO, "python"))
-        import ratchet_bench
+        steps = []
+        for name, kern, bodies in lowered_progression("gpu", "triton", "cuda"):
+            self.assertEqual(len(bodies), 1, name)
+            self.assertEqual(bodies[0]["text"].count("tt.dot"), 2, name)
+            meta = kern.get_tiling_meta(1, 16384, 128, variant="triton")
+            self.assertEqual((meta["num_warps"], meta["num_stages"]), (kern.GPU_WARPS, kern.GPU_STAGES))
+            steps.append((kern.GPU_BQ, kern.GPU_BKV, kern.GPU_WARPS, kern.GPU_STAGES))
+        self.assertEqual(steps, [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 3), (256, 128, 8, 3)])
 
-        with tempfile.TemporaryDirectory() as d:
-            os.makedirs(os.path.join(d, os.path.dirname(KERNEL_REL)))
-            shutil.copy(os.path.join(REPO, KERNEL_REL), os.path.join(d, KERNEL_REL))
-            gpu = os.path.join(EXPERIMENTS, "gpu")
-            spec = jax.ShapeDtypeStruct((1, 16384, 128), jnp.bfloat16)
-            steps = []
-            for i, name in enumerate(sorted(os.listdir(gpu))):
-                apply_hypothesis(os.path.join(gpu, name), d)
-                kern = load_kernel(os.path.join(d, KERNEL_REL), f"fa_gpu_{i}")
-                fn = jax.jit(lambda q, k, v, kern=kern: kern.flash_attention(q, k, v, variant="triton"))
-                lowered = fn.trace(spec, spec, spec).lower(lowering_platforms=("cuda",))
-                bodies = ratchet_bench.kernel_bodies(lowered.compiler_ir("stablehlo"))
-                self.assertEqual(len(bodies), 1, name)
-                self.assertEqual(bodies[0]["text"].count("tt.dot"), 2, name)
-                meta = kern.get_tiling_meta(1, 16384, 128, variant="triton")
-                self.assertEqual((meta["num_warps"], meta["num_stages"]), (kern.GPU_WARPS, kern.GPU_STAGES))
-                steps.append((kern.GPU_BQ, kern.GPU_BKV, kern.GPU_WARPS, kern.GPU_STAGES))
-            self.assertEqual(steps, [(128, 64, 8, 2), (128, 64, 8, 3), (128, 128, 8, 3), (256, 128, 8, 3)])
 
 if __name__ == "__main__":
     unittest.main()
