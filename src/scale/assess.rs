@@ -108,3 +108,95 @@ pub(super) fn assess(cfg: &Config, opts: &SweepOptions, h: &Hypothesis, spec: &T
     let (row, decision) = experiment::summarize(&ctx, &records, ended);
     Ok(Assessed { row, decision, result })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scale::trial::SCHEMA;
+    use crate::store::Status;
+
+    fn result(slot: Option<usize>, env: &[(&str, &str)]) -> TrialResult {
+        TrialResult {
+            schema: SCHEMA,
+            id: "t1".into(),
+            incumbent: "a".repeat(40),
+            candidate: "b".repeat(40),
+            repo: "/r".into(),
+            host: "node7".into(),
+            device_env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            slot,
+            started: String::new(),
+            finished: String::new(),
+            wall_s: 1.0,
+            params: serde_json::json!({"not": "the controller's rule"}),
+            recheck: false,
+            pairs: None,
+            noise_scale: None,
+            end: TrialEnd::Decided,
+            main: vec![],
+            confirm: vec![],
+            runs: 0,
+        }
+    }
+
+    #[test]
+    fn the_device_is_the_slot_that_binds_one_else_the_host_and_its_binding() {
+        // A local slot with a device of its own: its own history.
+        assert_eq!(device_of(&result(Some(3), &[("CUDA_VISIBLE_DEVICES", "3")])), "node7 slot 3");
+        // A slot that binds nothing measures on the host, as the serial loop does.
+        assert_eq!(device_of(&result(Some(3), &[("CUDA_HOME", "/usr/local/cuda")])), "node7");
+        // A cluster node: its host and the device its scheduler gave the job.
+        assert_eq!(device_of(&result(None, &[("CUDA_VISIBLE_DEVICES", "2"), ("CUDA_HOME", "/x")])), "node7 CUDA_VISIBLE_DEVICES=2");
+        assert_eq!(device_of(&result(None, &[("TPU_VISIBLE_CHIPS", "1")])), "node7 TPU_VISIBLE_CHIPS=1");
+        assert_eq!(device_of(&result(None, &[])), "node7");
+    }
+
+    #[test]
+    fn the_history_key_names_the_benchmark_and_the_device() {
+        let cfg = Config::parse("[benchmark]\ncommand = \"sh b.sh\"\n[score]\nmetric = \"latency\"\n").unwrap();
+        let a = device_history_key(&cfg, "node7 slot 1");
+        assert!(a.starts_with(&experiment::history_key(&cfg)) && a.ends_with(" on node7 slot 1"), "{a}");
+        assert_ne!(a, device_history_key(&cfg, "node7 slot 2"));
+    }
+
+    #[test]
+    fn every_end_has_its_word() {
+        let words: Vec<String> = [
+            TrialEnd::Decided,
+            TrialEnd::NoOp { why: "same".into() },
+            TrialEnd::Candidate { status: Status::Crash, why: "x".into() },
+            TrialEnd::Incumbent { why: "x".into() },
+            TrialEnd::Infrastructure { why: "x".into() },
+            TrialEnd::Interrupted,
+        ]
+        .iter()
+        .map(end_text)
+        .collect();
+        assert_eq!(words, ["decided", "no-op", "crash", "incumbent failed", "infrastructure", "interrupted"]);
+    }
+
+    #[test]
+    fn a_trial_measured_with_another_stopping_rule_is_refused() {
+        let cfg = Config::parse("[benchmark]\ncommand = \"sh b.sh\"\n[score]\nmetric = \"latency\"\n").unwrap();
+        let h = Hypothesis {
+            path: "experiments/h.toml".into(),
+            name: "h.toml".into(),
+            hash: "x".into(),
+            message: "h".into(),
+            tags: vec![],
+            change: crate::sweep::hypothesis::Change::Edits(vec![]),
+            deep: None,
+            pairs: None,
+        };
+        let d = tempfile::tempdir().unwrap();
+        let spec = TrialSpec {
+            id: "t1".into(),
+            repo: "/r".into(),
+            incumbent: "a".repeat(40),
+            candidate: "b".repeat(40),
+            out_dir: d.path().into(),
+        };
+        let e = assess(&cfg, &SweepOptions::default(), &h, &spec, result(None, &[])).err().expect("refused");
+        assert!(e.message.contains("another stopping rule"), "{}", e.message);
+    }
+}

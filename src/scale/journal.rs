@@ -365,3 +365,96 @@ pub(super) fn drop_trial_ref(repo: &Repo, id: &str) {
         let _ = r.delete();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scale::trial::SCHEMA;
+
+    fn tracked(id: &str, out_dir: PathBuf) -> Tracked {
+        Tracked {
+            spec: TrialSpec { id: id.into(), repo: "/r".into(), incumbent: "a".repeat(40), candidate: "b".repeat(40), out_dir },
+            handle: Some(JobHandle { trial: id.into(), engine_id: format!("{id}-job"), slot: Some(1) }),
+            engine: "local".into(),
+            hypothesis: format!("{id}.toml@x"),
+            first: None,
+        }
+    }
+
+    fn result(end: TrialEnd) -> TrialResult {
+        TrialResult {
+            schema: SCHEMA,
+            id: "t1".into(),
+            incumbent: "a".repeat(40),
+            candidate: "b".repeat(40),
+            repo: "/r".into(),
+            host: "h".into(),
+            device_env: Default::default(),
+            slot: None,
+            started: String::new(),
+            finished: String::new(),
+            wall_s: 1.0,
+            params: serde_json::Value::Null,
+            recheck: false,
+            pairs: None,
+            noise_scale: None,
+            end,
+            main: vec![],
+            confirm: vec![],
+            runs: 0,
+        }
+    }
+
+    #[test]
+    fn a_missing_journal_reads_as_empty_and_a_saved_one_reads_back_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let j = Journal::load(d.path()).unwrap();
+        assert_eq!((j.next_trial, j.trials.len(), j.recording.is_none(), j.lost.len()), (0, 0, true, 0));
+        let mut j = Journal { next_trial: 7, ..Default::default() };
+        j.trials.push(tracked("t7", d.path().join("t7")));
+        j.lost.insert("h.toml@x".into(), vec!["PREEMPTED".into()]);
+        j.save(d.path()).unwrap();
+        let back = Journal::load(d.path()).unwrap();
+        assert_eq!(back.next_trial, 7);
+        assert_eq!(back.trials[0].spec.id, "t7");
+        assert_eq!(back.trials[0].handle.as_ref().map(|h| h.engine_id.as_str()), Some("t7-job"));
+        assert_eq!(back.lost["h.toml@x"], ["PREEMPTED"]);
+        assert_eq!(journaled_trials(d.path()), ["t7"]);
+    }
+
+    #[test]
+    fn an_unreadable_journal_is_an_error_that_says_how_to_start_afresh() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(JOURNAL), "{not json").unwrap();
+        let e = Journal::load(d.path()).unwrap_err();
+        assert!(e.message.contains("unreadable"), "{}", e.message);
+        assert!(e.hint.unwrap_or_default().contains("delete it"));
+        // What reads it for `status` and `gc` says nothing rather than fail.
+        assert!(journaled_trials(d.path()).is_empty());
+        assert_eq!(in_flight(d.path()), None);
+    }
+
+    #[test]
+    fn only_a_result_a_stopped_worker_did_not_write_counts() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(!has_result(d.path()), "no trial.json");
+        result(TrialEnd::Interrupted).write(d.path()).unwrap();
+        assert!(!has_result(d.path()), "an interrupted worker's result");
+        result(TrialEnd::Decided).write(d.path()).unwrap();
+        assert!(has_result(d.path()));
+    }
+
+    #[test]
+    fn in_flight_names_the_unfinished_trials_and_a_recording_under_way() {
+        let d = tempfile::tempdir().unwrap();
+        let (done, open) = (d.path().join("t1"), d.path().join("t2"));
+        std::fs::create_dir_all(&done).unwrap();
+        result(TrialEnd::Decided).write(&done).unwrap();
+        let mut j = Journal { trials: vec![tracked("t1", done)], ..Default::default() };
+        j.save(d.path()).unwrap();
+        assert_eq!(in_flight(d.path()), None, "a finished trial waiting to be decided is not pending work");
+        j.trials.push(tracked("t2", open));
+        j.save(d.path()).unwrap();
+        assert_eq!(in_flight(d.path()).as_deref(), Some("1 unfinished trial(s) of a parallel sweep journaled in scale.json"));
+    }
+}
