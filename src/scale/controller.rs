@@ -328,7 +328,10 @@ impl<'a> Controller<'a> {
                     Place::Stale if self.running() >= engine.capacity() => self.recheck_waits = true,
                     Place::Stale => {
                         if let Some(at) = self.lane.position(&w.id) {
+                            // Out of the chain, with what came after it; then placed afresh (the
+                            // cut may also have taken winners out of the FIFO).
                             self.cut_lane(at, engine)?;
+                            continue 'again;
                         }
                         if self.recheck(engine, i, &head, fx)? {
                             continue 'again;
