@@ -1,7 +1,8 @@
-//! Parallel sweeps measured: the same queue of hypotheses swept by the release
-//! `ratchet sweep --jobs N` for N = 1, 2, 4, 8 fake device slots, each run of a sleep-dominated
-//! shell benchmark (so 8 slots fit on 2 cores), and the hypotheses per hour, the stale rechecks
-//! and the keeps per true effect printed as a Markdown table (docs/scale-out.md holds one).
+//! Parallel sweeps measured: the same queue of hypotheses swept first by the serial loop
+//! (`ratchet sweep`, the baseline) and then by `ratchet sweep --jobs N` for each N asked, on N
+//! fake device slots, each run of a sleep-dominated shell benchmark (so 8 slots fit on 2 cores),
+//! and the hypotheses per hour, the stale rechecks and the keeps per true effect printed as a
+//! Markdown table (docs/scale-out.md holds one), with the host's load average while each ran.
 //!
 //! Each hypothesis changes its own factor line of factors.env, and the benchmark's latency is
 //! 10 ms times the product of the factors, so kept gains compound and every hypothesis still
@@ -12,7 +13,7 @@
 //! runs printed the same value and the noise was far below 1%.) Every slot count sweeps the
 //! same queue in the same run, one after the other, so the figures are side by side.
 //!
-//! cargo build && cargo run --example parallel_throughput [-- HYPOTHESES [SLEEP_S [JOBS,..]]]
+//! cargo build && cargo run --example parallel_throughput [-- HYPOTHESES [SLEEP_S [JOBS,..]]] (16, 0.5, 2,4)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -87,8 +88,8 @@ fn ratchet_bin() -> PathBuf {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let n: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(16);
-    let sleep: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0.25);
-    let jobs: Vec<usize> = args.get(3).map(|s| s.split(',').map(|x| x.parse().unwrap()).collect()).unwrap_or(vec![1, 2, 4, 8]);
+    let sleep: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0.5);
+    let jobs: Vec<usize> = args.get(3).map(|s| s.split(',').map(|x| x.parse().unwrap()).collect()).unwrap_or(vec![2, 4]);
     let seed = 20261123;
     let bin = ratchet_bin();
     let effects: Vec<f64> = (0..n).map(|i| effect(seed, i)).collect();
@@ -102,21 +103,26 @@ fn main() {
         count(0.10),
         std::thread::available_parallelism().map(|p| p.get()).unwrap_or(1)
     );
-    println!("| slots | wall | hypotheses / hour | speed-up | slot use | runs / hypothesis | stale rechecks | +0% kept | -5% kept | +1% kept | +3% kept | +10% kept | distinct values / runs |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| sweep | wall | hypotheses / hour | speed-up | slot use | runs / hypothesis | stale rechecks | +0% kept | -5% kept | +1% kept | +3% kept | +10% kept | distinct values / runs | run wall (median) | load (1 min) |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut base_rate = None;
-    for &k in &jobs {
+    // 0: the serial loop (no --jobs), the baseline every speed-up is against.
+    for &k in std::iter::once(&0).chain(&jobs) {
         let dir = tempfile::tempdir().unwrap();
         setup(dir.path(), n, seed);
+        let load = Load::start();
         let t = Instant::now();
+        let jobs_arg = k.to_string();
+        let args: Vec<&str> = if k == 0 { vec!["sweep"] } else { vec!["sweep", "--jobs", &jobs_arg] };
         let out = Command::new(&bin)
-            .args(["sweep", "--jobs", &k.to_string()])
+            .args(&args)
             .current_dir(dir.path())
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env("BENCH_SLEEP_S", sleep.to_string())
             .output()
             .unwrap();
         let wall = t.elapsed().as_secs_f64();
+        let load = load.stop();
         assert!(out.status.success(), "sweep --jobs {k} failed: {}", String::from_utf8_lossy(&out.stderr));
         let mut rdr = csv::Reader::from_path(dir.path().join("results/results.csv")).unwrap();
         let headers = rdr.headers().unwrap().clone();
@@ -140,28 +146,31 @@ fn main() {
             }
         }
         assert_eq!(rows, n, "every hypothesis has one row");
-        // Slot use: the trials' own wall time over the slots' time; and the noise check: every
-        // run's value should be its own (the broken seeding repeated half of them).
+        // Slot use: the trials' own wall time over the slots' time (the serial loop: its runs'
+        // over the wall); and the noise check: every run's value should be its own (the broken
+        // seeding repeated half of them).
         let trials = std::fs::read_dir(dir.path().join(".ratchet/trials")).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default();
-        let busy: f64 = trials
+        let trial_busy: f64 = trials
             .iter()
             .filter_map(|d| std::fs::read_to_string(d.path().join("trial.json")).ok())
             .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .filter_map(|v| v["wall_s"].as_f64())
             .sum();
         let runs_text = std::fs::read_to_string(dir.path().join("results/runs.jsonl")).unwrap_or_default();
-        let values: Vec<String> = runs_text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter_map(|v| v["latency_ms"].as_f64().map(|x| format!("{x:.6}")))
-            .collect();
+        let records: Vec<serde_json::Value> = runs_text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let values: Vec<String> = records.iter().filter_map(|v| v["latency_ms"].as_f64().map(|x| format!("{x:.6}"))).collect();
+        let mut run_walls: Vec<f64> = records.iter().filter_map(|v| v["wall_s"].as_f64()).collect();
+        run_walls.sort_by(f64::total_cmp);
+        let run_wall = run_walls.get(run_walls.len() / 2).copied().unwrap_or(f64::NAN);
+        let busy = if k == 0 { run_walls.iter().sum() } else { trial_busy };
         let distinct = values.iter().collect::<std::collections::BTreeSet<_>>().len();
         let rate = n as f64 / wall * 3600.0;
         let speedup = rate / *base_rate.get_or_insert(rate);
         let cell = |e: &str| kept.get(e).map(|(k, t)| format!("{k}/{t}")).unwrap_or_else(|| "-".into());
+        let name = if k == 0 { "serial".to_string() } else { format!("--jobs {k}") };
         println!(
-            "| {k} | {wall:.0} s | {rate:.0} | {speedup:.2}x | {:.0}% | {:.1} | {stale} | {} | {} | {} | {} | {} | {distinct}/{} |",
-            busy / (wall * k as f64) * 100.0,
+            "| {name} | {wall:.0} s | {rate:.0} | {speedup:.2}x | {:.0}% | {:.1} | {stale} | {} | {} | {} | {} | {} | {distinct}/{} | {run_wall:.2} s | {load} |",
+            busy / (wall * k.max(1) as f64) * 100.0,
             total_runs as f64 / n as f64,
             cell("+0%"),
             cell("-5%"),
@@ -170,5 +179,47 @@ fn main() {
             cell("+10%"),
             values.len()
         );
+    }
+}
+
+/// The host's 1-minute load average, sampled every 5 s while a sweep runs (this example's own
+/// processes included): says how much the machine, not ratchet, limited a figure.
+struct Load {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    samples: std::thread::JoinHandle<Vec<f64>>,
+}
+
+impl Load {
+    fn start() -> Load {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let samples = std::thread::spawn(move || {
+            let mut v = vec![];
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(x) = std::fs::read_to_string("/proc/loadavg").ok().and_then(|t| t.split(' ').next()?.parse().ok()) {
+                    v.push(x);
+                }
+                for _ in 0..50 {
+                    if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            }
+            v
+        });
+        Load { stop, samples }
+    }
+
+    /// `min-max` of the samples.
+    fn stop(self) -> String {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let v = self.samples.join().unwrap_or_default();
+        let (lo, hi) = v.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &x| (a.min(x), b.max(x)));
+        if v.is_empty() {
+            "-".into()
+        } else {
+            format!("{lo:.1}-{hi:.1}")
+        }
     }
 }

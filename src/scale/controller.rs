@@ -1,316 +1,32 @@
 //! The controller of a parallel sweep (`ratchet sweep --jobs N`): hands hypotheses to free slots
-//! of an [`Engine`] as trials against the trunk head, and decides them one at a time on one
-//! trunk through the merge lane of `stats::parallel` (docs/scale-out.md): a winner merges only
-//! if its incumbent is still the head; a stale winner waits in a FIFO and is rechecked against
-//! the head while nothing else merges. Every decision is the experiments' own, made here from
-//! the worker's run directory; a worker decides nothing.
-//!
-//! Crash safety: `.ratchet/scale.json` journals every trial before it is submitted and its
-//! engine handle before it is waited on, and every recording (row, merge, park) before it
-//! starts, so a controller killed at any point loses no finished trial, merges nothing twice,
-//! and its workers are stopped by the next start ([`recover`]).
+//! of an [`Engine`] as trials, and decides them one at a time on one trunk through the merge
+//! lane (docs/scale-out.md): a winner merges only if its incumbent is still the head; a stale
+//! winner is rechecked against the head with the serial loop's rule. Every decision is the
+//! experiments' own, made from the worker's run directory (`assess`); a worker decides nothing.
+//! Everything it does is journaled first (`journal`).
 
-use super::engine::{Engine, JobHandle, JobState, TrialSpec};
+use super::assess::{assess, device_history_key, device_of, end_text, Assessed};
+use super::engine::{Engine, JobState, TrialSpec};
+use super::journal::{drop_trial_ref, finish_recording, has_result, recover_with, FirstWin, Journal, Recording, Tracked};
+pub use super::journal::{
+    in_flight, journaled_trials, plan_stray_trial_refs, recover, recover_steps, DEFAULT_RETRIES, RECORDED_AS, STALE_REF_PREFIX,
+    TRIAL_REF_PREFIX,
+};
+use super::lane::{Lane, Link, Place};
 use super::trial::{TrialEnd, TrialResult};
 use crate::config::{self, Config};
 use crate::error::{Error, Result, WithPath};
 use crate::events::{Effects, Event};
-use crate::experiment::{self, Ended, RowContext};
 use crate::outcome::{Outcome, SweepOutcome};
-use crate::session::Stop;
 use crate::stats::history;
-use crate::stats::sequential::Next;
-use crate::stats::Decision;
-use crate::store::{ResultRow, State, Status, Store};
+use crate::store::{ResultRow, Status};
 use crate::sweep::hypothesis::{Hypothesis, Plan};
 use crate::sweep::SweepOptions;
 use crate::vcs::{short, Repo};
-use crate::workspace::{Locked, Workspace};
-use serde::{Deserialize, Serialize};
+use crate::workspace::Locked;
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-const JOURNAL: &str = crate::journal::SCALE.file;
-/// How often a lost trial starts again when `[engine] retries` is not set.
-pub const DEFAULT_RETRIES: u32 = 2;
-/// Where a trial's candidate commit is kept until it is merged or parked.
-pub const TRIAL_REF_PREFIX: &str = "refs/ratchet/trials/";
-/// Where a stale winner's first candidate is kept once its row is recorded (`<row id>`).
-pub const STALE_REF_PREFIX: &str = "refs/ratchet/stale/";
-/// In a recorded trial's run directory: the id of the experiment it was recorded as.
-pub const RECORDED_AS: &str = "experiment";
-
-/// A trial the controller submitted (or is about to) and has not recorded yet.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Tracked {
-    spec: TrialSpec,
-    /// Set once the engine took it: what to poll or cancel.
-    handle: Option<JobHandle>,
-    /// The engine that took it (`Engine::name`): a restarted controller cancels it through the
-    /// same kind of engine (a Slurm job's worker may run on another node).
-    #[serde(default)]
-    engine: String,
-    hypothesis: String,
-    /// A stale winner's recheck: the trial it first won.
-    first: Option<FirstWin>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct FirstWin {
-    trial: String,
-    incumbent: String,
-    /// The candidate it won with (on the old head): parked when its row is recorded.
-    #[serde(default)]
-    candidate: String,
-    runs: u32,
-    wall_s: f64,
-    out_dir: PathBuf,
-}
-
-/// A row being recorded: what it changes is redone (idempotently) by a restarted controller.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Recording {
-    row: ResultRow,
-    branch: String,
-    /// Run directories whose runs go to runs.jsonl under the row's id.
-    out_dirs: Vec<PathBuf>,
-    /// Merge: move the branch from `row.incumbent` to `row.commit`. Otherwise park `row.commit`.
-    merge: bool,
-    /// The trials this row ends (their journal entries and refs go).
-    trials: Vec<String>,
-    /// A stale winner's first candidate (on the head it first won against), parked under
-    /// [`STALE_REF_PREFIX`]`<row id>` so its measured commit stays reachable.
-    #[serde(default)]
-    first_candidate: Option<String>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-struct Journal {
-    #[serde(default)]
-    next_trial: u64,
-    #[serde(default)]
-    trials: Vec<Tracked>,
-    #[serde(default)]
-    recording: Option<Recording>,
-    /// Per hypothesis (its key): why each of its trials was lost (preempted, cancelled, killed)
-    /// since it was last recorded; at `[engine] retries` + 1 losses it is recorded as lost.
-    #[serde(default)]
-    lost: std::collections::BTreeMap<String, Vec<String>>,
-}
-
-impl Journal {
-    fn load(state_dir: &Path) -> Result<Journal> {
-        crate::journal::SCALE.read_or_default(state_dir)
-    }
-
-    fn save(&self, state_dir: &Path) -> Result<()> {
-        crate::journal::SCALE.write(state_dir, self)
-    }
-}
-
-/// A trial's outcome as the experiments' code decides it.
-struct Assessed {
-    row: ResultRow,
-    decision: Option<Decision>,
-    result: TrialResult,
-}
-
-/// Finish what a stopped parallel sweep left (under the lock): a recording under way is
-/// completed, every worker still running is stopped (with its benchmark), and a trial without a
-/// result is forgotten (its hypothesis runs again). Finished trials stay journaled for the next
-/// parallel sweep, which decides them from their run directories.
-pub fn recover(ws: &Workspace, fx: &mut Effects) -> Result<()> {
-    for what in recover_steps(&ws.repo, &ws.store)? {
-        fx.emit(Event::Recovered { what });
-    }
-    Ok(())
-}
-
-/// [`recover`], returning what it did (for `ratchet recover`).
-pub fn recover_steps(repo: &Repo, store: &Store) -> Result<Vec<String>> {
-    recover_with(repo, store, None, false)
-}
-
-/// [`recover_steps`], cancelling the unfinished trials of an external engine (Slurm, hooks)
-/// through `engine`, or through the one `[engine]` in ratchet.toml names when `None`. With
-/// `reattach` (a parallel sweep starting on `engine`), that engine's unfinished trials are not
-/// cancelled but stay journaled, to be watched again: on a busy cluster a cancelled job would go
-/// to the back of the queue. A trial whose handle was never journaled is looked up by its name.
-fn recover_with(repo: &Repo, store: &Store, mut engine: Option<&mut dyn Engine>, reattach: bool) -> Result<Vec<String>> {
-    let state_dir = &repo.state_dir();
-    let mut said = vec![];
-    if !state_dir.join(JOURNAL).exists() {
-        said.extend(drop_stray_trial_refs(repo, &[]));
-        return Ok(said);
-    }
-    let mut j = Journal::load(state_dir)?;
-    // Finished is decided before anything is stopped: a worker stopped now may still write a
-    // result (its benchmark killed by the same signal reads as a crash), which must not count.
-    let finished: Vec<String> = j.trials.iter().filter(|t| has_result(&t.spec.out_dir)).map(|t| t.spec.id.clone()).collect();
-    let mut attached: Vec<String> = vec![];
-    if let Some(e) = engine.as_deref_mut().filter(|e| reattach && e.name() != "local") {
-        let name = e.name().to_string();
-        let mut found = false;
-        for t in j.trials.iter_mut().filter(|t| t.engine == name && !finished.contains(&t.spec.id)) {
-            if t.handle.is_none() {
-                t.handle = e.find(&t.spec)?;
-                found |= t.handle.is_some();
-            }
-            if t.handle.is_some() {
-                attached.push(t.spec.id.clone());
-            }
-        }
-        if found {
-            j.save(state_dir)?;
-        }
-        if !attached.is_empty() {
-            said.push(format!(
-                "re-attached the jobs a stopped parallel sweep left queued or running on the {name} engine ({})",
-                attached.join(", ")
-            ));
-        }
-    }
-    let cancelled = cancel_unfinished(repo, &j, engine, &attached)?;
-    if !cancelled.is_empty() {
-        said.push(format!("cancelled the jobs a stopped parallel sweep left queued or running ({})", cancelled.join(", ")));
-    }
-    let stopped = super::local::kill_orphans(&crate::layout::trials_dir(state_dir), &attached);
-    if !stopped.is_empty() {
-        said.push(format!("stopped the workers a stopped parallel sweep left running ({})", stopped.join(", ")));
-    }
-    if let Some(rec) = j.recording.clone() {
-        finish_recording(repo, store, &mut j, &rec)?;
-        said.push(format!("finished recording experiment {} of a stopped parallel sweep", rec.row.id));
-    }
-    let before = j.trials.len();
-    let mut dropped = vec![];
-    j.trials.retain(|t| {
-        let done = finished.contains(&t.spec.id) || attached.contains(&t.spec.id);
-        if !done {
-            dropped.push(t.spec.id.clone());
-        }
-        done
-    });
-    for id in &dropped {
-        drop_trial_ref(repo, id);
-    }
-    if j.trials.len() != before {
-        said.push(format!(
-            "forgot {} unfinished trial(s) of a stopped parallel sweep; their hypotheses run again",
-            before - j.trials.len()
-        ));
-    }
-    j.save(state_dir)?;
-    let keep: Vec<String> = j.trials.iter().map(|t| t.spec.id.clone()).collect();
-    said.extend(drop_stray_trial_refs(repo, &keep));
-    Ok(said)
-}
-
-/// Delete the trial refs that no journaled trial owns: a controller killed between making a
-/// trial's ref and journaling it, or between forgetting a trial and deleting its ref, leaves one.
-fn drop_stray_trial_refs(repo: &Repo, keep: &[String]) -> Option<String> {
-    let gone = stray_trial_refs(repo, keep);
-    for id in &gone {
-        drop_trial_ref(repo, id);
-    }
-    (!gone.is_empty()).then(|| format!("deleted the refs of trials no parallel sweep tracks ({})", gone.join(", ")))
-}
-
-/// The trial ids under `refs/ratchet/trials/` other than `keep`'s.
-fn stray_trial_refs(repo: &Repo, keep: &[String]) -> Vec<String> {
-    let Ok(refs) = repo.repo.references_glob(&format!("{TRIAL_REF_PREFIX}*")) else { return vec![] };
-    let names: Vec<String> = refs.flatten().filter_map(|r| r.name().map(str::to_string)).collect();
-    names.into_iter().map(|n| n.trim_start_matches(TRIAL_REF_PREFIX).to_string()).filter(|id| !keep.contains(id)).collect()
-}
-
-/// What recovery would say of trial refs that no journaled trial owns (`ratchet status`).
-pub fn plan_stray_trial_refs(repo: &Repo) -> Option<String> {
-    let stray = stray_trial_refs(repo, &journaled_trials(&repo.state_dir()));
-    (!stray.is_empty()).then(|| format!("delete the refs of trials no parallel sweep tracks ({})", stray.join(", ")))
-}
-
-/// Whether a trial's worker wrote a result that counts (not one of a stopped worker).
-fn has_result(out_dir: &Path) -> bool {
-    TrialResult::read(out_dir).ok().flatten().is_some_and(|r| r.end != TrialEnd::Interrupted)
-}
-
-/// Cancel, through the engine that took them, the journaled trials without a result (local
-/// workers are otherwise stopped by their worker.pid). Returns their engine ids. An engine that
-/// cannot cancel is an error, and the journal is kept, so that a later recovery tries again.
-fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>, spare: &[String]) -> Result<Vec<String>> {
-    // Local trials too where the local engine is given (it also knows a worker that was killed
-    // before it wrote its worker.pid); `kill_orphans` stops the rest. A trial of an external
-    // engine without a handle (the controller died as it submitted it) is looked up by name.
-    let local = engine.as_ref().is_some_and(|e| e.name() == "local");
-    let unfinished: Vec<&Tracked> = j
-        .trials
-        .iter()
-        .filter(|t| !t.engine.is_empty() && (t.engine != "local" || local))
-        .filter(|t| !has_result(&t.spec.out_dir) && !spare.contains(&t.spec.id))
-        .filter(|t| t.handle.is_some() || t.engine != "local")
-        .collect();
-    let Some(kind) = unfinished.first().map(|t| t.engine.as_str()) else { return Ok(vec![]) };
-    let mut built: Option<Box<dyn Engine>>;
-    let engine: Option<&mut dyn Engine> = match engine {
-        Some(e) => Some(e),
-        None => {
-            let cfg = Config::load(&config::path_in(repo.root())).map_err(|e| {
-                let hint = format!(
-                    "fix ratchet.toml, then run `ratchet recover`: {} trial(s) of a stopped parallel sweep may still run on the {kind} engine",
-                    unfinished.len()
-                );
-                e.hint(hint)
-            })?;
-            built = super::engine_from_config(&cfg.engine, repo.root(), &repo.state_dir())?;
-            built.as_deref_mut()
-        }
-    };
-    let engine = match engine {
-        Some(e) if unfinished.iter().all(|t| t.engine == e.name()) => e,
-        other => {
-            return Err(Error::config(format!(
-                "a stopped parallel sweep left {} trial(s) on the {kind} engine, but [engine] in ratchet.toml is {} now",
-                unfinished.len(),
-                other.map(|e| e.name().to_string()).unwrap_or_else(|| "local".into())
-            ))
-            .hint("restore the [engine] table the sweep ran with and run `ratchet recover`, or cancel its jobs yourself and delete .ratchet/scale.json"))
-        }
-    };
-    let mut done = vec![];
-    for t in unfinished {
-        let h = match &t.handle {
-            Some(h) => h.clone(),
-            None => match engine.find(&t.spec)? {
-                Some(h) => h,
-                None => continue,
-            },
-        };
-        let h = &h;
-        engine.cancel(h).map_err(|e| {
-            let hint = format!("job {} (trial {}) may still run; {}", h.engine_id, h.trial, e.hint.clone().unwrap_or_default());
-            e.hint(hint)
-        })?;
-        done.push(h.engine_id.clone());
-    }
-    Ok(done)
-}
-
-/// The trial ids a parallel sweep's journal still tracks (their run directories are in use).
-pub fn journaled_trials(state_dir: &Path) -> Vec<String> {
-    Journal::load(state_dir).map(|j| j.trials.iter().map(|t| t.spec.id.clone()).collect()).unwrap_or_default()
-}
-
-/// What a parallel sweep's journal holds that recovery acts on (`ratchet status`): trials
-/// without a result (running, or left by a dead controller) and a recording under way. Finished
-/// trials kept for the next parallel sweep are not pending work, so they are not named.
-pub fn in_flight(state_dir: &Path) -> Option<String> {
-    let j = Journal::load(state_dir).ok()?;
-    let open = j.trials.iter().filter(|t| !has_result(&t.spec.out_dir)).count();
-    let recording = j.recording.as_ref().map(|r| format!(" and the recording of experiment {}", r.row.id));
-    (open > 0 || recording.is_some())
-        .then(|| format!("{open} unfinished trial(s){} of a parallel sweep journaled in {JOURNAL}", recording.unwrap_or_default()))
-}
 
 /// The worker's command line for a trial (`argv[0]` is this ratchet).
 pub fn worker_argv(
@@ -423,13 +139,18 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
         journal: j,
         out: SweepOutcome { rows: vec![], already_done: hyps.len() - todo, not_started: 0, stopped_by: None },
         winners: VecDeque::new(),
-        lane: None,
+        lane: Lane::default(),
+        recheck_waits: false,
         requeue: VecDeque::new(),
+        deferred: VecDeque::new(),
         retries: cfg.engine.retries.unwrap_or(DEFAULT_RETRIES),
         runs_spent: 0,
         walls: vec![],
         started,
     };
+    // The chain of a controller that died: its journaled rechecks, from the head in turn.
+    let links: Vec<Link> = c.journal.trials.iter().filter(|t| t.first.is_some()).map(link).collect();
+    c.lane = Lane::rebuild(&c.head()?, links.iter());
     let in_journal: Vec<String> = c.journal.trials.iter().map(|t| t.hypothesis.clone()).collect();
     let mut queue: VecDeque<usize> =
         (0..hyps.len()).filter(|&i| !done.contains_key(&hyps[i].key()) && !in_journal.contains(&hyps[i].key())).collect();
@@ -454,13 +175,21 @@ struct Controller<'a> {
     exe: PathBuf,
     journal: Journal,
     out: SweepOutcome,
-    /// Winners waiting for the merge lane, in the order they won.
+    /// Finished winners not merged yet, in the order they won: links of the chain waiting for
+    /// their turn, and winners waiting to join it or to be rechecked.
     winners: VecDeque<(Tracked, Assessed)>,
-    /// The recheck in the lane (its trial id): no merge happens until it is decided.
-    lane: Option<String>,
+    /// The merge lane's chain: rechecks and winners that merge one after another, each measured
+    /// against the commit the one before it makes the head. New trials start on its tip.
+    lane: Lane,
+    /// A stale winner is waiting for a slot for its recheck (new hypotheses wait behind it).
+    recheck_waits: bool,
     /// Hypotheses whose trial was lost (by its key), to start again before new ones; with the
-    /// first win of a lost recheck, which starts again as the lane's recheck.
+    /// first win of a lost recheck (or of a recheck whose chain was cut), which starts again as a
+    /// recheck.
     requeue: VecDeque<(String, Option<FirstWin>)>,
+    /// Hypotheses that do not apply to the tip while the chain is undecided: asked again once it
+    /// has merged (whether a change applies is the head's question).
+    deferred: VecDeque<(String, Option<FirstWin>)>,
     /// How often a hypothesis's lost trial is started again before it is recorded as lost.
     retries: u32,
     runs_spent: u64,
@@ -506,7 +235,7 @@ impl<'a> Controller<'a> {
                 if let Some(h) = &t.handle {
                     engine.fetch(h, &t.spec)?;
                 }
-                if let Err(e) = self.finished(t, lost, fx) {
+                if let Err(e) = self.finished(engine, t, lost, fx) {
                     stopping.get_or_insert(e);
                 }
             }
@@ -515,20 +244,17 @@ impl<'a> Controller<'a> {
                 // (they run again on resume), finished winners stay journaled.
                 return Err(e);
             }
-            // Lost trials start again first; a lost recheck only while the lane is free.
+            if self.lane.is_empty() {
+                self.requeue.extend(self.deferred.drain(..));
+            }
+            // Lost trials start again first (a lost recheck as a recheck, on the tip).
             while self.running() < engine.capacity() {
-                let Some(i) = self.requeue.iter().position(|(_, first)| first.is_none() || self.lane.is_none()) else { break };
-                let (key, first) = self.requeue.remove(i).expect("position is in range");
+                let Some((key, first)) = self.requeue.pop_front() else { break };
                 let Some(h) = self.hyp(&key) else { continue };
-                let recheck = first.is_some();
-                if let Some(id) = self.start(engine, h, first, fx)? {
-                    if recheck {
-                        self.lane = Some(id);
-                    }
-                }
+                self.start(engine, h, first, fx)?;
             }
             self.lane_step(engine, fx)?;
-            while self.running() < engine.capacity() && self.lane_waits_for_slot().is_none() {
+            while self.running() < engine.capacity() && !self.recheck_waits {
                 let Some(&i) = queue.front() else { break };
                 let h = &self.hyps[i];
                 let pairs = self.cfg.decision.params(h.pairs.or(self.opts.pairs)).max_total_pairs() as u64;
@@ -549,9 +275,10 @@ impl<'a> Controller<'a> {
             }
             if self.journal.trials.is_empty()
                 && self.winners.is_empty()
-                && self.lane.is_none()
+                && self.lane.is_empty()
                 && queue.is_empty()
                 && self.requeue.is_empty()
+                && self.deferred.is_empty()
             {
                 return Ok(());
             }
@@ -564,93 +291,162 @@ impl<'a> Controller<'a> {
         self.journal.trials.iter().filter(|t| !self.winners.iter().any(|(w, _)| w.spec.id == t.spec.id)).count()
     }
 
-    /// The stale winner at the head of the FIFO, when it waits for a slot for its recheck.
-    fn lane_waits_for_slot(&self) -> Option<()> {
-        let (w, _) = self.winners.front()?;
-        (self.lane.is_none() && self.head().ok()? != w.spec.incumbent).then_some(())
+    /// Whether `commit` is the head or one of its ancestors.
+    fn on_trunk(&self, commit: &str) -> bool {
+        let r = &self.repo().repo;
+        match (self.repo().head_oid(), git2::Oid::from_str(commit)) {
+            (Ok(head), Ok(c)) => head == c || r.graph_descendant_of(head, c).unwrap_or(false),
+            _ => false,
+        }
     }
 
     fn head(&self) -> Result<String> {
         Ok(self.repo().head_oid()?.to_string())
     }
 
-    /// Merge fresh winners; send the first stale one to its recheck (the lane then blocks merges).
+    /// Merge the chain's front once it is decided; let a winner measured against the tip join
+    /// the chain; send a stale winner to its recheck on the tip (a free slot each, before new
+    /// hypotheses). Nothing merges unless its incumbent is the head.
     fn lane_step(&mut self, engine: &mut dyn Engine, fx: &mut Effects) -> Result<()> {
-        while self.lane.is_none() {
-            let Some((w, _)) = self.winners.front() else { return Ok(()) };
+        self.recheck_waits = false;
+        'again: loop {
             let head = self.head()?;
-            if w.spec.incumbent == head {
-                let (w, a) = self.winners.pop_front().expect("front");
-                self.record(&w, a, true, fx)?;
+            for i in 0..self.winners.len() {
+                let w = link(&self.winners[i].0);
+                match self.lane.place(&head, &w) {
+                    Place::Wait => {}
+                    Place::Merge => {
+                        let (w, a) = self.winners.remove(i).expect("in range");
+                        self.lane.pop_front();
+                        self.record(&w, a, true, fx)?;
+                        continue 'again;
+                    }
+                    Place::Join => {
+                        self.lane.push(w);
+                        continue 'again;
+                    }
+                    Place::Stale if self.running() >= engine.capacity() => self.recheck_waits = true,
+                    Place::Stale => {
+                        if let Some(at) = self.lane.position(&w.id) {
+                            // Out of the chain, with what came after it; then placed afresh (the
+                            // cut may also have taken winners out of the FIFO).
+                            self.cut_lane(at, engine)?;
+                            continue 'again;
+                        }
+                        if self.recheck(engine, i, &head, fx)? {
+                            continue 'again;
+                        }
+                    }
+                }
+            }
+            return Ok(());
+        }
+    }
+
+    /// Start the recheck of the stale winner `winners[i]` on the tip. Returns false when it must
+    /// wait instead: it does not apply to the tip while the chain may still change.
+    fn recheck(&mut self, engine: &mut dyn Engine, i: usize, head: &str, fx: &mut Effects) -> Result<bool> {
+        let tip = self.lane.tip(head).to_string();
+        let w = self.winners[i].0.clone();
+        let Some(h) = self.hyp(&w.hypothesis) else {
+            self.winners.remove(i);
+            self.forget(&w.spec.id)?;
+            return Ok(true);
+        };
+        // A winner that no longer applies to the head (another keep edited the same lines)
+        // is recorded with what its trial measured and its candidate parked, not as an
+        // unmeasured skip; while the chain is undecided, it waits for the head to settle.
+        let conflict = match self.plan_on(h, &tip) {
+            Ok(p) if p.changes.is_empty() => Some("applying it to the head changes nothing (the head already has it)".to_string()),
+            Ok(_) => None,
+            Err(e) => Some(format!("it no longer applies to {}: {}", short(&tip), e)),
+        };
+        if conflict.is_some() && !self.lane.is_empty() {
+            return Ok(false);
+        }
+        let (w, a) = self.winners.remove(i).expect("in range");
+        fx.emit(Event::StaleWinner {
+            name: h.name.clone(),
+            won_against: w.first.as_ref().map_or(&w.spec.incumbent, |f| &f.incumbent).clone(),
+            head: tip.clone(),
+        });
+        if let Some(why) = conflict {
+            let mut a = a;
+            a.row.status = Status::Skipped;
+            a.row.note = format!(
+                "stale winner, not merged: kept against {}, then the trunk moved and {why}; its measurement is the first trial's: {}",
+                short(&w.spec.incumbent),
+                a.row.note
+            );
+            self.record(&w, a, false, fx)?;
+            return Ok(true);
+        }
+        // A recheck whose chain was cut after it won starts again from its first win (its own
+        // runs were measured against a head that never came).
+        let first = w.first.clone().unwrap_or_else(|| FirstWin {
+            trial: w.spec.id.clone(),
+            incumbent: w.spec.incumbent.clone(),
+            candidate: w.spec.candidate.clone(),
+            runs: a.row.runs,
+            wall_s: a.row.wall_s,
+            out_dir: w.spec.out_dir.clone(),
+        });
+        // The first trial's journal entry goes once the recheck is journaled.
+        self.start(engine, h, Some(first), fx)?;
+        self.forget(&w.spec.id)?;
+        Ok(true)
+    }
+
+    /// The chain's link at `at` was not kept, was lost or turned stale: the links after it were
+    /// measured against a commit that will now never be the head. Their rechecks in flight are
+    /// stopped and start again on the new tip; a finished recheck among them starts again too;
+    /// a first win among them waits again (stale now).
+    fn cut_lane(&mut self, at: usize, engine: &mut dyn Engine) -> Result<()> {
+        for l in self.lane.cut(at).into_iter().skip(1) {
+            let Some(t) = self.journal.trials.iter().find(|t| t.spec.id == l.id).cloned() else { continue };
+            let won = self.winners.iter().any(|(w, _)| w.spec.id == l.id);
+            if won && t.first.is_none() {
                 continue;
             }
-            if self.running() >= engine.capacity() {
-                return Ok(());
+            if !won {
+                if let Some(h) = &t.handle {
+                    engine.cancel(h)?;
+                }
             }
-            let (w, a) = self.winners.pop_front().expect("front");
-            if !self.journal.trials.iter().any(|t| t.spec.id == w.spec.id) {
-                // Recorded meanwhile (its recheck, journaled before a restart, decided it).
-                continue;
-            }
-            fx.emit(Event::StaleWinner {
-                name: self.hyp(&w.hypothesis).map(|h| h.name.clone()).unwrap_or_default(),
-                won_against: w.spec.incumbent.clone(),
-                head: head.clone(),
-            });
-            let Some(h) = self.hyp(&w.hypothesis) else {
-                self.forget(&w.spec.id)?;
-                continue;
-            };
-            // A winner that no longer applies to the head (another keep edited the same lines)
-            // is recorded with what its trial measured and its candidate parked, not as an
-            // unmeasured skip.
-            let conflict = match h.plan(self.repo()) {
-                Ok(p) if p.changes.is_empty() => Some("applying it to the head changes nothing (the head already has it)".to_string()),
-                Ok(_) => None,
-                Err(e) => Some(format!("it no longer applies to {}: {}", short(&head), e.0)),
-            };
-            if let Some(why) = conflict {
-                let mut a = a;
-                a.row.status = Status::Skipped;
-                a.row.note = format!(
-                    "stale winner, not merged: kept against {}, then the trunk moved and {why}; its measurement is the first trial's: {}",
-                    short(&w.spec.incumbent),
-                    a.row.note
-                );
-                self.record(&w, a, false, fx)?;
-                continue;
-            }
-            let first = FirstWin {
-                trial: w.spec.id.clone(),
-                incumbent: w.spec.incumbent.clone(),
-                candidate: w.spec.candidate.clone(),
-                runs: a.row.runs,
-                wall_s: a.row.wall_s,
-                out_dir: w.spec.out_dir.clone(),
-            };
-            // The first trial's journal entry goes once the recheck is journaled.
-            let old = w.spec.id.clone();
-            if let Some(id) = self.start(engine, h, Some(first), fx)? {
-                self.lane = Some(id);
-            }
-            self.journal.trials.retain(|t| t.spec.id != old);
-            self.journal.save(&self.state_dir)?;
-            drop_trial_ref(self.repo(), &old);
+            self.winners.retain(|(w, _)| w.spec.id != l.id);
+            self.forget(&l.id)?;
+            self.requeue.push_back((t.hypothesis.clone(), t.first.clone()));
         }
         Ok(())
     }
 
-    /// Plan `h` on the head, commit its candidate (on no branch) and submit its trial. Returns
-    /// the trial's id, or `None` when the hypothesis was recorded without measuring.
+    /// `h`'s plan on `base`'s tree (the tip), its error as text.
+    fn plan_on(&self, h: &Hypothesis, base: &str) -> std::result::Result<Plan, String> {
+        let r = &self.repo().repo;
+        let tree = git2::Oid::from_str(base).and_then(|o| r.find_commit(o)).and_then(|c| c.tree()).map_err(|e| e.message().to_string())?;
+        h.plan_on(self.repo(), &tree).map_err(|e| e.0)
+    }
+
+    /// Plan `h` on the tip, commit its candidate (on no branch) and submit its trial. Returns
+    /// the trial's id, or `None` when the hypothesis was recorded without measuring (or waits
+    /// for the chain: it does not apply to the tip, which may still change).
     fn start(&mut self, engine: &mut dyn Engine, h: &Hypothesis, first: Option<FirstWin>, fx: &mut Effects) -> Result<Option<String>> {
         let repo = self.repo();
         let head = repo.head_oid()?;
+        let tip = self.lane.tip(&head.to_string()).to_string();
+        let base = git2::Oid::from_str(&tip)?;
         let won = first.as_ref().map(|f| format!("won against {}, then ", short(&f.incumbent))).unwrap_or_default();
         if let crate::sweep::hypothesis::Change::Malformed(why) = &h.change {
             return self.unmeasured(h, head, Status::Refused, format!("refused: {why}"), fx);
         }
-        let plan = match h.plan(repo) {
-            Ok(p) if p.changes.is_empty() => {
+        let plan = match self.plan_on(h, &tip) {
+            Ok(p) if !p.changes.is_empty() => p,
+            // Whether it applies is the head's question: ask again once the chain has merged.
+            _ if base != head => {
+                self.deferred.push_back((h.key(), first));
+                return Ok(None);
+            }
+            Ok(_) => {
                 return self.unmeasured(
                     h,
                     head,
@@ -659,16 +455,7 @@ impl<'a> Controller<'a> {
                     fx,
                 );
             }
-            Ok(p) => p,
-            Err(e) => {
-                return self.unmeasured(
-                    h,
-                    head,
-                    Status::Skipped,
-                    format!("{won}does not apply to {}: {}", short(&head.to_string()), e.0),
-                    fx,
-                )
-            }
+            Err(e) => return self.unmeasured(h, head, Status::Skipped, format!("{won}does not apply to {}: {e}", short(&tip)), fx),
         };
         let protected = config::protected_paths(self.cfg, repo.root());
         let touched: Vec<&str> = plan.files.iter().filter(|p| config::is_protected(p, &protected)).map(String::as_str).collect();
@@ -679,7 +466,7 @@ impl<'a> Controller<'a> {
             );
             return self.unmeasured(h, head, Status::Refused, why, fx);
         }
-        if let Some(why) = crate::bench::shadow::check(self.cfg, &repo.repo, repo.root(), head, &plan.files) {
+        if let Some(why) = crate::bench::shadow::check(self.cfg, &repo.repo, repo.root(), base, &plan.files) {
             return self.unmeasured(h, head, Status::Refused, format!("refused: {why}"), fx);
         }
         let n = self.journal.next_trial + 1;
@@ -689,15 +476,9 @@ impl<'a> Controller<'a> {
         if out_dir.exists() {
             std::fs::remove_dir_all(&out_dir).with_path(&out_dir)?;
         }
-        let candidate = candidate_commit(repo, head, &plan, &h.message)?;
+        let candidate = candidate_commit(repo, base, &plan, &h.message)?;
         repo.repo.reference(&format!("{TRIAL_REF_PREFIX}{id}"), candidate, true, "ratchet: trial candidate")?;
-        let spec = TrialSpec {
-            id: id.clone(),
-            repo: repo.root().to_path_buf(),
-            incumbent: head.to_string(),
-            candidate: candidate.to_string(),
-            out_dir,
-        };
+        let spec = TrialSpec { id: id.clone(), repo: repo.root().to_path_buf(), incumbent: tip, candidate: candidate.to_string(), out_dir };
         let recheck = first.is_some();
         // The noise of the device the trial will run on, where the engine can tell it before
         // the trial starts (a local slot); a cluster's node is not known yet, so its trials
@@ -715,6 +496,9 @@ impl<'a> Controller<'a> {
             hypothesis: h.key(),
             first,
         });
+        if recheck {
+            self.lane.push(Link { id: id.clone(), incumbent: spec.incumbent.clone(), candidate: spec.candidate.clone() });
+        }
         self.journal.save(&self.state_dir)?;
         let handle = engine
             .submit(std::slice::from_ref(&spec), std::slice::from_ref(&argv))?
@@ -756,7 +540,7 @@ impl<'a> Controller<'a> {
 
     /// A trial's worker ended: decide it and record it, or queue a winner for the lane.
     /// `lost`: why the engine says the job failed (a Slurm TIMEOUT, a hook's reason).
-    fn finished(&mut self, t: Tracked, lost: Option<String>, fx: &mut Effects) -> Result<()> {
+    fn finished(&mut self, engine: &mut dyn Engine, t: Tracked, lost: Option<String>, fx: &mut Effects) -> Result<()> {
         let name = self.hyp(&t.hypothesis).map(|h| h.name.clone()).unwrap_or_default();
         let result = TrialResult::read(&t.spec.out_dir)?;
         let Some(result) = result else {
@@ -765,7 +549,7 @@ impl<'a> Controller<'a> {
             let log = log.unwrap_or_else(|| t.spec.out_dir.join("worker.log"));
             let why = lost.unwrap_or_else(|| "its worker ended without a result".into());
             let why = if log.exists() { format!("{why}; see {}", log.display()) } else { why };
-            return self.lost_trial(t, why, fx);
+            return self.lost_trial(engine, t, why, fx);
         };
         fx.emit(Event::TrialFinished {
             trial: t.spec.id.clone(),
@@ -785,7 +569,7 @@ impl<'a> Controller<'a> {
             // cluster, or killed on its host.
             TrialEnd::Interrupted => {
                 let why = lost.unwrap_or_else(|| "its worker was stopped by a signal".into());
-                return self.lost_trial(t, why, fx);
+                return self.lost_trial(engine, t, why, fx);
             }
             TrialEnd::Infrastructure { why } => {
                 self.forget(&t.spec.id)?;
@@ -799,16 +583,16 @@ impl<'a> Controller<'a> {
             return Ok(());
         };
         let a = assess(self.cfg, self.opts, h, &t.spec, result)?;
-        if t.first.is_some() {
-            self.lane = None;
-        }
-        if a.row.status == Status::Keep && t.first.is_none() {
+        if a.row.status == Status::Keep {
+            // The lane decides when (and whether) it merges: now, when it can.
             self.winners.push_back((t, a));
-            return Ok(());
+            return self.lane_step(engine, fx);
         }
-        let merge = a.row.status == Status::Keep;
+        if let Some(at) = self.lane.position(&t.spec.id) {
+            self.cut_lane(at, engine)?;
+        }
         let stop = a.row.status == Status::Error;
-        self.record(&t, a, merge, fx)?;
+        self.record(&t, a, false, fx)?;
         if stop {
             return Err(Error::failure(format!("{name} could not be decided: the incumbent's benchmark failed"))
                 .hint("check that the incumbent's benchmark runs (its logs are under .ratchet/trials/)"));
@@ -819,11 +603,11 @@ impl<'a> Controller<'a> {
     /// A trial the engine lost (preempted, cancelled, out of memory, a node failure, its time
     /// limit, a killed worker): its hypothesis starts again, up to `retries` times, and is then
     /// recorded as lost (`interrupted`, the reasons in its note); the rest of the sweep goes on.
-    fn lost_trial(&mut self, t: Tracked, why: String, fx: &mut Effects) -> Result<()> {
-        self.forget(&t.spec.id)?;
-        if t.first.is_some() {
-            self.lane = None;
+    fn lost_trial(&mut self, engine: &mut dyn Engine, t: Tracked, why: String, fx: &mut Effects) -> Result<()> {
+        if let Some(at) = self.lane.position(&t.spec.id) {
+            self.cut_lane(at, engine)?;
         }
+        self.forget(&t.spec.id)?;
         let Some(h) = self.hyp(&t.hypothesis) else { return Ok(()) };
         let reasons = self.journal.lost.entry(t.hypothesis.clone()).or_default();
         reasons.push(why.clone());
@@ -882,6 +666,10 @@ impl<'a> Controller<'a> {
             (None, None) => format!(" [host {}]", a.result.host),
         };
         row.note.push_str(&where_);
+        if !merge && !self.on_trunk(&row.incumbent) {
+            // Started on the merge lane's tip: the head its pending keeps would make.
+            row.note.push_str(&format!(" [measured against {}, the head the merge lane was about to make]", short(&row.incumbent)));
+        }
         // A winner whose recheck (journaled before a restart) decides it leaves the FIFO too.
         self.winners.retain(|(w, _)| !trials.contains(&w.spec.id));
         let first_candidate = t.first.as_ref().map(|f| f.candidate.clone()).filter(|c| !c.is_empty());
@@ -932,164 +720,6 @@ impl<'a> Controller<'a> {
     }
 }
 
-/// The device a trial measured on, as the noise history names it: its host and local slot
-/// where the slot binds a device (`[devices]`), the host alone for a slot that binds none (it
-/// measures on the host, as the serial loop does), or the host and its device-binding variables
-/// (a cluster node's GPU).
-fn device_of(r: &TrialResult) -> String {
-    let bound: Vec<String> = r
-        .device_env
-        .iter()
-        .filter(|(k, _)| k.ends_with("VISIBLE_DEVICES") || k.ends_with("VISIBLE_CHIPS"))
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    match r.slot {
-        Some(i) => super::engine::slot_device(&r.host, i, !bound.is_empty()),
-        None => format!("{} {}", r.host, bound.join(" ")).trim_end().to_string(),
-    }
-}
-
-/// The noise history's key for a benchmark on one device: a number measured on one GPU says
-/// nothing of another's noise.
-fn device_history_key(cfg: &Config, device: &str) -> String {
-    format!("{} on {device}", experiment::history_key(cfg))
-}
-
-fn end_text(e: &TrialEnd) -> String {
-    match e {
-        TrialEnd::Decided => "decided".into(),
-        TrialEnd::NoOp { .. } => "no-op".into(),
-        TrialEnd::Candidate { status, .. } => status.as_str().into(),
-        TrialEnd::Incumbent { .. } => "incumbent failed".into(),
-        TrialEnd::Infrastructure { .. } => "infrastructure".into(),
-        TrialEnd::Interrupted => "interrupted".into(),
-    }
-}
-
-/// The row and decision of a finished trial, from its run directory, by the experiments' code:
-/// the stopping rule is rebuilt from this controller's config (it must be the one the worker
-/// used) and asked to decide on the trial's pairs.
-fn assess(cfg: &Config, opts: &SweepOptions, h: &Hypothesis, spec: &TrialSpec, result: TrialResult) -> Result<Assessed> {
-    let pairs = h.pairs.or(opts.pairs);
-    let seq = super::worker::stopping_rule(cfg, pairs, result.noise_scale);
-    if serde_json::to_value(&seq.params).expect("params serialize") != result.params {
-        return Err(Error::failure(format!(
-            "trial {} was measured with another stopping rule than this ratchet.toml gives ({})",
-            spec.id,
-            spec.out_dir.display()
-        ))
-        .hint("ratchet.toml changed while the sweep ran; restore it, or delete the trial's directory to run it again"));
-    }
-    let records = TrialResult::records(&spec.out_dir)?;
-    let ended = match &result.end {
-        TrialEnd::Decided => match seq.next(&result.main, &result.confirm) {
-            Next::Done(d) => Ended::Decided(d),
-            Next::Measure { .. } => {
-                return Err(Error::failure(format!(
-                    "trial {} stopped before its stopping rule decided ({})",
-                    spec.id,
-                    spec.out_dir.display()
-                )))
-            }
-        },
-        TrialEnd::NoOp { why } => Ended::NoOp(why.clone()),
-        TrialEnd::Candidate { status, why } => Ended::Stopped(Stop::Candidate(*status, why.clone())),
-        TrialEnd::Incumbent { why } => Ended::Stopped(Stop::Incumbent(why.clone())),
-        TrialEnd::Infrastructure { why } => Ended::Stopped(Stop::Infrastructure(why.clone())),
-        TrialEnd::Interrupted => Ended::Stopped(Stop::Interrupted),
-    };
-    let eopts = experiment::Options {
-        message: h.message.clone(),
-        deep: h.deep.unwrap_or(opts.deep),
-        allow_empty: false,
-        pairs,
-        hypothesis: Some(h.key()),
-        tags: h.tags.clone(),
-        allow_large: false,
-    };
-    let ctx = RowContext {
-        id: 0,
-        candidate: spec.candidate.clone(),
-        incumbent: spec.incumbent.clone(),
-        opts: &eopts,
-        cfg,
-        elasticity: crate::stats::elasticity(cfg.score.metric),
-        wall_s: result.wall_s,
-    };
-    let (row, decision) = experiment::summarize(&ctx, &records, ended);
-    Ok(Assessed { row, decision, result })
-}
-
-/// Complete a recording (idempotent: a restarted controller redoes it): merge or park, then the
-/// runs and the row, then forget its trials.
-fn finish_recording(repo: &Repo, store: &Store, j: &mut Journal, rec: &Recording) -> Result<()> {
-    let state_dir = repo.state_dir();
-    let row = &rec.row;
-    let candidate = git2::Oid::from_str(&row.commit)?;
-    let incumbent = git2::Oid::from_str(&row.incumbent)?;
-    let recorded = store.rows()?.iter().any(|r| r.id == row.id);
-    if rec.merge {
-        let head = repo.head_oid()?;
-        if head == incumbent {
-            repo.reset_to(candidate)?;
-        } else if head != candidate && !recorded {
-            return Err(Error::repo(format!(
-                "a parallel sweep was merging {} onto {}, but HEAD is {} now",
-                short(&row.commit),
-                short(&row.incumbent),
-                short(&head.to_string())
-            ))
-            .hint(format!("check `git log`; then delete {} to start afresh", state_dir.join(JOURNAL).display())));
-        }
-        crate::fault::point("scale-after-merge");
-        let mut state = State::load(&state_dir);
-        state.incumbents.insert(rec.branch.clone(), row.commit.clone());
-        state.save(&state_dir)?;
-    } else {
-        repo.mark_discarded(&row.id.to_string(), candidate)?;
-    }
-    if let Some(c) = &rec.first_candidate {
-        repo.repo.reference(
-            &format!("{STALE_REF_PREFIX}{}", row.id),
-            git2::Oid::from_str(c)?,
-            true,
-            "ratchet: a stale winner's first candidate",
-        )?;
-    }
-    if !recorded {
-        let id = row.id.to_string();
-        // A recording redone after a kill mid-append starts its runs afresh.
-        store.drop_runs(&id)?;
-        for d in &rec.out_dirs {
-            // A stale winner's row holds two trials' runs, each numbered from 1: the trial tells
-            // them apart.
-            let trial = d.file_name().map(|n| n.to_string_lossy().into_owned());
-            for mut r in TrialResult::records(d).unwrap_or_default() {
-                r.experiment = id.clone();
-                r.trial = trial.clone();
-                store.append_run(&r)?;
-            }
-            // Which experiment the trial's run directory belongs to, for `ratchet gc`'s retention.
-            let _ = crate::fsutil::write_atomic(&d.join(RECORDED_AS), id.as_bytes());
-        }
-        crate::fault::point("scale-before-append");
-        store.append_row(row)?;
-    }
-    j.trials.retain(|t| !rec.trials.contains(&t.spec.id));
-    j.recording = None;
-    j.save(&state_dir)?;
-    for t in &rec.trials {
-        drop_trial_ref(repo, t);
-    }
-    Ok(())
-}
-
-fn drop_trial_ref(repo: &Repo, id: &str) {
-    if let Ok(mut r) = repo.repo.find_reference(&format!("{TRIAL_REF_PREFIX}{id}")) {
-        let _ = r.delete();
-    }
-}
-
 /// The hypothesis's commit on top of `head`, on no branch: `head`'s tree with the plan's blobs.
 fn candidate_commit(repo: &Repo, head: git2::Oid, plan: &Plan, message: &str) -> Result<git2::Oid> {
     let r = &repo.repo;
@@ -1117,4 +747,9 @@ fn candidate_commit(repo: &Repo, head: git2::Oid, plan: &Plan, message: &str) ->
         Err(_) => git2::Signature::now("ratchet", "ratchet@localhost")?,
     };
     Ok(r.commit(None, &sig, &sig, message, &tree, &[&parent])?)
+}
+
+/// A trial as the merge lane sees it.
+fn link(t: &Tracked) -> Link {
+    Link { id: t.spec.id.clone(), incumbent: t.spec.incumbent.clone(), candidate: t.spec.candidate.clone() }
 }

@@ -2,11 +2,14 @@
 //! docs/scale-out.md and `stats::parallel`): engines that run trials on device slots, and the
 //! controller that decides them one at a time against the trunk.
 
+mod assess;
 pub mod command;
 pub mod controller;
 pub mod engine;
 pub mod from_config;
 pub mod hook;
+mod journal;
+pub mod lane;
 pub mod local;
 pub mod slurm;
 pub mod trial;

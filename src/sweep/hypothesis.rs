@@ -210,9 +210,16 @@ impl Hypothesis {
     /// HEAD's tree, edits to HEAD's blobs), and check every path it would write. Nothing on disk
     /// is touched.
     pub fn plan(&self, repo: &Repo) -> std::result::Result<Plan, NotApplicable> {
+        let base = repo.repo.head().and_then(|h| h.peel_to_tree()).map_err(|e| NotApplicable(e.message().to_string()))?;
+        self.plan_on(repo, &base)
+    }
+
+    /// [`Hypothesis::plan`] on `base`'s tree instead of HEAD's (a parallel sweep starts trials on
+    /// the head a pending recheck would make).
+    pub fn plan_on(&self, repo: &Repo, base: &git2::Tree<'_>) -> std::result::Result<Plan, NotApplicable> {
         let git = |e: git2::Error| NotApplicable(e.message().to_string());
         let r = &repo.repo;
-        let base = r.head().and_then(|h| h.peel_to_tree()).map_err(git)?;
+        let base = base.clone();
         let new_tree = match &self.change {
             Change::Malformed(why) => return Err(NotApplicable(why.clone())),
             Change::Patch { text, .. } => {

@@ -199,3 +199,70 @@ fn the_second_winner_is_rechecked_against_the_new_head_then_merges_on_top() {
     assert!(git_in(dir, &["for-each-ref", "refs/ratchet/discarded/"]).contains(&format!("discarded/{}", out.rows[2].id)));
     assert_eq!(git_in(dir, &["for-each-ref", "refs/ratchet/trials/"]), "");
 }
+
+/// The trunk's log from `base` (oldest first) and each row's (message, status, incumbent, commit).
+fn trunk(dir: &Path, base: &str) -> Vec<String> {
+    git_in(dir, &["log", "--reverse", "--format=%s", &format!("{base}..HEAD")]).lines().map(str::to_string).collect()
+}
+
+#[test]
+fn a_trial_started_while_a_recheck_runs_is_measured_on_its_candidate_and_merges_without_one() {
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let base = setup(dir, &[("01-half", 0, 0.5), ("02-faster", 1, 0.8), ("03-faster", 2, 0.8)]);
+    let mut events: Vec<Event> = vec![];
+    let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0 };
+    let out =
+        ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    // 01 and 02 win against the base; 01 merges, 02 is rechecked on 01. 03 starts while that
+    // recheck runs, on the recheck's candidate (the head it would make), so once 02 merges, 03
+    // was measured against the head and merges too, with no recheck of its own.
+    let row = |m: &str| out.rows.iter().find(|r| r.message == m).unwrap();
+    assert!(out.rows.iter().all(|r| r.status.as_str() == "keep"), "{:?}", out.rows);
+    assert_eq!(engine.argvs.len(), 4, "three trials and one recheck: {:?}", engine.argvs);
+    assert_eq!(engine.argvs.iter().filter(|a| a.iter().any(|x| x == "--recheck")).count(), 1);
+    assert_eq!(row("02-faster").incumbent, row("01-half").commit);
+    assert_eq!(row("03-faster").incumbent, row("02-faster").commit);
+    assert!(!row("03-faster").note.starts_with("stale winner"), "{}", row("03-faster").note);
+    assert_eq!(trunk(dir, &base), ["01-half", "02-faster", "03-faster"]);
+    assert_eq!(std::fs::read_to_string(dir.join("factors.env")).unwrap(), "F0=0.5\nF1=0.8\nF2=0.8\n");
+    assert_eq!(git_in(dir, &["for-each-ref", "refs/ratchet/trials/"]), "");
+}
+
+#[test]
+fn a_recheck_not_kept_sends_the_winners_measured_on_its_candidate_back_to_the_head() {
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let base = setup(dir, &[("01-half", 0, 0.5), ("02-faster-alone", 1, 0.8), ("03-faster", 2, 0.8)]);
+    // 02's change helps alone and slows the kernel once 01's is in (changes that interact).
+    let exec = MockExecutor::new(|c| {
+        let text = std::fs::read_to_string(c.dir.join("factors.env")).unwrap_or_default();
+        let f: Vec<f64> = text.lines().filter_map(|l| l.split_once('=')).map(|(_, v)| v.parse::<f64>().unwrap()).collect();
+        let f1 = if f[0] == 1.0 { f[1] } else { 1.0 / f[1] };
+        Step::Latency(10.0 * f[0] * f1 * f[2])
+    });
+    let mut events: Vec<Event> = vec![];
+    let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec, argvs: vec![], die_after: None, finished: 0 };
+    let out =
+        ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    let row = |m: &str| out.rows.iter().find(|r| r.message == m).unwrap();
+    // 02's recheck on 01 is not kept, so 03 (measured on 02's candidate) is stale: it is
+    // rechecked against the head, 01, and merges there.
+    assert_eq!(row("01-half").status.as_str(), "keep");
+    assert_eq!(row("02-faster-alone").status.as_str(), "revert", "{:?}", row("02-faster-alone"));
+    assert_eq!(row("03-faster").status.as_str(), "keep");
+    assert_eq!(row("03-faster").incumbent, row("01-half").commit, "decided against the head it merged onto");
+    assert!(row("03-faster").note.starts_with("stale winner"), "{}", row("03-faster").note);
+    assert_eq!(engine.argvs.iter().filter(|a| a.iter().any(|x| x == "--recheck")).count(), 2);
+    assert_eq!(trunk(dir, &base), ["01-half", "03-faster"]);
+    assert_eq!(std::fs::read_to_string(dir.join("factors.env")).unwrap(), "F0=0.5\nF1=1.0\nF2=0.8\n");
+    // Every run of a row is in runs.jsonl under its id (03's: its first trial's and its recheck's).
+    let runs = ws.store.runs().unwrap();
+    for r in &out.rows {
+        assert_eq!(runs.iter().filter(|x| x.experiment == r.id.to_string()).count() as u32, r.runs, "{}", r.message);
+    }
+}

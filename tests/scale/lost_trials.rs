@@ -100,7 +100,17 @@ fn a_local_worker_killed_with_sigkill_is_run_again() {
     let status = child.wait().unwrap();
     assert!(status.success(), "a killed worker does not end the sweep: {status:?}");
     assert_eq!(names(&t), QUEUE, "{:?}", t.rows());
-    assert!(t.rows().iter().all(|r| r["status"] != "interrupted"), "{:#?}", t.rows());
+    // Once under full load a hypothesis was found lost: the workers' logs say why.
+    assert!(t.rows().iter().all(|r| r["status"] != "interrupted"), "{:#?}\n{}", t.rows(), worker_logs(&t));
     t.check_kept_chain(&base);
     assert!(t.live_workers().is_empty());
+}
+
+/// Every trial's worker.log, for a failure message.
+fn worker_logs(t: &TestRepo) -> String {
+    let Ok(dirs) = std::fs::read_dir(t.path().join(".ratchet/trials")) else { return String::new() };
+    dirs.flatten()
+        .map(|d| format!("== {}\n{}", d.path().display(), std::fs::read_to_string(d.path().join("worker.log")).unwrap_or_default()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
