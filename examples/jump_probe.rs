@@ -39,6 +39,7 @@ fn main() {
             early_beta: num("early_beta", b.early_beta),
             confirm_beta: num("confirm_beta", b.confirm_beta),
             first_share: num("first_share", b.first_share),
+            huber_k: num("huber", b.huber_k),
             ..b
         }
     };
@@ -65,6 +66,22 @@ fn main() {
         }
     }
     jobs.push(("power +3% cv 1%".into(), by("cv 1%"), 0.03, power));
+    for (n, e) in [
+        ("cv 1%", 0.10),
+        ("cv 1% bimodal 10% 5% slower", 0.03),
+        ("cv 1% + 10% warm-up ramp", 0.03),
+        ("cv 1% bimodal 10% 5% slower", 0.0),
+        ("t(3) tails, cv 1%", 0.0),
+    ] {
+        if num("bimodal", 0.0) != 0.0 {
+            jobs.push((
+                format!("{} {n} {:+.0}%", if e > 0.0 { "power" } else { "null" }, e * 100.0),
+                by(n),
+                e,
+                if e > 0.0 { power } else { null },
+            ));
+        }
+    }
     jobs.push(("power +10% 2% outliers".into(), by("cv 1% + 2% 3x outliers"), 0.10, power));
     for s in all.iter().filter(|s| s.grid) {
         for &e in &EFFECTS {

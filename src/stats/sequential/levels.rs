@@ -34,6 +34,10 @@ pub const FIRST_SHARE: f64 = 0.2;
 pub const FIRST_LOOK: usize = 2;
 /// The confirmation's futility level (its 70% upper bound below the minimum effect).
 pub const CONFIRM_BETA: f64 = 0.3;
+/// Huber-type clipping of the log-ratios the borrowed look reads, in robust sds (0: off). A probe
+/// knob (`jump_probe huber=K`): at 1.5-2.5 it kept more +3% gains on a bimodal machine but let
+/// more do-nothing changes through under noise jumps (docs/decisions.md, "A rank-robust look").
+pub const HUBER_K: f64 = 0.0;
 /// The fewest pairs any look reads: one pair has no spread and no sum difference.
 pub const MIN_LOOK: usize = 2;
 /// A spread this small relative to the mean is none (a deterministic benchmark's identical

@@ -17,10 +17,9 @@ pub(super) struct Kept {
 }
 
 impl Kept {
-    /// The pairs `idx` of `d`, kept from its first `measured` pairs.
-    pub(super) fn of(d: &[f64], idx: &[usize], measured: usize) -> Kept {
-        let kept: Vec<f64> = idx.iter().map(|&i| d[i]).collect();
-        let (mean, sd) = mean_sd(&kept);
+    /// The kept pairs' log-ratios `kept`, from the first `measured` pairs of their batch.
+    pub(super) fn of(kept: &[f64], measured: usize) -> Kept {
+        let (mean, sd) = mean_sd(kept);
         let k = kept.len();
         Kept { n: k, measured, mean, ss: sd * sd * (k - 1) as f64, df: (k - 1) as f64 }
     }
