@@ -6,7 +6,9 @@
 //! null cell), grid (trials per grid cell), power (trials per power cell), stationary (1: also
 //! the worst stationary null cells), detail (1: each grid cell), sums (0/1: the guard also sees
 //! the runs' sums), safety, guard, confirm_guard, retest_guard (0: off), confirm_extra,
-//! first_look, first_share, beta, early_beta, confirm_beta, threads; jumps=1.25,4,... (more
+//! first_look, first_share, beta, early_beta, confirm_beta, huber (the clipped look's K; 0: off),
+//! bimodal (1: also +10% at CV 1%, the bimodal and warm-up +3% cells and the bimodal and t(3)
+//! null cells), threads; jumps=1.25,4,... (more
 //! null cells: the noise that multiple of its history's); breakdown=SCENARIO (or breakdown=4x):
 //! where its false keeps come from. Defaults: the procedure's.
 
