@@ -6,7 +6,9 @@
 //! null cell), grid (trials per grid cell), power (trials per power cell), stationary (1: also
 //! the worst stationary null cells), detail (1: each grid cell), sums (0/1: the guard also sees
 //! the runs' sums), safety, guard, confirm_guard, retest_guard (0: off), confirm_extra,
-//! first_look, first_share, beta, early_beta, confirm_beta, threads; jumps=1.25,4,... (more
+//! first_look, first_share, beta, early_beta, confirm_beta, huber (the clipped look's K; 0: off),
+//! bimodal (1: also +10% at CV 1%, the bimodal and warm-up +3% cells and the bimodal and t(3)
+//! null cells), threads; jumps=1.25,4,... (more
 //! null cells: the noise that multiple of its history's); breakdown=SCENARIO (or breakdown=4x):
 //! where its false keeps come from. Defaults: the procedure's.
 
@@ -39,6 +41,7 @@ fn main() {
             early_beta: num("early_beta", b.early_beta),
             confirm_beta: num("confirm_beta", b.confirm_beta),
             first_share: num("first_share", b.first_share),
+            huber_k: num("huber", b.huber_k),
             ..b
         }
     };
@@ -65,6 +68,22 @@ fn main() {
         }
     }
     jobs.push(("power +3% cv 1%".into(), by("cv 1%"), 0.03, power));
+    for (n, e) in [
+        ("cv 1%", 0.10),
+        ("cv 1% bimodal 10% 5% slower", 0.03),
+        ("cv 1% + 10% warm-up ramp", 0.03),
+        ("cv 1% bimodal 10% 5% slower", 0.0),
+        ("t(3) tails, cv 1%", 0.0),
+    ] {
+        if num("bimodal", 0.0) != 0.0 {
+            jobs.push((
+                format!("{} {n} {:+.0}%", if e > 0.0 { "power" } else { "null" }, e * 100.0),
+                by(n),
+                e,
+                if e > 0.0 { power } else { null },
+            ));
+        }
+    }
     jobs.push(("power +10% 2% outliers".into(), by("cv 1% + 2% 3x outliers"), 0.10, power));
     for s in all.iter().filter(|s| s.grid) {
         for &e in &EFFECTS {

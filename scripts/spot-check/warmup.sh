@@ -3,6 +3,7 @@
 # run"): one `ratchet calibrate`, then N experiments in a row, each +3% faster than the current
 # incumbent, on a benchmark whose runs are 10% slow at each experiment's start (decaying over 3
 # runs) with CV 1% noise. Prints the keeps, the mean runs and how many intervals cover +3%.
+# SPOT_BENCH names another benchmark script beside this one (bimodal.sh sets it).
 # Usage: scripts/spot-check/warmup.sh [BINARY] [N] [DIR]
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -14,7 +15,7 @@ rm -rf "$DIR"; mkdir -p "$DIR"; cd "$DIR"
 git init -q -b main; git config user.name T; git config user.email t@e.com
 cat > ratchet.toml <<TOML
 [benchmark]
-command = "python3 $HERE/warmup_bench.py"
+command = "python3 $HERE/${SPOT_BENCH:-warmup_bench.py}"
 timeout_s = 20
 kill_grace_s = 0.5
 warmup = 0

@@ -219,6 +219,12 @@ fn session_with(s: &Scenario, len: usize, noise: f64, growth: f64, rng: &mut Rng
 /// The noise scale a simulated `ratchet calibrate` of `HISTORY_PAIRS` A/A pairs on `s` (at the
 /// history's noise) lends to later decisions, as `stats::history` estimates it.
 pub fn calibrated_scale(s: &Scenario, rng: &mut Rng) -> Option<Borrowed> {
+    calibrated_scale_clipped(s, rng, 0.0)
+}
+
+/// [`calibrated_scale`] of log-ratios clipped to their median +- `huber_k` robust sds (0: as
+/// they are), recording their robust sd: the history a look that clips as much reads.
+pub fn calibrated_scale_clipped(s: &Scenario, rng: &mut Rng, huber_k: f64) -> Option<Borrowed> {
     let hp = HISTORY_PAIRS;
     let cal = session_with(s, 2 * hp, 1.0, 0.0, rng);
     let (d, sums): (Vec<f64>, Vec<f64>) = (0..hp)
@@ -228,7 +234,14 @@ pub fn calibrated_scale(s: &Scenario, rng: &mut Rng) -> Option<Borrowed> {
             ((inc / cnd).ln(), (inc * cnd).ln())
         })
         .unzip();
-    history::entry_runs("", "calibrate", &[(&d, &sums)]).and_then(|e| history::borrowed(&[e]))
+    let borrowed = history::entry_runs("", "calibrate", &[(&d, &sums)]).and_then(|e| history::borrowed(&[e]));
+    if huber_k > 0.0 {
+        let (med, r) = (super::sequential::median(&d), super::sequential::robust_sd(&d));
+        let c: Vec<f64> = d.iter().map(|x| x.clamp(med - huber_k * r, med + huber_k * r)).collect();
+        let clipped = history::entry("", "calibrate", &[&c]).and_then(|e| history::estimate(&[e]));
+        return borrowed.map(|b| Borrowed { robust_sd: Some(r), clipped, ..b });
+    }
+    borrowed
 }
 
 /// A history's borrowed scale with the knobs of a `template`, if any (and, by the template's
@@ -236,7 +249,9 @@ pub fn calibrated_scale(s: &Scenario, rng: &mut Rng) -> Option<Borrowed> {
 /// docs/decisions.md vary them.
 pub fn with_knobs(borrowed: Option<Borrowed>, template: Option<&Borrowed>) -> Option<Borrowed> {
     match template {
-        Some(t) => borrowed.map(|b| Borrowed { scale: b.scale, sums: t.sums.and(b.sums), ..t.clone() }),
+        Some(t) => {
+            borrowed.map(|b| Borrowed { scale: b.scale, sums: t.sums.and(b.sums), robust_sd: b.robust_sd, clipped: b.clipped, ..t.clone() })
+        }
         None => borrowed,
     }
 }
@@ -323,7 +338,7 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
     for t in 0..trials {
         let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let trial_seq = if history {
-            let mut borrowed = calibrated_scale(s, &mut rng);
+            let mut borrowed = calibrated_scale_clipped(s, &mut rng, seq.borrowed.as_ref().map_or(0.0, |b| b.huber_k));
             if s.calibration_at > 0.0 {
                 // One pair's log-ratio (and log-sum) of the history's noise has sd sqrt(2) cv.
                 let sd = std::f64::consts::SQRT_2 * s.cv / s.jump * s.calibration_at;

@@ -1,0 +1,109 @@
+//! The noise scale borrowed from history and how it is used ([`Borrowed`], its defaults from
+//! [`super::levels`]), and the spread of the pairs' log-sums that the guard reads beside it.
+
+use super::levels::*;
+use serde::{Deserialize, Serialize};
+
+/// The noise scale borrowed from history (`stats::history`): the standard deviation of one
+/// pair's log-ratio in speed-up terms, and the degrees of freedom it was estimated with.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct NoiseScale {
+    pub sd: f64,
+    pub df: f64,
+}
+
+/// How a borrowed noise scale is used. See the module's notes and docs/decisions.md.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Borrowed {
+    pub scale: NoiseScale,
+    /// The history's sd is multiplied by this before use (noise a little above history stays
+    /// covered by the bound).
+    pub safety: f64,
+    /// The variance guard: the experiment's own t-test decides a look when its pairs' variance
+    /// exceeds the history's at this one-sided F-test level.
+    pub guard: f64,
+    /// The guard's level in the confirmation, where it pools the first phase's spread with the
+    /// batch's own: a second look at a noise jump the first phase's few df missed.
+    pub confirm_guard: f64,
+    /// A pair further than this many sds (the history's, or the batch's own robust sd when
+    /// larger) from the batch's median is a gross outlier: set aside and replaced by another pair.
+    pub outlier_k: f64,
+    /// The first look of each batch (pairs); looks follow every `look_every` pairs.
+    pub first_look: usize,
+    /// Futility level with a borrowed scale (in place of `futility_beta`), and at the looks
+    /// before `min_pairs` (a warm-up ramp biases the first pairs against the candidate).
+    pub futility_beta: f64,
+    pub early_beta: f64,
+    /// Futility level of the confirmation's looks: it fails early when its (1 - beta) upper
+    /// bound is below the minimum effect.
+    pub confirm_beta: f64,
+    /// The history's spread of the pairs' log-sums ([`sum_spread`]); `None` (a noise history
+    /// written before the sum guard existed, or a parallel sweep's worker): the guard sees the
+    /// log-ratios alone.
+    pub sums: Option<NoiseScale>,
+    /// When a confirmation look's own spread is above the history's at this F level (the noise
+    /// has jumped, so the first phase's borrowed look was too lenient), a pass of the
+    /// confirmation also needs the first phase's deciding look to hold on that spread's scale.
+    pub retest_guard: f64,
+    /// Pairs the confirmation measures beyond `confirm_pairs` (its power back from the safety
+    /// factor; a clear gain still passes at its first look).
+    pub confirm_extra: usize,
+    /// The share of its alpha increment the first phase's first look (at `first_look` pairs, with
+    /// the fewest own df to check the scale on) spends; the rest moves to the second look.
+    pub first_share: f64,
+    /// The noise-history sessions the scale was pooled from (`source@time;...`, newest first),
+    /// recorded with each decision.
+    pub source: String,
+    /// Huber-type clipping of the log-ratios a look reads (a probe knob; 0: off): each is
+    /// clipped to the batch's median +- this many robust sds (the history's `robust_sd`, or the
+    /// batch's own when larger), so that a slow mode hit by a few runs does not inflate the scale.
+    /// The history must then be of clipped log-ratios too (`simulate::calibrated_scale`).
+    pub huber_k: f64,
+    /// The history's robust sd of one pair's log-ratio (1.4826 MAD), where known.
+    pub robust_sd: Option<f64>,
+    /// The history's scale of clipped log-ratios (clipped as `huber_k` says), where known: the
+    /// borrowed look's scale when clipping. The guard and the own t-test read the log-ratios as
+    /// they are (against `scale`), so a noise jump is seen as without clipping.
+    pub clipped: Option<NoiseScale>,
+}
+
+impl Borrowed {
+    /// The defaults documented in docs/decisions.md (chosen with `ratchet simulate`).
+    pub fn new(scale: NoiseScale) -> Borrowed {
+        Borrowed {
+            scale,
+            safety: SAFETY,
+            guard: GUARD,
+            confirm_guard: CONFIRM_GUARD,
+            outlier_k: OUTLIER_K,
+            first_look: FIRST_LOOK,
+            futility_beta: FUTILITY_BETA,
+            early_beta: EARLY_BETA,
+            confirm_beta: CONFIRM_BETA,
+            sums: None,
+            retest_guard: RETEST_GUARD,
+            confirm_extra: CONFIRM_EXTRA,
+            first_share: FIRST_SHARE,
+            source: String::new(),
+            huber_k: HUBER_K,
+            robust_sd: None,
+            clipped: None,
+        }
+    }
+
+    /// With the history's spread of the pairs' log-sums (see [`sum_spread`]).
+    pub fn with_sums(mut self, sums: Option<NoiseScale>) -> Borrowed {
+        self.sums = sums;
+        self
+    }
+}
+
+/// The spread of a batch's log-sums (ln incumbent + ln candidate of each pair, speed-up terms)
+/// from successive differences (von Neumann 1941): half the sum of squared differences of
+/// consecutive sums, with one df per difference. Differences cancel the slow session changes
+/// (drift, a level the session runs at) that the pairs' sums carry and their log-ratios do not.
+/// Under independent runs var(sum) = var(log-ratio), so it is n - 1 more df about the noise.
+pub fn sum_spread(s: &[f64]) -> (f64, f64) {
+    let ss: f64 = s.windows(2).map(|w| (w[1] - w[0]).powi(2) / 2.0).sum();
+    (ss, s.len().saturating_sub(1) as f64)
+}

@@ -1,0 +1,143 @@
+//! The first phase: each look in turn, keep-worthy, futile, out of budget or on to the next;
+//! a promising look hands its pairs to the confirmation.
+
+use super::levels::GUARD;
+use super::look::{Batch, Prior, Test};
+use super::{fmt_p, pct, Decision, Next, Phase, Sequential, Verdict};
+
+/// What one look of the first phase concluded.
+pub(super) enum LookOutcome {
+    Promising,
+    Futile(String),
+    Continue,
+    Exhausted(String),
+}
+
+impl Sequential {
+    /// What to do next, given the log-ratios of each phase (without the runs' sums: the guard
+    /// sees the log-ratios alone). See [`Sequential::next_runs`].
+    pub fn next(&self, main: &[f64], confirm: &[f64]) -> Next {
+        self.next_runs(main, confirm, &[], &[])
+    }
+
+    /// What to do next, given each phase's log-ratios and the pairs' log-sums (ln incumbent +
+    /// ln candidate, in speed-up terms: [`log_sums`]), one per pair; sums shorter than the
+    /// log-ratios are not used.
+    pub fn next_runs(&self, main: &[f64], confirm: &[f64], main_s: &[f64], confirm_s: &[f64]) -> Next {
+        let guard = self.borrowed.as_ref().map_or(GUARD, |b| b.guard);
+        let p = self.main_params();
+        let looks = p.looks();
+        let alphas = self.main_alphas(&p);
+        let min_log = (1.0 + p.min_effect_pct / 100.0).ln();
+        let mut trail = Vec::new();
+        for (k, (&n, &a_k)) in looks.iter().zip(&alphas).enumerate() {
+            let Some(t) = self.test_at(Batch { d: main, s: main_s }, n, Prior::default(), guard) else {
+                return Next::Measure { phase: Phase::Main, pairs: (n.max(main.len() + 1)) - main.len() };
+            };
+            let last = k + 1 == looks.len();
+            trail.push(self.look_record(&t, k + 1, a_k, min_log, self.futility_level(&t, last)));
+            let outcome = self.look(&t, a_k, min_log, k + 1, last);
+            let q = self.tq(1.0 - p.alpha, t.df);
+            let pv = self.p_value(&t);
+            let base = |verdict, reason: String| Decision {
+                verdict,
+                effect_pct: pct(t.mean),
+                ci_low_pct: pct(t.mean - q * t.se),
+                ci_high_pct: pct(t.mean + q * t.se),
+                ci_level: 1.0 - 2.0 * p.alpha,
+                p_value: pv,
+                pairs: t.measured,
+                looks: k + 1,
+                p_threshold: a_k,
+                p_adjusted: (pv * p.alpha / a_k).min(1.0),
+                scale: t.scale_name().to_string(),
+                noise_sd_pct: Self::sd_pct(&t),
+                excluded: t.excluded,
+                confirmation: None,
+                trail: trail.clone(),
+                borrowed: self.borrowed.as_ref().map(|b| {
+                    Box::new(crate::stats::BorrowedScale {
+                        sd_pct: b.scale.sd * 100.0,
+                        df: b.scale.df,
+                        sums_sd_pct: b.sums.map(|s| s.sd * 100.0),
+                        sums_df: b.sums.map(|s| s.df),
+                        source: b.source.clone(),
+                    })
+                }),
+                reason: if t.excluded > 0 {
+                    format!("{reason} ({} gross outlier pair{} set aside and replaced)", t.excluded, if t.excluded == 1 { "" } else { "s" })
+                } else {
+                    reason
+                },
+            };
+            match outcome {
+                LookOutcome::Continue => continue,
+                LookOutcome::Futile(why) => return Next::Done(base(Verdict::Revert, why)),
+                LookOutcome::Exhausted(why) => return Next::Done(base(Verdict::Inconclusive, why)),
+                LookOutcome::Promising => {
+                    let gain = format!(
+                        "the test's mean gain {:+.2}% is significant at look {} of {} (p = {} <= {}, {} scale) and at least the minimum effect {}%",
+                        pct(t.mean),
+                        k + 1,
+                        looks.len(),
+                        fmt_p(pv),
+                        fmt_p(a_k),
+                        t.scale_name(),
+                        p.min_effect_pct
+                    );
+                    let dec = base(Verdict::Keep, gain);
+                    if !p.confirm {
+                        return Next::Done(dec);
+                    }
+                    let kept_main = self.kept(&main[..t.measured]);
+                    let prior = self.prior_of(&main[..t.measured], main_s);
+                    return self.confirmation(&kept_main, prior, Batch { d: confirm, s: confirm_s }, dec);
+                }
+            }
+        }
+        unreachable!("the last look always ends the first phase")
+    }
+
+    pub(super) fn look(&self, t: &Test, a_k: f64, min_log: f64, look: usize, last: bool) -> LookOutcome {
+        let p = &self.params;
+        let effect = pct(t.mean);
+        let significant = t.t() >= self.tq(1.0 - a_k, t.df);
+        if significant && t.mean >= min_log {
+            return LookOutcome::Promising;
+        }
+        // The one-sided upper bound of the gain: below the minimum effect, a worthwhile gain has
+        // become unlikely. At the last look a plain (1 - alpha) bound decides revert vs
+        // inconclusive even without early futility stops.
+        if let Some(beta) = self.futility_level(t, last) {
+            let upper = t.mean + self.tq(1.0 - beta, t.df) * t.se;
+            if upper < min_log {
+                return LookOutcome::Futile(format!(
+                    "no worthwhile gain: the test's mean {effect:+.2}% with a {:.0}% upper bound {:+.2}% below the minimum effect {}% (look {look}, {} pairs, {} scale)",
+                    (1.0 - beta) * 100.0,
+                    pct(upper),
+                    p.min_effect_pct,
+                    t.measured,
+                    t.scale_name()
+                ));
+            }
+        }
+        if last {
+            let why = if significant {
+                format!(
+                    "the test's mean gain {effect:+.2}% is significant but below the minimum effect {}%, and a gain of that size is still plausible",
+                    p.min_effect_pct
+                )
+            } else {
+                format!(
+                    "no significant gain after the budget of {} pairs (p = {} > {}), but a gain of {}% is still plausible",
+                    t.measured,
+                    fmt_p(self.p_value(t)),
+                    fmt_p(a_k),
+                    p.min_effect_pct
+                )
+            };
+            return LookOutcome::Exhausted(format!("{why}; rerun with more pairs to settle it"));
+        }
+        LookOutcome::Continue
+    }
+}

@@ -1,0 +1,45 @@
+//! Every level that decides keep or revert beyond `[decision]`'s own (alpha, pairs, futility):
+//! the constants docs/decisions.md's table of levels names, with the probe that chose each.
+
+/// The borrowed sd's safety factor: the history's sd is multiplied by this before use, so noise
+/// a little above history stays covered by the bound.
+pub const SAFETY: f64 = 1.25;
+/// The variance guard's one-sided F level in the first phase: above it the pairs' own t-test
+/// decides the look.
+pub const GUARD: f64 = 0.15;
+/// The guard's F level in the confirmation (pooled with the first phase's spread).
+pub const CONFIRM_GUARD: f64 = 0.15;
+/// The re-read's F level: a confirmation this much noisier than history re-reads the first
+/// phase's deciding look on its scale.
+pub const RETEST_GUARD: f64 = 0.05;
+/// Pairs the confirmation measures beyond `confirm_pairs` with a borrowed scale.
+pub const CONFIRM_EXTRA: usize = 1;
+/// A gross outlier's distance from the batch's median, in sds (the history's, or the batch's
+/// robust sd when larger).
+pub const OUTLIER_K: f64 = 6.0;
+/// At most one pair in this many of a batch is set aside as a gross outlier (more is the noise).
+pub const OUTLIER_SHARE: usize = 4;
+/// Pairs from which the outlier band may widen to the batch's own robust sd (a median absolute
+/// deviation needs three values to say anything about two).
+pub const ROBUST_BAND_PAIRS: usize = 3;
+/// With a borrowed scale: futility when the (1 - this) upper bound is below the minimum effect
+/// (the 35% bound).
+pub const FUTILITY_BETA: f64 = 0.65;
+/// The same before `min_pairs` (the 65% bound: a warm-up ramp biases the first pairs against
+/// the candidate).
+pub const EARLY_BETA: f64 = 0.35;
+/// The share of its alpha increment the first phase's first look spends on a borrowed scale.
+pub const FIRST_SHARE: f64 = 0.2;
+/// Pairs before a batch's first look on a borrowed scale (the scale need not come from them).
+pub const FIRST_LOOK: usize = 2;
+/// The confirmation's futility level (its 70% upper bound below the minimum effect).
+pub const CONFIRM_BETA: f64 = 0.3;
+/// Huber-type clipping of the log-ratios the borrowed look reads, in robust sds (0: off). A probe
+/// knob (`jump_probe huber=K`): at 1.5-2.5 it kept more +3% gains on a bimodal machine but let
+/// more do-nothing changes through under noise jumps (docs/decisions.md, "A rank-robust look").
+pub const HUBER_K: f64 = 0.0;
+/// The fewest pairs any look reads: one pair has no spread and no sum difference.
+pub const MIN_LOOK: usize = 2;
+/// A spread this small relative to the mean is none (a deterministic benchmark's identical
+/// log-ratios): the sign decides.
+pub const NO_SPREAD: f64 = 1e-12;

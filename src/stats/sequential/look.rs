@@ -1,0 +1,189 @@
+//! One look's test of a batch: which pairs it reads (gross outliers set aside and replaced),
+//! and which test reads them: the pairs' own t-test without history ([`super::own`]), the
+//! borrowed scale with its guard with history ([`super::with_history`]).
+
+use super::borrowed::sum_spread;
+#[cfg(test)]
+use super::levels::GUARD;
+use super::levels::ROBUST_BAND_PAIRS;
+use super::own::Kept;
+use super::plan::allowed_outliers;
+use super::sample::{mean_sd, median, robust_sd};
+use super::Sequential;
+
+/// One look's test of a batch's (kept) pairs.
+#[derive(Debug, Clone)]
+pub(super) struct Test {
+    /// Pairs tested, pairs measured (the prefix the kept ones come from), and set aside.
+    pub(super) n: usize,
+    pub(super) measured: usize,
+    pub(super) excluded: usize,
+    pub(super) mean: f64,
+    pub(super) se: f64,
+    /// Degrees of freedom of the reference t distribution (the history's when borrowed).
+    pub(super) df: f64,
+    pub(super) borrowed: bool,
+    /// With a borrowed scale: the own variance over the history's (log-ratios and sums
+    /// together), its df, and the history's df (the guard's F statistic).
+    pub(super) ratio: Option<(f64, f64, f64)>,
+}
+
+impl Test {
+    pub(super) fn t(&self) -> f64 {
+        if self.se > 0.0 {
+            self.mean / self.se
+        } else if self.mean > 1e-12 {
+            f64::INFINITY
+        } else {
+            f64::NEG_INFINITY
+        }
+    }
+    pub(super) fn scale_name(&self) -> &'static str {
+        if self.borrowed {
+            "history"
+        } else {
+            "own"
+        }
+    }
+}
+
+/// What a batch's own spread carries into the next batch's tests (see [`Sequential::prior_of`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Prior {
+    /// Residual sum of squares of the log-ratios and its df.
+    pub(super) ss: f64,
+    pub(super) df: f64,
+    /// The sums' successive-difference sum of squares over the history's sum variance, and df.
+    pub(super) sum_q: f64,
+    pub(super) sum_df: f64,
+    /// The residual sum of squares of the clipped log-ratios (`huber_k`; 0 without), over `df`.
+    pub(super) clip_ss: f64,
+}
+
+/// One batch's pairs: log-ratios `d` and log-sums `s` (empty when not known).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Batch<'a> {
+    pub(super) d: &'a [f64],
+    pub(super) s: &'a [f64],
+}
+
+impl Sequential {
+    /// The pairs of `d` kept for a test: all of them, or with a borrowed scale those within
+    /// `outlier_k` sds of the median (the history's sd, or the batch's 1.4826 MAD when larger;
+    /// when at most `allowed_outliers` fall outside).
+    pub(super) fn kept(&self, d: &[f64]) -> Vec<f64> {
+        self.kept_idx(d).into_iter().map(|i| d[i]).collect()
+    }
+
+    /// [`Sequential::kept`] as indices into `d` (in order).
+    pub(super) fn kept_idx(&self, d: &[f64]) -> Vec<usize> {
+        let all = (0..d.len()).collect();
+        let Some(b) = &self.borrowed else { return all };
+        let mut band = b.outlier_k * b.scale.sd;
+        if d.len() >= ROBUST_BAND_PAIRS {
+            // In units of the batch's own robust sd (1.4826 MAD) when that is larger: under a noise
+            // jump a band in history sds would set aside ordinary pairs of the wider noise, and the
+            // spread left would understate it (the own t-test then rejects too often).
+            band = band.max(b.outlier_k * robust_sd(d));
+        }
+        if d.len() < ROBUST_BAND_PAIRS {
+            // Two pairs further apart than twice the band: one is an outlier, but which one
+            // only a third pair can tell (the caller measures it).
+            return if d.len() == 2 && (d[0] - d[1]).abs() > 2.0 * band { vec![] } else { all };
+        }
+        let med = median(d);
+        let kept: Vec<usize> = (0..d.len()).filter(|&i| (d[i] - med).abs() <= band).collect();
+        if d.len() - kept.len() > allowed_outliers(d.len()) {
+            all
+        } else {
+            kept
+        }
+    }
+
+    /// The own spread a batch hands to the next one (the confirmation): its kept pairs'
+    /// residual sum of squares and df, and (with the history's sum spread) the guard's
+    /// statistic of its sums in units of the history's variance.
+    pub(super) fn prior_of(&self, d: &[f64], s: &[f64]) -> Prior {
+        let idx = self.kept_idx(d);
+        let kept: Vec<f64> = idx.iter().map(|&i| d[i]).collect();
+        let (_, sd) = mean_sd(&kept);
+        let df = kept.len().saturating_sub(1) as f64;
+        let clip_ss = self.clipped(kept.clone()).map_or(0.0, |c| {
+            let (_, sd) = mean_sd(&c);
+            sd * sd * df
+        });
+        let mut prior = Prior { ss: sd * sd * df, df, clip_ss, ..Prior::default() };
+        if let Some(hs) = self.borrowed.as_ref().and_then(|b| b.sums) {
+            if s.len() >= d.len() {
+                let v: Vec<f64> = idx.iter().map(|&i| s[i]).collect();
+                let (ss, df) = sum_spread(&v);
+                prior.sum_q = ss / (hs.sd * hs.sd);
+                prior.sum_df = df;
+            }
+        }
+        prior
+    }
+
+    /// The test of a look at `n` pairs of a batch `d`: `None` when more pairs must be measured.
+    /// With a borrowed scale, the shortest prefix whose kept pairs number `n` (or the capped
+    /// prefix) is tested with the history's sd times the safety factor, unless its own variance
+    /// is significantly above the history's (the guard): then, as without history, with its own
+    /// t-test.
+    #[cfg(test)]
+    pub(super) fn test(&self, d: &[f64], n: usize, prior: (f64, f64)) -> Option<Test> {
+        let prior = Prior { ss: prior.0, df: prior.1, ..Prior::default() };
+        self.test_at(Batch { d, s: &[] }, n, prior, self.borrowed.as_ref().map_or(GUARD, |b| b.guard))
+    }
+
+    /// [`Sequential::test`] with the variance guard at F level `guard` (with history).
+    pub(super) fn test_at(&self, batch: Batch, n: usize, prior: Prior, guard: f64) -> Option<Test> {
+        let (idx, m) = self.select(batch.d, n)?;
+        let v: Vec<f64> = idx.iter().map(|&i| batch.d[i]).collect();
+        let kept = Kept::of(&v, m);
+        Some(match &self.borrowed {
+            None => kept.own_test(),
+            Some(b) => {
+                let clipped = self.clipped(v).map(|c| Kept::of(&c, m));
+                self.borrowed_test(b, batch, &idx, (&kept, clipped.as_ref()), prior, guard)
+            }
+        })
+    }
+
+    /// The kept log-ratios `v` as the borrowed look reads them with a borrowed scale's `huber_k`
+    /// and a history of clipped log-ratios: each clipped to the median +- `huber_k` robust sds
+    /// (the history's, or the batch's own when larger), from 3 pairs; `None` without clipping.
+    fn clipped(&self, mut v: Vec<f64>) -> Option<Vec<f64>> {
+        // Below 3 pairs the batch cannot say which pair is out, and clipping would shrink the
+        // spread of a noise jump but not its mean: read as they are.
+        let b = self.borrowed.as_ref().filter(|b| b.huber_k > 0.0 && b.clipped.is_some() && v.len() >= ROBUST_BAND_PAIRS)?;
+        let s = b.robust_sd.unwrap_or(b.scale.sd).max(robust_sd(&v));
+        let med = median(&v);
+        for x in &mut v {
+            *x = x.clamp(med - b.huber_k * s, med + b.huber_k * s);
+        }
+        Some(v)
+    }
+
+    /// The pairs a look at `n` pairs reads: the shortest prefix of `d` whose kept pairs number
+    /// `n` (or the capped prefix), as indices, and that prefix's length; `None` when more pairs
+    /// must be measured.
+    fn select(&self, d: &[f64], n: usize) -> Option<(Vec<usize>, usize)> {
+        let cap = self.cap(n);
+        let mut m = n;
+        loop {
+            if d.len() < m {
+                return None;
+            }
+            let k = self.kept_idx(&d[..m]);
+            if k.len() >= n || m >= cap {
+                return Some((k, m));
+            }
+            m += 1;
+        }
+    }
+
+    /// The noise sd behind a test, as a percent of one pair's log-ratio.
+    pub(super) fn sd_pct(t: &Test) -> f64 {
+        t.se * (t.n as f64).sqrt() * 100.0
+    }
+}

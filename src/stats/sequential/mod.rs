@@ -1,0 +1,210 @@
+//! The sequential keep/revert procedure: a group-sequential one-sided paired test on the
+//! log-ratios (speed-up terms) of interleaved pairs, with alpha spent across looks, a futility
+//! stop, a minimum effect, and a confirmation batch in the complementary order. Pure: the same
+//! code drives real experiments (`experiment`), `ratchet simulate` and the unit tests.
+//!
+//! Why this method. Each look tests the pairs so far with a one-sided test at the increment of
+//! an alpha-spending function (Lan & DeMets 1983, Biometrika 70(3):659-663; Pocock- or
+//! O'Brien-Fleming-type). Testing each look at its own increment bounds the false-keep
+//! probability across all looks by the union bound (Bonferroni): the sum of the increments,
+//! `alpha`, whatever the correlation between looks or the stopping; slightly conservative and
+//! exactly valid. Futility stops never raise the false-keep rate (they only revert). The keep
+//! must then survive an independent batch in the complementary order, tested alone at
+//! `confirm_alpha`: under no gain the two phases are independent, so a false keep has
+//! probability at most `alpha * confirm_alpha` (0.02 x 0.05 = 0.001 by default).
+//!
+//! Without history every look is the pairs' own t-test. With a noise scale borrowed from history
+//! ([`Borrowed`]) a look uses the history's sd pooled with the pairs' own residuals,
+//! times a safety factor, so the first look can come after 2 pairs; a variance guard hands a
+//! look whose pairs are noisier than history to their own t-test (its critical mean never below
+//! the borrowed one, so the guard adds no false keeps), and gross outliers are set aside and
+//! replaced. The guard reads the pairs' log-sums beside their log-ratios (each against its own
+//! history): under independent runs they carry n - 1 more df about the current noise, twice
+//! what the first looks have otherwise. The confirmation's guard pools the first phase's spread
+//! with its own, for a second chance to see a jump the first phase missed, but its own t-test
+//! reads its own pairs alone (the first phase stopped because its pairs, spread included, looked
+//! good); when the confirmation finds the noise well above history, the first phase's deciding
+//! look must also hold on that scale. The first look, with the fewest df to check the scale on,
+//! spends a fifth of its alpha increment, and the outlier band widens with the batch's own
+//! robust sd, so that a jump is not trimmed away as outliers. The
+//! argument, its assumptions and the measured cost when they fail are in docs/decisions.md.
+//!
+//! Where each concern lives: [`levels`] (every deciding constant), [`plan`] (the stopping rule:
+//! looks, their levels, futility, the confirmation's plan, the budget), [`borrowed`] (the scale
+//! borrowed from history), `look` (which pairs a look reads, outliers set aside), `own` (the
+//! test without history), `with_history` (the borrowed scale and its guards), `first_phase`,
+//! `confirm`, `record` (the looks' trail) and [`sample`] (mean, median, robust sd).
+
+mod borrowed;
+mod confirm;
+mod first_phase;
+pub mod levels;
+mod look;
+mod own;
+pub mod plan;
+mod record;
+pub mod sample;
+#[cfg(test)]
+mod tests;
+mod with_history;
+
+pub use borrowed::{sum_spread, Borrowed, NoiseScale};
+pub use levels::*;
+pub use plan::{Params, Spending};
+pub(crate) use sample::{mean_sd, median, robust_sd};
+
+use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Verdict};
+use look::Test;
+use statrs::distribution::{ContinuousCDF, FisherSnedecor, Normal, StudentsT};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+
+/// The two batches of an experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Pairs in the order BA, AB, AB, BA, ... (A = incumbent).
+    Main,
+    /// The confirmation batch, in the complementary order: AB, BA, BA, AB, ...
+    Confirm,
+}
+
+impl Phase {
+    /// As `runs.jsonl` records it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Main => "main",
+            Phase::Confirm => "confirmation",
+        }
+    }
+}
+
+/// Whether the incumbent runs first in pair `i` (0-based) of `phase`: BA, AB, AB, BA, BA, AB,
+/// AB, BA, ... in the first phase, the complement in the confirmation. Orientations come in twos
+/// after the first pair: with AB, BA, ... alternating, adjacent oriented log-ratios of a
+/// serially correlated (AR(1)) machine are positively correlated, by rho (1 - rho)^2 sigma^2,
+/// and the t-test's variance is too small; in twos the lag-1 covariances alternate in sign and
+/// cancel. Every 2 pairs hold one AB and one BA with the incumbent in the middle (B A A B), so a
+/// linear drift cancels at every even look, the first one included, and a warm-up ramp (convex,
+/// decaying) counts against the candidate there, never for it: at 2 pairs of a 10% ramp over 3
+/// runs, -0.7% where BA, BA gave -2.1% (a third of a +3% gain, enough for early futility).
+pub fn incumbent_first(phase: Phase, i: usize) -> bool {
+    (i % 4 == 1 || i % 4 == 2) == (phase == Phase::Main)
+}
+
+/// Quantiles by (kind, p, df1, df2) bits.
+type Memo = HashMap<(u8, u64, u64, u64), f64>;
+
+/// What the driver does next.
+// `Done` is built once per decision; boxing it would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    /// Measure this many more pairs of `phase`, then ask again.
+    Measure {
+        phase: Phase,
+        pairs: usize,
+    },
+    Done(Decision),
+}
+
+/// The procedure: give it the log-ratios measured so far (positive = candidate better, in
+/// speed-up terms), one per pair, of each phase; it says what to measure next or what it
+/// decided. It replays every look from the data alone, so the decision is a function of the
+/// samples (and of the borrowed noise scale, if any).
+#[derive(Debug, Clone)]
+pub struct Sequential {
+    pub params: Params,
+    /// The noise scale from history; `None`: every look is the experiment's own t-test.
+    pub borrowed: Option<Borrowed>,
+    /// Quantiles asked for so far (shared by clones: the simulation clones one per trial).
+    memo: Rc<RefCell<Memo>>,
+}
+
+impl Sequential {
+    pub fn new(params: Params) -> Self {
+        Sequential { params, borrowed: None, memo: Rc::new(RefCell::new(HashMap::new())) }
+    }
+
+    /// The procedure with a noise scale borrowed from history (see [`Borrowed`]).
+    pub fn with_history(mut self, borrowed: Option<Borrowed>) -> Self {
+        self.borrowed = borrowed;
+        self
+    }
+
+    /// Quantile `p` of Student's t with `df` degrees of freedom (normal when infinite), memoized:
+    /// the simulation asks for the same few millions of times.
+    fn tq(&self, p: f64, df: f64) -> f64 {
+        let key = (0u8, p.to_bits(), df.to_bits(), 0);
+        if let Some(&q) = self.memo.borrow().get(&key) {
+            return q;
+        }
+        let q = if df.is_finite() { super::t_quantile(p, df) } else { Normal::new(0.0, 1.0).expect("normal").inverse_cdf(p) };
+        self.memo.borrow_mut().insert(key, q);
+        q
+    }
+
+    /// Upper quantile `1 - a` of the F distribution with (d1, d2) degrees of freedom, memoized.
+    fn fq(&self, a: f64, d1: f64, d2: f64) -> f64 {
+        let key = (1u8, a.to_bits(), d1.to_bits(), d2.to_bits());
+        if let Some(&q) = self.memo.borrow().get(&key) {
+            return q;
+        }
+        let q = FisherSnedecor::new(d1, d2).expect("positive dfs").inverse_cdf(1.0 - a);
+        self.memo.borrow_mut().insert(key, q);
+        q
+    }
+
+    /// One-sided p-value of a test for "the candidate is better".
+    fn p_value(&self, t: &Test) -> f64 {
+        let z = t.t();
+        if z.is_infinite() {
+            return if z > 0.0 { 0.0 } else { 1.0 };
+        }
+        if t.df.is_finite() {
+            1.0 - StudentsT::new(0.0, 1.0, t.df).expect("df > 0").cdf(z)
+        } else {
+            1.0 - Normal::new(0.0, 1.0).expect("normal").cdf(z)
+        }
+    }
+}
+
+/// Run the procedure to its decision against a source of pairs: `measure(phase, i)` returns the
+/// log-ratio of pair `i` of `phase`. Used by the simulation and the tests; the experiment
+/// drives [`Sequential::next`] itself because a measurement can fail.
+pub fn run_to_decision(seq: &Sequential, mut measure: impl FnMut(Phase, usize) -> f64) -> Decision {
+    run_pairs_to_decision(seq, |phase, i| (measure(phase, i), None))
+}
+
+/// [`run_to_decision`] with each pair's log-sum too (`None` where unknown): `measure(phase, i)`
+/// returns the log-ratio and log-sum of pair `i` of `phase`.
+pub fn run_pairs_to_decision(seq: &Sequential, mut measure: impl FnMut(Phase, usize) -> (f64, Option<f64>)) -> Decision {
+    let (mut main, mut confirm) = ((vec![], vec![]), (vec![], vec![]));
+    loop {
+        match seq.next_runs(&main.0, &confirm.0, &main.1, &confirm.1) {
+            Next::Done(d) => return d,
+            Next::Measure { phase, pairs } => {
+                let (d, s) = if phase == Phase::Main { &mut main } else { &mut confirm };
+                for _ in 0..pairs {
+                    let i = d.len();
+                    let (x, y) = measure(phase, i);
+                    d.push(x);
+                    if let Some(y) = y {
+                        s.push(y);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The pairs' log-sums in speed-up terms: (ln incumbent + ln candidate) / elasticity, the
+/// sign making a slower session larger whatever the metric's direction (the guard uses only
+/// their spread). `None` where a value is missing or not positive.
+pub fn log_sums(pairs: &[(f64, f64)], direction: crate::stats::Direction, elasticity: f64) -> Vec<f64> {
+    let sign = match direction {
+        crate::stats::Direction::Lower => 1.0,
+        crate::stats::Direction::Higher => -1.0,
+    };
+    pairs.iter().map(|&(a, b)| sign * (a.ln() + b.ln()) / elasticity).collect()
+}
