@@ -4,7 +4,7 @@
 //! written atomically, fields added since read with their defaults, a missing file = nothing left):
 //! - `journal.json`, one experiment ([`EXPERIMENT`]; [`recover`] below replays it),
 //! - `sweep.json`, a sequential sweep's hypothesis in flight ([`SWEEP`]; `sweep::undo_stopped_sweep`),
-//! - `scale.json`, a parallel sweep's trials and the row being recorded ([`SCALE`]; `scale::controller`).
+//! - `scale.json`, a parallel sweep's trials and the row being recorded ([`SCALE`]; `scale::journal`).
 //!
 //! `sweep::recover` replays the first two in that order; the parallel sweep's own recovery, the third.
 //! So a kill at any point leaves a consistent incumbent, the hypothesis preserved, and no torn or
@@ -35,7 +35,7 @@ pub const EXPERIMENT: Journal = Journal {
 };
 /// A sequential sweep's hypothesis in flight (`sweep`'s state).
 pub const SWEEP: Journal = Journal { file: "sweep.json", unreadable_hint: "it is ratchet's own; delete it if the tree is clean" };
-/// A parallel sweep's trials and recording (`scale::controller`'s journal).
+/// A parallel sweep's trials and recording (`scale::journal`).
 pub const SCALE: Journal =
     Journal { file: "scale.json", unreadable_hint: "it is ratchet's own; delete it to start the parallel sweep afresh" };
 
