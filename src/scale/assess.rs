@@ -112,30 +112,15 @@ pub(super) fn assess(cfg: &Config, opts: &SweepOptions, h: &Hypothesis, spec: &T
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scale::trial::SCHEMA;
     use crate::store::Status;
 
     fn result(slot: Option<usize>, env: &[(&str, &str)]) -> TrialResult {
         TrialResult {
-            schema: SCHEMA,
-            id: "t1".into(),
-            incumbent: "a".repeat(40),
-            candidate: "b".repeat(40),
-            repo: "/r".into(),
             host: "node7".into(),
             device_env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
             slot,
-            started: String::new(),
-            finished: String::new(),
-            wall_s: 1.0,
             params: serde_json::json!({"not": "the controller's rule"}),
-            recheck: false,
-            pairs: None,
-            noise_scale: None,
-            end: TrialEnd::Decided,
-            main: vec![],
-            confirm: vec![],
-            runs: 0,
+            ..TrialResult::for_tests()
         }
     }
 

@@ -361,7 +361,6 @@ pub(super) fn drop_trial_ref(repo: &Repo, id: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scale::trial::SCHEMA;
 
     fn tracked(id: &str, out_dir: PathBuf) -> Tracked {
         Tracked {
@@ -374,27 +373,7 @@ mod tests {
     }
 
     fn result(end: TrialEnd) -> TrialResult {
-        TrialResult {
-            schema: SCHEMA,
-            id: "t1".into(),
-            incumbent: "a".repeat(40),
-            candidate: "b".repeat(40),
-            repo: "/r".into(),
-            host: "h".into(),
-            device_env: Default::default(),
-            slot: None,
-            started: String::new(),
-            finished: String::new(),
-            wall_s: 1.0,
-            params: serde_json::Value::Null,
-            recheck: false,
-            pairs: None,
-            noise_scale: None,
-            end,
-            main: vec![],
-            confirm: vec![],
-            runs: 0,
-        }
+        TrialResult { end, ..TrialResult::for_tests() }
     }
 
     #[test]

@@ -69,6 +69,35 @@ pub struct TrialResult {
     pub runs: usize,
 }
 
+#[cfg(test)]
+impl TrialResult {
+    /// A decided trial `t1` of `a...` against `b...` on host `h` with no runs: the unit tests'
+    /// starting point, changed field by field.
+    pub(crate) fn for_tests() -> TrialResult {
+        TrialResult {
+            schema: SCHEMA,
+            id: "t1".into(),
+            incumbent: "a".repeat(40),
+            candidate: "b".repeat(40),
+            repo: "/r".into(),
+            host: "h".into(),
+            device_env: Default::default(),
+            slot: None,
+            started: String::new(),
+            finished: String::new(),
+            wall_s: 1.0,
+            params: serde_json::Value::Null,
+            recheck: false,
+            pairs: None,
+            noise_scale: None,
+            end: TrialEnd::Decided,
+            main: vec![],
+            confirm: vec![],
+            runs: 0,
+        }
+    }
+}
+
 impl TrialResult {
     /// Read a run directory's result; `Ok(None)` when the worker has not written it (yet).
     pub fn read(out_dir: &Path) -> Result<Option<TrialResult>> {

@@ -157,21 +157,9 @@ mod tests {
         assert!(hi1 > 15.0, "{hi1}");
         assert!(sd_interval(1.0, 0, 0.90).is_none());
     }
-    use crate::stats::sequential::Spending;
 
     fn params() -> Params {
-        Params {
-            min_pairs: 4,
-            max_pairs: 16,
-            look_every: 2,
-            alpha: 0.05,
-            spending: Spending::Pocock,
-            min_effect_pct: 1.0,
-            futility_beta: Some(0.2),
-            confirm: true,
-            confirm_pairs: 6,
-            confirm_alpha: 0.02,
-        }
+        Params::for_tests(16)
     }
 
     #[test]

@@ -566,21 +566,10 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::sequential::{Params, Spending};
+    use crate::stats::sequential::Params;
 
     fn seq() -> Sequential {
-        Sequential::new(Params {
-            min_pairs: 4,
-            max_pairs: 16,
-            look_every: 2,
-            alpha: 0.05,
-            spending: Spending::Pocock,
-            min_effect_pct: 1.0,
-            futility_beta: Some(0.2),
-            confirm: true,
-            confirm_pairs: 6,
-            confirm_alpha: 0.02,
-        })
+        Sequential::new(Params::for_tests(16))
     }
 
     #[test]

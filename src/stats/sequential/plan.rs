@@ -58,6 +58,26 @@ pub struct Params {
     pub confirm_alpha: f64,
 }
 
+#[cfg(test)]
+impl Params {
+    /// The unit tests' rule: 4 to `max_pairs` pairs, a look every 2, alpha 0.05 (Pocock), a 1%
+    /// minimum effect, futility at beta 0.2, a 6-pair confirmation at 0.02.
+    pub(crate) fn for_tests(max_pairs: usize) -> Params {
+        Params {
+            min_pairs: 4,
+            max_pairs,
+            look_every: 2,
+            alpha: 0.05,
+            spending: Spending::Pocock,
+            min_effect_pct: 1.0,
+            futility_beta: Some(0.2),
+            confirm: true,
+            confirm_pairs: 6,
+            confirm_alpha: 0.02,
+        }
+    }
+}
+
 impl Params {
     /// A single look at `pairs` pairs with the whole alpha: the fixed-sample t-test.
     pub fn fixed(pairs: usize, alpha: f64, min_effect_pct: f64) -> Params {

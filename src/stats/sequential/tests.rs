@@ -5,18 +5,7 @@ use super::look::{Batch, Prior};
 use super::*;
 
 fn params() -> Params {
-    Params {
-        min_pairs: 4,
-        max_pairs: 12,
-        look_every: 2,
-        alpha: 0.05,
-        spending: Spending::Pocock,
-        min_effect_pct: 1.0,
-        futility_beta: Some(0.2),
-        confirm: true,
-        confirm_pairs: 6,
-        confirm_alpha: 0.02,
-    }
+    Params::for_tests(12)
 }
 
 fn close(a: f64, b: f64, tol: f64) -> bool {
