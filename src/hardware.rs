@@ -101,14 +101,19 @@ pub const GPU_SMS: &[(&str, u32)] = &[("H100 PCIe", 114), ("H200", 132), ("H100"
 
 /// The SM count for a jax `device_kind` (`NVIDIA H200`), if known.
 pub fn gpu_sms(kind: &str) -> Option<u32> {
+    by_device_kind(GPU_SMS, kind).copied()
+}
+
+/// The value of the first row whose substring a jax `device_kind` contains, ignoring case (the
+/// tables list the most specific substring first).
+fn by_device_kind<'a, T>(table: &'a [(&str, T)], kind: &str) -> Option<&'a T> {
     let k = kind.to_ascii_lowercase();
-    GPU_SMS.iter().find(|(sub, _)| k.contains(&sub.to_ascii_lowercase())).map(|(_, n)| *n)
+    table.iter().find(|(sub, _)| k.contains(&sub.to_ascii_lowercase())).map(|(_, v)| v)
 }
 
 /// The preset for a jax `device_kind` (`TPU v5 lite`, `NVIDIA H100 80GB HBM3`), if known.
 pub fn for_device_kind(kind: &str) -> Option<&'static Preset> {
-    let k = kind.to_ascii_lowercase();
-    DEVICE_KINDS.iter().find(|(sub, _)| k.contains(&sub.to_ascii_lowercase())).and_then(|(_, name)| preset(name))
+    by_device_kind(DEVICE_KINDS, kind).and_then(|name| preset(name))
 }
 
 pub fn preset(name: &str) -> Option<&'static Preset> {

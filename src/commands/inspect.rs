@@ -155,7 +155,8 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
     let device = report.device.as_ref();
     // Peaks: the flags, the capture's device plane, the run's device kind (the one peak table,
     // crate::hardware), then the repo's configured hardware.
-    let kind_hw = info.and_then(|i| i.device.as_deref()).and_then(crate::hardware::for_device_kind).map(|p| p.hw);
+    let kind = info.and_then(|i| i.device.as_deref());
+    let kind_hw = kind.and_then(crate::hardware::for_device_kind).map(|p| p.hw);
     let peak_tflops = args
         .peak_tflops
         .or(device.and_then(|d| d.peak_tflops))
@@ -206,7 +207,7 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         flops,
         kernel: kstats,
         peaks: peak_tflops.zip(hbm_gbps),
-        sms: info.and_then(|i| i.device.as_deref()).and_then(crate::hardware::gpu_sms),
+        sms: kind.and_then(crate::hardware::gpu_sms),
     });
     Ok(InspectOutput {
         report,
