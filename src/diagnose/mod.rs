@@ -307,13 +307,15 @@ pub fn gap_causes(inp: &Inputs, ev: &evidence::Evidence) -> Vec<Cause> {
     } else if let (Some(p), Some(d)) = (&ev.pallas, &ev.dot) {
         if !tiles.is_empty() {
             let (bq, bkv) = (meta_u64(inp.meta, "BQ"), meta_u64(inp.meta, "BKV"));
+            // A TPU's tiles live in vector registers, a GPU's in each thread's registers.
+            let regs = if ev.backend == evidence::Backend::Gpu { "registers" } else { "vector registers" };
             let what = match (bq, bkv, &ev.exp) {
                 (Some(q), Some(k), Some(e)) => {
-                    format!("the score tile BQ x BKV = {q}x{k} may overflow the vector registers ({d}, {e}); look for a spill cliff as BKV grows")
+                    format!("the score tile BQ x BKV = {q}x{k} may overflow the {regs} ({d}, {e}); look for a spill cliff as BKV grows")
                 }
                 _ => {
                     let names: Vec<String> = tiles.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    format!("the tiles ({}) may overflow the vector registers ({d}); look for a spill cliff as they grow", names.join(", "))
+                    format!("the tiles ({}) may overflow the {regs} ({d}); look for a spill cliff as they grow", names.join(", "))
                 }
             };
             add("register spilling", None, format!("{what} [{p}]"));

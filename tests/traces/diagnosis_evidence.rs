@@ -337,3 +337,45 @@ fn inspect_marks_impossible_roofline_figures() {
     assert!(rule(&out.findings, "impossible")[0].what.contains("gap -"), "{t}");
     assert!(!t.contains("COMPUTE-BOUND,"), "{t}");
 }
+
+/// The GPU causes over a range of tilings and grids, on the Triton body of the H200 fixture
+/// (tests/fixtures/example-gpu): spilling is named only where the tiles fill more than
+/// `GPU_TILE_REGISTERS` of a thread, and the grid only where it has fewer programs than SMs.
+#[test]
+fn gpu_spilling_and_grid_fill_follow_the_tiling_warps_and_sms() {
+    let body = std::fs::read_to_string(own_fixture("example-gpu").join("flash_attention_bq128_bkv64.body.mlir")).unwrap();
+    let ops = ratchet::trace::kernel_body::parse_kernel_bodies(&body).unwrap();
+    let causes = |bq: u64, bkv: u64, warps: Option<u64>, sms: Option<u32>| -> Vec<(String, String)> {
+        let mut meta = serde_json::json!({"BQ": bq, "BKV": bkv, "head_dim": 128});
+        if let Some(w) = warps {
+            meta["num_warps"] = w.into();
+        }
+        let inp = Inputs { meta: Some(&meta), kernel_ops: &ops, backend: Some("gpu"), sms, ..Default::default() };
+        let ev = diagnose::evidence::gather(None, None, &ops, Some("gpu"));
+        diagnose::gap_causes(&inp, &ev).into_iter().map(|c| (c.name.to_string(), c.evidence)).collect()
+    };
+    let spill = |c: &[(String, String)]| c.iter().find(|(n, _)| n == "register spilling").map(|(_, e)| e.clone());
+    // (BQ x BKV + BQ x 128) / (32 x warps) f32 values a thread: 96, 128 and 64 fit; 160, 192, 256 do not.
+    for (bq, bkv, w, values) in [
+        (64, 64, 4, None),
+        (64, 128, 4, None),
+        (128, 128, 8, None),
+        (128, 32, 4, Some(160)),
+        (128, 64, 4, Some(192)),
+        (256, 128, 8, Some(256)),
+    ] {
+        let got = spill(&causes(bq, bkv, Some(w), None));
+        match values {
+            None => assert!(got.is_none(), "{bq}x{bkv} on {w} warps: {got:?}"),
+            Some(v) => assert!(got.as_deref().is_some_and(|e| e.contains(&format!("{v} f32 values a thread"))), "{bq}x{bkv}/{w}: {got:?}"),
+        }
+    }
+    // Without the warps the estimate cannot be made: the generic tile cause, in a GPU's words.
+    let generic = spill(&causes(128, 64, None, None)).unwrap();
+    assert!(generic.contains("may overflow the registers") && !generic.contains("vector"), "{generic}");
+    // The fixture's grid is 1x32x1: under-filled on 132 SMs, not on 16, unknown without an SM count.
+    let grid = |sms| causes(128, 128, Some(8), sms).into_iter().find(|(n, _)| n == "under-filled grid").map(|(_, e)| e);
+    assert!(grid(Some(132)).is_some_and(|e| e.contains("32 programs for 132 SMs")));
+    assert!(grid(Some(16)).is_none());
+    assert!(grid(None).is_none());
+}
