@@ -5,7 +5,9 @@ launches of the example's Triton form at the source article's size (seq 16384, h
 bf16, one head) with the starting GPU tiling, written by scripts/gpu-check/run.sh on
 2026-11-26 (docs/gpu.md). It checks what the roofline and the diagnosis assume on a GPU: that
 the K/V re-reads of the Q blocks are L2 hits, not HBM traffic, and that the tiling the
-diagnosis calls spilling runs at the register cap.
+diagnosis calls spilling runs at the register cap. ncu-spills-seq16384.csv counts, for one
+launch of each tiling of scripts/gpu-check/spills.py (same day, same H200), the local-memory
+bytes that spilled registers cost.
 """
 
 import csv
@@ -17,6 +19,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 COUNTERS = os.path.join(REPO, "tests", "fixtures", "example-gpu", "ncu-seq16384-bq128-bkv64-w4-s2.csv")
+SPILLS = os.path.join(REPO, "tests", "fixtures", "example-gpu", "ncu-spills-seq16384.csv")
+SPILLS_SCRIPT = os.path.join(REPO, "scripts", "gpu-check", "spills.py")
 KERNEL = os.path.join(REPO, "examples", "flash_attention", "kernel.py")
 
 # The f32 values of the score tile and the accumulator a GPU thread can hold before the
@@ -77,6 +81,25 @@ class HardwareCountersTest(unittest.TestCase):
         per_thread = (self.meta["BQ"] * self.meta["BKV"] + self.meta["BQ"] * self.meta["head_dim"]) / (32 * warps)
         self.assertGreater(per_thread, GPU_TILE_REGISTERS)
         self.assertEqual(set(self.m["launch__registers_per_thread"]), {REGISTERS_PER_THREAD_CAP})
+
+
+class SpillCountersTest(unittest.TestCase):
+    """Spill bytes per tiling against the diagnosis's per-thread estimate."""
+
+    def test_spills_appear_exactly_where_the_estimate_passes_the_threshold(self):
+        spec = importlib.util.spec_from_file_location("gpu_check_spills", SPILLS_SCRIPT)
+        script = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(script)
+        m = launches(SPILLS)
+        local = [ld + st for ld, st in zip(m["l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum"],
+                                           m["l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum"])]
+        self.assertEqual(len(local), len(script.TILINGS))
+        for (bq, bkv, warps, stages), spilled, threads in zip(script.TILINGS, local, m["launch__block_size"]):
+            self.assertEqual(threads, 32 * warps)
+            per_thread = (bq * bkv + bq * 128) / (32 * warps)
+            # Past the threshold the spills are hundreds of MB a call; at or under it, none.
+            self.assertEqual(spilled > 0, per_thread > GPU_TILE_REGISTERS, (bq, bkv, warps, stages, spilled))
+        self.assertGreater(max(local), 100e6)
 
 
 if __name__ == "__main__":

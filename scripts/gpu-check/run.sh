@@ -12,7 +12,8 @@
 #    directory, read by `ratchet inspect` and by the independent decoder
 #    tests/helpers/xplane_reference.py (what tests/fixtures/example-gpu/ is made from);
 # 4. the benchmark at seq 16384 under Nsight Compute (ncu), for the kernel's device time and DRAM bytes
-#    from the hardware counters, against what the trace and the cost model say;
+#    from the hardware counters, against what the trace and the cost model say, then
+#    scripts/gpu-check/spills.py under it for each tiling's registers and spill bytes;
 # 5. scripts/demo.sh as a whole: on a GPU it sweeps experiments/gpu/ with the chip's preset;
 # 6. `ratchet calibrate` in the demo's repo.
 # Each step has its own time limit, so one that hangs costs only its own share. Everything lands
@@ -85,6 +86,13 @@ if [[ -n "$NCU" ]]; then
         python3 examples/flash_attention/prepare.py >"$W/ncu.csv" 2>"$W/ncu.log"
     note "ncu exit $?"
     grep -E 'flash|Metric Name' "$W/ncu.csv" | head -n 30 | tee -a "$W/summary.txt"
+    # One launch per tiling: registers a thread and the local-memory (spill) bytes the
+    # diagnosis's spill finding guesses at (python/tests/test_gpu_counters.py reads this CSV).
+    XLA_PYTHON_CLIENT_PREALLOCATE=false timeout "${NCU_S:-60}" "$NCU" --clock-control none --kernel-name regex:flash --csv \
+        --metrics gpu__time_duration.sum,launch__registers_per_thread,launch__block_size,launch__grid_size,l1tex__t_bytes_pipe_lsu_mem_local_op_ld.sum,l1tex__t_bytes_pipe_lsu_mem_local_op_st.sum,dram__bytes_read.sum \
+        python3 scripts/gpu-check/spills.py >"$W/ncu-spills.csv" 2>>"$W/ncu.log"
+    note "ncu spills exit $?"
+    grep -E '^launch ' "$W/ncu-spills.csv" | tee -a "$W/summary.txt"
 else
     note "no ncu on this machine"
 fi
