@@ -125,4 +125,7 @@ say "results"
 (cd "$DEMO" && "$RATCHET" results)
 say "charts and the HTML report"
 (cd "$DEMO" && "$RATCHET" plot --html results/report.html)
+# Every keep and revert above, recomputed from results/runs.jsonl and decisions.jsonl alone.
+say "ratchet replay: each decision again from its records"
+(cd "$DEMO" && "$RATCHET" replay) || die "a recorded decision does not replay from its records (exit $?)"
 say "done in $((SECONDS - START)) s; the scratch repo is $DEMO (git log, ratchet results there)"

@@ -111,6 +111,10 @@ pub enum Command {
     /// Put a reverted experiment's parked change (refs/ratchet/discarded/ID) back into the
     /// working tree, uncommitted; with --run or --pairs, run it again at once.
     Retry(RetryArgs),
+    /// Recompute recorded decisions from the records alone: each decided row's runs
+    /// (results/runs.jsonl) and its rule (results/decisions.jsonl) go through the sequential
+    /// test again; exits 1 when one decides otherwise than its row says.
+    Replay(ReplayArgs),
     /// Free disk under .ratchet/: remove the run directories (traces) of experiments that were
     /// neither kept nor among the last N; results.csv and runs.jsonl are never touched.
     Gc(GcArgs),
@@ -327,6 +331,12 @@ pub struct SweepArgs {
 
 /// The `ratchet gc --keep-last` default (also the figure `ratchet status` quotes).
 pub const GC_KEEP_LAST: usize = 5;
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The experiments to replay (the `id` column of `ratchet results`); default: every decided one.
+    pub ids: Vec<u64>,
+}
 
 #[derive(Debug, Args)]
 pub struct GcArgs {

@@ -289,6 +289,14 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         state.save(&state_dir)?;
         Some(r)
     };
+    if decision.is_some() {
+        // The rule beside the runs, so the decision replays (`ratchet replay`) after noise.json
+        // and ratchet.toml have moved on; losing it costs the replay, never the experiment.
+        let rec = crate::replay::DecisionRecord::new(id, &row.commit, &seq, cfg.score.direction(), elasticity, true);
+        if let Err(err) = store.append_decision(&rec) {
+            fx.note(format!("could not record the decision's rule in {}: {}", crate::replay::DECISIONS_JSONL, err.message));
+        }
+    }
     fault::point("before-append");
     crate::signals::inject("before-append");
     store.append_row(&row)?;

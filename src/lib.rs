@@ -32,6 +32,7 @@ pub mod gate;
 pub mod outcome;
 pub mod plot;
 pub mod progress;
+pub mod replay;
 pub mod report;
 pub mod scale;
 pub mod signals;

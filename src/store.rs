@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 pub const RESULTS_CSV: &str = "results.csv";
 pub const RUNS_JSONL: &str = "runs.jsonl";
+/// What decided each row besides its runs (`replay::DecisionRecord`), one JSON object a line.
+pub const DECISIONS_JSONL: &str = "decisions.jsonl";
 
 /// How an experiment ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -392,14 +394,35 @@ impl Store {
     /// Append one raw run to runs.jsonl in a single write. A torn last line left by a crash is cut
     /// off first, so the file stays one JSON object per line.
     pub fn append_run(&self, rec: &RunRecord) -> Result<()> {
+        let line = serde_json::to_vec(rec).map_err(|e| Error::failure(format!("cannot encode a run: {e}")))?;
+        self.append_line(&self.runs_path(), line)
+    }
+
+    /// Append the rule of one decision to decisions.jsonl (before its row: a row never lacks
+    /// its record; a record whose row never landed is ignored by its id and commit).
+    pub fn append_decision(&self, rec: &impl Serialize) -> Result<()> {
+        let line = serde_json::to_vec(rec).map_err(|e| Error::failure(format!("cannot encode a decision record: {e}")))?;
+        self.append_line(&self.dir.join(DECISIONS_JSONL), line)
+    }
+
+    /// Every decision record (lines that do not parse are skipped). A missing file is none.
+    pub fn decisions<T: serde::de::DeserializeOwned>(&self) -> Result<Vec<T>> {
+        let path = self.dir.join(DECISIONS_JSONL);
+        match std::fs::read_to_string(&path) {
+            Ok(t) => Ok(t.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(vec![]),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// One JSON line appended in a single write and synced, after cutting a torn last line.
+    fn append_line(&self, path: &Path, mut line: Vec<u8>) -> Result<()> {
         std::fs::create_dir_all(&self.dir).with_path(&self.dir)?;
-        let mut line = serde_json::to_vec(rec).map_err(|e| Error::failure(format!("cannot encode a run: {e}")))?;
         line.push(b'\n');
-        let path = self.runs_path();
-        let mut f = std::fs::OpenOptions::new().read(true).append(true).create(true).open(&path).with_path(&path)?;
+        let mut f = std::fs::OpenOptions::new().read(true).append(true).create(true).open(path).with_path(path)?;
         truncate_torn_tail(&mut f)?;
-        f.write_all(&line).with_path(&path)?;
-        f.sync_data().with_path(&path)?;
+        f.write_all(&line).with_path(path)?;
+        f.sync_data().with_path(path)?;
         Ok(())
     }
 

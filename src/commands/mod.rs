@@ -12,6 +12,7 @@ pub mod json;
 pub mod plot;
 pub mod pythonpath;
 pub mod recover;
+pub mod replay;
 pub mod results;
 pub mod retry;
 pub mod show;
@@ -80,6 +81,7 @@ fn dispatch(cli: Cli) -> Result<()> {
             .map(|_| ())
         }
         Some(Command::Show(a)) => commands::show::run(&Workspace::discover(&dir)?, &a),
+        Some(Command::Replay(a)) => commands::replay::run(&Workspace::discover(&dir)?, &a),
         Some(Command::Plot(a)) => commands::plot::run(&Workspace::discover(&dir)?, &dir, &a),
         Some(Command::Inspect(mut a)) => {
             // Inside a ratchet repo, its configured hardware completes the roofline.

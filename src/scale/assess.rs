@@ -19,6 +19,8 @@ pub(super) struct Assessed {
     pub(super) row: ResultRow,
     pub(super) decision: Option<Decision>,
     pub(super) result: TrialResult,
+    /// The rule that decided, for `decisions.jsonl` (its id is the row's, set when recorded).
+    pub(super) rule: Option<crate::replay::DecisionRecord>,
 }
 
 /// The device a trial measured on, as the noise history names it: its host and local slot
@@ -106,7 +108,12 @@ pub(super) fn assess(cfg: &Config, opts: &SweepOptions, h: &Hypothesis, spec: &T
         wall_s: result.wall_s,
     };
     let (row, decision) = experiment::summarize(&ctx, &records, ended);
-    Ok(Assessed { row, decision, result })
+    // A trial's decision reads the log-ratios alone (`Sequential::next`), from its own runs.
+    let rule = decision.as_ref().map(|_| crate::replay::DecisionRecord {
+        trial: spec.out_dir.file_name().map(|n| n.to_string_lossy().into_owned()),
+        ..crate::replay::DecisionRecord::new(0, &row.commit, &seq, cfg.score.direction(), ctx.elasticity, false)
+    });
+    Ok(Assessed { row, decision, result, rule })
 }
 
 #[cfg(test)]

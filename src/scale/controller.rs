@@ -676,6 +676,13 @@ impl<'a> Controller<'a> {
         let rec = Recording { row: row.clone(), branch: self.branch.clone(), out_dirs, merge, trials, first_candidate };
         self.journal.recording = Some(rec.clone());
         self.journal.save(&self.state_dir)?;
+        if let Some(rule) = a.rule {
+            // Before the row, as the serial loop does: a row never lacks its rule.
+            let rule = crate::replay::DecisionRecord { id: row.id, ..rule };
+            if let Err(err) = self.ws.store.append_decision(&rule) {
+                fx.note(format!("could not record the decision's rule in {}: {}", crate::replay::DECISIONS_JSONL, err.message));
+            }
+        }
         crate::fault::point("scale-before-record");
         finish_recording(self.repo(), &self.ws.store, &mut self.journal, &rec)?;
         if a.decision.is_some() {

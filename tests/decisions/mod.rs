@@ -6,4 +6,5 @@ mod noise_history;
 mod noise_jump;
 mod on_the_binary;
 mod progress;
+mod replay;
 mod sweep;

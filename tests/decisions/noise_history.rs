@@ -114,4 +114,16 @@ fn a_decision_records_the_scale_it_borrowed_and_every_run_its_pair_and_phase() {
         ],
         "{runs:?}"
     );
+    // From those records alone the decision replays; an edited record exits 1, naming the row.
+    t.ratchet().arg("replay").assert().success().stdout(predicate::str::contains("all 1 decide as recorded"));
+    t.ratchet().args(["replay", "9"]).assert().code(2).stderr(predicate::str::contains("there is no experiment 9"));
+    let runs_text = t.read("results/runs.jsonl");
+    let first_candidate = runs.iter().find(|x| x["side"] == "candidate").unwrap()["value"].to_string();
+    t.write("results/runs.jsonl", &runs_text.replacen(&format!("\"value\":{first_candidate}"), "\"value\":1e-3", 1));
+    t.ratchet()
+        .arg("replay")
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("DIFFERS"))
+        .stderr(predicate::str::contains("1 of 1 replayed decisions differ from their rows"));
 }

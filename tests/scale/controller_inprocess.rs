@@ -190,6 +190,15 @@ fn the_second_winner_is_rechecked_against_the_new_head_then_merges_on_top() {
     for r in &out.rows {
         assert_eq!(runs.iter().filter(|x| x.experiment == r.id.to_string()).count() as u32, r.runs, "{}", r.message);
     }
+    // Every decision replays from runs.jsonl and its rule; the stale winner's from the
+    // recheck's runs alone (the record names that trial).
+    let refs: Vec<_> = out.rows.iter().collect();
+    let replayed = ratchet::commands::replay::report(&refs, &runs, &ratchet::replay::records(&ws.store).unwrap());
+    assert_eq!((replayed.same, replayed.differ, replayed.cannot), (3, 0, 0), "{}", replayed.body);
+    let rule = ratchet::replay::records(&ws.store).unwrap().into_iter().find(|d| d.id == out.rows[1].id).unwrap();
+    let trials: Vec<_> = runs.iter().filter(|x| x.experiment == out.rows[1].id.to_string()).filter_map(|x| x.trial.clone()).collect();
+    assert_eq!(rule.trial.as_ref(), trials.last(), "{rule:?}");
+    assert!(trials.iter().any(|t| Some(t) != rule.trial.as_ref()) && !rule.with_sums, "{trials:?}");
     // The trunk: both kept commits, merged once each, on top of each other; the tree matches.
     let log = git_in(dir, &["log", "--format=%s", &format!("{base}..HEAD")]);
     assert_eq!(log.lines().collect::<Vec<_>>(), ["02-faster", "01-half"]);

@@ -36,7 +36,7 @@ impl Spending {
 }
 
 /// The procedure's parameters (from `[decision]`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Params {
     /// Pairs before the first look.
     pub min_pairs: usize,

@@ -1,0 +1,152 @@
+//! Every recorded decision recomputes from the records alone: experiments of many shapes (gains
+//! large and small, none, losses; an own scale and a borrowed one) run in-process on the mock
+//! executor with noisy runs, then `ratchet replay`'s report feeds each row's runs and rule to the
+//! test again; an edited run, an edited p-value and a missing rule are each caught.
+
+use crate::support;
+
+use ratchet::bench::mock::{MockExecutor, Step};
+use ratchet::bench::Side;
+use ratchet::commands::replay::report;
+use ratchet::events::Effects;
+use ratchet::experiment::{self, Options};
+use ratchet::replay::{self, Replayed};
+use ratchet::signals::Cancel;
+use ratchet::stats::rng::Rng;
+use ratchet::store::Status;
+use ratchet::workspace::Workspace;
+use std::path::Path;
+
+const CONFIG: &str = "[benchmark]\ncommand = \"true\"\ntimeout_s = 20\nkill_grace_s = 0.5\nwarmup = 0\niters = 5\nprofile_iters = 0\n\
+    [hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = 12\nconfirm_pairs = 4\n[score]\nmetric = \"latency\"\n";
+
+fn repo() -> tempfile::TempDir {
+    support::isolate_git();
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| support::git_in(dir.path(), args);
+    git(&["init", "-q", "-b", "main"]);
+    git(&["config", "user.name", "Test"]);
+    git(&["config", "user.email", "test@example.com"]);
+    std::fs::write(dir.path().join("ratchet.toml"), CONFIG).unwrap();
+    std::fs::write(dir.path().join("kernel.py"), "BQ = 0\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "baseline"]);
+    dir
+}
+
+/// One experiment whose candidate is `gain` faster (a fraction; negative: slower), each run's
+/// latency off its side's by `cv` normal noise (the mock's own iteration noise on top).
+fn experiment(dir: &Path, n: usize, gain: f64, cv: f64, seed: u64) -> Status {
+    std::fs::write(dir.join("kernel.py"), format!("BQ = {n}\n")).unwrap();
+    let mut rng = Rng::new(seed);
+    let mut exec = MockExecutor::new(move |c| {
+        let base = if c.side == Side::Candidate { 10.0 / (1.0 + gain) } else { 10.0 };
+        Step::Latency(base * (1.0 + cv * rng.normal()))
+    });
+    let mut events = vec![];
+    let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+    let mut fx = Effects::new(&mut events, Cancel::new());
+    ratchet::sweep::recover(&ws, &mut fx).unwrap();
+    let opts = Options { message: format!("exp {n}: gain {gain}"), ..Default::default() };
+    experiment::run(&ws, &opts, &mut exec, &mut fx).unwrap().row.status
+}
+
+fn replay_all(dir: &Path) -> ratchet::commands::replay::Report {
+    let ws = Workspace::discover(dir).unwrap();
+    let rows = ws.store.rows().unwrap();
+    let refs: Vec<_> = rows.iter().collect();
+    report(&refs, &ws.store.runs().unwrap(), &ratchet::replay::records(&ws.store).unwrap())
+}
+
+#[test]
+fn every_decision_of_a_varied_series_replays_exactly() {
+    let dir = repo();
+    // Gains of every size against 1% noise: clear keeps, small ones, nothing, losses; the
+    // first decide on their own scale, the later ones borrow the history the first built.
+    let gains = [0.25, 0.0, 0.03, -0.02, 0.015, 0.0, 0.10, 0.005, -0.05, 0.02, 0.0, 0.04, 0.01, 0.0];
+    let statuses: Vec<Status> =
+        gains.iter().enumerate().map(|(i, &g)| experiment(dir.path(), i + 1, g, 0.01, 7 + i as u64 * 101)).collect();
+    let r = replay_all(dir.path());
+    assert_eq!((r.differ, r.cannot), (0, 0), "{}", r.body);
+    assert_eq!(r.same, statuses.len(), "{}", r.body);
+    // The series covered both scales and more than one verdict, so the check meant something.
+    let ws = Workspace::discover(dir.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    assert!(rows.iter().any(|r| r.noise_scale == "own") && rows.iter().any(|r| r.noise_scale == "history"), "{rows:?}");
+    assert!(statuses.contains(&Status::Keep) && statuses.contains(&Status::Revert), "{statuses:?}");
+    assert!(r.body.contains("all 14 decide as recorded"), "{}", r.body);
+}
+
+#[test]
+fn an_edited_run_value_or_p_value_does_not_replay() {
+    let dir = repo();
+    for (i, g) in [0.2, 0.0, 0.06].into_iter().enumerate() {
+        experiment(dir.path(), i + 1, g, 0.01, 3 + i as u64);
+    }
+    assert_eq!(replay_all(dir.path()).differ, 0);
+    let runs_path = dir.path().join("results/runs.jsonl");
+    let original = std::fs::read_to_string(&runs_path).unwrap();
+
+    // One candidate run of experiment 3 made 30% slower in the record.
+    let mut edited = false;
+    let lines: Vec<String> = original
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if !edited && v["experiment"] == "3" && v["side"] == "candidate" {
+                edited = true;
+                let x = v["value"].as_f64().unwrap();
+                v["value"] = (x * 1.3).into();
+            }
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(&runs_path, lines.join("\n") + "\n").unwrap();
+    let ws = Workspace::discover(dir.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    let runs = ws.store.runs().unwrap();
+    let own: Vec<_> = runs.iter().filter(|r| r.experiment == "3").collect();
+    let replayed = replay::replay(&rows[2], &own, &ratchet::replay::records(&ws.store).unwrap());
+    assert!(!matches!(replayed, Replayed::Same(_)), "{replayed:?}");
+    let r = replay_all(dir.path());
+    assert_eq!((r.same, r.differ, r.cannot), (2, 1, 0), "{}", r.body);
+    std::fs::write(&runs_path, &original).unwrap();
+
+    // The row's p-value edited: the replay names it.
+    let mut row = rows[0].clone();
+    row.p_value = Some(row.p_value.unwrap() * 2.0);
+    let own: Vec<_> = runs.iter().filter(|r| r.experiment == "1").collect();
+    match replay::replay(&row, &own, &ratchet::replay::records(&ws.store).unwrap()) {
+        Replayed::Differs { what, .. } => assert!(what.iter().any(|w| w.starts_with("p: recorded")), "{what:?}"),
+        other => panic!("{other:?}"),
+    }
+
+    // Without its rule a row cannot be replayed, and the report says why.
+    std::fs::remove_file(dir.path().join("results").join(replay::DECISIONS_JSONL)).unwrap();
+    let r = replay_all(dir.path());
+    assert_eq!(r.cannot, 3, "{}", r.body);
+    assert!(r.body.contains("no record of its rule"), "{}", r.body);
+}
+
+#[test]
+fn the_record_holds_the_levels_and_the_exact_borrowed_scale() {
+    let dir = repo();
+    for (i, g) in [0.0, 0.0, 0.0, 0.0, 0.1].into_iter().enumerate() {
+        experiment(dir.path(), i + 1, g, 0.01, 11 + i as u64);
+    }
+    let ws = Workspace::discover(dir.path()).unwrap();
+    let recs = ratchet::replay::records(&ws.store).unwrap();
+    let rows = ws.store.rows().unwrap();
+    assert_eq!(
+        recs.iter().map(|r| (r.id, r.commit.clone())).collect::<Vec<_>>(),
+        rows.iter().map(|r| (r.id, r.commit.clone())).collect::<Vec<_>>()
+    );
+    let cfg = ws.config().unwrap();
+    assert!(recs.iter().all(|r| r.params == cfg.decision.params(None) && r.with_sums && r.trial.is_none()));
+    // The first decided on its own pairs; the last borrowed what the others recorded, and its
+    // row's rounded figures agree with the record's exact ones.
+    assert!(recs[0].borrowed.is_none());
+    let (b, row) = (recs[4].borrowed.expect("borrowed"), &rows[4]);
+    assert_eq!(row.noise_scale, "history");
+    assert!((row.borrowed_sd_pct.unwrap() - b.sd * 100.0).abs() < 1e-9 && row.borrowed_df == Some(b.df), "{row:?} {b:?}");
+}
