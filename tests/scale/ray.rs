@@ -463,3 +463,46 @@ fn polls_are_batched_into_one_listing_per_interval() {
     // 2.5 s at one listing per 1.5 s: the first poll's and one more, for 3 trials polled ~300 times.
     assert_eq!(lists, 2, "{calls}");
 }
+
+/// A sweep killed right after `ray job submit` returned, before the job's id reached the
+/// journal: the job runs in Ray under its trial's name, and the journal has no handle for it.
+fn killed_after_submit(bin: &Path) -> (TestRepo, String, String) {
+    let t = repo(&ray_engine_table(bin));
+    let base = t.head();
+    let out = t.ratchet().arg("sweep").env("FAKE_SLEEP_S", "0.5").env("RATCHET_FAULT", "scale-after-submit").output().unwrap();
+    assert!(!out.status.success(), "the fault point was not reached: {}", String::from_utf8_lossy(&out.stdout));
+    let journal = std::fs::read_to_string(t.path().join(".ratchet/scale.json")).unwrap();
+    assert!(journal.contains("\"handle\": null"), "{journal}");
+    let jobs = our_jobs(bin, &t);
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    (t, base, jobs[0].0.clone())
+}
+
+#[test]
+fn a_ray_job_whose_id_was_never_journaled_is_found_by_name_and_reattached() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let (t, base, first) = killed_after_submit(&bin);
+    let out = t.ratchet().arg("sweep").env("FAKE_SLEEP_S", "0.05").timeout(Duration::from_secs(300)).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("re-attached the jobs a stopped parallel sweep left queued or running on the ray engine"), "{text}");
+    check_trunk(&t, &base);
+    // The first job was found by its name and recorded; it was not submitted again.
+    let jobs = our_jobs(&bin, &t);
+    assert_eq!(jobs.len(), QUEUE.len(), "{jobs:?}");
+    assert!(jobs.iter().all(|(_, s)| s == "SUCCEEDED"), "{jobs:?}");
+    assert!(jobs.iter().any(|(id, _)| *id == first), "{first} {jobs:?}");
+}
+
+#[test]
+fn recover_stops_by_name_a_ray_job_whose_id_was_never_journaled() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let (t, base, first) = killed_after_submit(&bin);
+    let out = t.ratchet().arg("recover").output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("cancelled the jobs a stopped parallel sweep left queued or running") && text.contains(&first), "{text}");
+    assert_eq!(our_jobs(&bin, &t), vec![(first, "STOPPED".to_string())], "no job leaks");
+    assert_eq!(t.live_workers(), Vec::<i32>::new());
+    assert_eq!(t.head(), base);
+}
