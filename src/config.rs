@@ -297,6 +297,8 @@ pub enum EngineKind {
     Slurm,
     /// The user's submit / poll / cancel / fetch commands (docs/scale-out.md, "Hook").
     Hook,
+    /// One Ray job per trial on a Ray cluster (docs/scale-out.md, "Ray").
+    Ray,
 }
 
 impl EngineKind {
@@ -305,6 +307,7 @@ impl EngineKind {
             EngineKind::Local => "local",
             EngineKind::Slurm => "slurm",
             EngineKind::Hook => "hook",
+            EngineKind::Ray => "ray",
         }
     }
 }
@@ -322,7 +325,7 @@ pub const MAX_ENGINE_RETRIES: u32 = 100;
 pub struct EngineConfig {
     #[serde(default)]
     pub kind: EngineKind,
-    /// Trials in flight at once (slurm, hook; default 4).
+    /// Trials in flight at once (slurm, hook, ray; default 4).
     pub capacity: Option<u32>,
     /// Slurm: the partition (`sbatch --partition`); the cluster's default when absent.
     pub partition: Option<String>,
@@ -332,7 +335,7 @@ pub struct EngineConfig {
     pub exclusive: Option<bool>,
     /// Slurm: more `sbatch` options (`--time=2:00:00`, `--account=x`).
     pub sbatch_args: Option<Vec<String>>,
-    /// Slurm: the limit of each `sbatch` / `squeue` / `scontrol` / `scancel` call (default 60 s).
+    /// Slurm, Ray: the limit of each `sbatch` / `squeue` / `scancel` or `ray` call (default 60 s).
     pub command_timeout_s: Option<f64>,
     /// Hook: shell commands (run with `sh -c` from the repository root); `submit_batch` instead
     /// of `submit` takes every trial of a batch in one call.
@@ -346,9 +349,18 @@ pub struct EngineConfig {
     /// Any kind: how often a lost trial (preempted, cancelled, killed) starts again before its
     /// hypothesis is recorded as lost (default 2).
     pub retries: Option<u32>,
-    /// Hook: the least time between two polls of one job (default 5 s; backs off to 4x that
+    /// Hook, Ray: the least time between two polls of one job (default 5 s; a hook backs off to 4x that
     /// while the job's state does not change).
     pub poll_interval_s: Option<f64>,
+    /// Ray: the cluster's job server (default "http://127.0.0.1:8265").
+    pub address: Option<String>,
+    /// Ray: the CPUs and whole GPUs of one trial (entrypoint resources; default 1 and 1).
+    pub cpus: Option<f64>,
+    pub gpus: Option<f64>,
+    /// Ray: more `ray job submit` options (`--runtime-env-json=...`, `--entrypoint-resources=...`).
+    pub submit_args: Option<Vec<String>>,
+    /// Ray: the `ray` command (a virtual environment's `bin/ray`; default `ray` on PATH).
+    pub ray_bin: Option<String>,
 }
 
 impl EngineConfig {
@@ -358,6 +370,8 @@ impl EngineConfig {
         &["capacity", "partition", "gres", "exclusive", "sbatch_args", "command_timeout_s", "retries"];
     pub const HOOK_KEYS: &'static [&'static str] =
         &["capacity", "submit", "submit_batch", "poll", "cancel", "fetch", "hook_timeout_s", "retries", "poll_interval_s"];
+    pub const RAY_KEYS: &'static [&'static str] =
+        &["capacity", "address", "cpus", "gpus", "submit_args", "ray_bin", "command_timeout_s", "poll_interval_s", "retries"];
 
     /// The keys set in this table, besides `kind`.
     fn set_keys(&self) -> Vec<&'static str> {
@@ -376,6 +390,11 @@ impl EngineConfig {
             ("hook_timeout_s", self.hook_timeout_s.is_some()),
             ("retries", self.retries.is_some()),
             ("poll_interval_s", self.poll_interval_s.is_some()),
+            ("address", self.address.is_some()),
+            ("cpus", self.cpus.is_some()),
+            ("gpus", self.gpus.is_some()),
+            ("submit_args", self.submit_args.is_some()),
+            ("ray_bin", self.ray_bin.is_some()),
         ];
         keys.iter().filter(|(_, set)| *set).map(|(k, _)| *k).collect()
     }
@@ -389,6 +408,7 @@ impl EngineConfig {
             EngineKind::Local => Self::LOCAL_KEYS,
             EngineKind::Slurm => Self::SLURM_KEYS,
             EngineKind::Hook => Self::HOOK_KEYS,
+            EngineKind::Ray => Self::RAY_KEYS,
         };
         for key in self.set_keys() {
             if !allowed.contains(&key) {
@@ -449,6 +469,50 @@ impl EngineConfig {
                     return bad(
                         "sbatch_args",
                         format!("{flag} is set by ratchet (one array task per trial, output into each run directory); remove it"),
+                    );
+                }
+            }
+        }
+        if let Some(a) = &self.address {
+            if !(a.starts_with("http://") || a.starts_with("https://")) || a.chars().any(|c| c.is_whitespace()) {
+                return bad("address", format!("must be the job server's URL, like \"http://head:8265\", got {a:?}"));
+            }
+        }
+        if let Some(c) = self.cpus {
+            if !(c.is_finite() && (0.0..=1e6).contains(&c)) {
+                return bad("cpus", format!("must be a number of CPUs >= 0, got {c}"));
+            }
+        }
+        if let Some(g) = self.gpus {
+            // Whole GPUs: a fraction lets Ray put two trials on one device, and they would
+            // measure each other.
+            if !(g.is_finite() && g >= 0.0 && g.fract() == 0.0 && g <= 1e4) {
+                return bad("gpus", format!("must be a whole number of GPUs per trial (trials must not share a device), got {g}"));
+            }
+        }
+        if self.ray_bin.as_deref().is_some_and(|b| b.trim().is_empty()) {
+            return bad("ray_bin", "is empty; give the path of the `ray` command or leave the key out".into());
+        }
+        if let Some(args) = &self.submit_args {
+            // ratchet sets these itself: the job's name, its resources, its metadata, the server.
+            const OWN: &[&str] = &[
+                "--submission-id",
+                "--job-id",
+                "--no-wait",
+                "--address",
+                "--entrypoint-num-cpus",
+                "--entrypoint-num-gpus",
+                "--metadata-json",
+            ];
+            for a in args {
+                let flag = a.split('=').next().unwrap_or("");
+                if !a.starts_with("--") || a == "--" {
+                    return bad("submit_args", format!("{a:?} is not an option; give each as \"--name=value\""));
+                }
+                if OWN.contains(&flag) {
+                    return bad(
+                        "submit_args",
+                        format!("{flag} is set by ratchet (the job named by its trial, cpus and gpus from [engine]); remove it"),
                     );
                 }
             }

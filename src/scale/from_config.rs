@@ -3,6 +3,7 @@
 
 use super::engine::Engine;
 use super::hook::{HookEngine, HookOptions};
+use super::ray::{RayEngine, RayOptions};
 use super::slurm::{SlurmEngine, SlurmOptions};
 use crate::config::{EngineConfig, EngineKind};
 use crate::error::Result;
@@ -47,5 +48,22 @@ pub fn engine_from_config(cfg: &EngineConfig, root: &Path, work_dir: &Path) -> R
             poll_interval: cfg.poll_interval_s.map(Duration::from_secs_f64).unwrap_or(super::hook::DEFAULT_POLL_INTERVAL),
             dir: root.to_path_buf(),
         }))),
+        EngineKind::Ray => {
+            let mut o = RayOptions::new(work_dir);
+            o.capacity = capacity;
+            if let Some(a) = &cfg.address {
+                o.address = a.clone();
+            }
+            o.cpus = cfg.cpus.unwrap_or(o.cpus);
+            o.gpus = cfg.gpus.unwrap_or(o.gpus);
+            o.submit_args = cfg.submit_args.clone().unwrap_or_default();
+            o.command_timeout = Duration::from_secs_f64(cfg.command_timeout_s.unwrap_or(DEFAULT_TIMEOUT_S));
+            o.poll_interval = cfg.poll_interval_s.map(Duration::from_secs_f64).unwrap_or(super::ray::DEFAULT_POLL_INTERVAL);
+            // A path is the repository's (absolute stays absolute); a bare name is looked up on PATH.
+            if let Some(b) = &cfg.ray_bin {
+                o.ray = if b.contains('/') { root.join(b) } else { b.into() };
+            }
+            Some(Box::new(RayEngine::new(o)))
+        }
     })
 }

@@ -11,6 +11,7 @@ pub mod hook;
 mod journal;
 pub mod lane;
 pub mod local;
+pub mod ray;
 pub mod slurm;
 pub mod trial;
 pub mod worker;

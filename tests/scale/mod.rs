@@ -4,6 +4,7 @@ mod controller_inprocess;
 mod hooks;
 mod local_slots;
 mod lost_trials;
+mod ray;
 mod reattach;
 mod recheck;
 mod slurm;

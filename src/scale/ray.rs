@@ -1,0 +1,512 @@
+//! The Ray engine: each trial is one Ray job (`ray job submit --no-wait`) named by the trial,
+//! with the CPUs and GPUs of one trial as its entrypoint resources; every job in flight is
+//! polled with one `ray list jobs` per poll interval and stopped with `ray job stop`.
+
+use super::command::{shell_join, shell_quote, Call, Output};
+use super::engine::{Engine, JobHandle, JobState, TrialSpec};
+use crate::error::{Error, Kind, Result, WithPath};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The job server a local `ray start --head` listens on (Ray's own default for `ray job`).
+pub const DEFAULT_ADDRESS: &str = "http://127.0.0.1:8265";
+/// The least time between two listings of the cluster's jobs: each `ray` call is a Python
+/// start (about 1.5 s of CPU), and the listing answers every trial in flight at once.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+/// Jobs one listing asks for; a cluster with more than this falls back to one lookup per job.
+const LIST_LIMIT: usize = 10_000;
+/// The metadata key that ties a job to its trial's candidate commit, so that a job of an
+/// earlier sweep with the same trial id is never taken for this one.
+const CANDIDATE_KEY: &str = "ratchet_candidate";
+
+/// What the Ray engine submits with.
+#[derive(Debug, Clone)]
+pub struct RayOptions {
+    /// Trials in flight at once.
+    pub capacity: usize,
+    /// The cluster's job server (`--address`).
+    pub address: String,
+    /// Entrypoint resources of one trial (`--entrypoint-num-cpus`, `--entrypoint-num-gpus`; a
+    /// whole number of GPUs, so that trials never share a device).
+    pub cpus: f64,
+    pub gpus: f64,
+    /// More `ray job submit` options, after ratchet's own.
+    pub submit_args: Vec<String>,
+    /// The limit of each `ray` call (a `ray job stop` waits within it for the job to end).
+    pub command_timeout: Duration,
+    /// The least time between two `ray list jobs`.
+    pub poll_interval: Duration,
+    /// Where the generated job scripts go (under `ray/`); on a filesystem every Ray node sees
+    /// at the same path, like the run directories.
+    pub work_dir: PathBuf,
+    /// The `ray` command (a virtual environment's `bin/ray`, say); `ray` on PATH by default.
+    pub ray: PathBuf,
+}
+
+impl RayOptions {
+    pub fn new(work_dir: impl Into<PathBuf>) -> RayOptions {
+        RayOptions {
+            capacity: 4,
+            address: DEFAULT_ADDRESS.into(),
+            cpus: 1.0,
+            gpus: 1.0,
+            submit_args: vec![],
+            command_timeout: Duration::from_secs(60),
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            work_dir: work_dir.into(),
+            ray: "ray".into(),
+        }
+    }
+}
+
+/// One job as `ray list jobs --format json --detail` prints it (the fields ratchet reads).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+struct RayJob {
+    #[serde(default)]
+    submission_id: Option<String>,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    error_type: Option<String>,
+    #[serde(default)]
+    driver_exit_code: Option<i64>,
+    #[serde(default)]
+    metadata: Option<HashMap<String, String>>,
+}
+
+pub struct RayEngine {
+    opts: RayOptions,
+    /// The last listing of this repository's jobs by submission id, when it was taken, and
+    /// whether it was complete (fewer jobs than `LIST_LIMIT`).
+    listing: Option<(Instant, bool, HashMap<String, RayJob>)>,
+}
+
+impl RayEngine {
+    pub fn new(opts: RayOptions) -> RayEngine {
+        RayEngine { opts, listing: None }
+    }
+
+    fn call(&self, args: &[String]) -> Result<Output> {
+        let mut argv = vec![self.opts.ray.to_string_lossy().into_owned()];
+        argv.extend(args.iter().cloned());
+        Call::new(argv, self.opts.command_timeout).run().map_err(|e| {
+            let hint = e.hint.clone().unwrap_or_default();
+            Error::new(e.kind, format!("ray engine: {}", e.message)).hint(if hint.contains("install") {
+                "install Ray's command line (`pip install \"ray[default]\"`) or set [engine] ray_bin; scripts/ray-localhost.sh starts a one-node cluster here".into()
+            } else {
+                hint
+            })
+        })
+    }
+
+    /// A `ray` call that exited non-zero, as an error naming it and the last line Ray printed
+    /// (its tracebacks end with the server's message).
+    fn failed(&self, call: &str, out: &Output) -> Error {
+        let e = Error::new(Kind::Infrastructure, format!("ray engine: `ray {call}` failed ({}): {}", out.how(), last_line(out)));
+        if unreachable(out) {
+            e.hint(format!(
+                "no Ray job server answers at {}: check that the cluster runs (`ray status`) and that [engine] address names its dashboard; the sweep resumes when it answers",
+                self.opts.address
+            ))
+        } else {
+            e.hint("check the [engine] settings (cpus, gpus, submit_args) against `ray status` and the cluster's resources")
+        }
+    }
+
+    /// A trial's submission id: unique to this repository's state and the trial, so that a
+    /// restarted controller finds (and `ray job stop` cancels) a job whose handle it never
+    /// journaled.
+    pub fn submission_id(&self, trial: &str) -> String {
+        format!("{}{}", self.prefix(), url_safe(trial))
+    }
+
+    /// `ratchet-<hash of the work directory>-`: what every job of this repository starts with.
+    fn prefix(&self) -> String {
+        let dir = absolute(&self.opts.work_dir).unwrap_or_else(|_| self.opts.work_dir.clone());
+        format!("ratchet-{:08x}-", fnv1a(&dir.to_string_lossy()) as u32)
+    }
+
+    fn address_args(&self) -> Vec<String> {
+        vec!["--address".into(), self.opts.address.clone()]
+    }
+
+    /// Jobs listed by `ray list jobs` (with `filter`, one `--filter key=value`), by submission id.
+    fn list(&self, filter: Option<&str>) -> Result<(bool, HashMap<String, RayJob>)> {
+        let mut args: Vec<String> = ["list", "jobs"].iter().map(|s| s.to_string()).collect();
+        args.extend(self.address_args());
+        args.extend(["--format", "json", "--detail", "--limit"].iter().map(|s| s.to_string()));
+        args.push(LIST_LIMIT.to_string());
+        if let Some(f) = filter {
+            args.extend(["--filter".to_string(), f.to_string()]);
+        }
+        let out = self.call(&args)?;
+        if !out.success() {
+            return Err(self.failed(&format!("list jobs{}", filter.map(|f| format!(" --filter {f}")).unwrap_or_default()), &out));
+        }
+        let jobs = parse_listing(&out.stdout)?;
+        let complete = jobs.len() < LIST_LIMIT;
+        let prefix = self.prefix();
+        let ours =
+            jobs.into_iter().filter_map(|j| j.submission_id.clone().filter(|id| id.starts_with(&prefix)).map(|id| (id, j))).collect();
+        Ok((complete, ours))
+    }
+
+    /// One job by its submission id, listed alone; `None` when Ray has no such job.
+    fn lookup(&self, id: &str) -> Result<Option<RayJob>> {
+        Ok(self.list(Some(&format!("submission_id={id}")))?.1.remove(id))
+    }
+
+    /// This repository's jobs, listed at most once per poll interval: one `ray list jobs`
+    /// answers every trial in flight.
+    fn listing(&mut self) -> Result<&(Instant, bool, HashMap<String, RayJob>)> {
+        let fresh = self.listing.as_ref().is_some_and(|(at, _, _)| at.elapsed() < self.opts.poll_interval);
+        if !fresh {
+            let (complete, jobs) = self.list(None)?;
+            self.listing = Some((Instant::now(), complete, jobs));
+        }
+        Ok(self.listing.as_ref().expect("just listed"))
+    }
+
+    /// The job script: the controller's environment (as sbatch's `--export=ALL` passes it,
+    /// less what Ray sets per job), then the worker, its output in the run directory.
+    fn job_script(trial: &TrialSpec, worker: &[String], env: &[(String, String)]) -> String {
+        let mut s = String::from("#!/bin/sh\n");
+        s.push_str(&format!("# Written by ratchet: trial {} as one Ray job.\n", trial.id));
+        for (k, v) in env.iter().filter(|(k, _)| passes(k)) {
+            s.push_str(&format!("export {k}={}\n", shell_quote(v)));
+        }
+        s.push_str(&format!("export RATCHET_TRIAL_ID={}\n", shell_quote(&trial.id)));
+        let out = shell_quote(&trial.out_dir.to_string_lossy());
+        s.push_str(&format!("cd {out} || exit 2\nexec {} >>worker.log 2>&1\n", shell_join(worker)));
+        s
+    }
+
+    fn submit_one(&mut self, trial: &TrialSpec, worker: &[String]) -> Result<JobHandle> {
+        let id = self.submission_id(&trial.id);
+        let out_dir = absolute(&trial.out_dir)?;
+        std::fs::create_dir_all(&out_dir).with_path(&out_dir)?;
+        let dir = absolute(&self.opts.work_dir)?.join("ray");
+        std::fs::create_dir_all(&dir).with_path(&dir)?;
+        let script = dir.join(format!("{id}.sh"));
+        let env: Vec<(String, String)> = std::env::vars().collect();
+        let spec = TrialSpec { out_dir, ..trial.clone() };
+        std::fs::write(&script, Self::job_script(&spec, worker, &env)).with_path(&script)?;
+        // It may hold the controller's secrets (tokens in its environment): its owner only.
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o700)).with_path(&script)?;
+        let metadata = serde_json::json!({ CANDIDATE_KEY: trial.candidate, "ratchet_trial": trial.id }).to_string();
+        let mut args: Vec<String> = vec!["job".into(), "submit".into()];
+        args.extend(self.address_args());
+        args.extend([
+            "--no-wait".to_string(),
+            format!("--submission-id={id}"),
+            format!("--entrypoint-num-cpus={}", self.opts.cpus),
+            format!("--entrypoint-num-gpus={}", self.opts.gpus),
+            format!("--metadata-json={metadata}"),
+        ]);
+        args.extend(self.opts.submit_args.iter().cloned());
+        args.extend(["--".to_string(), "sh".into(), script.to_string_lossy().into_owned()]);
+        let mut out = self.call(&args)?;
+        if !out.success() && format!("{}{}", out.stderr, out.stdout).contains("already exists") {
+            // A trial id used by an earlier sweep of this repository (trial ids restart): its
+            // job ended long ago and is deleted so the name stays the trial's.
+            match self.lookup(&id)? {
+                Some(old) if is_terminal(&old.status) => {
+                    let mut del = vec!["job".to_string(), "delete".into()];
+                    del.extend(self.address_args());
+                    del.push(id.clone());
+                    let d = self.call(&del)?;
+                    if !d.success() {
+                        return Err(self.failed(&format!("job delete {id}"), &d));
+                    }
+                    out = self.call(&args)?;
+                }
+                Some(old) => {
+                    return Err(Error::new(
+                        Kind::Infrastructure,
+                        format!("ray engine: a job named {id} is still {} on the cluster", old.status),
+                    )
+                    .hint(format!("another controller may be running on this repository; stop it or run `ray job stop {id}`")))
+                }
+                None => {}
+            }
+        }
+        if !out.success() {
+            return Err(self.failed(&format!("job submit {}", shell_join(&args[2..])), &out));
+        }
+        // Known to Ray from here on: queued until the next listing says otherwise.
+        if let Some((_, _, jobs)) = &mut self.listing {
+            jobs.insert(id.clone(), RayJob { submission_id: Some(id.clone()), status: "PENDING".into(), ..RayJob::default() });
+        }
+        Ok(JobHandle { trial: trial.id.clone(), engine_id: id, slot: None })
+    }
+}
+
+/// Ray's job states (`ray.job_submission.JobStatus`) as the controller's: the worker exited on
+/// its own (SUCCEEDED, or FAILED with the exit code of a worker that returned one) is Finished,
+/// its result read from the run directory; stopped, killed by a signal, or lost with its node
+/// or job supervisor is Failed.
+fn map_state(job: &RayJob) -> Result<JobState> {
+    let first_line = |m: &Option<String>| m.as_deref().unwrap_or("").lines().next().unwrap_or("").trim().to_string();
+    Ok(match job.status.as_str() {
+        "PENDING" => JobState::Queued,
+        "RUNNING" => JobState::Running,
+        "SUCCEEDED" => JobState::Finished,
+        "STOPPED" => JobState::Failed("ray: STOPPED".into()),
+        "FAILED" => {
+            let ran = job.error_type.as_deref() == Some("JOB_ENTRYPOINT_COMMAND_ERROR");
+            match job.driver_exit_code {
+                // 1..=128: the worker's own exit status; above, the shell's 128+N for a signal;
+                // below zero, the signal itself.
+                Some(c) if ran && (1..=128).contains(&c) => JobState::Finished,
+                Some(c) if ran && c > 128 => JobState::Failed(format!("ray: FAILED (killed by signal {})", c - 128)),
+                Some(c) if ran && c < 0 => JobState::Failed(format!("ray: FAILED (killed by signal {})", -c)),
+                _ => {
+                    let why = job.error_type.clone().unwrap_or_else(|| first_line(&job.message));
+                    JobState::Failed(if why.is_empty() { "ray: FAILED".into() } else { format!("ray: FAILED ({why})") })
+                }
+            }
+        }
+        other => {
+            return Err(Error::failure(format!("ray engine: unknown job status {other:?} ({})", first_line(&job.message)))
+                .hint("a newer Ray may have added it; report it to ratchet"))
+        }
+    })
+}
+
+fn is_terminal(status: &str) -> bool {
+    matches!(status, "SUCCEEDED" | "FAILED" | "STOPPED")
+}
+
+/// `ray list jobs --format json` output; a line of log text before the JSON is skipped.
+fn parse_listing(stdout: &str) -> Result<Vec<RayJob>> {
+    let start = stdout
+        .find('[')
+        .ok_or_else(|| Error::new(Kind::Infrastructure, format!("ray engine: `ray list jobs` printed no JSON list: {:?}", clip(stdout))))?;
+    serde_json::from_str(stdout[start..].trim()).map_err(|e| {
+        Error::new(
+            Kind::Infrastructure,
+            format!("ray engine: cannot read `ray list jobs --format json`: {e}: {:?}", clip(&stdout[start..])),
+        )
+    })
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(300).collect()
+}
+
+/// Whether a variable of the controller's environment goes into the job script: not the
+/// device binding Ray gives each job, not Ray's own, not the shell's bookkeeping.
+fn passes(name: &str) -> bool {
+    const SET_PER_JOB: &[&str] = &[
+        "CUDA_VISIBLE_DEVICES",
+        "HIP_VISIBLE_DEVICES",
+        "ROCR_VISIBLE_DEVICES",
+        "NEURON_RT_VISIBLE_CORES",
+        "TPU_VISIBLE_CHIPS",
+        "ONEAPI_DEVICE_SELECTOR",
+        "RATCHET_TRIAL_ID",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "_",
+    ];
+    let ident =
+        !name.is_empty() && !name.starts_with(|c: char| c.is_ascii_digit()) && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    ident && !name.starts_with("RAY_") && !SET_PER_JOB.contains(&name)
+}
+
+/// A trial id as a submission id may spell it (it goes into the job server's URLs).
+fn url_safe(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect()
+}
+
+/// FNV-1a: stable across builds (the name must be the same for the next controller).
+fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The last non-empty line of stderr (or stdout): a failed `ray` call ends its traceback with
+/// the job server's answer.
+fn last_line(out: &Output) -> String {
+    let text = if out.stderr.trim().is_empty() { &out.stdout } else { &out.stderr };
+    // Ray ends some tracebacks with a line of its own that says nothing (".").
+    text.lines().rev().map(str::trim).find(|l| l.chars().any(|c| c.is_alphanumeric())).unwrap_or("").to_string()
+}
+
+/// Whether a failed `ray` call says no job server answered.
+fn unreachable(out: &Output) -> bool {
+    let text = format!("{}{}", out.stderr, out.stdout);
+    ["Failed to connect to Ray", "Connection refused", "Cannot connect", "Max retries exceeded"].iter().any(|m| text.contains(m))
+}
+
+/// Whether a failed `ray` call says the job does not exist.
+fn gone(out: &Output) -> bool {
+    last_line(out).contains("does not exist")
+}
+
+fn absolute(p: &Path) -> Result<PathBuf> {
+    if p.is_absolute() {
+        Ok(p.to_path_buf())
+    } else {
+        Ok(std::env::current_dir()?.join(p))
+    }
+}
+
+impl Engine for RayEngine {
+    fn name(&self) -> &str {
+        "ray"
+    }
+
+    fn capacity(&self) -> usize {
+        self.opts.capacity
+    }
+
+    /// One `ray job submit` per trial: Ray has no job arrays.
+    fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
+        if trials.len() != worker.len() {
+            return Err(Error::failure(format!("ray engine: {} trials but {} worker commands", trials.len(), worker.len())));
+        }
+        if let Some(i) = worker.iter().position(|w| w.is_empty()) {
+            return Err(Error::failure(format!("ray engine: trial {} has an empty worker command", trials[i].id)));
+        }
+        trials.iter().zip(worker).map(|(t, w)| self.submit_one(t, w)).collect()
+    }
+
+    fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
+        let (_, complete, jobs) = self.listing()?;
+        match (jobs.get(&job.engine_id), *complete) {
+            (Some(j), _) => map_state(j),
+            // Deleted from the cluster (`ray job delete`): it ended; the run directory says how.
+            (None, true) => Ok(JobState::Finished),
+            (None, false) => match self.lookup(&job.engine_id)? {
+                Some(j) => map_state(&j),
+                None => Ok(JobState::Finished),
+            },
+        }
+    }
+
+    /// A trial's job by its submission id, when it is this trial's (same candidate commit):
+    /// the one a controller submitted just before it died, its handle never journaled.
+    fn find(&mut self, trial: &TrialSpec) -> Result<Option<JobHandle>> {
+        let id = self.submission_id(&trial.id);
+        let job = self.lookup(&id)?;
+        let ours = job.is_some_and(|j| j.metadata.as_ref().and_then(|m| m.get(CANDIDATE_KEY)) == Some(&trial.candidate));
+        Ok(ours.then(|| JobHandle { trial: trial.id.clone(), engine_id: id, slot: None }))
+    }
+
+    /// `ray job stop`, which waits until the job has ended: Ray sends SIGTERM to the worker's
+    /// process group and SIGKILL a few seconds later.
+    fn cancel(&mut self, job: &JobHandle) -> Result<()> {
+        let mut args = vec!["job".to_string(), "stop".into()];
+        args.extend(self.address_args());
+        args.push(job.engine_id.clone());
+        let out = self.call(&args)?;
+        self.listing = None;
+        if !out.success() && !gone(&out) {
+            return Err(self.failed(&format!("job stop {}", job.engine_id), &out));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(status: &str, error_type: Option<&str>, code: Option<i64>, message: &str) -> RayJob {
+        RayJob {
+            submission_id: Some("x".into()),
+            status: status.into(),
+            message: Some(message.into()),
+            error_type: error_type.map(str::to_string),
+            driver_exit_code: code,
+            metadata: None,
+        }
+    }
+
+    #[test]
+    fn ray_states_map_to_the_controllers() {
+        assert_eq!(map_state(&job("PENDING", None, None, "waiting for resources")).unwrap(), JobState::Queued);
+        assert_eq!(map_state(&job("RUNNING", None, None, "")).unwrap(), JobState::Running);
+        assert_eq!(map_state(&job("SUCCEEDED", None, Some(0), "")).unwrap(), JobState::Finished);
+        assert_eq!(
+            map_state(&job("STOPPED", None, None, "Job was intentionally stopped.")).unwrap(),
+            JobState::Failed("ray: STOPPED".into())
+        );
+        // The worker exited non-zero on its own: its run directory says how (as Slurm's FAILED).
+        let cmd = Some("JOB_ENTRYPOINT_COMMAND_ERROR");
+        assert_eq!(map_state(&job("FAILED", cmd, Some(3), "exit code 3")).unwrap(), JobState::Finished);
+        // Killed: the shell's 137 (128 + SIGKILL), or a negative signal.
+        assert_eq!(map_state(&job("FAILED", cmd, Some(137), "")).unwrap(), JobState::Failed("ray: FAILED (killed by signal 9)".into()));
+        assert_eq!(map_state(&job("FAILED", cmd, Some(-15), "")).unwrap(), JobState::Failed("ray: FAILED (killed by signal 15)".into()));
+        // Lost with its supervisor or node, never started: failed, with Ray's reason.
+        assert_eq!(
+            map_state(&job("FAILED", Some("JOB_SUPERVISOR_ACTOR_DIED"), None, "node died\nmore")).unwrap(),
+            JobState::Failed("ray: FAILED (JOB_SUPERVISOR_ACTOR_DIED)".into())
+        );
+        assert_eq!(map_state(&job("FAILED", None, None, "first\nsecond")).unwrap(), JobState::Failed("ray: FAILED (first)".into()));
+        assert!(map_state(&job("WEIRD", None, None, "")).unwrap_err().message.contains("WEIRD"));
+    }
+
+    #[test]
+    fn a_submission_id_names_the_repository_and_the_trial() {
+        let a = RayEngine::new(RayOptions::new("/repo/a/.ratchet"));
+        let b = RayEngine::new(RayOptions::new("/repo/b/.ratchet"));
+        let id = a.submission_id("t7");
+        assert!(id.starts_with("ratchet-") && id.ends_with("-t7"), "{id}");
+        assert_eq!(id.len(), "ratchet-".len() + 8 + "-t7".len(), "{id}");
+        // The same for the next controller of the same repository, another for another one.
+        assert_eq!(id, RayEngine::new(RayOptions::new("/repo/a/.ratchet")).submission_id("t7"));
+        assert_ne!(id, b.submission_id("t7"));
+        assert_ne!(id, a.submission_id("t8"));
+        // Only characters that go into a URL path as they are.
+        assert!(a.submission_id("it's t/7 ü").ends_with("-it_s_t_7__"), "{}", a.submission_id("it's t/7 ü"));
+    }
+
+    #[test]
+    fn the_listing_is_read_from_rays_json() {
+        let text = r#"[{"type": "SUBMISSION", "job_id": null, "submission_id": "ratchet-1-t1", "status": "FAILED", "entrypoint": "sh x", "message": "Job entrypoint command failed with exit code 137", "error_type": "JOB_ENTRYPOINT_COMMAND_ERROR", "start_time": 1, "end_time": 2, "metadata": {"ratchet_candidate": "abc"}, "runtime_env": {}, "driver_exit_code": 137},
+            {"type": "DRIVER", "job_id": "01000000", "submission_id": null, "status": "RUNNING", "metadata": {}}]"#;
+        let jobs = parse_listing(text).unwrap();
+        assert_eq!(jobs.len(), 2);
+        assert_eq!(jobs[0].submission_id.as_deref(), Some("ratchet-1-t1"));
+        assert_eq!(jobs[0].metadata.as_ref().unwrap()[CANDIDATE_KEY], "abc");
+        assert_eq!(map_state(&jobs[0]).unwrap(), JobState::Failed("ray: FAILED (killed by signal 9)".into()));
+        assert!(parse_listing("Traceback: boom").unwrap_err().message.contains("no JSON list"));
+    }
+
+    #[test]
+    fn the_job_script_runs_the_worker_with_the_controllers_environment() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run dir");
+        std::fs::create_dir_all(&out).unwrap();
+        let t = TrialSpec { id: "t1".into(), repo: "/r".into(), incumbent: "a".into(), candidate: "b".into(), out_dir: out.clone() };
+        let env = vec![
+            ("FAKE_META".to_string(), r#"{"via": "it's ray"}"#.to_string()),
+            ("CUDA_VISIBLE_DEVICES".to_string(), "7".to_string()),
+            ("RAY_ADDRESS".to_string(), "x".to_string()),
+            ("BAD-NAME".to_string(), "x".to_string()),
+        ];
+        let worker = vec![
+            "sh".to_string(),
+            "-c".into(),
+            "echo \"$FAKE_META|${CUDA_VISIBLE_DEVICES-unset}|$RAY_ADDRESS|$RATCHET_TRIAL_ID|$(pwd)\"; echo err >&2".into(),
+        ];
+        let script = dir.path().join("job.sh");
+        std::fs::write(&script, RayEngine::job_script(&t, &worker, &env)).unwrap();
+        let run =
+            std::process::Command::new("sh").arg(&script).env_remove("CUDA_VISIBLE_DEVICES").env_remove("RAY_ADDRESS").output().unwrap();
+        assert!(run.status.success());
+        let log = std::fs::read_to_string(out.join("worker.log")).unwrap();
+        // The device binding and Ray's own variables are the cluster's, not the controller's.
+        assert_eq!(log, format!("{{\"via\": \"it's ray\"}}|unset||t1|{}\nerr\n", out.display()));
+    }
+}

@@ -1,0 +1,508 @@
+//! The Ray engine against a real Ray cluster (the one-node head of scripts/ray-localhost.sh):
+//! jobs named by trial, each with its own (logical) GPU, a cancel that stops the worker's
+//! processes, a sweep through Ray, a job stopped from outside that runs again while the sweep
+//! goes on, and a killed controller whose jobs the next sweep re-attaches to. Where no Ray job
+//! server answers, these say so and skip; the configuration and error paths run everywhere.
+
+use crate::support;
+
+use ratchet::config::Config;
+use ratchet::scale::engine::{Engine, JobHandle, JobState, TrialSpec};
+use ratchet::scale::ray::{RayEngine, RayOptions};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::queue::{repo, QUEUE};
+use support::TestRepo;
+
+const ADDRESS: &str = "http://127.0.0.1:8265";
+
+/// The `ray` command: RATCHET_RAY_BIN, scripts/ray-localhost.sh's virtual environment, or PATH.
+fn ray_bin() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("RATCHET_RAY_BIN") {
+        return Some(PathBuf::from(p));
+    }
+    let venv = std::env::var_os("RATCHET_RAY_VENV")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/ratchet-ray/venv")))?;
+    let p = venv.join("bin/ray");
+    if p.exists() {
+        return Some(p);
+    }
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join("ray")).find(|p| p.exists())
+}
+
+/// Whether the job server answers `GET /api/version` (a plain HTTP request: no Python start).
+fn job_server_answers() -> Result<(), String> {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = "127.0.0.1:8265".parse().unwrap();
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(|e| format!("{ADDRESS}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET /api/version HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").map_err(|e| e.to_string())?;
+    let mut reply = String::new();
+    let _ = s.read_to_string(&mut reply);
+    if reply.starts_with("HTTP/1.1 200") || reply.starts_with("HTTP/1.0 200") {
+        Ok(())
+    } else {
+        Err(format!("{ADDRESS}/api/version answered {:?}", reply.lines().next().unwrap_or("")))
+    }
+}
+
+/// The cluster's two slots are one test's at a time.
+static CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// This test's turn on the cluster and the `ray` command, or `None` after a visible note.
+fn cluster_turn() -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> {
+    let why = match (ray_bin(), job_server_answers()) {
+        (Some(bin), Ok(())) => return Some((CLUSTER.lock().unwrap_or_else(|e| e.into_inner()), bin)),
+        (None, _) => "no `ray` command".to_string(),
+        (_, Err(e)) => format!("no Ray job server: {e}"),
+    };
+    eprintln!("SKIPPED (no Ray here: {why}); scripts/ray-localhost.sh starts one");
+    None
+}
+
+fn write_script(path: &Path, body: &str) {
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn trial(dir: &Path, id: &str) -> TrialSpec {
+    TrialSpec {
+        id: id.into(),
+        repo: dir.join("repo"),
+        incumbent: "a".repeat(40),
+        candidate: "b".repeat(40),
+        out_dir: dir.join("runs").join(id),
+    }
+}
+
+fn engine(work: &Path, bin: &Path) -> RayEngine {
+    let mut o = RayOptions::new(work);
+    o.ray = bin.to_path_buf();
+    o.command_timeout = Duration::from_secs(60);
+    o.poll_interval = Duration::from_millis(500);
+    RayEngine::new(o)
+}
+
+/// Ray's record of the job `id` (`ray list jobs --filter submission_id=ID`).
+fn ray_job(bin: &Path, id: &str) -> Option<serde_json::Value> {
+    let out = Command::new(bin)
+        .args(["list", "jobs", "--address", ADDRESS, "--format", "json", "--detail", "--filter", &format!("submission_id={id}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ray list jobs: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let jobs: Vec<serde_json::Value> = serde_json::from_str(&text[text.find('[').unwrap()..]).unwrap();
+    jobs.into_iter().next()
+}
+
+/// The jobs of the repository `t` (submission ids `ratchet-<hash of its .ratchet>-...`), as
+/// (submission id, status).
+fn our_jobs(bin: &Path, t: &TestRepo) -> Vec<(String, String)> {
+    let prefix = RayEngine::new(RayOptions::new(t.path().join(".ratchet"))).submission_id("");
+    let out = Command::new(bin)
+        .args(["list", "jobs", "--address", ADDRESS, "--format", "json", "--detail", "--limit", "10000"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ray list jobs: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let jobs: Vec<serde_json::Value> = serde_json::from_str(&text[text.find('[').unwrap()..]).unwrap();
+    let mut ours: Vec<(String, String)> = jobs
+        .iter()
+        .filter_map(|j| Some((j["submission_id"].as_str()?.to_string(), j["status"].as_str()?.to_string())))
+        .filter(|(id, _)| id.starts_with(&prefix))
+        .collect();
+    ours.sort();
+    ours
+}
+
+fn poll_until_done(e: &mut RayEngine, jobs: &[JobHandle], limit: Duration) -> Vec<JobState> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let states: Vec<JobState> = jobs.iter().map(|j| e.poll(j).unwrap()).collect();
+        if states.iter().all(|s| !matches!(s, JobState::Queued | JobState::Running)) {
+            return states;
+        }
+        assert!(Instant::now() < deadline, "still not done after {limit:?}: {states:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn each_trial_is_a_ray_job_named_by_it_with_its_own_gpu() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // Each worker waits until both have started: they hold their GPUs at the same time, so
+    // distinct devices are Ray's doing.
+    let barrier = d.join("started");
+    std::fs::create_dir_all(&barrier).unwrap();
+    let worker = d.join("worker.sh");
+    write_script(
+        &worker,
+        &format!(
+            "#!/bin/sh\nout=\"$1\"\ntouch {b}/\"$RATCHET_TRIAL_ID\"\ni=0\nwhile [ \"$(ls {b} | wc -l)\" -lt 2 ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\n\
+             echo \"worker output for $RATCHET_TRIAL_ID\"\nprintf '%s\\n' \"cvd=$CUDA_VISIBLE_DEVICES\" \"trial=$RATCHET_TRIAL_ID\" \"meta=$RATCHET_RAY_TEST_VAR\" \"together=$(ls {b} | wc -l)\" > \"$out/result.txt\"\n",
+            b = barrier.display()
+        ),
+    );
+    let trials: Vec<TrialSpec> = (0..2).map(|i| trial(d, &format!("e{i}"))).collect();
+    let argv: Vec<Vec<String>> = trials.iter().map(|t| vec![worker.to_string_lossy().into(), t.out_dir.to_string_lossy().into()]).collect();
+    let mut e = engine(&d.join("work"), &bin);
+    assert_eq!(e.name(), "ray");
+    // The controller's environment reaches the worker (through the job script).
+    std::env::set_var("RATCHET_RAY_TEST_VAR", "from the controller");
+    let jobs = e.submit(&trials, &argv).unwrap();
+    for (j, t) in jobs.iter().zip(&trials) {
+        assert_eq!(j.engine_id, e.submission_id(&t.id), "the job is named by its trial");
+        let job = ray_job(&bin, &j.engine_id).expect("Ray knows the job by its name");
+        assert_eq!(job["metadata"]["ratchet_candidate"], t.candidate);
+    }
+    let states = poll_until_done(&mut e, &jobs, Duration::from_secs(120));
+    let mut gpus = vec![];
+    for (s, t) in states.iter().zip(&trials) {
+        assert_eq!(*s, JobState::Finished, "{}", t.id);
+        let result = std::fs::read_to_string(t.out_dir.join("result.txt")).unwrap();
+        let field = |k: &str| result.lines().find_map(|l| l.strip_prefix(&format!("{k}="))).unwrap().to_string();
+        assert_eq!(field("trial"), t.id);
+        assert_eq!(field("meta"), "from the controller");
+        assert_eq!(field("together"), "2", "both ran at the same time");
+        let cvd = field("cvd");
+        assert!(!cvd.is_empty() && !cvd.contains(','), "{} got CUDA_VISIBLE_DEVICES={cvd:?}, not one GPU", t.id);
+        gpus.push(cvd);
+        let log = std::fs::read_to_string(t.out_dir.join("worker.log")).unwrap();
+        assert_eq!(log.trim(), format!("worker output for {}", t.id));
+    }
+    assert_ne!(gpus[0], gpus[1], "each job its own GPU");
+    // Found by name, but only for the same candidate (a reused trial id is another trial).
+    assert_eq!(e.find(&trials[0]).unwrap().map(|h| h.engine_id), Some(jobs[0].engine_id.clone()));
+    let other = TrialSpec { candidate: "c".repeat(40), ..trials[0].clone() };
+    assert_eq!(e.find(&other).unwrap(), None);
+    // A later submission under a used trial id replaces the ended job of that name.
+    std::fs::remove_dir_all(&trials[0].out_dir).unwrap();
+    let again = e.submit(&trials[..1], &[vec!["sh".into(), "-c".into(), "echo again".into()]]).unwrap();
+    assert_eq!(again[0].engine_id, jobs[0].engine_id);
+    assert_eq!(poll_until_done(&mut e, &again, Duration::from_secs(60)), vec![JobState::Finished]);
+    assert_eq!(std::fs::read_to_string(trials[0].out_dir.join("worker.log")).unwrap(), "again\n");
+}
+
+/// The live processes among `pids`.
+fn alive(pids: &[i32]) -> Vec<i32> {
+    pids.iter()
+        .copied()
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            !stat.is_empty() && !stat.contains(") Z")
+        })
+        .collect()
+}
+
+#[test]
+fn cancel_stops_the_ray_job_and_the_workers_processes() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let worker = d.join("worker.sh");
+    write_script(
+        &worker,
+        "#!/bin/sh\nsleep 300 &\necho $! > \"$1/child.pid\"\necho $$ > \"$1/worker.pid\"\nwait\necho survived > \"$1/result.txt\"\n",
+    );
+    let t = trial(d, "long");
+    let mut e = engine(&d.join("work"), &bin);
+    let jobs = e.submit(std::slice::from_ref(&t), &[vec![worker.to_string_lossy().into(), t.out_dir.to_string_lossy().into()]]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(t.out_dir.join("worker.pid").exists() && t.out_dir.join("child.pid").exists()) {
+        assert!(Instant::now() < deadline, "the worker never started: {:?}", e.poll(&jobs[0]));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let read = |f: &str| std::fs::read_to_string(t.out_dir.join(f)).unwrap().trim().parse::<i32>().unwrap();
+    let pids = [read("worker.pid"), read("child.pid")];
+    assert_eq!(alive(&pids), pids.to_vec());
+    e.cancel(&jobs[0]).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !alive(&pids).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(alive(&pids), Vec::<i32>::new(), "the worker and its child are gone");
+    assert!(!t.out_dir.join("result.txt").exists());
+    assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Failed("ray: STOPPED".into()));
+    // Cancelling again, or a job Ray never had, is not an error.
+    e.cancel(&jobs[0]).unwrap();
+    e.cancel(&JobHandle { trial: "x".into(), engine_id: e.submission_id("never-submitted"), slot: None }).unwrap();
+}
+
+/// `[engine]` for a sweep through the local head: two trials in flight, one logical GPU each.
+fn ray_engine_table(bin: &Path) -> String {
+    format!(
+        "[engine]\nkind = \"ray\"\ncapacity = 2\ncpus = 1\ngpus = 1\nray_bin = {:?}\npoll_interval_s = 1\ncommand_timeout_s = 60\n",
+        bin.display()
+    )
+}
+
+/// Each hypothesis recorded once; the gain is the only keep and the only commit on the trunk;
+/// each row's runs are in runs.jsonl; nothing left in the tree or under refs/ratchet/trials.
+fn check_trunk(t: &TestRepo, base: &str) {
+    assert_eq!(support::queue::names(t), QUEUE, "{:?}", t.rows());
+    let rows = t.rows();
+    for r in &rows {
+        let keep = r["status"] == "keep";
+        assert_eq!(keep, r["hypothesis"].starts_with("01"), "{rows:?}");
+        let n = t.runs().iter().filter(|x| x["experiment"] == r["id"].as_str()).count();
+        assert_eq!(n.to_string(), r["runs"], "{r:?}");
+    }
+    t.check_kept_chain(base);
+    assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=10\nFAKE_LATENCY_MS=5\n#b\n#c\n");
+    assert_eq!(t.git(&["status", "--porcelain"]), "");
+    assert_eq!(t.git(&["for-each-ref", "refs/ratchet/trials/"]), "", "trial refs are cleaned up");
+}
+
+/// The trials' results (trial.json) under .ratchet/trials.
+fn trial_results(t: &TestRepo) -> Vec<serde_json::Value> {
+    let Ok(dirs) = std::fs::read_dir(t.path().join(".ratchet/trials")) else { return vec![] };
+    dirs.flatten()
+        .filter_map(|d| std::fs::read_to_string(d.path().join("trial.json")).ok())
+        .map(|s| serde_json::from_str(&s).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_sweep_through_ray_runs_each_trial_as_a_job_with_its_own_gpu() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let t = repo(&ray_engine_table(&bin));
+    let base = t.head();
+    let started = Instant::now();
+    let out = t
+        .ratchet()
+        .arg("sweep")
+        .env("FAKE_SLEEP_S", "0.05")
+        .env("FAKE_META", r#"{"via": "ray"}"#)
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let wall = started.elapsed();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    eprintln!("ray sweep of {} hypotheses: {:.1} s wall", QUEUE.len(), wall.as_secs_f64());
+    check_trunk(&t, &base);
+    let results = trial_results(&t);
+    assert_eq!(results.len(), QUEUE.len(), "{results:?}");
+    for r in &results {
+        let cvd = r["device_env"]["CUDA_VISIBLE_DEVICES"].as_str().unwrap_or_else(|| panic!("no CUDA_VISIBLE_DEVICES: {r}"));
+        assert!(!cvd.is_empty() && !cvd.contains(','), "one GPU per trial: {r}");
+        assert!(r["slot"].is_null(), "{r}");
+    }
+    assert!(t.runs().iter().all(|r| r["meta"]["via"] == "ray"), "the controller's environment reached the benchmark");
+    let jobs = our_jobs(&bin, &t);
+    assert_eq!(jobs.len(), QUEUE.len(), "one job per trial: {jobs:?}");
+    assert!(jobs.iter().all(|(_, s)| s == "SUCCEEDED"), "{jobs:?}");
+    t.ratchet().arg("sweep").assert().success().stdout(predicates::str::contains("3 already done"));
+}
+
+/// The first job of the repository `t` that Ray reports RUNNING, within `secs`.
+fn a_running_job(bin: &Path, t: &TestRepo, secs: u64) -> String {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some((id, _)) = our_jobs(bin, t).into_iter().find(|(_, s)| s == "RUNNING") {
+            return id;
+        }
+        assert!(Instant::now() < deadline, "no job of the sweep ran within {secs} s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_ray_job_stopped_from_outside_runs_again_and_the_sweep_goes_on() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let t = repo(&ray_engine_table(&bin));
+    let base = t.head();
+    let mut sweep = t.ratchet();
+    sweep.arg("sweep").env("FAKE_SLEEP_S", "0.5").timeout(Duration::from_secs(400));
+    let child = std::thread::spawn(move || sweep.output().unwrap());
+    // Stopped once its worker measures (as a preemption or an operator would).
+    let id = a_running_job(&bin, &t, 120);
+    t.wait_for_workers(1, 60);
+    let stop = Command::new(&bin).args(["job", "stop", "--address", ADDRESS, &id]).output().unwrap();
+    assert!(stop.status.success(), "ray job stop: {}", String::from_utf8_lossy(&stop.stderr));
+    let out = child.join().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    let trial = id.rsplit('-').next().unwrap();
+    assert!(text.contains(&format!("trial {trial} of")) && text.contains("was lost (ray: STOPPED"), "{text}");
+    assert!(text.contains("it starts again (1 of 2 retries)"), "{text}");
+    check_trunk(&t, &base);
+    let jobs = our_jobs(&bin, &t);
+    assert_eq!(jobs.iter().filter(|(_, s)| s == "STOPPED").count(), 1, "{jobs:?}");
+    assert_eq!(jobs.iter().filter(|(_, s)| s == "SUCCEEDED").count(), QUEUE.len(), "{jobs:?}");
+}
+
+#[test]
+fn a_killed_controller_leaves_ray_jobs_that_the_next_sweep_reattaches_to() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let t = repo(&ray_engine_table(&bin));
+    let base = t.head();
+    let mut child = t.spawn(&["sweep"], &[("FAKE_SLEEP_S", "0.5")]);
+    t.wait_for_workers(2, 120);
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    child.wait().unwrap();
+    let left: Vec<String> = our_jobs(&bin, &t).into_iter().filter(|(_, s)| s == "RUNNING").map(|(id, _)| id).collect();
+    assert_eq!(left.len(), 2, "the jobs outlive a SIGKILLed controller: {left:?}");
+    let out = t.ratchet().arg("sweep").env("FAKE_SLEEP_S", "0.5").timeout(Duration::from_secs(400)).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("re-attached the jobs a stopped parallel sweep left queued or running on the ray engine"), "{text}");
+    check_trunk(&t, &base);
+    // Nothing was submitted twice: one job per hypothesis, the two left running among them.
+    let jobs = our_jobs(&bin, &t);
+    assert_eq!(jobs.len(), QUEUE.len(), "{jobs:?}");
+    assert!(jobs.iter().all(|(_, s)| s == "SUCCEEDED"), "{jobs:?}");
+    assert!(left.iter().all(|id| jobs.iter().any(|(j, _)| j == id)), "{left:?} {jobs:?}");
+}
+
+fn parse(engine: &str) -> ratchet::error::Result<Config> {
+    Config::parse(&format!("[benchmark]\ncommand = \"python3 b.py\"\n[score]\nmetric = \"latency\"\n[engine]\nkind = \"ray\"\n{engine}"))
+}
+
+#[test]
+fn the_engine_table_builds_a_ray_engine_and_names_bad_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = parse("capacity = 6\naddress = \"http://head:8265\"\ncpus = 2\ngpus = 1\nsubmit_args = [\"--entrypoint-memory=1000000000\"]\nray_bin = \"/opt/ray/bin/ray\"\npoll_interval_s = 3\n").unwrap();
+    let e = ratchet::scale::engine_from_config(&cfg.engine, dir.path(), dir.path()).unwrap().unwrap();
+    assert_eq!((e.name(), e.capacity()), ("ray", 4 + 2));
+    let bad = |engine: &str, want: &[&str]| {
+        let err = parse(engine).unwrap_err();
+        let msg = err.to_string();
+        for w in want {
+            assert!(msg.contains(w), "{engine:?}: {msg}");
+        }
+    };
+    bad("partition = \"gpu\"\n", &["[engine] partition", "does not apply to kind = \"ray\"", "address, cpus, gpus"]);
+    bad("address = \"head:8265\"\n", &["line 7", "[engine] address", "http://head:8265"]);
+    bad("cpus = -1\n", &["[engine] cpus", "-1"]);
+    bad("gpus = 0.5\n", &["line 7", "[engine] gpus", "whole number", "0.5"]);
+    bad("submit_args = [\"--submission-id=x\"]\n", &["[engine] submit_args", "--submission-id is set by ratchet"]);
+    bad("submit_args = [\"--entrypoint-num-gpus=2\"]\n", &["--entrypoint-num-gpus is set by ratchet"]);
+    bad("submit_args = [\"python\"]\n", &["\"python\" is not an option"]);
+    bad("ray_bin = \" \"\n", &["[engine] ray_bin", "is empty"]);
+}
+
+#[test]
+fn what_ray_says_reaches_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let t = trial(d, "x");
+    let w = vec![vec!["true".to_string()]];
+    let with = |ray: PathBuf| {
+        let mut o = RayOptions::new(d.join("work"));
+        o.ray = ray;
+        o.command_timeout = Duration::from_secs(5);
+        RayEngine::new(o)
+    };
+    // No `ray` command: the hint says how to get one.
+    let err = with(d.join("nowhere/ray")).submit(std::slice::from_ref(&t), &w).unwrap_err();
+    assert!(err.hint.as_deref().unwrap_or("").contains("scripts/ray-localhost.sh"), "{err}");
+    // No job server: named as such, not as a settings problem (Ray's own words, Ray 2.x).
+    let down = d.join("down");
+    write_script(&down, "#!/bin/sh\necho 'Traceback (most recent call last):' >&2\necho 'ConnectionError: Failed to connect to Ray at address: http://127.0.0.1:8265.' >&2\nexit 1\n");
+    let err = with(down).submit(std::slice::from_ref(&t), &w).unwrap_err();
+    assert!(err.message.contains("`ray job submit --address http://127.0.0.1:8265 --no-wait --submission-id=ratchet-"), "{}", err.message);
+    assert!(err.message.contains("Failed to connect to Ray"), "{}", err.message);
+    let hint = err.hint.unwrap_or_default();
+    assert!(hint.contains("no Ray job server answers"), "{hint}");
+    // A refused submission: the server's last word, and a hint about the settings.
+    let refused = d.join("refused");
+    write_script(&refused, "#!/bin/sh\necho 'RuntimeError: Request failed with status code 400: bad entrypoint_resources' >&2\nexit 1\n");
+    let err = with(refused).submit(std::slice::from_ref(&t), &w).unwrap_err();
+    assert!(err.message.contains("status code 400: bad entrypoint_resources"), "{}", err.message);
+    assert!(err.hint.unwrap_or_default().contains("cpus, gpus"));
+    // A listing that is not Ray's JSON.
+    let garbled = d.join("garbled");
+    write_script(&garbled, "#!/bin/sh\ncase \"$2\" in submit) exit 0;; esac\necho 'not json'\n");
+    let mut e = with(garbled);
+    let jobs = e.submit(std::slice::from_ref(&t), &w).unwrap();
+    let err = e.poll(&jobs[0]).unwrap_err();
+    assert!(err.message.contains("printed no JSON list"), "{}", err.message);
+}
+
+/// One `ray list jobs` per poll interval answers every trial in flight, however often the
+/// controller polls.
+#[test]
+fn polls_are_batched_into_one_listing_per_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let log = d.join("calls");
+    let fake = d.join("ray");
+    // Lists every job it was asked to submit as RUNNING.
+    write_script(
+        &fake,
+        &format!(
+            "#!/bin/sh\necho \"$*\" >> {log}\ncase \"$1 $2\" in\n  'job submit') for a in \"$@\"; do case \"$a\" in --submission-id=*) echo \"${{a#--submission-id=}}\" >> {ids};; esac; done ;;\n  'list jobs') printf '['; sep=''; while read -r id; do printf '%s{{\"submission_id\": \"%s\", \"status\": \"RUNNING\"}}' \"$sep\" \"$id\"; sep=','; done < {ids}; echo ']' ;;\nesac\n",
+            log = log.display(),
+            ids = d.join("ids").display()
+        ),
+    );
+    let mut o = RayOptions::new(d.join("work"));
+    o.ray = fake;
+    o.poll_interval = Duration::from_millis(1500);
+    let mut e = RayEngine::new(o);
+    let trials: Vec<TrialSpec> = (0..3).map(|i| trial(d, &format!("t{i}"))).collect();
+    let jobs = e.submit(&trials, &vec![vec!["true".to_string()]; 3]).unwrap();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(2500) {
+        for j in &jobs {
+            assert_eq!(e.poll(j).unwrap(), JobState::Running);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    let calls = std::fs::read_to_string(&log).unwrap();
+    let lists = calls.lines().filter(|l| l.starts_with("list jobs")).count();
+    assert_eq!(calls.lines().filter(|l| l.starts_with("job submit")).count(), 3, "{calls}");
+    // 2.5 s at one listing per 1.5 s: the first poll's and one more, for 3 trials polled ~300 times.
+    assert_eq!(lists, 2, "{calls}");
+}
+
+/// A sweep killed right after `ray job submit` returned, before the job's id reached the
+/// journal: the job runs in Ray under its trial's name, and the journal has no handle for it.
+fn killed_after_submit(bin: &Path) -> (TestRepo, String, String) {
+    let t = repo(&ray_engine_table(bin));
+    let base = t.head();
+    let out = t.ratchet().arg("sweep").env("FAKE_SLEEP_S", "0.5").env("RATCHET_FAULT", "scale-after-submit").output().unwrap();
+    assert!(!out.status.success(), "the fault point was not reached: {}", String::from_utf8_lossy(&out.stdout));
+    let journal = std::fs::read_to_string(t.path().join(".ratchet/scale.json")).unwrap();
+    assert!(journal.contains("\"handle\": null"), "{journal}");
+    let jobs = our_jobs(bin, &t);
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    (t, base, jobs[0].0.clone())
+}
+
+#[test]
+fn a_ray_job_whose_id_was_never_journaled_is_found_by_name_and_reattached() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let (t, base, first) = killed_after_submit(&bin);
+    let out = t.ratchet().arg("sweep").env("FAKE_SLEEP_S", "0.05").timeout(Duration::from_secs(300)).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("re-attached the jobs a stopped parallel sweep left queued or running on the ray engine"), "{text}");
+    check_trunk(&t, &base);
+    // The first job was found by its name and recorded; it was not submitted again.
+    let jobs = our_jobs(&bin, &t);
+    assert_eq!(jobs.len(), QUEUE.len(), "{jobs:?}");
+    assert!(jobs.iter().all(|(_, s)| s == "SUCCEEDED"), "{jobs:?}");
+    assert!(jobs.iter().any(|(id, _)| *id == first), "{first} {jobs:?}");
+}
+
+#[test]
+fn recover_stops_by_name_a_ray_job_whose_id_was_never_journaled() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let (t, base, first) = killed_after_submit(&bin);
+    let out = t.ratchet().arg("recover").output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("cancelled the jobs a stopped parallel sweep left queued or running") && text.contains(&first), "{text}");
+    assert_eq!(our_jobs(&bin, &t), vec![(first, "STOPPED".to_string())], "no job leaks");
+    assert_eq!(t.live_workers(), Vec::<i32>::new());
+    assert_eq!(t.head(), base);
+}
