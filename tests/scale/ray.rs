@@ -102,20 +102,29 @@ fn ray_job(bin: &Path, id: &str) -> Option<serde_json::Value> {
 /// (submission id, status).
 fn our_jobs(bin: &Path, t: &TestRepo) -> Vec<(String, String)> {
     let prefix = RayEngine::new(RayOptions::new(t.path().join(".ratchet"))).submission_id("");
-    let out = Command::new(bin)
-        .args(["list", "jobs", "--address", ADDRESS, "--format", "json", "--detail", "--limit", "10000"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "ray list jobs: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout);
-    let jobs: Vec<serde_json::Value> = serde_json::from_str(&text[text.find('[').unwrap()..]).unwrap();
-    let mut ours: Vec<(String, String)> = jobs
-        .iter()
-        .filter_map(|j| Some((j["submission_id"].as_str()?.to_string(), j["status"].as_str()?.to_string())))
-        .filter(|(id, _)| id.starts_with(&prefix))
-        .collect();
-    ours.sort();
-    ours
+    // A loaded head can answer with log text alone: ask again, a few times.
+    let mut last = String::new();
+    for _ in 0..5 {
+        let out = Command::new(bin)
+            .args(["list", "jobs", "--address", ADDRESS, "--format", "json", "--detail", "--limit", "10000"])
+            .output()
+            .unwrap();
+        last = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(start) = text.find('[').filter(|_| out.status.success()) else {
+            std::thread::sleep(Duration::from_secs(2));
+            continue;
+        };
+        let jobs: Vec<serde_json::Value> = serde_json::from_str(&text[start..]).unwrap();
+        let mut ours: Vec<(String, String)> = jobs
+            .iter()
+            .filter_map(|j| Some((j["submission_id"].as_str()?.to_string(), j["status"].as_str()?.to_string())))
+            .filter(|(id, _)| id.starts_with(&prefix))
+            .collect();
+        ours.sort();
+        return ours;
+    }
+    panic!("ray list jobs gave no JSON list in 5 tries; last: {last}");
 }
 
 fn poll_until_done(e: &mut RayEngine, jobs: &[JobHandle], limit: Duration) -> Vec<JobState> {
