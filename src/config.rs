@@ -318,6 +318,10 @@ pub const MAX_ENGINE_CAPACITY: u32 = 10_000;
 pub const MAX_ENGINE_TIMEOUT_S: f64 = 3600.0;
 /// The most retries of a lost trial.
 pub const MAX_ENGINE_RETRIES: u32 = 100;
+/// How long polling may fail before a sweep stops, by default (a scheduler's blip, a job server
+/// restarting), and at most (a day).
+pub const DEFAULT_POLL_GRACE_S: f64 = 600.0;
+pub const MAX_POLL_GRACE_S: f64 = 86_400.0;
 
 /// `[engine]`: one flat table; which keys apply depends on `kind` (checked in `validate`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -361,17 +365,30 @@ pub struct EngineConfig {
     pub submit_args: Option<Vec<String>>,
     /// Ray: the `ray` command (a virtual environment's `bin/ray`; default `ray` on PATH).
     pub ray_bin: Option<String>,
+    /// Any kind: how long polling the engine may keep failing (a scheduler that times out, a
+    /// job server restarting) before the sweep stops on it (default 600 s; 0: at once).
+    pub poll_grace_s: Option<f64>,
 }
 
 impl EngineConfig {
     /// The keys each kind takes (besides `kind`), for the error naming a misplaced one.
-    pub const LOCAL_KEYS: &'static [&'static str] = &["retries"];
+    pub const LOCAL_KEYS: &'static [&'static str] = &["retries", "poll_grace_s"];
     pub const SLURM_KEYS: &'static [&'static str] =
-        &["capacity", "partition", "gres", "exclusive", "sbatch_args", "command_timeout_s", "retries"];
+        &["capacity", "partition", "gres", "exclusive", "sbatch_args", "command_timeout_s", "retries", "poll_grace_s"];
     pub const HOOK_KEYS: &'static [&'static str] =
-        &["capacity", "submit", "submit_batch", "poll", "cancel", "fetch", "hook_timeout_s", "retries", "poll_interval_s"];
-    pub const RAY_KEYS: &'static [&'static str] =
-        &["capacity", "address", "cpus", "gpus", "submit_args", "ray_bin", "command_timeout_s", "poll_interval_s", "retries"];
+        &["capacity", "submit", "submit_batch", "poll", "cancel", "fetch", "hook_timeout_s", "retries", "poll_interval_s", "poll_grace_s"];
+    pub const RAY_KEYS: &'static [&'static str] = &[
+        "capacity",
+        "address",
+        "cpus",
+        "gpus",
+        "submit_args",
+        "ray_bin",
+        "command_timeout_s",
+        "poll_interval_s",
+        "retries",
+        "poll_grace_s",
+    ];
 
     /// The keys set in this table, besides `kind`.
     fn set_keys(&self) -> Vec<&'static str> {
@@ -395,6 +412,7 @@ impl EngineConfig {
             ("gpus", self.gpus.is_some()),
             ("submit_args", self.submit_args.is_some()),
             ("ray_bin", self.ray_bin.is_some()),
+            ("poll_grace_s", self.poll_grace_s.is_some()),
         ];
         keys.iter().filter(|(_, set)| *set).map(|(k, _)| *k).collect()
     }
@@ -435,6 +453,11 @@ impl EngineConfig {
         if let Some(r) = self.retries {
             if r > MAX_ENGINE_RETRIES {
                 return bad("retries", format!("must be between 0 and {MAX_ENGINE_RETRIES}, got {r}"));
+            }
+        }
+        if let Some(v) = self.poll_grace_s {
+            if !(v.is_finite() && (0.0..=MAX_POLL_GRACE_S).contains(&v)) {
+                return bad("poll_grace_s", format!("must be in [0, {MAX_POLL_GRACE_S}] seconds, got {v}"));
             }
         }
         if let Some(v) = self.poll_interval_s {

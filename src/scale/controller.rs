@@ -144,6 +144,9 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
         requeue: VecDeque::new(),
         deferred: VecDeque::new(),
         retries: cfg.engine.retries.unwrap_or(DEFAULT_RETRIES),
+        poll_grace: Duration::from_secs_f64(cfg.engine.poll_grace_s.unwrap_or(crate::config::DEFAULT_POLL_GRACE_S)),
+        polls_failing_since: None,
+        next_poll: None,
         runs_spent: 0,
         walls: vec![],
         started,
@@ -162,6 +165,10 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
     fx.emit(Event::SweepFinished { outcome: c.out.clone(), runs: c.runs_spent, wall_s: started.elapsed().as_secs_f64(), gain });
     result.map(|_| c.out)
 }
+
+/// While the engine's polls fail, the pause before it is asked again (a tenth of the grace when
+/// that is shorter).
+const POLL_RETRY_PAUSE: Duration = Duration::from_secs(5);
 
 struct Controller<'a> {
     ws: &'a Locked,
@@ -192,6 +199,12 @@ struct Controller<'a> {
     deferred: VecDeque<(String, Option<FirstWin>)>,
     /// How often a hypothesis's lost trial is started again before it is recorded as lost.
     retries: u32,
+    /// How long polling the engine may keep failing before the sweep stops on it, and since
+    /// when it has (`None`: the last poll answered).
+    poll_grace: Duration,
+    polls_failing_since: Option<Instant>,
+    /// While polls fail: no poll before this (a failing scheduler is not asked 40 times a second).
+    next_poll: Option<Instant>,
     runs_spent: u64,
     walls: Vec<f64>,
     started: Instant,
@@ -224,10 +237,10 @@ impl<'a> Controller<'a> {
                     continue;
                 }
                 let lost = match &t.handle {
-                    Some(h) => match engine.poll(h)? {
-                        JobState::Queued | JobState::Running => continue,
-                        JobState::Failed(why) => Some(why),
-                        JobState::Finished => None,
+                    Some(h) => match self.poll(engine, h, fx)? {
+                        None | Some(JobState::Queued | JobState::Running) => continue,
+                        Some(JobState::Failed(why)) => Some(why),
+                        Some(JobState::Finished) => None,
                     },
                     // Re-attached from the journal with its result already there.
                     None => None,
@@ -629,6 +642,43 @@ impl<'a> Controller<'a> {
         );
         let head = self.repo().head_oid()?;
         self.unmeasured(h, head, Status::Interrupted, note, fx).map(|_| ())
+    }
+
+    /// Poll one job. A poll that fails for the machine's reasons (a scheduler that timed out, a
+    /// job server restarting) is `None` (ask again later) until polls have failed for
+    /// `poll_grace`: one blip of the cluster must not end a night of trials.
+    fn poll(&mut self, engine: &mut dyn Engine, h: &crate::scale::engine::JobHandle, fx: &mut Effects) -> Result<Option<JobState>> {
+        if self.next_poll.is_some_and(|t| Instant::now() < t) {
+            return Ok(None);
+        }
+        self.next_poll = None;
+        match engine.poll(h) {
+            Ok(state) => {
+                if let Some(since) = self.polls_failing_since.take() {
+                    fx.note(format!("{} answers again, after {:.0} s of failed polls", engine.name(), since.elapsed().as_secs_f64()));
+                }
+                Ok(Some(state))
+            }
+            Err(e) if e.kind == crate::error::Kind::Infrastructure => {
+                let since = *self.polls_failing_since.get_or_insert_with(|| {
+                    fx.note(format!(
+                        "polling {} failed: {}; asking again for up to {:.0} s ([engine] poll_grace_s) before the sweep stops",
+                        engine.name(),
+                        e.message,
+                        self.poll_grace.as_secs_f64()
+                    ));
+                    Instant::now()
+                });
+                self.next_poll = Some(Instant::now() + POLL_RETRY_PAUSE.min(self.poll_grace / 10));
+                if since.elapsed() >= self.poll_grace {
+                    let waited = since.elapsed().as_secs_f64();
+                    return Err(Error::new(e.kind, format!("{} (polls failed for {waited:.0} s)", e.message))
+                        .hint(e.hint.unwrap_or_else(|| "check the engine, then run the sweep again to resume it".into())));
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Forget a trial that recorded nothing (its hypothesis runs again).

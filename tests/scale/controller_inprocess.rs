@@ -275,3 +275,78 @@ fn a_recheck_not_kept_sends_the_winners_measured_on_its_candidate_back_to_the_he
         assert_eq!(runs.iter().filter(|x| x.experiment == r.id.to_string()).count() as u32, r.runs, "{}", r.message);
     }
 }
+
+/// An engine whose polls fail (as a scheduler that times out would) from the `from`-th poll on,
+/// `failures` times in a row, then answer as `inner` does.
+struct Flaky {
+    inner: Inline,
+    polls: usize,
+    from: usize,
+    failures: usize,
+}
+
+impl Engine for Flaky {
+    fn name(&self) -> &str {
+        "flaky"
+    }
+    fn capacity(&self) -> usize {
+        self.inner.capacity()
+    }
+    fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
+        self.inner.submit(trials, worker)
+    }
+    fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
+        self.polls += 1;
+        if self.polls > self.from && self.failures > 0 {
+            self.failures -= 1;
+            return Err(ratchet::error::Error::new(ratchet::error::Kind::Infrastructure, "squeue: Socket timed out on send/recv"));
+        }
+        self.inner.poll(job)
+    }
+    fn cancel(&mut self, job: &JobHandle) -> Result<()> {
+        self.inner.cancel(job)
+    }
+}
+
+fn flaky_sweep(dir: &Path, grace_s: f64, from: usize, failures: usize) -> (Result<ratchet::outcome::SweepOutcome>, Vec<Event>) {
+    let cfg = std::fs::read_to_string(dir.join("ratchet.toml")).unwrap();
+    std::fs::write(dir.join("ratchet.toml"), format!("{cfg}[engine]\npoll_grace_s = {grace_s}\n")).unwrap();
+    git_in(dir, &["commit", "-qam", "poll grace"]);
+    let mut events: Vec<Event> = vec![];
+    let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+    let inner = Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0 };
+    let mut engine = Flaky { inner, polls: 0, from, failures };
+    let out = ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new()));
+    (out, events)
+}
+
+fn notes(events: &[Event]) -> Vec<String> {
+    events.iter().filter_map(|e| if let Event::Note { text } = e { Some(text.clone()) } else { None }).collect()
+}
+
+#[test]
+fn polls_that_fail_for_a_while_are_asked_again_and_the_sweep_goes_on() {
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let d = tempfile::tempdir().unwrap();
+    setup(d.path(), &[("01-half", 0, 0.5), ("02-slower", 1, 1.25)]);
+    let (out, events) = flaky_sweep(d.path(), 2.0, 1, 3);
+    let out = out.unwrap();
+    let statuses: Vec<_> = out.rows.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(statuses, ["keep", "revert"], "{:?}", notes(&events));
+    let notes = notes(&events);
+    assert!(notes.iter().any(|n| n.starts_with("polling flaky failed: squeue: Socket timed out") && n.contains("up to 2 s")), "{notes:?}");
+    assert!(notes.iter().any(|n| n.starts_with("flaky answers again, after")), "{notes:?}");
+}
+
+#[test]
+fn polls_failing_past_the_grace_stop_the_sweep_with_the_engines_error() {
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let d = tempfile::tempdir().unwrap();
+    setup(d.path(), &[("01-half", 0, 0.5), ("02-slower", 1, 1.25)]);
+    let (out, _) = flaky_sweep(d.path(), 0.5, 0, usize::MAX);
+    let err = out.unwrap_err();
+    assert_eq!(err.kind, ratchet::error::Kind::Infrastructure);
+    assert!(err.message.contains("Socket timed out") && err.message.contains("polls failed for"), "{err:?}");
+    // Nothing half-done: no row, and the trials run again on resume.
+    assert!(Workspace::discover(d.path()).unwrap().store.rows().unwrap().is_empty());
+}
