@@ -225,15 +225,9 @@ pub struct SimulateArgs {
     /// Use the built-in [decision] defaults even inside a repo with a ratchet.toml.
     #[arg(long)]
     pub defaults: bool,
-    /// Only the noise models whose names contain this (any case; repeat for several). The
-    /// models: cv 0.5% / 1% / 2% / 3%; cv 1% + drift (12% warm-up ramp and 0.1%/run drift);
-    /// cv 1% + spikes; cv 0.5% bimodal; AR(1) 0.2 / 0.5 / 0.9 at cv 1% and 3%; AR(1) 0.8;
-    /// t(3) tails; cv 1% bimodal 50/50; cv 1% + 5% step; cv 1% + throttle 1/7; 2% and 5% 3x
-    /// outliers; noise 1.5x / 2x / 3x / 5x / 10x history; t(3) tails at 3x history; AR(1) 0.5 at
-    /// 2x history; rising to 3x history; 2x / 3x history at the confirmation (a jump at the
-    /// phase boundary); cv 1% + 10% warm-up ramp; cv 1% bimodal 10% 5% slower; cv 1% +
-    /// throttling trend 0.3%/run; cv 1% with one user's calibration at 0.70x / 0.54x the truth.
-    #[arg(long, value_name = "NAME")]
+    /// Only the noise models whose names contain this (any case; repeat for several; --help
+    /// lists them).
+    #[arg(long, value_name = "NAME", long_help = crate::stats::simulate::models_help())]
     pub only: Vec<String>,
     /// Simulate a night on a serial trunk with this many device slots running trials at once
     /// (a comma-separated list, e.g. 1,2,4,8) instead of the per-scenario tables.

@@ -153,7 +153,34 @@ pub fn scenarios() -> Vec<Scenario> {
         // An unlucky user: the one calibration their decisions borrow from is low.
         Scenario { calibration_at: 0.70, ..Scenario::extra("cv 1%, calibration at 0.70x the truth", 0.01) },
         Scenario { calibration_at: 0.54, ..Scenario::extra("cv 1%, calibration at 0.54x the truth", 0.01) },
+        // The jump models' ends, with heavy tails and at the phase boundary too (kept after the
+        // others, so each earlier cell keeps its seed).
+        Scenario { tail_df: Some(3.0), jump: 1.5, ..Scenario::extra("t(3) tails, cv 1%, 1.5x history", 0.015) },
+        Scenario { tail_df: Some(3.0), jump: 10.0, ..Scenario::extra("t(3) tails, cv 1%, 10x history", 0.10) },
+        Scenario { jump: 1.5, jump_at_confirm: true, ..Scenario::extra("cv 1%, 1.5x history at the confirmation", 0.015) },
+        Scenario { jump: 10.0, jump_at_confirm: true, ..Scenario::extra("cv 1%, 10x history at the confirmation", 0.10) },
+        Scenario {
+            tail_df: Some(3.0),
+            jump: 3.0,
+            jump_at_confirm: true,
+            ..Scenario::extra("t(3) tails, cv 1%, 3x history at the confirmation", 0.03)
+        },
     ]
+}
+
+/// The long help of `ratchet simulate --only`: every model of [`scenarios`] by name, one a
+/// line, so the list cannot fall behind the simulator.
+pub fn models_help() -> String {
+    let mut out = String::from(
+        "Only the noise models whose names contain this (any case; repeat for several). The models \
+         (cv: the run-to-run noise; \"Nx history\": the experiment's noise N times the calibration's \
+         it borrows from; \"at the confirmation\": the jump comes exactly at the phase boundary):",
+    );
+    for s in scenarios() {
+        out.push_str("\n  ");
+        out.push_str(s.name);
+    }
+    out
 }
 
 /// The true gains simulated, as fractions: all four on the grid, three on the others.
@@ -406,6 +433,37 @@ pub fn sprt_pairs(mu: f64, mu1: f64, sd: f64, alpha: f64, beta: f64) -> f64 {
     (l * b + (1.0 - l) * a) / (mu1 * (mu - mu1 / 2.0) / var)
 }
 
+/// Wald's SPRT of [`sprt_pairs`] run pair by pair on normal log-ratios of mean `mu` and known sd
+/// `sd`, with Wald's thresholds ln A and ln B, over `trials` seeded draws: the mean pairs it
+/// takes (whole pairs, with the overshoot the formula ignores) and the share it keeps. Its
+/// errors come out below `alpha` and `beta` (the overshoot again), so the test meeting them
+/// exactly lies between this and the formula: the floor as a real test on whole pairs sees it.
+pub fn sprt_run(mu: f64, mu1: f64, sd: f64, alpha: f64, beta: f64, trials: usize, seed: u64) -> (f64, f64) {
+    sprt_run_jumped(mu, 1.0, mu1, sd, alpha, beta, trials, seed)
+}
+
+/// [`sprt_run`] on log-ratios whose sd is `jump` times the `sd` the test takes as known (the
+/// noise jumped above its calibration).
+#[allow(clippy::too_many_arguments)]
+pub fn sprt_run_jumped(mu: f64, jump: f64, mu1: f64, sd: f64, alpha: f64, beta: f64, trials: usize, seed: u64) -> (f64, f64) {
+    let (a, b) = (((1.0 - beta) / alpha).ln(), (beta / (1.0 - alpha)).ln());
+    let mut rng = Rng::new(seed);
+    let (mut pairs, mut keeps) = (0usize, 0usize);
+    for _ in 0..trials {
+        let mut llr = 0.0;
+        while b < llr && llr < a {
+            let x = mu + jump * sd * rng.normal();
+            llr += mu1 / (sd * sd) * (x - mu1 / 2.0);
+            pairs += 1;
+        }
+        keeps += (llr >= a) as usize;
+    }
+    (pairs as f64 / trials as f64, keeps as f64 / trials as f64)
+}
+
+/// Draws per gain of the SPRT run that `ratchet simulate` prints under its table.
+pub const SPRT_TRIALS: usize = 200_000;
+
 /// One-sided 95% upper bound of a rate with `k` events in `n` trials (Clopper-Pearson).
 pub fn upper_bound(k: usize, n: usize) -> f64 {
     use statrs::distribution::{Beta, ContinuousCDF};
@@ -558,6 +616,23 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
                 runs(mu1),
                 runs(1.1f64.ln())
             ));
+            let run = |mu: f64| sprt_run(mu, mu1, sd, level, 0.05, SPRT_TRIALS, plan.seed);
+            let ((n0, k0), (n3, k3), (n10, k10)) = (run(0.0), run(mu1), run(1.1f64.ln()));
+            out.push_str(&format!(
+                "the same SPRT run on whole pairs ({SPRT_TRIALS} draws, its overshoot included): {:.1} runs under no gain (keeps {:.3}%), {:.1} at +3% (keeps {:.1}%), {:.1} at +10% (keeps {:.1}%)\n",
+                2.0 * n0,
+                k0 * 100.0,
+                2.0 * n3,
+                k3 * 100.0,
+                2.0 * n10,
+                k10 * 100.0
+            ));
+            let jumped = |j: f64| sprt_run_jumped(0.0, j, mu1, sd, level, 0.05, SPRT_TRIALS, plan.seed).1 * 100.0;
+            out.push_str(&format!(
+                "that SPRT, its sd taken as known from the calibration, when the noise doubles keeps {:.2}% of do-nothing changes, when it triples {:.2}%\n",
+                jumped(2.0),
+                jumped(3.0)
+            ));
         }
     }
     out
@@ -626,6 +701,27 @@ mod tests {
         assert!((pairs(1.1f64.ln()) - 0.5760779952462686).abs() < 1e-9, "{}", pairs(1.1f64.ln()));
         // Continuous through the midpoint, where h = 0.
         assert!((pairs(mu1 / 2.0) - pairs(mu1 / 2.0 + 1e-7)).abs() < 1e-3);
+    }
+
+    #[test]
+    fn the_sprt_run_on_whole_pairs_matches_an_independent_simulation() {
+        // The same test simulated in Python (numpy, 2,000,000 draws each, standard errors
+        // 0.001 or less): no gain 2.2100 pairs, keeps 0.031%; +3% 3.9033 pairs, keeps 98.48%;
+        // +10% 1.0078 pairs, keeps 100%.
+        let (mu1, sd) = ((1.03f64).ln(), std::f64::consts::SQRT_2 * 0.01);
+        let run = |mu: f64, seed: u64| sprt_run(mu, mu1, sd, 0.001, 0.05, 200_000, seed);
+        let (n0, k0) = run(0.0, 1);
+        assert!((n0 - 2.2100).abs() < 0.02 && k0 < 0.001, "{n0} {k0}");
+        let (n3, k3) = run(mu1, 2);
+        assert!((n3 - 3.9033).abs() < 0.03 && (k3 - 0.9848).abs() < 0.002, "{n3} {k3}");
+        let (n10, k10) = run(1.1f64.ln(), 3);
+        assert!((n10 - 1.0078).abs() < 0.005 && k10 > 0.9999, "{n10} {k10}");
+        // With the noise doubled (sd taken as known), far above the levels: 7.59% of 400000 in
+        // the same numpy simulation.
+        let (_, kj) = sprt_run_jumped(0.0, 2.0, mu1, sd, 0.001, 0.05, 200_000, 4);
+        assert!((kj - 0.0759).abs() < 0.003, "{kj}");
+        // Never under the formula's figure, which ignores the overshoot.
+        assert!(n0 > sprt_pairs(0.0, mu1, sd, 0.001, 0.05) && n3 > sprt_pairs(mu1, mu1, sd, 0.001, 0.05));
     }
 
     #[test]
@@ -754,6 +850,46 @@ mod tests {
         assert!(gain.coverage() >= 0.94, "{gain:?}");
         let null = simulate_cell(&seq, &s, 0.0, 2000, 32, true);
         assert_eq!(null.keeps, 0, "{null:?}");
+    }
+
+    #[test]
+    fn the_jump_models_ends_are_what_they_say_and_keep_do_nothing_changes_under_the_bound() {
+        let all = scenarios();
+        let by = |name: &str| all.iter().find(|s| s.name == name).unwrap().clone();
+        // The spread of the log latencies, robustly (t(3) draws have no fourth moment).
+        let sd = |v: &[f64]| crate::stats::sequential::robust_sd(&v.iter().map(|x| x.ln()).collect::<Vec<_>>());
+        let mut rng = Rng::new(41);
+        // The experiment's noise is the jump times the calibration's (CV 1%); with t(3) tails the
+        // sd is the same, and a run beyond 4 sds is far more common than under normal noise
+        // (0.5% of t(3) draws scaled to unit variance, 0.006% of normal ones).
+        for (name, jump, heavy) in [
+            ("t(3) tails, cv 1%, 1.5x history", 1.5, true),
+            ("t(3) tails, cv 1%, 10x history", 10.0, true),
+            ("cv 1%, 1.5x history at the confirmation", 1.5, false),
+            ("cv 1%, 10x history at the confirmation", 10.0, false),
+            ("t(3) tails, cv 1%, 3x history at the confirmation", 3.0, true),
+        ] {
+            let s = by(name);
+            let (quiet, jumped) = (session(&s, 40_000, 1.0, &mut rng), session(&s, 40_000, s.jump, &mut rng));
+            assert!(sd(&quiet) > 0.006 && sd(&quiet) < 0.0105, "{name}: {}", sd(&quiet));
+            assert!((sd(&jumped) / sd(&quiet) - jump).abs() < 0.05 * jump, "{name}: {}", sd(&jumped) / sd(&quiet));
+            let far = quiet.iter().filter(|x| x.ln().abs() > 0.04).count();
+            assert_eq!(far > 60, heavy, "{name}: {far} of 40000 beyond 4 sds");
+            assert_eq!(s.jump_at_confirm, name.ends_with("at the confirmation"), "{name}");
+        }
+        // Their do-nothing changes: at most 0.1% kept (0.1% of 10000 is 10).
+        let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
+        for (i, name) in [
+            "t(3) tails, cv 1%, 10x history",
+            "cv 1%, 10x history at the confirmation",
+            "t(3) tails, cv 1%, 3x history at the confirmation",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let c = simulate_cell(&seq, &by(name), 0.0, 10_000, 42 + i as u64, true);
+            assert!(c.keeps <= 10, "{name}: {} false keeps in {}", c.keeps, c.trials);
+        }
     }
 
     #[test]

@@ -90,6 +90,11 @@ fn simulate_tables_the_jump_models_with_clopper_pearson_intervals() {
     }
     // The floor no test of the same levels beats on average, under the with-history table.
     assert!(text.contains("2.7 runs under no gain, 5.8 at +3%, 2.0 at +10%"), "{text}");
+    // And what that SPRT takes on whole pairs, its overshoot included (above the formula's).
+    assert!(
+        text.contains("its overshoot included): 4.4 runs under no gain (keeps 0.028%), 7.8 at +3% (keeps 98.5%), 2.0 at +10%"),
+        "{text}"
+    );
     // --only keeps the models named.
     let out = t.ratchet().args(["simulate", "--defaults", "--trials", "4", "--null-trials", "4", "--only", "warm-up"]).assert().success();
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
@@ -101,4 +106,31 @@ fn simulate_tables_the_jump_models_with_clopper_pearson_intervals() {
             "variance guard on the log-ratios and the runs' sums at F level {GUARD} ({CONFIRM_GUARD} in the confirmation"
         )),
     );
+}
+
+#[test]
+fn simulate_help_lists_every_noise_model() {
+    let t = TestRepo::new();
+    let out = t.ratchet().args(["simulate", "--help"]).assert().success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    let models = ratchet::stats::simulate::scenarios();
+    for s in &models {
+        assert!(text.lines().any(|l| l.trim() == s.name), "{} is not in --help:\n{text}", s.name);
+    }
+    // The models the power work asks for, by what each one is.
+    let has = |f: &dyn Fn(&ratchet::stats::simulate::Scenario) -> bool| models.iter().any(f);
+    assert!(has(&|s| s.ramp >= 0.10 && s.drift_per_run == 0.0), "a warm-up ramp");
+    assert!(has(&|s| s.slow_mode_prob == 0.1 && s.slow_mode == 0.05), "bimodal runs");
+    assert!(has(&|s| s.rho == 0.5) && has(&|s| s.rho == 0.8), "AR(1) 0.5 and 0.8");
+    assert!(has(&|s| s.tail_df == Some(3.0) && s.jump == 1.0), "t(3) tails");
+    for j in [1.5, 10.0] {
+        assert!(has(&|s| s.jump == j && s.tail_df.is_none() && !s.jump_at_confirm), "a {j}x jump");
+        assert!(has(&|s| s.jump == j && s.tail_df == Some(3.0)), "a {j}x jump with t(3) tails");
+        assert!(has(&|s| s.jump == j && s.jump_at_confirm), "a {j}x jump at the phase boundary");
+    }
+    assert!(has(&|s| s.noise_growth > 0.0), "slowly rising noise");
+    assert!(has(&|s| s.drift_per_run > 0.0 && s.ramp == 0.0), "a throttling trend");
+    // Each name is one model: --only picks it out.
+    let names: std::collections::HashSet<&str> = models.iter().map(|s| s.name).collect();
+    assert_eq!(names.len(), models.len());
 }
