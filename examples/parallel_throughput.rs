@@ -106,12 +106,14 @@ fn main() {
     println!("| sweep | wall | hypotheses / hour | speed-up | slot use | runs / hypothesis | stale rechecks | +0% kept | -5% kept | +1% kept | +3% kept | +10% kept | distinct values / runs | run wall (median) | load (1 min) |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut base_rate = None;
+    let mut split = vec![];
     // 0: the serial loop (no --jobs), the baseline every speed-up is against.
     for &k in std::iter::once(&0).chain(&jobs) {
         let dir = tempfile::tempdir().unwrap();
         setup(dir.path(), n, seed);
         let load = Load::start();
         let t = Instant::now();
+        let t0 = std::time::SystemTime::now();
         let jobs_arg = k.to_string();
         let args: Vec<&str> = if k == 0 { vec!["sweep"] } else { vec!["sweep", "--jobs", &jobs_arg] };
         let out = Command::new(&bin)
@@ -122,6 +124,7 @@ fn main() {
             .output()
             .unwrap();
         let wall = t.elapsed().as_secs_f64();
+        let t1 = std::time::SystemTime::now();
         let load = load.stop();
         assert!(out.status.success(), "sweep --jobs {k} failed: {}", String::from_utf8_lossy(&out.stderr));
         let mut rdr = csv::Reader::from_path(dir.path().join("results/results.csv")).unwrap();
@@ -150,12 +153,8 @@ fn main() {
         // over the wall); and the noise check: every run's value should be its own (the broken
         // seeding repeated half of them).
         let trials = std::fs::read_dir(dir.path().join(".ratchet/trials")).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default();
-        let trial_busy: f64 = trials
-            .iter()
-            .filter_map(|d| std::fs::read_to_string(d.path().join("trial.json")).ok())
-            .filter_map(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-            .filter_map(|v| v["wall_s"].as_f64())
-            .sum();
+        let spans: Vec<Span> = trials.iter().filter_map(|d| Span::read(&d.path(), t0)).collect();
+        let trial_busy: f64 = spans.iter().map(|s| s.end - s.start).sum();
         let runs_text = std::fs::read_to_string(dir.path().join("results/runs.jsonl")).unwrap_or_default();
         let records: Vec<serde_json::Value> = runs_text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
         let values: Vec<String> = records.iter().filter_map(|v| v["latency_ms"].as_f64().map(|x| format!("{x:.6}"))).collect();
@@ -166,8 +165,10 @@ fn main() {
         let distinct = values.iter().collect::<std::collections::BTreeSet<_>>().len();
         let rate = n as f64 / wall * 3600.0;
         let speedup = rate / *base_rate.get_or_insert(rate);
+        let horizon = t1.duration_since(t0).map(|d| d.as_secs_f64()).unwrap_or(wall);
+        split.push((name_of(k), split_slot_time(k, horizon, &spans, &run_walls, n)));
         let cell = |e: &str| kept.get(e).map(|(k, t)| format!("{k}/{t}")).unwrap_or_else(|| "-".into());
-        let name = if k == 0 { "serial".to_string() } else { format!("--jobs {k}") };
+        let name = name_of(k);
         println!(
             "| {name} | {wall:.0} s | {rate:.0} | {speedup:.2}x | {:.0}% | {:.1} | {stale} | {} | {} | {} | {} | {} | {distinct}/{} | {run_wall:.2} s | {load} |",
             busy / (wall * k.max(1) as f64) * 100.0,
@@ -180,6 +181,103 @@ fn main() {
             values.len()
         );
     }
+    println!("\nWhere each sweep's slot time went (N slots x wall), from the run directories' files:\n");
+    println!("| sweep | slot time | runs of first trials | runs of rechecks | in a trial, outside its runs | between trials on a slot | before the first trial | after a slot's last trial | first-trial runs / hypothesis |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (name, row) in split {
+        println!("| {name} | {row} |");
+    }
+}
+
+fn name_of(k: usize) -> String {
+    if k == 0 {
+        "serial".to_string()
+    } else {
+        format!("--jobs {k}")
+    }
+}
+
+/// One trial's time on its slot, in seconds from the sweep's start: its end is `trial.json`'s
+/// modification time (written last), its start that less the trial's own wall.
+struct Span {
+    slot: usize,
+    start: f64,
+    end: f64,
+    recheck: bool,
+    /// The wall time of its runs, and how many.
+    runs: f64,
+    count: usize,
+}
+
+impl Span {
+    fn read(dir: &Path, t0: std::time::SystemTime) -> Option<Span> {
+        let path = dir.join("trial.json");
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).ok()?).ok()?;
+        let end = std::fs::metadata(&path).ok()?.modified().ok()?.duration_since(t0).ok()?.as_secs_f64();
+        let runs_text = std::fs::read_to_string(dir.join("runs.jsonl")).unwrap_or_default();
+        let runs: f64 = runs_text.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()?["wall_s"].as_f64()).sum();
+        Some(Span {
+            slot: v["slot"].as_u64()? as usize,
+            start: end - v["wall_s"].as_f64()?,
+            end,
+            recheck: v["recheck"].as_bool().unwrap_or(false),
+            runs,
+            count: v["runs"].as_u64().unwrap_or(0) as usize,
+        })
+    }
+}
+
+/// The slot time (`k` slots x `horizon` s; the serial loop: one slot) split into the runs of
+/// first trials and of rechecks, the workers' time outside their runs, the gaps between one
+/// trial's end and the next's start on a slot, the wait before a slot's first trial and the
+/// idle tail after its last; as shares of the slot time, and the first trials' runs per
+/// hypothesis.
+fn split_slot_time(k: usize, horizon: f64, spans: &[Span], run_walls: &[f64], n: usize) -> String {
+    let pct = |x: f64, total: f64| format!("{:.1}%", x / total * 100.0);
+    if k == 0 {
+        let runs: f64 = run_walls.iter().sum();
+        return format!(
+            "{horizon:.0} s | {} | - | {} (between runs: the decisions, rows, commits) | - | - | - | {:.1}",
+            pct(runs, horizon),
+            pct(horizon - runs, horizon),
+            run_walls.len() as f64 / n as f64
+        );
+    }
+    let total = horizon * k as f64;
+    let (mut first, mut rechecks, mut inside, mut gaps, mut before, mut after, mut first_runs) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0usize);
+    for slot in 0..k {
+        let mut mine: Vec<&Span> = spans.iter().filter(|s| s.slot == slot).collect();
+        mine.sort_by(|a, b| a.start.total_cmp(&b.start));
+        let mut t = 0.0;
+        for (i, s) in mine.iter().enumerate() {
+            if i == 0 {
+                before += s.start.max(0.0);
+            } else {
+                gaps += (s.start - t).max(0.0);
+            }
+            t = s.end;
+            if s.recheck {
+                rechecks += s.runs;
+            } else {
+                first += s.runs;
+            }
+            inside += (s.end - s.start) - s.runs;
+        }
+        after += (horizon - t).max(0.0);
+    }
+    for s in spans.iter().filter(|s| !s.recheck) {
+        first_runs += s.count;
+    }
+    format!(
+        "{total:.0} s | {} | {} | {} | {} | {} | {} | {:.1}",
+        pct(first, total),
+        pct(rechecks, total),
+        pct(inside, total),
+        pct(gaps, total),
+        pct(before, total),
+        pct(after, total),
+        first_runs as f64 / n as f64
+    )
 }
 
 /// The host's 1-minute load average, sampled every 5 s while a sweep runs (this example's own

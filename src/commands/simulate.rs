@@ -87,14 +87,14 @@ fn run_parallel(seq: &crate::stats::sequential::Sequential, args: &SimulateArgs)
     }
     let mix: Vec<String> = crate::stats::parallel::MIX.iter().map(|(e, w)| format!("{:+.0}%: {:.0}%", e * 100.0, w * 100.0)).collect();
     println!(
-        "{} hypotheses (true effects {}), each run one time unit, seed {}; every trial on one device, merges one at a time, stale winners re-measured",
+        "{} hypotheses (true effects {}), each run one time unit, seed {}; every trial on one device, merged through the merge lane's chain, stale winners rechecked by the serial rule",
         args.hypotheses,
         mix.join(", "),
         args.seed
     );
     let cv1 = crate::stats::simulate::scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the grid has cv 1%");
     let started = std::time::Instant::now();
-    print!("{}", crate::stats::parallel::table(seq, &args.jobs, args.hypotheses, args.seed, args.second_device, &cv1));
+    print!("{}", crate::scale::chain_sim::table(seq, &args.jobs, args.hypotheses, args.seed, args.second_device, &cv1));
     println!("\nsimulated in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! starts; and the recovery that reads it, so that a controller killed at any point loses no
 //! finished trial, merges nothing twice, and leaves no worker or job behind unseen.
 
-use super::engine::{Engine, JobHandle, TrialSpec};
+use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use super::trial::{TrialEnd, TrialResult};
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
@@ -112,7 +112,9 @@ pub fn recover_steps(repo: &Repo, store: &Store) -> Result<Vec<String>> {
 /// through `engine`, or through the one `[engine]` in ratchet.toml names when `None`. With
 /// `reattach` (a parallel sweep starting on `engine`), that engine's unfinished trials are not
 /// cancelled but stay journaled, to be watched again: on a busy cluster a cancelled job would go
-/// to the back of the queue. A trial whose handle was never journaled is looked up by its name.
+/// to the back of the queue, and a local worker still running would have its runs thrown away.
+/// A trial whose handle was never journaled is looked up by its name (a local worker by the
+/// `worker.pid` in its run directory).
 pub(super) fn recover_with(repo: &Repo, store: &Store, mut engine: Option<&mut dyn Engine>, reattach: bool) -> Result<Vec<String>> {
     let state_dir = &repo.state_dir();
     let mut said = vec![];
@@ -125,7 +127,7 @@ pub(super) fn recover_with(repo: &Repo, store: &Store, mut engine: Option<&mut d
     // result (its benchmark killed by the same signal reads as a crash), which must not count.
     let finished: Vec<String> = j.trials.iter().filter(|t| has_result(&t.spec.out_dir)).map(|t| t.spec.id.clone()).collect();
     let mut attached: Vec<String> = vec![];
-    if let Some(e) = engine.as_deref_mut().filter(|e| reattach && e.name() != "local") {
+    if let Some(e) = engine.as_deref_mut().filter(|_| reattach) {
         let name = e.name().to_string();
         let mut found = false;
         for t in j.trials.iter_mut().filter(|t| t.engine == name && !finished.contains(&t.spec.id)) {
@@ -133,9 +135,15 @@ pub(super) fn recover_with(repo: &Repo, store: &Store, mut engine: Option<&mut d
                 t.handle = e.find(&t.spec)?;
                 found |= t.handle.is_some();
             }
-            if t.handle.is_some() {
-                attached.push(t.spec.id.clone());
+            let Some(h) = &t.handle else { continue };
+            // A local worker is re-attached only while it still runs (its pid and start time
+            // are the journal's): one that died with the controller is forgotten and runs
+            // again, as before. A cluster's job is watched to its end either way (a job that
+            // ended without a result is a lost trial, started again).
+            if name == "local" && !matches!(e.poll(h)?, JobState::Running | JobState::Queued) {
+                continue;
             }
+            attached.push(t.spec.id.clone());
         }
         if found {
             j.save(state_dir)?;

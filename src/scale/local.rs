@@ -302,6 +302,23 @@ impl Engine for LocalEngine {
         }
     }
 
+    /// A worker a dead controller started but never journaled the handle of: its run
+    /// directory's `worker.pid`, while that process still runs; its slot is the work
+    /// directory it records.
+    fn find(&mut self, trial: &TrialSpec) -> Result<Option<JobHandle>> {
+        let Ok(text) = std::fs::read_to_string(trial.out_dir.join(trial::PID_FILE)) else { return Ok(None) };
+        let Ok(w) = serde_json::from_str::<WorkerPid>(&text) else { return Ok(None) };
+        if !alive(w.pid, w.start) {
+            return Ok(None);
+        }
+        let slot = w
+            .state_dir
+            .parent()
+            .filter(|work| work.parent() == Some(self.root.as_path()))
+            .and_then(|work| work.file_name()?.to_str()?.parse().ok());
+        Ok(Some(JobHandle { trial: trial.id.clone(), engine_id: format!("{}:{}", w.pid, w.start), slot }))
+    }
+
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
         let state = job.slot.map(|i| self.root.join(i.to_string()).join("state"));
         match self.slot_of(job) {

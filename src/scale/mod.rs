@@ -1,8 +1,9 @@
 //! Parallel trials on one serial trunk (the design and its simulation are in
-//! docs/scale-out.md and `stats::parallel`): engines that run trials on device slots, and the
-//! controller that decides them one at a time against the trunk.
+//! docs/scale-out.md; the simulation is `chain_sim`): engines that run trials on device slots,
+//! and the controller that decides them one at a time against the trunk.
 
 mod assess;
+pub mod chain_sim;
 pub mod command;
 pub mod controller;
 pub mod engine;

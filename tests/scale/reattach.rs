@@ -1,6 +1,7 @@
 //! A parallel sweep started after its controller was killed re-attaches to the jobs the dead
-//! controller left queued or running on an external engine: they are watched to their end and
-//! recorded, not cancelled (on a busy cluster a cancelled job goes to the back of the queue).
+//! controller left queued or running, on an external engine or on local slots: they are watched
+//! to their end and recorded, not cancelled (on a busy cluster a cancelled job goes to the back
+//! of the queue; a local worker's runs so far would be thrown away).
 
 use crate::support;
 
@@ -49,6 +50,38 @@ fn the_next_sweep_reattaches_to_a_killed_sweeps_jobs() {
     assert_eq!(names, QUEUE, "{:?}", t.rows());
     t.check_kept_chain(&base);
     // The two jobs the first controller started are the ones recorded: their trials' runs.
+    let trials: std::collections::BTreeSet<String> = t.runs().iter().filter_map(|r| r["trial"].as_str().map(str::to_string)).collect();
+    assert!(trials.contains("t1") && trials.contains("t2"), "{trials:?}");
+    assert_eq!(t.live_workers(), Vec::<i32>::new());
+}
+
+#[test]
+fn the_next_local_sweep_waits_on_the_workers_a_killed_controller_left_running() {
+    let t = repo("");
+    let base = t.head();
+    // Runs of 0.6 s: each trial takes seconds, so both workers still run when the next sweep
+    // starts.
+    let mut child = t.spawn(&["sweep", "--jobs", "2"], &[("FAKE_SLEEP_S", "0.6")]);
+    t.wait_for_workers(2, 45);
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGKILL);
+    }
+    child.wait().unwrap();
+    let running = t.live_workers();
+    assert_eq!(running.len(), 2, "the workers outlive a SIGKILLed controller");
+    let out = t.ratchet().args(["sweep", "--jobs", "2"]).env("FAKE_SLEEP_S", "0.6").output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("re-attached the jobs a stopped parallel sweep left queued or running on the local engine (t1, t2)"), "{text}");
+    assert!(!text.contains("stopped the workers"), "{text}");
+    assert_eq!(support::queue::names(&t), QUEUE, "{:?}", t.rows());
+    t.check_kept_chain(&base);
+    // The two workers the dead controller started ran to their end and are the ones recorded:
+    // neither was stopped and run again.
+    for id in ["t1", "t2"] {
+        let result = std::fs::read_to_string(t.path().join(format!(".ratchet/trials/{id}/trial.json"))).unwrap();
+        assert!(!result.contains("\"interrupted\""), "{id}: {result}");
+    }
     let trials: std::collections::BTreeSet<String> = t.runs().iter().filter_map(|r| r["trial"].as_str().map(str::to_string)).collect();
     assert!(trials.contains("t1") && trials.contains("t2"), "{trials:?}");
     assert_eq!(t.live_workers(), Vec::<i32>::new());
