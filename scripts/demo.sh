@@ -33,7 +33,9 @@ die() { printf 'demo.sh: error: %s\n' "$*" >&2; exit 1; }
 
 # --- 1. ratchet -------------------------------------------------------------------------
 if [[ -n "${RATCHET_BIN:-}" ]]; then
-    RATCHET="$RATCHET_BIN"
+    # Made absolute: the steps below run ratchet from inside the demo's repo.
+    [[ -x "$RATCHET_BIN" ]] || die "RATCHET_BIN=$RATCHET_BIN is not an executable file"
+    RATCHET="$(cd "$(dirname "$RATCHET_BIN")" && pwd)/$(basename "$RATCHET_BIN")"
     say "using ratchet at $RATCHET"
 else
     say "building ratchet (cargo build --release)"
