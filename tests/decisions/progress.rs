@@ -19,18 +19,7 @@ const CONFIG: &str = "[benchmark]\ncommand = \"true\"\ntimeout_s = 20\nkill_grac
     [score]\nmetric = \"latency\"\n";
 
 fn repo() -> tempfile::TempDir {
-    support::isolate_git();
-    let dir = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| support::git_in(dir.path(), args);
-    git(&["init", "-q", "-b", "main"]);
-    git(&["config", "user.name", "Test"]);
-    git(&["config", "user.email", "test@example.com"]);
-    write(dir.path(), "ratchet.toml", CONFIG);
-    write(dir.path(), "kernel.py", "BQ = 128\n");
-    write(dir.path(), "bench.mock", "latency 10\n");
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "baseline"]);
-    dir
+    support::committed_repo(&[("ratchet.toml", CONFIG), ("kernel.py", "BQ = 128\n"), ("bench.mock", "latency 10\n")])
 }
 
 fn write(root: &Path, rel: &str, text: &str) {

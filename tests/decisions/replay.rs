@@ -21,17 +21,7 @@ const CONFIG: &str = "[benchmark]\ncommand = \"true\"\ntimeout_s = 20\nkill_grac
     [hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = 12\nconfirm_pairs = 4\n[score]\nmetric = \"latency\"\n";
 
 fn repo() -> tempfile::TempDir {
-    support::isolate_git();
-    let dir = tempfile::tempdir().unwrap();
-    let git = |args: &[&str]| support::git_in(dir.path(), args);
-    git(&["init", "-q", "-b", "main"]);
-    git(&["config", "user.name", "Test"]);
-    git(&["config", "user.email", "test@example.com"]);
-    std::fs::write(dir.path().join("ratchet.toml"), CONFIG).unwrap();
-    std::fs::write(dir.path().join("kernel.py"), "BQ = 0\n").unwrap();
-    git(&["add", "-A"]);
-    git(&["commit", "-qm", "baseline"]);
-    dir
+    support::committed_repo(&[("ratchet.toml", CONFIG), ("kernel.py", "BQ = 0\n")])
 }
 
 /// One experiment whose candidate is `gain` faster (a fraction; negative: slower), each run's

@@ -197,17 +197,6 @@ fn each_trial_is_a_ray_job_named_by_it_with_its_own_gpu() {
     assert_eq!(std::fs::read_to_string(trials[0].out_dir.join("worker.log")).unwrap(), "again\n");
 }
 
-/// The live processes among `pids`.
-fn alive(pids: &[i32]) -> Vec<i32> {
-    pids.iter()
-        .copied()
-        .filter(|p| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-            !stat.is_empty() && !stat.contains(") Z")
-        })
-        .collect()
-}
-
 #[test]
 fn cancel_stops_the_ray_job_and_the_workers_processes() {
     let Some((_turn, bin)) = cluster_turn() else { return };
@@ -228,13 +217,13 @@ fn cancel_stops_the_ray_job_and_the_workers_processes() {
     }
     let read = |f: &str| std::fs::read_to_string(t.out_dir.join(f)).unwrap().trim().parse::<i32>().unwrap();
     let pids = [read("worker.pid"), read("child.pid")];
-    assert_eq!(alive(&pids), pids.to_vec());
+    assert_eq!(support::alive_pids(&pids), pids.to_vec());
     e.cancel(&jobs[0]).unwrap();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !alive(&pids).is_empty() && Instant::now() < deadline {
+    while !support::alive_pids(&pids).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(alive(&pids), Vec::<i32>::new(), "the worker and its child are gone");
+    assert_eq!(support::alive_pids(&pids), Vec::<i32>::new(), "the worker and its child are gone");
     assert!(!t.out_dir.join("result.txt").exists());
     assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Failed("ray: STOPPED".into()));
     // Cancelling again, or a job Ray never had, is not an error.

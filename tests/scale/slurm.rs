@@ -113,17 +113,6 @@ mv "$out/result.tmp" "$out/result.txt"
     assert_eq!(distinct.len(), n, "each task its own GPU: {gpus:?}");
 }
 
-/// The live processes among `pids`.
-fn alive(pids: &[i32]) -> Vec<i32> {
-    pids.iter()
-        .copied()
-        .filter(|p| {
-            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
-            !stat.is_empty() && !stat.contains(") Z")
-        })
-        .collect()
-}
-
 #[test]
 fn cancel_stops_the_workers_processes() {
     let Some(_turn) = support::slurm::cluster_turn() else { return };
@@ -146,14 +135,14 @@ fn cancel_stops_the_workers_processes() {
     assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Running);
     let read = |f: &str| std::fs::read_to_string(t.out_dir.join(f)).unwrap().trim().parse::<i32>().unwrap();
     let pids = [read("worker.pid"), read("child.pid")];
-    assert_eq!(alive(&pids), pids.to_vec());
+    assert_eq!(support::alive_pids(&pids), pids.to_vec());
     e.cancel(&jobs[0]).unwrap();
     // cancel returns once Slurm has the task ended; the kernel may take a moment to finish the kill.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !alive(&pids).is_empty() && Instant::now() < deadline {
+    while !support::alive_pids(&pids).is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(alive(&pids), Vec::<i32>::new(), "the worker and its child are gone");
+    assert_eq!(support::alive_pids(&pids), Vec::<i32>::new(), "the worker and its child are gone");
     assert!(!t.out_dir.join("result.txt").exists());
     match e.poll(&jobs[0]).unwrap() {
         JobState::Failed(why) => assert!(why.contains("CANCELLED"), "{why}"),

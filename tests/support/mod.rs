@@ -63,6 +63,36 @@ pub fn git_in(dir: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
+/// A throw-away repository for in-process tests: git isolated, `files` (path, text) written and
+/// committed as the baseline on `main`.
+pub fn committed_repo(files: &[(&str, &str)]) -> tempfile::TempDir {
+    isolate_git();
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| git_in(dir.path(), args);
+    git(&["init", "-q", "-b", "main"]);
+    git(&["config", "user.name", "Test"]);
+    git(&["config", "user.email", "test@example.com"]);
+    for (rel, text) in files {
+        let p = dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "baseline"]);
+    dir
+}
+
+/// The live processes among `pids` (a zombie has ended).
+pub fn alive_pids(pids: &[i32]) -> Vec<i32> {
+    pids.iter()
+        .copied()
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            !stat.is_empty() && !stat.contains(") Z")
+        })
+        .collect()
+}
+
 pub fn fake_bench() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_bench.py")
 }
