@@ -348,6 +348,8 @@ pub struct EngineConfig {
     pub poll: Option<String>,
     pub cancel: Option<String>,
     pub fetch: Option<String>,
+    /// Hook: prints the token of the job named `$RATCHET_JOB_NAME`, or nothing (optional).
+    pub find: Option<String>,
     /// Hook: the limit of each hook call (default 60 s).
     pub hook_timeout_s: Option<f64>,
     /// Any kind: how often a lost trial (preempted, cancelled, killed) starts again before its
@@ -375,8 +377,19 @@ impl EngineConfig {
     pub const LOCAL_KEYS: &'static [&'static str] = &["retries", "poll_grace_s"];
     pub const SLURM_KEYS: &'static [&'static str] =
         &["capacity", "partition", "gres", "exclusive", "sbatch_args", "command_timeout_s", "retries", "poll_grace_s"];
-    pub const HOOK_KEYS: &'static [&'static str] =
-        &["capacity", "submit", "submit_batch", "poll", "cancel", "fetch", "hook_timeout_s", "retries", "poll_interval_s", "poll_grace_s"];
+    pub const HOOK_KEYS: &'static [&'static str] = &[
+        "capacity",
+        "submit",
+        "submit_batch",
+        "poll",
+        "cancel",
+        "fetch",
+        "find",
+        "hook_timeout_s",
+        "retries",
+        "poll_interval_s",
+        "poll_grace_s",
+    ];
     pub const RAY_KEYS: &'static [&'static str] = &[
         "capacity",
         "address",
@@ -404,6 +417,7 @@ impl EngineConfig {
             ("poll", self.poll.is_some()),
             ("cancel", self.cancel.is_some()),
             ("fetch", self.fetch.is_some()),
+            ("find", self.find.is_some()),
             ("hook_timeout_s", self.hook_timeout_s.is_some()),
             ("retries", self.retries.is_some()),
             ("poll_interval_s", self.poll_interval_s.is_some()),
@@ -558,8 +572,10 @@ impl EngineConfig {
                     _ => {}
                 }
             }
-            if self.fetch.as_deref().is_some_and(|c| c.trim().is_empty()) {
-                return bad("fetch", "is empty; give the shell command or leave the key out".into());
+            for (key, v) in [("fetch", &self.fetch), ("find", &self.find)] {
+                if v.as_deref().is_some_and(|c| c.trim().is_empty()) {
+                    return bad(key, "is empty; give the shell command or leave the key out".into());
+                }
             }
         }
         Ok(())

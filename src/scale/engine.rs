@@ -84,3 +84,27 @@ pub fn slot_device(host: &str, slot: usize, bound: bool) -> String {
         host.to_string()
     }
 }
+
+/// The name a trial's job carries on an external engine (Slurm's job name, Ray's submission id,
+/// a hook's `RATCHET_JOB_NAME`): `ratchet-<hash of the engine's work directory>-<trial>`, unique
+/// to this repository's state and the trial, so that a restarted controller finds (and
+/// `ratchet recover` cancels) a job whose handle it never journaled.
+pub fn job_name(work_dir: &std::path::Path, trial: &str) -> String {
+    let dir = absolute(work_dir).unwrap_or_else(|_| work_dir.to_path_buf());
+    // FNV-1a: stable across builds (the name must be the same for the next controller).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in dir.to_string_lossy().bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("ratchet-{:08x}-{trial}", h as u32)
+}
+
+/// `p` made absolute against the current directory (an engine's files are named to processes
+/// that run elsewhere).
+pub(super) fn absolute(p: &std::path::Path) -> Result<std::path::PathBuf> {
+    if p.is_absolute() {
+        Ok(p.to_path_buf())
+    } else {
+        Ok(std::env::current_dir()?.join(p))
+    }
+}

@@ -44,6 +44,8 @@ pub fn engine_from_config(cfg: &EngineConfig, root: &Path, work_dir: &Path) -> R
             poll: cfg.poll.clone().unwrap_or_default(),
             cancel: cfg.cancel.clone().unwrap_or_default(),
             fetch: cfg.fetch.clone(),
+            find: cfg.find.clone(),
+            work_dir: work_dir.to_path_buf(),
             timeout: Duration::from_secs_f64(cfg.hook_timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)),
             poll_interval: cfg.poll_interval_s.map(Duration::from_secs_f64).unwrap_or(super::hook::DEFAULT_POLL_INTERVAL),
             dir: root.to_path_buf(),

@@ -24,6 +24,12 @@ pub struct HookOptions {
     pub poll: String,
     pub cancel: String,
     pub fetch: Option<String>,
+    /// Optional: prints the token of the job named `$RATCHET_JOB_NAME` (what submit was given),
+    /// or nothing when there is none; how a restarted controller finds a job whose token it
+    /// never journaled, and `ratchet recover` cancels it.
+    pub find: Option<String>,
+    /// The engine's work directory: what a job's name (`RATCHET_JOB_NAME`) is derived from.
+    pub work_dir: PathBuf,
     /// The limit of each call.
     pub timeout: Duration,
     /// The least time between two polls of one job; it doubles (up to [`MAX_BACKOFF`] times)
@@ -53,6 +59,7 @@ enum Hook {
     Poll,
     Cancel,
     Fetch,
+    Find,
 }
 
 impl Hook {
@@ -63,6 +70,7 @@ impl Hook {
             Hook::Poll => "poll",
             Hook::Cancel => "cancel",
             Hook::Fetch => "fetch",
+            Hook::Find => "find",
         }
     }
 }
@@ -83,6 +91,7 @@ impl HookEngine {
             Hook::Poll => &self.opts.poll,
             Hook::Cancel => &self.opts.cancel,
             Hook::Fetch => self.opts.fetch.as_deref().unwrap_or(""),
+            Hook::Find => self.opts.find.as_deref().unwrap_or(""),
         }
     }
 
@@ -130,9 +139,10 @@ impl HookEngine {
         vec![("RATCHET_JOB".into(), job.engine_id.clone()), ("RATCHET_TRIAL_ID".into(), job.trial.clone())]
     }
 
-    fn trial_env(t: &TrialSpec) -> Vec<(String, String)> {
+    fn trial_env(&self, t: &TrialSpec) -> Vec<(String, String)> {
         vec![
             ("RATCHET_TRIAL_ID".into(), t.id.clone()),
+            ("RATCHET_JOB_NAME".into(), super::engine::job_name(&self.opts.work_dir, &t.id)),
             ("RATCHET_OUT_DIR".into(), t.out_dir.to_string_lossy().into_owned()),
             ("RATCHET_REPO".into(), t.repo.to_string_lossy().into_owned()),
             ("RATCHET_INCUMBENT".into(), t.incumbent.clone()),
@@ -259,9 +269,23 @@ impl Engine for HookEngine {
         }
         let cwd = std::env::current_dir()?;
         let trial = &TrialSpec { repo: cwd.join(&trial.repo), out_dir: cwd.join(&trial.out_dir), ..trial.clone() };
-        let mut env = Self::trial_env(trial);
+        let mut env = self.trial_env(trial);
         env.push(("RATCHET_JOB".into(), job.engine_id.clone()));
         self.call(Hook::Fetch, &trial.id, env, None).map(|_| ())
+    }
+
+    /// The `find` hook, where there is one: the token it prints for the job named by the trial
+    /// (`None` when it prints nothing, or when no `find` hook is configured).
+    fn find(&mut self, trial: &TrialSpec) -> Result<Option<JobHandle>> {
+        if self.opts.find.is_none() {
+            return Ok(None);
+        }
+        let out = self.call(Hook::Find, &trial.id, self.trial_env(trial), None)?;
+        if out.stdout.trim().is_empty() {
+            return Ok(None);
+        }
+        let token = Self::one_line(Hook::Find, &trial.id, &out, "the job's token, or nothing when there is no such job")?;
+        Ok(Some(JobHandle { trial: trial.id.clone(), engine_id: Self::check_token(Hook::Find, &trial.id, token)?, slot: None }))
     }
 }
 
@@ -327,7 +351,7 @@ impl HookEngine {
 
     fn submit_one(&mut self, t: &TrialSpec, argv: &[String]) -> Result<JobHandle> {
         let t = &Self::prepare(t, argv)?;
-        let mut env = Self::trial_env(t);
+        let mut env = self.trial_env(t);
         env.push(("RATCHET_WORKER".into(), shell_join(argv)));
         let input = serde_json::to_vec(&SubmitInput { trial: t, worker: argv }).map_err(|e| Error::failure(e.to_string()))?;
         let out = self.call(Hook::Submit, &t.id, env, Some(input))?;
@@ -363,6 +387,8 @@ mod tests {
             poll: format!("echo poll >> {}; echo running", log.display()),
             cancel: "true".into(),
             fetch: None,
+            find: None,
+            work_dir: dir.path().to_path_buf(),
             timeout: Duration::from_secs(10),
             poll_interval: Duration::from_millis(200),
             dir: dir.path().to_path_buf(),

@@ -7,7 +7,7 @@ use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use crate::error::{Error, Kind, Result, WithPath};
 use serde::Deserialize;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// The job server a local `ray start --head` listens on (Ray's own default for `ray job`).
@@ -129,8 +129,7 @@ impl RayEngine {
 
     /// `ratchet-<hash of the work directory>-`: what every job of this repository starts with.
     fn prefix(&self) -> String {
-        let dir = absolute(&self.opts.work_dir).unwrap_or_else(|_| self.opts.work_dir.clone());
-        format!("ratchet-{:08x}-", fnv1a(&dir.to_string_lossy()) as u32)
+        super::engine::job_name(&self.opts.work_dir, "")
     }
 
     fn address_args(&self) -> Vec<String> {
@@ -202,9 +201,9 @@ impl RayEngine {
 
     fn submit_one(&mut self, trial: &TrialSpec, worker: &[String]) -> Result<JobHandle> {
         let id = self.submission_id(&trial.id);
-        let out_dir = absolute(&trial.out_dir)?;
+        let out_dir = super::engine::absolute(&trial.out_dir)?;
         std::fs::create_dir_all(&out_dir).with_path(&out_dir)?;
-        let dir = absolute(&self.opts.work_dir)?.join("ray");
+        let dir = super::engine::absolute(&self.opts.work_dir)?.join("ray");
         std::fs::create_dir_all(&dir).with_path(&dir)?;
         let script = dir.join(format!("{id}.sh"));
         let env: Vec<(String, String)> = std::env::vars().collect();
@@ -340,14 +339,6 @@ fn url_safe(s: &str) -> String {
 }
 
 /// FNV-1a: stable across builds (the name must be the same for the next controller).
-fn fnv1a(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
 /// The last non-empty line of stderr (or stdout): a failed `ray` call ends its traceback with
 /// the job server's answer.
 fn last_line(out: &Output) -> String {
@@ -365,14 +356,6 @@ fn unreachable(out: &Output) -> bool {
 /// Whether a failed `ray` call says the job does not exist.
 fn gone(out: &Output) -> bool {
     last_line(out).contains("does not exist")
-}
-
-fn absolute(p: &Path) -> Result<PathBuf> {
-    if p.is_absolute() {
-        Ok(p.to_path_buf())
-    } else {
-        Ok(std::env::current_dir()?.join(p))
-    }
 }
 
 impl Engine for RayEngine {

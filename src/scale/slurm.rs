@@ -6,7 +6,7 @@ use super::command::{shell_join, Call, Output};
 use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use crate::error::{Error, Kind, Result, WithPath};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// How long one `squeue` listing of an array answers polls of its tasks: the controller polls
@@ -106,13 +106,7 @@ impl SlurmEngine {
     /// The job name of a trial: unique to this repository's state (its engine work directory)
     /// and the trial, so a restarted controller finds a job whose id it never journaled.
     fn job_name(&self, trial: &str) -> String {
-        let dir = absolute(&self.opts.work_dir).unwrap_or_else(|_| self.opts.work_dir.clone());
-        // FNV-1a: stable across builds (the name must be the same for the next controller).
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in dir.to_string_lossy().bytes() {
-            h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-        format!("ratchet-{:08x}-{trial}", h as u32)
+        super::engine::job_name(&self.opts.work_dir, trial)
     }
 
     /// The generated batch script: task i `exec`s trial i's worker.
@@ -247,14 +241,6 @@ fn map_state(t: &TaskState) -> Result<JobState> {
     })
 }
 
-fn absolute(p: &Path) -> Result<PathBuf> {
-    if p.is_absolute() {
-        Ok(p.to_path_buf())
-    } else {
-        Ok(std::env::current_dir()?.join(p))
-    }
-}
-
 impl Engine for SlurmEngine {
     fn name(&self) -> &str {
         "slurm"
@@ -276,7 +262,7 @@ impl Engine for SlurmEngine {
         }
         // The batch's own directory: the script, and one link per task to its run directory,
         // so that `--output=<batch>/%a/slurm.out` lands in each trial's run directory.
-        let root = absolute(&self.opts.work_dir)?.join("slurm");
+        let root = super::engine::absolute(&self.opts.work_dir)?.join("slurm");
         std::fs::create_dir_all(&root).with_path(&root)?;
         let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%.3f");
         let batch = (0..1000)
@@ -284,7 +270,7 @@ impl Engine for SlurmEngine {
             .find(|p| std::fs::create_dir(p).is_ok())
             .ok_or_else(|| Error::failure(format!("slurm engine: cannot create a batch directory under {}", root.display())))?;
         for (i, t) in trials.iter().enumerate() {
-            let out = absolute(&t.out_dir)?;
+            let out = super::engine::absolute(&t.out_dir)?;
             std::fs::create_dir_all(&out).with_path(&out)?;
             let link = batch.join(i.to_string());
             std::os::unix::fs::symlink(&out, &link).with_path(&link)?;

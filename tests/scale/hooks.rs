@@ -21,9 +21,13 @@ impl Rig {
     fn new() -> Rig {
         let rig = Rig { dir: tempfile::tempdir().unwrap() };
         std::fs::create_dir_all(rig.state()).unwrap();
-        for (name, body) in
-            [("submit.sh", hooks::SUBMIT), ("poll.sh", hooks::POLL), ("cancel.sh", hooks::CANCEL), ("fetch.sh", hooks::FETCH)]
-        {
+        for (name, body) in [
+            ("submit.sh", hooks::SUBMIT),
+            ("poll.sh", hooks::POLL),
+            ("cancel.sh", hooks::CANCEL),
+            ("fetch.sh", hooks::FETCH),
+            ("find.sh", hooks::FIND),
+        ] {
             rig.script(name, body);
         }
         rig
@@ -52,6 +56,8 @@ impl Rig {
             poll: self.hook("poll.sh"),
             cancel: self.hook("cancel.sh"),
             fetch: Some(self.hook("fetch.sh")),
+            find: Some(self.hook("find.sh")),
+            work_dir: self.path().join(".ratchet"),
             timeout: Duration::from_secs(10),
             // Polled at every ask: these tests watch the hooks themselves, not the rate limit.
             poll_interval: Duration::ZERO,
@@ -365,4 +371,28 @@ fn the_engine_table_is_validated_strictly() {
     ] {
         Config::parse(&format!("{BASE}[engine]\n{ok}")).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
     }
+}
+
+#[test]
+fn a_job_whose_token_was_never_journaled_is_found_by_its_name_and_cancelled() {
+    let rig = Rig::new();
+    let trial = rig.trial("t1");
+    let argv = vec!["sh".to_string(), "-c".into(), "sleep 30".into()];
+    // One controller submits, then dies before journaling the token.
+    let token = HookEngine::new(rig.options()).submit(std::slice::from_ref(&trial), &[argv]).unwrap()[0].engine_id.clone();
+    // The next one finds the job by the name the trial gives it, and can cancel it.
+    let mut next = HookEngine::new(rig.options());
+    let found = next.find(&trial).unwrap().expect("found by name");
+    assert_eq!((found.engine_id.as_str(), found.trial.as_str()), (token.as_str(), "t1"));
+    let pid: i32 = token.trim_start_matches("local-").parse().unwrap();
+    assert!(alive(pid));
+    next.cancel(&found).unwrap();
+    assert_eq!(wait_dead(&[pid]), Vec::<i32>::new(), "the found job was cancelled");
+    // Another trial's name finds nothing; without a find hook nothing is found either.
+    assert!(next.find(&rig.trial("t2")).unwrap().is_none());
+    assert!(HookEngine::new(HookOptions { find: None, ..rig.options() }).find(&trial).unwrap().is_none());
+    // The name is the one Slurm and Ray give a trial's job for the same work directory.
+    let names = std::fs::read_dir(rig.state()).unwrap().filter_map(|e| e.ok()?.file_name().into_string().ok());
+    let expected = format!("name-{}", ratchet::scale::engine::job_name(&rig.path().join(".ratchet"), "t1"));
+    assert!(names.into_iter().any(|n| n == expected), "{expected}");
 }

@@ -13,7 +13,13 @@ cat > "$RATCHET_OUT_DIR/submitted.json"
 echo "submit for $RATCHET_TRIAL_ID" >&2
 setsid sh -c 'eval "$RATCHET_WORKER"; echo $? > "$0/exit"' "$RATCHET_OUT_DIR" </dev/null >"$RATCHET_OUT_DIR/worker.log" 2>&1 &
 echo "$RATCHET_OUT_DIR" > "$state/$!"
+echo "local-$!" > "$state/name-$RATCHET_JOB_NAME"
 echo "local-$!"
+"#;
+/// Prints the token of the job submitted under `$RATCHET_JOB_NAME`, or nothing.
+pub const FIND: &str = r#"#!/bin/sh
+cat "$1/name-$RATCHET_JOB_NAME" 2>/dev/null
+exit 0
 "#;
 pub const POLL: &str = r#"#!/bin/sh
 state="$1"; pid="${RATCHET_JOB#local-}"
