@@ -5,6 +5,7 @@ use crate::cli::ReplayArgs;
 use crate::error::{Error, Result};
 use crate::replay::{self, Replayed};
 use crate::workspace::Workspace;
+use std::collections::HashMap;
 
 pub fn run(ws: &Workspace, args: &ReplayArgs) -> Result<()> {
     let rows = ws.store.rows()?;
@@ -51,9 +52,16 @@ pub fn report(rows: &[&crate::store::ResultRow], runs: &[crate::bench::RunRecord
         replay::DECISIONS_JSONL
     ));
     r.body.push_str(&format!("{:>4}  {:<12}  {:<12}  {:>9}  {:>9}  {}\n", "id", "recorded", "replayed", "p", "pairs", "replay"));
+    // Each file read once into maps: a long history has thousands of rows and many more runs.
+    let mut by_experiment: HashMap<&str, Vec<&crate::bench::RunRecord>> = HashMap::new();
+    for x in runs {
+        by_experiment.entry(x.experiment.as_str()).or_default().push(x);
+    }
+    // The last record of each (id, commit), as `replay::replay` would pick it.
+    let last: HashMap<(u64, &str), &replay::DecisionRecord> = records.iter().map(|d| ((d.id, d.commit.as_str()), d)).collect();
     for row in decided {
-        let id = row.id.to_string();
-        let own: Vec<&crate::bench::RunRecord> = runs.iter().filter(|x| x.experiment == id).collect();
+        let own = by_experiment.get(row.id.to_string().as_str()).map(Vec::as_slice).unwrap_or_default();
+        let rule = last.get(&(row.id, row.commit.as_str())).map(|d| std::slice::from_ref(*d)).unwrap_or_default();
         let p = row.p_value.map(crate::stats::fmt_p).unwrap_or_else(|| "-".into());
         let line = |replayed: &str, pairs: String, verdict: String| {
             format!("{:>4}  {:<12}  {:<12}  {:>9}  {:>9}  {}\n", row.id, row.status.as_str(), replayed, p, pairs, verdict)
@@ -62,7 +70,7 @@ pub fn report(rows: &[&crate::store::ResultRow], runs: &[crate::bench::RunRecord
             Some(c) => format!("{} + {}", d.pairs, c.pairs),
             None => d.pairs.to_string(),
         };
-        match replay::replay(row, &own, records) {
+        match replay::replay(row, own, rule) {
             Replayed::Same(d) => {
                 r.replayed += 1;
                 r.same += 1;

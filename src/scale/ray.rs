@@ -17,9 +17,6 @@ pub const DEFAULT_ADDRESS: &str = "http://127.0.0.1:8265";
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// Jobs one listing asks for; a cluster with more than this falls back to one lookup per job.
 const LIST_LIMIT: usize = 10_000;
-/// Listings tried before a poll fails, the n-th retry after n times this pause.
-const LIST_TRIES: u32 = 3;
-const LIST_RETRY_PAUSE: Duration = Duration::from_secs(2);
 /// The metadata key that ties a job to its trial's candidate commit, so that a job of an
 /// earlier sweep with the same trial id is never taken for this one.
 const CANDIDATE_KEY: &str = "ratchet_candidate";
@@ -145,23 +142,13 @@ impl RayEngine {
         if let Some(f) = filter {
             args.extend(["--filter".to_string(), f.to_string()]);
         }
-        // A loaded head can time a listing out or answer with log text alone: try again after a
-        // pause before the sweep hears of it (one bad listing must not end a night).
-        let mut tries = 0;
-        let jobs = loop {
-            tries += 1;
-            let out = self.call(&args)?;
-            let got = if out.success() {
-                parse_listing(&out.stdout)
-            } else {
-                Err(self.failed(&format!("list jobs{}", filter.map(|f| format!(" --filter {f}")).unwrap_or_default()), &out))
-            };
-            match got {
-                Ok(jobs) => break jobs,
-                Err(e) if tries >= LIST_TRIES => return Err(e),
-                Err(_) => std::thread::sleep(LIST_RETRY_PAUSE * tries),
-            }
-        };
+        // A listing that fails (a loaded head timing out) is an Infrastructure error: the
+        // controller asks again for up to `[engine] poll_grace_s` before the sweep hears of it.
+        let out = self.call(&args)?;
+        if !out.success() {
+            return Err(self.failed(&format!("list jobs{}", filter.map(|f| format!(" --filter {f}")).unwrap_or_default()), &out));
+        }
+        let jobs = parse_listing(&out.stdout)?;
         let complete = jobs.len() < LIST_LIMIT;
         let prefix = self.prefix();
         let ours =

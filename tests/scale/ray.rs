@@ -9,12 +9,12 @@ use crate::support;
 use ratchet::config::Config;
 use ratchet::scale::engine::{Engine, JobHandle, JobState, TrialSpec};
 use ratchet::scale::ray::{RayEngine, RayOptions};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::queue::{repo, QUEUE};
+use support::queue::{assert_one_gpu_each, check_trunk, repo, trial_results, QUEUE};
 use support::TestRepo;
+use support::{trial_spec as trial, write_script};
 
 const ADDRESS: &str = "http://127.0.0.1:8265";
 
@@ -61,21 +61,6 @@ fn cluster_turn() -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> {
     };
     eprintln!("SKIPPED (no Ray here: {why}); scripts/ray-localhost.sh starts one");
     None
-}
-
-fn write_script(path: &Path, body: &str) {
-    std::fs::write(path, body).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-fn trial(dir: &Path, id: &str) -> TrialSpec {
-    TrialSpec {
-        id: id.into(),
-        repo: dir.join("repo"),
-        incumbent: "a".repeat(40),
-        candidate: "b".repeat(40),
-        out_dir: dir.join("runs").join(id),
-    }
 }
 
 fn engine(work: &Path, bin: &Path) -> RayEngine {
@@ -239,32 +224,6 @@ fn ray_engine_table(bin: &Path) -> String {
     )
 }
 
-/// Each hypothesis recorded once; the gain is the only keep and the only commit on the trunk;
-/// each row's runs are in runs.jsonl; nothing left in the tree or under refs/ratchet/trials.
-fn check_trunk(t: &TestRepo, base: &str) {
-    assert_eq!(support::queue::names(t), QUEUE, "{:?}", t.rows());
-    let rows = t.rows();
-    for r in &rows {
-        let keep = r["status"] == "keep";
-        assert_eq!(keep, r["hypothesis"].starts_with("01"), "{rows:?}");
-        let n = t.runs().iter().filter(|x| x["experiment"] == r["id"].as_str()).count();
-        assert_eq!(n.to_string(), r["runs"], "{r:?}");
-    }
-    t.check_kept_chain(base);
-    assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=10\nFAKE_LATENCY_MS=5\n#b\n#c\n");
-    assert_eq!(t.git(&["status", "--porcelain"]), "");
-    assert_eq!(t.git(&["for-each-ref", "refs/ratchet/trials/"]), "", "trial refs are cleaned up");
-}
-
-/// The trials' results (trial.json) under .ratchet/trials.
-fn trial_results(t: &TestRepo) -> Vec<serde_json::Value> {
-    let Ok(dirs) = std::fs::read_dir(t.path().join(".ratchet/trials")) else { return vec![] };
-    dirs.flatten()
-        .filter_map(|d| std::fs::read_to_string(d.path().join("trial.json")).ok())
-        .map(|s| serde_json::from_str(&s).unwrap())
-        .collect()
-}
-
 #[test]
 fn a_sweep_through_ray_runs_each_trial_as_a_job_with_its_own_gpu() {
     let Some((_turn, bin)) = cluster_turn() else { return };
@@ -286,11 +245,7 @@ fn a_sweep_through_ray_runs_each_trial_as_a_job_with_its_own_gpu() {
     check_trunk(&t, &base);
     let results = trial_results(&t);
     assert_eq!(results.len(), QUEUE.len(), "{results:?}");
-    for r in &results {
-        let cvd = r["device_env"]["CUDA_VISIBLE_DEVICES"].as_str().unwrap_or_else(|| panic!("no CUDA_VISIBLE_DEVICES: {r}"));
-        assert!(!cvd.is_empty() && !cvd.contains(','), "one GPU per trial: {r}");
-        assert!(r["slot"].is_null(), "{r}");
-    }
+    assert_one_gpu_each(&results);
     assert!(t.runs().iter().all(|r| r["meta"]["via"] == "ray"), "the controller's environment reached the benchmark");
     let jobs = our_jobs(&bin, &t);
     assert_eq!(jobs.len(), QUEUE.len(), "one job per trial: {jobs:?}");

@@ -4,28 +4,13 @@
 //! The error paths run everywhere, with stand-in Slurm commands.
 
 use crate::support;
+use support::{trial_spec as trial, write_script};
 
 use ratchet::config::Config;
 use ratchet::scale::engine::{Engine, JobHandle, JobState, TrialSpec};
 use ratchet::scale::slurm::{SlurmEngine, SlurmOptions};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-fn trial(dir: &Path, id: &str) -> TrialSpec {
-    TrialSpec {
-        id: id.into(),
-        repo: dir.join("repo"),
-        incumbent: "a".repeat(40),
-        candidate: "b".repeat(40),
-        out_dir: dir.join("runs").join(id),
-    }
-}
-
-fn write_script(path: &Path, body: &str) {
-    std::fs::write(path, body).unwrap();
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
 
 fn engine(work: &Path) -> SlurmEngine {
     let mut o = SlurmOptions::new(work);

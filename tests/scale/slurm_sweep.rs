@@ -11,39 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use support::queue::{repo, QUEUE};
+use support::queue::{assert_one_gpu_each, check_trunk, repo, trial_results, QUEUE};
 use support::TestRepo;
-
-/// Each hypothesis recorded once; the trunk is the base plus the kept commits, each decided
-/// against the head it merged onto; nothing left in the tree or under refs/ratchet/trials.
-fn check_trunk(t: &TestRepo, base: &str) {
-    let rows = t.rows();
-    let mut names: Vec<String> = rows.iter().map(|r| r["hypothesis"].split('@').next().unwrap().to_string()).collect();
-    names.sort();
-    assert_eq!(names, QUEUE, "{rows:?}");
-    let by = |n: &str| rows.iter().find(|r| r["hypothesis"].starts_with(n)).unwrap().clone();
-    assert_eq!(by("01")["status"], "keep", "{rows:?}");
-    assert_ne!(by("02")["status"], "keep", "{rows:?}");
-    assert_ne!(by("03")["status"], "keep", "{rows:?}");
-    t.check_kept_chain(base);
-    assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=10\nFAKE_LATENCY_MS=5\n#b\n#c\n");
-    assert_eq!(t.git(&["status", "--porcelain"]), "");
-    assert_eq!(t.git(&["for-each-ref", "refs/ratchet/trials/"]), "", "trial refs are cleaned up");
-    let runs = t.runs();
-    for r in &rows {
-        let n = runs.iter().filter(|x| x["experiment"] == r["id"].as_str()).count();
-        assert_eq!(n.to_string(), r["runs"], "{r:?}");
-    }
-}
-
-/// The trials' results (trial.json) under .ratchet/trials.
-fn trial_results(t: &TestRepo) -> Vec<serde_json::Value> {
-    let Ok(dirs) = std::fs::read_dir(t.path().join(".ratchet/trials")) else { return vec![] };
-    dirs.flatten()
-        .filter_map(|d| std::fs::read_to_string(d.path().join("trial.json")).ok())
-        .map(|s| serde_json::from_str(&s).unwrap())
-        .collect()
-}
 
 /// This repository's jobs that Slurm still lists as pending or running (their batch script is
 /// under the repository's .ratchet/slurm).
@@ -97,10 +66,8 @@ fn a_sweep_through_slurm_runs_each_trial_as_a_job_with_its_own_gpu() {
     // on the GPU Slurm bound it to (CUDA_VISIBLE_DEVICES from --gres=gpu:1), on no local slot.
     let results = trial_results(&t);
     assert_eq!(results.len(), QUEUE.len(), "{results:?}");
+    assert_one_gpu_each(&results);
     for r in &results {
-        let cvd = r["device_env"]["CUDA_VISIBLE_DEVICES"].as_str().unwrap_or_else(|| panic!("no CUDA_VISIBLE_DEVICES: {r}"));
-        assert!(!cvd.is_empty() && !cvd.contains(','), "one GPU per trial: {r}");
-        assert!(r["slot"].is_null(), "{r}");
         let dir = t.path().join(".ratchet/trials").join(r["id"].as_str().unwrap());
         assert!(dir.join("slurm.out").exists() && dir.join("slurm.err").exists(), "{}", dir.display());
     }

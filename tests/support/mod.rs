@@ -93,6 +93,25 @@ pub fn alive_pids(pids: &[i32]) -> Vec<i32> {
         .collect()
 }
 
+/// An executable script at `path` (a fake worker or launcher for the engine tests).
+pub fn write_script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, body).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A trial `id` whose run directory is `dir/runs/<id>`, for the engine tests (its commits are
+/// never checked out: the engines only start the worker they are given).
+pub fn trial_spec(dir: &Path, id: &str) -> ratchet::scale::engine::TrialSpec {
+    ratchet::scale::engine::TrialSpec {
+        id: id.into(),
+        repo: dir.join("repo"),
+        incumbent: "a".repeat(40),
+        candidate: "b".repeat(40),
+        out_dir: dir.join("runs").join(id),
+    }
+}
+
 pub fn fake_bench() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_bench.py")
 }

@@ -34,3 +34,42 @@ pub fn names(t: &TestRepo) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Each hypothesis recorded once; the gain is the only keep, the trunk is the base plus it,
+/// decided against the head it merged onto; each row's runs are in runs.jsonl; nothing left in
+/// the tree or under refs/ratchet/trials.
+pub fn check_trunk(t: &TestRepo, base: &str) {
+    let rows = t.rows();
+    assert_eq!(names(t), QUEUE, "{rows:?}");
+    let by = |n: &str| rows.iter().find(|r| r["hypothesis"].starts_with(n)).unwrap().clone();
+    assert_eq!(by("01")["status"], "keep", "{rows:?}");
+    assert_ne!(by("02")["status"], "keep", "{rows:?}");
+    assert_ne!(by("03")["status"], "keep", "{rows:?}");
+    t.check_kept_chain(base);
+    assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=10\nFAKE_LATENCY_MS=5\n#b\n#c\n");
+    assert_eq!(t.git(&["status", "--porcelain"]), "");
+    assert_eq!(t.git(&["for-each-ref", "refs/ratchet/trials/"]), "", "trial refs are cleaned up");
+    let runs = t.runs();
+    for r in &rows {
+        let n = runs.iter().filter(|x| x["experiment"] == r["id"].as_str()).count();
+        assert_eq!(n.to_string(), r["runs"], "{r:?}");
+    }
+}
+
+/// The trials' results (trial.json) under .ratchet/trials.
+pub fn trial_results(t: &TestRepo) -> Vec<serde_json::Value> {
+    let Ok(dirs) = std::fs::read_dir(t.path().join(".ratchet/trials")) else { return vec![] };
+    dirs.flatten()
+        .filter_map(|d| std::fs::read_to_string(d.path().join("trial.json")).ok())
+        .map(|s| serde_json::from_str(&s).unwrap())
+        .collect()
+}
+
+/// Every trial measured on one GPU its engine bound (CUDA_VISIBLE_DEVICES), on no local slot.
+pub fn assert_one_gpu_each(results: &[serde_json::Value]) {
+    for r in results {
+        let cvd = r["device_env"]["CUDA_VISIBLE_DEVICES"].as_str().unwrap_or_else(|| panic!("no CUDA_VISIBLE_DEVICES: {r}"));
+        assert!(!cvd.is_empty() && !cvd.contains(','), "one GPU per trial: {r}");
+        assert!(r["slot"].is_null(), "{r}");
+    }
+}
