@@ -162,6 +162,10 @@ pub struct WorkerArgs {
     /// The noise scale to borrow (SD,DF of one pair's log-ratio), as the controller's history gives it.
     #[arg(long, value_name = "SD,DF")]
     pub noise_scale: Option<String>,
+    /// The history's spread of the pairs' log-sums (SD,DF), read by the variance guard beside
+    /// --noise-scale.
+    #[arg(long, value_name = "SD,DF")]
+    pub sums_scale: Option<String>,
     /// A stale winner's recheck (recorded; it decides with the same rule as any trial).
     #[arg(long)]
     pub recheck: bool,

@@ -25,8 +25,8 @@ pub struct DecisionRecord {
     pub borrowed: Option<NoiseScale>,
     #[serde(default)]
     pub sums: Option<NoiseScale>,
-    /// Whether the pairs' log-sums entered the variance guard (the serial loop's; a parallel
-    /// trial's decision reads the log-ratios alone).
+    /// Whether the pairs' log-sums entered the variance guard (they do, except in a parallel
+    /// trial measured by an older worker, which recorded none).
     pub with_sums: bool,
     /// How a pair becomes a log-ratio: the metric's direction and its elasticity to latency.
     pub direction: Direction,

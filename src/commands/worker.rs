@@ -16,8 +16,13 @@ pub fn run(repo: Option<&Path>, a: &WorkerArgs) -> Result<()> {
     crate::signals::install()?;
     let cwd = std::env::current_dir()?;
     let abs = |p: &Path| if p.is_absolute() { p.to_path_buf() } else { cwd.join(p) };
-    let noise_scale =
-        a.noise_scale.as_deref().map(worker::parse_noise).transpose().map_err(|e| Error::usage(format!("--noise-scale: {e}")))?;
+    let scale = |arg: &Option<String>, flag: &str| {
+        arg.as_deref().map(worker::parse_noise).transpose().map_err(|e| Error::usage(format!("{flag}: {e}")))
+    };
+    let (noise_scale, sums_scale) = (scale(&a.noise_scale, "--noise-scale")?, scale(&a.sums_scale, "--sums-scale")?);
+    if sums_scale.is_some() && noise_scale.is_none() {
+        return Err(Error::usage("--sums-scale is read beside a borrowed scale: give --noise-scale too"));
+    }
     let opts = WorkerOptions {
         repo: abs(repo),
         incumbent: a.incumbent.clone(),
@@ -27,6 +32,7 @@ pub fn run(repo: Option<&Path>, a: &WorkerArgs) -> Result<()> {
         config: a.config.as_deref().map(abs),
         pairs: a.pairs,
         noise_scale,
+        sums_scale,
         recheck: a.recheck,
         deep: a.deep,
         work: None,

@@ -62,7 +62,7 @@ pub(super) fn end_text(e: &TrialEnd) -> String {
 /// used) and asked to decide on the trial's pairs.
 pub(super) fn assess(cfg: &Config, opts: &SweepOptions, h: &Hypothesis, spec: &TrialSpec, result: TrialResult) -> Result<Assessed> {
     let pairs = h.pairs.or(opts.pairs);
-    let seq = super::worker::stopping_rule(cfg, pairs, result.noise_scale);
+    let seq = super::worker::stopping_rule(cfg, pairs, result.noise_scale, result.sums_scale);
     if serde_json::to_value(&seq.params).expect("params serialize") != result.params {
         return Err(Error::failure(format!(
             "trial {} was measured with another stopping rule than this ratchet.toml gives ({})",
@@ -72,8 +72,12 @@ pub(super) fn assess(cfg: &Config, opts: &SweepOptions, h: &Hypothesis, spec: &T
         .hint("ratchet.toml changed while the sweep ran; restore it, or delete the trial's directory to run it again"));
     }
     let records = TrialResult::records(&spec.out_dir)?;
+    // The log-sums enter as the worker's guard read them: one per pair of each phase (a worker
+    // of an older build wrote none; its guard read the log-ratios alone).
+    let with_sums = result.main_sums.len() == result.main.len() && result.confirm_sums.len() == result.confirm.len();
+    let sums = if with_sums { (&result.main_sums[..], &result.confirm_sums[..]) } else { (&[][..], &[][..]) };
     let ended = match &result.end {
-        TrialEnd::Decided => match seq.next(&result.main, &result.confirm) {
+        TrialEnd::Decided => match seq.next_runs(&result.main, &result.confirm, sums.0, sums.1) {
             Next::Done(d) => Ended::Decided(d),
             Next::Measure { .. } => {
                 return Err(Error::failure(format!(
@@ -108,10 +112,9 @@ pub(super) fn assess(cfg: &Config, opts: &SweepOptions, h: &Hypothesis, spec: &T
         wall_s: result.wall_s,
     };
     let (row, decision) = experiment::summarize(&ctx, &records, ended);
-    // A trial's decision reads the log-ratios alone (`Sequential::next`), from its own runs.
     let rule = decision.as_ref().map(|_| crate::replay::DecisionRecord {
         trial: spec.out_dir.file_name().map(|n| n.to_string_lossy().into_owned()),
-        ..crate::replay::DecisionRecord::new(0, &row.commit, &seq, cfg.score.direction(), ctx.elasticity, false)
+        ..crate::replay::DecisionRecord::new(0, &row.commit, &seq, cfg.score.direction(), ctx.elasticity, with_sums)
     });
     Ok(Assessed { row, decision, result, rule })
 }

@@ -34,7 +34,7 @@ pub fn worker_argv(
     spec: &TrialSpec,
     config: &Path,
     pairs: Option<u32>,
-    noise: Option<crate::stats::sequential::NoiseScale>,
+    noise: Option<&crate::stats::sequential::Borrowed>,
     recheck: bool,
     deep: bool,
 ) -> Vec<String> {
@@ -57,8 +57,13 @@ pub fn worker_argv(
     if let Some(p) = pairs {
         v.extend(["--pairs".into(), p.to_string()]);
     }
-    if let Some(n) = noise {
-        v.extend(["--noise-scale".into(), format!("{},{}", n.sd, n.df)]);
+    // Display writes the shortest text that parses back to the same f64: the worker borrows
+    // exactly the history's figures.
+    if let Some(b) = noise {
+        v.extend(["--noise-scale".into(), format!("{},{}", b.scale.sd, b.scale.df)]);
+        if let Some(s) = b.sums {
+            v.extend(["--sums-scale".into(), format!("{},{}", s.sd, s.df)]);
+        }
     }
     if recheck {
         v.push("--recheck".into());
@@ -498,9 +503,16 @@ impl<'a> Controller<'a> {
         // use their own spread only. Never a scale pooled over other devices.
         let noise = engine
             .next_device()
-            .and_then(|d| history::estimate(&history::load(&self.state_dir, &device_history_key(self.cfg, &d)).entries));
-        let argv =
-            worker_argv(&self.exe, &spec, &self.config_path, h.pairs.or(self.opts.pairs), noise, recheck, h.deep.unwrap_or(self.opts.deep));
+            .and_then(|d| history::borrowed(&history::load(&self.state_dir, &device_history_key(self.cfg, &d)).entries));
+        let argv = worker_argv(
+            &self.exe,
+            &spec,
+            &self.config_path,
+            h.pairs.or(self.opts.pairs),
+            noise.as_ref(),
+            recheck,
+            h.deep.unwrap_or(self.opts.deep),
+        );
         // Journaled before it is submitted, and its handle before it is waited on.
         self.journal.trials.push(Tracked {
             spec: spec.clone(),
@@ -737,7 +749,10 @@ impl<'a> Controller<'a> {
         finish_recording(self.repo(), &self.ws.store, &mut self.journal, &rec)?;
         if a.decision.is_some() {
             let key = device_history_key(self.cfg, &device_of(&a.result));
-            if let Some(e) = history::entry(&row.time, &format!("experiment {}", row.id), &[&a.result.main, &a.result.confirm]) {
+            let r = &a.result;
+            if let Some(e) =
+                history::entry_runs(&row.time, &format!("experiment {}", row.id), &[(&r.main, &r.main_sums), (&r.confirm, &r.confirm_sums)])
+            {
                 if let Err(err) = history::record(&self.state_dir, &key, e) {
                     fx.note(format!("could not record the noise history: {}", err.message));
                 }

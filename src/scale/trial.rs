@@ -61,10 +61,20 @@ pub struct TrialResult {
     pub pairs: Option<u32>,
     /// The borrowed noise scale the stopping rule used, if any.
     pub noise_scale: Option<NoiseScale>,
+    /// The history's spread of the log-sums the variance guard read beside it, if any.
+    #[serde(default)]
+    pub sums_scale: Option<NoiseScale>,
     pub end: TrialEnd,
     /// Log-ratios (speed-up terms) of the main phase's pairs and of the confirmation's.
     pub main: Vec<f64>,
     pub confirm: Vec<f64>,
+    /// Each pair's log-sum (`stats::sequential::log_sums`), phase by phase: the guard's second
+    /// reading of the noise, which the decision and the noise history use as the serial loop
+    /// does.
+    #[serde(default)]
+    pub main_sums: Vec<f64>,
+    #[serde(default)]
+    pub confirm_sums: Vec<f64>,
     /// Benchmark processes run (`runs.jsonl` lines).
     pub runs: usize,
 }
@@ -90,9 +100,12 @@ impl TrialResult {
             recheck: false,
             pairs: None,
             noise_scale: None,
+            sums_scale: None,
             end: TrialEnd::Decided,
             main: vec![],
             confirm: vec![],
+            main_sums: vec![],
+            confirm_sums: vec![],
             runs: 0,
         }
     }

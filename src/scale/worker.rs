@@ -35,6 +35,9 @@ pub struct WorkerOptions {
     pub config: Option<PathBuf>,
     pub pairs: Option<u32>,
     pub noise_scale: Option<NoiseScale>,
+    /// The history's spread of the pairs' log-sums (`--sums-scale`), which the variance guard
+    /// reads beside the log-ratios, as in the serial loop.
+    pub sums_scale: Option<NoiseScale>,
     pub recheck: bool,
     pub deep: bool,
     /// Work directory (default: `$RATCHET_WORKER_DIR`, else `<out>/work`).
@@ -44,8 +47,8 @@ pub struct WorkerOptions {
 /// The stopping rule of a trial: the serial loop's sequential procedure, for a stale winner's
 /// recheck too. Its minimum effect and levels are what bound a keep of a gain that another keep
 /// made vanish or shrink (a lighter look, at 5% for any gain > 0, kept 5% of vanished gains).
-pub fn stopping_rule(cfg: &Config, pairs: Option<u32>, noise: Option<NoiseScale>) -> Sequential {
-    Sequential::new(cfg.decision.params(pairs)).with_history(noise.map(Borrowed::new))
+pub fn stopping_rule(cfg: &Config, pairs: Option<u32>, noise: Option<NoiseScale>, sums: Option<NoiseScale>) -> Sequential {
+    Sequential::new(cfg.decision.params(pairs)).with_history(noise.map(|n| Borrowed::new(n).with_sums(sums)))
 }
 
 /// Parse `SD,DF` (the `--noise-scale` argument).
@@ -96,7 +99,7 @@ pub fn run(o: &WorkerOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Resu
     if let Some(p) = o.pairs.filter(|&p| !(2..=crate::config::MAX_PAIRS).contains(&p)) {
         return Err(Error::usage(format!("--pairs {p}: must be between 2 and {}", crate::config::MAX_PAIRS)));
     }
-    let seq = stopping_rule(&cfg, o.pairs, o.noise_scale);
+    let seq = stopping_rule(&cfg, o.pairs, o.noise_scale, o.sums_scale);
     let elasticity = crate::stats::elasticity(cfg.score.metric);
     let python_dir = crate::pyhelper::install(&state_dir)?;
     crate::bench::infra::preflight(&cfg, &cand_dir, &state_dir, &python_dir)?;
@@ -122,11 +125,10 @@ pub fn run(o: &WorkerOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Resu
     }
     .start(2 * seq.max_measured_pairs());
     let measured = crate::experiment::drive(session, &seq, cfg.score.direction(), elasticity, false);
-    let (records, ended, (main, confirm)) = match measured {
-        // The sums are not shipped in trial.json: the controller records the log-ratios only.
-        Ok((records, ended, batches, _)) => (records, ended, batches),
+    let (records, ended, (main, confirm), (main_sums, confirm_sums)) = match measured {
+        Ok(m) => m,
         Err(e) if crate::bench::infra::says_no_space(&e.to_string()) => {
-            (vec![], Ended::Stopped(Stop::Infrastructure(e.to_string())), (vec![], vec![]))
+            (vec![], Ended::Stopped(Stop::Infrastructure(e.to_string())), (vec![], vec![]), (vec![], vec![]))
         }
         Err(e) => return Err(e),
     };
@@ -166,9 +168,12 @@ pub fn run(o: &WorkerOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Resu
         recheck: o.recheck,
         pairs: o.pairs,
         noise_scale: o.noise_scale,
+        sums_scale: o.sums_scale,
         end,
         main,
         confirm,
+        main_sums,
+        confirm_sums,
         runs: records.len(),
     };
     if throwaway {

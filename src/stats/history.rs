@@ -330,7 +330,7 @@ mod tests {
         // The 3x outlier pair is trimmed from both; 8 successive differences of 0.02 remain.
         assert_eq!((e.trimmed, e.sum_df), (1, 8.0));
         assert!((e.sum_ss - 8.0 * 0.0004 / 2.0).abs() < 1e-15, "{e:?}");
-        // Without sums (a parallel sweep's worker): the log-ratios' spread alone.
+        // Without sums (a history written before they were recorded): the log-ratios' spread alone.
         let plain = entry("t", "x", &[&d]).unwrap();
         assert_eq!((plain.sum_ss, plain.sum_df, plain.ss), (0.0, 0.0, e.ss));
     }

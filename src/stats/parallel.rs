@@ -15,7 +15,7 @@
 //! comparison ever spans two devices.
 
 use super::rng::Rng;
-use super::sequential::{Borrowed, Sequential};
+use super::sequential::Sequential;
 use super::simulate::{calibrated_scale, decide_on, session, Scenario};
 use super::Verdict;
 
@@ -154,9 +154,9 @@ pub fn measure(seq: &Sequential, plan: &ParallelPlan, slot: usize, effect: f64, 
     let scale = calibrated_scale(&device, &mut rng);
     // Every trial, a stale winner's recheck too, decides with the serial loop's rule: its
     // minimum effect and levels are what bound a keep of a gain another keep made vanish.
-    // A parallel sweep's worker is handed the log-ratios' scale only (`--noise-scale sd:df`), so
-    // its guard sees the log-ratios alone, as here.
-    let seq = seq.clone().with_history(scale.map(|b| Borrowed { sums: None, ..b }));
+    // A worker is handed the device history's scale and its log-sums' spread (`--noise-scale`,
+    // `--sums-scale`), as the serial loop borrows them.
+    let seq = seq.clone().with_history(scale);
     let states = session(&device, 2 * seq.max_measured_pairs() + 2, device.jump, &mut rng);
     let (d, pos) = decide_on(&seq, &states, effect);
     (d.verdict, pos as u64)

@@ -38,6 +38,9 @@ struct Inline {
     /// before it has seen the last one finish.
     die_after: Option<(usize, Cancel)>,
     finished: usize,
+    /// Name this host as the next trial's device (as a local slot does), so trials borrow the
+    /// device's noise history; `false`: a cluster's unknown node, no history.
+    borrows: bool,
 }
 
 impl Engine for Inline {
@@ -46,6 +49,9 @@ impl Engine for Inline {
     }
     fn capacity(&self) -> usize {
         self.capacity
+    }
+    fn next_device(&self) -> Option<String> {
+        self.borrows.then(ratchet::stats::history::host)
     }
     fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
         let mut hs = vec![];
@@ -71,6 +77,7 @@ impl Engine for Inline {
             config: arg("--config").map(Into::into),
             pairs: arg("--pairs").map(|p| p.parse().unwrap()),
             noise_scale: arg("--noise-scale").map(|s| worker::parse_noise(&s).unwrap()),
+            sums_scale: arg("--sums-scale").map(|s| worker::parse_noise(&s).unwrap()),
             recheck: argv.iter().any(|a| a == "--recheck"),
             deep: false,
             work: None,
@@ -135,6 +142,7 @@ fn a_trial_finished_before_the_controller_stopped_is_decided_from_its_run_direct
             argvs: vec![],
             die_after: Some((2, cancel.clone())),
             finished: 0,
+            borrows: false,
         };
         let err = ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, cancel))
             .unwrap_err();
@@ -143,7 +151,8 @@ fn a_trial_finished_before_the_controller_stopped_is_decided_from_its_run_direct
     }
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0 };
+    let mut engine =
+        Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0, borrows: false };
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
     // 02's finished trial was not run again: only its recheck against 01 was.
@@ -167,7 +176,8 @@ fn the_second_winner_is_rechecked_against_the_new_head_then_merges_on_top() {
 
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0 };
+    let mut engine =
+        Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0, borrows: false };
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
 
@@ -198,7 +208,7 @@ fn the_second_winner_is_rechecked_against_the_new_head_then_merges_on_top() {
     let rule = ratchet::replay::records(&ws.store).unwrap().into_iter().find(|d| d.id == out.rows[1].id).unwrap();
     let trials: Vec<_> = runs.iter().filter(|x| x.experiment == out.rows[1].id.to_string()).filter_map(|x| x.trial.clone()).collect();
     assert_eq!(rule.trial.as_ref(), trials.last(), "{rule:?}");
-    assert!(trials.iter().any(|t| Some(t) != rule.trial.as_ref()) && !rule.with_sums, "{trials:?}");
+    assert!(trials.iter().any(|t| Some(t) != rule.trial.as_ref()) && rule.with_sums, "{trials:?}");
     // The trunk: both kept commits, merged once each, on top of each other; the tree matches.
     let log = git_in(dir, &["log", "--format=%s", &format!("{base}..HEAD")]);
     assert_eq!(log.lines().collect::<Vec<_>>(), ["02-faster", "01-half"]);
@@ -222,7 +232,8 @@ fn a_trial_started_while_a_recheck_runs_is_measured_on_its_candidate_and_merges_
     let base = setup(dir, &[("01-half", 0, 0.5), ("02-faster", 1, 0.8), ("03-faster", 2, 0.8)]);
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0 };
+    let mut engine =
+        Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0, borrows: false };
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
     // 01 and 02 win against the base; 01 merges, 02 is rechecked on 01. 03 starts while that
@@ -255,7 +266,7 @@ fn a_recheck_not_kept_sends_the_winners_measured_on_its_candidate_back_to_the_he
     });
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec, argvs: vec![], die_after: None, finished: 0 };
+    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec, argvs: vec![], die_after: None, finished: 0, borrows: false };
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
     let row = |m: &str| out.rows.iter().find(|r| r.message == m).unwrap();
@@ -274,6 +285,46 @@ fn a_recheck_not_kept_sends_the_winners_measured_on_its_candidate_back_to_the_he
     for r in &out.rows {
         assert_eq!(runs.iter().filter(|x| x.experiment == r.id.to_string()).count() as u32, r.runs, "{}", r.message);
     }
+}
+
+#[test]
+fn trials_borrow_the_devices_history_with_its_log_sums_as_the_serial_loop_does() {
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    // One slot, so each trial starts after the one before it entered the history.
+    let hyps = [("01-faster", 0, 0.8), ("02-slower", 1, 1.25), ("03-slower", 1, 1.3), ("04-slower", 2, 1.25), ("05-faster", 2, 0.8)];
+    setup(dir, &hyps);
+    let mut events: Vec<Event> = vec![];
+    let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+    let mut engine =
+        Inline { capacity: 1, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0, borrows: true };
+    let out =
+        ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    assert_eq!(out.rows.iter().map(|r| r.status.as_str()).collect::<Vec<_>>(), ["keep", "revert", "revert", "revert", "keep"]);
+    // Every decided trial entered the device's history with its log-sums' spread beside its
+    // log-ratios', as the serial loop's experiments do.
+    let noise: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(".ratchet/noise.json")).unwrap()).unwrap();
+    let entries: Vec<&serde_json::Value> =
+        noise["benchmarks"].as_array().unwrap().iter().flat_map(|b| b["entries"].as_array().unwrap()).collect();
+    assert_eq!(entries.len(), 5, "{noise}");
+    assert!(entries.iter().all(|e| e["sum_df"].as_f64().unwrap() > 0.0), "{noise}");
+    // Once the history holds enough, a worker is handed both scales, its guard reads both, and
+    // the decision is rebuilt from the same pairs and sums.
+    let borrowing: Vec<usize> = (0..engine.argvs.len()).filter(|&i| engine.argvs[i].iter().any(|a| a == "--sums-scale")).collect();
+    assert!(!borrowing.is_empty() && borrowing.iter().all(|&i| engine.argvs[i].iter().any(|a| a == "--noise-scale")), "{:?}", engine.argvs);
+    let last = engine.argvs.len() - 1;
+    assert!(borrowing.contains(&last), "the last trial borrows: {:?}", engine.argvs[last]);
+    let arg = |k: &str| engine.argvs[last].iter().position(|a| a == k).map(|i| worker::parse_noise(&engine.argvs[last][i + 1]).unwrap());
+    let trial = ratchet::scale::trial::TrialResult::read(&dir.join(".ratchet/trials").join(format!("t{}", last + 1))).unwrap().unwrap();
+    assert_eq!((trial.noise_scale, trial.sums_scale), (arg("--noise-scale"), arg("--sums-scale")));
+    assert!(!trial.main_sums.is_empty() && trial.main_sums.len() == trial.main.len() && trial.confirm_sums.len() == trial.confirm.len());
+    let records = ratchet::replay::records(&ws.store).unwrap();
+    let rule = records.iter().find(|r| r.id == out.rows[4].id).unwrap();
+    assert!(rule.with_sums && rule.sums == trial.sums_scale && rule.borrowed == trial.noise_scale, "{rule:?}");
+    let refs: Vec<_> = out.rows.iter().collect();
+    let replayed = ratchet::commands::replay::report(&refs, &ws.store.runs().unwrap(), &records);
+    assert_eq!((replayed.same, replayed.differ, replayed.cannot), (5, 0, 0), "{}", replayed.body);
 }
 
 /// An engine whose polls fail (as a scheduler that times out would) from the `from`-th poll on,
@@ -314,7 +365,8 @@ fn flaky_sweep(dir: &Path, grace_s: f64, from: usize, failures: usize) -> (Resul
     git_in(dir, &["commit", "-qam", "poll grace"]);
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let inner = Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0 };
+    let inner =
+        Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0, borrows: false };
     let mut engine = Flaky { inner, polls: 0, from, failures };
     let out = ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new()));
     (out, events)

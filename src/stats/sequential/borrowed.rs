@@ -38,8 +38,7 @@ pub struct Borrowed {
     /// bound is below the minimum effect.
     pub confirm_beta: f64,
     /// The history's spread of the pairs' log-sums ([`sum_spread`]); `None` (a noise history
-    /// written before the sum guard existed, or a parallel sweep's worker): the guard sees the
-    /// log-ratios alone.
+    /// written before the sum guard existed): the guard sees the log-ratios alone.
     pub sums: Option<NoiseScale>,
     /// When a confirmation look's own spread is above the history's at this F level (the noise
     /// has jumped, so the first phase's borrowed look was too lenient), a pass of the
