@@ -191,6 +191,7 @@ impl<'a> Session<'a> {
             state_dir: self.state_dir,
             python_dir: self.python_dir,
             deep: self.deep,
+            pair: tag.map(|(phase, i)| (phase.as_str(), i)),
         };
         let mut rec = bench::measure_with(self.exec, self.cfg, &ctx, &self.cancel)?;
         if let Some((phase, i)) = tag {

@@ -13,13 +13,13 @@ iteration noise. The models are those of
   jump15, jump3, jump10
              CV 1% while calibrating, 1.5x / 3x / 10x that in experiments
   t3jump3    t3 tails, 3x in experiments
-  boundary3  3x from the experiment's confirmation on (read from the last run recorded in
-             $SPOT_DIR/results/runs.jsonl, so the confirmation's first run is still quiet)
+  boundary3  3x from the experiment's confirmation on (ratchet's RATCHET_PHASE), from its
+             first run
   rising     CV 1% at each experiment's first run, growing by 5% of that per run
   trend      cv1 x a throttling trend: 0.3% slower per run of the experiment
 
 SPOT_STAGE=calibrate marks the calibration's runs (the history's noise)."""
-import importlib.util, json, math, os, random, sys
+import importlib.util, math, os, random, sys
 
 JUMPS = {"jump15": 1.5, "jump3": 3.0, "jump10": 10.0, "t3jump3": 3.0}
 MODELS = {"cv1", "warmup", "bimodal", "ar05", "ar08", "t3", "rising", "trend", "boundary3"} | set(JUMPS)
@@ -43,14 +43,8 @@ def t3():
 
 
 def in_confirmation():
-    # The phase of this experiment's previous run: the benchmark is not told its own.
-    if run == 0:
-        return False
-    with open(os.path.join(os.environ["SPOT_DIR"], "results", "runs.jsonl"), "rb") as f:
-        f.seek(0, 2)
-        f.seek(max(0, f.tell() - 65536))
-        last = f.read().splitlines()[-1]
-    return json.loads(last).get("phase") == "confirmation"
+    # ratchet tells each run its phase, so the jump starts exactly at the boundary.
+    return os.environ.get("RATCHET_PHASE") == "confirmation"
 
 
 cv, factor = 0.01, 1.0

@@ -198,6 +198,9 @@ pub struct RunContext<'a> {
     /// Directory holding `ratchet_bench.py`, prepended to PYTHONPATH.
     pub python_dir: &'a Path,
     pub deep: bool,
+    /// The phase (`main` or `confirmation`) and the pair within it this run measures, told to
+    /// the benchmark; `None` for a run outside the pairs.
+    pub pair: Option<(&'static str, usize)>,
 }
 
 /// The (incumbent, candidate) values of an experiment's pairs, read from its run records as
@@ -264,6 +267,10 @@ pub fn measure_with(
         ("RATCHET_TRACE_MODE".into(), cfg.trace.depth.as_str().into()),
         ("PYTHONPATH".into(), py),
     ]);
+    if let Some((phase, i)) = ctx.pair {
+        env.push(("RATCHET_PHASE".into(), phase.into()));
+        env.push(("RATCHET_PAIR".into(), i.to_string()));
+    }
     // Read once: the figures the benchmark is told are the ones its run is judged by.
     let hw = cfg.hardware();
     if let Some(hw) = &hw {

@@ -66,6 +66,7 @@ pub fn measure_once(exec: &mut Writes, cfg: &Config) -> RunRecord {
         state_dir: &state,
         python_dir: d.path(),
         deep: false,
+        pair: None,
     };
     measure(exec, cfg, &ctx).unwrap()
 }
