@@ -116,19 +116,6 @@ fn worker_logs(t: &TestRepo) -> String {
         .join("\n")
 }
 
-/// Processes still running in the repository's tree (a worker, its benchmark, a checkout's
-/// shell): none may outlive the sweep.
-fn processes_in(t: &TestRepo) -> Vec<String> {
-    let root = t.path().canonicalize().unwrap();
-    let Ok(rd) = std::fs::read_dir("/proc") else { return vec![] };
-    rd.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| support::alive_pids(&[pid]) == [pid])
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(&root)))
-        .map(|pid| format!("{pid}: {}", std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default().replace('\0', " ")))
-        .collect()
-}
-
 /// A worker killed with SIGKILL at each step of its trial, once: making its slot's git
 /// directory, between its two checkouts, as a benchmark run starts, with its runs written but
 /// not its result, and just after its result. Each time every hypothesis is decided (the trial
@@ -158,7 +145,7 @@ fn a_local_worker_killed_at_any_step_of_its_trial_is_run_again() {
         assert_eq!(t.rows().iter().find(|r| r["hypothesis"].starts_with("01")).unwrap()["status"], "keep", "{point}");
         t.check_kept_chain(&base);
         assert!(t.live_workers().is_empty(), "{point}");
-        assert_eq!(processes_in(&t), Vec::<String>::new(), "{point}");
+        assert_eq!(t.processes_in_tree(), Vec::<String>::new(), "{point}");
     }
 }
 
