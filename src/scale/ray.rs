@@ -109,7 +109,7 @@ impl RayEngine {
         let e = Error::new(Kind::Infrastructure, format!("ray engine: `ray {call}` failed ({}): {}", out.how(), last_line(out)));
         if unreachable(out) {
             e.hint(format!(
-                "no Ray job server answers at {}: check that the cluster runs (`ray status`) and that [engine] address names its dashboard; the sweep resumes when it answers",
+                "no Ray job server answers at {}: check that the cluster runs (`ray status`) and that [engine] address names its dashboard; once it answers, run the sweep again to resume it (finished trials are kept)",
                 self.opts.address
             ))
         } else {
@@ -353,7 +353,10 @@ fn last_line(out: &Output) -> String {
 /// Whether a failed `ray` call says no job server answered.
 fn unreachable(out: &Output) -> bool {
     let text = format!("{}{}", out.stderr, out.stdout);
-    ["Failed to connect to Ray", "Connection refused", "Cannot connect", "Max retries exceeded"].iter().any(|m| text.contains(m))
+    // The last is what `ray list jobs` says while the head is down (Ray 2.60).
+    ["Failed to connect to Ray", "Connection refused", "Cannot connect", "Max retries exceeded", "Failed to connect to API server"]
+        .iter()
+        .any(|m| text.contains(m))
 }
 
 /// Whether a failed `ray` call says the job does not exist.

@@ -340,6 +340,35 @@ fn a_ray_head_that_dies_mid_sweep_loses_no_hypothesis_and_leaks_no_job() {
     assert_eq!(t.processes_in_tree(), Vec::<String>::new());
 }
 
+/// The head stays down past `[engine] poll_grace_s`: the sweep stops as on Ctrl-C, with no row
+/// for a trial in flight and nothing of them journaled; once the head is back, the next sweep
+/// runs every hypothesis, each with one row.
+#[test]
+fn a_ray_head_down_past_the_poll_grace_stops_the_sweep_and_the_next_one_resumes() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let t = repo(&format!("{}poll_grace_s = 3\n", ray_engine_table(&bin)));
+    let base = t.head();
+    let mut sweep = t.ratchet();
+    sweep.args(["sweep", "--jobs", "2"]).env("FAKE_SLEEP_S", "0.5").timeout(Duration::from_secs(300));
+    let child = std::thread::spawn(move || sweep.output().unwrap());
+    t.wait_for_workers(2, 120);
+    let stop = Command::new(&bin).args(["stop", "--force"]).output().unwrap();
+    let out = child.join().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let restarted = restart_head(&bin);
+    assert!(stop.status.success(), "ray stop: {}", String::from_utf8_lossy(&stop.stderr));
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("polls failed for") && text.contains("hint: no Ray job server answers at"), "{text}");
+    assert!(t.rows().is_empty(), "no trial in flight was recorded: {:?}", t.rows());
+    assert_eq!(t.processes_in_tree(), Vec::<String>::new());
+    let out = t.ratchet().args(["sweep", "--jobs", "2"]).env("FAKE_SLEEP_S", "0.05").timeout(Duration::from_secs(300)).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "head back after {restarted:?}: {text}");
+    assert!(text.contains("0 already done, 3 to run"), "{text}");
+    check_trunk(&t, &base);
+    assert!(our_jobs(&bin, &t).iter().all(|(_, s)| s == "SUCCEEDED"), "{:?}", our_jobs(&bin, &t));
+}
+
 #[test]
 fn a_killed_controller_leaves_ray_jobs_that_the_next_sweep_reattaches_to() {
     let Some((_turn, bin)) = cluster_turn() else { return };
