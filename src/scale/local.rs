@@ -328,7 +328,8 @@ impl Engine for LocalEngine {
                 Ok(JobState::Running)
             }
             _ => {
-                if let Some(i) = job.slot.filter(|&i| i < self.slots.len()) {
+                // Only a slot no other trial took since: the record there would be its run's.
+                if let Some(i) = job.slot.filter(|&i| i < self.busy.len() && self.busy[i].is_none()) {
                     self.clear_slot(i);
                 }
                 Ok(JobState::Finished)
