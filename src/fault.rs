@@ -24,9 +24,16 @@ pub const POINTS: &[&str] = &[
 /// Points on the revert path only (a kept hypothesis never reaches them).
 pub const REVERT_ONLY: &[&str] = &["mid-revert", "mid-revert-checkout"];
 
-/// Die here if the environment asks for it.
+/// Die here if the environment asks for it. With `RATCHET_FAULT_ONCE=<path>` as well, only the
+/// first process to reach the point dies (the one that creates `<path>`): a parallel sweep's
+/// worker is killed there once, and the trial's retry passes it.
 pub fn point(name: &str) {
     if std::env::var("RATCHET_FAULT").is_ok_and(|v| v == name) {
+        if let Some(once) = std::env::var_os("RATCHET_FAULT_ONCE") {
+            if std::fs::OpenOptions::new().write(true).create_new(true).open(once).is_err() {
+                return;
+            }
+        }
         // SAFETY: raising a signal on ourselves; SIGKILL cannot be caught, so nothing runs after.
         unsafe {
             libc::raise(libc::SIGKILL);

@@ -98,6 +98,11 @@ impl<'a> Session<'a> {
                 let rec = &self.records[i];
                 return Ok(Err(match (rec.status, side) {
                     (RunStatus::Interrupted, _) => Stop::Interrupted,
+                    // Failed once a stop was asked for: the stop's doing. Ray's `job stop`, a
+                    // service manager or a cluster's preemption signal the whole process tree,
+                    // so the benchmark can die of it before the run loop sees the stop; the
+                    // hypothesis is not blamed for it (nor the incumbent, which would stop a sweep).
+                    _ if self.cancel.is_cancelled() => Stop::Interrupted,
                     (s, Side::Candidate) => Stop::Candidate(
                         match s {
                             RunStatus::Timeout => Status::Timeout,

@@ -573,7 +573,11 @@ impl<'a> Controller<'a> {
             let log = ["worker.log", "slurm.err"].iter().map(|f| t.spec.out_dir.join(f)).find(|p| p.exists());
             let log = log.unwrap_or_else(|| t.spec.out_dir.join("worker.log"));
             let why = lost.unwrap_or_else(|| "its worker ended without a result".into());
-            let why = if log.exists() { format!("{why}; see {}", log.display()) } else { why };
+            let why = match last_error(&log) {
+                Some(said) => format!("{why}: {said}; see {}", log.display()),
+                None if log.exists() => format!("{why}; see {}", log.display()),
+                None => why,
+            };
             return self.lost_trial(engine, t, why, fx);
         };
         fx.emit(Event::TrialFinished {
@@ -819,6 +823,21 @@ fn candidate_commit(repo: &Repo, head: git2::Oid, plan: &Plan, message: &str) ->
         Err(_) => git2::Signature::now("ratchet", "ratchet@localhost")?,
     };
     Ok(r.commit(None, &sig, &sig, message, &tree, &[&parent])?)
+}
+
+/// The last `error:` line of a worker's log (its end only: a log may be long), so that a lost
+/// trial's note says why its worker failed (a checkout it could not make, say), not only that
+/// it did.
+fn last_error(log: &Path) -> Option<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(log).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(16 << 10))).ok()?;
+    let mut tail = Vec::new();
+    f.read_to_end(&mut tail).ok()?;
+    let text = String::from_utf8_lossy(&tail);
+    let line = text.lines().rev().find_map(|l| l.trim().strip_prefix("error:"))?;
+    Some(line.trim().chars().take(300).collect())
 }
 
 /// A trial as the merge lane sees it.

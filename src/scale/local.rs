@@ -7,7 +7,7 @@ use super::trial::{self, WorkerPid};
 use super::worker::{SLOT_VAR, WORK_DIR_VAR};
 use crate::config::{self, DevicesConfig};
 use crate::error::{Error, Result, WithPath};
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -172,6 +172,15 @@ impl LocalEngine {
         self.slots.get(i)
     }
 
+    /// After slot `i`'s worker exited: kill the benchmark run it left behind, as its state
+    /// directory's `run.pgid` records it (a worker removes the record after each run, so only a
+    /// killed one leaves it). The slot is free only once that run is gone: a trial started
+    /// there must not measure beside it on the same device, nor have its checkouts replaced
+    /// under it.
+    fn clear_slot(&self, i: usize) {
+        crate::bench::executor::kill_recorded_run(&crate::layout::pgid_path(&self.root.join(i.to_string()).join("state")));
+    }
+
     fn slot_of(&self, job: &JobHandle) -> Option<usize> {
         self.busy.iter().position(|b| b.as_ref().is_some_and(|r| r.trial == job.trial))
     }
@@ -181,6 +190,20 @@ impl LocalEngine {
 fn parse_id(id: &str) -> Option<(i32, u64)> {
     let (p, s) = id.split_once(':')?;
     Some((p.parse().ok()?, s.parse().ok()?))
+}
+
+/// ` (SIGKILL)` for the signals that stop a worker from outside; empty for others.
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => " (SIGKILL)",
+        libc::SIGTERM => " (SIGTERM)",
+        libc::SIGINT => " (SIGINT)",
+        libc::SIGHUP => " (SIGHUP)",
+        libc::SIGSEGV => " (SIGSEGV)",
+        libc::SIGABRT => " (SIGABRT)",
+        libc::SIGBUS => " (SIGBUS)",
+        _ => "",
+    }
 }
 
 /// The process `pid` still runs and is the one that started at `start` (not a reused pid).
@@ -280,15 +303,21 @@ impl Engine for LocalEngine {
     fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
         if let Some(i) = self.slot_of(job) {
             let r = self.busy[i].as_mut().expect("found");
-            let exited = match r.child.as_mut() {
-                Some(c) => c.try_wait()?.is_some(),
-                None => !alive(r.pid, r.start),
+            let status = match r.child.as_mut() {
+                Some(c) => match c.try_wait()? {
+                    Some(status) => Some(status),
+                    None => return Ok(JobState::Running),
+                },
+                None if alive(r.pid, r.start) => return Ok(JobState::Running),
+                None => None,
             };
-            if !exited {
-                return Ok(JobState::Running);
-            }
             self.busy[i] = None;
-            return Ok(JobState::Finished);
+            self.clear_slot(i);
+            return Ok(match status.and_then(|s| s.signal()) {
+                // Whatever it wrote is still read (a result written before the signal counts).
+                Some(sig) => JobState::Failed(format!("its worker was killed by signal {sig}{}", signal_name(sig))),
+                None => JobState::Finished,
+            });
         }
         // A job of an earlier controller (re-attached from the journal): watched by its pid.
         match parse_id(&job.engine_id) {
@@ -298,7 +327,13 @@ impl Engine for LocalEngine {
                 }
                 Ok(JobState::Running)
             }
-            _ => Ok(JobState::Finished),
+            _ => {
+                // Only a slot no other trial took since: the record there would be its run's.
+                if let Some(i) = job.slot.filter(|&i| i < self.busy.len() && self.busy[i].is_none()) {
+                    self.clear_slot(i);
+                }
+                Ok(JobState::Finished)
+            }
         }
     }
 

@@ -109,7 +109,7 @@ impl RayEngine {
         let e = Error::new(Kind::Infrastructure, format!("ray engine: `ray {call}` failed ({}): {}", out.how(), last_line(out)));
         if unreachable(out) {
             e.hint(format!(
-                "no Ray job server answers at {}: check that the cluster runs (`ray status`) and that [engine] address names its dashboard; the sweep resumes when it answers",
+                "no Ray job server answers at {}: check that the cluster runs (`ray status`) and that [engine] address names its dashboard; once it answers, run the sweep again to resume it (finished trials are kept)",
                 self.opts.address
             ))
         } else {
@@ -278,12 +278,28 @@ fn map_state(job: &RayJob) -> Result<JobState> {
     })
 }
 
+/// A job the cluster no longer knows: its head restarted (Ray keeps no job table across a
+/// restart without an external store, and `ray stop` takes the jobs' processes with it), or it
+/// was deleted (`ray job delete`). Whatever its worker wrote is still read: a result written
+/// before counts; without one, the trial is lost and starts again.
+fn vanished() -> JobState {
+    JobState::Failed("ray: the job is gone from the cluster (its head restarted, or the job was deleted)".into())
+}
+
 fn is_terminal(status: &str) -> bool {
     matches!(status, "SUCCEEDED" | "FAILED" | "STOPPED")
 }
 
+/// What `ray list jobs` prints instead of JSON when no job matches, in every format (Ray
+/// 2.60's `format_list_api_output`): on a head restarted since its last job, or a lookup of a
+/// job the cluster does not know.
+const NO_JOBS: &str = "No resource in the cluster";
+
 /// `ray list jobs --format json` output; a line of log text before the JSON is skipped.
 fn parse_listing(stdout: &str) -> Result<Vec<RayJob>> {
+    if !stdout.contains('[') && stdout.lines().any(|l| l.trim() == NO_JOBS) {
+        return Ok(vec![]);
+    }
     let start = stdout
         .find('[')
         .ok_or_else(|| Error::new(Kind::Infrastructure, format!("ray engine: `ray list jobs` printed no JSON list: {:?}", clip(stdout))))?;
@@ -337,7 +353,10 @@ fn last_line(out: &Output) -> String {
 /// Whether a failed `ray` call says no job server answered.
 fn unreachable(out: &Output) -> bool {
     let text = format!("{}{}", out.stderr, out.stdout);
-    ["Failed to connect to Ray", "Connection refused", "Cannot connect", "Max retries exceeded"].iter().any(|m| text.contains(m))
+    // The last is what `ray list jobs` says while the head is down (Ray 2.60).
+    ["Failed to connect to Ray", "Connection refused", "Cannot connect", "Max retries exceeded", "Failed to connect to API server"]
+        .iter()
+        .any(|m| text.contains(m))
 }
 
 /// Whether a failed `ray` call says the job does not exist.
@@ -369,11 +388,10 @@ impl Engine for RayEngine {
         let (_, complete, jobs) = self.listing()?;
         match (jobs.get(&job.engine_id), *complete) {
             (Some(j), _) => map_state(j),
-            // Deleted from the cluster (`ray job delete`): it ended; the run directory says how.
-            (None, true) => Ok(JobState::Finished),
+            (None, true) => Ok(vanished()),
             (None, false) => match self.lookup(&job.engine_id)? {
                 Some(j) => map_state(&j),
-                None => Ok(JobState::Finished),
+                None => Ok(vanished()),
             },
         }
     }
@@ -466,6 +484,9 @@ mod tests {
         assert_eq!(jobs[0].metadata.as_ref().unwrap()[CANDIDATE_KEY], "abc");
         assert_eq!(map_state(&jobs[0]).unwrap(), JobState::Failed("ray: FAILED (killed by signal 9)".into()));
         assert!(parse_listing("Traceback: boom").unwrap_err().message.contains("no JSON list"));
+        // No job at all (a head restarted since): Ray prints a sentence, not `[]`.
+        assert_eq!(parse_listing("No resource in the cluster\n").unwrap(), vec![]);
+        assert!(parse_listing("No resource in the cluster yet? boom").is_err());
     }
 
     #[test]

@@ -181,7 +181,9 @@ pub fn run(o: &WorkerOptions, exec: &mut dyn Executor, fx: &mut Effects) -> Resu
             let _ = std::fs::remove_dir_all(d);
         }
     }
+    crate::fault::point("worker-before-result");
     result.write(&out)?;
+    crate::fault::point("worker-after-result");
     Ok(result)
 }
 
@@ -278,6 +280,41 @@ fn remove_own(path: &Path) -> Result<()> {
     }
 }
 
+/// The worker's bare git directory under `work`, whole. A worker killed while making it leaves
+/// libgit2's `HEAD.lock` or `config.lock` and no HEAD; one killed while fetching a bundle leaves
+/// a ref's `.lock`: either made every later trial on the slot fail. So it is made aside and
+/// renamed into place, a half-made one is made again, and lock files in it are removed: the
+/// caller holds the work directory's lock, so no live process uses it.
+fn git_dir(work: &Path) -> Result<PathBuf> {
+    let git_dir = work.join("git");
+    let whole = git_dir.join("HEAD").is_file() && git_dir.join("config").is_file() && git2::Repository::open_bare(&git_dir).is_ok();
+    // What a worker killed while making one aside left.
+    let fresh = work.join("git.new");
+    remove_own(&fresh)?;
+    if !whole {
+        remove_own(&git_dir)?;
+        git2::Repository::init_bare(&fresh)?;
+        crate::fault::point("worker-mid-git-init");
+        std::fs::rename(&fresh, &git_dir).with_path(&git_dir)?;
+    }
+    remove_locks(&git_dir)?;
+    Ok(git_dir)
+}
+
+/// Remove every `*.lock` file under a git directory (its object store aside: it holds none).
+fn remove_locks(dir: &Path) -> Result<()> {
+    for e in std::fs::read_dir(dir).with_path(dir)?.flatten() {
+        let (path, name) = (e.path(), e.file_name());
+        let Ok(kind) = e.file_type() else { continue };
+        if kind.is_dir() && name != "objects" {
+            remove_locks(&path)?;
+        } else if kind.is_file() && name.to_string_lossy().ends_with(".lock") {
+            std::fs::remove_file(&path).with_path(&path)?;
+        }
+    }
+    Ok(())
+}
+
 fn parse_oid(s: &str, flag: &str) -> Result<Oid> {
     if s.len() != 40 || !s.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(Error::usage(format!("{flag} {s:?}: give the full 40-hex-digit commit id")));
@@ -289,10 +326,7 @@ fn parse_oid(s: &str, flag: &str) -> Result<Oid> {
 /// of the worker's own that reads the repository's objects in place (git alternates) or, for a
 /// bundle, fetches it: the repository itself is only read.
 fn checkouts(repo: &Path, work: &Path, incumbent: Oid, candidate: Oid) -> Result<(PathBuf, PathBuf)> {
-    let git_dir = work.join("git");
-    if !git_dir.join("HEAD").exists() {
-        git2::Repository::init_bare(&git_dir)?;
-    }
+    let git_dir = git_dir(work)?;
     if repo.is_file() {
         // A bundle (`git bundle create`): libgit2 cannot read one, git can.
         let out = std::process::Command::new("git")
@@ -331,6 +365,7 @@ fn checkouts(repo: &Path, work: &Path, incumbent: Oid, candidate: Oid) -> Result
         let mut co = git2::build::CheckoutBuilder::new();
         co.force().target_dir(&dir).update_index(false);
         r.checkout_tree(commit.tree()?.as_object(), Some(&mut co))?;
+        crate::fault::point(&format!("worker-after-{name}-checkout"));
         dirs.push(dir);
     }
     let cand = dirs.pop().expect("two checkouts");

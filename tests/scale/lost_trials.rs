@@ -100,7 +100,8 @@ fn a_local_worker_killed_with_sigkill_is_run_again() {
     let status = child.wait().unwrap();
     assert!(status.success(), "a killed worker does not end the sweep: {status:?}");
     assert_eq!(names(&t), QUEUE, "{:?}", t.rows());
-    // Once under full load a hypothesis was found lost: the workers' logs say why.
+    // The kill lands early in a worker's life (worker.pid is its first write): under load, often
+    // while it makes its slot's git directory. The workers' logs say why a trial was lost.
     assert!(t.rows().iter().all(|r| r["status"] != "interrupted"), "{:#?}\n{}", t.rows(), worker_logs(&t));
     t.check_kept_chain(&base);
     assert!(t.live_workers().is_empty());
@@ -113,4 +114,74 @@ fn worker_logs(t: &TestRepo) -> String {
         .map(|d| format!("== {}\n{}", d.path().display(), std::fs::read_to_string(d.path().join("worker.log")).unwrap_or_default()))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A worker killed with SIGKILL at each step of its trial, once: making its slot's git
+/// directory, between its two checkouts, as a benchmark run starts, with its runs written but
+/// not its result, and just after its result. Each time every hypothesis is decided (the trial
+/// runs again on the same slot, which the killed worker left half made), and no process is left.
+#[test]
+fn a_local_worker_killed_at_any_step_of_its_trial_is_run_again() {
+    for (point, lost) in [
+        ("worker-mid-git-init", true),
+        ("worker-after-incumbent-checkout", true),
+        ("after-spawn", true),
+        ("worker-before-result", true),
+        // Its result was written: it is decided from it, not run again.
+        ("worker-after-result", false),
+    ] {
+        let t = repo("");
+        let base = t.head();
+        let once = t.path().join(".ratchet-fault-once");
+        let out = t.ratchet().args(["sweep", "--jobs", "2"]).env("RATCHET_FAULT", point).env("RATCHET_FAULT_ONCE", &once).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{point}: {text}\n{}", worker_logs(&t));
+        assert!(once.exists(), "{point}: no worker reached the fault point");
+        let killed = text.contains("was lost (its worker was killed by signal 9 (SIGKILL)");
+        assert_eq!(killed, lost, "{point}: {text}");
+        assert!(!text.contains("without a result"), "{point}: {text}");
+        assert_eq!(names(&t), QUEUE, "{point}: {:?}", t.rows());
+        assert!(t.rows().iter().all(|r| r["status"] != "interrupted"), "{point}: {:#?}\n{}", t.rows(), worker_logs(&t));
+        assert_eq!(t.rows().iter().find(|r| r["hypothesis"].starts_with("01")).unwrap()["status"], "keep", "{point}");
+        t.check_kept_chain(&base);
+        assert!(t.live_workers().is_empty(), "{point}");
+        assert_eq!(t.processes_in_tree(), Vec::<String>::new(), "{point}");
+    }
+}
+
+/// What a worker killed inside libgit2 leaves in its slot: a git directory with `HEAD.lock` or
+/// `config.lock` and no HEAD, or the one it was making aside. The next worker on the slot makes
+/// it again instead of failing (every later trial on that slot used to fail on the lock, and
+/// its hypotheses were recorded as lost).
+#[test]
+fn a_slot_git_directory_left_half_made_is_made_again() {
+    let t = repo("");
+    let base = t.head();
+    let slots = t.path().join(".ratchet/slots");
+    // Slot 1's git directory is whole, with the lock files of a fetch killed in it.
+    std::fs::create_dir_all(slots.join("1")).unwrap();
+    assert!(std::process::Command::new("git").args(["init", "-q", "--bare"]).arg(slots.join("1/git")).status().unwrap().success());
+    for (slot, leftovers) in
+        [("0", &["git/HEAD.lock", "git/config.lock"][..]), ("1", &["git.new/HEAD", "git/refs/heads/x.lock", "git/packed-refs.lock"][..])]
+    {
+        let work = slots.join(slot);
+        for f in leftovers {
+            let p = work.join(f);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, "").unwrap();
+        }
+        std::fs::write(work.join(".ratchet-worker-dir"), "").unwrap();
+    }
+    let out = t.ratchet().args(["sweep", "--jobs", "2"]).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}\n{}", worker_logs(&t));
+    assert!(!text.contains("was lost"), "{text}\n{}", worker_logs(&t));
+    assert_eq!(names(&t), QUEUE, "{:?}", t.rows());
+    t.check_kept_chain(&base);
+    for slot in ["0", "1"] {
+        assert!(slots.join(slot).join("git/HEAD").is_file() && !slots.join(slot).join("git.new").exists(), "slot {slot}");
+        for lock in ["git/HEAD.lock", "git/config.lock", "git/refs/heads/x.lock", "git/packed-refs.lock"] {
+            assert!(!slots.join(slot).join(lock).exists(), "slot {slot}: {lock}");
+        }
+    }
 }

@@ -290,6 +290,85 @@ fn a_ray_job_stopped_from_outside_runs_again_and_the_sweep_goes_on() {
     assert_eq!(jobs.iter().filter(|(_, s)| s == "SUCCEEDED").count(), QUEUE.len(), "{jobs:?}");
 }
 
+/// Stop every Ray process on this host (`ray stop --force`: the head, its job server, the
+/// jobs' supervisors and their workers), then start the head again as scripts/ray-localhost.sh
+/// does, with the same settings. Returns how long the head was down.
+fn restart_head(bin: &Path) -> Duration {
+    let down = Instant::now();
+    let stop = Command::new(bin).args(["stop", "--force"]).output().unwrap();
+    assert!(stop.status.success(), "ray stop: {}", String::from_utf8_lossy(&stop.stderr));
+    let venv = bin.parent().and_then(Path::parent).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/ray-localhost.sh");
+    let start = Command::new("bash").arg(script).env("RATCHET_RAY_VENV", venv).output().unwrap();
+    assert!(
+        start.status.success(),
+        "ray-localhost.sh: {}{}",
+        String::from_utf8_lossy(&start.stdout),
+        String::from_utf8_lossy(&start.stderr)
+    );
+    down.elapsed()
+}
+
+/// The head dies while both trials run, and comes back empty (Ray keeps no job table across a
+/// head restart without an external store). The sweep rides out the failed polls within
+/// `[engine] poll_grace_s`; the trials whose jobs vanished with the head start again as lost
+/// trials, and every hypothesis gets exactly one row. No worker outlives its job, and no job of
+/// the sweep is left queued or running.
+#[test]
+fn a_ray_head_that_dies_mid_sweep_loses_no_hypothesis_and_leaks_no_job() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let t = repo(&format!("{}poll_grace_s = 300\n", ray_engine_table(&bin)));
+    let base = t.head();
+    let mut sweep = t.ratchet();
+    sweep.args(["sweep", "--jobs", "2"]).env("FAKE_SLEEP_S", "0.5").timeout(Duration::from_secs(500));
+    let child = std::thread::spawn(move || sweep.output().unwrap());
+    t.wait_for_workers(2, 120);
+    let workers = t.live_workers();
+    let down = restart_head(&bin);
+    assert_eq!(support::alive_pids(&workers), Vec::<i32>::new(), "the workers died with the head");
+    let out = child.join().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "head down for {down:?}: {text}");
+    assert!(text.contains("polling ray failed") && text.contains("ray answers again"), "{text}");
+    assert!(
+        text.contains("was lost (ray: the job is gone from the cluster") && text.contains("it starts again (1 of 2 retries)"),
+        "{text}"
+    );
+    check_trunk(&t, &base);
+    let jobs = our_jobs(&bin, &t);
+    assert!(jobs.iter().all(|(_, s)| s == "SUCCEEDED"), "only the jobs submitted after the restart are known, all ended: {jobs:?}");
+    assert_eq!(t.processes_in_tree(), Vec::<String>::new());
+}
+
+/// The head stays down past `[engine] poll_grace_s`: the sweep stops as on Ctrl-C, with no row
+/// for a trial in flight and nothing of them journaled; once the head is back, the next sweep
+/// runs every hypothesis, each with one row.
+#[test]
+fn a_ray_head_down_past_the_poll_grace_stops_the_sweep_and_the_next_one_resumes() {
+    let Some((_turn, bin)) = cluster_turn() else { return };
+    let t = repo(&format!("{}poll_grace_s = 3\n", ray_engine_table(&bin)));
+    let base = t.head();
+    let mut sweep = t.ratchet();
+    sweep.args(["sweep", "--jobs", "2"]).env("FAKE_SLEEP_S", "0.5").timeout(Duration::from_secs(300));
+    let child = std::thread::spawn(move || sweep.output().unwrap());
+    t.wait_for_workers(2, 120);
+    let stop = Command::new(&bin).args(["stop", "--force"]).output().unwrap();
+    let out = child.join().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let restarted = restart_head(&bin);
+    assert!(stop.status.success(), "ray stop: {}", String::from_utf8_lossy(&stop.stderr));
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("polls failed for") && text.contains("hint: no Ray job server answers at"), "{text}");
+    assert!(t.rows().is_empty(), "no trial in flight was recorded: {:?}", t.rows());
+    assert_eq!(t.processes_in_tree(), Vec::<String>::new());
+    let out = t.ratchet().args(["sweep", "--jobs", "2"]).env("FAKE_SLEEP_S", "0.05").timeout(Duration::from_secs(300)).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "head back after {restarted:?}: {text}");
+    assert!(text.contains("0 already done, 3 to run"), "{text}");
+    check_trunk(&t, &base);
+    assert!(our_jobs(&bin, &t).iter().all(|(_, s)| s == "SUCCEEDED"), "{:?}", our_jobs(&bin, &t));
+}
+
 #[test]
 fn a_killed_controller_leaves_ray_jobs_that_the_next_sweep_reattaches_to() {
     let Some((_turn, bin)) = cluster_turn() else { return };

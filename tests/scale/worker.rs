@@ -117,3 +117,49 @@ fn worker_refuses_bad_arguments_clearly() {
         .stderr(predicates::str::contains("candidate commit 0123456789012345678901234567890123456789 is not in"));
     assert!(!out.path().join("trial.json").exists());
 }
+
+/// A run that ends by the very signal that stops its worker is the stop's doing. Ray's `job
+/// stop` and a service manager signal the whole process tree, the benchmark with its worker, so
+/// the run can end before the worker has seen its own stop. The trial then ends `interrupted`
+/// (the controller starts it again as a lost trial), never as the candidate's crash (a row
+/// blaming the hypothesis) or the incumbent's failure (which stops the sweep).
+#[test]
+fn a_run_killed_by_the_signal_that_stops_its_worker_is_an_interruption_not_a_crash() {
+    use ratchet::bench::mock::{MockExecutor, Step};
+    use ratchet::bench::Side;
+    use ratchet::events::{Discard, Effects};
+    use ratchet::scale::trial::TrialEnd;
+    use ratchet::scale::worker::{self, WorkerOptions};
+    use ratchet::signals::Cancel;
+    for side in [Side::Candidate, Side::Incumbent] {
+        let t = TestRepo::new();
+        let (inc, cand) = two_commits(&t, "FAKE_LATENCY_MS=5\n");
+        let out = tempfile::tempdir().unwrap();
+        let cancel = Cancel::new();
+        let stop = cancel.clone();
+        let mut exec = MockExecutor::new(move |c| {
+            if c.side == side && c.n == 1 {
+                stop.cancel();
+                Step::Signal(libc::SIGTERM)
+            } else {
+                Step::Latency(10.0)
+            }
+        });
+        let o = WorkerOptions {
+            repo: t.path().to_path_buf(),
+            incumbent: inc,
+            candidate: cand,
+            out: out.path().join("t1"),
+            id: Some("t1".into()),
+            config: None,
+            pairs: None,
+            noise_scale: None,
+            recheck: false,
+            deep: false,
+            work: None,
+        };
+        let r = worker::run(&o, &mut exec, &mut Effects::new(&mut Discard, cancel)).unwrap();
+        assert_eq!(r.end, TrialEnd::Interrupted, "{side:?}");
+        assert_eq!(trial(&out.path().join("t1"))["end"]["kind"], "interrupted", "{side:?}");
+    }
+}

@@ -234,6 +234,19 @@ impl TestRepo {
         live
     }
 
+    /// Processes still running in the repository's tree (a worker, its benchmark, a checkout's
+    /// shell), as `pid: command line`: none may outlive a sweep.
+    pub fn processes_in_tree(&self) -> Vec<String> {
+        let root = self.path().canonicalize().unwrap();
+        let Ok(rd) = std::fs::read_dir("/proc") else { return vec![] };
+        rd.flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|&pid| alive_pids(&[pid]) == [pid])
+            .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd.starts_with(&root)))
+            .map(|pid| format!("{pid}: {}", std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default().replace('\0', " ")))
+            .collect()
+    }
+
     /// Wait (up to `secs`) until `n` workers are measuring.
     pub fn wait_for_workers(&self, n: usize, secs: u64) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
