@@ -10,5 +10,6 @@ mod machine_faults;
 mod preflight;
 mod python_helper_import;
 mod real_example;
+mod run_environment;
 mod signals_and_pipes;
 mod trace_depth;

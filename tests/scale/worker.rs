@@ -154,6 +154,7 @@ fn a_run_killed_by_the_signal_that_stops_its_worker_is_an_interruption_not_a_cra
             config: None,
             pairs: None,
             noise_scale: None,
+            sums_scale: None,
             recheck: false,
             deep: false,
             work: None,
