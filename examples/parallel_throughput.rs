@@ -68,8 +68,7 @@ fn setup(dir: &Path, effects: &[f64]) {
     let factors: String = (0..n).map(|i| format!("F{i}=1.0\n")).collect();
     std::fs::write(dir.join("factors.env"), factors).unwrap();
     std::fs::create_dir_all(dir.join("experiments")).unwrap();
-    for i in 0..n {
-        let e = effects[i];
+    for (i, &e) in effects.iter().enumerate() {
         let text = format!(
             "message = \"h{i:02}: {:+.0}%\"\n[[edit]]\nfile = \"factors.env\"\nfind = \"F{i}=1.0\\n\"\nreplace = \"F{i}={:.6}\\n\"\n",
             e * 100.0,
