@@ -115,6 +115,21 @@ fn worker_refuses_bad_arguments_clearly() {
         .assert()
         .failure()
         .stderr(predicates::str::contains("candidate commit 0123456789012345678901234567890123456789 is not in"));
+    // The log-sums' spread is read beside a borrowed scale, never alone; a malformed one is named.
+    for (args, says) in [
+        (vec!["--sums-scale", "0.01,20"], "--sums-scale is read beside a borrowed scale: give --noise-scale too"),
+        (vec!["--noise-scale", "0.01,20", "--sums-scale", "0.01"], "--sums-scale: \"0.01\" is not a noise scale"),
+    ] {
+        t.ratchet()
+            .args(["worker", "--repo"])
+            .arg(t.path())
+            .args(["--incumbent", &head, "--candidate", &head, "--out"])
+            .arg(out.path())
+            .args(&args)
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(says));
+    }
     assert!(!out.path().join("trial.json").exists());
 }
 
