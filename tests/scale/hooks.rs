@@ -75,18 +75,6 @@ impl Rig {
     }
 }
 
-fn poll_until_done(e: &mut dyn Engine, jobs: &[JobHandle]) -> Vec<JobState> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let states: Vec<JobState> = jobs.iter().map(|j| e.poll(j).unwrap()).collect();
-        if states.iter().all(|s| !matches!(s, JobState::Queued | JobState::Running)) {
-            return states;
-        }
-        assert!(Instant::now() < deadline, "not done: {states:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn alive(pid: i32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     !stat.is_empty() && !stat.contains(") Z")
@@ -131,7 +119,7 @@ fn trials_go_through_submit_and_poll_to_their_results() {
         assert!(j.engine_id.starts_with("local-"), "{}", j.engine_id);
     }
     assert!(jobs.iter().any(|j| e.poll(j).unwrap() == JobState::Running), "a 0.3 s worker is running right after submit");
-    assert_eq!(poll_until_done(e.as_mut(), &jobs), vec![JobState::Finished; 3]);
+    assert_eq!(support::final_states(e.as_mut(), &jobs, Duration::from_secs(30)), vec![JobState::Finished; 3]);
     for (t, argv) in trials.iter().zip(&argv) {
         let got = std::fs::read_to_string(t.out_dir.join("result.txt")).unwrap();
         assert_eq!(got, "two words\nit's $HOME\n");
@@ -181,7 +169,7 @@ fn fetch_brings_the_run_directory_back() {
     std::fs::create_dir_all(&remote).unwrap();
     let argv = vec!["sh".into(), "-c".into(), "echo '{\"ok\":true}' > \"$0/trial.json\"".into(), remote.to_string_lossy().into_owned()];
     let jobs = e.submit(std::slice::from_ref(&t), &[argv]).unwrap();
-    assert_eq!(poll_until_done(&mut e, &jobs), vec![JobState::Finished]);
+    assert_eq!(support::final_states(&mut e, &jobs, Duration::from_secs(30)), vec![JobState::Finished]);
     assert!(!t.out_dir.join("trial.json").exists());
     e.fetch(&jobs[0], &t).unwrap();
     assert_eq!(std::fs::read_to_string(t.out_dir.join("trial.json")).unwrap(), "{\"ok\":true}\n");
@@ -310,7 +298,7 @@ fn a_batch_goes_to_submit_batch_in_one_call() {
         .collect();
     let jobs = e.submit(&trials, &argv).unwrap();
     assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1, "one call for the batch");
-    assert_eq!(poll_until_done(e.as_mut(), &jobs), vec![JobState::Finished; 3]);
+    assert_eq!(support::final_states(e.as_mut(), &jobs, Duration::from_secs(30)), vec![JobState::Finished; 3]);
     for t in &trials {
         assert_eq!(std::fs::read_to_string(t.out_dir.join("r.txt")).unwrap(), format!("{} it's\n", t.id));
     }

@@ -112,18 +112,6 @@ fn our_jobs(bin: &Path, t: &TestRepo) -> Vec<(String, String)> {
     panic!("ray list jobs gave no JSON list in 5 tries; last: {last}");
 }
 
-fn poll_until_done(e: &mut RayEngine, jobs: &[JobHandle], limit: Duration) -> Vec<JobState> {
-    let deadline = Instant::now() + limit;
-    loop {
-        let states: Vec<JobState> = jobs.iter().map(|j| e.poll(j).unwrap()).collect();
-        if states.iter().all(|s| !matches!(s, JobState::Queued | JobState::Running)) {
-            return states;
-        }
-        assert!(Instant::now() < deadline, "still not done after {limit:?}: {states:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
 #[test]
 fn each_trial_is_a_ray_job_named_by_it_with_its_own_gpu() {
     let Some((_turn, bin)) = cluster_turn() else { return };
@@ -154,7 +142,7 @@ fn each_trial_is_a_ray_job_named_by_it_with_its_own_gpu() {
         let job = ray_job(&bin, &j.engine_id).expect("Ray knows the job by its name");
         assert_eq!(job["metadata"]["ratchet_candidate"], t.candidate);
     }
-    let states = poll_until_done(&mut e, &jobs, Duration::from_secs(120));
+    let states = support::final_states(&mut e, &jobs, Duration::from_secs(120));
     let mut gpus = vec![];
     for (s, t) in states.iter().zip(&trials) {
         assert_eq!(*s, JobState::Finished, "{}", t.id);
@@ -178,7 +166,7 @@ fn each_trial_is_a_ray_job_named_by_it_with_its_own_gpu() {
     std::fs::remove_dir_all(&trials[0].out_dir).unwrap();
     let again = e.submit(&trials[..1], &[vec!["sh".into(), "-c".into(), "echo again".into()]]).unwrap();
     assert_eq!(again[0].engine_id, jobs[0].engine_id);
-    assert_eq!(poll_until_done(&mut e, &again, Duration::from_secs(60)), vec![JobState::Finished]);
+    assert_eq!(support::final_states(&mut e, &again, Duration::from_secs(60)), vec![JobState::Finished]);
     assert_eq!(std::fs::read_to_string(trials[0].out_dir.join("worker.log")).unwrap(), "again\n");
 }
 

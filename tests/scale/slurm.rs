@@ -7,7 +7,7 @@ use crate::support;
 use support::{trial_spec as trial, write_script};
 
 use ratchet::config::Config;
-use ratchet::scale::engine::{Engine, JobHandle, JobState, TrialSpec};
+use ratchet::scale::engine::{Engine, JobState, TrialSpec};
 use ratchet::scale::slurm::{SlurmEngine, SlurmOptions};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -16,24 +16,6 @@ fn engine(work: &Path) -> SlurmEngine {
     let mut o = SlurmOptions::new(work);
     o.command_timeout = Duration::from_secs(30);
     SlurmEngine::new(o)
-}
-
-fn poll_until_done(e: &mut SlurmEngine, jobs: &[JobHandle], limit: Duration) -> Vec<(JobState, Vec<JobState>)> {
-    let deadline = Instant::now() + limit;
-    let mut seen: Vec<Vec<JobState>> = vec![vec![]; jobs.len()];
-    loop {
-        let states: Vec<JobState> = jobs.iter().map(|j| e.poll(j).unwrap()).collect();
-        for (s, all) in states.iter().zip(seen.iter_mut()) {
-            if all.last() != Some(s) {
-                all.push(s.clone());
-            }
-        }
-        if states.iter().all(|s| !matches!(s, JobState::Queued | JobState::Running)) {
-            return states.into_iter().zip(seen).collect();
-        }
-        assert!(Instant::now() < deadline, "still not done after {limit:?}: {states:?}");
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 #[test]
@@ -75,7 +57,7 @@ mv "$out/result.tmp" "$out/result.txt"
         assert_eq!(j.engine_id, format!("{array}_{i}"), "one array, task i for trial i");
         assert_eq!(j.trial, trials[i].id);
     }
-    let done = poll_until_done(&mut e, &jobs, Duration::from_secs(90));
+    let done = support::poll_until_done(&mut e, &jobs, Duration::from_secs(90));
     let mut gpus = vec![];
     for (i, ((state, seen), t)) in done.iter().zip(&trials).enumerate() {
         assert_eq!(*state, JobState::Finished, "trial {i}: went through {seen:?}");

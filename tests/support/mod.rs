@@ -112,6 +112,41 @@ pub fn trial_spec(dir: &Path, id: &str) -> ratchet::scale::engine::TrialSpec {
     }
 }
 
+/// Poll `jobs` until none is queued or running (within `limit`, else the test fails with the
+/// states): each job's last state and every state it was seen in, in order, for the engine
+/// tests.
+pub fn poll_until_done(
+    e: &mut dyn ratchet::scale::engine::Engine,
+    jobs: &[ratchet::scale::engine::JobHandle],
+    limit: std::time::Duration,
+) -> Vec<(ratchet::scale::engine::JobState, Vec<ratchet::scale::engine::JobState>)> {
+    use ratchet::scale::engine::JobState;
+    let deadline = std::time::Instant::now() + limit;
+    let mut seen: Vec<Vec<JobState>> = vec![vec![]; jobs.len()];
+    loop {
+        let states: Vec<JobState> = jobs.iter().map(|j| e.poll(j).unwrap()).collect();
+        for (s, all) in states.iter().zip(seen.iter_mut()) {
+            if all.last() != Some(s) {
+                all.push(s.clone());
+            }
+        }
+        if states.iter().all(|s| !matches!(s, JobState::Queued | JobState::Running)) {
+            return states.into_iter().zip(seen).collect();
+        }
+        assert!(std::time::Instant::now() < deadline, "still not done after {limit:?}: {states:?}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// [`poll_until_done`]'s last states alone.
+pub fn final_states(
+    e: &mut dyn ratchet::scale::engine::Engine,
+    jobs: &[ratchet::scale::engine::JobHandle],
+    limit: std::time::Duration,
+) -> Vec<ratchet::scale::engine::JobState> {
+    poll_until_done(e, jobs, limit).into_iter().map(|(s, _)| s).collect()
+}
+
 pub fn fake_bench() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_bench.py")
 }
