@@ -22,6 +22,27 @@ pub fn signal_group(pgid: i32, sig: i32) {
     }
 }
 
+/// "signal 9 (SIGKILL)": a signal's number, with its name where it is one a benchmark or a
+/// worker is commonly stopped or crashes by. The one place messages name signals.
+pub fn signal(sig: i32) -> String {
+    let name = match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGXCPU => "SIGXCPU",
+        _ => return format!("signal {sig}"),
+    };
+    format!("signal {sig} ({name})")
+}
+
 /// Run `cmd` in a group of its own with no stdin and its output captured; `None` when it cannot
 /// start or does not exit within `limit`, in which case its whole group is killed (a probe's
 /// children do not outlive its timeout).
@@ -77,5 +98,14 @@ mod tests {
         let out = output_within(cmd, Duration::from_secs(20)).unwrap();
         assert_eq!((out.status.code(), out.stdout.as_slice(), out.stderr.as_slice()), (Some(3), &b"out\n"[..], &b"err\n"[..]));
         assert!(output_within(Command::new("/nonexistent/program"), Duration::from_secs(1)).is_none());
+    }
+
+    #[test]
+    fn signals_are_named_by_number_and_name_where_known() {
+        assert_eq!(signal(libc::SIGKILL), "signal 9 (SIGKILL)");
+        assert_eq!(signal(libc::SIGSEGV), "signal 11 (SIGSEGV)");
+        assert_eq!(signal(libc::SIGTERM), "signal 15 (SIGTERM)");
+        // A number no benchmark is commonly stopped by keeps its number alone.
+        assert_eq!(signal(64), "signal 64");
     }
 }

@@ -168,7 +168,7 @@ impl<'a> Session<'a> {
         if o.status == RunStatus::Crash && o.exit_code == code && o.signal == signal {
             let how = match (code, signal) {
                 (Some(c), _) => format!("exit code {c}"),
-                (_, Some(s)) => format!("signal {s}"),
+                (_, Some(s)) => crate::process::signal(s),
                 _ => "the same way".into(),
             };
             return Ok(Some(Stop::Infrastructure(format!(

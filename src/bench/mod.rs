@@ -340,7 +340,7 @@ pub fn measure_with(
         }
         Exit::Signal(s) => {
             rec.signal = Some(s);
-            let rec = fail(rec, RunStatus::Crash, format!("killed by signal {s}"), &out.stderr_path, &out.stderr_tail);
+            let rec = fail(rec, RunStatus::Crash, format!("killed by {}", crate::process::signal(s)), &out.stderr_path, &out.stderr_tail);
             return Ok(disk_full_check(rec, &out, ctx, cfg));
         }
         Exit::Timeout => {

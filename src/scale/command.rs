@@ -42,11 +42,11 @@ impl Output {
     pub fn success(&self) -> bool {
         self.code == Some(0)
     }
-    /// "exit code 1" / "killed by signal 9", for messages.
+    /// "exit code 1" / "killed by signal 9 (SIGKILL)", for messages.
     pub fn how(&self) -> String {
         match (self.code, self.signal) {
             (Some(c), _) => format!("exit code {c}"),
-            (None, Some(s)) => format!("killed by signal {s}"),
+            (None, Some(s)) => format!("killed by {}", crate::process::signal(s)),
             _ => "an unknown exit status".into(),
         }
     }

@@ -192,20 +192,6 @@ fn parse_id(id: &str) -> Option<(i32, u64)> {
     Some((p.parse().ok()?, s.parse().ok()?))
 }
 
-/// ` (SIGKILL)` for the signals that stop a worker from outside; empty for others.
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        libc::SIGKILL => " (SIGKILL)",
-        libc::SIGTERM => " (SIGTERM)",
-        libc::SIGINT => " (SIGINT)",
-        libc::SIGHUP => " (SIGHUP)",
-        libc::SIGSEGV => " (SIGSEGV)",
-        libc::SIGABRT => " (SIGABRT)",
-        libc::SIGBUS => " (SIGBUS)",
-        _ => "",
-    }
-}
-
 /// The process `pid` still runs and is the one that started at `start` (not a reused pid).
 fn alive(pid: i32, start: u64) -> bool {
     crate::bench::executor::proc_stat(pid).is_some_and(|s| s.start == start && s.state != 'Z')
@@ -315,7 +301,7 @@ impl Engine for LocalEngine {
             self.clear_slot(i);
             return Ok(match status.and_then(|s| s.signal()) {
                 // Whatever it wrote is still read (a result written before the signal counts).
-                Some(sig) => JobState::Failed(format!("its worker was killed by signal {sig}{}", signal_name(sig))),
+                Some(sig) => JobState::Failed(format!("its worker was killed by {}", crate::process::signal(sig))),
                 None => JobState::Finished,
             });
         }

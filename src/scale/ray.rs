@@ -263,8 +263,10 @@ fn map_state(job: &RayJob) -> Result<JobState> {
                 // 1..=128: the worker's own exit status; above, the shell's 128+N for a signal;
                 // below zero, the signal itself.
                 Some(c) if ran && (1..=128).contains(&c) => JobState::Finished,
-                Some(c) if ran && c > 128 => JobState::Failed(format!("ray: FAILED (killed by signal {})", c - 128)),
-                Some(c) if ran && c < 0 => JobState::Failed(format!("ray: FAILED (killed by signal {})", -c)),
+                Some(c) if ran && c > 128 => {
+                    JobState::Failed(format!("ray: FAILED (killed by {})", crate::process::signal((c - 128) as i32)))
+                }
+                Some(c) if ran && c < 0 => JobState::Failed(format!("ray: FAILED (killed by {})", crate::process::signal((-c) as i32))),
                 _ => {
                     let why = job.error_type.clone().unwrap_or_else(|| first_line(&job.message));
                     JobState::Failed(if why.is_empty() { "ray: FAILED".into() } else { format!("ray: FAILED ({why})") })
@@ -448,8 +450,14 @@ mod tests {
         let cmd = Some("JOB_ENTRYPOINT_COMMAND_ERROR");
         assert_eq!(map_state(&job("FAILED", cmd, Some(3), "exit code 3")).unwrap(), JobState::Finished);
         // Killed: the shell's 137 (128 + SIGKILL), or a negative signal.
-        assert_eq!(map_state(&job("FAILED", cmd, Some(137), "")).unwrap(), JobState::Failed("ray: FAILED (killed by signal 9)".into()));
-        assert_eq!(map_state(&job("FAILED", cmd, Some(-15), "")).unwrap(), JobState::Failed("ray: FAILED (killed by signal 15)".into()));
+        assert_eq!(
+            map_state(&job("FAILED", cmd, Some(137), "")).unwrap(),
+            JobState::Failed("ray: FAILED (killed by signal 9 (SIGKILL))".into())
+        );
+        assert_eq!(
+            map_state(&job("FAILED", cmd, Some(-15), "")).unwrap(),
+            JobState::Failed("ray: FAILED (killed by signal 15 (SIGTERM))".into())
+        );
         // Lost with its supervisor or node, never started: failed, with Ray's reason.
         assert_eq!(
             map_state(&job("FAILED", Some("JOB_SUPERVISOR_ACTOR_DIED"), None, "node died\nmore")).unwrap(),
@@ -482,7 +490,7 @@ mod tests {
         assert_eq!(jobs.len(), 2);
         assert_eq!(jobs[0].submission_id.as_deref(), Some("ratchet-1-t1"));
         assert_eq!(jobs[0].metadata.as_ref().unwrap()[CANDIDATE_KEY], "abc");
-        assert_eq!(map_state(&jobs[0]).unwrap(), JobState::Failed("ray: FAILED (killed by signal 9)".into()));
+        assert_eq!(map_state(&jobs[0]).unwrap(), JobState::Failed("ray: FAILED (killed by signal 9 (SIGKILL))".into()));
         assert!(parse_listing("Traceback: boom").unwrap_err().message.contains("no JSON list"));
         // No job at all (a head restarted since): Ray prints a sentence, not `[]`.
         assert_eq!(parse_listing("No resource in the cluster\n").unwrap(), vec![]);
