@@ -7,7 +7,8 @@
 //! Each hypothesis changes its own factor line of factors.env, and the benchmark's latency is
 //! 10 ms times the product of the factors, so kept gains compound and every hypothesis still
 //! applies on top of any other. True effects are drawn as `ratchet simulate --jobs` draws them
-//! (stats::parallel::MIX: 30% of the queue are real gains); the per-run noise is 1% gaussian,
+//! (stats::parallel::Queue: `mix`, 30% of the queue real gains, or `win30`, 30% winners, as
+//! `ratchet simulate --jobs --queue` draws them); the per-run noise is 1% gaussian,
 //! made by Box-Muller from two fresh 32-bit numbers of /dev/urandom per run. (An earlier version
 //! seeded mawk's `srand` with such a number: mawk clamps seeds above 2^31, so about half the
 //! runs printed the same value and the noise was far below 1%.) Every slot count sweeps the
@@ -28,9 +29,6 @@ END { u1 = (a + 1) / 4294967297; u2 = (b + 1) / 4294967297;
       z = sqrt(-2 * log(u1)) * cos(6.283185307 * u2);
       printf "RESULT: latency=%.6fms\n", 10 * p * (1 + 0.01 * z) }' factors.env
 "#;
-
-/// A queue where 30% of the hypotheses are gains the serial rule keeps almost always.
-const WIN30: [(f64, f64); 4] = [(0.0, 0.55), (-0.05, 0.15), (0.03, 0.20), (0.10, 0.10)];
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git").args(args).current_dir(dir).env("GIT_CONFIG_NOSYSTEM", "1").output().expect("git runs");
@@ -102,11 +100,9 @@ fn main() {
     // hypotheses wins); `win30`: 30% of the queue wins (+3% and +10% gains), where stale
     // winners and their rechecks are most frequent.
     let queue = args.get(5).map(String::as_str).unwrap_or("mix");
-    let mix: &[(f64, f64)] = match queue {
-        "mix" => &ratchet::stats::parallel::MIX,
-        "win30" => &WIN30,
-        other => panic!("queue {other:?}: mix or win30"),
-    };
+    let mix = <ratchet::stats::parallel::Queue as clap::ValueEnum>::from_str(queue, true)
+        .unwrap_or_else(|e| panic!("queue {queue:?}: {e} (mix or win30)"))
+        .shares();
     let effects: Vec<f64> = (0..n).map(|i| effect(seed, i, mix)).collect();
     let count = |e: f64| effects.iter().filter(|&&x| x == e).count();
     println!(

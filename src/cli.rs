@@ -243,6 +243,9 @@ pub struct SimulateArgs {
     /// With --jobs: a winner must also keep on a second device before it merges.
     #[arg(long)]
     pub second_device: bool,
+    /// With --jobs: the mix of true effects the queue is drawn from.
+    #[arg(long, value_enum, default_value_t = crate::stats::parallel::Queue::Mix)]
+    pub queue: crate::stats::parallel::Queue,
 }
 
 #[derive(Debug, Args)]

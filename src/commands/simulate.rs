@@ -85,16 +85,23 @@ fn run_parallel(seq: &crate::stats::sequential::Sequential, args: &SimulateArgs)
     if args.jobs.contains(&0) || args.hypotheses == 0 {
         return Err(Error::usage("--jobs and --hypotheses take counts of at least 1").hint("e.g. ratchet simulate --jobs 1,2,4,8"));
     }
-    let mix: Vec<String> = crate::stats::parallel::MIX.iter().map(|(e, w)| format!("{:+.0}%: {:.0}%", e * 100.0, w * 100.0)).collect();
     println!(
         "{} hypotheses (true effects {}), each run one time unit, seed {}; every trial on one device, merged through the merge lane's chain, stale winners rechecked by the serial rule",
         args.hypotheses,
-        mix.join(", "),
+        args.queue.describe(),
         args.seed
     );
     let cv1 = crate::stats::simulate::scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the grid has cv 1%");
     let started = std::time::Instant::now();
-    print!("{}", crate::scale::chain_sim::table(seq, &args.jobs, args.hypotheses, args.seed, args.second_device, &cv1));
+    let night = crate::scale::chain_sim::Night {
+        slots: &args.jobs,
+        hypotheses: args.hypotheses,
+        queue: args.queue,
+        seed: args.seed,
+        second_device: args.second_device,
+        scenario: &cv1,
+    };
+    print!("{}", crate::scale::chain_sim::table(seq, &night));
     println!("\nsimulated in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }

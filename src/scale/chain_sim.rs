@@ -11,7 +11,7 @@
 //! true effect is the interaction's (the worst case: every stale winner interacts).
 
 use super::lane::{Lane, Link, Place};
-use crate::stats::parallel::{effect_of, measure, Interaction, ParallelPlan, ParallelReport, INTERACTIONS, MIX};
+use crate::stats::parallel::{effect_of, measure, Interaction, ParallelPlan, ParallelReport, Queue, INTERACTIONS};
 use crate::stats::sequential::Sequential;
 use crate::stats::simulate::Scenario;
 use crate::stats::Verdict;
@@ -81,7 +81,9 @@ impl Sim<'_> {
         let moved = first.as_ref().is_some_and(|f| f.moved);
         self.rep.stale += usize::from(moved);
         let effect = if moved { self.plan.interaction.after(self.effects[h]) } else { self.effects[h] };
-        let (verdict, runs) = measure(self.seq, self.plan, slot, effect, h, self.next_id);
+        // A serial baseline takes its devices in turn (see `ParallelPlan::devices`).
+        let device = if self.plan.slots <= 1 && self.plan.devices > 1 { (self.next_id - 1) as usize % self.plan.devices } else { slot };
+        let (verdict, runs) = measure(self.seq, self.plan, device, effect, h, self.next_id);
         self.rep.trials += 1;
         if first.is_some() {
             self.lane.push(Link { id: id.clone(), incumbent: tip.clone(), candidate: candidate.clone() });
@@ -209,11 +211,11 @@ impl Sim<'_> {
 /// chain.
 pub fn simulate_trunk(seq: &Sequential, plan: &ParallelPlan) -> ParallelReport {
     let k = plan.slots.max(1);
-    let effects: Vec<f64> = (0..plan.hypotheses).map(|h| effect_of(plan.seed, h)).collect();
+    let effects: Vec<f64> = (0..plan.hypotheses).map(|h| effect_of(plan.seed, h, plan.queue)).collect();
     let mut rep = ParallelReport {
         slots: k,
         hypotheses: plan.hypotheses,
-        by_effect: MIX.iter().map(|&(e, _)| (e, 0, 0)).collect(),
+        by_effect: plan.queue.shares().iter().map(|&(e, _)| (e, 0, 0)).collect(),
         trunk_gain: 1.0,
         ..Default::default()
     };
@@ -268,9 +270,21 @@ pub fn simulate_trunk(seq: &Sequential, plan: &ParallelPlan) -> ParallelReport {
     s.rep
 }
 
+/// What `ratchet simulate --jobs` simulates: the slot counts, the queue and its length, the
+/// seed, and the devices' noise.
+pub struct Night<'a> {
+    pub slots: &'a [usize],
+    pub hypotheses: usize,
+    pub queue: Queue,
+    pub seed: u64,
+    pub second_device: bool,
+    pub scenario: &'a Scenario,
+}
+
 /// The table of `ratchet simulate --jobs`: one night per slot count and interaction, the same
 /// queue each time, and the lane's false-keep rate on vanished gains.
-pub fn table(seq: &Sequential, slots: &[usize], hypotheses: usize, seed: u64, second_device: bool, scenario: &Scenario) -> String {
+pub fn table(seq: &Sequential, night: &Night) -> String {
+    let Night { slots, hypotheses, queue, seed, second_device, scenario } = *night;
     let mut out = String::new();
     out.push_str(&format!(
         "\n### {} hypotheses on a serial trunk, K device slots, the merge lane's chain ({}{})\n\n",
@@ -278,20 +292,37 @@ pub fn table(seq: &Sequential, slots: &[usize], hypotheses: usize, seed: u64, se
         scenario.name,
         if second_device { ", winners confirmed on a second device" } else { "" }
     ));
-    out.push_str("| slots | a stale winner's gain after another keep | hypotheses / 1000 units | speed-up | runs / hypothesis | rechecks (started again) | merged | stale merged (below min effect) | +0% kept (false keeps) | 95% interval | -5% kept | +1% kept | +3% kept | +10% kept | trunk gain / 100 hypotheses |\n");
+    out.push_str("| slots | a stale winner's gain after another keep | hypotheses / 1000 units | speed-up (over the serial loop on the same devices) | runs / hypothesis | rechecks (started again) | merged | stale merged (below min effect) | +0% kept (false keeps) | 95% interval | -5% kept | +1% kept | +3% kept | +10% kept | trunk gain / 100 hypotheses |\n");
     out.push_str("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    let mut first = None;
+    // The devices differ a little in noise (`parallel::device_factor`): each K's baseline is the
+    // serial loop taking the same K devices in turn, not the first device alone.
+    let serial = |k: usize| {
+        let plan = ParallelPlan {
+            slots: 1,
+            hypotheses,
+            seed,
+            second_device,
+            interaction: Interaction::None,
+            scenario: scenario.clone(),
+            queue,
+            devices: k,
+        };
+        simulate_trunk(seq, &plan).throughput()
+    };
+    let mut bases = vec![];
     for &k in slots {
+        let base = serial(k);
+        bases.push((k, base));
         for interaction in INTERACTIONS {
             if k == 1 && interaction != Interaction::None {
                 continue; // one slot is never stale
             }
-            let plan = ParallelPlan { slots: k, hypotheses, seed, second_device, interaction, scenario: scenario.clone() };
+            let plan =
+                ParallelPlan { slots: k, hypotheses, seed, second_device, interaction, scenario: scenario.clone(), queue, devices: 1 };
             let r = simulate_trunk(seq, &plan);
-            let base = *first.get_or_insert(r.throughput());
             let (fk, nulls) = r.false_keeps();
             out.push_str(&format!(
-                "| {} | {} | {:.1} | {:.2}x | {:.1} | {} ({}) | {} | {} ({}) | {:.3}% | {} | {:.2}% | {:.1}% | {:.1}% | {:.1}% | {:+.1}% |\n",
+                "| {} | {} | {:.1} | {:.2}x | {:.1} | {} ({}) | {} | {} ({}) | {:.3}% | {} | {} | {} | {} | {} | {:+.1}% |\n",
                 k,
                 if k == 1 { "-".into() } else { interaction.label() },
                 r.throughput(),
@@ -304,14 +335,19 @@ pub fn table(seq: &Sequential, slots: &[usize], hypotheses: usize, seed: u64, se
                 r.stale_merged_below_min,
                 fk as f64 / nulls.max(1) as f64 * 100.0,
                 crate::stats::simulate::interval(fk, nulls.max(1)),
-                r.keep_rate(-0.05) * 100.0,
-                r.keep_rate(0.01) * 100.0,
-                r.keep_rate(0.03) * 100.0,
-                r.keep_rate(0.10) * 100.0,
+                rate(r.keep_rate(-0.05), 2),
+                rate(r.keep_rate(0.01), 1),
+                rate(r.keep_rate(0.03), 1),
+                rate(r.keep_rate(0.10), 1),
                 r.gain_per_100(),
             ));
         }
     }
+    let bases: Vec<String> = bases.iter().map(|(k, b)| format!("{k}: {b:.1}")).collect();
+    out.push_str(&format!(
+        "\nThe serial loop on the same K devices, taken in turn (the speed-up's baseline), in hypotheses / 1000 units: {}.\n",
+        bases.join(", ")
+    ));
     let n = hypotheses.max(2000);
     let (kept, n) = crate::stats::parallel::lane_keeps(seq, scenario, 0.0, n, seed);
     let p = &seq.params;
@@ -322,6 +358,12 @@ pub fn table(seq: &Sequential, slots: &[usize], hypotheses: usize, seed: u64, se
         p.alpha * if p.confirm { p.confirm_alpha } else { 1.0 } * 100.0
     ));
     out
+}
+
+/// A keep rate as a percentage with `places` decimals, or "-" when the queue had no such
+/// hypothesis.
+fn rate(r: Option<f64>, places: usize) -> String {
+    r.map_or("-".into(), |r| format!("{:.*}%", places, r * 100.0))
 }
 
 #[cfg(test)]
@@ -335,7 +377,16 @@ mod tests {
 
     fn plan(slots: usize, hypotheses: usize) -> ParallelPlan {
         let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the grid has cv 1%");
-        ParallelPlan { slots, hypotheses, seed: 42, second_device: false, interaction: Interaction::None, scenario: cv1 }
+        ParallelPlan {
+            slots,
+            hypotheses,
+            seed: 42,
+            second_device: false,
+            interaction: Interaction::None,
+            scenario: cv1,
+            queue: Queue::Mix,
+            devices: 1,
+        }
     }
 
     #[test]
@@ -361,7 +412,47 @@ mod tests {
         // Every trial beyond the first of each hypothesis is a recheck on a moved trunk.
         assert_eq!(four.trials, 400 + four.stale, "{four:?}");
         assert!(four.stale > 0, "four slots see a moved trunk now and then");
-        assert!(four.keep_rate(0.10) > 0.9, "{:?}", four.by_effect);
+        assert!(four.keep_rate(0.10).unwrap() > 0.9, "{:?}", four.by_effect);
+    }
+
+    #[test]
+    fn each_slot_count_is_measured_against_the_serial_loop_on_the_same_devices() {
+        // The devices' noise differs (0.8x-1.25x); a serial loop on the first device alone made
+        // every speed-up partly a quieter device's. The serial baseline of K slots takes the same
+        // K devices in turn, and the table says what each baseline was.
+        let mut serial4 = plan(1, 400);
+        serial4.devices = 4;
+        let one = simulate_trunk(&seq(), &plan(1, 400));
+        let turn = simulate_trunk(&seq(), &serial4);
+        assert_eq!((turn.trials, turn.stale), (400, 0), "a serial loop is never stale");
+        assert_ne!(one.runs, turn.runs, "other devices, other runs");
+        let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").unwrap();
+        let night = Night { slots: &[1, 4], hypotheses: 400, queue: Queue::Mix, seed: 42, second_device: false, scenario: &cv1 };
+        let t = table(&seq(), &night);
+        let four = simulate_trunk(&seq(), &plan(4, 400));
+        let want = format!("| 4 | independent | {:.1} | {:.2}x |", four.throughput(), four.throughput() / turn.throughput());
+        assert!(t.contains(&want), "{want}\n{t}");
+        assert!(t.contains(&format!("1: {:.1}, 4: {:.1}.", one.throughput(), turn.throughput())), "{t}");
+    }
+
+    #[test]
+    fn a_win30_queue_draws_its_shares_and_has_no_minimum_effect_gains() {
+        // The queue the throughput target names: 30% of its hypotheses win, none is +1%, and the
+        // table says "-" for an effect the queue does not hold rather than a 0% keep rate.
+        let mut p = plan(4, 4000);
+        p.queue = Queue::Win30;
+        let r = simulate_trunk(&seq(), &p);
+        let share = |e: f64| r.by_effect.iter().find(|c| c.0 == e).map_or(0, |c| c.1) as f64 / 4000.0;
+        assert!((share(0.03) + share(0.10) - 0.30).abs() < 0.03, "{:?}", r.by_effect);
+        assert_eq!(r.keep_rate(0.01), None);
+        assert!(r.keep_rate(0.10).unwrap() > 0.9);
+        // More winners than the mix's means more stale ones on 4 slots.
+        let mix = simulate_trunk(&seq(), &plan(4, 4000));
+        assert!(r.stale > mix.stale, "win30 {} stale rechecks, mix {}", r.stale, mix.stale);
+        let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").unwrap();
+        let night = Night { slots: &[1, 4], hypotheses: 300, queue: Queue::Win30, seed: 3, second_device: false, scenario: &cv1 };
+        let t = table(&seq(), &night);
+        assert!(t.lines().filter(|l| l.starts_with("| 4 |")).all(|l| l.split(" | ").nth(11) == Some("-")), "{t}");
     }
 
     #[test]

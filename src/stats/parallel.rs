@@ -23,6 +23,35 @@ use super::Verdict;
 /// nothing, some are slower, a few are gains at, above and well above the minimum effect.
 pub const MIX: [(f64, f64); 5] = [(0.0, 0.55), (-0.05, 0.15), (0.01, 0.10), (0.03, 0.12), (0.10, 0.08)];
 
+/// A queue where 30% of the hypotheses are gains the serial rule keeps almost always (+3% and
+/// +10%): the queue issue 30's throughput target names, where stale winners are most frequent.
+pub const WIN30: [(f64, f64); 4] = [(0.0, 0.55), (-0.05, 0.15), (0.03, 0.20), (0.10, 0.10)];
+
+/// Which mix of true effects a simulated or measured queue draws from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Queue {
+    /// [`MIX`]: 30% real gains, most of them small (about one hypothesis in eight is kept).
+    #[default]
+    Mix,
+    /// [`WIN30`]: 30% of the hypotheses win.
+    Win30,
+}
+
+impl Queue {
+    /// The true effects (speed-up fractions) and their shares.
+    pub fn shares(self) -> &'static [(f64, f64)] {
+        match self {
+            Queue::Mix => &MIX,
+            Queue::Win30 => &WIN30,
+        }
+    }
+
+    /// The shares as the tables print them, e.g. "+0%: 55%, -5%: 15%".
+    pub fn describe(self) -> String {
+        self.shares().iter().map(|(e, w)| format!("{:+.0}%: {:.0}%", e * 100.0, w * 100.0)).collect::<Vec<_>>().join(", ")
+    }
+}
+
 /// What to simulate.
 #[derive(Debug, Clone)]
 pub struct ParallelPlan {
@@ -37,6 +66,12 @@ pub struct ParallelPlan {
     pub interaction: Interaction,
     /// The devices' noise (each slot scales its cv by its own factor).
     pub scenario: Scenario,
+    /// The mix of true effects the queue is drawn from.
+    pub queue: Queue,
+    /// With one slot: the devices its trials take in turn (0 or 1: the first slot's alone). The
+    /// serial baseline of K slots runs on the same K devices, so that a speed-up is not a
+    /// quieter device's.
+    pub devices: usize,
 }
 
 /// What a stale winner's true effect is on the head it is re-measured against (another change
@@ -95,7 +130,7 @@ pub struct ParallelReport {
     /// they merged onto was below the minimum effect (the interaction's false keeps).
     pub stale_merged: usize,
     pub stale_merged_below_min: usize,
-    /// Per effect of [`MIX`]: (hypotheses with it, merged).
+    /// Per effect of the plan's [`Queue`]: (hypotheses with it, merged).
     pub by_effect: Vec<(f64, usize, usize)>,
     /// The trunk's true speed-up at the end (product of the merged effects).
     pub trunk_gain: f64,
@@ -117,9 +152,9 @@ impl ParallelReport {
         ((self.trunk_gain.ln() / self.hypotheses.max(1) as f64 * 100.0).exp() - 1.0) * 100.0
     }
 
-    /// Share of hypotheses with true effect `e` that were merged.
-    pub fn keep_rate(&self, e: f64) -> f64 {
-        self.by_effect.iter().find(|(x, _, _)| *x == e).map_or(0.0, |(_, t, m)| *m as f64 / (*t).max(1) as f64)
+    /// Share of hypotheses with true effect `e` that were merged; `None` when the queue had none.
+    pub fn keep_rate(&self, e: f64) -> Option<f64> {
+        self.by_effect.iter().find(|(x, t, _)| *x == e && *t > 0).map(|(_, t, m)| *m as f64 / *t as f64)
     }
 }
 
@@ -130,18 +165,19 @@ fn device_factor(seed: u64, slot: usize) -> f64 {
     (0.8f64.ln() + rng.uniform() * (1.25f64.ln() - 0.8f64.ln())).exp()
 }
 
-/// The true effect of hypothesis `h`, drawn from [`MIX`].
-pub fn effect_of(seed: u64, h: usize) -> f64 {
+/// The true effect of hypothesis `h`, drawn from `queue`'s shares.
+pub fn effect_of(seed: u64, h: usize, queue: Queue) -> f64 {
     let mut rng = Rng::new(seed ^ 0xEFFE_C700 ^ (h as u64).wrapping_mul(0xBF58_476D_1CE4_E5B9));
     let u = rng.uniform();
+    let shares = queue.shares();
     let mut acc = 0.0;
-    for (e, w) in MIX {
+    for &(e, w) in shares {
         acc += w;
         if u < acc {
             return e;
         }
     }
-    MIX[MIX.len() - 1].0
+    shares[shares.len() - 1].0
 }
 
 /// One trial on `slot`: the procedure's verdict and the runs it took. The device borrows the
@@ -167,8 +203,16 @@ pub fn measure(seq: &Sequential, plan: &ParallelPlan, slot: usize, effect: f64, 
 /// (kept, n). With `effect` 0 (the gain vanished) every keep is a false keep, which the serial
 /// rule bounds by `alpha x confirm_alpha`.
 pub fn lane_keeps(seq: &Sequential, scenario: &Scenario, effect: f64, n: usize, seed: u64) -> (usize, usize) {
-    let plan =
-        ParallelPlan { slots: 4, hypotheses: n, seed, second_device: false, interaction: Interaction::None, scenario: scenario.clone() };
+    let plan = ParallelPlan {
+        slots: 4,
+        hypotheses: n,
+        seed,
+        second_device: false,
+        interaction: Interaction::None,
+        scenario: scenario.clone(),
+        queue: Queue::Mix,
+        devices: 1,
+    };
     let kept = (0..n).filter(|&h| measure(seq, &plan, h % plan.slots, effect, h, 1).0 == Verdict::Keep).count();
     (kept, n)
 }
