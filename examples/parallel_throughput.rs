@@ -100,9 +100,7 @@ fn main() {
     // hypotheses wins); `win30`: 30% of the queue wins (+3% and +10% gains), where stale
     // winners and their rechecks are most frequent.
     let queue = args.get(5).map(String::as_str).unwrap_or("mix");
-    let mix = <ratchet::stats::parallel::Queue as clap::ValueEnum>::from_str(queue, true)
-        .unwrap_or_else(|e| panic!("queue {queue:?}: {e} (mix or win30)"))
-        .shares();
+    let mix = queue.parse::<ratchet::stats::parallel::Queue>().unwrap_or_else(|e| panic!("{e}")).shares();
     let effects: Vec<f64> = (0..n).map(|i| effect(seed, i, mix)).collect();
     let count = |e: f64| effects.iter().filter(|&&x| x == e).count();
     println!(

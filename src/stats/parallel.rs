@@ -27,8 +27,8 @@ pub const MIX: [(f64, f64); 5] = [(0.0, 0.55), (-0.05, 0.15), (0.01, 0.10), (0.0
 /// +10%): the queue issue 30's throughput target names, where stale winners are most frequent.
 pub const WIN30: [(f64, f64); 4] = [(0.0, 0.55), (-0.05, 0.15), (0.03, 0.20), (0.10, 0.10)];
 
-/// Which mix of true effects a simulated or measured queue draws from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+/// Which mix of true effects a simulated or measured queue draws from (by name: `mix`, `win30`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Queue {
     /// [`MIX`]: 30% real gains, most of them small (about one hypothesis in eight is kept).
     #[default]
@@ -45,6 +45,9 @@ impl Queue {
             Queue::Win30 => &WIN30,
         }
     }
+
+    /// The queues by name.
+    pub const NAMES: [(&'static str, Queue); 2] = [("mix", Queue::Mix), ("win30", Queue::Win30)];
 
     /// The shares as the tables print them, e.g. "+0%: 55%, -5%: 15%".
     pub fn describe(self) -> String {
@@ -163,6 +166,16 @@ fn device_factor(seed: u64, slot: usize) -> f64 {
     let mut rng = Rng::new(seed ^ 0xD1CE_0000 ^ (slot as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     // Log-uniform in [0.8, 1.25]: devices of one host differ a little.
     (0.8f64.ln() + rng.uniform() * (1.25f64.ln() - 0.8f64.ln())).exp()
+}
+
+impl std::str::FromStr for Queue {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Queue, String> {
+        Queue::NAMES.iter().find(|(n, _)| n.eq_ignore_ascii_case(s)).map(|&(_, q)| q).ok_or_else(|| {
+            let names: Vec<&str> = Queue::NAMES.iter().map(|(n, _)| *n).collect();
+            format!("no queue {s:?}: the queues are {}", names.join(", "))
+        })
+    }
 }
 
 /// The true effect of hypothesis `h`, drawn from `queue`'s shares.
