@@ -452,7 +452,9 @@ mod tests {
         let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").unwrap();
         let night = Night { slots: &[1, 4], hypotheses: 300, queue: Queue::Win30, seed: 3, second_device: false, scenario: &cv1 };
         let t = table(&seq(), &night);
-        assert!(t.lines().filter(|l| l.starts_with("| 4 |")).all(|l| l.split(" | ").nth(11) == Some("-")), "{t}");
+        let four: Vec<&str> = t.lines().filter(|l| l.starts_with("| 4 |")).collect();
+        assert_eq!(four.len(), 4, "one row per interaction: {t}");
+        assert!(four.iter().all(|l| l.split(" | ").nth(11) == Some("-")), "{t}");
     }
 
     #[test]
