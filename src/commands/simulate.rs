@@ -100,6 +100,8 @@ fn run_parallel(seq: &crate::stats::sequential::Sequential, args: &SimulateArgs)
         seed: args.seed,
         second_device: args.second_device,
         scenario: &cv1,
+        test: crate::stats::parallel::TrialTest::Procedure,
+        speculate: false,
     };
     print!("{}", crate::scale::chain_sim::table(seq, &night));
     println!("\nsimulated in {:.1} s", started.elapsed().as_secs_f64());

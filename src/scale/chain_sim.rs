@@ -11,7 +11,7 @@
 //! true effect is the interaction's (the worst case: every stale winner interacts).
 
 use super::lane::{Lane, Link, Place};
-use crate::stats::parallel::{effect_of, measure, Interaction, ParallelPlan, ParallelReport, Queue, INTERACTIONS};
+use crate::stats::parallel::{effect_of, measure, Interaction, ParallelPlan, ParallelReport, Queue, TrialTest, INTERACTIONS};
 use crate::stats::sequential::Sequential;
 use crate::stats::simulate::Scenario;
 use crate::stats::Verdict;
@@ -33,6 +33,9 @@ struct Trial {
     effect: f64,
     /// A recheck (or a second-device trial): its first win.
     first: Option<First>,
+    /// With `speculate`: when its first phase passed (in time units), until the chain has
+    /// been offered its link.
+    promising_at: Option<u64>,
 }
 
 /// A winner's first trial, as its recheck carries it.
@@ -83,7 +86,9 @@ impl Sim<'_> {
         let effect = if moved { self.plan.interaction.after(self.effects[h]) } else { self.effects[h] };
         // A serial baseline takes its devices in turn (see `ParallelPlan::devices`).
         let device = if self.plan.slots <= 1 && self.plan.devices > 1 { (self.next_id - 1) as usize % self.plan.devices } else { slot };
-        let (verdict, runs) = measure(self.seq, self.plan, device, effect, h, self.next_id);
+        let m = measure(self.seq, self.plan, device, effect, h, self.next_id);
+        let (verdict, runs) = (m.verdict, m.runs);
+        let promising_at = m.promising_after.filter(|_| self.plan.speculate && first.is_none()).map(|p| self.now + p);
         self.rep.trials += 1;
         if first.is_some() {
             self.lane.push(Link { id: id.clone(), incumbent: tip.clone(), candidate: candidate.clone() });
@@ -100,7 +105,19 @@ impl Sim<'_> {
             verdict,
             effect,
             first,
+            promising_at,
         });
+    }
+
+    /// With `speculate`: the first trial `j` has passed its first phase; measured on the tip, it
+    /// joins the chain now, so that trials started from here on build on its candidate.
+    fn promising(&mut self, j: usize) {
+        self.running[j].promising_at = None;
+        let t = &self.running[j];
+        if t.incumbent == self.lane.tip(&self.head) {
+            let link = Link { id: t.id.clone(), incumbent: t.incumbent.clone(), candidate: t.candidate.clone() };
+            self.lane.push(link);
+        }
     }
 
     fn merge(&mut self, t: &Trial) {
@@ -121,6 +138,11 @@ impl Sim<'_> {
     /// in flight are stopped, their runs so far spent); a first win after it waits, stale now.
     fn cut(&mut self, at: usize) {
         for l in self.lane.cut(at).into_iter().skip(1) {
+            if self.running.iter().chain(&self.winners).any(|t| t.id == l.id && t.first.is_none()) {
+                // A first trial that joined while promising (`speculate`): it goes on, and is
+                // rechecked if it wins, as any trial measured against a commit that will not be.
+                continue;
+            }
             let t = if let Some(i) = self.running.iter().position(|t| t.id == l.id) {
                 let t = self.running.remove(i);
                 self.rep.runs += self.now - t.start;
@@ -252,6 +274,14 @@ pub fn simulate_trunk(seq: &Sequential, plan: &ParallelPlan) -> ParallelReport {
             s.next_new += 1;
             s.start(s.next_new - 1, slot, None);
         }
+        // A first phase that passes before the next trial ends is acted on first.
+        let next_end = s.running.iter().map(|t| t.end).min();
+        let promise = (0..s.running.len()).filter_map(|j| s.running[j].promising_at.map(|p| (p, j))).min();
+        if let Some((p, j)) = promise.filter(|&(p, _)| next_end.is_none_or(|e| p < e)) {
+            s.now = p;
+            s.promising(j);
+            continue;
+        }
         let Some(i) = (0..s.running.len()).min_by_key(|&i| (s.running[i].end, s.running[i].slot)) else {
             // Nothing in flight after the lane's step: every winner has merged or been decided.
             assert!(
@@ -279,12 +309,16 @@ pub struct Night<'a> {
     pub seed: u64,
     pub second_device: bool,
     pub scenario: &'a Scenario,
+    /// How trials decide, and whether promising first trials join the chain (the probe's
+    /// knobs; `ratchet simulate --jobs` runs the procedure without speculation).
+    pub test: TrialTest,
+    pub speculate: bool,
 }
 
 /// The table of `ratchet simulate --jobs`: one night per slot count and interaction, the same
 /// queue each time, and the lane's false-keep rate on vanished gains.
 pub fn table(seq: &Sequential, night: &Night) -> String {
-    let Night { slots, hypotheses, queue, seed, second_device, scenario } = *night;
+    let Night { slots, hypotheses, queue, seed, second_device, scenario, test, speculate } = *night;
     let mut out = String::new();
     out.push_str(&format!(
         "\n### {} hypotheses on a serial trunk, K device slots, the merge lane's chain ({}{})\n\n",
@@ -306,6 +340,8 @@ pub fn table(seq: &Sequential, night: &Night) -> String {
             scenario: scenario.clone(),
             queue,
             devices: k,
+            test,
+            speculate: false,
         };
         simulate_trunk(seq, &plan).throughput()
     };
@@ -317,8 +353,18 @@ pub fn table(seq: &Sequential, night: &Night) -> String {
             if k == 1 && interaction != Interaction::None {
                 continue; // one slot is never stale
             }
-            let plan =
-                ParallelPlan { slots: k, hypotheses, seed, second_device, interaction, scenario: scenario.clone(), queue, devices: 1 };
+            let plan = ParallelPlan {
+                slots: k,
+                hypotheses,
+                seed,
+                second_device,
+                interaction,
+                scenario: scenario.clone(),
+                queue,
+                devices: 1,
+                test,
+                speculate,
+            };
             let r = simulate_trunk(seq, &plan);
             let (fk, nulls) = r.false_keeps();
             out.push_str(&format!(
@@ -349,7 +395,7 @@ pub fn table(seq: &Sequential, night: &Night) -> String {
         bases.join(", ")
     ));
     let n = hypotheses.max(2000);
-    let (kept, n) = crate::stats::parallel::lane_keeps(seq, scenario, 0.0, n, seed);
+    let (kept, n) = crate::stats::parallel::lane_keeps(seq, scenario, 0.0, n, seed, test);
     let p = &seq.params;
     out.push_str(&format!(
         "\nThe lane's recheck of a stale winner whose gain vanished (true effect 0 on the new head): {kept} of {n} kept, {:.3}% {}; the serial rule's bound is alpha x confirm_alpha = {:.3}%.\n",
@@ -386,6 +432,8 @@ mod tests {
             scenario: cv1,
             queue: Queue::Mix,
             devices: 1,
+            test: TrialTest::Procedure,
+            speculate: false,
         }
     }
 
@@ -427,12 +475,59 @@ mod tests {
         assert_eq!((turn.trials, turn.stale), (400, 0), "a serial loop is never stale");
         assert_ne!(one.runs, turn.runs, "other devices, other runs");
         let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").unwrap();
-        let night = Night { slots: &[1, 4], hypotheses: 400, queue: Queue::Mix, seed: 42, second_device: false, scenario: &cv1 };
+        let night = Night {
+            slots: &[1, 4],
+            hypotheses: 400,
+            queue: Queue::Mix,
+            seed: 42,
+            second_device: false,
+            scenario: &cv1,
+            test: TrialTest::Procedure,
+            speculate: false,
+        };
         let t = table(&seq(), &night);
         let four = simulate_trunk(&seq(), &plan(4, 400));
         let want = format!("| 4 | independent | {:.1} | {:.2}x |", four.throughput(), four.throughput() / turn.throughput());
         assert!(t.contains(&want), "{want}\n{t}");
         assert!(t.contains(&format!("1: {:.1}, 4: {:.1}.", one.throughput(), turn.throughput())), "{t}");
+    }
+
+    #[test]
+    fn speculating_on_promising_first_trials_leaves_fewer_stale_winners_and_keeps_the_bound() {
+        let s = seq();
+        let mut p = plan(4, 3000);
+        p.queue = Queue::Win30;
+        let today = simulate_trunk(&s, &p);
+        p.speculate = true;
+        let spec = simulate_trunk(&s, &p);
+        assert!(spec.stale * 20 < today.stale * 19, "stale winners: {} speculating, {} without", spec.stale, today.stale);
+        assert!(spec.wall < today.wall, "{} vs {}", spec.wall, today.wall);
+        // Every hypothesis is decided once, no run is lost from the count, and do-nothing
+        // changes stay out (about 1650 of them: the bound allows 1.65).
+        assert_eq!(spec.by_effect.iter().map(|c| c.1).sum::<usize>(), 3000);
+        assert!(spec.runs <= 4 * spec.wall);
+        assert!(spec.false_keeps().0 <= 1, "{:?}", spec.false_keeps());
+        // A promising trial whose confirmation fails cuts the chain: with every stale winner's
+        // gain gone, nothing below the minimum effect is merged.
+        p.interaction = Interaction::Vanish;
+        let vanish = simulate_trunk(&s, &p);
+        assert_eq!(vanish.stale_merged_below_min, 0, "{vanish:?}");
+        assert!(vanish.restarted > 0, "cut chains start rechecks again");
+    }
+
+    #[test]
+    fn the_known_noise_sprt_spends_fewer_runs_than_the_procedure_and_keeps_its_levels() {
+        // The floor of docs/decisions.md as the lane probe's trial: no test at these levels
+        // spends less, and it is not one ratchet could run (it knows the noise).
+        let s = seq();
+        let mut p = plan(1, 3000);
+        let procedure = simulate_trunk(&s, &p);
+        p.test = TrialTest::KnownNoiseSprt;
+        let floor = simulate_trunk(&s, &p);
+        assert!(floor.runs * 10 < procedure.runs * 8, "{} vs {}", floor.runs, procedure.runs);
+        assert!(floor.false_keeps().0 <= 2, "{:?}", floor.false_keeps());
+        assert!(floor.keep_rate(0.10).unwrap() > 0.99 && floor.keep_rate(0.03).unwrap() > 0.9, "{:?}", floor.by_effect);
+        assert_eq!(floor.keep_rate(-0.05), Some(0.0));
     }
 
     #[test]
@@ -450,7 +545,16 @@ mod tests {
         let mix = simulate_trunk(&seq(), &plan(4, 4000));
         assert!(r.stale > mix.stale, "win30 {} stale rechecks, mix {}", r.stale, mix.stale);
         let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").unwrap();
-        let night = Night { slots: &[1, 4], hypotheses: 300, queue: Queue::Win30, seed: 3, second_device: false, scenario: &cv1 };
+        let night = Night {
+            slots: &[1, 4],
+            hypotheses: 300,
+            queue: Queue::Win30,
+            seed: 3,
+            second_device: false,
+            scenario: &cv1,
+            test: TrialTest::Procedure,
+            speculate: false,
+        };
         let t = table(&seq(), &night);
         let four: Vec<&str> = t.lines().filter(|l| l.starts_with("| 4 |")).collect();
         assert_eq!(four.len(), 4, "one row per interaction: {t}");

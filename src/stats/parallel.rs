@@ -75,6 +75,35 @@ pub struct ParallelPlan {
     /// serial baseline of K slots runs on the same K devices, so that a speed-up is not a
     /// quieter device's.
     pub devices: usize,
+    /// How each trial decides.
+    pub test: TrialTest,
+    /// A design the controller does not have (a probe, `examples/lane_probe.rs`): a first trial
+    /// whose first phase passed joins the chain at once when it was measured on the tip, so
+    /// that trials started meanwhile build on it; its failed confirmation cuts the chain.
+    pub speculate: bool,
+}
+
+/// How a simulated trial decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TrialTest {
+    /// The serial loop's procedure, its scale borrowed from the device's own calibration: what
+    /// the controller runs.
+    #[default]
+    Procedure,
+    /// Wald's sequential probability ratio test of no gain against +3%, pair by pair, with the
+    /// device's noise known, false keeps 0.1% (`alpha x confirm_alpha`) and power 95%: the floor
+    /// of docs/decisions.md ("The floor"), a bound on what any test at those levels can spend,
+    /// not a test ratchet could run (the noise is never known).
+    KnownNoiseSprt,
+}
+
+/// One simulated trial: its verdict, its runs, and (when its first phase passed) the runs
+/// after which it did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Measured {
+    pub verdict: Verdict,
+    pub runs: u64,
+    pub promising_after: Option<u64>,
 }
 
 /// What a stale winner's true effect is on the head it is re-measured against (another change
@@ -196,10 +225,13 @@ pub fn effect_of(seed: u64, h: usize, queue: Queue) -> f64 {
 /// One trial on `slot`: the procedure's verdict and the runs it took. The device borrows the
 /// scale of a calibration drawn on the same device for this trial. `salt` tells apart the
 /// trials of one hypothesis (its first trial, its recheck, a recheck started again).
-pub fn measure(seq: &Sequential, plan: &ParallelPlan, slot: usize, effect: f64, h: usize, salt: u64) -> (Verdict, u64) {
+pub fn measure(seq: &Sequential, plan: &ParallelPlan, slot: usize, effect: f64, h: usize, salt: u64) -> Measured {
     let salt = (h as u64) << 20 ^ slot as u64 ^ salt << 56;
     let mut rng = Rng::new(plan.seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let device = Scenario { cv: plan.scenario.cv * device_factor(plan.seed, slot), ..plan.scenario.clone() };
+    if plan.test == TrialTest::KnownNoiseSprt {
+        return known_noise_sprt(&device, effect, &mut rng);
+    }
     let scale = calibrated_scale(&device, &mut rng);
     // Every trial, a stale winner's recheck too, decides with the serial loop's rule: its
     // minimum effect and levels are what bound a keep of a gain another keep made vanish.
@@ -208,14 +240,34 @@ pub fn measure(seq: &Sequential, plan: &ParallelPlan, slot: usize, effect: f64, 
     let seq = seq.clone().with_history(scale);
     let states = session(&device, 2 * seq.max_measured_pairs() + 2, device.jump, &mut rng);
     let (d, pos) = decide_on(&seq, &states, effect);
-    (d.verdict, pos as u64)
+    // A first phase that passed handed over to the confirmation after its measured pairs.
+    Measured { verdict: d.verdict, runs: pos as u64, promising_after: d.confirmation.as_ref().map(|_| 2 * d.pairs as u64) }
+}
+
+/// [`TrialTest::KnownNoiseSprt`] on one device: normal log-ratios of mean ln(1 + effect) and sd
+/// sqrt(2) x the device's cv, Wald's thresholds ln A and ln B (A = 0.95 / 0.001, B = 0.05 /
+/// 0.999), one pair at a time.
+fn known_noise_sprt(device: &Scenario, effect: f64, rng: &mut Rng) -> Measured {
+    let (mu1, sd) = (1.03f64.ln(), 2f64.sqrt() * device.cv);
+    let (upper, lower) = ((0.95f64 / 0.001).ln(), (0.05f64 / 0.999).ln());
+    let mu = (1.0 + effect).ln();
+    let mut llr = 0.0;
+    for pairs in 1..=500u64 {
+        let d = mu + sd * rng.normal();
+        llr += mu1 * (d - mu1 / 2.0) / (sd * sd);
+        if llr >= upper || llr <= lower {
+            let verdict = if llr >= upper { Verdict::Keep } else { Verdict::Revert };
+            return Measured { verdict, runs: 2 * pairs, promising_after: None };
+        }
+    }
+    Measured { verdict: Verdict::Inconclusive, runs: 1000, promising_after: None }
 }
 
 /// How often the merge lane keeps a stale winner whose true effect on the new head is `effect`:
 /// `n` rechecks, each on one of `slots` simulated devices with its own calibration. Returns
 /// (kept, n). With `effect` 0 (the gain vanished) every keep is a false keep, which the serial
-/// rule bounds by `alpha x confirm_alpha`.
-pub fn lane_keeps(seq: &Sequential, scenario: &Scenario, effect: f64, n: usize, seed: u64) -> (usize, usize) {
+/// rule bounds by `alpha x confirm_alpha`. Each recheck decides by `test`.
+pub fn lane_keeps(seq: &Sequential, scenario: &Scenario, effect: f64, n: usize, seed: u64, test: TrialTest) -> (usize, usize) {
     let plan = ParallelPlan {
         slots: 4,
         hypotheses: n,
@@ -225,8 +277,10 @@ pub fn lane_keeps(seq: &Sequential, scenario: &Scenario, effect: f64, n: usize, 
         scenario: scenario.clone(),
         queue: Queue::Mix,
         devices: 1,
+        test,
+        speculate: false,
     };
-    let kept = (0..n).filter(|&h| measure(seq, &plan, h % plan.slots, effect, h, 1).0 == Verdict::Keep).count();
+    let kept = (0..n).filter(|&h| measure(seq, &plan, h % plan.slots, effect, h, 1).verdict == Verdict::Keep).count();
     (kept, n)
 }
 
@@ -254,10 +308,10 @@ mod tests {
         // default). One confirmation-sized look at p <= 0.05 with no minimum effect kept 5%.
         let s = seq();
         let bound = s.params.alpha * s.params.confirm_alpha;
-        let (kept, n) = lane_keeps(&s, &cv1(), 0.0, 3000, 11);
+        let (kept, n) = lane_keeps(&s, &cv1(), 0.0, 3000, 11, TrialTest::Procedure);
         assert!((kept as f64) <= 3.0 * bound * n as f64, "{kept} of {n} vanished gains kept; bound {bound}");
         // Reversed (-1%): never kept.
-        assert_eq!(lane_keeps(&s, &cv1(), -0.01, 1000, 12).0, 0);
+        assert_eq!(lane_keeps(&s, &cv1(), -0.01, 1000, 12, TrialTest::Procedure).0, 0);
     }
 
     #[test]
@@ -265,10 +319,10 @@ mod tests {
         // +0.7% left under a 1% minimum effect: the serial rule keeps it about as rarely as a
         // serial sweep does (a fixed look for any gain > 0 kept 5 of 16 in the field).
         let s = seq();
-        let (kept, n) = lane_keeps(&s, &cv1(), 0.007, 1000, 13);
+        let (kept, n) = lane_keeps(&s, &cv1(), 0.007, 1000, 13, TrialTest::Procedure);
         assert!(kept * 10 < n, "{kept} of {n} kept");
         // A gain well above the minimum effect still passes its recheck.
-        let (kept, n) = lane_keeps(&s, &cv1(), 0.03, 300, 14);
+        let (kept, n) = lane_keeps(&s, &cv1(), 0.03, 300, 14, TrialTest::Procedure);
         assert!(kept * 10 > n * 8, "{kept} of {n} kept");
     }
 }

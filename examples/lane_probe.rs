@@ -1,0 +1,45 @@
+//! The merge lane's design probes: `ratchet simulate --jobs`'s table for designs and tests the
+//! controller does not have, so that docs/scale-out.md's figures for them are a command away.
+//!
+//! `cargo run --release --example lane_probe -- [key=value ...]`, keys: queue (mix, win30),
+//! slots (1,2,4,8), hypotheses (20000), seed (20260522), speculate (0/1: a first trial whose
+//! first phase passed joins the chain at once, `stats::parallel::ParallelPlan::speculate`),
+//! test (procedure, or sprt: Wald's test with the noise known, the floor of any test at the
+//! serial loop's levels, `stats::parallel::TrialTest`; one phase, so `speculate` changes nothing
+//! with it). Defaults: `ratchet simulate --defaults --jobs 1,2,4,8 --hypotheses 20000`.
+
+use ratchet::config::DecisionConfig;
+use ratchet::scale::chain_sim::{table, Night};
+use ratchet::stats::parallel::{Queue, TrialTest};
+use ratchet::stats::sequential::Sequential;
+use std::collections::HashMap;
+
+fn main() {
+    let kv: HashMap<String, String> =
+        std::env::args().skip(1).filter_map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
+    let get = |k: &str, d: &str| kv.get(k).cloned().unwrap_or_else(|| d.to_string());
+    let num = |k: &str, d: &str| get(k, d).parse::<u64>().unwrap_or_else(|_| panic!("{k}={}: not a count", get(k, d)));
+    let queue: Queue = get("queue", "mix").parse().unwrap_or_else(|e| panic!("{e}"));
+    let slots: Vec<usize> = get("slots", "1,2,4,8").split(',').map(|s| s.parse().expect("slots=1,2,4")).collect();
+    let test = match get("test", "procedure").as_str() {
+        "procedure" => TrialTest::Procedure,
+        "sprt" => TrialTest::KnownNoiseSprt,
+        other => panic!("test={other}: procedure or sprt"),
+    };
+    let cv1 = ratchet::stats::simulate::scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the grid has cv 1%");
+    let night = Night {
+        slots: &slots,
+        hypotheses: num("hypotheses", "20000") as usize,
+        queue,
+        seed: num("seed", "20260522"),
+        second_device: false,
+        scenario: &cv1,
+        test,
+        speculate: num("speculate", "0") != 0,
+    };
+    println!("queue {} ({}), trials by {:?}, speculating: {}", get("queue", "mix"), queue.describe(), test, night.speculate);
+    let seq = Sequential::new(DecisionConfig::default().params(None));
+    let started = std::time::Instant::now();
+    print!("{}", table(&seq, &night));
+    eprintln!("simulated in {:.1} s", started.elapsed().as_secs_f64());
+}
