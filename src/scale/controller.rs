@@ -829,13 +829,7 @@ fn candidate_commit(repo: &Repo, head: git2::Oid, plan: &Plan, message: &str) ->
 /// trial's note says why its worker failed (a checkout it could not make, say), not only that
 /// it did.
 fn last_error(log: &Path) -> Option<String> {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut f = std::fs::File::open(log).ok()?;
-    let len = f.metadata().ok()?.len();
-    f.seek(SeekFrom::Start(len.saturating_sub(16 << 10))).ok()?;
-    let mut tail = Vec::new();
-    f.read_to_end(&mut tail).ok()?;
-    let text = String::from_utf8_lossy(&tail);
+    let text = crate::bench::executor::tail(log, usize::MAX);
     let line = text.lines().rev().find_map(|l| l.trim().strip_prefix("error:"))?;
     Some(line.trim().chars().take(300).collect())
 }

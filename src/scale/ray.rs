@@ -263,10 +263,10 @@ fn map_state(job: &RayJob) -> Result<JobState> {
                 // 1..=128: the worker's own exit status; above, the shell's 128+N for a signal;
                 // below zero, the signal itself.
                 Some(c) if ran && (1..=128).contains(&c) => JobState::Finished,
-                Some(c) if ran && c > 128 => {
-                    JobState::Failed(format!("ray: FAILED (killed by {})", crate::process::signal((c - 128) as i32)))
+                Some(c) if ran && !(0..=128).contains(&c) => {
+                    let sig = if c > 128 { c - 128 } else { -c };
+                    JobState::Failed(format!("ray: FAILED (killed by {})", crate::process::signal(sig as i32)))
                 }
-                Some(c) if ran && c < 0 => JobState::Failed(format!("ray: FAILED (killed by {})", crate::process::signal((-c) as i32))),
                 _ => {
                     let why = job.error_type.clone().unwrap_or_else(|| first_line(&job.message));
                     JobState::Failed(if why.is_empty() { "ray: FAILED".into() } else { format!("ray: FAILED ({why})") })

@@ -446,19 +446,27 @@ pub fn sprt_run(mu: f64, mu1: f64, sd: f64, alpha: f64, beta: f64, trials: usize
 /// noise jumped above its calibration).
 #[allow(clippy::too_many_arguments)]
 pub fn sprt_run_jumped(mu: f64, jump: f64, mu1: f64, sd: f64, alpha: f64, beta: f64, trials: usize, seed: u64) -> (f64, f64) {
-    let (a, b) = (((1.0 - beta) / alpha).ln(), (beta / (1.0 - alpha)).ln());
     let mut rng = Rng::new(seed);
     let (mut pairs, mut keeps) = (0usize, 0usize);
     for _ in 0..trials {
-        let mut llr = 0.0;
-        while b < llr && llr < a {
-            let x = mu + jump * sd * rng.normal();
-            llr += mu1 / (sd * sd) * (x - mu1 / 2.0);
-            pairs += 1;
-        }
-        keeps += (llr >= a) as usize;
+        let (keep, n) = sprt_trial(mu, jump, mu1, sd, alpha, beta, &mut rng);
+        pairs += n;
+        keeps += keep as usize;
     }
     (pairs as f64 / trials as f64, keeps as f64 / trials as f64)
+}
+
+/// One decision of [`sprt_run_jumped`]'s test, drawing from `rng`: whether it keeps, and the
+/// pairs it took.
+pub fn sprt_trial(mu: f64, jump: f64, mu1: f64, sd: f64, alpha: f64, beta: f64, rng: &mut Rng) -> (bool, usize) {
+    let (a, b) = (((1.0 - beta) / alpha).ln(), (beta / (1.0 - alpha)).ln());
+    let (mut llr, mut pairs) = (0.0, 0usize);
+    while b < llr && llr < a {
+        let x = mu + jump * sd * rng.normal();
+        llr += mu1 / (sd * sd) * (x - mu1 / 2.0);
+        pairs += 1;
+    }
+    (llr >= a, pairs)
 }
 
 /// Draws per gain of the SPRT run that `ratchet simulate` prints under its table.
