@@ -115,7 +115,10 @@ pack
 
 stage "calibrate: A/A pairs of the demo's HEAD"
 if [[ -d "$W/demo" ]]; then
-    (cd "$W/demo" && timeout "${CALIBRATE_S:-60}" "$BIN" calibrate --pairs "${CALIBRATE_PAIRS:-6}" --color never) >"$W/calibrate.txt" 2>&1
+    # A run of the example takes 5-7 s on an H200 (jax's start and compile): give each pair 16 s,
+    # so that a larger CALIBRATE_PAIRS is not cut off by a limit sized for the default.
+    PAIRS="${CALIBRATE_PAIRS:-6}"
+    (cd "$W/demo" && timeout "${CALIBRATE_S:-$((PAIRS * 16 + 20))}" "$BIN" calibrate --pairs "$PAIRS" --color never) >"$W/calibrate.txt" 2>&1
     note "calibrate exit $?"
     tail -n 15 "$W/calibrate.txt" | tee -a "$W/summary.txt"
 fi

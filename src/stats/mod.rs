@@ -4,6 +4,7 @@
 //! Everything here is pure except `history`'s load/record of `.ratchet/noise.json`.
 
 pub mod effect;
+pub mod floor;
 pub mod history;
 pub mod mannwhitney;
 pub mod noise;

@@ -244,12 +244,12 @@ pub fn measure(seq: &Sequential, plan: &ParallelPlan, slot: usize, effect: f64, 
     Measured { verdict: d.verdict, runs: pos as u64, promising_after: d.confirmation.as_ref().map(|_| 2 * d.pairs as u64) }
 }
 
-/// [`TrialTest::KnownNoiseSprt`] on one device ([`super::simulate::sprt_trial`]): normal
+/// [`TrialTest::KnownNoiseSprt`] on one device ([`super::floor::sprt_trial`]): normal
 /// log-ratios of mean ln(1 + effect) and sd sqrt(2) x the device's cv, false keeps 0.1%, power
 /// 95% at +3%.
 fn known_noise_sprt(device: &Scenario, effect: f64, rng: &mut Rng) -> Measured {
     let sd = 2f64.sqrt() * device.cv;
-    let (keep, pairs) = super::simulate::sprt_trial((1.0 + effect).ln(), 1.0, 1.03f64.ln(), sd, 0.001, 0.05, rng);
+    let (keep, pairs) = super::floor::sprt_trial((1.0 + effect).ln(), 1.0, 1.03f64.ln(), sd, 0.001, 0.05, rng);
     Measured { verdict: if keep { Verdict::Keep } else { Verdict::Revert }, runs: 2 * pairs as u64, promising_after: None }
 }
 

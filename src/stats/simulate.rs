@@ -16,6 +16,7 @@
 //! the true gain, and (under no gain) how often its p falls below 1% and its p_adjusted below
 //! alpha.
 
+use super::floor::{jump_safe_pairs, sprt_pairs, sprt_run, sprt_run_jumped, ScaleFree, Stop, FREE_BETA, MAX_JUMP, SPRT_TRIALS};
 use super::history;
 use super::mannwhitney::mann_whitney_u;
 use super::rng::Rng;
@@ -415,62 +416,58 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
     cell
 }
 
-/// Expected pairs of Wald's sequential probability ratio test of no gain against a log-ratio
-/// mean of `mu1`, when the true mean is `mu`, with the noise known (sd `sd` per pair), false
-/// keeps `alpha` and power `1 - beta` at `mu1` (Wald 1947, ignoring the overshoot):
-/// (L ln B + (1 - L) ln A) / E[z], A = (1 - beta) / alpha, B = beta / (1 - alpha),
-/// E[z] = mu1 (mu - mu1 / 2) / sd^2, L the probability of accepting no gain. No test of the same
-/// levels does better on average at `mu` = 0 or `mu1`: the floor for runs per decision.
-pub fn sprt_pairs(mu: f64, mu1: f64, sd: f64, alpha: f64, beta: f64) -> f64 {
-    let (a, b) = (((1.0 - beta) / alpha).ln(), (beta / (1.0 - alpha)).ln());
-    let var = sd * sd;
-    // h solves E[exp(h z)] = 1 for the log-likelihood ratio z of one pair.
-    let h = 1.0 - 2.0 * mu / mu1;
-    if h.abs() < 1e-9 {
-        return -a * b / (mu1 * mu1 / var);
+/// Pairs the scale-free test reads at the calibrated noise before a jump "at the phase
+/// boundary" (it has no phases: its first two looks see the quiet noise, the rest the jumped).
+pub const BOUNDARY_PAIRS: usize = 2;
+
+/// Tallies of the scale-free test on one (scenario, gain) cell.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FreeCell {
+    pub trials: usize,
+    pub keeps: usize,
+    pub futile: usize,
+    pub total_pairs: usize,
+}
+
+impl FreeCell {
+    pub fn mean_runs(&self) -> f64 {
+        2.0 * self.total_pairs as f64 / self.trials.max(1) as f64
     }
-    let l = ((h * a).exp() - 1.0) / ((h * a).exp() - (h * b).exp());
-    (l * b + (1.0 - l) * a) / (mu1 * (mu - mu1 / 2.0) / var)
 }
 
-/// Wald's SPRT of [`sprt_pairs`] run pair by pair on normal log-ratios of mean `mu` and known sd
-/// `sd`, with Wald's thresholds ln A and ln B, over `trials` seeded draws: the mean pairs it
-/// takes (whole pairs, with the overshoot the formula ignores) and the share it keeps. Its
-/// errors come out below `alpha` and `beta` (the overshoot again), so the test meeting them
-/// exactly lies between this and the formula: the floor as a real test on whole pairs sees it.
-pub fn sprt_run(mu: f64, mu1: f64, sd: f64, alpha: f64, beta: f64, trials: usize, seed: u64) -> (f64, f64) {
-    sprt_run_jumped(mu, 1.0, mu1, sd, alpha, beta, trials, seed)
-}
-
-/// [`sprt_run`] on log-ratios whose sd is `jump` times the `sd` the test takes as known (the
-/// noise jumped above its calibration).
-#[allow(clippy::too_many_arguments)]
-pub fn sprt_run_jumped(mu: f64, jump: f64, mu1: f64, sd: f64, alpha: f64, beta: f64, trials: usize, seed: u64) -> (f64, f64) {
-    let mut rng = Rng::new(seed);
-    let (mut pairs, mut keeps) = (0usize, 0usize);
-    for _ in 0..trials {
-        let (keep, n) = sprt_trial(mu, jump, mu1, sd, alpha, beta, &mut rng);
-        pairs += n;
-        keeps += keep as usize;
+/// The scale-free test of [`super::floor`] on `trials` decisions of `s` at a true gain `effect`, seeded by `seed`,
+/// on the simulator's own machine sessions and in the procedure's run order: each trial first
+/// draws its own calibration (`ratchet calibrate`'s 16 pairs, as `simulate` does) and takes the
+/// sd the test is powered for from it; `mu1`, `alpha`, `beta` and `max_pairs` set the test.
+pub fn scale_free_cell(s: &Scenario, effect: f64, trials: usize, seed: u64, test: &ScaleFree) -> FreeCell {
+    let mut cell = FreeCell { trials, ..Default::default() };
+    let cand = 1.0 / (1.0 + effect);
+    let positions = 2 * test.max_pairs;
+    for t in 0..trials {
+        let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        // One pair's log-ratio of the history's noise has sd sqrt(2) cv.
+        let truth = std::f64::consts::SQRT_2 * s.cv / s.jump;
+        let calibrated = calibrated_scale(s, &mut rng).map_or(truth, |b| b.scale.sd);
+        let sd = if s.calibration_at > 0.0 { truth * s.calibration_at } else { calibrated };
+        let states: Vec<f64> = if s.jump_at_confirm {
+            let quiet = session(s, positions, 1.0, &mut rng);
+            let jumped = session(s, positions, s.jump, &mut rng);
+            quiet[..2 * BOUNDARY_PAIRS].iter().chain(&jumped[2 * BOUNDARY_PAIRS..]).copied().collect()
+        } else {
+            session(s, positions, s.jump, &mut rng)
+        };
+        let trial = ScaleFree { sd, ..*test };
+        let (stop, pairs) = trial.decide(|i| {
+            let (a, b) = (states[2 * i], states[2 * i + 1]);
+            let (inc, cnd) = if incumbent_first(Phase::Main, i) { (a, b * cand) } else { (b, a * cand) };
+            (inc / cnd).ln()
+        });
+        cell.total_pairs += pairs;
+        cell.keeps += (stop == Stop::Keep) as usize;
+        cell.futile += (stop == Stop::Futile) as usize;
     }
-    (pairs as f64 / trials as f64, keeps as f64 / trials as f64)
+    cell
 }
-
-/// One decision of [`sprt_run_jumped`]'s test, drawing from `rng`: whether it keeps, and the
-/// pairs it took.
-pub fn sprt_trial(mu: f64, jump: f64, mu1: f64, sd: f64, alpha: f64, beta: f64, rng: &mut Rng) -> (bool, usize) {
-    let (a, b) = (((1.0 - beta) / alpha).ln(), (beta / (1.0 - alpha)).ln());
-    let (mut llr, mut pairs) = (0.0, 0usize);
-    while b < llr && llr < a {
-        let x = mu + jump * sd * rng.normal();
-        llr += mu1 / (sd * sd) * (x - mu1 / 2.0);
-        pairs += 1;
-    }
-    (llr >= a, pairs)
-}
-
-/// Draws per gain of the SPRT run that `ratchet simulate` prints under its table.
-pub const SPRT_TRIALS: usize = 200_000;
 
 /// One-sided 95% upper bound of a rate with `k` events in `n` trials (Clopper-Pearson).
 pub fn upper_bound(k: usize, n: usize) -> f64 {
@@ -641,6 +638,34 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
                 jumped(2.0),
                 jumped(3.0)
             ));
+            let safe = |mu: f64| 2.0 * jump_safe_pairs(mu, sd, level, 0.05, MAX_JUMP).pairs;
+            out.push_str(&format!(
+                "floor for tests that also keep false keeps at {:.2}% whenever the noise is 1x-{MAX_JUMP}x its calibration (information bound; a do-nothing change at {:.2}x the calibrated noise looks most like +3%), power 95%: {:.1} runs under no gain, {:.1} at +3%, {:.1} at +10%\n",
+                level * 100.0,
+                jump_safe_pairs(mu1, sd, level, 0.05, MAX_JUMP).jump,
+                runs(0.0),
+                safe(mu1),
+                safe(1.1f64.ln())
+            ));
+            // The scale-free test on the simulator's cv 1% machine, each trial with its own
+            // calibration; examples/floor_probe.rs runs it on every model.
+            let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the grid has cv 1%");
+            // Its budget: the procedure's largest with a borrowed scale (16 + 6 pairs by default).
+            let budget = seq.clone().with_history(Some(Borrowed::new(NoiseScale { sd: 1.0, df: 15.0 }))).max_measured_pairs();
+            let test = ScaleFree::new(mu1, sd, level, FREE_BETA, budget);
+            let free = |e: f64| scale_free_cell(&cv1, e, SPRT_TRIALS / 10, plan.seed, &test);
+            let (f0, f3, f10) = (free(0.0), free(0.03), free(0.10));
+            let rate = |c: &FreeCell| c.keeps as f64 / c.trials as f64 * 100.0;
+            out.push_str(&format!(
+                "a test that holds that by construction (floor::ScaleFree, Ville's inequality; no guard, no second phase), {} draws: {:.1} runs under no gain (keeps {:.3}%), {:.1} at +3% (keeps {:.1}%), {:.1} at +10% (keeps {:.1}%)\n",
+                SPRT_TRIALS / 10,
+                f0.mean_runs(),
+                rate(&f0),
+                f3.mean_runs(),
+                rate(&f3),
+                f10.mean_runs(),
+                rate(&f10)
+            ));
         }
     }
     out
@@ -696,40 +721,6 @@ mod tests {
         // No event: [0, 1 - 0.025^(1/n)].
         assert_eq!(cp_interval(0, 40), "[0.00, 8.81]");
         assert_eq!(clopper_pearson(5, 5).1, 1.0);
-    }
-
-    #[test]
-    fn the_sprt_floor_matches_wald_s_formula() {
-        // Wald's formulas evaluated independently in Python (math.log, math.exp): no gain, +3%,
-        // +10% against +3% at CV 1% (sd of a pair sqrt(2) x 1%), false keeps 0.1%, power 95%.
-        let (mu1, sd) = ((1.03f64).ln(), std::f64::consts::SQRT_2 * 0.01);
-        let pairs = |mu: f64| sprt_pairs(mu, mu1, sd, 0.001, 0.05);
-        assert!((pairs(0.0) - 1.366511490271298).abs() < 1e-9, "{}", pairs(0.0));
-        assert!((pairs(mu1) - 2.913465172189708).abs() < 1e-9, "{}", pairs(mu1));
-        assert!((pairs(1.1f64.ln()) - 0.5760779952462686).abs() < 1e-9, "{}", pairs(1.1f64.ln()));
-        // Continuous through the midpoint, where h = 0.
-        assert!((pairs(mu1 / 2.0) - pairs(mu1 / 2.0 + 1e-7)).abs() < 1e-3);
-    }
-
-    #[test]
-    fn the_sprt_run_on_whole_pairs_matches_an_independent_simulation() {
-        // The same test simulated in Python (numpy, 2,000,000 draws each, standard errors
-        // 0.001 or less): no gain 2.2100 pairs, keeps 0.031%; +3% 3.9033 pairs, keeps 98.48%;
-        // +10% 1.0078 pairs, keeps 100%.
-        let (mu1, sd) = ((1.03f64).ln(), std::f64::consts::SQRT_2 * 0.01);
-        let run = |mu: f64, seed: u64| sprt_run(mu, mu1, sd, 0.001, 0.05, 200_000, seed);
-        let (n0, k0) = run(0.0, 1);
-        assert!((n0 - 2.2100).abs() < 0.02 && k0 < 0.001, "{n0} {k0}");
-        let (n3, k3) = run(mu1, 2);
-        assert!((n3 - 3.9033).abs() < 0.03 && (k3 - 0.9848).abs() < 0.002, "{n3} {k3}");
-        let (n10, k10) = run(1.1f64.ln(), 3);
-        assert!((n10 - 1.0078).abs() < 0.005 && k10 > 0.9999, "{n10} {k10}");
-        // With the noise doubled (sd taken as known), far above the levels: 7.59% of 400000 in
-        // the same numpy simulation.
-        let (_, kj) = sprt_run_jumped(0.0, 2.0, mu1, sd, 0.001, 0.05, 200_000, 4);
-        assert!((kj - 0.0759).abs() < 0.003, "{kj}");
-        // Never under the formula's figure, which ignores the overshoot.
-        assert!(n0 > sprt_pairs(0.0, mu1, sd, 0.001, 0.05) && n3 > sprt_pairs(mu1, mu1, sd, 0.001, 0.05));
     }
 
     #[test]
@@ -923,5 +914,17 @@ mod tests {
         assert!(out.keep_rate() > 0.95, "{out:?}");
         let power = simulate_cell(&seq, &by("cv 1%"), 0.03, 400, 7, true);
         assert!(power.keep_rate() > 0.93, "{power:?}");
+    }
+
+    #[test]
+    fn the_scale_free_cell_is_seeded_and_reads_the_simulator_s_models() {
+        let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").unwrap();
+        let test = ScaleFree::new((1.03f64).ln(), std::f64::consts::SQRT_2 * 0.01, 0.001, FREE_BETA, 22);
+        let a = scale_free_cell(&cv1, 0.10, 300, 9, &test);
+        assert_eq!(a, scale_free_cell(&cv1, 0.10, 300, 9, &test), "seeded");
+        assert!(a.keeps >= 297 && a.mean_runs() < 16.0, "{a:?}");
+        let jumped = scenarios().into_iter().find(|s| s.name == "cv 1%, 3x history").unwrap();
+        let n = scale_free_cell(&jumped, 0.0, 3000, 10, &test);
+        assert!(n.keeps <= 3 && n.futile > 0, "{n:?}");
     }
 }
