@@ -5,7 +5,10 @@
 //! `cargo run --release --example floor_probe -- [key=value ...]`, keys: seed, trials (per gain
 //! cell), null (per do-nothing cell), alpha (its false-keep level), beta (its futility level),
 //! pairs (its budget; the procedure's 16 + 6 by default), only (models whose names contain one of these, split by '|'),
-//! ratchet (1: also the procedure's cell, with history, on as many trials), threads.
+//! ratchet (1: also the procedure's cell, with history, on as many trials), rescue (with
+//! ratchet=1: a level at which a decision the procedure did not keep is kept when the one-sided
+//! t-test over all its pairs passes there with an estimate of at least 1%: the probe of one
+//! test over both phases' pairs in docs/decisions.md), threads.
 
 use ratchet::config::DecisionConfig;
 use ratchet::stats::floor::{jump_safe_pairs, sprt_pairs, ScaleFree, FREE_BETA, MAX_JUMP};
@@ -22,6 +25,7 @@ fn main() {
     let (alpha, beta) = (num("alpha", 0.001), num("beta", FREE_BETA));
     let pairs = num("pairs", 22.0) as usize;
     let with_ratchet = num("ratchet", 0.0) != 0.0;
+    let rescue = num("rescue", 0.0);
     let threads = num("threads", 2.0) as usize;
     let only: Option<Vec<String>> = kv.get("only").map(|s| s.to_lowercase().split('|').map(str::to_string).collect());
 
@@ -63,7 +67,17 @@ fn main() {
                                 cp_interval(c.keeps, n),
                                 c.mean_runs()
                             );
-                            if with_ratchet {
+                            if with_ratchet && rescue > 0.0 {
+                                let (keeps, rescued, runs) = rescued_cell(&seq, &s, e, n, cell_seed, rescue);
+                                row.push_str(&format!(
+                                    " {} | {} | {:.1} | {} | {} |",
+                                    pct(keeps, n, e),
+                                    cp_interval(keeps, n),
+                                    runs,
+                                    pct(keeps + rescued, n, e),
+                                    cp_interval(keeps + rescued, n)
+                                ));
+                            } else if with_ratchet {
                                 let r = simulate_cell(&seq, &s, e, n, cell_seed, true);
                                 row.push_str(&format!(" {} | {} | {:.1} |", pct(r.keeps, n, e), cp_interval(r.keeps, n), r.mean_runs()));
                             }
@@ -77,8 +91,10 @@ fn main() {
     });
     rows.sort_by_key(|r| r.0);
     print!("| model | gain | scale-free keeps | 95% CP | runs |");
-    println!("{}", if with_ratchet { " ratchet keeps | 95% CP | runs |" } else { "" });
-    println!("|---|---:|---:|---:|---:|{}", if with_ratchet { "---:|---:|---:|" } else { "" });
+    let rescue_cols = if rescue > 0.0 { " with the t-test's rescue | 95% CP |" } else { "" };
+    println!("{}{rescue_cols}", if with_ratchet { " ratchet keeps | 95% CP | runs |" } else { "" });
+    let rescue_cols = if rescue > 0.0 { "---:|---:|" } else { "" };
+    println!("|---|---:|---:|---:|---:|{}{rescue_cols}", if with_ratchet { "---:|---:|---:|" } else { "" });
     for (_, r) in rows {
         println!("{r}");
     }
@@ -93,4 +109,54 @@ fn pct(k: usize, n: usize, effect: f64) -> String {
     } else {
         format!("{p:.2}%")
     }
+}
+
+/// The procedure's decisions on `s` as `simulate_cell` makes them (each trial with its own
+/// calibration), and of those not kept, the ones the one-sided t-test over all their pairs
+/// keeps at `level` with an estimate of at least 1%: (keeps, rescued, mean runs).
+fn rescued_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, level: f64) -> (usize, usize, f64) {
+    use ratchet::stats::rng::Rng;
+    use ratchet::stats::simulate::{calibrated_scale, decide_pairs, session};
+    use ratchet::stats::Verdict;
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    // The positions simulate_cell draws, so that its keeps are reproduced trial for trial.
+    let probe = seq
+        .clone()
+        .with_history(Some(ratchet::stats::sequential::Borrowed::new(ratchet::stats::sequential::NoiseScale { sd: 1.0, df: 15.0 })));
+    let positions = (2 * probe.max_measured_pairs().max(seq.max_measured_pairs())).max(2 * ratchet::stats::simulate::BASELINE_RUNS);
+    let (mut keeps, mut rescued, mut runs) = (0, 0, 0);
+    for t in 0..trials {
+        let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut borrowed = calibrated_scale(s, &mut rng);
+        if s.calibration_at > 0.0 {
+            let sd = std::f64::consts::SQRT_2 * s.cv / s.jump * s.calibration_at;
+            borrowed = borrowed.map(|b| ratchet::stats::sequential::Borrowed {
+                scale: ratchet::stats::sequential::NoiseScale { sd, ..b.scale },
+                sums: b.sums.map(|x| ratchet::stats::sequential::NoiseScale { sd, ..x }),
+                ..b
+            });
+        }
+        let trial_seq = seq.clone().with_history(borrowed);
+        let (states, confirm_states) = if s.jump_at_confirm {
+            let main = session(s, positions, 1.0, &mut rng);
+            (main, Some(session(s, positions, s.jump, &mut rng)))
+        } else {
+            (session(s, positions, s.jump, &mut rng), None)
+        };
+        let (d, pos, ratios) = decide_pairs(&trial_seq, &states, confirm_states.as_deref(), effect);
+        runs += pos;
+        if d.verdict == Verdict::Keep {
+            keeps += 1;
+            continue;
+        }
+        let n = ratios.len() as f64;
+        if n < 3.0 {
+            continue;
+        }
+        let mean = ratios.iter().sum::<f64>() / n;
+        let sd = (ratios.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        let p = StudentsT::new(0.0, 1.0, n - 1.0).map_or(1.0, |t| 1.0 - t.cdf(mean / (sd / n.sqrt())));
+        rescued += (p < level && mean >= 1.01f64.ln()) as usize;
+    }
+    (keeps, rescued, runs as f64 / trials as f64)
 }
