@@ -8,7 +8,9 @@
 //! ratchet (1: also the procedure's cell, with history, on as many trials), rescue (with
 //! ratchet=1: a level at which a decision the procedure did not keep is kept when the one-sided
 //! t-test over all its pairs passes there with an estimate of at least 1%: the probe of one
-//! test over both phases' pairs in docs/decisions.md), threads.
+//! test over both phases' pairs in docs/decisions.md), rescue_pairs (with rescue: an unconfirmed
+//! or inconclusive decision first measures more pairs, up to this many in all, on a fresh
+//! session of the same machine), threads.
 
 use ratchet::config::DecisionConfig;
 use ratchet::stats::floor::{jump_safe_pairs, sprt_pairs, ScaleFree, FREE_BETA, MAX_JUMP};
@@ -26,6 +28,7 @@ fn main() {
     let pairs = num("pairs", 22.0) as usize;
     let with_ratchet = num("ratchet", 0.0) != 0.0;
     let rescue = num("rescue", 0.0);
+    let rescue_pairs = num("rescue_pairs", 0.0) as usize;
     let threads = num("threads", 2.0) as usize;
     let only: Option<Vec<String>> = kv.get("only").map(|s| s.to_lowercase().split('|').map(str::to_string).collect());
 
@@ -68,14 +71,15 @@ fn main() {
                                 c.mean_runs()
                             );
                             if with_ratchet && rescue > 0.0 {
-                                let (keeps, rescued, runs) = rescued_cell(&seq, &s, e, n, cell_seed, rescue);
+                                let (keeps, rescued, runs, with_rescue) = rescued_cell(&seq, &s, e, n, cell_seed, rescue, rescue_pairs);
                                 row.push_str(&format!(
-                                    " {} | {} | {:.1} | {} | {} |",
+                                    " {} | {} | {:.1} | {} | {} | {:.1} |",
                                     pct(keeps, n, e),
                                     cp_interval(keeps, n),
                                     runs,
                                     pct(keeps + rescued, n, e),
-                                    cp_interval(keeps + rescued, n)
+                                    cp_interval(keeps + rescued, n),
+                                    with_rescue
                                 ));
                             } else if with_ratchet {
                                 let r = simulate_cell(&seq, &s, e, n, cell_seed, true);
@@ -91,9 +95,9 @@ fn main() {
     });
     rows.sort_by_key(|r| r.0);
     print!("| model | gain | scale-free keeps | 95% CP | runs |");
-    let rescue_cols = if rescue > 0.0 { " with the t-test's rescue | 95% CP |" } else { "" };
+    let rescue_cols = if rescue > 0.0 { " with the t-test's rescue | 95% CP | runs |" } else { "" };
     println!("{}{rescue_cols}", if with_ratchet { " ratchet keeps | 95% CP | runs |" } else { "" });
-    let rescue_cols = if rescue > 0.0 { "---:|---:|" } else { "" };
+    let rescue_cols = if rescue > 0.0 { "---:|---:|---:|" } else { "" };
     println!("|---|---:|---:|---:|---:|{}{rescue_cols}", if with_ratchet { "---:|---:|---:|" } else { "" });
     for (_, r) in rows {
         println!("{r}");
@@ -113,8 +117,18 @@ fn pct(k: usize, n: usize, effect: f64) -> String {
 
 /// The procedure's decisions on `s` as `simulate_cell` makes them (each trial with its own
 /// calibration), and of those not kept, the ones the one-sided t-test over all their pairs
-/// keeps at `level` with an estimate of at least 1%: (keeps, rescued, mean runs).
-fn rescued_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, level: f64) -> (usize, usize, f64) {
+/// keeps at `level` with an estimate of at least 1% (an unconfirmed or inconclusive one after
+/// measuring up to `extend` pairs in all): (keeps, rescued, mean runs of the procedure, mean
+/// runs with the rescue's added pairs).
+fn rescued_cell(
+    seq: &Sequential,
+    s: &Scenario,
+    effect: f64,
+    trials: usize,
+    seed: u64,
+    level: f64,
+    extend: usize,
+) -> (usize, usize, f64, f64) {
     use ratchet::stats::rng::Rng;
     use ratchet::stats::simulate::{calibrated_scale, decide_pairs, session};
     use ratchet::stats::Verdict;
@@ -124,7 +138,7 @@ fn rescued_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed
         .clone()
         .with_history(Some(ratchet::stats::sequential::Borrowed::new(ratchet::stats::sequential::NoiseScale { sd: 1.0, df: 15.0 })));
     let positions = (2 * probe.max_measured_pairs().max(seq.max_measured_pairs())).max(2 * ratchet::stats::simulate::BASELINE_RUNS);
-    let (mut keeps, mut rescued, mut runs) = (0, 0, 0);
+    let (mut keeps, mut rescued, mut runs, mut added) = (0, 0, 0, 0);
     for t in 0..trials {
         let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut borrowed = calibrated_scale(s, &mut rng);
@@ -143,11 +157,21 @@ fn rescued_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed
         } else {
             (session(s, positions, s.jump, &mut rng), None)
         };
-        let (d, pos, ratios) = decide_pairs(&trial_seq, &states, confirm_states.as_deref(), effect);
+        let (d, pos, mut ratios) = decide_pairs(&trial_seq, &states, confirm_states.as_deref(), effect);
         runs += pos;
         if d.verdict == Verdict::Keep {
             keeps += 1;
             continue;
+        }
+        if matches!(d.verdict, Verdict::Unconfirmed | Verdict::Inconclusive) && ratios.len() < extend {
+            let more = session(s, 2 * extend, s.jump, &mut rng);
+            let cand = 1.0 / (1.0 + effect);
+            for i in ratios.len()..extend {
+                let (a, b) = (more[2 * i], more[2 * i + 1]);
+                let (inc, cnd) = if i % 2 == 0 { (a, b * cand) } else { (b, a * cand) };
+                ratios.push((inc / cnd).ln());
+                added += 2;
+            }
         }
         let n = ratios.len() as f64;
         if n < 3.0 {
@@ -158,5 +182,5 @@ fn rescued_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed
         let p = StudentsT::new(0.0, 1.0, n - 1.0).map_or(1.0, |t| 1.0 - t.cdf(mean / (sd / n.sqrt())));
         rescued += (p < level && mean >= 1.01f64.ln()) as usize;
     }
-    (keeps, rescued, runs as f64 / trials as f64)
+    (keeps, rescued, runs as f64 / trials as f64, (runs + added) as f64 / trials as f64)
 }
