@@ -79,6 +79,8 @@ fn normal_divergence(mu: f64, sd: f64, k: f64) -> f64 {
 /// any test spends on average at a true gain `mu` (log-ratio; sd `sd` a pair as calibrated) when
 /// it keeps that gain with probability `1 - beta` and keeps a do-nothing change with probability
 /// at most `alpha` whatever the noise, from the calibrated level up to `max_jump` times it.
+/// For `mu` > 0: under no gain the floor is the known-noise one ([`sprt_pairs`] at 0), since the
+/// gain's power is asked at the calibrated noise only (`jump_safe_pairs` is infinite there).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct JumpFloor {
     pub pairs: f64,

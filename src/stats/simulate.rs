@@ -435,10 +435,11 @@ impl FreeCell {
     }
 }
 
-/// The scale-free test of [`super::floor`] on `trials` decisions of `s` at a true gain `effect`, seeded by `seed`,
-/// on the simulator's own machine sessions and in the procedure's run order: each trial first
-/// draws its own calibration (`ratchet calibrate`'s 16 pairs, as `simulate` does) and takes the
-/// sd the test is powered for from it; `mu1`, `alpha`, `beta` and `max_pairs` set the test.
+/// The scale-free test of [`super::floor`] on `trials` decisions of `s` at a true gain `effect`,
+/// seeded by `seed`, on the simulator's own machine sessions and in the procedure's run order:
+/// each trial first draws its own calibration (`ratchet calibrate`'s 16 pairs, as `simulate`
+/// does) and gives the test the sd it measured in place of `test.sd` (a calibration "at 0.54x
+/// the truth" gives that); the rest of `test` is used as it is.
 pub fn scale_free_cell(s: &Scenario, effect: f64, trials: usize, seed: u64, test: &ScaleFree) -> FreeCell {
     let mut cell = FreeCell { trials, ..Default::default() };
     let cand = 1.0 / (1.0 + effect);
