@@ -129,34 +129,17 @@ fn rescued_cell(
     level: f64,
     extend: usize,
 ) -> (usize, usize, f64, f64) {
-    use ratchet::stats::rng::Rng;
-    use ratchet::stats::simulate::{calibrated_scale, decide_pairs, session};
+    use ratchet::stats::simulate::{cell_positions, decide_pairs, draw_trial, session, trial_rng};
     use ratchet::stats::Verdict;
     use statrs::distribution::{ContinuousCDF, StudentsT};
-    // The positions simulate_cell draws, so that its keeps are reproduced trial for trial.
-    let probe = seq
-        .clone()
-        .with_history(Some(ratchet::stats::sequential::Borrowed::new(ratchet::stats::sequential::NoiseScale { sd: 1.0, df: 15.0 })));
-    let positions = (2 * probe.max_measured_pairs().max(seq.max_measured_pairs())).max(2 * ratchet::stats::simulate::BASELINE_RUNS);
+    // The positions and draws of simulate_cell, so that its keeps are reproduced trial for trial.
+    let positions = cell_positions(seq);
     let (mut keeps, mut rescued, mut runs, mut added) = (0, 0, 0, 0);
     for t in 0..trials {
-        let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let mut borrowed = calibrated_scale(s, &mut rng);
-        if s.calibration_at > 0.0 {
-            let sd = std::f64::consts::SQRT_2 * s.cv / s.jump * s.calibration_at;
-            borrowed = borrowed.map(|b| ratchet::stats::sequential::Borrowed {
-                scale: ratchet::stats::sequential::NoiseScale { sd, ..b.scale },
-                sums: b.sums.map(|x| ratchet::stats::sequential::NoiseScale { sd, ..x }),
-                ..b
-            });
-        }
-        let trial_seq = seq.clone().with_history(borrowed);
-        let (states, confirm_states) = if s.jump_at_confirm {
-            let main = session(s, positions, 1.0, &mut rng);
-            (main, Some(session(s, positions, s.jump, &mut rng)))
-        } else {
-            (session(s, positions, s.jump, &mut rng), None)
-        };
+        let mut rng = trial_rng(seed, t);
+        let draw = draw_trial(s, positions, Some(0.0), &mut rng);
+        let trial_seq = seq.clone().with_history(draw.borrowed);
+        let (states, confirm_states) = (draw.states, draw.confirm_states);
         let (d, pos, mut ratios) = decide_pairs(&trial_seq, &states, confirm_states.as_deref(), effect);
         runs += pos;
         if d.verdict == Verdict::Keep {

@@ -26,7 +26,7 @@ fn main() {
         "sprt" => TrialTest::KnownNoiseSprt,
         other => panic!("test={other}: procedure or sprt"),
     };
-    let cv1 = ratchet::stats::simulate::scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the grid has cv 1%");
+    let cv1 = ratchet::stats::simulate::scenario("cv 1%");
     let night = Night {
         slots: &slots,
         hypotheses: num("hypotheses", "20000") as usize,

@@ -91,7 +91,7 @@ fn run_parallel(seq: &crate::stats::sequential::Sequential, args: &SimulateArgs)
         args.queue.describe(),
         args.seed
     );
-    let cv1 = crate::stats::simulate::scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the grid has cv 1%");
+    let cv1 = crate::stats::simulate::scenario("cv 1%");
     let started = std::time::Instant::now();
     let night = crate::scale::chain_sim::Night {
         slots: &args.jobs,

@@ -415,14 +415,14 @@ fn rate(r: Option<f64>, places: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::simulate::scenarios;
+    use crate::stats::simulate::scenario;
 
     fn seq() -> Sequential {
         Sequential::new(crate::config::DecisionConfig::default().params(None))
     }
 
     fn plan(slots: usize, hypotheses: usize) -> ParallelPlan {
-        let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the grid has cv 1%");
+        let cv1 = scenario("cv 1%");
         ParallelPlan {
             slots,
             hypotheses,
@@ -435,6 +435,11 @@ mod tests {
             test: TrialTest::Procedure,
             speculate: false,
         }
+    }
+
+    /// A night on the cv 1% machine, one device, the procedure's own trials.
+    fn night<'a>(slots: &'a [usize], hypotheses: usize, queue: Queue, seed: u64, cv1: &'a Scenario) -> Night<'a> {
+        Night { slots, hypotheses, queue, seed, second_device: false, scenario: cv1, test: TrialTest::Procedure, speculate: false }
     }
 
     #[test]
@@ -474,17 +479,8 @@ mod tests {
         let turn = simulate_trunk(&seq(), &serial4);
         assert_eq!((turn.trials, turn.stale), (400, 0), "a serial loop is never stale");
         assert_ne!(one.runs, turn.runs, "other devices, other runs");
-        let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").unwrap();
-        let night = Night {
-            slots: &[1, 4],
-            hypotheses: 400,
-            queue: Queue::Mix,
-            seed: 42,
-            second_device: false,
-            scenario: &cv1,
-            test: TrialTest::Procedure,
-            speculate: false,
-        };
+        let cv1 = scenario("cv 1%");
+        let night = night(&[1, 4], 400, Queue::Mix, 42, &cv1);
         let t = table(&seq(), &night);
         let four = simulate_trunk(&seq(), &plan(4, 400));
         let want = format!("| 4 | independent | {:.1} | {:.2}x |", four.throughput(), four.throughput() / turn.throughput());
@@ -544,17 +540,8 @@ mod tests {
         // More winners than the mix's means more stale ones on 4 slots.
         let mix = simulate_trunk(&seq(), &plan(4, 4000));
         assert!(r.stale > mix.stale, "win30 {} stale rechecks, mix {}", r.stale, mix.stale);
-        let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").unwrap();
-        let night = Night {
-            slots: &[1, 4],
-            hypotheses: 300,
-            queue: Queue::Win30,
-            seed: 3,
-            second_device: false,
-            scenario: &cv1,
-            test: TrialTest::Procedure,
-            speculate: false,
-        };
+        let cv1 = scenario("cv 1%");
+        let night = night(&[1, 4], 300, Queue::Win30, 3, &cv1);
         let t = table(&seq(), &night);
         let four: Vec<&str> = t.lines().filter(|l| l.starts_with("| 4 |")).collect();
         assert_eq!(four.len(), 4, "one row per interaction: {t}");

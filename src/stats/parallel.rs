@@ -281,14 +281,14 @@ pub const INTERACTIONS: [Interaction; 4] = [Interaction::None, Interaction::Vani
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::simulate::scenarios;
+    use crate::stats::simulate::scenario;
 
     fn seq() -> Sequential {
         Sequential::new(crate::config::DecisionConfig::default().params(None))
     }
 
     fn cv1() -> Scenario {
-        scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the grid has cv 1%")
+        scenario("cv 1%")
     }
 
     #[test]

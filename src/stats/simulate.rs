@@ -169,6 +169,12 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
+/// The noise model of [`scenarios`] named `name`, exactly; a name no model has is a bug in the
+/// caller (every name is a literal from the list above).
+pub fn scenario(name: &str) -> Scenario {
+    scenarios().into_iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no noise model named {name:?}"))
+}
+
 /// The long help of `ratchet simulate --only`: every model of [`scenarios`] by name, one a
 /// line, so the list cannot fall behind the simulator.
 pub fn models_help() -> String {
@@ -354,37 +360,64 @@ impl Cell {
 /// Runs per side of the baseline, as in `benchstat -count 10`.
 pub const BASELINE_RUNS: usize = 10;
 
+/// The seeded source of trial `t` of a cell seeded by `seed`.
+pub fn trial_rng(seed: u64, t: usize) -> Rng {
+    Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+/// Machine positions a cell draws for each trial of `seq`: its largest decision with or without
+/// a borrowed scale, and the baseline's runs.
+pub fn cell_positions(seq: &Sequential) -> usize {
+    let probe = seq.clone().with_history(Some(Borrowed::new(super::sequential::NoiseScale { sd: 1.0, df: 15.0 })));
+    (2 * probe.max_measured_pairs().max(seq.max_measured_pairs())).max(2 * BASELINE_RUNS)
+}
+
+/// What one trial draws from its source, in this order: the scale its calibration lends (when
+/// `calibration` gives the clip, `huber_k`, of a trial with history; a user's fixed calibration
+/// where the model says so), then the machine's `positions` states, and the confirmation's own
+/// session where the jump comes at the phase boundary.
+pub struct Draw {
+    pub borrowed: Option<Borrowed>,
+    pub states: Vec<f64>,
+    pub confirm_states: Option<Vec<f64>>,
+}
+
+/// [`Draw`] for one trial of `s`.
+pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng: &mut Rng) -> Draw {
+    let borrowed = calibration.and_then(|huber_k| {
+        let borrowed = calibrated_scale_clipped(s, rng, huber_k);
+        if s.calibration_at > 0.0 {
+            // One pair's log-ratio (and log-sum) of the history's noise has sd sqrt(2) cv.
+            let sd = std::f64::consts::SQRT_2 * s.cv / s.jump * s.calibration_at;
+            return borrowed.map(|b| Borrowed { scale: NoiseScale { sd, ..b.scale }, sums: b.sums.map(|x| NoiseScale { sd, ..x }), ..b });
+        }
+        borrowed
+    });
+    // A jump at the phase boundary: the first phase at the history's noise, the confirmation on
+    // a session at the jumped one.
+    let (states, confirm_states) = if s.jump_at_confirm {
+        let main = session(s, positions, 1.0, rng);
+        (main, Some(session(s, positions, s.jump, rng)))
+    } else {
+        (session(s, positions, s.jump, rng), None)
+    };
+    Draw { borrowed, states, confirm_states }
+}
+
 /// Simulate `trials` decisions of one cell, seeded by `seed`; with `history`, each trial borrows
 /// the scale of its own simulated calibration.
 pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, history: bool) -> Cell {
     let mut cell = Cell { trials, ..Default::default() };
-    let bound = {
-        let probe = seq.clone().with_history(Some(Borrowed::new(super::sequential::NoiseScale { sd: 1.0, df: 15.0 })));
-        probe.max_measured_pairs().max(seq.max_measured_pairs())
-    };
-    let positions = (2 * bound).max(2 * BASELINE_RUNS);
+    let positions = cell_positions(seq);
+    let huber_k = seq.borrowed.as_ref().map_or(0.0, |b| b.huber_k);
     for t in 0..trials {
-        let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rng = trial_rng(seed, t);
+        let Draw { borrowed, states, confirm_states } = draw_trial(s, positions, history.then_some(huber_k), &mut rng);
         let trial_seq = if history {
-            let mut borrowed = calibrated_scale_clipped(s, &mut rng, seq.borrowed.as_ref().map_or(0.0, |b| b.huber_k));
-            if s.calibration_at > 0.0 {
-                // One pair's log-ratio (and log-sum) of the history's noise has sd sqrt(2) cv.
-                let sd = std::f64::consts::SQRT_2 * s.cv / s.jump * s.calibration_at;
-                borrowed =
-                    borrowed.map(|b| Borrowed { scale: NoiseScale { sd, ..b.scale }, sums: b.sums.map(|x| NoiseScale { sd, ..x }), ..b });
-            }
             cell.with_history += borrowed.is_some() as usize;
             seq.clone().with_history(with_knobs(borrowed, seq.borrowed.as_ref()))
         } else {
             seq.clone()
-        };
-        // A jump at the phase boundary: the first phase at the history's noise, the confirmation
-        // on a session at the jumped one.
-        let (states, confirm_states) = if s.jump_at_confirm {
-            let main = session(s, positions, 1.0, &mut rng);
-            (main, Some(session(s, positions, s.jump, &mut rng)))
-        } else {
-            (session(s, positions, s.jump, &mut rng), None)
         };
         let (d, pos, ratios) = decide_pairs(&trial_seq, &states, confirm_states.as_deref(), effect);
         let level = 1.0 - 2.0 * seq.params.alpha;
@@ -445,17 +478,13 @@ pub fn scale_free_cell(s: &Scenario, effect: f64, trials: usize, seed: u64, test
     let cand = 1.0 / (1.0 + effect);
     let positions = 2 * test.max_pairs;
     for t in 0..trials {
-        let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut rng = trial_rng(seed, t);
+        let draw = draw_trial(s, positions, Some(0.0), &mut rng);
         // One pair's log-ratio of the history's noise has sd sqrt(2) cv.
-        let truth = std::f64::consts::SQRT_2 * s.cv / s.jump;
-        let calibrated = calibrated_scale(s, &mut rng).map_or(truth, |b| b.scale.sd);
-        let sd = if s.calibration_at > 0.0 { truth * s.calibration_at } else { calibrated };
-        let states: Vec<f64> = if s.jump_at_confirm {
-            let quiet = session(s, positions, 1.0, &mut rng);
-            let jumped = session(s, positions, s.jump, &mut rng);
-            quiet[..2 * BOUNDARY_PAIRS].iter().chain(&jumped[2 * BOUNDARY_PAIRS..]).copied().collect()
-        } else {
-            session(s, positions, s.jump, &mut rng)
+        let sd = draw.borrowed.map_or(std::f64::consts::SQRT_2 * s.cv / s.jump, |b| b.scale.sd);
+        let states: Vec<f64> = match draw.confirm_states {
+            Some(jumped) => draw.states[..2 * BOUNDARY_PAIRS].iter().chain(&jumped[2 * BOUNDARY_PAIRS..]).copied().collect(),
+            None => draw.states,
         };
         let trial = ScaleFree { sd, ..*test };
         let (stop, pairs) = trial.decide(|i| {
@@ -650,7 +679,7 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
             ));
             // The scale-free test on the simulator's cv 1% machine, each trial with its own
             // calibration; examples/floor_probe.rs runs it on every model.
-            let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the grid has cv 1%");
+            let cv1 = scenario("cv 1%");
             // Its budget: the procedure's largest with a borrowed scale (16 + 6 pairs by default).
             let budget = seq.clone().with_history(Some(Borrowed::new(NoiseScale { sd: 1.0, df: 15.0 }))).max_measured_pairs();
             let test = ScaleFree::new(mu1, sd, level, FREE_BETA, budget);
@@ -843,7 +872,7 @@ mod tests {
         // Each experiment's first runs 10% slow, decaying over 3 runs: with BA, BA, AB, AB the
         // first look saw -2.1% of ramp and stopped +3% gains for futility (72% kept of 4000 on the
         // table's seed); balanced at every two pairs, 93%.
-        let s = scenarios().into_iter().find(|s| s.name == "cv 1% + 10% warm-up ramp").unwrap();
+        let s = scenario("cv 1% + 10% warm-up ramp");
         let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
         let gain = simulate_cell(&seq, &s, 0.03, 600, 31, true);
         assert!(gain.keep_rate() >= 0.88, "{gain:?}");
@@ -896,7 +925,7 @@ mod tests {
     fn an_unlucky_calibration_keeps_false_keeps_under_the_bound() {
         // A 16-pair calibration at 0.54x the true noise (its 0.4th percentile) is a 1.85x jump that
         // every decision of that user carries: 0.035% of 100000 on the table's seed.
-        let s = scenarios().into_iter().find(|s| s.name == "cv 1%, calibration at 0.54x the truth").unwrap();
+        let s = scenario("cv 1%, calibration at 0.54x the truth");
         let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
         let null = simulate_cell(&seq, &s, 0.0, 20_000, 33, true);
         assert!(null.keeps <= 20, "{null:?}");
@@ -919,12 +948,12 @@ mod tests {
 
     #[test]
     fn the_scale_free_cell_is_seeded_and_reads_the_simulator_s_models() {
-        let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").unwrap();
+        let cv1 = scenario("cv 1%");
         let test = ScaleFree::new((1.03f64).ln(), std::f64::consts::SQRT_2 * 0.01, 0.001, FREE_BETA, 22);
         let a = scale_free_cell(&cv1, 0.10, 300, 9, &test);
         assert_eq!(a, scale_free_cell(&cv1, 0.10, 300, 9, &test), "seeded");
         assert!(a.keeps >= 297 && a.mean_runs() < 16.0, "{a:?}");
-        let jumped = scenarios().into_iter().find(|s| s.name == "cv 1%, 3x history").unwrap();
+        let jumped = scenario("cv 1%, 3x history");
         let n = scale_free_cell(&jumped, 0.0, 3000, 10, &test);
         assert!(n.keeps <= 3 && n.futile > 0, "{n:?}");
     }
