@@ -192,6 +192,12 @@ pub struct DecisionConfig {
     /// One-sided level of the confirmation batch.
     #[serde(default = "defaults::confirm_alpha")]
     pub confirm_alpha: f64,
+    /// An unconfirmed or inconclusive decision measures on to this many pairs in all, then is
+    /// kept if the t-test over all of them passes at `rescue_alpha` (0: no rescue).
+    #[serde(default = "defaults::rescue_pairs")]
+    pub rescue_pairs: u32,
+    #[serde(default = "defaults::rescue_alpha")]
+    pub rescue_alpha: f64,
 }
 
 impl Default for DecisionConfig {
@@ -208,6 +214,8 @@ impl Default for DecisionConfig {
             confirm: defaults::confirm(),
             confirm_pairs: defaults::confirm_pairs(),
             confirm_alpha: defaults::confirm_alpha(),
+            rescue_pairs: defaults::rescue_pairs(),
+            rescue_alpha: defaults::rescue_alpha(),
         }
     }
 }
@@ -230,6 +238,8 @@ impl DecisionConfig {
                 confirm: false,
                 confirm_pairs: 0,
                 confirm_alpha: self.confirm_alpha,
+                rescue_pairs: self.rescue_pairs as usize,
+                rescue_alpha: self.rescue_alpha,
             },
         };
         Params { confirm: self.confirm, confirm_pairs: self.confirm_pairs as usize, confirm_alpha: self.confirm_alpha, ..base }
@@ -621,7 +631,14 @@ mod defaults {
         5
     }
     pub fn confirm_alpha() -> f64 {
-        0.05
+        // With the rescue's 0.0001 the rule's bound stays 0.001 (docs/decisions.md).
+        0.045
+    }
+    pub fn rescue_pairs() -> u32 {
+        30
+    }
+    pub fn rescue_alpha() -> f64 {
+        0.0001
     }
     pub fn throttle_reruns() -> u32 {
         2
@@ -768,6 +785,12 @@ impl Config {
         }
         if !(d.confirm_alpha > 0.0 && d.confirm_alpha < 0.5) {
             return bad("decision", "confirm_alpha", format!("must be in (0, 0.5), got {}", d.confirm_alpha));
+        }
+        if d.rescue_pairs > MAX_PAIRS {
+            return bad("decision", "rescue_pairs", format!("must be at most {MAX_PAIRS} (0 = no rescue), got {}", d.rescue_pairs));
+        }
+        if !(d.rescue_alpha >= 0.0 && d.rescue_alpha < 0.5) {
+            return bad("decision", "rescue_alpha", format!("must be in [0, 0.5) (0 = no rescue), got {}", d.rescue_alpha));
         }
         if !(d.min_effect_pct.is_finite() && d.min_effect_pct >= 0.0 && d.min_effect_pct <= 1000.0) {
             return bad("decision", "min_effect_pct", format!("must be in [0, 1000] percent, got {}", d.min_effect_pct));
@@ -974,7 +997,10 @@ alpha = 0.02           # one-sided, across all looks
 min_effect_pct = 1.0   # smallest gain worth keeping, in percent
 confirm = true
 confirm_pairs = 5
-confirm_alpha = 0.05   # false keeps <= alpha x confirm_alpha = 0.001
+confirm_alpha = 0.045  # the confirmation's level
+rescue_pairs = 30      # an unconfirmed or inconclusive decision measures on to 30 pairs in all,
+rescue_alpha = 0.0001  # and is kept if their t-test passes at 0.0001 (0: no rescue)
+                       # false keeps <= alpha x confirm_alpha + rescue_alpha = 0.001
 
 [trace]
 # kernel = "flash_attention"  # regex naming the kernel's module in the trace

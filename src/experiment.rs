@@ -412,7 +412,9 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         let logs = effect::speedup_logs(&crate::bench::pairs_of(records), c.cfg.score.direction(), c.elasticity);
         let split = d.pairs.min(logs.len());
         let all = effect::hodges_lehmann(&logs, d.ci_level)?;
-        let confirm = conf.and_then(|_| effect::hodges_lehmann(&logs[split..], d.ci_level));
+        // The confirmation's own pairs: the rescue's, measured after them, are not its.
+        let end = conf.map_or(logs.len(), |c| (split + c.pairs).min(logs.len()));
+        let confirm = conf.and_then(|_| effect::hodges_lehmann(&logs[split..end], d.ci_level));
         Some((all.pct(), confirm.map(|e| e.pct())))
     });
     let metric_pct = |x: f64| crate::stats::metric_pct(x, c.elasticity);
@@ -593,11 +595,13 @@ pub(crate) fn drive(
             Next::Done(d) => break Ended::Decided(d),
             Next::Measure { phase, pairs } => (phase, pairs),
         };
+        let rescue = phase == Phase::Confirm && seq.in_rescue(&main, &confirm, &main_s, &confirm_s);
         for _ in 0..pairs {
             let v = if phase == Phase::Main { &mut main } else { &mut confirm };
             let i = v.len();
             let label = match phase {
                 Phase::Main => format!("pair {i}"),
+                Phase::Confirm if rescue => format!("rescue pair {i}"),
                 Phase::Confirm => format!("confirmation pair {i}"),
             };
             let (a, b) = match s.pair(phase, i, &label)? {

@@ -78,6 +78,9 @@ pub fn run(ws: &Locked, args: &Options, exec: &mut dyn Executor, fx: &mut crate:
             .hint("e.g. --threshold 2 fails the build on a significant slowdown of 2% or more"));
     }
     params.min_effect_pct = threshold;
+    // A gate answers within a CI job's minutes and its report speaks of the two phases: an
+    // unsettled answer says so (inconclusive) rather than measuring on to the rescue's pairs.
+    params.rescue_pairs = 0;
     let state_dir = repo.state_dir();
     let hist = history::load(&state_dir, &crate::experiment::history_key(&cfg));
     let seq = Sequential::new(params).with_history(history::borrowed(&hist.entries));

@@ -26,6 +26,8 @@ const REVERT: RGBColor = RGBColor(0x88, 0x88, 0x88);
 const FAIL: RGBColor = RGBColor(0xd0, 0x30, 0x30);
 const BEST: RGBColor = RGBColor(0x1f, 0x5f, 0xbf);
 const UNSURE: RGBColor = RGBColor(0xd8, 0x8c, 0x00);
+/// The rescue's look (the t-test over all pairs): apart from both phases' colours.
+const RESCUE: RGBColor = RGBColor(0x7a, 0x3d, 0xa8);
 
 /// What the charts draw: the rows of results.csv and the raw runs of runs.jsonl.
 #[derive(Debug, Clone, Copy)]
@@ -679,7 +681,7 @@ fn encode_png(rgb: &[u8]) -> DrawResult<Vec<u8>> {
 }
 
 /// Where each look sits on the looks chart's x axis: pairs measured, the confirmation batch's
-/// counted on from the first phase's last look.
+/// counted on from the first phase's last look (the rescue's look counts every pair already).
 fn look_xs(rec: &LooksRecord) -> Vec<f64> {
     let main_end = rec.looks.iter().filter(|l| l.phase == LookPhase::Decision).map(|l| l.pairs).max().unwrap_or(0);
     rec.looks.iter().map(|l| (l.pairs + if l.phase == LookPhase::Confirmation { main_end } else { 0 }) as f64).collect()
@@ -729,8 +731,11 @@ fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRec
         .draw()
         .map_err(e)?;
     chart.draw_series(LineSeries::new([(0.0, 0.0), (xmax * 1.08 + 0.5, 0.0)], BLACK.mix(0.3))).map_err(e)?;
-    let phases =
-        [(LookPhase::Decision, BEST, "statistic, decision phase"), (LookPhase::Confirmation, UNSURE, "statistic, confirmation batch")];
+    let phases = [
+        (LookPhase::Decision, BEST, "statistic, decision phase"),
+        (LookPhase::Confirmation, UNSURE, "statistic, confirmation batch"),
+        (LookPhase::Rescue, RESCUE, "statistic, t-test over all pairs (rescue)"),
+    ];
     let pts = |phase: LookPhase, f: &dyn Fn(&Look) -> Option<f64>| -> Vec<(f64, f64)> {
         rec.looks.iter().zip(&xs).filter(|(l, _)| l.phase == phase).filter_map(|(l, &x)| f(l).map(|y| (x, y))).collect()
     };
@@ -780,12 +785,16 @@ fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRec
     // look that ended the first phase is ringed too.
     let mut rings = vec![];
     if let Some(i) = rec.looks.iter().rposition(|l| l.phase == LookPhase::Decision) {
-        if i + 1 < rec.looks.len() {
+        if rec.looks.iter().any(|l| l.phase == LookPhase::Confirmation) {
             rings.push((i, BEST, "first phase: promising".to_string()));
         }
     }
     if let Some(l) = rec.looks.last() {
-        let which = if l.phase == LookPhase::Confirmation { "confirmation look" } else { "look" };
+        let which = match l.phase {
+            LookPhase::Confirmation => "confirmation look",
+            LookPhase::Rescue => "the rescue's look",
+            LookPhase::Decision => "look",
+        };
         rings.push((rec.looks.len() - 1, status_color(status), format!("decided: {verdict} at {which} {} ({} pairs)", l.look, l.pairs)));
     }
     for (i, color, text) in rings {

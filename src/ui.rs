@@ -414,7 +414,10 @@ fn experiment_header(
     } else {
         format!("{} to {} interleaved pairs, a look every {}", p.min_pairs, p.max_pairs, p.look_every)
     };
-    let confirm = if p.confirm { format!(", a keep confirmed by {} pairs in reversed order", p.confirm_pairs) } else { String::new() };
+    let mut confirm = if p.confirm { format!(", a keep confirmed by {} pairs in reversed order", p.confirm_pairs) } else { String::new() };
+    if p.rescues() {
+        confirm += &format!(", an undecided one measured on to {} pairs for the rescue's t-test", p.max_total_pairs());
+    }
     say!(o, "  candidate {} vs incumbent {} on {branch}; {plan}{confirm}; deciding on {metric}", short(candidate), short(incumbent));
     say!(
         o,
@@ -448,7 +451,7 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
         Some(d) => {
             say!(
                 o,
-                "  {verdict}: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}, {} noise scale ({:.2}% per pair{}): {}",
+                "  {verdict}: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}{}, {} noise scale ({:.2}% per pair{}): {}",
                 effect,
                 d.ci_level * 100.0,
                 lo,
@@ -465,6 +468,10 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
                 if d.looks == 1 { "" } else { "s" },
                 d.pairs,
                 d.confirmation.as_ref().map(|c| format!(" + {} confirmation pairs", c.pairs)).unwrap_or_default(),
+                match d.rescue_pairs() {
+                    0 => String::new(),
+                    r => format!(" + {r} rescue pairs"),
+                },
                 d.scale,
                 d.noise_sd_pct,
                 match row.borrowed_sd_pct {

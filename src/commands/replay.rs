@@ -66,9 +66,15 @@ pub fn report(rows: &[&crate::store::ResultRow], runs: &[crate::bench::RunRecord
         let line = |replayed: &str, pairs: String, verdict: String| {
             format!("{:>4}  {:<12}  {:<12}  {:>9}  {:>9}  {}\n", row.id, row.status.as_str(), replayed, p, pairs, verdict)
         };
-        let pairs = |d: &crate::stats::Decision| match &d.confirmation {
-            Some(c) => format!("{} + {}", d.pairs, c.pairs),
-            None => d.pairs.to_string(),
+        let pairs = |d: &crate::stats::Decision| {
+            let two = match &d.confirmation {
+                Some(c) => format!("{} + {}", d.pairs, c.pairs),
+                None => d.pairs.to_string(),
+            };
+            match d.rescue_pairs() {
+                0 => two,
+                r => format!("{two} + {r}"),
+            }
         };
         match replay::replay(row, own, rule) {
             Replayed::Same(d) => {

@@ -28,7 +28,7 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     let seq = crate::stats::sequential::Sequential::new(params);
     let p = &seq.params;
     println!(
-        "method {:?}: pairs {}..{} every {}, alpha {} ({:?} spending), min effect {}%, futility beta {:?}, confirm {} ({} pairs at {})",
+        "method {:?}: pairs {}..{} every {}, alpha {} ({:?} spending), min effect {}%, futility beta {:?}, confirm {} ({} pairs at {}){}",
         decision.method,
         p.min_pairs,
         p.max_pairs,
@@ -39,7 +39,15 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         p.futility_beta,
         p.confirm,
         p.confirm_pairs,
-        p.confirm_alpha
+        p.confirm_alpha,
+        if p.rescues() {
+            format!(
+                ", rescue: an unconfirmed or inconclusive decision measures on to {} pairs in all and keeps when their t-test passes at {}",
+                p.rescue_pairs, p.rescue_alpha
+            )
+        } else {
+            String::new()
+        }
     );
     if !args.jobs.is_empty() {
         return run_parallel(&seq, args);

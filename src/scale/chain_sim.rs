@@ -398,10 +398,10 @@ pub fn table(seq: &Sequential, night: &Night) -> String {
     let (kept, n) = crate::stats::parallel::lane_keeps(seq, scenario, 0.0, n, seed, test);
     let p = &seq.params;
     out.push_str(&format!(
-        "\nThe lane's recheck of a stale winner whose gain vanished (true effect 0 on the new head): {kept} of {n} kept, {:.3}% {}; the serial rule's bound is alpha x confirm_alpha = {:.3}%.\n",
+        "\nThe lane's recheck of a stale winner whose gain vanished (true effect 0 on the new head): {kept} of {n} kept, {:.3}% {}; the serial rule's bound is {:.3}%.\n",
         kept as f64 / n as f64 * 100.0,
         crate::stats::simulate::interval(kept, n),
-        p.alpha * if p.confirm { p.confirm_alpha } else { 1.0 } * 100.0
+        p.false_keep_bound() * 100.0
     ));
     out
 }

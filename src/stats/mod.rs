@@ -73,6 +73,18 @@ pub enum Verdict {
     Unconfirmed,
 }
 
+impl Verdict {
+    /// As `decisions.jsonl` and the results rows write it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Keep => "keep",
+            Verdict::Revert => "revert",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::Unconfirmed => "unconfirmed",
+        }
+    }
+}
+
 /// The independent batch, in the complementary order, that a keep must pass before the commit
 /// stays.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -95,6 +107,25 @@ pub struct Confirmation {
     #[serde(default)]
     pub looks: usize,
     pub passed: bool,
+}
+
+/// The rescue of an unconfirmed or inconclusive decision: the one-sided t-test over all its
+/// pairs (both phases and the pairs measured on to `rescue_pairs`), at its own level.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rescue {
+    /// Pairs read: every pair measured, in the order measured.
+    pub pairs: usize,
+    /// Their mean speed-up and its interval (at the decision's `ci_level`), in percent.
+    pub effect_pct: f64,
+    pub ci_low_pct: f64,
+    pub ci_high_pct: f64,
+    /// One-sided p-value of the t-test for "the candidate is better", and its level.
+    pub p_value: f64,
+    pub alpha: f64,
+    /// Kept: significant at `alpha` with a mean of at least the minimum effect.
+    pub passed: bool,
+    /// The verdict of the two phases before it.
+    pub before: Verdict,
 }
 
 /// What the procedure concluded and the numbers behind it. Effects are speed-ups in percent
@@ -135,6 +166,9 @@ pub struct Decision {
     pub excluded: usize,
     #[serde(default)]
     pub confirmation: Option<Confirmation>,
+    /// The t-test over all pairs that an unconfirmed or inconclusive decision went on to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rescue: Option<Rescue>,
     pub reason: String,
     /// Every look taken, in order, with the statistic and the boundaries it was held against
     /// (what `ratchet plot` draws). Empty for decisions recorded before it was kept.
@@ -145,6 +179,14 @@ pub struct Decision {
     /// decision travels in enums beside small variants.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub borrowed: Option<Box<BorrowedScale>>,
+}
+
+impl Decision {
+    /// Pairs the rescue measured beyond the two phases' (0 without one).
+    pub fn rescue_pairs(&self) -> usize {
+        let phases = self.pairs + self.confirmation.as_ref().map_or(0, |c| c.pairs);
+        self.rescue.as_ref().map_or(0, |r| r.pairs.saturating_sub(phases))
+    }
 }
 
 /// A decision's borrowed noise scale, as the results row records it.
@@ -169,6 +211,8 @@ pub enum LookPhase {
     Decision,
     /// The confirmation batch of a promising first phase.
     Confirmation,
+    /// The t-test over all pairs of an unconfirmed or inconclusive decision.
+    Rescue,
 }
 
 /// One look of the sequential test: the statistic (estimate / se, on the log-ratio scale) and

@@ -294,10 +294,11 @@ mod tests {
     #[test]
     fn a_recheck_keeps_a_vanished_gain_within_the_serial_bound() {
         // The lane re-measures a winner whose gain another keep made vanish: every keep is a
-        // false keep, and the serial rule bounds them by alpha x confirm_alpha (0.1% by
-        // default). One confirmation-sized look at p <= 0.05 with no minimum effect kept 5%.
+        // false keep, and the serial rule bounds them by alpha x confirm_alpha + rescue_alpha
+        // (0.1% by default). One confirmation-sized look at p <= 0.05 with no minimum effect
+        // kept 5%.
         let s = seq();
-        let bound = s.params.alpha * s.params.confirm_alpha;
+        let bound = s.params.false_keep_bound();
         let (kept, n) = lane_keeps(&s, &cv1(), 0.0, 3000, 11, TrialTest::Procedure);
         assert!((kept as f64) <= 3.0 * bound * n as f64, "{kept} of {n} vanished gains kept; bound {bound}");
         // Reversed (-1%): never kept.

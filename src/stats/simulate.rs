@@ -641,7 +641,7 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
             // What no test of the same levels beats on average (docs/decisions.md, "More power
             // per run"): at least one pair.
             let p = &seq.params;
-            let level = if p.confirm { p.alpha * p.confirm_alpha } else { p.alpha };
+            let level = p.false_keep_bound();
             let (mu1, sd) = ((1.03f64).ln(), std::f64::consts::SQRT_2 * 0.01);
             let runs = |mu: f64| 2.0 * sprt_pairs(mu, mu1, sd, level, 0.05).max(1.0);
             out.push_str(&format!(

@@ -150,25 +150,36 @@ fn a_revert_ends_below_its_revert_boundary_and_has_no_confirmation() {
 }
 
 #[test]
-fn an_inconclusive_ends_between_its_boundaries_and_later_experiments_borrow_the_scale() {
+fn an_undecided_first_phase_ends_at_the_rescue_s_look_and_later_experiments_borrow_the_scale() {
     let mut repo = Repo::new(8);
     // A 4% gain in 5% iteration noise: neither clear nor futile within 8 pairs (with the mock's
     // seeded draws in the run order BA, AB, AB, BA; 2% was that in the order before it).
     let mut exec = MockExecutor::sides(Step::Latency(10.0), Step::Latency(9.6));
     exec.cv = 0.05;
     let o = repo.experiment(&mut exec);
-    assert_eq!(o.row.status, Status::Inconclusive);
     let looks = check_record(&repo, &o);
-    let last = looks.last().unwrap();
-    let t = last.statistic.unwrap();
-    assert!(t < last.keep_boundary.unwrap() && t >= last.revert_boundary.unwrap(), "{last:?}");
-    // Interim looks at 4, 6, 8 pairs (min_pairs 4, a look every 2).
-    assert_eq!(looks.iter().map(|l| l.pairs).collect::<Vec<_>>(), [4, 6, 8]);
-    // Once the noise history holds 10 df (after a second experiment), an experiment borrows
-    // it: its looks say so, each with the decision's scale.
-    let o2 = repo.experiment(&mut MockExecutor::sides(Step::Latency(10.0), Step::Latency(8.0)));
-    assert!(check_record(&repo, &o2).iter().all(|l| l.scale == "own"));
-    let o3 = repo.experiment(&mut MockExecutor::sides(Step::Latency(8.0), Step::Latency(6.0)));
+    // Interim looks at 4, 6, 8 pairs (min_pairs 4, a look every 2), the last between its
+    // boundaries (inconclusive), then the rescue's one look over all 24 pairs (twice the
+    // 8 + 4 the phases could measure), below its keep boundary: inconclusive still.
+    assert_eq!(
+        looks.iter().map(|l| (l.phase, l.pairs)).collect::<Vec<_>>(),
+        [(LookPhase::Decision, 4), (LookPhase::Decision, 6), (LookPhase::Decision, 8), (LookPhase::Rescue, 24)]
+    );
+    let phases_last = &looks[2];
+    let t = phases_last.statistic.unwrap();
+    assert!(t < phases_last.keep_boundary.unwrap() && t >= phases_last.revert_boundary.unwrap(), "{phases_last:?}");
+    let rescue = looks.last().unwrap();
+    assert!(rescue.statistic.unwrap() < rescue.keep_boundary.unwrap(), "{rescue:?}");
+    assert_eq!(rescue.revert_boundary, rescue.keep_boundary, "the rescue's one look keeps or not");
+    assert_eq!((rescue.alpha, rescue.scale.as_str(), rescue.df), (0.0001, "own", 23.0));
+    assert_eq!(o.row.status, Status::Inconclusive);
+    assert!(o.row.note.contains("the rescue does not keep it either"), "{}", o.row.note);
+    // The row's estimate is every pair's: the rescue's look's.
+    let d = o.decision.as_ref().unwrap();
+    assert!((d.effect_pct - rescue.estimate_pct).abs() < 1e-9, "{} {}", d.effect_pct, rescue.estimate_pct);
+    // Once the noise history holds 10 df (the rescue's 24 pairs are enough), the next
+    // experiment borrows it: its looks say so, each with the decision's scale.
+    let o3 = repo.experiment(&mut MockExecutor::sides(Step::Latency(10.0), Step::Latency(8.0)));
     let looks3 = check_record(&repo, &o3);
     assert_eq!(o3.decision.as_ref().unwrap().verdict, Verdict::Keep);
     assert_eq!(looks3[0].scale, "history", "{looks3:?}");

@@ -184,7 +184,10 @@ fn a_small_gain_under_noise_runs_out_of_budget_inconclusive() {
     let o = o.unwrap();
     check_common(&repo, &o, &events, &exec);
     assert_eq!(o.row.status, Status::Inconclusive);
-    assert_eq!(o.row.runs, 8);
+    // Undecided, it went on to the rescue: twice the 4 + 4 pairs the phases could measure (a
+    // small budget stays small), whose t-test did not keep it either.
+    assert_eq!(o.row.runs, 32);
+    assert!(o.row.note.contains("the rescue does not keep it either"), "{}", o.row.note);
     assert_eq!(repo.git(&["show", "refs/ratchet/discarded/1:kernel.py"]), "BQ = 256");
 }
 
@@ -434,7 +437,9 @@ fn failed_confirmation_is_not_kept_and_says_how_to_settle_it() {
     assert_eq!(o.row.status, Status::Unconfirmed, "{:?}", o.row);
     assert!(o.row.note.contains("unconfirmed") && o.row.note.contains("--pairs"), "{}", o.row.note);
     assert!(o.row.confirm_delta_pct.unwrap().abs() < 3.0, "{:?}", o.row);
-    assert_eq!(o.row.runs, 16);
+    // 4 + 4 pairs, then on to the rescue's 30 in all, whose t-test does not keep it.
+    assert_eq!(o.row.runs, 60);
+    assert!(o.row.note.contains("the rescue does not keep it either"), "{}", o.row.note);
     assert_eq!(repo.head(), base);
 }
 

@@ -21,6 +21,9 @@ fn params() -> Params {
         confirm: true,
         confirm_pairs: 5,
         confirm_alpha: 0.05,
+        // The two phases alone: what these pairs show is theirs.
+        rescue_pairs: 0,
+        rescue_alpha: 0.0,
     }
 }
 

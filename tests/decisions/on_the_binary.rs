@@ -23,7 +23,8 @@ fn budget_running_out_is_inconclusive_and_reverted() {
     t.ratchet().arg("experiment: maybe").assert().success().stdout(predicate::str::contains("INCONCLUSIVE"));
     let r = &t.rows()[0];
     assert_eq!(r["status"], "inconclusive", "{r:?}");
-    assert_eq!(r["runs"], "8");
+    // 4 pairs, then the rescue's: twice the 4 + 4 the phases could measure.
+    assert_eq!(r["runs"], "32");
     assert_eq!(t.head(), base, "inconclusive is reverted");
     assert!(t.git(&["show", "refs/ratchet/discarded/1"]).contains("9.9"));
     t.ratchet().arg("results").assert().success().stdout(predicate::str::contains("inconclusive"));
@@ -46,7 +47,8 @@ fn failed_confirmation_is_not_kept() {
     assert_eq!(r["status"], "unconfirmed", "{r:?}");
     assert!(r["note"].contains("unconfirmed") && r["note"].contains("--pairs"), "{}", r["note"]);
     assert!(r["confirm_delta_pct"].parse::<f64>().unwrap().abs() < 3.0, "{r:?}");
-    assert_eq!(r["runs"], "16");
+    // 4 + 4 pairs, then the rescue's 30 in all (its rows are the confirmation's order on).
+    assert_eq!(r["runs"], "60");
     assert_eq!(t.head(), base);
     t.ratchet().args(["results", "--status", "unconfirmed"]).assert().success().stdout(predicate::str::contains("a fluke"));
 }

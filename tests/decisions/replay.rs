@@ -140,3 +140,39 @@ fn the_record_holds_the_levels_and_the_exact_borrowed_scale() {
     assert_eq!(row.noise_scale, "history");
     assert!((row.borrowed_sd_pct.unwrap() - b.sd * 100.0).abs() < 1e-9 && row.borrowed_df == Some(b.df), "{row:?} {b:?}");
 }
+
+#[test]
+fn a_rescued_decision_replays_and_a_rule_recorded_before_the_rescue_replays_without_it() {
+    let dir = repo();
+    // Small gains in 3% noise: the two phases (12 + 4 pairs here) mostly cannot settle them,
+    // and the rescue measures on to 30 pairs in all.
+    let statuses: Vec<Status> = (0..6).map(|i| experiment(dir.path(), i + 1, 0.02, 0.03, 301 + i as u64)).collect();
+    let ws = Workspace::discover(dir.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    let runs = ws.store.runs().unwrap();
+    let rescued: Vec<u64> = rows.iter().filter(|r| r.note.contains("rescue")).map(|r| r.id).collect();
+    assert!(!rescued.is_empty(), "no decision went on to the rescue: {statuses:?}");
+    for id in &rescued {
+        let n = runs.iter().filter(|r| r.experiment == id.to_string()).count();
+        assert_eq!(n, 60, "experiment {id}: the rescue reads 30 pairs in all");
+    }
+    let r = replay_all(dir.path());
+    assert_eq!((r.same, r.differ, r.cannot), (6, 0, 0), "{}", r.body);
+
+    // The same records with the rescue taken out of every rule, as a version before it wrote
+    // them: the rows it did not touch replay the same; a rescued one now stops before its runs.
+    let path = ws.store.dir().join("decisions.jsonl");
+    let old: String = std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let p = v["params"].as_object_mut().unwrap();
+            assert!(p.remove("rescue_pairs").is_some() && p.remove("rescue_alpha").is_some(), "{l}");
+            format!("{v}\n")
+        })
+        .collect();
+    std::fs::write(&path, old).unwrap();
+    let r = replay_all(dir.path());
+    assert_eq!((r.same, r.differ), (6 - rescued.len(), rescued.len()), "{}", r.body);
+}

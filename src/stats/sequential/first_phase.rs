@@ -1,7 +1,7 @@
 //! The first phase: each look in turn, keep-worthy, futile, out of budget or on to the next;
-//! a promising look hands its pairs to the confirmation.
+//! a promising look hands its pairs to the confirmation. The entry point, [`Sequential::next_runs`].
 
-use super::levels::GUARD;
+use super::levels::{FUTILITY_TRIM, GUARD};
 use super::look::{Batch, Prior, Test};
 use super::{fmt_p, pct, Decision, Next, Phase, Sequential, Verdict};
 
@@ -22,8 +22,14 @@ impl Sequential {
 
     /// What to do next, given each phase's log-ratios and the pairs' log-sums (ln incumbent +
     /// ln candidate, in speed-up terms: [`log_sums`]), one per pair; sums shorter than the
-    /// log-ratios are not used.
+    /// log-ratios are not used. An unconfirmed or inconclusive decision of the two phases goes
+    /// on to the rescue ([`Sequential::rescued`]), whose pairs follow the confirmation's.
     pub fn next_runs(&self, main: &[f64], confirm: &[f64], main_s: &[f64], confirm_s: &[f64]) -> Next {
+        self.rescued(main, confirm, self.two_phases(main, confirm, main_s, confirm_s))
+    }
+
+    /// What the first phase and the confirmation do next, or decide.
+    pub(super) fn two_phases(&self, main: &[f64], confirm: &[f64], main_s: &[f64], confirm_s: &[f64]) -> Next {
         let guard = self.borrowed.as_ref().map_or(GUARD, |b| b.guard);
         let p = self.main_params();
         let looks = p.looks();
@@ -36,7 +42,7 @@ impl Sequential {
             };
             let last = k + 1 == looks.len();
             trail.push(self.look_record(&t, k + 1, a_k, min_log, self.futility_level(&t, last)));
-            let outcome = self.look(&t, a_k, min_log, k + 1, last);
+            let outcome = self.look(&t, a_k, min_log, k + 1, last, &self.kept(&main[..t.measured]));
             let q = self.tq(1.0 - p.alpha, t.df);
             let pv = self.p_value(&t);
             let base = |verdict, reason: String| Decision {
@@ -54,6 +60,7 @@ impl Sequential {
                 noise_sd_pct: Self::sd_pct(&t),
                 excluded: t.excluded,
                 confirmation: None,
+                rescue: None,
                 trail: trail.clone(),
                 borrowed: self.borrowed.as_ref().map(|b| {
                     Box::new(crate::stats::BorrowedScale {
@@ -98,7 +105,7 @@ impl Sequential {
         unreachable!("the last look always ends the first phase")
     }
 
-    pub(super) fn look(&self, t: &Test, a_k: f64, min_log: f64, look: usize, last: bool) -> LookOutcome {
+    pub(super) fn look(&self, t: &Test, a_k: f64, min_log: f64, look: usize, last: bool, kept: &[f64]) -> LookOutcome {
         let p = &self.params;
         let effect = pct(t.mean);
         let significant = t.t() >= self.tq(1.0 - a_k, t.df);
@@ -109,8 +116,11 @@ impl Sequential {
         // become unlikely. At the last look a plain (1 - alpha) bound decides revert vs
         // inconclusive even without early futility stops.
         if let Some(beta) = self.futility_level(t, last) {
-            let upper = t.mean + self.tq(1.0 - beta, t.df) * t.se;
-            if upper < min_log {
+            let margin = self.tq(1.0 - beta, t.df) * t.se;
+            let upper = t.mean + margin;
+            // Read twice: a worthwhile gain must be implausible by the mean and by the trimmed
+            // mean (the futility stop only reverts, so reading it twice adds no false keep).
+            if upper < min_log && trimmed_mean(kept, FUTILITY_TRIM).is_none_or(|m| m + margin < min_log) {
                 return LookOutcome::Futile(format!(
                     "no worthwhile gain: the test's mean {effect:+.2}% with a {:.0}% upper bound {:+.2}% below the minimum effect {}% (look {look}, {} pairs, {} scale)",
                     (1.0 - beta) * 100.0,
@@ -139,5 +149,32 @@ impl Sequential {
             return LookOutcome::Exhausted(format!("{why}; rerun with more pairs to settle it"));
         }
         LookOutcome::Continue
+    }
+}
+
+/// The mean of `v` without its `trim` lowest and `trim` highest values; `None` when that leaves
+/// fewer than two (or `trim` is 0). A machine whose runs are now and then slow gives a pair a
+/// large log-ratio of either sign: one such pair moves a few pairs' mean by a whole gain, their
+/// trimmed mean hardly.
+fn trimmed_mean(v: &[f64], trim: usize) -> Option<f64> {
+    if trim == 0 || v.len() < 2 * trim + 2 {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let mid = &s[trim..s.len() - trim];
+    Some(mid.iter().sum::<f64>() / mid.len() as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::trimmed_mean;
+
+    #[test]
+    fn the_trimmed_mean_drops_each_end_and_needs_two_values_left() {
+        assert_eq!(trimmed_mean(&[0.03, -0.05, 0.02, 0.04], 1), Some(0.025));
+        assert_eq!(trimmed_mean(&[0.03, -0.05, 0.02], 1), None);
+        assert_eq!(trimmed_mean(&[0.03, -0.05, 0.02, 0.04], 0), None);
+        assert_eq!(trimmed_mean(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 2), Some(3.5));
     }
 }

@@ -23,8 +23,8 @@ pub const OUTLIER_SHARE: usize = 4;
 /// deviation needs three values to say anything about two).
 pub const ROBUST_BAND_PAIRS: usize = 3;
 /// With a borrowed scale: futility when the (1 - this) upper bound is below the minimum effect
-/// (the 35% bound).
-pub const FUTILITY_BETA: f64 = 0.65;
+/// (the 40% bound; 0.65 before the rescue, whose power a futility stop forgoes).
+pub const FUTILITY_BETA: f64 = 0.6;
 /// The same before `min_pairs` (the 65% bound: a warm-up ramp biases the first pairs against
 /// the candidate).
 pub const EARLY_BETA: f64 = 0.35;
@@ -32,6 +32,11 @@ pub const EARLY_BETA: f64 = 0.35;
 pub const FIRST_SHARE: f64 = 0.2;
 /// Pairs before a batch's first look on a borrowed scale (the scale need not come from them).
 pub const FIRST_LOOK: usize = 2;
+/// Pairs dropped from each end of a look's pairs for the futility stop's second reading: a
+/// first-phase look stops for futility only when the bound is below the minimum effect by the
+/// mean and by this trimmed mean (0: by the mean alone). On a machine whose runs are now and
+/// then slow, one slow pair was enough to revert a real gain at 4-6 pairs.
+pub const FUTILITY_TRIM: usize = 1;
 /// The confirmation's futility level (its 70% upper bound below the minimum effect).
 pub const CONFIRM_BETA: f64 = 0.3;
 /// Huber-type clipping of the log-ratios the borrowed look reads, in robust sds (0: off). A probe

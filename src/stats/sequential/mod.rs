@@ -11,7 +11,10 @@
 //! exactly valid. Futility stops never raise the false-keep rate (they only revert). The keep
 //! must then survive an independent batch in the complementary order, tested alone at
 //! `confirm_alpha`: under no gain the two phases are independent, so a false keep has
-//! probability at most `alpha * confirm_alpha` (0.02 x 0.05 = 0.001 by default).
+//! probability at most `alpha * confirm_alpha`. A decision the two phases leave unconfirmed or
+//! inconclusive goes on to the rescue (`rescue`), a fixed-sample t-test of all its pairs at
+//! `rescue_alpha`: by the union bound the rule's false keeps are at most
+//! `alpha * confirm_alpha + rescue_alpha` (0.02 x 0.045 + 0.0001 = 0.001 by default).
 //!
 //! Without history every look is the pairs' own t-test. With a noise scale borrowed from history
 //! ([`Borrowed`]) a look uses the history's sd pooled with the pairs' own residuals,
@@ -33,7 +36,7 @@
 //! looks, their levels, futility, the confirmation's plan, the budget), [`borrowed`] (the scale
 //! borrowed from history), `look` (which pairs a look reads, outliers set aside), `own` (the
 //! test without history), `with_history` (the borrowed scale and its guards), `first_phase`,
-//! `confirm`, `record` (the looks' trail) and [`sample`] (mean, median, robust sd).
+//! `confirm`, `rescue` (the t-test over all pairs after an unconfirmed or inconclusive end), `record` (the looks' trail) and [`sample`] (mean, median, robust sd).
 
 mod borrowed;
 mod confirm;
@@ -43,6 +46,7 @@ mod look;
 mod own;
 pub mod plan;
 mod record;
+mod rescue;
 pub mod sample;
 #[cfg(test)]
 mod tests;

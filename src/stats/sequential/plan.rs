@@ -56,6 +56,14 @@ pub struct Params {
     pub confirm: bool,
     pub confirm_pairs: usize,
     pub confirm_alpha: f64,
+    /// With `confirm`: a decision left unconfirmed or inconclusive measures on to this many
+    /// pairs in all (both phases; at least the two phases' own most, at most twice it), and is kept when the
+    /// one-sided t-test over all of them passes at `rescue_alpha` with an estimate of at least
+    /// the minimum effect. 0: no rescue (the rule of decisions recorded before it).
+    #[serde(default)]
+    pub rescue_pairs: usize,
+    #[serde(default)]
+    pub rescue_alpha: f64,
 }
 
 #[cfg(test)]
@@ -74,6 +82,8 @@ impl Params {
             confirm: true,
             confirm_pairs: 6,
             confirm_alpha: 0.02,
+            rescue_pairs: 0,
+            rescue_alpha: 0.0,
         }
     }
 }
@@ -92,6 +102,8 @@ impl Params {
             confirm: false,
             confirm_pairs: 0,
             confirm_alpha: alpha,
+            rescue_pairs: 0,
+            rescue_alpha: 0.0,
         }
     }
 
@@ -123,9 +135,29 @@ impl Params {
             .collect()
     }
 
-    /// Most pairs a decision can take, confirmation included.
+    /// Most pairs a decision can take, confirmation and rescue included (outliers replaced
+    /// with a borrowed scale aside: `Sequential::max_measured_pairs`). With the rescue:
+    /// `rescue_pairs`, but at least the two phases' budget and at most twice it (a small
+    /// budget, `--pairs 4`, stays small).
     pub fn max_total_pairs(&self) -> usize {
-        self.max_pairs + if self.confirm { self.confirm_pairs } else { 0 }
+        let two = self.max_pairs + if self.confirm { self.confirm_pairs } else { 0 };
+        if self.rescues() {
+            self.rescue_pairs.clamp(two, 2 * two)
+        } else {
+            two
+        }
+    }
+
+    /// The false-keep bound of the rule under no gain, by the union bound over its two ways to
+    /// keep: the two phases (`alpha x confirm_alpha`, or `alpha` unconfirmed) and the rescue.
+    pub fn false_keep_bound(&self) -> f64 {
+        let two = if self.confirm { self.alpha * self.confirm_alpha } else { self.alpha };
+        two + if self.rescues() { self.rescue_alpha } else { 0.0 }
+    }
+
+    /// Whether an unconfirmed or inconclusive decision goes on to the rescue's t-test.
+    pub fn rescues(&self) -> bool {
+        self.confirm && self.rescue_pairs > 0 && self.rescue_alpha > 0.0
     }
 }
 
@@ -194,11 +226,27 @@ impl Sequential {
         }
     }
 
-    /// Most pairs a decision can measure, confirmation and replaced outliers included.
+    /// Most pairs a decision can measure, confirmation, replaced outliers and rescue included.
     pub fn max_measured_pairs(&self) -> usize {
+        self.two_phase_pairs().max(self.rescue_total())
+    }
+
+    /// Most pairs the two phases can measure, replaced outliers included.
+    fn two_phase_pairs(&self) -> usize {
         let p = &self.params;
         let extra = self.borrowed.as_ref().map_or(0, |b| b.confirm_extra);
         self.cap(p.max_pairs) + if p.confirm { self.cap(p.confirm_pairs + extra) } else { 0 }
+    }
+
+    /// The pairs the rescue's t-test reads (0: no rescue): [`Params::max_total_pairs`], a
+    /// constant of the rule, so that the test is a fixed-sample one whatever the phases did
+    /// before it (with outliers replaced they may have measured more: it reads the first).
+    pub(super) fn rescue_total(&self) -> usize {
+        if self.params.rescues() {
+            self.params.max_total_pairs()
+        } else {
+            0
+        }
     }
 
     /// The level of the futility bound at a first-phase look: early (before `min_pairs`) or

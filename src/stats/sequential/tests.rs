@@ -3,6 +3,7 @@
 
 use super::look::{Batch, Prior};
 use super::*;
+use crate::stats::LookPhase;
 
 fn params() -> Params {
     Params::for_tests(12)
@@ -329,4 +330,118 @@ fn clipping_reads_a_slow_mode_s_pairs_at_the_clipped_history_s_scale_and_is_off_
     assert!((t.mean - c.iter().sum::<f64>() / 8.0).abs() < 1e-15);
     // Below 3 pairs nothing is clipped.
     assert_eq!(on.test(&d[..2], 2, (0.0, 0.0)).unwrap().se, off.test(&d[..2], 2, (0.0, 0.0)).unwrap().se);
+}
+
+/// The unit tests' rule with the rescue on: `total` pairs in all at `level`.
+fn rescuing(total: usize, level: f64) -> Sequential {
+    Sequential::new(Params { rescue_pairs: total, rescue_alpha: level, ..params() })
+}
+
+#[test]
+fn an_unconfirmed_decision_measures_on_and_the_t_test_over_all_pairs_keeps_it() {
+    let s = rescuing(24, 0.001);
+    // The first phase sees +10%, the confirmation's 6 pairs nothing: unconfirmed by the two
+    // phases, which ask for no more.
+    let main = ratios(0.10, 0.005, 4);
+    let confirm = ratios(0.0, 0.005, 6);
+    // 4 + 6 measured: the rescue asks for the rest of its 24, in the confirmation's order.
+    assert_eq!(s.next(&main, &confirm), Next::Measure { phase: Phase::Confirm, pairs: 14 });
+    let mut more = confirm.clone();
+    more.extend(ratios(0.05, 0.005, 14));
+    let Next::Done(dec) = s.next(&main, &more) else { panic!("decided after the rescue's pairs") };
+    assert_eq!(dec.verdict, Verdict::Keep, "{}", dec.reason);
+    let r = dec.rescue.as_ref().expect("the rescue's record");
+    assert_eq!((r.pairs, r.passed, r.before), (24, true, Verdict::Unconfirmed));
+    // The row's figures are the rescue's: the mean of all 24 pairs, its p at the rescue's level.
+    let all: Vec<f64> = main.iter().chain(&more).copied().collect();
+    let mean = all.iter().sum::<f64>() / 24.0;
+    assert!(close(dec.effect_pct, pct(mean), 1e-9), "{} against {}", dec.effect_pct, pct(mean));
+    assert!(close(dec.p_threshold, 0.001, 1e-15) && dec.p_value <= 0.001);
+    assert!(dec.ci_low_pct < dec.effect_pct && dec.effect_pct < dec.ci_high_pct);
+    assert!(dec.reason.starts_with("kept by the rescue") && dec.reason.contains("unconfirmed"), "{}", dec.reason);
+    // The confirmation's own record is the one the two phases made: its 6 pairs, not passed.
+    let c = dec.confirmation.as_ref().expect("the confirmation");
+    assert_eq!((c.pairs, c.passed), (6, false));
+    assert_eq!(dec.trail.last().map(|l| l.phase), Some(LookPhase::Rescue));
+}
+
+#[test]
+fn an_inconclusive_decision_that_shows_nothing_stays_inconclusive_with_every_pair_s_estimate() {
+    let s = rescuing(20, 0.001);
+    let d: Vec<f64> = ratios(0.012, 0.03, 12).into_iter().chain(ratios(0.0, 0.03, 8)).collect();
+    let mut next = d.iter();
+    let dec = run_to_decision(&s, |_, _| *next.next().expect("20 pairs"));
+    assert_eq!(dec.verdict, Verdict::Inconclusive, "{}", dec.reason);
+    let r = dec.rescue.as_ref().expect("the rescue ran");
+    assert_eq!((r.pairs, r.passed, r.before), (20, false, Verdict::Inconclusive));
+    assert!(close(dec.effect_pct, pct(d.iter().sum::<f64>() / 20.0), 1e-9));
+    assert!(dec.reason.contains("the rescue does not keep it either"), "{}", dec.reason);
+    // The first phase's own figures stay where the row's p and level came from.
+    assert_eq!((dec.pairs, dec.looks), (12, 5));
+}
+
+#[test]
+fn the_rescue_leaves_keeps_and_futility_reverts_as_they_were() {
+    let (with, without) = (rescuing(30, 0.01), Sequential::new(params()));
+    let mut rng = crate::stats::rng::Rng::new(11);
+    for trial in 0..400 {
+        let gain = [0.0, 0.01, 0.03, 0.10][trial % 4];
+        let pairs: Vec<f64> = (0..40).map(|_| gain + 0.02 * rng.normal()).collect();
+        let (a, b) = (run_to_decision(&with, |_, i| pairs[i]), run_to_decision(&without, |_, i| pairs[i]));
+        match b.verdict {
+            Verdict::Keep | Verdict::Revert => assert_eq!(a, b, "trial {trial}"),
+            Verdict::Unconfirmed | Verdict::Inconclusive => {
+                let r = a.rescue.as_ref().expect("the rescue ran");
+                assert_eq!((r.pairs, r.before), (30, b.verdict));
+                assert_eq!(a.verdict == Verdict::Keep, r.passed);
+            }
+        }
+    }
+}
+
+#[test]
+fn the_rescue_reads_a_fixed_number_of_pairs_however_long_the_phases_were() {
+    // 24 asked, but the phases may measure 16 + 6: the rescue reads 24 whatever they did.
+    assert_eq!(rescuing(24, 0.001).rescue_total(), 24);
+    // A budget above the rescue's: it reads the most the phases can measure (12 + 6); below
+    // it, at most twice that (a small budget stays small).
+    assert_eq!(rescuing(10, 0.001).rescue_total(), 18);
+    assert_eq!(rescuing(10, 0.001).max_measured_pairs(), 18);
+    assert_eq!(rescuing(100, 0.001).rescue_total(), 36);
+    assert_eq!(rescuing(100, 0.001).params.max_total_pairs(), 36);
+    // Off without a level, a pair count or a confirmation.
+    assert_eq!(rescuing(30, 0.0).rescue_total(), 0);
+    assert_eq!(rescuing(0, 0.001).rescue_total(), 0);
+    let s = Sequential::new(Params { confirm: false, rescue_pairs: 30, rescue_alpha: 0.001, ..params() });
+    assert_eq!((s.rescue_total(), s.max_measured_pairs()), (0, 12));
+    // With a borrowed scale the phases may measure more (outliers replaced, one more
+    // confirmation pair): the rescue still reads its 18, the first measured.
+    let b = Sequential::new(Params { rescue_pairs: 12, rescue_alpha: 0.001, ..params() })
+        .with_history(Some(Borrowed::new(NoiseScale { sd: 0.01, df: 15.0 })));
+    assert_eq!((b.rescue_total(), b.max_measured_pairs()), (18, 23));
+}
+
+#[test]
+fn the_rescue_s_false_keeps_stay_under_its_level_also_when_the_noise_jumps() {
+    // The two phases at levels that keep nothing and stop for no futility, and no minimum
+    // effect, so that every keep is the rescue's and its level alone binds: at 0.05 over 4000
+    // do-nothing changes, once on a steady machine, once with the noise tripling after the
+    // first 8 pairs (the t-test reads the pairs' own spread: no scale to be wrong about).
+    let rule = Params { alpha: 1e-6, confirm_alpha: 1e-6, futility_beta: None, min_effect_pct: 0.0, ..params() };
+    let s = Sequential::new(Params { rescue_pairs: 24, rescue_alpha: 0.05, ..rule });
+    for jump in [1.0, 3.0] {
+        let mut rng = crate::stats::rng::Rng::new(7);
+        let trials = 4000;
+        let mut keeps = 0;
+        for _ in 0..trials {
+            let pairs: Vec<f64> = (0..24).map(|i| 0.01 * rng.normal() * if i >= 8 { jump } else { 1.0 }).collect();
+            // In the order measured, whichever phase.
+            let mut next = pairs.iter();
+            keeps += (run_to_decision(&s, |_, _| *next.next().expect("24 pairs at most")).verdict == Verdict::Keep) as usize;
+        }
+        // The binomial's 99.9% upper bound at the level: 0.05 + 3.1 x sqrt(0.05 x 0.95 / 4000).
+        let rate = keeps as f64 / trials as f64;
+        assert!(rate <= 0.05 + 3.1 * (0.05f64 * 0.95 / trials as f64).sqrt(), "jump {jump}: {rate}");
+        assert!(rate > 0.02, "jump {jump}: the rescue does keep at its level ({rate})");
+    }
 }

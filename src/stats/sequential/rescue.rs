@@ -1,0 +1,93 @@
+//! The rescue: a decision the two phases left unconfirmed or inconclusive measures on to a fixed
+//! number of pairs in all, and is kept when the one-sided t-test over every pair passes at its
+//! own small level with an estimate of at least the minimum effect.
+//!
+//! Why it is sound. The test reads the first `rescue_total` pairs measured, a number fixed by the
+//! rule, so the event "the rescue keeps" lies inside the event "the fixed-sample t-test of those
+//! pairs rejects at `rescue_alpha`", whatever the phases decided before: by the union bound the
+//! false keeps are at most `alpha x confirm_alpha + rescue_alpha`. The t-test reads the pairs'
+//! own spread, so no borrowed scale and no noise jump moves its level. Why it is needed: the two
+//! phases test their pairs apart, and on a machine whose runs are sometimes slow (a second mode)
+//! a real gain fails one of them far more often than a test of all the pairs would
+//! (docs/decisions.md, "Where the bimodal machine's power goes").
+
+use super::look::Test;
+use super::sample::mean_sd;
+use super::{fmt_p, pct, Decision, Next, Phase, Sequential, Verdict};
+use crate::stats::{LookPhase, Rescue};
+
+impl Sequential {
+    /// The two phases' `next` carried through the rescue: an unconfirmed or inconclusive
+    /// decision asks for the confirmation batch's pairs up to the rescue's total, then is decided
+    /// again by the t-test over all of them; anything else passes as it is.
+    pub(super) fn rescued(&self, main: &[f64], confirm: &[f64], next: Next) -> Next {
+        let total = self.rescue_total();
+        let d = match next {
+            Next::Done(d) if total > 0 && matches!(d.verdict, Verdict::Unconfirmed | Verdict::Inconclusive) => d,
+            other => return other,
+        };
+        let have = main.len() + confirm.len();
+        if have < total {
+            return Next::Measure { phase: Phase::Confirm, pairs: total - have };
+        }
+        // The first `total` pairs measured: the first phase's, then the confirmation's.
+        let all: Vec<f64> = main.iter().chain(confirm).take(total).copied().collect();
+        Next::Done(self.rescue(&all, d))
+    }
+
+    /// Whether the pairs the procedure asks for next are the rescue's: the two phases have
+    /// decided, and not to keep.
+    pub fn in_rescue(&self, main: &[f64], confirm: &[f64], main_s: &[f64], confirm_s: &[f64]) -> bool {
+        self.rescue_total() > 0 && matches!(self.two_phases(main, confirm, main_s, confirm_s), Next::Done(_))
+    }
+
+    /// The t-test over `all` pairs, deciding `d` again: kept when significant at `rescue_alpha`
+    /// with a mean of at least the minimum effect; else `d`'s verdict stands. Either way the
+    /// estimate and interval become those of all the pairs (the two phases' estimate after an
+    /// early stop is the selected one).
+    fn rescue(&self, all: &[f64], mut d: Decision) -> Decision {
+        let p = &self.params;
+        let n = all.len();
+        let (mean, sd) = mean_sd(all);
+        let df = n.saturating_sub(1).max(1) as f64;
+        let t = Test { n, measured: n, excluded: 0, mean, se: sd / (n as f64).sqrt(), df, borrowed: false, ratio: None };
+        let level = p.rescue_alpha;
+        let min_log = (1.0 + p.min_effect_pct / 100.0).ln();
+        let keep_at = self.tq(1.0 - level, df).max(min_log / t.se);
+        let passed = t.t() >= self.tq(1.0 - level, df) && mean >= min_log;
+        let pv = self.p_value(&t);
+        let q = self.tq(1.0 - p.alpha, df);
+        let (low, high) = (pct(mean - q * t.se), pct(mean + q * t.se));
+        d.trail.push(self.record(&t, LookPhase::Rescue, 1, level, keep_at, Some(keep_at)));
+        let before = d.verdict;
+        d.rescue =
+            Some(Rescue { pairs: n, effect_pct: pct(mean), ci_low_pct: low, ci_high_pct: high, p_value: pv, alpha: level, passed, before });
+        d.effect_pct = pct(mean);
+        d.ci_low_pct = low;
+        d.ci_high_pct = high;
+        let test = format!("the t-test over all {n} pairs gives {:+.2}% (p = {}", pct(mean), fmt_p(pv));
+        if passed {
+            d.verdict = Verdict::Keep;
+            d.p_value = pv;
+            d.p_threshold = level;
+            d.p_adjusted = (pv * p.alpha / level).min(1.0);
+            d.scale = t.scale_name().to_string();
+            d.noise_sd_pct = Self::sd_pct(&t);
+            d.reason = format!(
+                "kept by the rescue: {test} <= {}, at least the minimum effect {}%), after the two phases left it {}: {}",
+                fmt_p(level),
+                p.min_effect_pct,
+                before.as_str(),
+                d.reason
+            );
+        } else {
+            let why = if mean < min_log && t.t() >= self.tq(1.0 - level, df) {
+                format!("{test}), below the minimum effect {}%", p.min_effect_pct)
+            } else {
+                format!("{test} > {})", fmt_p(level))
+            };
+            d.reason = format!("{}; {why}, so the rescue does not keep it either", d.reason);
+        }
+        d
+    }
+}
