@@ -57,7 +57,7 @@ pub struct Params {
     pub confirm_pairs: usize,
     pub confirm_alpha: f64,
     /// With `confirm`: a decision left unconfirmed or inconclusive measures on to this many
-    /// pairs in all (both phases; at least the two phases' own most, at most twice it), and is kept when the
+    /// pairs in all (both phases; clamped by [`Params::max_total_pairs`]), and is kept when the
     /// one-sided t-test over all of them passes at `rescue_alpha` with an estimate of at least
     /// the minimum effect. 0: no rescue (the rule of decisions recorded before it).
     #[serde(default)]
