@@ -68,7 +68,7 @@ pub fn decision(row: &ResultRow, discarded_ref: Option<&str>, runs: &[&RunRecord
         StatusClass::Failed => "failed",
         StatusClass::NotRun => "not_run",
     };
-    // Pairs measured (confirmation included): the pairs the row's estimate is made of.
+    // Pairs measured (confirmation and rescue included): the pairs the row's estimate is made of.
     let pairs = crate::bench::pairs_of(runs.iter().copied()).len();
     // Reverted without evidence against the idea (too noisy to tell, the budget ran out, or the
     // confirmation did not settle it): an agent should run it again rather than drop it.
