@@ -337,3 +337,57 @@ fn op_pairs_put_the_largest_change_first() {
     assert_eq!(names, ["dot", "copy", "new_op", "exp"]);
     assert_eq!((p[1].1, p[1].2), (0.0, 20.0), "an op gone from the candidate is 0 there");
 }
+
+#[test]
+fn the_looks_chart_draws_the_rescue_s_look_after_both_phases_in_its_own_colour() {
+    use ratchet::stats::sequential::{run_to_decision, Params, Sequential, Spending};
+    use ratchet::stats::LookPhase;
+    let params = Params {
+        min_pairs: 4,
+        max_pairs: 8,
+        look_every: 2,
+        alpha: 0.02,
+        spending: Spending::Pocock,
+        min_effect_pct: 1.0,
+        futility_beta: Some(0.3),
+        confirm: true,
+        confirm_pairs: 4,
+        confirm_alpha: 0.045,
+        rescue_pairs: 24,
+        rescue_alpha: 0.0001,
+    };
+    // +3% under wide noise: neither clear nor futile in 8 pairs, clear over 24.
+    let noise = [0.04, -0.05, 0.01, -0.03, 0.05, -0.02, 0.03, -0.04, 0.02, -0.01, 0.04, -0.05];
+    let mut i = 0;
+    let d = run_to_decision(&Sequential::new(params), |_, _| {
+        i += 1;
+        0.03 + noise[(i - 1) % noise.len()] * if i > 8 { 0.2 } else { 1.0 }
+    });
+    let rescue = d.trail.last().expect("looks");
+    assert_eq!((rescue.phase, rescue.pairs), (LookPhase::Rescue, 24), "{:?}", d.trail);
+    let rec = ratchet::outcome::LooksRecord {
+        version: ratchet::outcome::LOOKS_VERSION,
+        experiment: 4,
+        verdict: d.verdict,
+        effect_pct: d.effect_pct,
+        ci_level: d.ci_level,
+        looks: d.trail.clone(),
+    };
+    let svg = ratchet::plot::looks_svg(&rec).unwrap();
+    // Its one point sits right of every first-phase look (x counts all 24 pairs), in purple.
+    let rescue_x: Vec<(f64, f64)> = svg
+        .split("<circle")
+        .skip(1)
+        .filter(|c| c.contains("fill=\"#7A3DA8\""))
+        .map(|c| {
+            let num = |k: &str| c.split(&format!("{k}=\"")).nth(1).unwrap().split('"').next().unwrap().parse::<f64>().unwrap();
+            (num("cx"), num("cy"))
+        })
+        .collect();
+    assert_eq!(rescue_x.len(), 1, "one rescue look drawn");
+    let first: Vec<f64> = polylines(&svg, BLUE).into_iter().flatten().map(|(x, _)| x).collect();
+    assert!(!first.is_empty() && first.iter().all(|&x| x < rescue_x[0].0), "{first:?} {rescue_x:?}");
+    assert!(svg.contains("t-test over all pairs (rescue)"), "the legend names it");
+    let ring = format!("decided: {} at the rescue", ratchet::replay::status_of(d.verdict).as_str());
+    assert!(svg.contains(&ring), "the deciding ring names the rescue's look: {ring}");
+}
