@@ -47,8 +47,9 @@ pub fn slope(y: &[f64]) -> f64 {
 /// The smallest true gain (percent) kept with probability about `power`, for pairs whose
 /// log-ratios have standard deviation `sd`: the first phase must reach significance at its
 /// last look's alpha and an estimate above the minimum effect, and the confirmation batch
-/// significance at its own level. Normal approximation with t quantiles; earlier looks only
-/// add chances, so this errs on the large side.
+/// significance at its own level. Normal approximation with t quantiles; earlier looks and the
+/// rescue (a t-test of all the pairs when the two phases do not keep) only add chances, so this
+/// errs on the large side.
 pub fn detectable_pct(params: &Params, sd: f64, power: f64) -> f64 {
     let n = params.max_pairs as f64;
     let last_alpha = *params.look_alphas().last().expect("at least one look");
