@@ -43,7 +43,8 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         if p.rescues() {
             format!(
                 ", rescue: an unconfirmed or inconclusive decision measures on to {} pairs in all and keeps when their t-test passes at {}",
-                p.rescue_pairs, p.rescue_alpha
+                p.max_total_pairs(),
+                p.rescue_alpha
             )
         } else {
             String::new()

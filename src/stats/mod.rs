@@ -110,15 +110,12 @@ pub struct Confirmation {
 }
 
 /// The rescue of an unconfirmed or inconclusive decision: the one-sided t-test over all its
-/// pairs (both phases and the pairs measured on to `rescue_pairs`), at its own level.
+/// pairs (both phases and the pairs measured on to `rescue_pairs`), at its own level. Their
+/// mean and interval are the decision's own `effect_pct` and interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rescue {
     /// Pairs read: every pair measured, in the order measured.
     pub pairs: usize,
-    /// Their mean speed-up and its interval (at the decision's `ci_level`), in percent.
-    pub effect_pct: f64,
-    pub ci_low_pct: f64,
-    pub ci_high_pct: f64,
     /// One-sided p-value of the t-test for "the candidate is better", and its level.
     pub p_value: f64,
     pub alpha: f64,
@@ -166,7 +163,8 @@ pub struct Decision {
     pub excluded: usize,
     #[serde(default)]
     pub confirmation: Option<Confirmation>,
-    /// The t-test over all pairs that an unconfirmed or inconclusive decision went on to.
+    /// The t-test over all pairs that an unconfirmed or inconclusive decision went on to (with
+    /// it, `effect_pct` and the interval are those of all the pairs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rescue: Option<Rescue>,
     pub reason: String,

@@ -42,7 +42,7 @@ impl Sequential {
             };
             let last = k + 1 == looks.len();
             trail.push(self.look_record(&t, k + 1, a_k, min_log, self.futility_level(&t, last)));
-            let outcome = self.look(&t, a_k, min_log, k + 1, last, &self.kept(&main[..t.measured]));
+            let outcome = self.look(&t, a_k, min_log, k + 1, last, &main[..t.measured]);
             let q = self.tq(1.0 - p.alpha, t.df);
             let pv = self.p_value(&t);
             let base = |verdict, reason: String| Decision {
@@ -105,7 +105,9 @@ impl Sequential {
         unreachable!("the last look always ends the first phase")
     }
 
-    pub(super) fn look(&self, t: &Test, a_k: f64, min_log: f64, look: usize, last: bool, kept: &[f64]) -> LookOutcome {
+    /// One look's outcome; `measured` is the prefix of the batch the look read (its kept pairs
+    /// are read again only for a futility stop's second reading).
+    pub(super) fn look(&self, t: &Test, a_k: f64, min_log: f64, look: usize, last: bool, measured: &[f64]) -> LookOutcome {
         let p = &self.params;
         let effect = pct(t.mean);
         let significant = t.t() >= self.tq(1.0 - a_k, t.df);
@@ -120,7 +122,7 @@ impl Sequential {
             let upper = t.mean + margin;
             // Read twice: a worthwhile gain must be implausible by the mean and by the trimmed
             // mean (the futility stop only reverts, so reading it twice adds no false keep).
-            if upper < min_log && trimmed_mean(kept, FUTILITY_TRIM).is_none_or(|m| m + margin < min_log) {
+            if upper < min_log && trimmed_mean(&self.kept(measured), FUTILITY_TRIM).is_none_or(|m| m + margin < min_log) {
                 return LookOutcome::Futile(format!(
                     "no worthwhile gain: the test's mean {effect:+.2}% with a {:.0}% upper bound {:+.2}% below the minimum effect {}% (look {look}, {} pairs, {} scale)",
                     (1.0 - beta) * 100.0,

@@ -53,15 +53,16 @@ impl Sequential {
         let t = Test { n, measured: n, excluded: 0, mean, se: sd / (n as f64).sqrt(), df, borrowed: false, ratio: None };
         let level = p.rescue_alpha;
         let min_log = (1.0 + p.min_effect_pct / 100.0).ln();
-        let keep_at = self.tq(1.0 - level, df).max(min_log / t.se);
-        let passed = t.t() >= self.tq(1.0 - level, df) && mean >= min_log;
+        let crit = self.tq(1.0 - level, df);
+        let significant = t.t() >= crit;
+        let passed = significant && mean >= min_log;
+        let keep_at = crit.max(min_log / t.se);
         let pv = self.p_value(&t);
         let q = self.tq(1.0 - p.alpha, df);
         let (low, high) = (pct(mean - q * t.se), pct(mean + q * t.se));
         d.trail.push(self.record(&t, LookPhase::Rescue, 1, level, keep_at, Some(keep_at)));
         let before = d.verdict;
-        d.rescue =
-            Some(Rescue { pairs: n, effect_pct: pct(mean), ci_low_pct: low, ci_high_pct: high, p_value: pv, alpha: level, passed, before });
+        d.rescue = Some(Rescue { pairs: n, p_value: pv, alpha: level, passed, before });
         d.effect_pct = pct(mean);
         d.ci_low_pct = low;
         d.ci_high_pct = high;
@@ -81,7 +82,7 @@ impl Sequential {
                 d.reason
             );
         } else {
-            let why = if mean < min_log && t.t() >= self.tq(1.0 - level, df) {
+            let why = if significant {
                 format!("{test}), below the minimum effect {}%", p.min_effect_pct)
             } else {
                 format!("{test} > {})", fmt_p(level))
