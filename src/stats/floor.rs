@@ -1,6 +1,7 @@
 //! The least runs any decision can spend at ratchet's levels, and tests that run near it: Wald's
 //! SPRT with the noise known, the information bound for tests that keep their level when the
-//! noise jumps above its calibration, and a scale-free sequential test that comes close to it.
+//! noise jumps above its calibration (for tests of the log-ratios alone and of whole pairs), and
+//! a scale-free sequential test of the log-ratios that comes close to their bound.
 //! `ratchet simulate` prints them under its with-history table; docs/decisions.md, "The floor".
 
 use super::rng::Rng;
@@ -70,9 +71,26 @@ pub fn binary_divergence(p: f64, q: f64) -> f64 {
     term(p, q) + term(1.0 - p, 1.0 - q)
 }
 
-/// Kullback-Leibler divergence of N(`mu`, `sd`^2) from N(0, (`k` `sd`)^2), in nats.
-fn normal_divergence(mu: f64, sd: f64, k: f64) -> f64 {
-    k.ln() + (1.0 + (mu / sd).powi(2)) / (2.0 * k * k) - 0.5
+/// What a test reads of each pair: its log-ratio alone, or the whole pair (the log-ratio and
+/// the log-sum, i.e. both runs). Under independent runs a pair's log-sum has the log-ratio's
+/// variance and does not move with the gain, so it says how noisy the machine is now: ratchet's
+/// variance guard reads it, so its floor is the whole pair's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reads {
+    Ratios,
+    WholePairs,
+}
+
+/// Kullback-Leibler divergence, in nats, of one pair under a gain (log-ratio N(`mu`, `sd`^2))
+/// from one under no gain at `k` times the noise (N(0, (`k` `sd`)^2)); with the whole pair, plus
+/// the log-sum's: N(m, `sd`^2) from N(m, (`k` `sd`)^2), the level m the same (a test must hold
+/// its level at every level of the machine, so the closest do-nothing change has it).
+fn pair_divergence(mu: f64, sd: f64, k: f64, reads: Reads) -> f64 {
+    let ratio = k.ln() + (1.0 + (mu / sd).powi(2)) / (2.0 * k * k) - 0.5;
+    match reads {
+        Reads::Ratios => ratio,
+        Reads::WholePairs => ratio + k.ln() + 1.0 / (2.0 * k * k) - 0.5,
+    }
 }
 
 /// The floor for tests that must also hold their false keeps when the noise jumps: the pairs
@@ -80,7 +98,7 @@ fn normal_divergence(mu: f64, sd: f64, k: f64) -> f64 {
 /// it keeps that gain with probability `1 - beta` and keeps a do-nothing change with probability
 /// at most `alpha` whatever the noise, from the calibrated level up to `max_jump` times it.
 /// For `mu` > 0: under no gain the floor is the known-noise one ([`sprt_pairs`] at 0), since the
-/// gain's power is asked at the calibrated noise only (`jump_safe_pairs` is infinite there).
+/// gain's power is asked at the calibrated noise only (and there the log-sums are alike).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct JumpFloor {
     pub pairs: f64,
@@ -94,12 +112,19 @@ pub struct JumpFloor {
 /// identification with fixed confidence", COLT, Lemma 1): for any stopping rule and any two
 /// models P (the gain) and Q (a do-nothing change), E_P[pairs] x KL(P, Q) >= d(P(keep),
 /// Q(keep)) >= d(1 - beta, alpha). Every Q the test must hold its level under gives a bound;
-/// the tightest is the Q closest to P, a do-nothing change at sd `k` x `sd` with k^2 = 1 +
-/// (mu / sd)^2 (the variance that matches the gain's second moment), clamped to [1,
-/// `max_jump`]. At `max_jump` = 1 this is the known-noise floor [`sprt_pairs`] at `mu1` = `mu`.
-pub fn jump_safe_pairs(mu: f64, sd: f64, alpha: f64, beta: f64, max_jump: f64) -> JumpFloor {
-    let jump = (1.0 + (mu / sd).powi(2)).sqrt().clamp(1.0, max_jump.max(1.0));
-    JumpFloor { pairs: binary_divergence(1.0 - beta, alpha) / normal_divergence(mu, sd, jump), jump }
+/// the tightest is the Q closest to P, a do-nothing change at sd `k` x `sd`, clamped to [1,
+/// `max_jump`]: k^2 = 1 + (mu / sd)^2 for a test of the log-ratios alone (the variance that
+/// matches the gain's second moment), k^2 = 1 + (mu / sd)^2 / 2 for one that reads the whole
+/// pair (the log-sums pull Q's noise back towards the calibrated one; the minimum of
+/// [`pair_divergence`]). At `max_jump` = 1 this is the known-noise floor [`sprt_pairs`] at
+/// `mu1` = `mu` either way. A lower bound, not a test: no test is known to reach it.
+pub fn jump_safe_pairs(mu: f64, sd: f64, alpha: f64, beta: f64, max_jump: f64, reads: Reads) -> JumpFloor {
+    let share = match reads {
+        Reads::Ratios => 1.0,
+        Reads::WholePairs => 0.5,
+    };
+    let jump = (1.0 + share * (mu / sd).powi(2)).sqrt().clamp(1.0, max_jump.max(1.0));
+    JumpFloor { pairs: binary_divergence(1.0 - beta, alpha) / pair_divergence(mu, sd, jump, reads), jump }
 }
 
 /// The largest noise jump the floor and the scale-free test are held to: point 4 of the power
@@ -233,21 +258,46 @@ mod tests {
     #[test]
     fn the_jump_safe_floor_matches_the_information_bound_evaluated_independently() {
         // Python (math.log, math.sqrt): d(0.95, 0.001) = 6.363902296703837 nats; +3% at CV 1%
-        // (a pair's sd sqrt(2) x 1%): least favourable noise 2.317026963540489x, 7.573505638541303
-        // pairs; +10%: 6.813233584111419x, 3.3164898034800667 pairs; held only to 2x: 7.363719191173221.
+        // (a pair's sd sqrt(2) x 1%), the log-ratios alone: least favourable noise
+        // 2.317026963540489x, 7.573505638541303 pairs; +10%: 6.813233584111419x,
+        // 3.3164898034800667 pairs; held only to 2x: 7.363719191173221.
         let (mu1, sd) = ((1.03f64).ln(), std::f64::consts::SQRT_2 * 0.01);
+        let ratios = |mu: f64, max: f64| jump_safe_pairs(mu, sd, 0.001, 0.05, max, Reads::Ratios);
         assert!((binary_divergence(0.95, 0.001) - 6.363902296703837).abs() < 1e-12);
-        let f = jump_safe_pairs(mu1, sd, 0.001, 0.05, MAX_JUMP);
+        let f = ratios(mu1, MAX_JUMP);
         assert!((f.jump - 2.317026963540489).abs() < 1e-12 && (f.pairs - 7.573505638541303).abs() < 1e-9, "{f:?}");
-        let f = jump_safe_pairs(1.1f64.ln(), sd, 0.001, 0.05, MAX_JUMP);
+        let f = ratios(1.1f64.ln(), MAX_JUMP);
         assert!((f.jump - 6.813233584111419).abs() < 1e-12 && (f.pairs - 3.3164898034800667).abs() < 1e-9, "{f:?}");
-        let f = jump_safe_pairs(mu1, sd, 0.001, 0.05, 2.0);
+        let f = ratios(mu1, 2.0);
         assert!(f.jump == 2.0 && (f.pairs - 7.363719191173221).abs() < 1e-9, "{f:?}");
         // Held to no jump at all, it is the known-noise floor: Wald's formula at the gain.
-        let known = jump_safe_pairs(mu1, sd, 0.001, 0.05, 1.0);
+        let known = ratios(mu1, 1.0);
         assert!((known.pairs - sprt_pairs(mu1, mu1, sd, 0.001, 0.05)).abs() < 1e-9, "{known:?}");
         // The more jump a test must survive, the more it spends.
-        assert!(jump_safe_pairs(mu1, sd, 0.001, 0.05, 1.5).pairs < f.pairs);
+        assert!(ratios(mu1, 1.5).pairs < ratios(mu1, MAX_JUMP).pairs);
+    }
+
+    #[test]
+    fn reading_the_log_sums_lowers_the_jump_safe_floor_to_the_whole_pair_s_bound() {
+        // Python, the whole pair (KL 2 ln k + (2 + r) / (2 k^2) - 1, r = (mu / sd)^2, minimised
+        // in closed form and on a grid of k in [1, 10] by numpy): +3%: k = 1.7844626571847417,
+        // 5.4944843508969905 pairs (10.99 runs, against 15.1 for the log-ratios alone); +10%:
+        // 4.869299326990678x, 2.010139957084259 pairs.
+        let (mu1, sd) = ((1.03f64).ln(), std::f64::consts::SQRT_2 * 0.01);
+        let whole = |mu: f64, max: f64| jump_safe_pairs(mu, sd, 0.001, 0.05, max, Reads::WholePairs);
+        let f = whole(mu1, MAX_JUMP);
+        assert!((f.jump - 1.7844626571847417).abs() < 1e-12 && (f.pairs - 5.4944843508969905).abs() < 1e-9, "{f:?}");
+        let f = whole(1.1f64.ln(), MAX_JUMP);
+        assert!((f.jump - 4.869299326990678).abs() < 1e-12 && (f.pairs - 2.010139957084259).abs() < 1e-9, "{f:?}");
+        // The closed form's k is the closest do-nothing change: any other noise level is
+        // further from the gain and gives a weaker (smaller) bound.
+        for k in [1.0, 1.5, 2.0, 2.317, 3.0, 10.0] {
+            let at = binary_divergence(0.95, 0.001) / pair_divergence(mu1, sd, k, Reads::WholePairs);
+            assert!(at <= whole(mu1, MAX_JUMP).pairs + 1e-9, "{k}: {at}");
+        }
+        // More information never raises a bound; with no jump the log-sums say nothing new.
+        assert!(whole(mu1, MAX_JUMP).pairs < jump_safe_pairs(mu1, sd, 0.001, 0.05, MAX_JUMP, Reads::Ratios).pairs);
+        assert!((whole(mu1, 1.0).pairs - sprt_pairs(mu1, mu1, sd, 0.001, 0.05)).abs() < 1e-9);
     }
 
     /// `trials` do-nothing decisions of `test` on normal pairs of sd `sd`: the share it keeps.
@@ -287,8 +337,9 @@ mod tests {
         }
         let (power, mean) = (keeps as f64 / trials as f64, pairs as f64 / trials as f64);
         assert!(power > 0.95, "{power}");
-        // No test of these levels beats the bound; this one is within a third of it.
-        let floor = jump_safe_pairs(mu1, sd, 0.001, 0.05, MAX_JUMP).pairs;
+        // No test of the log-ratios at these levels beats their bound; this one is within a
+        // third of it.
+        let floor = jump_safe_pairs(mu1, sd, 0.001, 0.05, MAX_JUMP, Reads::Ratios).pairs;
         assert!(floor < mean && mean < 1.33 * floor, "{mean} pairs against {floor}");
         // Identical zero pairs (a deterministic benchmark, no change) are never a gain.
         assert_eq!(test.decide(|_| 0.0).0, Stop::Futile);

@@ -16,7 +16,7 @@
 //! the true gain, and (under no gain) how often its p falls below 1% and its p_adjusted below
 //! alpha.
 
-use super::floor::{jump_safe_pairs, sprt_pairs, sprt_run, sprt_run_jumped, ScaleFree, Stop, FREE_BETA, MAX_JUMP, SPRT_TRIALS};
+use super::floor::{jump_safe_pairs, sprt_pairs, sprt_run, sprt_run_jumped, Reads, ScaleFree, Stop, FREE_BETA, MAX_JUMP, SPRT_TRIALS};
 use super::history;
 use super::mannwhitney::mann_whitney_u;
 use super::rng::Rng;
@@ -668,14 +668,21 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
                 jumped(2.0),
                 jumped(3.0)
             ));
-            let safe = |mu: f64| 2.0 * jump_safe_pairs(mu, sd, level, 0.05, MAX_JUMP).pairs;
+            let bound = |mu: f64, reads: Reads| jump_safe_pairs(mu, sd, level, 0.05, MAX_JUMP, reads);
+            let safe = |mu: f64, reads: Reads| 2.0 * bound(mu, reads).pairs;
             out.push_str(&format!(
-                "floor for tests that also keep false keeps at {:.2}% whenever the noise is 1x-{MAX_JUMP}x its calibration (information bound; a do-nothing change at {:.2}x the calibrated noise looks most like +3%), power 95%: {:.1} runs under no gain, {:.1} at +3%, {:.1} at +10%\n",
+                "floor for tests that also keep false keeps at {:.2}% whenever the noise is 1x-{MAX_JUMP}x its calibration (information bound, power 95%; a test that reads whole pairs, both runs, as ratchet's variance guard does; a do-nothing change at {:.2}x the calibrated noise looks most like +3%): {:.1} runs under no gain, {:.1} at +3%, {:.1} at +10%\n",
                 level * 100.0,
-                jump_safe_pairs(mu1, sd, level, 0.05, MAX_JUMP).jump,
+                bound(mu1, Reads::WholePairs).jump,
                 runs(0.0),
-                safe(mu1),
-                safe(1.1f64.ln())
+                safe(mu1, Reads::WholePairs),
+                safe(1.1f64.ln(), Reads::WholePairs)
+            ));
+            out.push_str(&format!(
+                "the same bound for a test of the log-ratios alone (the least favourable noise {:.2}x): {:.1} runs at +3%, {:.1} at +10%\n",
+                bound(mu1, Reads::Ratios).jump,
+                safe(mu1, Reads::Ratios),
+                safe(1.1f64.ln(), Reads::Ratios)
             ));
             // The scale-free test on the simulator's cv 1% machine, each trial with its own
             // calibration; examples/floor_probe.rs runs it on every model.
@@ -687,7 +694,7 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
             let (f0, f3, f10) = (free(0.0), free(0.03), free(0.10));
             let rate = |c: &FreeCell| c.keeps as f64 / c.trials as f64 * 100.0;
             out.push_str(&format!(
-                "a test that holds that by construction (floor::ScaleFree, Ville's inequality; no guard, no second phase), {} draws: {:.1} runs under no gain (keeps {:.3}%), {:.1} at +3% (keeps {:.1}%), {:.1} at +10% (keeps {:.1}%)\n",
+                "a test of the log-ratios that holds that by construction (floor::ScaleFree, Ville's inequality; no guard, no second phase), {} draws: {:.1} runs under no gain (keeps {:.3}%), {:.1} at +3% (keeps {:.1}%), {:.1} at +10% (keeps {:.1}%)\n",
                 SPRT_TRIALS / 10,
                 f0.mean_runs(),
                 rate(&f0),
