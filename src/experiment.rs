@@ -415,10 +415,15 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         // The confirmation's own pairs: the rescue's, measured after them, are not its.
         let end = conf.map_or(logs.len(), |c| (split + c.pairs).min(logs.len()));
         let confirm = conf.and_then(|_| effect::hodges_lehmann(&logs[split..end], d.ci_level));
-        Some((all.pct(), confirm.map(|e| e.pct())))
+        Some((all, confirm))
     });
+    // Each interval's level as it holds: the decision's, or with too few pairs for that the
+    // lower coverage of the Walsh averages' range (an interval is never shown above its level).
+    let level_pct = |e: &effect::Effect| e.coverage.min(decision.as_ref().map_or(1.0, |d| d.ci_level)) * 100.0;
+    let shown_confirm = shown.and_then(|(_, k)| k);
+    let shown = shown.map(|(e, _)| e);
     let metric_pct = |x: f64| crate::stats::metric_pct(x, c.elasticity);
-    let (status, note) = too_noisy_to_tell(status, note, shown.map(|(e, _)| e), c.cfg.decision.min_effect_pct);
+    let (status, note) = too_noisy_to_tell(status, note, shown.map(|e| e.pct()), c.cfg.decision.min_effect_pct);
     let row = ResultRow {
         id: c.id,
         time: crate::fsutil::now(),
@@ -429,9 +434,9 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         metric: c.cfg.score.metric.as_str().into(),
         value,
         incumbent_value,
-        delta_pct: shown.map(|(e, _)| metric_pct(e.0)),
-        ci_low_pct: shown.map(|(e, _)| metric_pct(e.1)),
-        ci_high_pct: shown.map(|(e, _)| metric_pct(e.2)),
+        delta_pct: shown.map(|e| metric_pct(e.pct().0)),
+        ci_low_pct: shown.map(|e| metric_pct(e.pct().1)),
+        ci_high_pct: shown.map(|e| metric_pct(e.pct().2)),
         p_value: decision.as_ref().map(|d| d.p_value),
         score: m.as_ref().and_then(|m| m.score).or_else(|| reported_median(&cand_runs, |r| r.score)),
         latency_ms: m.as_ref().map(|m| m.latency_ms),
@@ -460,10 +465,10 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         note,
         p_threshold: decision.as_ref().map(|d| d.p_threshold),
         p_adjusted: decision.as_ref().map(|d| d.p_adjusted),
-        speedup_pct: shown.map(|(e, _)| e.0),
-        confirm_delta_pct: shown.and_then(|(_, k)| k).map(|k| metric_pct(k.0)),
-        confirm_ci_low_pct: shown.and_then(|(_, k)| k).map(|k| metric_pct(k.1)),
-        confirm_ci_high_pct: shown.and_then(|(_, k)| k).map(|k| metric_pct(k.2)),
+        speedup_pct: shown.map(|e| e.pct().0),
+        confirm_delta_pct: shown_confirm.map(|k| metric_pct(k.pct().0)),
+        confirm_ci_low_pct: shown_confirm.map(|k| metric_pct(k.pct().1)),
+        confirm_ci_high_pct: shown_confirm.map(|k| metric_pct(k.pct().2)),
         noise_scale: decision.as_ref().map(|d| d.scale.clone()).unwrap_or_default(),
         noise_sd_pct: decision.as_ref().map(|d| d.noise_sd_pct),
         hlo_loop_copy: hlo.map(|h| h.loop_copies as u32),
@@ -475,6 +480,8 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         borrowed_sums_sd_pct: borrowed.and_then(|b| b.sums_sd_pct),
         borrowed_sums_df: borrowed.and_then(|b| b.sums_df),
         borrowed_from: borrowed.map(|b| b.source.clone()).unwrap_or_default(),
+        ci_level_pct: shown.as_ref().map(level_pct),
+        confirm_ci_level_pct: shown_confirm.as_ref().map(level_pct),
     };
     (row, decision)
 }

@@ -158,9 +158,13 @@ pub fn run(ws: &Locked, args: &Options, exec: &mut dyn Executor, fx: &mut crate:
     // shown is the head's speed-up over the base by the one estimate every view reports.
     let flip = |x: f64| 100.0 * (100.0 / (100.0 + x) - 1.0);
     let logs = effect::speedup_logs(&crate::bench::pairs_of(&records), cfg.score.direction(), elasticity);
-    let (speedup, lo, hi) = match effect::hodges_lehmann(&logs, d.ci_level) {
-        Some(e) => e.pct(),
-        None => (flip(d.effect_pct), flip(d.ci_high_pct), flip(d.ci_low_pct)),
+    // The interval's level as it holds: with too few pairs for the decision's, a lower one.
+    let (speedup, lo, hi, ci_level) = match effect::hodges_lehmann(&logs, d.ci_level) {
+        Some(e) => {
+            let (x, l, h) = e.pct();
+            (x, l, h, e.coverage.min(d.ci_level))
+        }
+        None => (flip(d.effect_pct), flip(d.ci_high_pct), flip(d.ci_low_pct), d.ci_level),
     };
     // "Ruled out" only when the whole shown interval is above a slowdown of the threshold.
     let ruled_out = lo > flip(threshold);
@@ -206,7 +210,7 @@ pub fn run(ws: &Locked, args: &Options, exec: &mut dyn Executor, fx: &mut crate:
         speedup_pct: speedup,
         ci_low_pct: lo,
         ci_high_pct: hi,
-        ci_level: d.ci_level,
+        ci_level,
         p_regression: d.p_value,
         p_threshold: d.p_threshold,
         threshold_pct: threshold,
@@ -360,7 +364,7 @@ fn markdown(r: &GateReport) -> String {
     let mut md = format!(
         "### ratchet gate: {title}\n\n\
          | | base `{}` | head `{}` |\n|---|---|---|\n| {} (median) | {} | {} |\n{}\n\
-         **Speed-up of head over base: {:+.2}%** ({:.0}% CI {:+.2} to {:+.2}) over {} interleaved pairs{}.\n\n\
+         **Speed-up of head over base: {:+.2}%** ({}% CI {:+.2} to {:+.2}) over {} interleaved pairs{}.\n\n\
          Regression test (is the base faster than the head by at least {}%?): p = {} (<= {} to fail); {}.\n",
         short(&r.base),
         short(&r.head),
@@ -372,7 +376,7 @@ fn markdown(r: &GateReport) -> String {
             (_, b, h) => format!("| latency ms (median) | {} | {} |\n", fmt(b), fmt(h)),
         },
         r.speedup_pct,
-        r.ci_level * 100.0,
+        crate::stats::fmt_level(r.ci_level * 100.0),
         r.ci_low_pct,
         r.ci_high_pct,
         r.pairs,

@@ -318,10 +318,37 @@ fn footer(view: &View) -> Vec<String> {
         lines.push(g);
     }
     lines.push(format!("{runs} benchmark runs, {} of experiments", crate::units::fmt_duration(wall)));
+    if let Some(l) = level_line(view) {
+        lines.push(l);
+    }
     if !view.filter.is_empty() && !view.shown.is_empty() {
         lines.push(format!("showing {} of {} ({})", view.shown.len(), all.len(), view.filter));
     }
     lines
+}
+
+/// The rows shown whose interval holds less than the others' level (too few pairs for it), so
+/// that no interval in the table reads as more than it is; `None` when all hold the same.
+fn level_line(view: &View) -> Option<String> {
+    let rows: Vec<&ResultRow> = view.shown.iter().map(|&i| &view.all[i]).filter(|r| r.ci_low_pct.is_some()).collect();
+    let top = rows.iter().filter_map(|r| r.ci_level_pct).fold(f64::NEG_INFINITY, f64::max);
+    let low: Vec<&ResultRow> = rows.iter().copied().filter(|r| r.ci_level_pct.is_some_and(|l| l < top - 1e-9)).collect();
+    if low.is_empty() {
+        return None;
+    }
+    const NAMED: usize = 6;
+    let mut named: Vec<String> =
+        low.iter().take(NAMED).map(|r| format!("{} at {}%", r.id, crate::stats::fmt_level(r.ci_level_pct.unwrap_or(top)))).collect();
+    if low.len() > NAMED {
+        named.push(format!("{} more", low.len() - NAMED));
+    }
+    Some(format!(
+        "intervals at {}%, except {} row{} with too few pairs for it: {}",
+        crate::stats::fmt_level(top),
+        low.len(),
+        if low.len() == 1 { "" } else { "s" },
+        named.join(", ")
+    ))
 }
 
 /// The message as a one-line label: its first line, without the conventional `experiment: `.
@@ -687,6 +714,8 @@ pub const COLUMNS: &[&str] = &[
     "borrowed_sums_sd_pct",
     "borrowed_sums_df",
     "borrowed_from",
+    "ci_level_pct",
+    "confirm_ci_level_pct",
 ];
 
 /// [`render`] with the table's layout given.
@@ -747,6 +776,36 @@ mod tests {
         }
         assert!(text.contains("把查询分块"), "{text}");
         assert!(text.contains("re\u{301}sume\u{301}"), "{text}");
+    }
+
+    #[test]
+    fn the_footer_names_the_intervals_that_hold_less_than_the_others() {
+        let row = |id: u64, level: Option<f64>| -> ResultRow {
+            serde_json::from_value(serde_json::json!({
+                "id": id, "time": "2026-01-01T00:00:00Z", "commit": "abcdef1", "incumbent": "1234567", "message": "m",
+                "status": "revert", "metric": "latency", "value": 2.0, "incumbent_value": 3.0, "delta_pct": -33.3,
+                "ci_low_pct": -40.0, "ci_high_pct": -30.0, "p_value": 0.5, "score": null, "latency_ms": 2.0,
+                "util_pct": null, "tflops": null, "intensity": null, "bw_pct": null, "regime": null, "gap_ms": null,
+                "runs": 12, "wall_s": 30.0, "latency_source": null, "note": "", "ci_level_pct": level
+            }))
+            .unwrap()
+        };
+        let text = |rows: &[ResultRow]| table_with(&View::all(rows), TableOpts { color: false, width: 200, wide: false });
+        // A 2-pair and a 4-pair interval among 96% ones; a row from before the level was recorded
+        // says nothing.
+        let rows = [row(1, Some(96.0)), row(2, Some(50.0)), row(3, None), row(4, Some(87.5))];
+        assert!(text(&rows).contains("intervals at 96%, except 2 rows with too few pairs for it: 2 at 50%, 4 at 87.5%"), "{}", text(&rows));
+        // All at one level, or none recorded: no line.
+        for rows in [vec![row(1, Some(96.0)), row(2, Some(96.0))], vec![row(1, None)]] {
+            assert!(!text(&rows).contains("intervals at"), "{}", text(&rows));
+        }
+        // A long night names six and counts the rest.
+        let many: Vec<ResultRow> = (1..=9).map(|i| row(i, Some(if i == 1 { 96.0 } else { 50.0 }))).collect();
+        assert!(
+            text(&many).contains("8 rows with too few pairs for it: 2 at 50%, 3 at 50%, 4 at 50%, 5 at 50%, 6 at 50%, 7 at 50%, 2 more"),
+            "{}",
+            text(&many)
+        );
     }
 
     #[test]

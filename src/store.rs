@@ -221,6 +221,14 @@ pub struct ResultRow {
     pub borrowed_sums_df: Option<f64>,
     #[serde(default)]
     pub borrowed_from: String,
+    /// The coverage, in percent, that `ci_low_pct`..`ci_high_pct` really has: the decision's
+    /// level (96 by default) once there are pairs enough for it, less with fewer (the Walsh
+    /// averages' whole range: 50 at 2 pairs, 87.5 at 4); `confirm_ci_level_pct` the same for
+    /// the confirmation's own interval. Empty in rows written before it was recorded.
+    #[serde(default)]
+    pub ci_level_pct: Option<f64>,
+    #[serde(default)]
+    pub confirm_ci_level_pct: Option<f64>,
 }
 
 use crate::fsutil::write_atomic_then;
@@ -321,6 +329,8 @@ impl ResultRow {
             borrowed_sums_sd_pct: None,
             borrowed_sums_df: None,
             borrowed_from: String::new(),
+            ci_level_pct: None,
+            confirm_ci_level_pct: None,
         }
     }
 }
@@ -558,6 +568,8 @@ mod tests {
             borrowed_sums_sd_pct: Some(1.3),
             borrowed_sums_df: Some(15.0),
             borrowed_from: "calibrate@2026-11-26T01:00:00Z".into(),
+            ci_level_pct: Some(96.875),
+            confirm_ci_level_pct: Some(50.0),
         }
     }
 

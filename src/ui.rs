@@ -451,9 +451,9 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
         Some(d) => {
             say!(
                 o,
-                "  {verdict}: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}{}, {} noise scale ({:.2}% per pair{}): {}",
+                "  {verdict}: speed-up {:+.2}% [{}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}{}, {} noise scale ({:.2}% per pair{}): {}",
                 effect,
-                d.ci_level * 100.0,
+                crate::stats::fmt_level(row.ci_level_pct.unwrap_or(d.ci_level * 100.0)),
                 lo,
                 hi,
                 if elasticity != 1.0 {
@@ -486,9 +486,9 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
                 let sp = |m: f64| pct(crate::report::factor_from_metric_pct(m, elasticity));
                 say!(
                 o,
-                    "  confirmation alone: speed-up {:+.2}% [{:.0}% CI {:+.2}, {:+.2}] (the unbiased figure: the first phase stopped because it looked good)",
+                    "  confirmation alone: speed-up {:+.2}% [{}% CI {:+.2}, {:+.2}] (the unbiased figure: the first phase stopped because it looked good)",
                     sp(c),
-                    d.ci_level * 100.0,
+                    crate::stats::fmt_level(row.confirm_ci_level_pct.unwrap_or(d.ci_level * 100.0)),
                     sp(l),
                     sp(h)
                 );

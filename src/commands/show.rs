@@ -121,9 +121,12 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
         (Some(d), Some(l), Some(h)) => {
             // The pairs the estimate is made of, as the row's: superseded re-runs left out.
             let pairs = crate::bench::pairs_of(runs).len();
+            // The level the interval holds, where the row records it (fewer pairs than the
+            // decision's level needs give a lower one).
+            let level = row.ci_level_pct.map(|x| format!("{}% ", crate::stats::fmt_level(x))).unwrap_or_default();
             let _ = writeln!(
                 o,
-                "  effect {d:+.2}%  CI [{l:+.2}%, {h:+.2}%]  over {pairs} pairs (Hodges-Lehmann)  test p = {}",
+                "  effect {d:+.2}%  {level}CI [{l:+.2}%, {h:+.2}%]  over {pairs} pairs (Hodges-Lehmann)  test p = {}",
                 row.p_value.map(crate::stats::fmt_p).unwrap_or("-".into())
             );
         }

@@ -284,6 +284,17 @@ pub fn fmt_p(p: f64) -> String {
     }
 }
 
+/// An interval's level in percent, rounded down to a tenth and without a trailing ".0" (96,
+/// 87.5, 93.7 for 93.75): a level is never shown above what the interval has.
+pub fn fmt_level(pct: f64) -> String {
+    let tenths = (pct * 10.0 + 1e-9).floor();
+    if tenths % 10.0 == 0.0 {
+        format!("{:.0}", tenths / 10.0)
+    } else {
+        format!("{:.1}", tenths / 10.0)
+    }
+}
+
 /// How many times a speed-up's log shows in the deciding metric's log-ratio: `score` = util x
 /// 100 / latency, with util proportional to FLOPs / latency, goes as 1/latency^2 (2); latency
 /// and TFLOP/s as 1/latency (1). The procedure divides log-ratios by it, so `min_effect_pct`
@@ -311,6 +322,15 @@ mod tests {
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol
+    }
+
+    #[test]
+    fn an_interval_level_is_shown_rounded_down_never_above_what_it_has() {
+        assert_eq!(fmt_level((1.0 - 2.0 * 0.02) * 100.0), "96");
+        assert_eq!(fmt_level(87.5), "87.5");
+        assert_eq!(fmt_level(93.75), "93.7");
+        assert_eq!(fmt_level(50.0), "50");
+        assert_eq!(fmt_level(96.875), "96.8");
     }
 
     #[test]

@@ -170,8 +170,8 @@ fn pairs_from_log(text: &str) -> std::collections::BTreeMap<u64, Vec<(f64, f64)>
 }
 
 /// Hodges-Lehmann by enumeration, and its interval from the signed-rank law counted over all
-/// 2^n sign patterns.
-fn hl(d: &[f64], level: f64) -> (f64, f64, f64) {
+/// 2^n sign patterns, with the coverage that interval has.
+fn hl(d: &[f64], level: f64) -> (f64, f64, f64, f64) {
     let n = d.len();
     let mut w: Vec<f64> = (0..n).flat_map(|i| (i..n).map(move |j| (i, j))).map(|(i, j)| (d[i] + d[j]) / 2.0).collect();
     w.sort_by(f64::total_cmp);
@@ -188,7 +188,7 @@ fn hl(d: &[f64], level: f64) -> (f64, f64, f64) {
     while k < m / 2 && 1.0 - 2.0 * cdf(k) >= level - 1e-12 {
         k += 1;
     }
-    (est, w[k - 1], w[m - k])
+    (est, w[k - 1], w[m - k], 1.0 - 2.0 * cdf(k - 1))
 }
 
 #[test]
@@ -210,8 +210,12 @@ fn every_speed_up_in_the_review_is_recomputed_from_the_runs() {
         let p = &pairs[&r.id];
         // Latency: the speed-up of a pair is incumbent / candidate.
         let d: Vec<f64> = p.iter().map(|(i, c)| (i / c).ln()).collect();
-        let (est, lo, hi) = hl(&d, LEVEL);
+        let (est, lo, hi, coverage) = hl(&d, LEVEL);
         let pct = |x: f64| (x.exp() - 1.0) * 100.0;
+        // The level the row states is the one its interval has: the decision's, or with too few
+        // pairs the lower coverage of the Walsh averages' range.
+        let level = coverage.min(LEVEL) * 100.0;
+        assert!((r.ci_level_pct.unwrap() - level).abs() < 1e-9, "row {}: {:?} vs {level} over {} pairs", r.id, r.ci_level_pct, d.len());
         assert!((r.speedup_pct.unwrap() - pct(est)).abs() < 1e-9, "row {}: {:?} vs {}", r.id, r.speedup_pct, pct(est));
         assert!((r.ci_low_pct.unwrap() - pct(lo)).abs() < 1e-9 && (r.ci_high_pct.unwrap() - pct(hi)).abs() < 1e-9, "row {}", r.id);
         let median = |side: usize| {
@@ -240,8 +244,11 @@ fn every_speed_up_in_the_review_is_recomputed_from_the_runs() {
         let own: Vec<_> = ws.store.runs().unwrap().into_iter().filter(|x| x.experiment == r.id.to_string()).collect();
         let show = ratchet::commands::show::render(&ws.repo, r, &own, None);
         assert!(show.contains(&format!("effect {:+.2}%", pct(est))) && show.contains(&format!("over {} pairs", p.len())), "{show}");
+        assert!(show.contains(&format!("{}% CI [", ratchet::stats::fmt_level(level))), "{show}");
     }
     assert!(rows.iter().any(|r| r.status == Status::Keep) && rows.iter().any(|r| r.status != Status::Keep), "{rows:?}");
+    // The case has intervals at the decision's level and below it (too few pairs).
+    assert!(rows.iter().any(|r| r.ci_level_pct == Some(96.0)) && rows.iter().any(|r| r.ci_level_pct < Some(96.0)), "{rows:?}");
     // The footer's total is the chain of the kept rows.
     let table = report::render_with(&View::all(&rows), Format::Table, TableOpts { color: false, width: 300, wide: false });
     eprintln!("{table}\n{}", report::render_with(&View::all(&rows), Format::Table, TableOpts { color: false, width: 80, wide: true }));
@@ -300,7 +307,16 @@ fn gate(env: &str) -> serde_json::Value {
     t.git(&["commit", "-qm", "head"]);
     let out = t.ratchet().args(["gate", "--base", &base, "--threshold", "2", "--pairs", "16", "--json"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).unwrap()
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The level stated is the one the interval holds over its pairs: 96%, or with fewer than 6
+    // pairs the whole range of the Walsh averages, 1 - 2^(1 - n).
+    let n = (v["pairs"].as_u64().unwrap() + v["confirmation_pairs"].as_u64().unwrap()) as i32;
+    let level = v["ci_level"].as_f64().unwrap();
+    let expected = if n >= 6 { LEVEL } else { 1.0 - 2f64.powi(1 - n) };
+    assert!((level - expected).abs() < 1e-9, "{n} pairs: {level}");
+    let stated = format!("({}% CI", ratchet::stats::fmt_level(level * 100.0));
+    assert!(v["markdown"].as_str().unwrap().contains(&stated), "{stated}: {v}");
+    v
 }
 
 #[test]
