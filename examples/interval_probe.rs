@@ -1,0 +1,118 @@
+//! The probe of the row's interval under the stop (docs/decisions.md, "Intervals that account
+//! for the stop"): on `ratchet simulate`'s own cells, how often the reported interval covers the
+//! true gain, as the row shows it (Hodges-Lehmann over all pairs at 96%) and as a Bonferroni
+//! interval over the procedure's looks would (each look's interval at 1 - 0.04 / K, K the looks a
+//! decision can stop at: by the union bound it covers at whatever look the decision stops), with
+//! the second's width against the first's.
+//!
+//! `cargo run --release --example interval_probe -- [key=value ...]`, keys: seed, trials (per
+//! cell), null (per do-nothing cell), looks (K; 12 by default: 8 first-phase looks, 3
+//! confirmation looks and the rescue), only (models whose names contain one of these, split by
+//! '|'), threads.
+
+use ratchet::config::DecisionConfig;
+use ratchet::stats::effect::hodges_lehmann;
+use ratchet::stats::sequential::Sequential;
+use ratchet::stats::simulate::{cell_positions, decide_pairs, draw_trial, scenarios, trial_rng, Scenario};
+use std::collections::HashMap;
+
+/// Coverage tallies of one cell: trials with a 96% interval, of them covered; the same for the
+/// Bonferroni interval (among the trials with enough pairs for the 96% one, so that the two
+/// shares are of the same decisions), and the sum of the width ratios.
+#[derive(Default)]
+struct Tally {
+    with: usize,
+    covered: usize,
+    bonferroni_covered: usize,
+    ratio_sum: f64,
+    /// Every trial, whatever its pairs: the Bonferroni interval's coverage over all of them.
+    all: usize,
+    all_covered: usize,
+}
+
+fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, looks: f64) -> Tally {
+    let level = 1.0 - 2.0 * seq.params.alpha;
+    let wide = 1.0 - (1.0 - level) / looks;
+    let truth = (1.0 + effect).ln();
+    let positions = cell_positions(seq);
+    let mut t = Tally::default();
+    for i in 0..trials {
+        let mut rng = trial_rng(seed, i);
+        let draw = draw_trial(s, positions, Some(0.0), &mut rng);
+        let trial_seq = seq.clone().with_history(draw.borrowed);
+        let (_, _, ratios) = decide_pairs(&trial_seq, &draw.states, draw.confirm_states.as_deref(), effect);
+        let (Some(e), Some(b)) = (hodges_lehmann(&ratios, level), hodges_lehmann(&ratios, wide)) else { continue };
+        t.all += 1;
+        t.all_covered += (b.low <= truth && truth <= b.high) as usize;
+        if e.coverage < level - 1e-9 {
+            continue;
+        }
+        t.with += 1;
+        t.covered += (e.low <= truth && truth <= e.high) as usize;
+        t.bonferroni_covered += (b.low <= truth && truth <= b.high) as usize;
+        t.ratio_sum += (b.high - b.low) / (e.high - e.low).max(1e-12);
+    }
+    t
+}
+
+fn main() {
+    let kv: HashMap<String, String> =
+        std::env::args().skip(1).filter_map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
+    let num = |k: &str, d: f64| kv.get(k).map_or(d, |v| v.parse().unwrap_or_else(|_| panic!("{k}={v}: not a number")));
+    let seed = num("seed", 20260522.0) as u64;
+    let (trials, null) = (num("trials", 2000.0) as usize, num("null", 20000.0) as usize);
+    let looks = num("looks", 12.0);
+    let threads = num("threads", 2.0) as usize;
+    let only: Option<Vec<String>> = kv.get("only").map(|s| s.to_lowercase().split('|').map(str::to_string).collect());
+    let models: Vec<Scenario> = scenarios()
+        .into_iter()
+        .filter(|s| only.as_ref().is_none_or(|o| o.iter().any(|o| s.name.to_lowercase().contains(o.as_str()))))
+        .collect();
+    let jobs: Vec<(usize, Scenario, f64)> = models
+        .iter()
+        .flat_map(|s| [0.0, 0.03, 0.10].into_iter().map(move |e| (s.clone(), e)))
+        .enumerate()
+        .map(|(i, (s, e))| (i, s, e))
+        .collect();
+    println!("| model | gain | trials with a 96% interval | 96% covers | Bonferroni over {looks} looks covers | its width / the 96% one's | Bonferroni, every trial |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let mut rows: Vec<(usize, String)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..threads)
+            .map(|th| {
+                let mine: Vec<_> = jobs.iter().filter(|(i, _, _)| i % threads == th).cloned().collect();
+                sc.spawn(move || {
+                    let seq = Sequential::new(DecisionConfig::default().params(None));
+                    mine.into_iter()
+                        .map(|(i, s, e)| {
+                            let n = if e == 0.0 { null } else { trials };
+                            let t = cell(&seq, &s, e, n, seed ^ (i as u64).wrapping_mul(0x2545_F491_4F6C_DD1D), looks);
+                            let share = |k: usize, of: usize| {
+                                if of == 0 {
+                                    "-".to_string()
+                                } else {
+                                    format!("{:.1}%", 100.0 * k as f64 / of as f64)
+                                }
+                            };
+                            let ratio = if t.with == 0 { "-".to_string() } else { format!("{:.2}x", t.ratio_sum / t.with as f64) };
+                            let line = format!(
+                                "| {} | +{:.0}% | {} of {n} | {} | {} | {ratio} | {} |",
+                                s.name,
+                                e * 100.0,
+                                t.with,
+                                share(t.covered, t.with),
+                                share(t.bonferroni_covered, t.with),
+                                share(t.all_covered, t.all)
+                            );
+                            (i, line)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    rows.sort();
+    for (_, l) in rows {
+        println!("{l}");
+    }
+}
