@@ -5,6 +5,7 @@
 //! `cargo run --release --example floor_probe -- [key=value ...]`, keys: seed, trials (per gain
 //! cell), null (per do-nothing cell), alpha (its false-keep level), beta (its futility level),
 //! pairs (its budget; the procedure's 16 + 6 by default), only (models whose names contain one of these, split by '|'),
+//! test (pairs: the whole-pair t-test, `floor::PairT`, in place of the scale-free test),
 //! ratchet (1: also the procedure's cell, with history, on as many trials), rescue (with
 //! ratchet=1: a level at which a decision the procedure did not keep is kept when the one-sided
 //! t-test over all its pairs passes there with an estimate of at least 1%: the probe of one
@@ -13,9 +14,9 @@
 //! session of the same machine), threads.
 
 use ratchet::config::DecisionConfig;
-use ratchet::stats::floor::{jump_safe_pairs, sprt_pairs, Reads, ScaleFree, FREE_BETA, MAX_JUMP};
+use ratchet::stats::floor::{jump_safe_pairs, sprt_pairs, PairT, PairTest, Reads, ScaleFree, FREE_BETA, MAX_JUMP, PAIR_T_BETA};
 use ratchet::stats::sequential::Sequential;
-use ratchet::stats::simulate::{cp_interval, scale_free_cell, scenarios, simulate_cell, Scenario, EXTRA_EFFECTS};
+use ratchet::stats::simulate::{cp_interval, probe_cell, scenarios, simulate_cell, Scenario, EXTRA_EFFECTS};
 use std::collections::HashMap;
 
 fn main() {
@@ -43,9 +44,22 @@ fn main() {
         jump_safe_pairs(mu1, sd, 0.001, 0.05, MAX_JUMP, Reads::Ratios).jump,
         bound(1.1f64.ln())
     );
-    println!("scale-free test: keeps at ln(1/{alpha}), futility at ln {beta}, at most {pairs} pairs, powered for +3%\n");
-
-    let test = ScaleFree::new(mu1, sd, alpha, beta, pairs);
+    // test=pairs: the whole-pair t-test (its own futility level unless beta= is given).
+    let whole = kv.get("test").map(String::as_str) == Some("pairs");
+    let test: Box<dyn PairTest + Sync> = if whole {
+        let beta = num("beta", PAIR_T_BETA);
+        println!(
+            "whole-pair t-test: false keeps {alpha} spent over a look every pair, futility at its {:.0}% upper bound, at most {pairs} pairs, minimum effect 1%; its bound (whole pairs): {:.1} runs at +3%, {:.1} at +10%\n",
+            (1.0 - beta) * 100.0,
+            2.0 * jump_safe_pairs(mu1, sd, alpha, 0.05, MAX_JUMP, Reads::WholePairs).pairs,
+            2.0 * jump_safe_pairs(1.1f64.ln(), sd, alpha, 0.05, MAX_JUMP, Reads::WholePairs).pairs
+        );
+        Box::new(PairT::new(alpha, beta, pairs, 1.01f64.ln()))
+    } else {
+        println!("scale-free test: keeps at ln(1/{alpha}), futility at ln {beta}, at most {pairs} pairs, powered for +3%\n");
+        Box::new(ScaleFree::new(mu1, sd, alpha, beta, pairs))
+    };
+    let test = test.as_ref();
     let models: Vec<Scenario> = scenarios()
         .into_iter()
         .filter(|s| only.as_ref().is_none_or(|o| o.iter().any(|o| s.name.to_lowercase().contains(o.as_str()))))
@@ -63,7 +77,7 @@ fn main() {
                         .map(|(i, s, e)| {
                             let n = if e == 0.0 { null } else { trials };
                             let cell_seed = seed.wrapping_mul(1_000_003).wrapping_add(i as u64 * 7919);
-                            let c = scale_free_cell(&s, e, n, cell_seed, &test);
+                            let c = probe_cell(&s, e, n, cell_seed, test);
                             let mut row = format!(
                                 "| {} | {:+.0}% | {} | {} | {:.1} |",
                                 s.name,
@@ -96,7 +110,7 @@ fn main() {
         handles.into_iter().flat_map(|h| h.join().expect("thread")).collect()
     });
     rows.sort_by_key(|r| r.0);
-    print!("| model | gain | scale-free keeps | 95% CP | runs |");
+    print!("| model | gain | {} keeps | 95% CP | runs |", if whole { "whole-pair t-test" } else { "scale-free" });
     let rescue_cols = if rescue > 0.0 { " with the t-test's rescue | 95% CP | runs |" } else { "" };
     println!("{}{rescue_cols}", if with_ratchet { " ratchet keeps | 95% CP | runs |" } else { "" });
     let rescue_cols = if rescue > 0.0 { "---:|---:|---:|" } else { "" };

@@ -16,7 +16,9 @@
 //! the true gain, and (under no gain) how often its p falls below 1% and its p_adjusted below
 //! alpha.
 
-use super::floor::{jump_safe_pairs, sprt_pairs, sprt_run, sprt_run_jumped, Reads, ScaleFree, Stop, FREE_BETA, MAX_JUMP, SPRT_TRIALS};
+use super::floor::{
+    jump_safe_pairs, sprt_pairs, sprt_run, sprt_run_jumped, PairTest, Reads, ScaleFree, Stop, FREE_BETA, MAX_JUMP, SPRT_TRIALS,
+};
 use super::history;
 use super::mannwhitney::mann_whitney_u;
 use super::rng::Rng;
@@ -449,11 +451,11 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
     cell
 }
 
-/// Pairs the scale-free test reads at the calibrated noise before a jump "at the phase
+/// Pairs a probe test of [`super::floor`] reads at the calibrated noise before a jump "at the phase
 /// boundary" (it has no phases: its first two looks see the quiet noise, the rest the jumped).
 pub const BOUNDARY_PAIRS: usize = 2;
 
-/// Tallies of the scale-free test on one (scenario, gain) cell.
+/// Tallies of a probe test of [`super::floor`] on one (scenario, gain) cell.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FreeCell {
     pub trials: usize,
@@ -468,15 +470,15 @@ impl FreeCell {
     }
 }
 
-/// The scale-free test of [`super::floor`] on `trials` decisions of `s` at a true gain `effect`,
-/// seeded by `seed`, on the simulator's own machine sessions and in the procedure's run order:
-/// each trial first draws its own calibration (`ratchet calibrate`'s 16 pairs, as `simulate`
-/// does) and gives the test the sd it measured in place of `test.sd` (a calibration "at 0.54x
-/// the truth" gives that); the rest of `test` is used as it is.
-pub fn scale_free_cell(s: &Scenario, effect: f64, trials: usize, seed: u64, test: &ScaleFree) -> FreeCell {
+/// A probe test of [`super::floor`] (the scale-free test, the whole-pair t-test) on `trials`
+/// decisions of `s` at a true gain `effect`, seeded by `seed`, on the simulator's own machine
+/// sessions and in the procedure's run order: each trial first draws its own calibration
+/// (`ratchet calibrate`'s 16 pairs, as `simulate` does) and hands the test the sd it measured (a
+/// calibration "at 0.54x the truth" gives that), with each pair's log-ratio and log-sum.
+pub fn probe_cell(s: &Scenario, effect: f64, trials: usize, seed: u64, test: &dyn PairTest) -> FreeCell {
     let mut cell = FreeCell { trials, ..Default::default() };
     let cand = 1.0 / (1.0 + effect);
-    let positions = 2 * test.max_pairs;
+    let positions = 2 * test.max_pairs();
     for t in 0..trials {
         let mut rng = trial_rng(seed, t);
         let draw = draw_trial(s, positions, Some(0.0), &mut rng);
@@ -486,11 +488,10 @@ pub fn scale_free_cell(s: &Scenario, effect: f64, trials: usize, seed: u64, test
             Some(jumped) => draw.states[..2 * BOUNDARY_PAIRS].iter().chain(&jumped[2 * BOUNDARY_PAIRS..]).copied().collect(),
             None => draw.states,
         };
-        let trial = ScaleFree { sd, ..*test };
-        let (stop, pairs) = trial.decide(|i| {
+        let (stop, pairs) = test.decide_pairs(sd, &mut |i| {
             let (a, b) = (states[2 * i], states[2 * i + 1]);
             let (inc, cnd) = if incumbent_first(Phase::Main, i) { (a, b * cand) } else { (b, a * cand) };
-            (inc / cnd).ln()
+            ((inc / cnd).ln(), (inc * cnd).ln())
         });
         cell.total_pairs += pairs;
         cell.keeps += (stop == Stop::Keep) as usize;
@@ -690,7 +691,7 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
             // Its budget: the procedure's largest with a borrowed scale (16 + 6 pairs by default).
             let budget = seq.clone().with_history(Some(Borrowed::new(NoiseScale { sd: 1.0, df: 15.0 }))).max_measured_pairs();
             let test = ScaleFree::new(mu1, sd, level, FREE_BETA, budget);
-            let free = |e: f64| scale_free_cell(&cv1, e, SPRT_TRIALS / 10, plan.seed, &test);
+            let free = |e: f64| probe_cell(&cv1, e, SPRT_TRIALS / 10, plan.seed, &test);
             let (f0, f3, f10) = (free(0.0), free(0.03), free(0.10));
             let rate = |c: &FreeCell| c.keeps as f64 / c.trials as f64 * 100.0;
             out.push_str(&format!(
@@ -969,11 +970,11 @@ mod tests {
     fn the_scale_free_cell_is_seeded_and_reads_the_simulator_s_models() {
         let cv1 = scenario("cv 1%");
         let test = ScaleFree::new((1.03f64).ln(), std::f64::consts::SQRT_2 * 0.01, 0.001, FREE_BETA, 22);
-        let a = scale_free_cell(&cv1, 0.10, 300, 9, &test);
-        assert_eq!(a, scale_free_cell(&cv1, 0.10, 300, 9, &test), "seeded");
+        let a = probe_cell(&cv1, 0.10, 300, 9, &test);
+        assert_eq!(a, probe_cell(&cv1, 0.10, 300, 9, &test), "seeded");
         assert!(a.keeps >= 297 && a.mean_runs() < 16.0, "{a:?}");
         let jumped = scenario("cv 1%, 3x history");
-        let n = scale_free_cell(&jumped, 0.0, 3000, 10, &test);
+        let n = probe_cell(&jumped, 0.0, 3000, 10, &test);
         assert!(n.keeps <= 3 && n.futile > 0, "{n:?}");
     }
 }
