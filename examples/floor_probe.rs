@@ -5,7 +5,9 @@
 //! `cargo run --release --example floor_probe -- [key=value ...]`, keys: seed, trials (per gain
 //! cell), null (per do-nothing cell), alpha (its false-keep level), beta (its futility level),
 //! pairs (its budget; the procedure's 16 + 6 by default), only (models whose names contain one of these, split by '|'),
-//! test (pairs: the whole-pair t-test, `floor::PairT`, in place of the scale-free test),
+//! test (pairs: the whole-pair t-test, `floor::PairT`, in place of the scale-free test; with
+//! floor=1 its sd never below the calibration's, with successive=1 the sums' spread from
+//! successive differences),
 //! ratchet (1: also the procedure's cell, with history, on as many trials), rescue (with
 //! ratchet=1: a level at which a decision the procedure did not keep is kept when the one-sided
 //! t-test over all its pairs passes there with an estimate of at least 1%: the probe of one
@@ -54,7 +56,14 @@ fn main() {
             2.0 * jump_safe_pairs(mu1, sd, alpha, 0.05, MAX_JUMP, Reads::WholePairs).pairs,
             2.0 * jump_safe_pairs(1.1f64.ln(), sd, alpha, 0.05, MAX_JUMP, Reads::WholePairs).pairs
         );
-        Box::new(PairT::new(alpha, beta, pairs, 1.01f64.ln()))
+        let mut t = PairT::new(alpha, beta, pairs, 1.01f64.ln());
+        if num("floor", 0.0) != 0.0 {
+            t = t.with_calibration_floor();
+        }
+        if num("successive", 0.0) != 0.0 {
+            t = t.with_successive_sums();
+        }
+        Box::new(t)
     } else {
         println!("scale-free test: keeps at ln(1/{alpha}), futility at ln {beta}, at most {pairs} pairs, powered for +3%\n");
         Box::new(ScaleFree::new(mu1, sd, alpha, beta, pairs))

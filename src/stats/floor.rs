@@ -240,10 +240,20 @@ impl PairTest for ScaleFree {
 /// or a step does too (and costs power). Runs from a mixture of modes are not normal, and there
 /// the looks' far tails do not hold: `floor_probe test=pairs` measures 0.41% false keeps on the
 /// bimodal machine (docs/decisions.md, "A test of whole pairs").
+///
+/// Two variants, for the probe of those failures: [`PairT::with_calibration_floor`] never lets
+/// the error's sd fall below the calibration's (a mixture's pairs can agree by chance, and
+/// their spread with them), and [`PairT::with_successive_sums`] reads the log-sums' spread from
+/// successive differences (which a ramp or a trend hardly moves), at the df that matches that
+/// estimator's variance (von Neumann 1941: 2(n - 1)^2 / (3n - 4)), an approximation.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PairT {
     pub max_pairs: usize,
     pub min_effect: f64,
+    alpha: f64,
+    beta: f64,
+    floor: bool,
+    successive: bool,
     /// Per look, from 2 pairs: the critical t and the futility quantile.
     crit: Vec<f64>,
     futile: Vec<f64>,
@@ -251,23 +261,46 @@ pub struct PairT {
 
 impl PairT {
     pub fn new(alpha: f64, beta: f64, max_pairs: usize, min_effect: f64) -> PairT {
-        use statrs::distribution::{ContinuousCDF, StudentsT};
-        let spent = |n: usize| alpha * (1.0 + (std::f64::consts::E - 1.0) * n as f64 / max_pairs as f64).ln();
-        let (mut crit, mut futile) = (vec![], vec![]);
-        for n in 2..=max_pairs.max(2) {
-            let level = spent(n) - if n == 2 { 0.0 } else { spent(n - 1) };
-            let t = StudentsT::new(0.0, 1.0, (2 * n - 2) as f64).expect("df > 0");
-            crit.push(t.inverse_cdf(1.0 - level));
-            futile.push(t.inverse_cdf(1.0 - beta));
-        }
-        PairT { max_pairs: max_pairs.max(2), min_effect, crit, futile }
+        PairT { max_pairs: max_pairs.max(2), min_effect, alpha, beta, floor: false, successive: false, crit: vec![], futile: vec![] }
+            .tabled()
     }
 
-    /// Decide on the pairs (`pair(i)`: oriented log-ratio, log-sum), drawn one at a time: how it
-    /// ended and the pairs it took.
-    pub fn decide(&self, mut pair: impl FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
-        // Running means and sums of squared deviations (Welford), for the ratios and the sums.
-        let (mut mr, mut qr, mut ms, mut qs) = (0.0, 0.0, 0.0, 0.0);
+    pub fn with_calibration_floor(self) -> PairT {
+        PairT { floor: true, ..self }
+    }
+
+    pub fn with_successive_sums(self) -> PairT {
+        PairT { successive: true, ..self }.tabled()
+    }
+
+    /// The error's df at `n` pairs: the log-ratios' n - 1, and the log-sums' n - 1 or, read
+    /// from successive differences, 2(n - 1)^2 / (3n - 4).
+    fn df(&self, n: usize) -> f64 {
+        let m = (n - 1) as f64;
+        m + if self.successive { 2.0 * m * m / (3.0 * n as f64 - 4.0) } else { m }
+    }
+
+    fn tabled(self) -> PairT {
+        use statrs::distribution::{ContinuousCDF, StudentsT};
+        let (alpha, max) = (self.alpha, self.max_pairs);
+        let spent = |n: usize| alpha * (1.0 + (std::f64::consts::E - 1.0) * n as f64 / max as f64).ln();
+        let (mut crit, mut futile) = (vec![], vec![]);
+        for n in 2..=max {
+            let level = spent(n) - if n == 2 { 0.0 } else { spent(n - 1) };
+            let t = StudentsT::new(0.0, 1.0, self.df(n)).expect("df > 0");
+            crit.push(t.inverse_cdf(1.0 - level));
+            futile.push(t.inverse_cdf(1.0 - self.beta));
+        }
+        PairT { crit, futile, ..self }
+    }
+
+    /// Decide on the pairs (`pair(i)`: oriented log-ratio, log-sum), drawn one at a time, the
+    /// calibration's sd of a pair beside them (read only with the floor): how it ended and the
+    /// pairs it took.
+    pub fn decide(&self, calibrated_sd: f64, mut pair: impl FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
+        // Running means and sums of squared deviations (Welford), for the ratios and the sums;
+        // and half the squared successive differences of the sums.
+        let (mut mr, mut qr, mut ms, mut qs, mut qd, mut last) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
         for i in 0..self.max_pairs {
             let (r, s) = pair(i);
             let n = (i + 1) as f64;
@@ -276,10 +309,19 @@ impl PairT {
             ms += ds / n;
             qr += dr * (r - mr);
             qs += ds * (s - ms);
+            if i > 0 {
+                qd += (s - last).powi(2) / 2.0;
+            }
+            last = s;
             if i == 0 {
                 continue;
             }
-            let se = ((qr + qs) / (2.0 * n - 2.0) / n).sqrt();
+            let sums = if self.successive { qd } else { qs };
+            let mut sd = ((qr + sums) / (2.0 * n - 2.0)).sqrt();
+            if self.floor {
+                sd = sd.max(calibrated_sd);
+            }
+            let se = sd / n.sqrt();
             let k = i - 1;
             // Identical pairs (no spread at all): the sign decides, as in the procedure.
             if (se == 0.0 && mr > 0.0 || mr / se >= self.crit[k]) && mr >= self.min_effect {
@@ -297,8 +339,8 @@ impl PairTest for PairT {
     fn max_pairs(&self) -> usize {
         self.max_pairs
     }
-    fn decide_pairs(&self, _calibrated_sd: f64, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
-        self.decide(pair)
+    fn decide_pairs(&self, calibrated_sd: f64, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
+        self.decide(calibrated_sd, pair)
     }
 }
 
@@ -428,7 +470,7 @@ mod tests {
             let mut rng = Rng::new(21 + i as u64);
             let keeps = (0..20_000)
                 .filter(|_| {
-                    test.decide(|_| {
+                    test.decide(0.0, |_| {
                         let (a, b) = (sd * rng.normal(), sd * rng.normal());
                         (a - b, a + b)
                     })
@@ -439,13 +481,13 @@ mod tests {
         }
         // A clear gain is kept within a few pairs; identical pairs keep on their sign alone.
         let mut rng = Rng::new(3);
-        let (stop, n) = test.decide(|_| {
+        let (stop, n) = test.decide(0.0, |_| {
             let (a, b) = (0.01 * rng.normal(), 0.01 * rng.normal());
             (1.1f64.ln() + a - b, a + b)
         });
         assert!(stop == Stop::Keep && n <= 4, "{stop:?} at {n}");
-        assert_eq!(test.decide(|_| (0.05, 1.0)), (Stop::Keep, 2));
-        assert_eq!(test.decide(|_| (-0.05, 1.0)).0, Stop::Futile);
+        assert_eq!(test.decide(0.0, |_| (0.05, 1.0)), (Stop::Keep, 2));
+        assert_eq!(test.decide(0.0, |_| (-0.05, 1.0)).0, Stop::Futile);
     }
 
     /// `trials` do-nothing decisions of `test` on normal pairs of sd `sd`: the share it keeps.
