@@ -490,6 +490,23 @@ mod tests {
         assert_eq!(test.decide(0.0, |_| (-0.05, 1.0)).0, Stop::Futile);
     }
 
+    #[test]
+    fn the_whole_pair_t_test_s_variants_floor_the_sd_and_read_successive_sums() {
+        // Pairs that agree by chance (a mixture's modes): without the floor their zero spread
+        // keeps at once; with the calibration's sd under it they are read at that noise.
+        let plain = PairT::new(0.001, PAIR_T_BETA, 22, 0.0);
+        let floored = plain.clone().with_calibration_floor();
+        assert_eq!(plain.decide(0.014, |_| (0.005, 0.04)), (Stop::Keep, 2));
+        assert_ne!(floored.decide(0.014, |i| (0.005, 0.04 + 0.001 * i as f64)).0, Stop::Keep);
+        // The sums' spread from successive differences: von Neumann's df, 2(n - 1)^2 / (3n - 4)
+        // beside the log-ratios' n - 1; a steady drift of the sums is then no noise.
+        let successive = plain.clone().with_successive_sums();
+        assert!((successive.df(6) - (5.0 + 50.0 / 14.0)).abs() < 1e-12 && plain.df(6) == 10.0);
+        let drifting = |i: usize| (0.02 + [0.001, -0.001][i % 2], 0.01 * i as f64);
+        let (fast, slow) = (successive.decide(0.0, drifting), plain.decide(0.0, drifting));
+        assert!(fast.0 == Stop::Keep && (slow.0 != Stop::Keep || slow.1 > fast.1), "{fast:?} against {slow:?}");
+    }
+
     /// `trials` do-nothing decisions of `test` on normal pairs of sd `sd`: the share it keeps.
     fn null_keeps(test: &ScaleFree, sd: f64, trials: usize, seed: u64) -> f64 {
         let mut rng = Rng::new(seed);
