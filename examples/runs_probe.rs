@@ -32,11 +32,13 @@ fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64) -
     for i in 0..trials {
         let mut rng = trial_rng(seed, i);
         let draw = draw_trial(s, positions, Some(0.0), &mut rng);
+        // Without a usable calibration every look is on the pairs' own scale: no guard at work.
+        let has_history = draw.borrowed.is_some();
         let trial_seq = seq.clone().with_history(draw.borrowed);
         let (d, runs, _) = decide_pairs(&trial_seq, &draw.states, draw.confirm_states.as_deref(), effect);
         let looks = |p: LookPhase| d.trail.iter().filter(|l| l.phase == p).count();
         let (first, confirm) = (looks(LookPhase::Decision), looks(LookPhase::Confirmation));
-        let tripped = d.trail.iter().any(|l| l.phase != LookPhase::Rescue && l.scale == "own");
+        let tripped = has_history && d.trail.iter().any(|l| l.phase != LookPhase::Rescue && l.scale == "own");
         t.runs += runs;
         t.first_looks += first;
         t.confirm_looks += confirm;
