@@ -15,16 +15,17 @@
 //! or inconclusive decision first measures more pairs, up to this many in all, on a fresh
 //! session of the same machine), threads.
 
+#[path = "common/args.rs"]
+mod args;
+
 use ratchet::config::DecisionConfig;
 use ratchet::stats::floor::{jump_safe_pairs, sprt_pairs, PairT, PairTest, Reads, ScaleFree, FREE_BETA, MAX_JUMP, PAIR_T_BETA};
 use ratchet::stats::sequential::Sequential;
 use ratchet::stats::simulate::{cp_interval, probe_cell, scenarios, simulate_cell, Scenario, EXTRA_EFFECTS};
-use std::collections::HashMap;
 
 fn main() {
-    let kv: HashMap<String, String> =
-        std::env::args().skip(1).filter_map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
-    let num = |k: &str, d: f64| kv.get(k).map_or(d, |v| v.parse().unwrap_or_else(|_| panic!("{k}={v}: not a number")));
+    let kv = args::Args::from_env();
+    let num = |k: &str, d: f64| kv.num(k, d);
     let seed = num("seed", 1.0) as u64;
     let (trials, null) = (num("trials", 4000.0) as usize, num("null", 20000.0) as usize);
     let (alpha, beta) = (num("alpha", 0.001), num("beta", FREE_BETA));

@@ -10,11 +10,13 @@
 //! confirmation looks and the rescue), only (models whose names contain one of these, split by
 //! '|'), threads.
 
+#[path = "common/args.rs"]
+mod args;
+
 use ratchet::config::DecisionConfig;
 use ratchet::stats::effect::hodges_lehmann;
 use ratchet::stats::sequential::Sequential;
-use ratchet::stats::simulate::{cell_positions, decide_pairs, draw_trial, scenarios, trial_rng, Scenario};
-use std::collections::HashMap;
+use ratchet::stats::simulate::{cell_positions, probe_trial, scenarios, Scenario};
 
 /// Coverage tallies of one cell: trials with a 96% interval, of them covered; the same for the
 /// Bonferroni interval (among the trials with enough pairs for the 96% one, so that the two
@@ -40,10 +42,7 @@ fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, l
     let positions = cell_positions(seq);
     let mut t = Tally::default();
     for i in 0..trials {
-        let mut rng = trial_rng(seed, i);
-        let draw = draw_trial(s, positions, Some(0.0), &mut rng);
-        let trial_seq = seq.clone().with_history(draw.borrowed);
-        let (_, _, ratios) = decide_pairs(&trial_seq, &draw.states, draw.confirm_states.as_deref(), effect);
+        let ratios = probe_trial(seq, s, positions, effect, seed, i).ratios;
         let (Some(e), Some(b)) = (hodges_lehmann(&ratios, level), hodges_lehmann(&ratios, wide)) else { continue };
         t.all += 1;
         t.all_covered += (b.low <= truth && truth <= b.high) as usize;
@@ -60,9 +59,8 @@ fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, l
 }
 
 fn main() {
-    let kv: HashMap<String, String> =
-        std::env::args().skip(1).filter_map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
-    let num = |k: &str, d: f64| kv.get(k).map_or(d, |v| v.parse().unwrap_or_else(|_| panic!("{k}={v}: not a number")));
+    let kv = args::Args::from_env();
+    let num = |k: &str, d: f64| kv.num(k, d);
     let seed = num("seed", 20260522.0) as u64;
     let (trials, null) = (num("trials", 2000.0) as usize, num("null", 20000.0) as usize);
     let looks = num("looks", 12.0);

@@ -12,6 +12,9 @@
 //! null cells: the noise that multiple of its history's); breakdown=SCENARIO (or breakdown=4x):
 //! where its false keeps come from. Defaults: the procedure's.
 
+#[path = "common/args.rs"]
+mod args;
+
 use ratchet::config::DecisionConfig;
 use ratchet::stats::sequential::{Borrowed, NoiseScale, Sequential};
 use ratchet::stats::simulate::{scenarios, simulate_cell, wilson, Scenario, EFFECTS};
@@ -21,9 +24,8 @@ use std::collections::HashMap;
 type Job = (String, Scenario, f64, usize);
 
 fn main() {
-    let kv: HashMap<String, String> =
-        std::env::args().skip(1).filter_map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
-    let num = |k: &str, d: f64| kv.get(k).map_or(d, |v| v.parse().unwrap_or_else(|_| panic!("{k}={v}: not a number")));
+    let kv = args::Args::from_env();
+    let num = |k: &str, d: f64| kv.num(k, d);
     let seed = num("seed", 1.0) as u64;
     let (null, grid, power) = (num("null", 20000.0) as usize, num("grid", 400.0) as usize, num("power", 1600.0) as usize);
     let threads = num("threads", 2.0) as usize;

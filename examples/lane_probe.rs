@@ -8,15 +8,16 @@
 //! serial loop's levels, `stats::parallel::TrialTest`; one phase, so `speculate` changes nothing
 //! with it). Defaults: `ratchet simulate --defaults --jobs 1,2,4,8 --hypotheses 20000`.
 
+#[path = "common/args.rs"]
+mod args;
+
 use ratchet::config::DecisionConfig;
 use ratchet::scale::chain_sim::{table, Night};
 use ratchet::stats::parallel::{Queue, TrialTest};
 use ratchet::stats::sequential::Sequential;
-use std::collections::HashMap;
 
 fn main() {
-    let kv: HashMap<String, String> =
-        std::env::args().skip(1).filter_map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
+    let kv = args::Args::from_env();
     let get = |k: &str, d: &str| kv.get(k).cloned().unwrap_or_else(|| d.to_string());
     let num = |k: &str, d: &str| get(k, d).parse::<u64>().unwrap_or_else(|_| panic!("{k}={}: not a count", get(k, d)));
     let queue: Queue = get("queue", "mix").parse().unwrap_or_else(|e| panic!("{e}"));

@@ -6,11 +6,13 @@
 //! `cargo run --release --example runs_probe -- [key=value ...]`, keys: seed, trials (per cell),
 //! only (model names, split by '|', any case; "cv 1%" by default, "all" for every model).
 
+#[path = "common/args.rs"]
+mod args;
+
 use ratchet::config::DecisionConfig;
 use ratchet::stats::sequential::Sequential;
-use ratchet::stats::simulate::{cell_positions, decide_pairs, draw_trial, scenarios, trial_rng, Scenario};
+use ratchet::stats::simulate::{cell_positions, probe_trial, scenarios, ProbeTrial, Scenario};
 use ratchet::stats::{LookPhase, Verdict};
-use std::collections::HashMap;
 
 #[derive(Default)]
 struct Tally {
@@ -30,15 +32,10 @@ fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64) -
     let positions = cell_positions(seq);
     let mut t = Tally { trials, ..Default::default() };
     for i in 0..trials {
-        let mut rng = trial_rng(seed, i);
-        let draw = draw_trial(s, positions, Some(0.0), &mut rng);
-        // Without a usable calibration every look is on the pairs' own scale: no guard at work.
-        let has_history = draw.borrowed.is_some();
-        let trial_seq = seq.clone().with_history(draw.borrowed);
-        let (d, runs, _) = decide_pairs(&trial_seq, &draw.states, draw.confirm_states.as_deref(), effect);
+        let ProbeTrial { decision: d, runs, history, .. } = probe_trial(seq, s, positions, effect, seed, i);
         let looks = |p: LookPhase| d.trail.iter().filter(|l| l.phase == p).count();
         let (first, confirm) = (looks(LookPhase::Decision), looks(LookPhase::Confirmation));
-        let tripped = has_history && d.trail.iter().any(|l| l.phase != LookPhase::Rescue && l.scale == "own");
+        let tripped = history && d.trail.iter().any(|l| l.phase != LookPhase::Rescue && l.scale == "own");
         t.runs += runs;
         t.first_looks += first;
         t.confirm_looks += confirm;
@@ -55,9 +52,8 @@ fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64) -
 }
 
 fn main() {
-    let kv: HashMap<String, String> =
-        std::env::args().skip(1).filter_map(|a| a.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
-    let num = |k: &str, d: f64| kv.get(k).map_or(d, |v| v.parse().unwrap_or_else(|_| panic!("{k}={v}: not a number")));
+    let kv = args::Args::from_env();
+    let num = |k: &str, d: f64| kv.num(k, d);
     let seed = num("seed", 20260522.0) as u64;
     let trials = num("trials", 4000.0) as usize;
     let only = kv.get("only").map_or("cv 1%".to_string(), |s| s.to_lowercase());

@@ -80,9 +80,9 @@ impl RepoLock {
             // A holder that died can hold the lock no longer, but a child it forked just before
             // keeps a copy of the descriptor until its exec closes it: milliseconds, more on a
             // loaded machine. Wait that out rather than send the user away.
-            match &previous {
-                Some(h) if dead(h) && first_try.elapsed() < wait => std::thread::sleep(Duration::from_millis(20)),
-                Some(h) if dead(h) => {
+            match previous.as_ref().filter(|h| dead(h)) {
+                Some(_) if first_try.elapsed() < wait => std::thread::sleep(Duration::from_millis(20)),
+                Some(h) => {
                     return Err(Error::new(
                         Kind::Locked,
                         format!(
@@ -95,7 +95,7 @@ impl RepoLock {
                     )
                     .hint(format!("find that process with `lsof {}` and stop it, then run this again", path.display())));
                 }
-                _ => {
+                None => {
                     let who = match &previous {
                         Some(h) => format!("pid {} since {} (`{}`)", h.pid, h.started, h.command),
                         None => "another process".to_string(),

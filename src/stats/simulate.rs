@@ -406,6 +406,27 @@ pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng:
     Draw { borrowed, states, confirm_states }
 }
 
+/// One trial of a cell as the probe examples read it: trial `t` of the cell seeded by `seed`,
+/// the procedure `seq` deciding on the scale its own calibration lends (unclipped).
+pub struct ProbeTrial {
+    pub decision: super::Decision,
+    /// Runs it took, and every pair's log-ratio (both phases, in order).
+    pub runs: usize,
+    pub ratios: Vec<f64>,
+    /// Whether the calibration lent a scale (without one there is no variance guard at work).
+    pub history: bool,
+}
+
+/// [`ProbeTrial`] `t` of `s` at a true gain `effect`, on `positions` machine states.
+pub fn probe_trial(seq: &Sequential, s: &Scenario, positions: usize, effect: f64, seed: u64, t: usize) -> ProbeTrial {
+    let mut rng = trial_rng(seed, t);
+    let draw = draw_trial(s, positions, Some(0.0), &mut rng);
+    let history = draw.borrowed.is_some();
+    let trial_seq = seq.clone().with_history(draw.borrowed);
+    let (decision, runs, ratios) = decide_pairs(&trial_seq, &draw.states, draw.confirm_states.as_deref(), effect);
+    ProbeTrial { decision, runs, ratios, history }
+}
+
 /// Simulate `trials` decisions of one cell, seeded by `seed`; with `history`, each trial borrows
 /// the scale of its own simulated calibration.
 pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, history: bool) -> Cell {
