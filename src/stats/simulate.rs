@@ -17,7 +17,8 @@
 //! alpha.
 
 use super::floor::{
-    jump_safe_pairs, sprt_pairs, sprt_run, sprt_run_jumped, PairTest, Reads, ScaleFree, Stop, FREE_BETA, MAX_JUMP, SPRT_TRIALS,
+    family_floor, jump_safe_pairs, sprt_pairs, sprt_run, sprt_run_jumped, NullRuns, PairTest, Reads, ScaleFree, Stop, FREE_BETA, MAX_JUMP,
+    SPRT_TRIALS,
 };
 use super::history;
 use super::mannwhitney::mann_whitney_u;
@@ -175,6 +176,46 @@ pub fn scenarios() -> Vec<Scenario> {
 /// caller (every name is a literal from the list above).
 pub fn scenario(name: &str) -> Scenario {
     scenarios().into_iter().find(|s| s.name == name).unwrap_or_else(|| panic!("no noise model named {name:?}"))
+}
+
+/// The do-nothing machines of [`scenarios`] whose runs are independent of one another (no
+/// serial correlation, ramp, drift, step, throttling or growing noise), as [`NullRuns`] for
+/// [`family_floor`]: one normal and one t(3) machine that may be 1x-`MAX_JUMP`x the calibrated
+/// noise (CV 1%), as the jump models leave them, and each machine with slowdowns (spikes, a slow
+/// mode, gross outliers) at its own noise.
+pub fn null_family() -> Vec<NullRuns> {
+    let mut family: Vec<NullRuns> = vec![];
+    let independent = |s: &Scenario| {
+        s.rho == 0.0
+            && s.drift_per_run == 0.0
+            && s.ramp == 0.0
+            && s.step == 0.0
+            && s.throttle_period == 0
+            && s.noise_growth == 0.0
+            && !s.jump_at_confirm
+            && s.calibration_at == 0.0
+    };
+    for s in scenarios().iter().filter(|s| independent(s)) {
+        let slowdowns: Vec<(f64, f64)> =
+            [(s.spike_prob, 1.0 + s.spike), (s.slow_mode_prob, 1.0 + s.slow_mode), (s.outlier_prob, s.outlier)]
+                .into_iter()
+                .filter(|&(p, _)| p > 0.0)
+                .map(|(p, factor)| (p, factor.ln()))
+                .collect();
+        let m = if slowdowns.is_empty() {
+            let name = match s.tail_df {
+                Some(df) => format!("t({df}) tails, 1x-{MAX_JUMP}x the calibrated noise"),
+                None => format!("normal, 1x-{MAX_JUMP}x the calibrated noise"),
+            };
+            NullRuns { name, sd: 0.01, tail_df: s.tail_df, slowdowns, max_jump: MAX_JUMP }
+        } else {
+            NullRuns { name: s.name.to_string(), sd: s.cv, tail_df: s.tail_df, slowdowns, max_jump: 1.0 }
+        };
+        if !family.iter().any(|f| f.name == m.name) {
+            family.push(m);
+        }
+    }
+    family
 }
 
 /// The long help of `ratchet simulate --only`: every model of [`scenarios`] by name, one a
@@ -705,6 +746,21 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
                 bound(mu1, Reads::Ratios).jump,
                 safe(mu1, Reads::Ratios),
                 safe(1.1f64.ln(), Reads::Ratios)
+            ));
+            // The same bound over every machine of independent runs the simulator holds
+            // (docs/decisions.md, "The floor over machines of every shape").
+            let family = null_family();
+            let over = |mu: f64| {
+                family_floor(mu, sd, level, 0.05, &family).into_iter().max_by(|a, b| a.pairs.total_cmp(&b.pairs)).expect("a family")
+            };
+            let (f3, f10) = (over(mu1), over(1.1f64.ln()));
+            out.push_str(&format!(
+                "the same bound over the simulator's {} machines of independent runs (normal and t(3) noise at 1x-{MAX_JUMP}x the calibration, spikes, slow modes, outliers at their own; a test that reads whole pairs): {:.1} runs at +3% (set by {}), {:.1} at +10% (set by {})\n",
+                family.len(),
+                2.0 * f3.pairs,
+                f3.name,
+                2.0 * f10.pairs,
+                f10.name
             ));
             // The scale-free test on the simulator's cv 1% machine, each trial with its own
             // calibration; examples/floor_probe.rs runs it on every model.

@@ -103,6 +103,12 @@ fn simulate_tables_the_jump_models_with_clopper_pearson_intervals() {
     // log-ratios alone, with what a test of those built to hold it by construction spends.
     assert!(text.contains("1.78x the calibrated noise looks most like +3%): 2.7 runs under no gain, 11.0 at +3%, 4.0 at +10%"), "{text}");
     assert!(text.contains("log-ratios alone (the least favourable noise 2.32x): 15.1 runs at +3%, 6.6 at +10%"), "{text}");
+    // And over every machine of independent runs the simulator has, of any shape: the one with
+    // half its runs 3% slower sets the +3% floor, the jumped normal one still the +10% floor.
+    assert!(
+        text.contains("machines of independent runs (normal and t(3) noise at 1x-10x the calibration, spikes, slow modes, outliers at their own; a test that reads whole pairs): 12.2 runs at +3% (set by cv 1% bimodal 50/50), 4.0 at +10% (set by normal, 1x-10x the calibrated noise)"),
+        "{text}"
+    );
     assert!(text.contains("a test of the log-ratios that holds that by construction (floor::ScaleFree"), "{text}");
     // --only keeps the models named.
     let out = t.ratchet().args(["simulate", "--defaults", "--trials", "4", "--null-trials", "4", "--only", "warm-up"]).assert().success();
