@@ -8,7 +8,9 @@
 //! the runs' sums), safety, guard, confirm_guard, retest_guard (0: off), confirm_extra,
 //! first_look, first_share, beta, early_beta, confirm_beta, huber (the clipped look's K; 0: off),
 //! bimodal (1: also +10% at CV 1%, the bimodal and warm-up +3% cells and the bimodal and t(3)
-//! null cells), threads; jumps=1.25,4,... (more
+//! null cells), warmup (the first sum differences the guard may read around the history's warm-up
+//! profile; 0: none), warmup_z (how far from zero a profile's step must be), ramp (1: the
+//! warm-up models' cells at +0%, +3% and +10%, and their null cells 4x and 6x noisier), threads; jumps=1.25,4,... (more
 //! null cells: the noise that multiple of its history's); breakdown=SCENARIO (or breakdown=4x):
 //! where its false keeps come from. Defaults: the procedure's.
 
@@ -44,6 +46,8 @@ fn main() {
             confirm_beta: num("confirm_beta", b.confirm_beta),
             first_share: num("first_share", b.first_share),
             huber_k: num("huber", b.huber_k),
+            warmup_positions: num("warmup", b.warmup_positions as f64) as usize,
+            warmup_z: num("warmup_z", b.warmup_z),
             ..b
         }
     };
@@ -84,6 +88,17 @@ fn main() {
                 e,
                 if e > 0.0 { power } else { null },
             ));
+        }
+    }
+    // ramp=1: the warm-up models' cells (a 10% ramp; a 12% one with a slow drift).
+    if num("ramp", 0.0) != 0.0 {
+        for n in ["cv 1% + 10% warm-up ramp", "cv 1% + drift"] {
+            for (e, t) in [(0.0, null), (0.03, power), (0.10, power)] {
+                jobs.push((format!("ramp {n} {:+.0}%", e * 100.0), by(n), e, t));
+            }
+        }
+        for n in ["cv 1% + 10% warm-up ramp, 4x history", "cv 1% + 10% warm-up ramp, 6x history"] {
+            jobs.push((format!("null {n}"), by(n), 0.0, null));
         }
     }
     jobs.push(("power +10% 2% outliers".into(), by("cv 1% + 2% 3x outliers"), 0.10, power));
@@ -159,17 +174,18 @@ fn breakdown(all: &[Scenario], name: &str, template: &Borrowed, trials: usize, s
         let states = session(s, 200, s.jump, &mut rng);
         let (d, _) = decide_on(&seq, &states, 0.0);
         if d.verdict == ratchet::stats::Verdict::Keep {
-            let c = d.confirmation.unwrap();
-            let cl = d.trail.last().unwrap();
-            *tally
-                .entry(format!(
+            // A keep by the rescue has no passed confirmation to name.
+            let key = match (d.confirmation.as_ref().filter(|c| c.passed), d.trail.last()) {
+                (Some(c), Some(cl)) => format!(
                     "main {} pairs {} | confirm {} pairs {}",
                     d.pairs,
                     d.trail.iter().find(|l| l.pairs == d.pairs).map_or("?", |l| l.scale.as_str()),
                     c.pairs,
                     cl.scale
-                ))
-                .or_default() += 1;
+                ),
+                _ => format!("rescue ({} pairs in the first phase)", d.pairs),
+            };
+            *tally.entry(key).or_default() += 1;
         }
     }
     let mut v: Vec<_> = tally.into_iter().collect();

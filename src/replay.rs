@@ -4,7 +4,7 @@
 //! is held against what the row says (`ratchet replay`).
 
 use crate::bench::{RunRecord, RunStatus, Side};
-use crate::stats::sequential::{Borrowed, Next, NoiseScale, Params, Phase, Sequential};
+use crate::stats::sequential::{Borrowed, Next, NoiseScale, Params, Phase, Sequential, Warmup};
 use crate::stats::{Decision, Direction, Verdict};
 use crate::store::{ResultRow, Status};
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,10 @@ pub struct DecisionRecord {
     pub borrowed: Option<NoiseScale>,
     #[serde(default)]
     pub sums: Option<NoiseScale>,
+    /// The warm-up profile the guard read the first phase's sums around (none before it
+    /// existed, and in a parallel trial).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<Warmup>,
     /// Whether the pairs' log-sums entered the variance guard (they do, except in a parallel
     /// trial measured by an older worker, which recorded none).
     pub with_sums: bool,
@@ -51,6 +55,7 @@ impl DecisionRecord {
             params: seq.params.clone(),
             borrowed: seq.borrowed.as_ref().map(|b| b.scale),
             sums: seq.borrowed.as_ref().and_then(|b| b.sums),
+            warmup: seq.borrowed.as_ref().and_then(|b| b.warmup.clone()),
             with_sums,
             direction,
             elasticity,
@@ -60,7 +65,7 @@ impl DecisionRecord {
 
     /// The procedure this record describes.
     pub fn sequential(&self) -> Sequential {
-        let borrowed = self.borrowed.map(|s| Borrowed::new(s).with_sums(self.sums));
+        let borrowed = self.borrowed.map(|s| Borrowed { warmup: self.warmup.clone(), ..Borrowed::new(s).with_sums(self.sums) });
         Sequential::new(self.params.clone()).with_history(borrowed)
     }
 }

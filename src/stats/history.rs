@@ -8,7 +8,7 @@
 //! pools the newest entries up to `MAX_DF` degrees of freedom, so old sessions are forgotten
 //! as new ones come; fewer than `MIN_DF` degrees of freedom is no history at all.
 
-use super::sequential::{median, robust_sd, sum_spread, NoiseScale};
+use super::sequential::{median, robust_sd, sum_spread, NoiseScale, Warmup, WARMUP_STEPS};
 use crate::error::Result;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -43,6 +43,11 @@ pub struct Entry {
     pub sum_ss: f64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub sum_df: f64,
+    /// The first [`WARMUP_STEPS`] successive differences of the first batch's log-sums (its
+    /// warm-up), left out of `sum_ss`. Empty in entries written before it, and where the first
+    /// batch had no sums.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warmup: Vec<f64>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -78,10 +83,13 @@ pub fn entry(time: &str, source: &str, batches: &[&[f64]]) -> Option<Entry> {
 
 /// [`entry`] from batches of (log-ratios, log-sums), one of each per pair: the sums' spread
 /// ([`sum_spread`] over the pairs the log-ratios keep, as the guard computes it) is recorded
-/// beside the log-ratios'. Sums shorter than their log-ratios are not used.
+/// beside the log-ratios'. Sums shorter than their log-ratios are not used. The first batch
+/// starts the session cold: its first [`WARMUP_STEPS`] sum differences are recorded as its
+/// warm-up instead of in the spread.
 pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Option<Entry> {
     let (mut ss, mut df, mut pairs, mut trimmed, mut sum_ss, mut sum_df) = (0.0, 0.0, 0, 0, 0.0, 0.0);
-    for (b, s) in batches {
+    let mut warmup = vec![];
+    for (bi, (b, s)) in batches.iter().enumerate() {
         let ok: Vec<usize> = (0..b.len()).filter(|&i| b[i].is_finite() && s.get(i).is_none_or(|x| x.is_finite())).collect();
         let d: Vec<f64> = ok.iter().map(|&i| b[i]).collect();
         let keep = trim(&d);
@@ -96,12 +104,16 @@ pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Opt
         df += (k.len() - 1) as f64;
         if s.len() >= b.len() {
             let v: Vec<f64> = keep.iter().map(|&i| s[ok[i]]).collect();
-            let (a, f) = sum_spread(&v);
+            let cold = if bi == 0 { WARMUP_STEPS.min(v.len().saturating_sub(1)) } else { 0 };
+            if bi == 0 {
+                warmup = v.windows(2).take(cold).map(|w| w[1] - w[0]).collect();
+            }
+            let (a, f) = sum_spread(&v[cold..]);
             sum_ss += a;
             sum_df += f;
         }
     }
-    (df > 0.0).then(|| Entry { time: time.to_string(), source: source.to_string(), pairs, trimmed, ss, df, sum_ss, sum_df })
+    (df > 0.0).then(|| Entry { time: time.to_string(), source: source.to_string(), pairs, trimmed, ss, df, sum_ss, sum_df, warmup })
 }
 
 /// The scale in use: the entries (oldest first) pooled newest first up to `MAX_DF` degrees of
@@ -115,6 +127,32 @@ pub fn estimate(entries: &[Entry]) -> Option<NoiseScale> {
 /// log-ratios alone).
 pub fn estimate_sums(entries: &[Entry]) -> Option<NoiseScale> {
     pool(entries.iter().filter(|e| e.sum_df > 0.0).map(|e| (e.sum_ss, e.sum_df)))
+}
+
+/// The warm-up profile of the entries the sums' spread pools (the newest that recorded sums, up
+/// to `MAX_DF` of them): each first sum difference averaged over the sessions that recorded
+/// it, with the sd of one session's difference (sqrt 2 times the sums' sd). `None` without a
+/// sums' spread or a recorded warm-up.
+pub fn estimate_warmup(entries: &[Entry]) -> Option<Warmup> {
+    let sums = estimate_sums(entries)?;
+    let (mut df, mut steps, mut counts) = (0.0, vec![0.0; WARMUP_STEPS], vec![0.0; WARMUP_STEPS]);
+    for e in entries.iter().rev().filter(|e| e.sum_df > 0.0) {
+        if df >= MAX_DF {
+            break;
+        }
+        df += e.sum_df;
+        for (j, x) in e.warmup.iter().take(WARMUP_STEPS).enumerate() {
+            steps[j] += x;
+            counts[j] += 1.0;
+        }
+    }
+    // Each position's mean over the sessions that reached it; the fewest sessions stand for all.
+    let sessions = counts.iter().copied().fold(f64::INFINITY, f64::min);
+    (sessions >= 1.0 && sessions.is_finite()).then(|| Warmup {
+        steps: steps.iter().zip(&counts).map(|(s, c)| s / c).collect(),
+        sessions,
+        sd: std::f64::consts::SQRT_2 * sums.sd,
+    })
 }
 
 /// (sum of squares, df) of entries, oldest first, pooled newest first up to `MAX_DF`.
@@ -136,7 +174,9 @@ pub fn borrowed(entries: &[Entry]) -> Option<super::sequential::Borrowed> {
     estimate(entries).map(|s| {
         let used: Vec<String> =
             entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| (*df += e.df, format!("{}@{}", e.source, e.time)).1)).collect();
-        super::sequential::Borrowed { source: used.join(";"), ..super::sequential::Borrowed::new(s) }.with_sums(estimate_sums(entries))
+        let b =
+            super::sequential::Borrowed { source: used.join(";"), ..super::sequential::Borrowed::new(s) }.with_sums(estimate_sums(entries));
+        super::sequential::Borrowed { warmup: estimate_warmup(entries), ..b }
     })
 }
 
@@ -258,6 +298,7 @@ mod tests {
             df: 30.0,
             sum_ss: 0.0,
             sum_df: 0.0,
+            warmup: vec![],
         };
         // 30 df each: the newest two reach 60 df, the oldest is not pooled.
         let entries = [e("t1", "calibrate"), e("t2", "experiment 1"), e("t3", "experiment 2")];
@@ -273,6 +314,35 @@ mod tests {
         assert!((e.ss - (0.02 + 0.02)).abs() < 1e-12, "{e:?}");
         assert_eq!(e.df, 3.0);
         assert!(entry("t", "x", &[&[0.5]]).is_none());
+    }
+
+    #[test]
+    fn a_session_s_first_sum_step_is_its_warm_up_not_its_noise() {
+        // The first batch's runs warm up: its first pair 8% slower in the sums than the next.
+        let d = [0.01, -0.012, 0.004, -0.003, 0.008, -0.009];
+        let sums = [0.10, 0.02, 0.025, 0.015, 0.02, 0.018];
+        let e = entry_runs("t", "experiment 1", &[(&d, &sums), (&d, &sums)]).unwrap();
+        assert_eq!(e.warmup.len(), WARMUP_STEPS);
+        assert!((e.warmup[0] + 0.08).abs() < 1e-12, "{:?}", e.warmup);
+        // Left out of the first batch's spread only: the confirmation does not start cold.
+        let (first, _) = sum_spread(&sums[WARMUP_STEPS..]);
+        let (second, _) = sum_spread(&sums);
+        assert!((e.sum_ss - first - second).abs() < 1e-15, "{}", e.sum_ss);
+        assert_eq!(e.sum_df, (5 - WARMUP_STEPS + 5) as f64);
+        // Ten sessions that all began so lend that step as their profile, the mean of the
+        // sessions the sums' spread pools (9 df each: the newest 7 reach 60), with the sd of one
+        // session's difference (sqrt 2 x the sums' sd).
+        let entries: Vec<Entry> = (0..10).map(|_| e.clone()).collect();
+        let w = estimate_warmup(&entries).unwrap();
+        assert!((w.steps[0] + 0.08).abs() < 1e-12 && w.sessions == 7.0, "{w:?}");
+        let sums_sd = estimate_sums(&entries).unwrap().sd;
+        assert!((w.sd - std::f64::consts::SQRT_2 * sums_sd).abs() < 1e-15);
+        assert_eq!(borrowed(&entries).unwrap().warmup, Some(w));
+        // Entries written before the warm-up was recorded lend none.
+        let old: Vec<Entry> = entries.iter().map(|e| Entry { warmup: vec![], ..e.clone() }).collect();
+        assert_eq!(estimate_warmup(&old), None);
+        let json = serde_json::to_string(&old[0]).unwrap();
+        assert!(!json.contains("warmup"), "{json}");
     }
 
     #[test]
@@ -296,6 +366,7 @@ mod tests {
             df,
             sum_ss: 0.0,
             sum_df: 0.0,
+            warmup: vec![],
         };
         assert!(estimate(&[e(0.01, 5.0)]).is_none(), "below MIN_DF");
         let s = estimate(&[e(0.01, 5.0), e(0.01, 7.0)]).unwrap();

@@ -169,6 +169,10 @@ pub fn scenarios() -> Vec<Scenario> {
             jump_at_confirm: true,
             ..Scenario::extra("t(3) tails, cv 1%, 3x history at the confirmation", 0.03)
         },
+        // A warming machine whose noise jumps: every session starts cold, the calibration's
+        // too, and the experiment's noise is 4x or 6x the calibration's.
+        Scenario { ramp: 0.10, ramp_runs: 3.0, jump: 4.0, ..Scenario::extra("cv 1% + 10% warm-up ramp, 4x history", 0.04) },
+        Scenario { ramp: 0.10, ramp_runs: 3.0, jump: 6.0, ..Scenario::extra("cv 1% + 10% warm-up ramp, 6x history", 0.06) },
     ]
 }
 
@@ -326,9 +330,14 @@ pub fn calibrated_scale_clipped(s: &Scenario, rng: &mut Rng, huber_k: f64) -> Op
 /// docs/decisions.md vary them.
 pub fn with_knobs(borrowed: Option<Borrowed>, template: Option<&Borrowed>) -> Option<Borrowed> {
     match template {
-        Some(t) => {
-            borrowed.map(|b| Borrowed { scale: b.scale, sums: t.sums.and(b.sums), robust_sd: b.robust_sd, clipped: b.clipped, ..t.clone() })
-        }
+        Some(t) => borrowed.map(|b| Borrowed {
+            scale: b.scale,
+            sums: t.sums.and(b.sums),
+            robust_sd: b.robust_sd,
+            clipped: b.clipped,
+            warmup: b.warmup,
+            ..t.clone()
+        }),
         None => borrowed,
     }
 }

@@ -176,3 +176,42 @@ fn a_rescued_decision_replays_and_a_rule_recorded_before_the_rescue_replays_with
     let r = replay_all(dir.path());
     assert_eq!((r.same, r.differ), (6 - rescued.len(), rescued.len()), "{}", r.body);
 }
+
+#[test]
+fn decisions_that_read_the_sums_around_a_warm_up_profile_replay_with_it() {
+    let dir = repo();
+    // A machine that warms up at every experiment's start: its first runs 10% slow, decaying
+    // over about 3 runs, 1% noise. The history records each first phase's warm-up step, and
+    // the later decisions read their sums around it.
+    for (i, gain) in [0.0, 0.03, 0.10, 0.0, 0.05, 0.0, 0.03, 0.10, 0.0, 0.02].into_iter().enumerate() {
+        let dir_path = dir.path();
+        std::fs::write(dir_path.join("kernel.py"), format!("BQ = {}\n", i + 1)).unwrap();
+        let mut rng = Rng::new(900 + i as u64);
+        let mut run = 0usize;
+        let mut exec = MockExecutor::new(move |c| {
+            let base = if c.side == Side::Candidate { 10.0 / (1.0 + gain) } else { 10.0 };
+            let warm = 1.0 + 0.10 * (-(run as f64) / 3.0).exp();
+            run += 1;
+            Step::Latency(base * warm * (1.0 + 0.01 * rng.normal()))
+        });
+        let mut events = vec![];
+        let ws = Workspace::discover(dir_path).unwrap().lock("test", &mut events).unwrap();
+        let mut fx = Effects::new(&mut events, Cancel::new());
+        ratchet::sweep::recover(&ws, &mut fx).unwrap();
+        let opts = Options { message: format!("exp {i}: gain {gain}"), ..Default::default() };
+        experiment::run(&ws, &opts, &mut exec, &mut fx).unwrap();
+    }
+    let ws = Workspace::discover(dir.path()).unwrap();
+    let rules = replay::records(&ws.store).unwrap();
+    let profiled: Vec<_> = rules.iter().filter_map(|r| r.warmup.as_ref()).collect();
+    assert!(!profiled.is_empty(), "no decision borrowed a warm-up profile: {rules:?}");
+    // The warm-up makes a session's second pair faster than its first.
+    assert!(profiled.iter().all(|w| w.steps[0] < 0.0 && w.sessions >= 1.0), "{profiled:?}");
+    // The rule replay runs is the one recorded, profile included.
+    for r in rules.iter().filter(|r| r.warmup.is_some()) {
+        assert_eq!(r.sequential().borrowed.and_then(|b| b.warmup), r.warmup);
+    }
+    let r = replay_all(dir.path());
+    assert_eq!((r.differ, r.cannot), (0, 0), "{}", r.body);
+    assert_eq!(r.same, 10, "{}", r.body);
+}

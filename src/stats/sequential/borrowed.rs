@@ -64,6 +64,36 @@ pub struct Borrowed {
     /// borrowed look's scale when clipping. The guard and the own t-test read the log-ratios as
     /// they are (against `scale`), so a noise jump is seen as without clipping.
     pub clipped: Option<NoiseScale>,
+    /// The warm-up profile the history lends ([`Warmup`]); `None`: the guard reads the first
+    /// phase's sums as they are.
+    pub warmup: Option<Warmup>,
+    /// How many of the profile's first steps the guard may read around (0: none, the sums as
+    /// they are), and how far from zero (in standard errors) a step must be for it to.
+    pub warmup_positions: usize,
+    pub warmup_z: f64,
+}
+
+/// How a session's first pairs move when it starts cold: the mean of the first successive
+/// differences of the first phase's log-sums over the history's sessions (a warm-up makes them
+/// negative: each pair faster than the one before), the number of sessions it is the mean of,
+/// and the sd of one session's difference. The guard reads the experiment's first differences
+/// around the steps the history shows apart from zero ([`Borrowed::warmup_positions`],
+/// [`Borrowed::warmup_z`]), so a warm-up it has seen before is not taken for noise, while a
+/// noise jump still is.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Warmup {
+    pub steps: Vec<f64>,
+    pub sessions: f64,
+    pub sd: f64,
+}
+
+impl Warmup {
+    /// The steps the guard reads around: the first `positions`, each where it is more than `z`
+    /// of its standard errors from zero (0 elsewhere: read as it is).
+    pub fn used(&self, positions: usize, z: f64) -> Vec<f64> {
+        let se = self.sd / self.sessions.max(1.0).sqrt();
+        self.steps.iter().take(positions).map(|&p| if p.abs() > z * se { p } else { 0.0 }).collect()
+    }
 }
 
 impl Borrowed {
@@ -87,6 +117,9 @@ impl Borrowed {
             huber_k: HUBER_K,
             robust_sd: None,
             clipped: None,
+            warmup: None,
+            warmup_positions: WARMUP_STEPS,
+            warmup_z: WARMUP_Z,
         }
     }
 
@@ -105,4 +138,34 @@ impl Borrowed {
 pub fn sum_spread(s: &[f64]) -> (f64, f64) {
     let ss: f64 = s.windows(2).map(|w| (w[1] - w[0]).powi(2) / 2.0).sum();
     (ss, s.len().saturating_sub(1) as f64)
+}
+
+/// [`sum_spread`] of a first phase's log-sums read around the warm-up profile's `steps` (0: a
+/// difference read as it is): each difference minus its step, in units of its variance (the
+/// difference's and the profile's: 1 + 1/`sessions` times a difference's), one df each.
+pub fn sum_spread_profiled(s: &[f64], steps: &[f64], sessions: f64) -> (f64, f64) {
+    if sessions <= 0.0 || steps.iter().all(|x| *x == 0.0) {
+        return sum_spread(s);
+    }
+    let inflate = 1.0 + 1.0 / sessions;
+    let ss = s
+        .windows(2)
+        .enumerate()
+        .map(|(j, x)| match steps.get(j).filter(|p| **p != 0.0) {
+            Some(p) => (x[1] - x[0] - p).powi(2) / (2.0 * inflate),
+            None => (x[1] - x[0]).powi(2) / 2.0,
+        })
+        .sum();
+    (ss, s.len().saturating_sub(1) as f64)
+}
+
+impl Borrowed {
+    /// The first phase's sum spread as the guard reads it: around the warm-up profile where the
+    /// history has one.
+    pub(super) fn first_phase_sum_spread(&self, s: &[f64]) -> (f64, f64) {
+        match &self.warmup {
+            Some(w) => sum_spread_profiled(s, &w.used(self.warmup_positions, self.warmup_z), w.sessions),
+            None => sum_spread(s),
+        }
+    }
 }

@@ -43,6 +43,18 @@ pub const CONFIRM_BETA: f64 = 0.3;
 /// knob (`jump_probe huber=K`): at 1.5-2.5 it kept more +3% gains on a bimodal machine but let
 /// more do-nothing changes through under noise jumps (docs/decisions.md, "A rank-robust look").
 pub const HUBER_K: f64 = 0.0;
+/// The first successive differences of a session's first batch's log-sums that are its
+/// warm-up: the history records them apart (`history::Entry::warmup`) and leaves them out of its
+/// sum spread, and the guard reads the experiment's first phase's around their mean. A session
+/// starts cold (clocks, caches, a JIT), so its first pairs run slower than the next; read as
+/// noise, that step fired the guard on every experiment of a warming machine, and in a
+/// calibration's sum spread it made the history under-read a later noise jump (docs/decisions.md,
+/// "A warm-up the history has seen"; `jump_probe warmup=N`).
+pub const WARMUP_STEPS: usize = 1;
+/// How many of their standard errors from zero the history's mean warm-up step must be for the
+/// guard to read around it (below, the step is read as it is): a quiet machine's chance step
+/// is not subtracted (`jump_probe warmup_z=Z`).
+pub const WARMUP_Z: f64 = 2.0;
 /// The fewest pairs any look reads: one pair has no spread and no sum difference.
 pub const MIN_LOOK: usize = 2;
 /// A spread this small relative to the mean is none (a deterministic benchmark's identical

@@ -2,7 +2,6 @@
 //! and which test reads them: the pairs' own t-test without history ([`super::own`]), the
 //! borrowed scale with its guard with history ([`super::with_history`]).
 
-use super::borrowed::sum_spread;
 #[cfg(test)]
 use super::levels::GUARD;
 use super::levels::ROBUST_BAND_PAIRS;
@@ -113,10 +112,11 @@ impl Sequential {
             sd * sd * df
         });
         let mut prior = Prior { ss: sd * sd * df, df, clip_ss, ..Prior::default() };
-        if let Some(hs) = self.borrowed.as_ref().and_then(|b| b.sums) {
+        if let Some(b) = self.borrowed.as_ref().filter(|b| b.sums.is_some()) {
+            let hs = b.sums.expect("filtered");
             if s.len() >= d.len() {
                 let v: Vec<f64> = idx.iter().map(|&i| s[i]).collect();
-                let (ss, df) = sum_spread(&v);
+                let (ss, df) = b.first_phase_sum_spread(&v);
                 prior.sum_q = ss / (hs.sd * hs.sd);
                 prior.sum_df = df;
             }

@@ -52,7 +52,8 @@ pub mod sample;
 mod tests;
 mod with_history;
 
-pub use borrowed::{sum_spread, Borrowed, NoiseScale};
+pub use borrowed::{sum_spread, Borrowed, NoiseScale, Warmup};
+pub use levels::WARMUP_STEPS;
 pub use levels::*;
 pub use plan::{Params, Spending};
 pub(crate) use sample::{mean_sd, median, robust_sd};

@@ -1,6 +1,7 @@
 //! Unit tests of the procedure: the looks and their levels, the order, the no-history and
 //! with-history tests, the guard, outliers, the confirmation and its re-read.
 
+use super::borrowed::sum_spread_profiled;
 use super::look::{Batch, Prior};
 use super::*;
 use crate::stats::LookPhase;
@@ -444,4 +445,52 @@ fn the_rescue_s_false_keeps_stay_under_its_level_also_when_the_noise_jumps() {
         assert!(rate <= 0.05 + 3.1 * (0.05f64 * 0.95 / trials as f64).sqrt(), "jump {jump}: {rate}");
         assert!(rate > 0.02, "jump {jump}: the rescue does keep at its level ({rate})");
     }
+}
+
+/// [`with_sums`]'s procedure with a history that has seen `sessions` sessions start with a warm-up
+/// step of `step` in the log-sums.
+fn warming(step: f64, sessions: f64) -> Sequential {
+    let mut s = with_sums(RETEST_GUARD);
+    s.borrowed.as_mut().expect("history").warmup = Some(Warmup { steps: vec![step], sessions, sd: std::f64::consts::SQRT_2 * 0.01 });
+    s
+}
+
+#[test]
+fn a_warm_up_the_history_has_seen_is_not_read_as_noise_but_a_jump_still_is() {
+    // Two pairs at +5%, the runs of the second 8% faster together than the first's (a machine
+    // warming up): the sums' step alone is 32 x the history's variance.
+    let (d, sums) = ([0.05, 0.0501], [0.10, 0.02]);
+    let look = |s: &Sequential| s.test_at(Batch { d: &d, s: &sums }, 2, Prior::default(), GUARD).expect("a look");
+    assert!(!look(&with_sums(RETEST_GUARD)).borrowed, "without a profile the guard fires");
+    // A history whose sessions all began with about that step: read around it, the step is
+    // noise-sized, and the borrowed scale stands.
+    assert!(look(&warming(-0.078, 10.0)).borrowed, "the step the history has seen");
+    // A history whose warm-up is within its noise (under WARMUP_Z standard errors) lends none.
+    assert!(!look(&warming(-0.01, 1.0)).borrowed);
+    // The same machine 6x noisier: the step is read around the profile, and the pairs' own
+    // spread still shows the jump.
+    let (jd, js) = ([0.05, 0.01], [0.10 + 0.09, 0.02]);
+    let t = warming(-0.078, 10.0).test_at(Batch { d: &jd, s: &js }, 2, Prior::default(), GUARD).expect("a look");
+    assert!(!t.borrowed, "a jump on top of the warm-up");
+    // The confirmation does not start cold: its sums are read as they are.
+    let prior = warming(-0.078, 10.0).prior_of(&[0.05, 0.0501], &[0.0, 0.0001]);
+    let c = warming(-0.078, 10.0).test_at(Batch { d: &d, s: &sums }, 2, prior, CONFIRM_GUARD).expect("a look");
+    assert!(!c.borrowed);
+}
+
+#[test]
+fn the_sums_read_around_a_warm_up_count_its_uncertainty() {
+    // One difference minus the step, over 1 + 1/sessions times a difference's variance; the
+    // others as they are.
+    let s = [0.10, 0.02, 0.03, 0.01];
+    let (ss, df) = sum_spread_profiled(&s, &[-0.07], 4.0);
+    let want = (-0.08f64 + 0.07).powi(2) / (2.0 * 1.25) + (0.01f64.powi(2) + 0.02f64.powi(2)) / 2.0;
+    assert!((ss - want).abs() < 1e-15 && df == 3.0, "{ss} {want}");
+    // No step (or none kept): the plain successive-difference spread.
+    assert_eq!(sum_spread_profiled(&s, &[0.0], 4.0), sum_spread(&s));
+    assert_eq!(sum_spread_profiled(&s, &[], 4.0), sum_spread(&s));
+    // A step is kept only beyond WARMUP_Z standard errors of its mean (sd / sqrt(sessions)).
+    let w = Warmup { steps: vec![-0.03, 0.01], sessions: 4.0, sd: 0.02 };
+    assert_eq!(w.used(2, WARMUP_Z), vec![-0.03, 0.0]);
+    assert_eq!(w.used(0, WARMUP_Z), Vec::<f64>::new());
 }

@@ -30,9 +30,12 @@ impl Sequential {
         let (ss, df) = (batch_ss + prior.ss, batch_df + prior.df);
         let own_sd = spread_sd(ss, df, kept.mean);
         let h = b.scale.sd;
+        // A confirmation look: `prior` holds the first phase's spread.
+        let confirming = prior.df > 0.0 || prior.sum_df > 0.0;
         let sums = b.sums.filter(|_| batch.s.len() >= m && h > 0.0).map(|hs| {
             let v: Vec<f64> = idx.iter().map(|&i| batch.s[i]).collect();
-            let (sss, sdf) = sum_spread(&v);
+            // Only the first phase starts cold.
+            let (sss, sdf) = if confirming { sum_spread(&v) } else { b.first_phase_sum_spread(&v) };
             (hs, sss / (hs.sd * hs.sd), sdf)
         });
         // The history's variance pooled with the experiment's own residuals (independent of the
@@ -46,8 +49,6 @@ impl Sequential {
             }
             _ => Test { se: b.safety * pooled / (k as f64).sqrt(), df, borrowed: true, ratio, ..kept.test(0.0, 1.0) },
         };
-        // A confirmation look: `prior` holds the first phase's spread.
-        let confirming = prior.df > 0.0 || prior.sum_df > 0.0;
         let Some((hs, bsum_q, bsum_df)) = sums else {
             let noisier = df >= 1.0 && own_sd * own_sd > h * h * self.fq(guard, df, b.scale.df);
             if noisier {
