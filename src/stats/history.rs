@@ -253,7 +253,7 @@ pub fn describe(b: &Benchmark) -> String {
         Some(s) => {
             let used = b.entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| *df += e.df)).count();
             format!(
-                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; decisions borrow it (x{} safety){}",
+                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; decisions borrow it (x{} safety){}{}",
                 s.sd * 100.0,
                 s.sd / 2f64.sqrt() * 100.0,
                 if used == 1 { "" } else { "s" },
@@ -263,7 +263,8 @@ pub fn describe(b: &Benchmark) -> String {
                 match estimate_sums(&b.entries) {
                     Some(m) => format!(", and their variance guard reads the runs' sums too ({:.0} df)", m.df),
                     None => String::new(),
-                }
+                },
+                warmup_note(&b.entries)
             )
         }
         None => {
@@ -274,6 +275,21 @@ pub fn describe(b: &Benchmark) -> String {
                 b.host
             )
         }
+    }
+}
+
+/// The warm-up the guard reads around, in words (empty where the history shows none).
+fn warmup_note(entries: &[Entry]) -> String {
+    let Some(w) = estimate_warmup(entries) else { return String::new() };
+    match w.used(WARMUP_STEPS, super::sequential::WARMUP_Z).first().filter(|x| **x != 0.0) {
+        Some(step) => format!(
+            "; sessions start warming up: a session's first pair {:.1}% {} than its second, both runs together (mean of {:.0} session{}), which the guard reads as warm-up, not noise",
+            step.abs() * 100.0,
+            if *step < 0.0 { "slower" } else { "faster" },
+            w.sessions,
+            if w.sessions == 1.0 { "" } else { "s" }
+        ),
+        None => String::new(),
     }
 }
 
@@ -343,6 +359,10 @@ mod tests {
         assert_eq!(estimate_warmup(&old), None);
         let json = serde_json::to_string(&old[0]).unwrap();
         assert!(!json.contains("warmup"), "{json}");
+        // `ratchet status` says so, and says nothing of a warm-up the history does not show.
+        let text = describe(&Benchmark { host: "h".into(), command: "c".into(), entries: entries.clone() });
+        assert!(text.contains("a session's first pair 8.0% slower than its second, both runs together (mean of 7 sessions)"), "{text}");
+        assert!(!describe(&Benchmark { host: "h".into(), command: "c".into(), entries: old }).contains("warming"));
     }
 
     #[test]
@@ -398,9 +418,11 @@ mod tests {
         let d = [0.01, -0.012, 0.004, -0.003, 0.008, -0.009, 0.0, 0.011, -0.006, 1.1];
         let sums = [0.0, 0.02, 0.0, 0.02, 0.0, 0.02, 0.0, 0.02, 0.0, 5.0];
         let e = entry_runs("t", "calibrate", &[(&d, &sums)]).unwrap();
-        // The 3x outlier pair is trimmed from both; 8 successive differences of 0.02 remain.
-        assert_eq!((e.trimmed, e.sum_df), (1, 8.0));
-        assert!((e.sum_ss - 8.0 * 0.0004 / 2.0).abs() < 1e-15, "{e:?}");
+        // The 3x outlier pair is trimmed from both; of the 8 successive differences of 0.02
+        // left, the first is the session's warm-up, recorded apart.
+        assert_eq!((e.trimmed, e.sum_df), (1, 8.0 - WARMUP_STEPS as f64));
+        assert!((e.sum_ss - (8 - WARMUP_STEPS) as f64 * 0.0004 / 2.0).abs() < 1e-15, "{e:?}");
+        assert_eq!(e.warmup, vec![0.02; WARMUP_STEPS]);
         // Without sums (a history written before they were recorded): the log-ratios' spread alone.
         let plain = entry("t", "x", &[&d]).unwrap();
         assert_eq!((plain.sum_ss, plain.sum_df, plain.ss), (0.0, 0.0, e.ss));
@@ -426,8 +448,9 @@ mod tests {
         let r: Vec<f64> = (0..16).map(|i| if i % 3 == 0 { 0.01 } else { -0.005 }).collect();
         record(d.path(), "python3 a.py", entry_runs("t", "calibrate", &[(&r, &s)]).unwrap()).unwrap();
         let b = borrowed(&load(d.path(), "python3 a.py").entries).unwrap();
-        let sums = b.sums.expect("17 df of sums");
-        assert_eq!(sums.df, 17.0);
+        // 2 and 15 successive differences, less each session's first (its warm-up).
+        let sums = b.sums.expect("15 df of sums");
+        assert_eq!(sums.df, 17.0 - 2.0 * WARMUP_STEPS as f64);
         // The file still reads as before for the old fields.
         assert!(std::fs::read_to_string(path(d.path())).unwrap().contains("\"sum_df\""));
     }

@@ -292,8 +292,20 @@ fn trials_borrow_the_devices_history_with_its_log_sums_as_the_serial_loop_does()
     std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
-    // One slot, so each trial starts after the one before it entered the history.
-    let hyps = [("01-faster", 0, 0.8), ("02-slower", 1, 1.25), ("03-slower", 1, 1.3), ("04-slower", 2, 1.25), ("05-faster", 2, 0.8)];
+    // One slot, so each trial starts after the one before it entered the history. Enough of
+    // them for the sums' spread to reach its 10 df (each session's first step is its warm-up,
+    // not spread).
+    let hyps = [
+        ("01-faster", 0, 0.8),
+        ("02-slower", 1, 1.25),
+        ("03-slower", 1, 1.3),
+        ("04-slower", 2, 1.25),
+        ("05-faster", 2, 0.8),
+        ("06-slower", 1, 1.35),
+        ("07-slower", 1, 1.2),
+        ("08-slower", 1, 1.4),
+        ("09-faster", 1, 0.8),
+    ];
     setup(dir, &hyps);
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
@@ -301,14 +313,19 @@ fn trials_borrow_the_devices_history_with_its_log_sums_as_the_serial_loop_does()
         Inline { capacity: 1, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0, borrows: true };
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
-    assert_eq!(out.rows.iter().map(|r| r.status.as_str()).collect::<Vec<_>>(), ["keep", "revert", "revert", "revert", "keep"]);
-    // Every decided trial entered the device's history with its log-sums' spread beside its
-    // log-ratios', as the serial loop's experiments do.
+    assert_eq!(
+        out.rows.iter().map(|r| r.status.as_str()).collect::<Vec<_>>(),
+        ["keep", "revert", "revert", "revert", "keep", "revert", "revert", "revert", "keep"]
+    );
+    // Every decided trial entered the device's history with its log-sums beside its log-ratios,
+    // as the serial loop's experiments do: their spread, and the first phase's first step as its
+    // warm-up (a trial of 2 pairs has that step alone).
     let noise: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(".ratchet/noise.json")).unwrap()).unwrap();
     let entries: Vec<&serde_json::Value> =
         noise["benchmarks"].as_array().unwrap().iter().flat_map(|b| b["entries"].as_array().unwrap()).collect();
-    assert_eq!(entries.len(), 5, "{noise}");
-    assert!(entries.iter().all(|e| e["sum_df"].as_f64().unwrap() > 0.0), "{noise}");
+    assert_eq!(entries.len(), hyps.len(), "{noise}");
+    assert!(entries.iter().all(|e| e["warmup"].as_array().is_some_and(|w| w.len() == 1)), "{noise}");
+    assert!(entries.iter().any(|e| e["sum_df"].as_f64().unwrap_or(0.0) > 0.0), "{noise}");
     // Once the history holds enough, a worker is handed both scales, its guard reads both, and
     // the decision is rebuilt from the same pairs and sums.
     let borrowing: Vec<usize> = (0..engine.argvs.len()).filter(|&i| engine.argvs[i].iter().any(|a| a == "--sums-scale")).collect();
@@ -320,11 +337,11 @@ fn trials_borrow_the_devices_history_with_its_log_sums_as_the_serial_loop_does()
     assert_eq!((trial.noise_scale, trial.sums_scale), (arg("--noise-scale"), arg("--sums-scale")));
     assert!(!trial.main_sums.is_empty() && trial.main_sums.len() == trial.main.len() && trial.confirm_sums.len() == trial.confirm.len());
     let records = ratchet::replay::records(&ws.store).unwrap();
-    let rule = records.iter().find(|r| r.id == out.rows[4].id).unwrap();
+    let rule = records.iter().find(|r| r.id == out.rows[last].id).unwrap();
     assert!(rule.with_sums && rule.sums == trial.sums_scale && rule.borrowed == trial.noise_scale, "{rule:?}");
     let refs: Vec<_> = out.rows.iter().collect();
     let replayed = ratchet::commands::replay::report(&refs, &ws.store.runs().unwrap(), &records);
-    assert_eq!((replayed.same, replayed.differ, replayed.cannot), (5, 0, 0), "{}", replayed.body);
+    assert_eq!((replayed.same, replayed.differ, replayed.cannot), (hyps.len(), 0, 0), "{}", replayed.body);
 }
 
 /// An engine whose polls fail (as a scheduler that times out would) from the `from`-th poll on,
