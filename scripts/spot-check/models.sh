@@ -103,6 +103,7 @@ NAMES = {
     "jump15": "cv 1%, 1.5x history", "jump3": "cv 1%, 3x history", "jump10": "cv 1%, 10x history",
     "t3jump3": "t(3) tails, cv 1%, 3x history", "boundary3": "cv 1%, 3x history at the confirmation",
     "rising": "cv 1% rising to 3x history", "trend": "cv 1% + throttling trend 0.3%/run",
+    "warmup4x": "cv 1% + 10% warm-up ramp, 4x history", "warmup6x": "cv 1% + 10% warm-up ramp, 6x history",
 }
 
 def binom_cdf(k, n, p):

@@ -7,6 +7,8 @@ iteration noise. The models are those of
 
   cv1        log-normal noise, CV 1%
   warmup     cv1 x a warm-up ramp: 10% at each experiment's first run, decaying as exp(-run/3)
+  warmup4x, warmup6x
+             warmup, its noise 4x / 6x the calibration's in experiments (the ramp in both)
   bimodal    cv1 x 1.05 one run in ten
   ar05, ar08 AR(1) noise, coefficient 0.5 / 0.8, CV 1% (its state kept in $SPOT_STATE)
   t3         Student t(3) noise scaled to sd 1%
@@ -21,7 +23,7 @@ iteration noise. The models are those of
 SPOT_STAGE=calibrate marks the calibration's runs (the history's noise)."""
 import importlib.util, math, os, random, sys
 
-JUMPS = {"jump15": 1.5, "jump3": 3.0, "jump10": 10.0, "t3jump3": 3.0}
+JUMPS = {"jump15": 1.5, "jump3": 3.0, "jump10": 10.0, "t3jump3": 3.0, "warmup4x": 4.0, "warmup6x": 6.0}
 MODELS = {"cv1", "warmup", "bimodal", "ar05", "ar08", "t3", "rising", "trend", "boundary3"} | set(JUMPS)
 model = os.environ.get("SPOT_MODEL", "cv1")
 if model not in MODELS:
@@ -70,7 +72,7 @@ else:
 if model == "trend":
     # As in the simulator, the calibration's runs drift too (their pairs cancel it).
     factor *= 1 + 0.003 * run
-if model == "warmup":
+if model.startswith("warmup"):
     factor *= 1 + 0.10 * math.exp(-run / 3.0)
 if model == "bimodal" and rng.random() < 0.1:
     factor *= 1.05

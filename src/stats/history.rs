@@ -130,13 +130,14 @@ pub fn estimate_sums(entries: &[Entry]) -> Option<NoiseScale> {
 }
 
 /// The warm-up profile of the entries the sums' spread pools (the newest that recorded sums, up
-/// to `MAX_DF` of them): each first sum difference averaged over the sessions that recorded
-/// it, with the sd of one session's difference (sqrt 2 times the sums' sd). `None` without a
+/// to `MAX_DF` of them, and any with a warm-up alone among them): each first sum difference
+/// averaged over the sessions that recorded it, with the sd of one session's difference (sqrt 2 times the sums' sd). `None` without a
 /// sums' spread or a recorded warm-up.
 pub fn estimate_warmup(entries: &[Entry]) -> Option<Warmup> {
     let sums = estimate_sums(entries)?;
     let (mut df, mut steps, mut counts) = (0.0, vec![0.0; WARMUP_STEPS], vec![0.0; WARMUP_STEPS]);
-    for e in entries.iter().rev().filter(|e| e.sum_df > 0.0) {
+    // A session of one first-phase difference has its warm-up and no spread: it counts too.
+    for e in entries.iter().rev().filter(|e| e.sum_df > 0.0 || !e.warmup.is_empty()) {
         if df >= MAX_DF {
             break;
         }
@@ -354,6 +355,13 @@ mod tests {
         let sums_sd = estimate_sums(&entries).unwrap().sd;
         assert!((w.sd - std::f64::consts::SQRT_2 * sums_sd).abs() < 1e-15);
         assert_eq!(borrowed(&entries).unwrap().warmup, Some(w));
+        // A session whose first phase stopped at 2 pairs has a warm-up and no spread: it counts
+        // towards the profile, not the spread.
+        let short = entry_runs("t", "experiment 2", &[(&d[..2], &sums[..2])]).unwrap();
+        assert_eq!((short.sum_df, short.warmup.len()), (0.0, 1));
+        let mut with_short = entries.clone();
+        with_short.push(short);
+        assert_eq!(estimate_warmup(&with_short).unwrap().sessions, 8.0);
         // Entries written before the warm-up was recorded lend none.
         let old: Vec<Entry> = entries.iter().map(|e| Entry { warmup: vec![], ..e.clone() }).collect();
         assert_eq!(estimate_warmup(&old), None);
