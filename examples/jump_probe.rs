@@ -8,11 +8,12 @@
 //! the runs' sums), safety, guard, confirm_guard, retest_guard (0: off), confirm_extra,
 //! first_look, first_share, beta, early_beta, confirm_beta, huber (the clipped look's K; 0: off),
 //! bimodal (1: also +10% at CV 1%, the bimodal and warm-up +3% cells and the bimodal and t(3)
-//! null cells), warmup (the first sum differences the guard may read around the history's warm-up
-//! profile; 0: none), warmup_z (how far from zero a profile's step must be), ramp (1: the
-//! warm-up models' cells at +0%, +3% and +10%, and their null cells 4x and 6x noisier), threads; jumps=1.25,4,... (more
-//! null cells: the noise that multiple of its history's); breakdown=SCENARIO (or breakdown=4x):
-//! where its false keeps come from. Defaults: the procedure's.
+//! null cells), warmup (the first sum differences the guard may read around the history's
+//! warm-up profile; 0: none), warmup_z (how far from zero a profile's step must be), look_every
+//! and max_pairs (`[decision]`'s look grid), ramp (1: the warm-up models' cells at +0%, +3% and
+//! +10%, and their null cells 4x and 6x noisier), threads; jumps=1.25,4,... (more null cells:
+//! the noise that multiple of its history's); breakdown=SCENARIO (or breakdown=4x): where its
+//! false keeps come from. Defaults: the procedure's.
 
 #[path = "common/args.rs"]
 mod args;
@@ -51,6 +52,16 @@ fn main() {
             ..b
         }
     };
+    // The look grid's knobs, `[decision]`'s own: look_every, max_pairs (the spending's horizon).
+    let cfg = {
+        let d = DecisionConfig::default();
+        DecisionConfig {
+            look_every: num("look_every", d.look_every as f64) as u32,
+            max_pairs: num("max_pairs", d.max_pairs as f64) as u32,
+            ..d
+        }
+    };
+    let cfg = &cfg;
     let all = scenarios();
     if let Some(name) = kv.get("breakdown") {
         breakdown(&all, name, &template, num("null", 20000.0) as usize, seed);
@@ -116,7 +127,7 @@ fn main() {
             .map(|chunk| {
                 let template = template.clone();
                 sc.spawn(move || {
-                    let seq = Sequential::new(DecisionConfig::default().params(None)).with_history(Some(template));
+                    let seq = Sequential::new(cfg.params(None)).with_history(Some(template));
                     chunk
                         .into_iter()
                         .map(|(i, (label, s, e, n))| {
