@@ -128,6 +128,15 @@ impl Borrowed {
         self.sums = sums;
         self
     }
+
+    /// The first phase's sum spread as the guard reads it: around the warm-up profile where the
+    /// history has one ([`sum_spread_profiled`]).
+    pub(super) fn first_phase_sum_spread(&self, s: &[f64]) -> (f64, f64) {
+        match &self.warmup {
+            Some(w) => sum_spread_profiled(s, &w.used(self.warmup_positions, self.warmup_z), w.sessions),
+            None => sum_spread(s),
+        }
+    }
 }
 
 /// The spread of a batch's log-sums (ln incumbent + ln candidate of each pair, speed-up terms)
@@ -157,15 +166,4 @@ pub fn sum_spread_profiled(s: &[f64], steps: &[f64], sessions: f64) -> (f64, f64
         })
         .sum();
     (ss, s.len().saturating_sub(1) as f64)
-}
-
-impl Borrowed {
-    /// The first phase's sum spread as the guard reads it: around the warm-up profile where the
-    /// history has one.
-    pub(super) fn first_phase_sum_spread(&self, s: &[f64]) -> (f64, f64) {
-        match &self.warmup {
-            Some(w) => sum_spread_profiled(s, &w.used(self.warmup_positions, self.warmup_z), w.sessions),
-            None => sum_spread(s),
-        }
-    }
 }

@@ -112,8 +112,7 @@ impl Sequential {
             sd * sd * df
         });
         let mut prior = Prior { ss: sd * sd * df, df, clip_ss, ..Prior::default() };
-        if let Some(b) = self.borrowed.as_ref().filter(|b| b.sums.is_some()) {
-            let hs = b.sums.expect("filtered");
+        if let Some((b, hs)) = self.borrowed.as_ref().and_then(|b| b.sums.map(|hs| (b, hs))) {
             if s.len() >= d.len() {
                 let v: Vec<f64> = idx.iter().map(|&i| s[i]).collect();
                 let (ss, df) = b.first_phase_sum_spread(&v);
