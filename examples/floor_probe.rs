@@ -224,7 +224,7 @@ fn family(mu1: f64, sd: f64, alpha: f64, null: usize, seed: u64) {
         );
     }
     let top = at3.iter().zip(&family).max_by(|a, b| a.0.pairs.total_cmp(&b.0.pairs)).expect("a family");
-    if top.1.max_jump == 1.0 {
+    if !top.1.slowdowns.is_empty() {
         let mut s = scenarios().into_iter().find(|s| s.name == top.0.name).expect("the machine's model");
         // The borrowed sd sqrt(2) x 1%, a quiet CV 1% machine's, whatever the machine's own.
         s.calibration_at = 0.01 / s.cv;

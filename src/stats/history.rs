@@ -105,9 +105,7 @@ pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Opt
         if s.len() >= b.len() {
             let v: Vec<f64> = keep.iter().map(|&i| s[ok[i]]).collect();
             let cold = if bi == 0 { WARMUP_STEPS.min(v.len().saturating_sub(1)) } else { 0 };
-            if bi == 0 {
-                warmup = v.windows(2).take(cold).map(|w| w[1] - w[0]).collect();
-            }
+            warmup.extend(v.windows(2).take(cold).map(|w| w[1] - w[0]));
             let (a, f) = sum_spread(&v[cold..]);
             sum_ss += a;
             sum_df += f;
@@ -131,10 +129,9 @@ pub fn estimate_sums(entries: &[Entry]) -> Option<NoiseScale> {
 
 /// The warm-up profile of the entries the sums' spread pools (the newest that recorded sums, up
 /// to `MAX_DF` of them, and any with a warm-up alone among them): each first sum difference
-/// averaged over the sessions that recorded it, with the sd of one session's difference (sqrt 2 times the sums' sd). `None` without a
-/// sums' spread or a recorded warm-up.
-pub fn estimate_warmup(entries: &[Entry]) -> Option<Warmup> {
-    let sums = estimate_sums(entries)?;
+/// averaged over the sessions that recorded it, with the sd of one session's difference (sqrt 2
+/// times `sums`, the sums' spread [`estimate_sums`] gives). `None` without a recorded warm-up.
+pub fn estimate_warmup(entries: &[Entry], sums: NoiseScale) -> Option<Warmup> {
     let (mut df, mut steps, mut counts) = (0.0, vec![0.0; WARMUP_STEPS], vec![0.0; WARMUP_STEPS]);
     // A session of one first-phase difference has its warm-up and no spread: it counts too.
     for e in entries.iter().rev().filter(|e| e.sum_df > 0.0 || !e.warmup.is_empty()) {
@@ -175,9 +172,13 @@ pub fn borrowed(entries: &[Entry]) -> Option<super::sequential::Borrowed> {
     estimate(entries).map(|s| {
         let used: Vec<String> =
             entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| (*df += e.df, format!("{}@{}", e.source, e.time)).1)).collect();
-        let b =
-            super::sequential::Borrowed { source: used.join(";"), ..super::sequential::Borrowed::new(s) }.with_sums(estimate_sums(entries));
-        super::sequential::Borrowed { warmup: estimate_warmup(entries), ..b }
+        let sums = estimate_sums(entries);
+        super::sequential::Borrowed {
+            source: used.join(";"),
+            warmup: sums.and_then(|m| estimate_warmup(entries, m)),
+            ..super::sequential::Borrowed::new(s)
+        }
+        .with_sums(sums)
     })
 }
 
@@ -254,7 +255,7 @@ pub fn describe(b: &Benchmark) -> String {
         Some(s) => {
             let used = b.entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| *df += e.df)).count();
             format!(
-                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; decisions borrow it (x{} safety){}{}",
+                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; decisions borrow it (x{} safety){}",
                 s.sd * 100.0,
                 s.sd / 2f64.sqrt() * 100.0,
                 if used == 1 { "" } else { "s" },
@@ -262,10 +263,9 @@ pub fn describe(b: &Benchmark) -> String {
                 b.host,
                 super::sequential::SAFETY,
                 match estimate_sums(&b.entries) {
-                    Some(m) => format!(", and their variance guard reads the runs' sums too ({:.0} df)", m.df),
+                    Some(m) => format!(", and their variance guard reads the runs' sums too ({:.0} df){}", m.df, warmup_note(&b.entries, m)),
                     None => String::new(),
-                },
-                warmup_note(&b.entries)
+                }
             )
         }
         None => {
@@ -280,8 +280,8 @@ pub fn describe(b: &Benchmark) -> String {
 }
 
 /// The warm-up the guard reads around, in words (empty where the history shows none).
-fn warmup_note(entries: &[Entry]) -> String {
-    let Some(w) = estimate_warmup(entries) else { return String::new() };
+fn warmup_note(entries: &[Entry], sums: NoiseScale) -> String {
+    let Some(w) = estimate_warmup(entries, sums) else { return String::new() };
     match w.used(WARMUP_STEPS, super::sequential::WARMUP_Z).first().filter(|x| **x != 0.0) {
         Some(step) => format!(
             "; sessions start warming up: a session's first pair {:.1}% {} than its second, both runs together (mean of {:.0} session{}), which the guard reads as warm-up, not noise",
@@ -350,10 +350,10 @@ mod tests {
         // sessions the sums' spread pools (9 df each: the newest 7 reach 60), with the sd of one
         // session's difference (sqrt 2 x the sums' sd).
         let entries: Vec<Entry> = (0..10).map(|_| e.clone()).collect();
-        let w = estimate_warmup(&entries).unwrap();
+        let sums_scale = estimate_sums(&entries).unwrap();
+        let w = estimate_warmup(&entries, sums_scale).unwrap();
         assert!((w.steps[0] + 0.08).abs() < 1e-12 && w.sessions == 7.0, "{w:?}");
-        let sums_sd = estimate_sums(&entries).unwrap().sd;
-        assert!((w.sd - std::f64::consts::SQRT_2 * sums_sd).abs() < 1e-15);
+        assert!((w.sd - std::f64::consts::SQRT_2 * sums_scale.sd).abs() < 1e-15);
         assert_eq!(borrowed(&entries).unwrap().warmup, Some(w));
         // A session whose first phase stopped at 2 pairs has a warm-up and no spread: it counts
         // towards the profile, not the spread.
@@ -361,10 +361,10 @@ mod tests {
         assert_eq!((short.sum_df, short.warmup.len()), (0.0, 1));
         let mut with_short = entries.clone();
         with_short.push(short);
-        assert_eq!(estimate_warmup(&with_short).unwrap().sessions, 8.0);
+        assert_eq!(estimate_warmup(&with_short, sums_scale).unwrap().sessions, 8.0);
         // Entries written before the warm-up was recorded lend none.
         let old: Vec<Entry> = entries.iter().map(|e| Entry { warmup: vec![], ..e.clone() }).collect();
-        assert_eq!(estimate_warmup(&old), None);
+        assert_eq!(estimate_warmup(&old, sums_scale), None);
         let json = serde_json::to_string(&old[0]).unwrap();
         assert!(!json.contains("warmup"), "{json}");
         // `ratchet status` says so, and says nothing of a warm-up the history does not show.

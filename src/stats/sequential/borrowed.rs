@@ -145,18 +145,14 @@ impl Borrowed {
 /// (drift, a level the session runs at) that the pairs' sums carry and their log-ratios do not.
 /// Under independent runs var(sum) = var(log-ratio), so it is n - 1 more df about the noise.
 pub fn sum_spread(s: &[f64]) -> (f64, f64) {
-    let ss: f64 = s.windows(2).map(|w| (w[1] - w[0]).powi(2) / 2.0).sum();
-    (ss, s.len().saturating_sub(1) as f64)
+    sum_spread_profiled(s, &[], 1.0)
 }
 
 /// [`sum_spread`] of a first phase's log-sums read around the warm-up profile's `steps` (0: a
 /// difference read as it is): each difference minus its step, in units of its variance (the
 /// difference's and the profile's: 1 + 1/`sessions` times a difference's), one df each.
 pub fn sum_spread_profiled(s: &[f64], steps: &[f64], sessions: f64) -> (f64, f64) {
-    if sessions <= 0.0 || steps.iter().all(|x| *x == 0.0) {
-        return sum_spread(s);
-    }
-    let inflate = 1.0 + 1.0 / sessions;
+    let inflate = 1.0 + 1.0 / sessions.max(1.0);
     let ss = s
         .windows(2)
         .enumerate()
