@@ -14,16 +14,19 @@
 //! test over both phases' pairs in docs/decisions.md), rescue_pairs (with rescue: an unconfirmed
 //! or inconclusive decision first measures more pairs, up to this many in all, on a fresh
 //! session of the same machine), threads; family=1: only the information bound over each
-//! machine of independent runs (`simulate::null_family`), at +3% and +10%.
+//! machine of independent runs (`simulate::null_family`), at +3% and +10%; design=1: only what
+//! the procedure's two phases cost as designed (`floor::TwoPhases`, step by step from the noise
+//! known and a look every pair), beside the procedure with and without its guards and rescue.
 
 #[path = "common/args.rs"]
 mod args;
 
 use ratchet::config::DecisionConfig;
 use ratchet::stats::floor::{
-    family_floor, jump_safe_pairs, sprt_pairs, PairT, PairTest, Reads, ScaleFree, FREE_BETA, MAX_JUMP, PAIR_T_BETA,
+    family_floor, jump_safe_pairs, sprt_pairs, PairT, PairTest, Reads, ScaleFree, TwoPhases, CALIBRATION_DF, FREE_BETA, MAX_JUMP,
+    PAIR_T_BETA,
 };
-use ratchet::stats::sequential::Sequential;
+use ratchet::stats::sequential::{Borrowed, NoiseScale, Sequential};
 use ratchet::stats::simulate::{cp_interval, null_family, probe_cell, scenarios, simulate_cell, Scenario, EXTRA_EFFECTS};
 
 fn main() {
@@ -42,6 +45,10 @@ fn main() {
     let (mu1, sd) = (1.03f64.ln(), std::f64::consts::SQRT_2 * 0.01);
     if num("family", 0.0) != 0.0 {
         family(mu1, sd, alpha, null, seed);
+        return;
+    }
+    if num("design", 0.0) != 0.0 {
+        design(sd, trials, seed);
         return;
     }
     // The scale-free test reads the log-ratios alone: its bound is theirs (the whole pair's,
@@ -239,6 +246,52 @@ fn family(mu1: f64, sd: f64, alpha: f64, null: usize, seed: u64) {
             c.keeps as f64 / c.trials as f64 * 100.0,
             cp_interval(c.keeps, c.trials),
             c.mean_runs()
+        );
+    }
+}
+
+/// design=1: what the two phases cost as designed (`floor::TwoPhases`), step by step from a look
+/// every pair with the noise known to the procedure's own grid, share and calibration, beside the
+/// procedure itself with and without its variance guards and rescue, at CV 1%.
+fn design(sd: f64, trials: usize, seed: u64) {
+    let cfg = DecisionConfig::default();
+    let b = Borrowed::new(NoiseScale { sd: 0.0, df: 0.0 });
+    let every = |k: u32| DecisionConfig { look_every: k, ..cfg.clone() }.params(None);
+    let rows: Vec<(&str, TwoPhases)> = vec![
+        (
+            "noise known, a look every pair, the first look's whole share",
+            TwoPhases::new(every(1), Borrowed { first_share: 1.0, ..b.clone() }, None),
+        ),
+        ("noise known, a look every 2 pairs", TwoPhases::new(every(2), Borrowed { first_share: 1.0, ..b.clone() }, None)),
+        ("noise known, a look every 2 pairs, the first look's share", TwoPhases::new(every(2), b.clone(), None)),
+        ("the design as run: a 16-pair calibration, Student's t", TwoPhases::new(every(2), b.clone(), Some(CALIBRATION_DF))),
+        ("the design as run, a look every pair", TwoPhases::new(every(1), b.clone(), Some(CALIBRATION_DF))),
+        ("the design as run, no safety factor", TwoPhases::new(every(2), Borrowed { safety: 1.0, ..b.clone() }, Some(CALIBRATION_DF))),
+    ];
+    let gains: [f64; 3] = [0.0, 0.03, 0.10];
+    println!("| variant | +0%: runs | +3%: runs | kept | +10%: runs |");
+    println!("|---|---:|---:|---:|---:|");
+    for (i, (name, d)) in rows.iter().enumerate() {
+        let cells: Vec<(f64, f64)> =
+            gains.iter().map(|&g| d.run((1.0 + g).ln(), sd, trials, seed ^ (i as u64 * 31 + (g * 100.0) as u64))).collect();
+        println!("| {name} | {:.2} | {:.2} | {:.2}% | {:.2} |", cells[0].0, cells[1].0, cells[1].1 * 100.0, cells[2].0);
+    }
+    let cv1 = scenarios().into_iter().find(|s| s.name == "cv 1%").expect("the cv 1% model");
+    let off = Borrowed { guard: 0.0, confirm_guard: 0.0, retest_guard: 0.0, sums: Some(NoiseScale { sd: 0.0, df: 0.0 }), ..b.clone() };
+    let procs: Vec<(&str, DecisionConfig, Option<Borrowed>)> = vec![
+        ("ratchet", cfg.clone(), None),
+        ("ratchet without its variance guards", cfg.clone(), Some(off.clone())),
+        ("ratchet without its variance guards and rescue", DecisionConfig { rescue_pairs: 0, ..cfg.clone() }, Some(off)),
+    ];
+    for (name, c, template) in procs {
+        let seq = Sequential::new(c.params(None)).with_history(template);
+        let cells: Vec<_> = gains.iter().map(|&g| simulate_cell(&seq, &cv1, g, trials, seed, true)).collect();
+        println!(
+            "| {name} | {:.2} | {:.2} | {:.2}% | {:.2} |",
+            cells[0].mean_runs(),
+            cells[1].mean_runs(),
+            cells[1].keep_rate() * 100.0,
+            cells[2].mean_runs()
         );
     }
 }

@@ -9,8 +9,9 @@
 //! first_look, first_share, beta, early_beta, confirm_beta, huber (the clipped look's K; 0: off),
 //! bimodal (1: also +10% at CV 1%, the bimodal and warm-up +3% cells and the bimodal and t(3)
 //! null cells), warmup (the first sum differences the guard may read around the history's
-//! warm-up profile; 0: none), warmup_z (how far from zero a profile's step must be), look_every
-//! and max_pairs (`[decision]`'s look grid), ramp (1: the warm-up models' cells at +0%, +3% and
+//! warm-up profile; 0: none), warmup_z (how far from zero a profile's step must be), look_every,
+//! max_pairs, min_pairs, alpha, confirm_alpha, confirm_pairs and rescue_pairs (`[decision]`'s
+//! own), ramp (1: the warm-up models' cells at +0%, +3% and
 //! +10%, and their null cells 4x and 6x noisier), threads; jumps=1.25,4,... (more null cells:
 //! the noise that multiple of its history's); breakdown=SCENARIO (or breakdown=4x): where its
 //! false keeps come from. Defaults: the procedure's.
@@ -58,6 +59,11 @@ fn main() {
         DecisionConfig {
             look_every: num("look_every", d.look_every as f64) as u32,
             max_pairs: num("max_pairs", d.max_pairs as f64) as u32,
+            min_pairs: num("min_pairs", d.min_pairs as f64) as u32,
+            alpha: num("alpha", d.alpha),
+            confirm_alpha: num("confirm_alpha", d.confirm_alpha),
+            confirm_pairs: num("confirm_pairs", d.confirm_pairs as f64) as u32,
+            rescue_pairs: num("rescue_pairs", d.rescue_pairs as f64) as u32,
             ..d
         }
     };

@@ -504,6 +504,97 @@ pub const FREE_BETA: f64 = 0.1;
 /// 16 pairs).
 pub const CALIBRATION_DF: f64 = 15.0;
 
+/// The procedure's two phases as designed, without what holds them on real machines: its look
+/// grid, levels and futility bounds (`Sequential`'s own plan) read on independent normal
+/// log-ratios, the borrowed scale the history's sd pooled with the pairs' own residuals times
+/// the safety factor, with no variance guard, outlier rule, sums, warm-up profile, trimmed
+/// futility reading or rescue. What the design itself costs, against the floors above and the
+/// procedure's own cells (docs/decisions.md, "What the two phases cost").
+#[derive(Debug, Clone)]
+pub struct TwoPhases {
+    seq: crate::stats::sequential::Sequential,
+    /// The history's df; `None`: the scale is known exactly (normal quantiles, no pooling).
+    pub history_df: Option<f64>,
+}
+
+impl TwoPhases {
+    /// The design of `params` with history knobs `b` (their scale is ignored: each trial draws
+    /// its own calibration of `history_df` df).
+    pub fn new(params: crate::stats::sequential::Params, b: crate::stats::sequential::Borrowed, history_df: Option<f64>) -> TwoPhases {
+        TwoPhases { seq: crate::stats::sequential::Sequential::new(params).with_history(Some(b)), history_df }
+    }
+
+    /// Mean runs and share kept over `trials` decisions at a true log-ratio mean `mu`, pairs of
+    /// sd `sd`, each trial with its own calibration.
+    pub fn run(&self, mu: f64, sd: f64, trials: usize, seed: u64) -> (f64, f64) {
+        let (mut runs, mut keeps) = (0usize, 0usize);
+        let mut rng = Rng::new(seed);
+        for _ in 0..trials {
+            let (kept, pairs) = self.trial(mu, sd, &mut rng);
+            runs += 2 * pairs;
+            keeps += kept as usize;
+        }
+        (runs as f64 / trials as f64, keeps as f64 / trials as f64)
+    }
+
+    /// One decision: whether it kept, and the pairs it measured.
+    fn trial(&self, mu: f64, sd: f64, rng: &mut Rng) -> (bool, usize) {
+        let b = self.seq.borrowed.as_ref().expect("a borrowed scale");
+        let p = &self.seq.params;
+        let min_log = (1.0 + p.min_effect_pct / 100.0).ln();
+        // The calibration's variance: sd^2 chi^2(df) / df.
+        let hist = self.history_df.map(|df| {
+            let ss: f64 = (0..df as usize).map(|_| (rng.normal() * sd).powi(2)).sum();
+            (ss, df)
+        });
+        let quantile = |q: f64, df: f64| match hist {
+            Some(_) => super::t_quantile(q, df),
+            None => statrs::distribution::ContinuousCDF::inverse_cdf(&statrs::distribution::Normal::new(0.0, 1.0).expect("normal"), q),
+        };
+        // Each phase: looks with levels and futility levels, keep-worthy when past the level with
+        // at least `floor` as its mean; returns (passed, pairs, residual ss and df).
+        let mut phase = |looks: &[usize], alphas: &[f64], beta: &dyn Fn(usize) -> f64, floor: f64, prior: (f64, f64)| {
+            let (mut sum, mut mean, mut ss) = (0.0, 0.0, 0.0);
+            let mut n = 0usize;
+            for (k, (&at, &a)) in looks.iter().zip(alphas).enumerate() {
+                while n < at {
+                    let x = mu + sd * rng.normal();
+                    n += 1;
+                    sum += x;
+                    let m = sum / n as f64;
+                    ss += (x - mean) * (x - m);
+                    mean = m;
+                }
+                let (scale, df) = match hist {
+                    Some((hss, hdf)) => {
+                        let (tss, tdf) = (hss + prior.0 + ss, hdf + prior.1 + (n - 1) as f64);
+                        ((tss / tdf).sqrt(), tdf)
+                    }
+                    None => (sd, f64::INFINITY),
+                };
+                let se = b.safety * scale / (n as f64).sqrt();
+                if mean / se >= quantile(1.0 - a, df) && mean >= floor {
+                    return (true, n, ss, (n - 1) as f64);
+                }
+                if k + 1 == looks.len() || mean + quantile(1.0 - beta(n), df) * se < min_log {
+                    return (false, n, ss, (n - 1) as f64);
+                }
+            }
+            unreachable!("the last look ends the phase")
+        };
+        let main = self.seq.main_params();
+        let (looks, alphas) = (main.looks(), self.seq.main_alphas(&main));
+        let first = |n: usize| if n < p.min_pairs { b.early_beta } else { b.futility_beta };
+        let (passed, n1, ss, df) = phase(&looks, &alphas, &first, min_log, (0.0, 0.0));
+        if !passed || !p.confirm {
+            return (passed, n1);
+        }
+        let (clooks, calphas) = self.seq.confirm_plan();
+        let (kept, n2, _, _) = phase(&clooks, &calphas, &|_| b.confirm_beta, 1e-300, (ss, df));
+        (kept, n1 + n2)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -737,5 +828,32 @@ mod tests {
         // A clear +10% is kept; a clear slowdown stops for futility at once.
         assert_eq!(test.decide(|i| 1.1f64.ln() + [0.01, -0.01][i % 2]).0, Stop::Keep);
         assert_eq!(test.decide(|_| -0.05), (Stop::Futile, 1));
+    }
+    #[test]
+    fn the_two_phases_as_designed_match_their_closed_form_with_one_look_each() {
+        use crate::stats::sequential::{Borrowed, NoiseScale, Params};
+        use statrs::distribution::{ContinuousCDF, Normal};
+        // One look of 6 pairs, then a confirmation of one look of 2 (no extra pair, its first
+        // look at 2): with the noise known, each phase keeps when its mean clears the larger of
+        // its critical value and its floor, so keeps and runs have a closed form.
+        let params =
+            Params { min_pairs: 6, max_pairs: 6, confirm_pairs: 2, confirm_alpha: 0.05, alpha: 0.02, ..Params::fixed(6, 0.02, 1.0) };
+        let params = Params { confirm: true, ..params };
+        let b = Borrowed { confirm_extra: 0, first_look: 2, ..Borrowed::new(NoiseScale { sd: 0.0, df: 0.0 }) };
+        let design = TwoPhases::new(params, b.clone(), None);
+        let z = Normal::new(0.0, 1.0).unwrap();
+        let (mu, sd) = (1.02f64.ln(), std::f64::consts::SQRT_2 * 0.01);
+        let pass = |n: f64, alpha: f64, floor: f64| {
+            let c = (z.inverse_cdf(1.0 - alpha) * b.safety * sd / n.sqrt()).max(floor);
+            z.cdf((mu - c) / (sd / n.sqrt()))
+        };
+        let (p1, p2) = (pass(6.0, 0.02, 1.01f64.ln()), pass(2.0, 0.05, 0.0));
+        let trials = 200_000;
+        let (runs, kept) = design.run(mu, sd, trials, 7);
+        let se = (p1 * p2 * (1.0 - p1 * p2) / trials as f64).sqrt();
+        assert!((kept - p1 * p2).abs() < 4.0 * se, "kept {kept}, closed form {}", p1 * p2);
+        let want_runs = 2.0 * (6.0 + 2.0 * p1);
+        // Runs are 12 or 16: their sd is at most 2.
+        assert!((runs - want_runs).abs() < 4.0 * 2.0 / (trials as f64).sqrt(), "runs {runs}, closed form {want_runs}");
     }
 }

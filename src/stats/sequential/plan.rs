@@ -173,7 +173,7 @@ impl Sequential {
     /// the rest (their sum, and so the union bound, is unchanged). The first look has the fewest
     /// own df to check the borrowed scale on (2 at 2 pairs), so a noise jump the guard misses
     /// passes there most often; a large gain still passes it at the smaller level.
-    pub(super) fn main_alphas(&self, p: &Params) -> Vec<f64> {
+    pub(crate) fn main_alphas(&self, p: &Params) -> Vec<f64> {
         let mut alphas = p.look_alphas();
         if let Some(b) = self.borrowed.as_ref().filter(|_| alphas.len() > 1) {
             let share = b.first_share.clamp(0.0, 1.0);
@@ -185,7 +185,7 @@ impl Sequential {
 
     /// The first phase's params as run: with a borrowed scale the first look comes after
     /// `first_look` pairs (the scale need not be estimated from the batch itself).
-    pub(super) fn main_params(&self) -> Params {
+    pub(crate) fn main_params(&self) -> Params {
         match &self.borrowed {
             Some(b) if self.params.min_pairs < self.params.max_pairs => {
                 Params { min_pairs: b.first_look.max(MIN_LOOK).min(self.params.min_pairs), ..self.params.clone() }
@@ -197,7 +197,7 @@ impl Sequential {
     /// The confirmation's looks and their levels: one look at `confirm_pairs` with the whole
     /// `confirm_alpha`, or, with a borrowed scale, looks from `first_look` every `look_every`
     /// pairs with `confirm_alpha` spent across them (O'Brien-Fleming-type).
-    pub(super) fn confirm_plan(&self) -> (Vec<usize>, Vec<f64>) {
+    pub(crate) fn confirm_plan(&self) -> (Vec<usize>, Vec<f64>) {
         let p = &self.params;
         match &self.borrowed {
             Some(b) if p.confirm_pairs + b.confirm_extra > b.first_look => {
