@@ -1,20 +1,22 @@
 //! The probe of the row's interval under the stop (docs/decisions.md, "Intervals that account
-//! for the stop"): on `ratchet simulate`'s own cells, how often the reported interval covers the
-//! true gain, as the row shows it (Hodges-Lehmann over all pairs at 96%) and as a Bonferroni
-//! interval over the procedure's looks would (each look's interval at 1 - 0.04 / K, K the looks a
-//! decision can stop at: by the union bound it covers at whatever look the decision stops), with
-//! the second's width against the first's.
+//! for the stop" and "Intervals with the stop's side"): on `ratchet simulate`'s own cells, how
+//! often an interval over all pairs at 96% covers the true gain: equal-tailed (the row's until
+//! 2026-11-27), with the lower end carrying `lower` of the miss (the row's since, by
+//! `effect::decision_interval`), and as a Bonferroni interval over the procedure's looks would
+//! (each look's interval at 1 - 0.04 / K, K the looks a decision can stop at: by the union bound
+//! it covers at whatever look the decision stops), with the last two's widths against the first's.
 //!
 //! `cargo run --release --example interval_probe -- [key=value ...]`, keys: seed, trials (per
 //! cell), null (per do-nothing cell), looks (K; 12 by default: 8 first-phase looks, 3
-//! confirmation looks and the rescue), only (models whose names contain one of these, split by
-//! '|'), threads.
+//! confirmation looks and the rescue), lower (the lower end's share of the miss;
+//! `effect::DECISION_LOWER_SHARE` by default), only (models whose names contain one of these,
+//! split by '|'), threads.
 
 #[path = "common/args.rs"]
 mod args;
 
 use ratchet::config::DecisionConfig;
-use ratchet::stats::effect::hodges_lehmann;
+use ratchet::stats::effect::{hodges_lehmann, hodges_lehmann_tails, DECISION_LOWER_SHARE};
 use ratchet::stats::sequential::Sequential;
 use ratchet::stats::simulate::{cell_positions, probe_trial, scenarios, Scenario};
 
@@ -30,12 +32,15 @@ struct Tally {
     above: usize,
     bonferroni_covered: usize,
     ratio_sum: f64,
+    /// The interval with the lower end's share: covered, and the sum of its width ratios.
+    split_covered: usize,
+    split_ratio_sum: f64,
     /// Every trial, whatever its pairs: the Bonferroni interval's coverage over all of them.
     all: usize,
     all_covered: usize,
 }
 
-fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, looks: f64) -> Tally {
+fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, looks: f64, lower: f64) -> Tally {
     let level = 1.0 - 2.0 * seq.params.alpha;
     let wide = 1.0 - (1.0 - level) / looks;
     let truth = (1.0 + effect).ln();
@@ -54,6 +59,9 @@ fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, l
         t.above += (e.low > truth) as usize;
         t.bonferroni_covered += (b.low <= truth && truth <= b.high) as usize;
         t.ratio_sum += (b.high - b.low) / (e.high - e.low).max(1e-12);
+        let sp = hodges_lehmann_tails(&ratios, level, lower).expect("finite ratios");
+        t.split_covered += (sp.low <= truth && truth <= sp.high) as usize;
+        t.split_ratio_sum += (sp.high - sp.low) / (e.high - e.low).max(1e-12);
     }
     t
 }
@@ -64,6 +72,9 @@ fn main() {
     let seed = num("seed", 20260522.0) as u64;
     let (trials, null) = (num("trials", 2000.0) as usize, num("null", 20000.0) as usize);
     let looks = num("looks", 12.0);
+    let lower = num("lower", DECISION_LOWER_SHARE);
+    // The row's interval is at 1 - 2 alpha: this much miss, in percent, to split.
+    let miss = 2.0 * DecisionConfig::default().alpha * 100.0;
     let threads = num("threads", 2.0) as usize;
     let only: Option<Vec<String>> = kv.get("only").map(|s| s.to_lowercase().split('|').map(str::to_string).collect());
     let models: Vec<Scenario> = scenarios()
@@ -76,8 +87,12 @@ fn main() {
         .enumerate()
         .map(|(i, (s, e))| (i, s, e))
         .collect();
-    println!("| model | gain | trials with a 96% interval | 96% covers | its misses above the truth | Bonferroni over {looks} looks covers | its width / the 96% one's | Bonferroni, every trial |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| model | gain | trials with a 96% interval | equal-tailed covers | its misses above the truth | {}% below, {}% above covers | its width / the equal-tailed one's | Bonferroni over {looks} looks covers | its width | Bonferroni, every trial |",
+        lower * miss,
+        (1.0 - lower) * miss
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut rows: Vec<(usize, String)> = std::thread::scope(|sc| {
         let handles: Vec<_> = (0..threads)
             .map(|th| {
@@ -87,7 +102,7 @@ fn main() {
                     mine.into_iter()
                         .map(|(i, s, e)| {
                             let n = if e == 0.0 { null } else { trials };
-                            let t = cell(&seq, &s, e, n, seed ^ (i as u64).wrapping_mul(0x2545_F491_4F6C_DD1D), looks);
+                            let t = cell(&seq, &s, e, n, seed ^ (i as u64).wrapping_mul(0x2545_F491_4F6C_DD1D), looks, lower);
                             let share = |k: usize, of: usize| {
                                 if of == 0 {
                                     "-".to_string()
@@ -95,15 +110,18 @@ fn main() {
                                     format!("{:.1}%", 100.0 * k as f64 / of as f64)
                                 }
                             };
-                            let ratio = if t.with == 0 { "-".to_string() } else { format!("{:.2}x", t.ratio_sum / t.with as f64) };
+                            let ratio = |sum: f64| if t.with == 0 { "-".to_string() } else { format!("{:.2}x", sum / t.with as f64) };
                             let line = format!(
-                                "| {} | +{:.0}% | {} of {n} | {} | {} | {} | {ratio} | {} |",
+                                "| {} | +{:.0}% | {} of {n} | {} | {} | {} | {} | {} | {} | {} |",
                                 s.name,
                                 e * 100.0,
                                 t.with,
                                 share(t.covered, t.with),
                                 share(t.above, t.with - t.covered),
+                                share(t.split_covered, t.with),
+                                ratio(t.split_ratio_sum),
                                 share(t.bonferroni_covered, t.with),
+                                ratio(t.ratio_sum),
                                 share(t.all_covered, t.all)
                             );
                             (i, line)
