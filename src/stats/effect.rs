@@ -252,6 +252,7 @@ mod tests {
         assert!(mean.exp() > 2.5, "the mean is carried: {}", mean.exp());
         assert!((e.estimate.exp() / 2.0 - 1.0).abs() < 0.15, "{}", e.estimate.exp());
     }
+
     #[test]
     fn a_decision_s_interval_gives_its_lower_end_an_eighth_of_the_miss() {
         let d: Vec<f64> = (1..=10).map(|i| i as f64 / 100.0).collect();

@@ -590,7 +590,8 @@ impl TwoPhases {
             return (passed, n1);
         }
         let (clooks, calphas) = self.seq.confirm_plan();
-        let (kept, n2, _, _) = phase(&clooks, &calphas, &|_| b.confirm_beta, 1e-300, (ss, df));
+        // The confirmation needs a mean above 0, not the minimum effect.
+        let (kept, n2, _, _) = phase(&clooks, &calphas, &|_| b.confirm_beta, f64::MIN_POSITIVE, (ss, df));
         (kept, n1 + n2)
     }
 }
@@ -829,6 +830,7 @@ mod tests {
         assert_eq!(test.decide(|i| 1.1f64.ln() + [0.01, -0.01][i % 2]).0, Stop::Keep);
         assert_eq!(test.decide(|_| -0.05), (Stop::Futile, 1));
     }
+
     #[test]
     fn the_two_phases_as_designed_match_their_closed_form_with_one_look_each() {
         use crate::stats::sequential::{Borrowed, NoiseScale, Params};
@@ -836,9 +838,7 @@ mod tests {
         // One look of 6 pairs, then a confirmation of one look of 2 (no extra pair, its first
         // look at 2): with the noise known, each phase keeps when its mean clears the larger of
         // its critical value and its floor, so keeps and runs have a closed form.
-        let params =
-            Params { min_pairs: 6, max_pairs: 6, confirm_pairs: 2, confirm_alpha: 0.05, alpha: 0.02, ..Params::fixed(6, 0.02, 1.0) };
-        let params = Params { confirm: true, ..params };
+        let params = Params { confirm: true, confirm_pairs: 2, confirm_alpha: 0.05, ..Params::fixed(6, 0.02, 1.0) };
         let b = Borrowed { confirm_extra: 0, first_look: 2, ..Borrowed::new(NoiseScale { sd: 0.0, df: 0.0 }) };
         let design = TwoPhases::new(params, b.clone(), None);
         let z = Normal::new(0.0, 1.0).unwrap();
