@@ -158,14 +158,14 @@ pub fn run(ws: &Locked, args: &Options, exec: &mut dyn Executor, fx: &mut crate:
     // shown is the head's speed-up over the base by the one estimate every view reports.
     let flip = |x: f64| 100.0 * (100.0 / (100.0 + x) - 1.0);
     let logs = effect::speedup_logs(&crate::bench::pairs_of(&records), cfg.score.direction(), elasticity);
-    // The interval's level as it holds: with too few pairs for the decision's, a lower one. The
-    // test looked for the base's speed-up over the head, so the interval's sure end is that
-    // direction's lower one: the head's upper one here.
-    let base_over_head: Vec<f64> = logs.iter().map(|x| -x).collect();
-    let (speedup, lo, hi, ci_level) = match effect::decision_interval(&base_over_head, d.ci_level) {
+    // The interval's level as it holds: with too few pairs for the decision's, a lower one. Equal
+    // tails, unlike an experiment's row (`effect::decision_interval`): "ruled out at the test's
+    // level" rests on the lower end missing with the test's alpha, and the split that answers
+    // this test's stop (the mirror image) would loosen that claim.
+    let (speedup, lo, hi, ci_level) = match effect::hodges_lehmann(&logs, d.ci_level) {
         Some(e) => {
-            let pct = |x: f64| crate::stats::pct(-x);
-            (pct(e.estimate), pct(e.high), pct(e.low), e.coverage.min(d.ci_level))
+            let (x, l, h) = e.pct();
+            (x, l, h, e.coverage.min(d.ci_level))
         }
         None => (flip(d.effect_pct), flip(d.ci_high_pct), flip(d.ci_low_pct), d.ci_level),
     };

@@ -270,7 +270,7 @@ mod tests {
         assert!((e.coverage - (1.0 - 2.0 / 64.0)).abs() < 1e-12);
         // An even split is the equal-tailed interval.
         assert_eq!(hodges_lehmann_tails(&d, 0.96, 0.5), hodges_lehmann(&d, 0.96));
-        // The other way round (gate reads its test's direction negated): the mirror image.
+        // Negated log-ratios give the mirror image of the opposite split.
         let neg: Vec<f64> = d.iter().map(|x| -x).collect();
         let m = decision_interval(&neg, 0.96).unwrap();
         let back = hodges_lehmann_tails(&d, 0.96, 1.0 - DECISION_LOWER_SHARE).unwrap();
