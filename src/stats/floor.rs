@@ -547,10 +547,8 @@ impl TwoPhases {
             let ss: f64 = (0..df as usize).map(|_| (rng.normal() * sd).powi(2)).sum();
             (ss, df)
         });
-        let quantile = |q: f64, df: f64| match hist {
-            Some(_) => super::t_quantile(q, df),
-            None => statrs::distribution::ContinuousCDF::inverse_cdf(&statrs::distribution::Normal::new(0.0, 1.0).expect("normal"), q),
-        };
+        // The procedure's own quantiles (memoized; normal at infinite df, the noise known).
+        let quantile = |q: f64, df: f64| self.seq.tq(q, df);
         // Each phase: looks with levels and futility levels, keep-worthy when past the level with
         // at least `floor` as its mean; returns (passed, pairs, residual ss and df).
         let mut phase = |looks: &[usize], alphas: &[f64], beta: &dyn Fn(usize) -> f64, floor: f64, prior: (f64, f64)| {

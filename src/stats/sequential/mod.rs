@@ -53,7 +53,6 @@ mod tests;
 mod with_history;
 
 pub use borrowed::{sum_spread, Borrowed, NoiseScale, Warmup};
-pub use levels::WARMUP_STEPS;
 pub use levels::*;
 pub use plan::{Params, Spending};
 pub(crate) use sample::{mean_sd, median, robust_sd};
@@ -139,7 +138,7 @@ impl Sequential {
 
     /// Quantile `p` of Student's t with `df` degrees of freedom (normal when infinite), memoized:
     /// the simulation asks for the same few millions of times.
-    fn tq(&self, p: f64, df: f64) -> f64 {
+    pub(crate) fn tq(&self, p: f64, df: f64) -> f64 {
         let key = (0u8, p.to_bits(), df.to_bits(), 0);
         if let Some(&q) = self.memo.borrow().get(&key) {
             return q;
