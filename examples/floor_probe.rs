@@ -7,7 +7,11 @@
 //! pairs (its budget; the procedure's 16 + 6 by default), only (models whose names contain one of these, split by '|'),
 //! test (pairs: the whole-pair t-test, `floor::PairT`, in place of the scale-free test; with
 //! floor=1 its sd never below the calibration's, with successive=1 the sums' spread from
-//! successive differences),
+//! successive differences; lr: the one-phase likelihood ratio of whole pairs,
+//! `floor::WholePairLr`, with keep_at (ln 1/alpha unless given), futile_at (it stops once the
+//! ratio falls to e^-futile_at; ln 10 unless given), ratio_df and sum_df (the calibration's weight in the gain
+//! side's sds; 0: the calibrated sd as it is), skip (pairs set aside where the history shows a
+//! warm-up), futile_from and outlier_k),
 //! ratchet (1: also the procedure's cell, with history, on as many trials), rescue (with
 //! ratchet=1: a level at which a decision the procedure did not keep is kept when the one-sided
 //! t-test over all its pairs passes there with an estimate of at least 1%: the probe of one
@@ -23,8 +27,8 @@ mod args;
 
 use ratchet::config::DecisionConfig;
 use ratchet::stats::floor::{
-    family_floor, jump_safe_pairs, sprt_pairs, PairT, PairTest, Reads, ScaleFree, TwoPhases, CALIBRATION_DF, FREE_BETA, MAX_JUMP,
-    PAIR_T_BETA,
+    family_floor, jump_safe_pairs, sprt_pairs, PairT, PairTest, Reads, ScaleFree, TwoPhases, WholePairLr, CALIBRATION_DF, FREE_BETA,
+    MAX_JUMP, PAIR_T_BETA,
 };
 use ratchet::stats::sequential::{Borrowed, NoiseScale, Sequential};
 use ratchet::stats::simulate::{cp_interval, null_family, probe_cell, scenarios, simulate_cell, Scenario, EXTRA_EFFECTS};
@@ -63,7 +67,30 @@ fn main() {
     );
     // test=pairs: the whole-pair t-test (its own futility level unless beta= is given).
     let whole = kv.get("test").map(String::as_str) == Some("pairs");
-    let test: Box<dyn PairTest + Sync> = if whole {
+    let lr = kv.get("test").map(String::as_str) == Some("lr");
+    let test: Box<dyn PairTest + Sync> = if lr {
+        let (keep_at, futile_at) = (num("keep_at", (1.0 / alpha).ln()), -num("futile_at", 10f64.ln()));
+        println!("whole-pair likelihood ratio: keeps at {keep_at:.3}, futility at {futile_at:.3}, at most {pairs} pairs\n");
+        let df = |k: &str| {
+            let v = num(k, 0.0);
+            if v > 0.0 {
+                v
+            } else {
+                f64::INFINITY
+            }
+        };
+        Box::new(WholePairLr {
+            mu1,
+            keep_at,
+            futile_at,
+            max_pairs: pairs,
+            ratio_df: df("ratio_df"),
+            sum_df: df("sum_df"),
+            skip: num("skip", 0.0) as usize,
+            futile_from: num("futile_from", 0.0) as usize,
+            outlier_k: num("outlier_k", 0.0),
+        })
+    } else if whole {
         let beta = num("beta", PAIR_T_BETA);
         println!(
             "whole-pair t-test: false keeps {alpha} spent over a look every pair, futility at its {:.0}% upper bound, at most {pairs} pairs, minimum effect 1%; its bound (whole pairs): {:.1} runs at +3%, {:.1} at +10%\n",
@@ -134,7 +161,16 @@ fn main() {
         handles.into_iter().flat_map(|h| h.join().expect("thread")).collect()
     });
     rows.sort_by_key(|r| r.0);
-    print!("| model | gain | {} keeps | 95% CP | runs |", if whole { "whole-pair t-test" } else { "scale-free" });
+    print!(
+        "| model | gain | {} keeps | 95% CP | runs |",
+        if lr {
+            "whole-pair likelihood ratio"
+        } else if whole {
+            "whole-pair t-test"
+        } else {
+            "scale-free"
+        }
+    );
     let rescue_cols = if rescue > 0.0 { " with the t-test's rescue | 95% CP | runs |" } else { "" };
     println!("{}{rescue_cols}", if with_ratchet { " ratchet keeps | 95% CP | runs |" } else { "" });
     let rescue_cols = if rescue > 0.0 { "---:|---:|---:|" } else { "" };

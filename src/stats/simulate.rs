@@ -23,7 +23,7 @@ use super::floor::{
 use super::history;
 use super::mannwhitney::mann_whitney_u;
 use super::rng::Rng;
-use super::sequential::{incumbent_first, run_pairs_to_decision, Borrowed, NoiseScale, Phase, Sequential};
+use super::sequential::{incumbent_first, run_pairs_to_decision, Borrowed, NoiseScale, Phase, Sequential, WARMUP_Z};
 use super::Verdict;
 
 /// A synthetic benchmark's noise model.
@@ -554,12 +554,14 @@ pub fn probe_cell(s: &Scenario, effect: f64, trials: usize, seed: u64, test: &dy
         let mut rng = trial_rng(seed, t);
         let draw = draw_trial(s, positions, Some(0.0), &mut rng);
         // One pair's log-ratio of the history's noise has sd sqrt(2) cv.
-        let sd = draw.borrowed.map_or(std::f64::consts::SQRT_2 * s.cv / s.jump, |b| b.scale.sd);
+        let sd = draw.borrowed.as_ref().map_or(std::f64::consts::SQRT_2 * s.cv / s.jump, |b| b.scale.sd);
         let states: Vec<f64> = match draw.confirm_states {
             Some(jumped) => draw.states[..2 * BOUNDARY_PAIRS].iter().chain(&jumped[2 * BOUNDARY_PAIRS..]).copied().collect(),
             None => draw.states,
         };
-        let (stop, pairs) = test.decide_pairs(sd, &mut |i| {
+        // Whether the history shows a warm-up: its first step apart from zero.
+        let warm = draw.borrowed.as_ref().and_then(|b| b.warmup.as_ref()).is_some_and(|w| w.used(1, WARMUP_Z).iter().any(|&x| x != 0.0));
+        let (stop, pairs) = test.decide_pairs_warm(sd, warm, &mut |i| {
             let (a, b) = (states[2 * i], states[2 * i + 1]);
             let (inc, cnd) = if incumbent_first(Phase::Main, i) { (a, b * cand) } else { (b, a * cand) };
             ((inc / cnd).ln(), (inc * cnd).ln())
