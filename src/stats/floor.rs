@@ -526,21 +526,6 @@ pub struct WholePairLr {
     pub outlier_k: f64,
 }
 
-/// The median and the normal-consistent median absolute deviation of `x` (not empty).
-fn median_mad(x: &[f64]) -> (f64, f64) {
-    let med = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
-    };
-    let m = med(&mut x.to_vec());
-    (m, 1.4826 * med(&mut x.iter().map(|v| (v - m).abs()).collect()))
-}
-
 impl WholePairLr {
     /// Decide on the pairs (`pair(i)`: oriented log-ratio, log-sum) at the calibrated sd of one
     /// pair: how it ended and the pairs it took.
@@ -561,7 +546,8 @@ impl WholePairLr {
                 continue;
             }
             if self.outlier_k > 0.0 && rs.len() >= 2 {
-                let ((mdr, sdr), (mds, sds)) = (median_mad(&rs), median_mad(&ss));
+                use crate::stats::sequential::{median, robust_sd};
+                let ((mdr, sdr), (mds, sds)) = ((median(&rs), robust_sd(&rs)), (median(&ss), robust_sd(&ss)));
                 if (r - mdr).abs() > self.outlier_k * sdr.max(sd) || (s - mds).abs() > self.outlier_k * sds.max(sd) {
                     aside += 1;
                     continue;
