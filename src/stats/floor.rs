@@ -497,9 +497,9 @@ impl PairTest for PairT {
 /// (docs/decisions.md, "A one-phase likelihood ratio of whole pairs"). After each pair it
 /// weighs the pairs under a gain (a mixture of [`MIXTURE`]'s gains over the log-ratios, and each
 /// log-sum's contrast with the sums before it; each at the calibrated sd pooled with the pairs
-/// before it, at `ratio_df` and `sum_df`) against their largest likelihood under no gain (a mean log-ratio of at most 0, and one
-/// sd for log-ratios and sums, the one that fits them best: under independent runs a pair's
-/// log-ratio and log-sum share a variance). The log-sums enter through their deviations only,
+/// before it, at `ratio_df` and `sum_df`) against their largest likelihood under no gain (a
+/// mean log-ratio of at most 0, and one sd for log-ratios and sums, the one that fits them
+/// best: under independent runs a pair's log-ratio and log-sum share a variance). The log-sums enter through their deviations only,
 /// so a machine's level never counts. For each fixed true sd the ratio against no gain at that
 /// sd is a nonnegative martingale under no gain, so with `keep_at` = ln(1/alpha) Ville's
 /// inequality bounds its false keeps by alpha at every noise level and calibration; a lower
