@@ -355,12 +355,9 @@ impl ScaleFree {
 /// level).
 pub trait PairTest {
     fn max_pairs(&self) -> usize;
-    fn decide_pairs(&self, calibrated_sd: f64, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize);
-    /// The same where the history shows a warm-up at the start of each session (`warm`): a
-    /// test may read the first pairs around it.
-    fn decide_pairs_warm(&self, calibrated_sd: f64, _warm: bool, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
-        self.decide_pairs(calibrated_sd, pair)
-    }
+    /// `warm`: the history shows a warm-up at the start of each session (a test may read the
+    /// first pairs around it).
+    fn decide_pairs(&self, calibrated_sd: f64, warm: bool, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize);
 }
 
 impl PairTest for ScaleFree {
@@ -368,7 +365,7 @@ impl PairTest for ScaleFree {
         self.max_pairs
     }
     /// The log-ratios alone.
-    fn decide_pairs(&self, calibrated_sd: f64, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
+    fn decide_pairs(&self, calibrated_sd: f64, _warm: bool, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
         ScaleFree { sd: calibrated_sd, ..*self }.decide(|i| pair(i).0)
     }
 }
@@ -487,7 +484,7 @@ impl PairTest for PairT {
     fn max_pairs(&self) -> usize {
         self.max_pairs
     }
-    fn decide_pairs(&self, calibrated_sd: f64, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
+    fn decide_pairs(&self, calibrated_sd: f64, _warm: bool, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
         self.decide(calibrated_sd, pair)
     }
 }
@@ -600,10 +597,7 @@ impl PairTest for WholePairLr {
     fn max_pairs(&self) -> usize {
         self.max_pairs
     }
-    fn decide_pairs(&self, calibrated_sd: f64, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
-        self.decide(calibrated_sd, false, pair)
-    }
-    fn decide_pairs_warm(&self, calibrated_sd: f64, warm: bool, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
+    fn decide_pairs(&self, calibrated_sd: f64, warm: bool, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
         self.decide(calibrated_sd, warm, pair)
     }
 }

@@ -561,7 +561,7 @@ pub fn probe_cell(s: &Scenario, effect: f64, trials: usize, seed: u64, test: &dy
         };
         // Whether the history shows a warm-up: its first step apart from zero.
         let warm = draw.borrowed.as_ref().and_then(|b| b.warmup.as_ref()).is_some_and(|w| w.used(1, WARMUP_Z).iter().any(|&x| x != 0.0));
-        let (stop, pairs) = test.decide_pairs_warm(sd, warm, &mut |i| {
+        let (stop, pairs) = test.decide_pairs(sd, warm, &mut |i| {
             let (a, b) = (states[2 * i], states[2 * i + 1]);
             let (inc, cnd) = if incumbent_first(Phase::Main, i) { (a, b * cand) } else { (b, a * cand) };
             ((inc / cnd).ln(), (inc * cnd).ln())
