@@ -8,10 +8,13 @@
 //! test (pairs: the whole-pair t-test, `floor::PairT`, in place of the scale-free test; with
 //! floor=1 its sd never below the calibration's, with successive=1 the sums' spread from
 //! successive differences; lr: the one-phase likelihood ratio of whole pairs,
-//! `floor::WholePairLr`, with keep_at (ln 1/alpha unless given), futile_at (it stops once the
-//! ratio falls to e^-futile_at; ln 10 unless given), ratio_df and sum_df (the calibration's weight in the gain
-//! side's sds; 0: the calibrated sd as it is), skip (pairs set aside where the history shows a
-//! warm-up), futile_from and outlier_k),
+//! `sequential::likelihood::WholePairLr`, with keep_at (ln 1/alpha unless given), futile_at (it
+//! stops once the ratio falls to e^-futile_at; ln 10 unless given), futile_mixed (1: futility
+//! against no gain weighed over the gain side's scales), ratio_df and sum_df (the calibration's
+//! weight in the gain side's sds; 0: the calibrated sd as it is), skip (pairs set aside where the
+//! history shows a warm-up), futile_from, outlier_k, min_effect (a keep's least mean, in
+//! percent; 1 unless given) and scales (the gain side's scales and weights, `c:w,c:w,c:w`;
+//! `LR_SCALES` unless given)),
 //! ratchet (1: also the procedure's cell, with history, on as many trials), rescue (with
 //! ratchet=1: a level at which a decision the procedure did not keep is kept when the one-sided
 //! t-test over all its pairs passes there with an estimate of at least 1%: the probe of one
@@ -30,7 +33,7 @@ use ratchet::stats::floor::{
     family_floor, jump_safe_pairs, sprt_pairs, PairT, PairTest, Reads, ScaleFree, TwoPhases, WholePairLr, CALIBRATION_DF, FREE_BETA,
     MAX_JUMP, PAIR_T_BETA,
 };
-use ratchet::stats::sequential::{Borrowed, NoiseScale, Sequential};
+use ratchet::stats::sequential::{Borrowed, NoiseScale, Sequential, LR_SCALES};
 use ratchet::stats::simulate::{cp_interval, null_family, probe_cell, scenarios, simulate_cell, Scenario, EXTRA_EFFECTS};
 
 fn main() {
@@ -88,7 +91,17 @@ fn main() {
             sum_df: df("sum_df"),
             skip: num("skip", 0.0) as usize,
             futile_from: num("futile_from", 0.0) as usize,
+            futile_mixed: num("futile_mixed", 0.0) != 0.0,
             outlier_k: num("outlier_k", 0.0),
+            min_mean: (num("min_effect", 1.0) / 100.0).ln_1p(),
+            scales: kv.get("scales").map_or(LR_SCALES, |v| {
+                let mut out = [(1.0, 0.0); LR_SCALES.len()];
+                for (o, cw) in out.iter_mut().zip(v.split(',')) {
+                    let (c, w) = cw.split_once(':').expect("scales=c:w,c:w,...");
+                    *o = (c.parse().expect("a scale"), w.parse().expect("a weight"));
+                }
+                out
+            }),
         })
     } else if whole {
         let beta = num("beta", PAIR_T_BETA);

@@ -211,6 +211,12 @@ pub struct CalibrateArgs {
     pub json: bool,
 }
 
+/// A `[decision] method` as the config spells it.
+fn parse_method(s: &str) -> Result<crate::config::Method, String> {
+    serde::Deserialize::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
+        .map_err(|_| format!("{s:?}: one of sequential, fixed, likelihood-ratio"))
+}
+
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
     /// Trials per scenario and true gain (cells with a gain).
@@ -229,6 +235,10 @@ pub struct SimulateArgs {
     /// Use the built-in [decision] defaults even inside a repo with a ratchet.toml.
     #[arg(long)]
     pub defaults: bool,
+    /// Simulate this [decision] method in place of the config's (sequential, fixed,
+    /// likelihood-ratio).
+    #[arg(long, value_name = "METHOD", value_parser = parse_method)]
+    pub method: Option<crate::config::Method>,
     /// Only the noise models whose names contain this (any case; repeat for several; --help
     /// lists them).
     #[arg(long, value_name = "NAME", long_help = crate::stats::simulate::models_help())]

@@ -148,13 +148,16 @@ impl ScoreConfig {
 }
 
 /// How the experiment decides: `sequential` (looks after `min_pairs`, then every `look_every`
-/// pairs up to `max_pairs`) or `fixed` (one test after `max_pairs` pairs).
+/// pairs up to `max_pairs`, and a confirmation), `fixed` (one test after `max_pairs` pairs) or
+/// `likelihood-ratio` (with history: a look after every pair, one phase, up to `rescue_pairs`
+/// pairs; without history as `sequential`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Method {
     #[default]
     Sequential,
     Fixed,
+    LikelihoodRatio,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -227,7 +230,7 @@ impl DecisionConfig {
         let max = max_pairs.unwrap_or(self.max_pairs) as usize;
         let base = match self.method {
             Method::Fixed => Params::fixed(max, self.alpha, self.min_effect_pct),
-            Method::Sequential => Params {
+            Method::Sequential | Method::LikelihoodRatio => Params {
                 min_pairs: (self.min_pairs as usize).min(max),
                 max_pairs: max,
                 look_every: self.look_every as usize,
@@ -240,6 +243,7 @@ impl DecisionConfig {
                 confirm_alpha: self.confirm_alpha,
                 rescue_pairs: self.rescue_pairs as usize,
                 rescue_alpha: self.rescue_alpha,
+                likelihood_ratio: self.method == Method::LikelihoodRatio,
             },
         };
         Params { confirm: self.confirm, confirm_pairs: self.confirm_pairs as usize, confirm_alpha: self.confirm_alpha, ..base }
@@ -989,7 +993,8 @@ metric = "score"       # score (util x 100 / latency_ms) | latency | tflops; lat
 # max_pairs; keep needs significance (alpha spent across looks) AND a gain >= min_effect_pct,
 # then an independent confirmation batch in reversed order. `ratchet calibrate` suggests
 # min_effect_pct for this machine; `ratchet simulate` shows the error rates of these settings.
-method = "sequential"  # sequential | fixed (one test after max_pairs pairs)
+method = "sequential"  # sequential | fixed (one test after max_pairs pairs) | likelihood-ratio
+                       # (with history: one phase, a look every pair; docs/decisions.md)
 min_pairs = 4
 max_pairs = 16
 look_every = 2
@@ -1066,6 +1071,12 @@ mod tests {
         let p = cfg.decision.params(None);
         assert_eq!(p.looks(), vec![5]);
         assert_eq!(cfg.decision.params(Some(12)).max_pairs, 12);
+        assert!(!p.likelihood_ratio);
+        let cfg = Config::parse(&format!("{head}method = \"likelihood-ratio\"\n")).unwrap();
+        let p = cfg.decision.params(None);
+        assert!(p.likelihood_ratio && p.confirm && p.max_total_pairs() == 30, "{p:?}");
+        let e = Config::parse(&format!("{head}method = \"likelihood\"\n")).unwrap_err();
+        assert!(e.message.contains("likelihood-ratio"), "the error lists the methods: {}", e.message);
     }
 
     #[test]

@@ -9,8 +9,9 @@
 # with its 95% Clopper-Pearson interval, mean runs per decision, how many 96% intervals (of
 # decisions with 6 pairs or more, as the simulator counts them) cover the truth; beside them
 # `ratchet simulate`'s figures for the same model (SIM_TRIALS per cell, its table's seed).
-# Usage: [SPOT_OUT=DIR] [SPOT_REPORT=1] scripts/spot-check/models.sh [BINARY] [N_NULL] [N_GAIN]
-#        [MODEL ...]
+# SPOT_METHOD=likelihood-ratio: every repo (and the simulator) decides by that [decision] method.
+# Usage: [SPOT_OUT=DIR] [SPOT_REPORT=1] [SPOT_METHOD=M] scripts/spot-check/models.sh [BINARY]
+#        [N_NULL] [N_GAIN] [MODEL ...]
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -44,6 +45,8 @@ profile_iters = 0
 preset = "tpu-v5e"
 [score]
 metric = "latency"
+[decision]
+method = "${SPOT_METHOD:-sequential}"
 TOML
     echo "BQ = 1" > kernel.py; echo "BASE_MS=10" > base.env
     git add -A; git commit -qm baseline
@@ -86,7 +89,7 @@ cell() {
 cd "$OUT"
 # The simulator's figures for the same models, from one run of its full table (kept in $OUT,
 # so several runs of this script on one SPOT_OUT, on other models, share it).
-[ -s "$OUT/simulate.md" ] || "$BIN" simulate --defaults --trials "$SIM_TRIALS" --null-trials "$SIM_TRIALS" > "$OUT/simulate.md"
+[ -s "$OUT/simulate.md" ] || "$BIN" simulate --defaults --method "${SPOT_METHOD:-sequential}" --trials "$SIM_TRIALS" --null-trials "$SIM_TRIALS" > "$OUT/simulate.md"
 # SPOT_REPORT=1: no experiments, only the table from the records already in SPOT_OUT.
 [ -n "$SPOT_REPORT" ] || for model in $MODELS; do
   calibrated "$model"

@@ -5,6 +5,7 @@
 use crate::cli::SimulateArgs;
 use crate::config;
 use crate::error::{Error, Result};
+use crate::stats::sequential::Sequential;
 use crate::workspace::Workspace;
 use std::path::Path;
 
@@ -24,8 +25,9 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
             config::DecisionConfig::default()
         }
     };
+    let decision = config::DecisionConfig { method: args.method.unwrap_or(decision.method), ..decision };
     let params = decision.params(None);
-    let seq = crate::stats::sequential::Sequential::new(params);
+    let seq = Sequential::new(params);
     let p = &seq.params;
     println!(
         "method {:?}: pairs {}..{} every {}, alpha {} ({:?} spending), min effect {}%, futility beta {:?}, confirm {} ({} pairs at {}){}",
@@ -64,7 +66,19 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         return Err(Error::usage("--null-trials 0: give at least one trial per scenario"));
     }
     let b = crate::stats::sequential::Borrowed::new(crate::stats::sequential::NoiseScale { sd: 0.0, df: 0.0 });
-    println!(
+    if let Some((_, t)) = Sequential::new(p.clone()).with_history(Some(b.clone())).likelihood_ratio() {
+        println!(
+            "with history: the likelihood ratio of whole pairs after every pair from the second, one phase, at most {} pairs: a gain (mixture of {} x {:+.1}%, gain-side scales {}) against no gain's best fit; keep at ln LR >= {} with a mean of at least the minimum effect, futile at a ratio <= e^{} against no gain at the history's sd; the first {} pair set aside where the history shows a warm-up",
+            t.max_pairs,
+            crate::stats::sequential::MIXTURE.iter().map(|(m, w)| format!("{m}:{w}")).collect::<Vec<_>>().join(","),
+            crate::stats::pct(t.mu1),
+            t.scales.iter().filter(|s| s.1 > 0.0).map(|(c, w)| format!("{c}x:{w}")).collect::<Vec<_>>().join(","),
+            t.keep_at,
+            t.futile_at,
+            t.skip
+        );
+    } else {
+        println!(
         "with history: first look at {} pairs (at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
         b.first_look,
         b.first_share,
@@ -76,9 +90,10 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         b.futility_beta,
         b.early_beta,
         b.confirm_beta,
-        p.confirm_pairs + b.confirm_extra,
-        p.look_every
-    );
+            p.confirm_pairs + b.confirm_extra,
+            p.look_every
+        );
+    }
     println!(
         "{} trials per cell with a gain, {} per cell without (keeps of a +0% change are false keeps), seed {}; gains are speed-ups",
         plan.trials, plan.null_trials, plan.seed

@@ -6,6 +6,8 @@
 //! `ratchet simulate` prints them under its with-history table; docs/decisions.md, "The floor".
 
 use super::rng::Rng;
+pub use super::sequential::likelihood::{Stop, WholePairLr};
+pub use super::sequential::MIXTURE;
 
 /// Expected pairs of Wald's sequential probability ratio test of no gain against a log-ratio
 /// mean of `mu1`, when the true mean is `mu`, with the noise known (sd `sd` per pair), false
@@ -298,15 +300,6 @@ pub struct ScaleFree {
     pub max_pairs: usize,
 }
 
-/// How a [`ScaleFree`] decision ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
-    Keep,
-    Futile,
-    /// `max_pairs` measured with neither.
-    Budget,
-}
-
 impl ScaleFree {
     pub fn new(mu1: f64, sd: f64, alpha: f64, beta: f64, max_pairs: usize) -> ScaleFree {
         ScaleFree { mu1, sd, keep_at: (1.0 / alpha).ln(), futile_at: beta.ln(), max_pairs }
@@ -489,110 +482,6 @@ impl PairTest for PairT {
     }
 }
 
-/// A one-phase likelihood-ratio test of whole pairs: the probe of a test that reads the
-/// log-sums as evidence about the noise without trusting the calibration for its level
-/// (docs/decisions.md, "A one-phase likelihood ratio of whole pairs"). After each pair it
-/// weighs the pairs under a gain (a mixture of [`MIXTURE`]'s gains over the log-ratios, and each
-/// log-sum's contrast with the sums before it; each at the calibrated sd pooled with the pairs
-/// before it, at `ratio_df` and `sum_df`) against their largest likelihood under no gain (a
-/// mean log-ratio of at most 0, and one sd for log-ratios and sums, the one that fits them
-/// best: under independent runs a pair's log-ratio and log-sum share a variance). The log-sums enter through their deviations only,
-/// so a machine's level never counts. For each fixed true sd the ratio against no gain at that
-/// sd is a nonnegative martingale under no gain, so with `keep_at` = ln(1/alpha) Ville's
-/// inequality bounds its false keeps by alpha at every noise level and calibration; a lower
-/// `keep_at` is a level read off simulation over the noise's ratio to the calibration. It
-/// stops for futility when the gain is at most `exp(futile_at)` (`futile_at` negative) times as
-/// likely as no gain at the calibrated sd.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct WholePairLr {
-    pub mu1: f64,
-    pub keep_at: f64,
-    pub futile_at: f64,
-    pub max_pairs: usize,
-    /// df the calibrated sd counts for in the gain side's sd of the log-ratios and of the
-    /// log-sums, pooled with the pairs before each one (infinite: the calibrated sd as it is).
-    pub ratio_df: f64,
-    pub sum_df: f64,
-    /// Pairs left out at the start where the history shows a warm-up.
-    pub skip: usize,
-    /// No futility stop before this many pairs.
-    pub futile_from: usize,
-    /// A pair whose log-ratio or log-sum lies further than this many sds (the calibration's, or
-    /// the pairs' own robust sd when larger) from the pairs' median is set aside and replaced, as
-    /// the procedure's outlier rule does (0: none).
-    pub outlier_k: f64,
-}
-
-impl WholePairLr {
-    /// Decide on the pairs (`pair(i)`: oriented log-ratio, log-sum) at the calibrated sd of one
-    /// pair: how it ended and the pairs it took.
-    pub fn decide(&self, sd: f64, warm: bool, mut pair: impl FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
-        let var = sd * sd;
-        let skip = if warm { self.skip } else { 0 };
-        let pooled = |df: f64, ss: f64, k: f64| if df.is_finite() { ((df * var + ss) / (df + k)).sqrt() } else { sd };
-        let mut gains = [0.0; MIXTURE.len()];
-        // The gain side's log-likelihood of the sums' contrasts, the log-ratios' sum, sum of
-        // squares and squared deviations (Welford), the sums' mean and squared deviations.
-        let mut sums_ll = 0.0;
-        let (mut s1, mut s2, mut mr, mut qr, mut ms, mut qs) = (0.0, 0.0, 0.0, 0.0, 0.0, 0.0);
-        let (mut rs, mut ss): (Vec<f64>, Vec<f64>) = (vec![], vec![]);
-        let mut aside = 0;
-        for i in 0..self.max_pairs {
-            let (r, s) = pair(i);
-            if i < skip {
-                continue;
-            }
-            if self.outlier_k > 0.0 && rs.len() >= 2 {
-                use crate::stats::sequential::{median, robust_sd};
-                let ((mdr, sdr), (mds, sds)) = ((median(&rs), robust_sd(&rs)), (median(&ss), robust_sd(&ss)));
-                if (r - mdr).abs() > self.outlier_k * sdr.max(sd) || (s - mds).abs() > self.outlier_k * sds.max(sd) {
-                    aside += 1;
-                    continue;
-                }
-            }
-            rs.push(r);
-            ss.push(s);
-            let k = (i - skip - aside) as f64;
-            let n = k + 1.0;
-            let sd_r = pooled(self.ratio_df, qr, (k - 1.0).max(0.0));
-            for (g, (times, _)) in gains.iter_mut().zip(MIXTURE) {
-                *g += -(r - times * self.mu1).powi(2) / (2.0 * sd_r * sd_r) - sd_r.ln();
-            }
-            if k > 0.0 {
-                // The sum's contrast with the sums before it (Helmert): variance sd^2 n / k.
-                let sd_s = pooled(self.sum_df, qs, (k - 1.0).max(0.0));
-                sums_ll += -(s - ms).powi(2) * k / (n * 2.0 * sd_s * sd_s) - sd_s.ln();
-            }
-            s1 += r;
-            s2 += r * r;
-            let dr = r - mr;
-            mr += dr / n;
-            qr += dr * (r - mr);
-            let ds = s - ms;
-            ms += ds / n;
-            qs += ds * (s - ms);
-            if k == 0.0 {
-                continue;
-            }
-            // No gain: the log-ratios' mean at most 0.
-            let mean = s1 / n;
-            let ratios = if mean < 0.0 { s2 - n * mean * mean } else { s2 };
-            let m = 2.0 * n - 1.0;
-            let top = gains.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let gain = top + MIXTURE.iter().zip(gains).map(|((_, w), g)| w * (g - top).exp()).sum::<f64>().ln() + sums_ll;
-            let none = -0.5 * m * ((ratios + qs) / m).ln() - 0.5 * m;
-            if gain - none >= self.keep_at {
-                return (Stop::Keep, i + 1);
-            }
-            let none_calibrated = -(ratios + qs) / (2.0 * var) - m * sd.ln();
-            if i + 1 >= self.futile_from && gain - none_calibrated <= self.futile_at {
-                return (Stop::Futile, i + 1);
-            }
-        }
-        (Stop::Budget, self.max_pairs)
-    }
-}
-
 impl PairTest for WholePairLr {
     fn max_pairs(&self) -> usize {
         self.max_pairs
@@ -606,10 +495,6 @@ impl PairTest for WholePairLr {
 /// for 95% power at +3% with the fewest runs (0.4: 98.4% in 14.5 runs; 0.5: 97.1% in 14.3;
 /// 0.6: 95.0% in 13.9; budget 16 pairs).
 pub const PAIR_T_BETA: f64 = 0.6;
-
-/// The gains [`ScaleFree`] weighs, as multiples of the one it is powered for, with their prior
-/// weights: most on the minimum, the rest spread so that a large gain is not read as noise.
-pub const MIXTURE: [(f64, f64); 4] = [(1.0, 0.7), (2.0, 0.1), (3.0, 0.1), (6.0, 0.1)];
 
 /// [`ScaleFree`]'s futility level: power 95.9% [95.4, 96.3] at +3% and CV 1% (`floor_probe
 /// beta=0.1 trials=8000`; 0.15 gave 94.6%, 0.2 93.3%).
@@ -894,97 +779,6 @@ mod tests {
         let drifting = |i: usize| (0.02 + [0.001, -0.001][i % 2], 0.01 * i as f64);
         let (fast, slow) = (successive.decide(0.0, drifting), plain.decide(0.0, drifting));
         assert!(fast.0 == Stop::Keep && (slow.0 != Stop::Keep || slow.1 > fast.1), "{fast:?} against {slow:?}");
-    }
-
-    /// [`WholePairLr`] as `floor_probe test=lr` runs it in docs/decisions.md ("A one-phase
-    /// likelihood-ratio test of whole pairs").
-    fn whole_pair_lr(keep_at: f64) -> WholePairLr {
-        WholePairLr {
-            mu1: 1.03f64.ln(),
-            keep_at,
-            futile_at: -1.6,
-            max_pairs: 22,
-            ratio_df: 8.0,
-            sum_df: 4.0,
-            skip: 1,
-            futile_from: 0,
-            outlier_k: 0.0,
-        }
-    }
-
-    #[test]
-    fn the_whole_pair_likelihood_ratio_at_two_pairs_matches_its_closed_form() {
-        // Fixed sd (no pooling), no futility: at 2 pairs the gain side is the mixture over the
-        // two log-ratios at sd and the sums' one contrast (s2 - s1, variance 2 sd^2); no gain is
-        // both at the one sd that fits the log-ratios (mean at most 0) and the contrast best.
-        let (sd, mu1) = (0.014, 1.03f64.ln());
-        let pairs = [(0.021, 0.003), (0.034, -0.011)];
-        let v = sd * sd;
-        let lse = MIXTURE
-            .iter()
-            .map(|(j, w)| w * (-pairs.iter().map(|p| (p.0 - j * mu1).powi(2)).sum::<f64>() / (2.0 * v)).exp())
-            .sum::<f64>()
-            .ln();
-        let e = pairs[1].1 - pairs[0].1;
-        let gain = lse - 3.0 * sd.ln() - e * e / (4.0 * v);
-        let ratios = pairs.iter().map(|p| p.0 * p.0).sum::<f64>();
-        let none = -1.5 * ((ratios + e * e / 2.0) / 3.0).ln() - 1.5;
-        let lambda = gain - none;
-        let fixed = |keep_at: f64| WholePairLr {
-            ratio_df: f64::INFINITY,
-            sum_df: f64::INFINITY,
-            futile_at: f64::NEG_INFINITY,
-            max_pairs: 2,
-            ..whole_pair_lr(keep_at)
-        };
-        let at = |keep_at: f64| fixed(keep_at).decide(sd, false, |i| pairs[i]);
-        assert_eq!(at(lambda - 1e-9), (Stop::Keep, 2), "lambda {lambda}");
-        assert_eq!(at(lambda + 1e-9), (Stop::Budget, 2), "lambda {lambda}");
-        // A warm history sets the first pair aside: the same two pairs, read from the second.
-        let shifted = [(9.0, 9.0), pairs[0], pairs[1]];
-        let warm = WholePairLr { max_pairs: 3, ..fixed(lambda - 1e-9) };
-        assert_eq!(warm.decide(sd, true, |i| shifted[i]), (Stop::Keep, 3));
-    }
-
-    #[test]
-    fn the_whole_pair_likelihood_ratio_holds_ville_s_level_at_every_noise_level_of_normal_runs() {
-        // keep_at = ln 100: by Ville's inequality at most 1% at any true sd against the
-        // calibrated one (the gain side's sd pooled from the pairs before each one keeps the
-        // martingale); 20000 draws resolve 1%.
-        let sd = std::f64::consts::SQRT_2 * 0.01;
-        let test = whole_pair_lr(100f64.ln());
-        for (i, k) in [0.5, 1.0, 1.78, 3.0, 10.0].into_iter().enumerate() {
-            let mut rng = Rng::new(41 + i as u64);
-            let keeps = (0..20_000)
-                .filter(|_| {
-                    test.decide(sd, false, |_| {
-                        let (a, b) = (0.01 * k * rng.normal(), 0.01 * k * rng.normal());
-                        (a - b, a + b)
-                    })
-                    .0 == Stop::Keep
-                })
-                .count();
-            assert!(keeps <= 200, "{k}x: {keeps} of 20000");
-        }
-    }
-
-    #[test]
-    fn the_whole_pair_likelihood_ratio_keeps_three_percent_at_one_percent_noise_in_few_pairs() {
-        // Its probe level (5.9): +3% at CV 1% kept about 96% in about 6.7 pairs (floor_probe's
-        // cell, with a calibration of its own); here with the calibration exact.
-        let sd = std::f64::consts::SQRT_2 * 0.01;
-        let test = whole_pair_lr(5.9);
-        let mut rng = Rng::new(5);
-        let (mut keeps, mut pairs) = (0, 0);
-        for _ in 0..4000 {
-            let (stop, n) = test.decide(sd, false, |_| {
-                let (a, b) = (0.01 * rng.normal(), 0.01 * rng.normal());
-                (1.03f64.ln() + a - b, a + b)
-            });
-            keeps += (stop == Stop::Keep) as usize;
-            pairs += n;
-        }
-        assert!(keeps >= 3760 && pairs <= 4000 * 7, "{keeps} kept in {pairs} pairs");
     }
 
     /// `trials` do-nothing decisions of `test` on normal pairs of sd `sd`: the share it keeps.

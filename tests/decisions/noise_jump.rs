@@ -24,6 +24,7 @@ fn params() -> Params {
         // The two phases alone: what these pairs show is theirs.
         rescue_pairs: 0,
         rescue_alpha: 0.0,
+        likelihood_ratio: false,
     }
 }
 

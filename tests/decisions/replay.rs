@@ -24,6 +24,12 @@ fn repo() -> tempfile::TempDir {
     support::committed_repo(&[("ratchet.toml", CONFIG), ("kernel.py", "BQ = 0\n")])
 }
 
+/// The same repo deciding by the one-phase likelihood ratio once it has history.
+fn likelihood_ratio_repo() -> tempfile::TempDir {
+    let config = CONFIG.replace("[decision]\n", "[decision]\nmethod = \"likelihood-ratio\"\n");
+    support::committed_repo(&[("ratchet.toml", &config), ("kernel.py", "BQ = 0\n")])
+}
+
 /// One experiment whose candidate is `gain` faster (a fraction; negative: slower), each run's
 /// latency off its side's by `cv` normal noise (the mock's own iteration noise on top).
 fn experiment(dir: &Path, n: usize, gain: f64, cv: f64, seed: u64) -> Status {
@@ -65,6 +71,27 @@ fn every_decision_of_a_varied_series_replays_exactly() {
     assert!(rows.iter().any(|r| r.noise_scale == "own") && rows.iter().any(|r| r.noise_scale == "history"), "{rows:?}");
     assert!(statuses.contains(&Status::Keep) && statuses.contains(&Status::Revert), "{statuses:?}");
     assert!(r.body.contains("all 14 decide as recorded"), "{}", r.body);
+}
+
+#[test]
+fn likelihood_ratio_decisions_replay_exactly_and_say_so_in_their_row() {
+    let dir = likelihood_ratio_repo();
+    let gains = [0.0, 0.10, 0.0, 0.03, -0.02, 0.10, 0.0, 0.03, 0.005, 0.05];
+    let statuses: Vec<Status> =
+        gains.iter().enumerate().map(|(i, &g)| experiment(dir.path(), i + 1, g, 0.01, 31 + i as u64 * 17)).collect();
+    let r = replay_all(dir.path());
+    assert_eq!((r.differ, r.cannot, r.same), (0, 0, gains.len()), "{}", r.body);
+    let ws = Workspace::discover(dir.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    // The first decide on their own scale (too little history yet: `history::MIN_DF`), every
+    // later one by the likelihood ratio: one phase, a p that does not rest on the borrowed scale.
+    assert!(rows.iter().all(|r| (r.noise_scale == "pooled") == r.borrowed_sd_pct.is_some()), "{rows:?}");
+    let lr: Vec<_> = rows.iter().filter(|r| r.noise_scale == "pooled").collect();
+    assert!(rows[0].noise_scale == "own" && lr.len() >= gains.len() / 2, "{rows:?}");
+    assert!(lr.iter().all(|r| !r.p_conditional && r.confirm_delta_pct.is_none()), "{lr:?}");
+    assert!(statuses.contains(&Status::Keep) && statuses.contains(&Status::Revert), "{statuses:?}");
+    let rules = replay::records(&ws.store).unwrap();
+    assert!(rules.iter().all(|r| r.params.likelihood_ratio), "{rules:?}");
 }
 
 #[test]

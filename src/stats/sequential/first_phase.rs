@@ -25,6 +25,9 @@ impl Sequential {
     /// log-ratios are not used. An unconfirmed or inconclusive decision of the two phases goes
     /// on to the rescue ([`Sequential::rescued`]), whose pairs follow the confirmation's.
     pub fn next_runs(&self, main: &[f64], confirm: &[f64], main_s: &[f64], confirm_s: &[f64]) -> Next {
+        if let Some((b, test)) = self.likelihood_ratio() {
+            return self.likelihood_ratio_next(b, &test, main, main_s);
+        }
         self.rescued(main, confirm, self.two_phases(main, confirm, main_s, confirm_s))
     }
 
@@ -62,15 +65,7 @@ impl Sequential {
                 confirmation: None,
                 rescue: None,
                 trail: trail.clone(),
-                borrowed: self.borrowed.as_ref().map(|b| {
-                    Box::new(crate::stats::BorrowedScale {
-                        sd_pct: b.scale.sd * 100.0,
-                        df: b.scale.df,
-                        sums_sd_pct: b.sums.map(|s| s.sd * 100.0),
-                        sums_df: b.sums.map(|s| s.df),
-                        source: b.source.clone(),
-                    })
-                }),
+                borrowed: self.borrowed.as_ref().map(|b| Box::new(self.borrowed_record(b))),
                 reason: if t.excluded > 0 {
                     format!("{reason} ({} gross outlier pair{} set aside and replaced)", t.excluded, if t.excluded == 1 { "" } else { "s" })
                 } else {
@@ -103,6 +98,17 @@ impl Sequential {
             }
         }
         unreachable!("the last look always ends the first phase")
+    }
+
+    /// The borrowed scale as the decision records it.
+    pub(super) fn borrowed_record(&self, b: &super::Borrowed) -> crate::stats::BorrowedScale {
+        crate::stats::BorrowedScale {
+            sd_pct: b.scale.sd * 100.0,
+            df: b.scale.df,
+            sums_sd_pct: b.sums.map(|s| s.sd * 100.0),
+            sums_df: b.sums.map(|s| s.df),
+            source: b.source.clone(),
+        }
     }
 
     /// One look's outcome; `measured` is the prefix of the batch the look read (its kept pairs

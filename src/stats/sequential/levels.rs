@@ -60,3 +60,29 @@ pub const MIN_LOOK: usize = 2;
 /// A spread this small relative to the mean is none (a deterministic benchmark's identical
 /// log-ratios): the sign decides.
 pub const NO_SPREAD: f64 = 1e-12;
+
+/// The one-phase likelihood-ratio test's gains (`likelihood::WholePairLr`), as multiples of the
+/// one it is powered for, with their prior weights: most on the minimum, the rest spread so
+/// that a large gain is not read as noise.
+pub const MIXTURE: [(f64, f64); 4] = [(1.0, 0.7), (2.0, 0.1), (3.0, 0.1), (6.0, 0.1)];
+/// The gain it is powered for, in percent (the larger of this and the minimum effect).
+pub const LR_POWERED_FOR_PCT: f64 = 3.0;
+/// Its keep level, ln(gain's likelihood / no gain's best): below Ville's ln 1000 = 6.91, read off
+/// `floor_probe test=lr` over every model of `ratchet simulate` (5.6 let the CV 0.5% bimodal
+/// machine keep 0.104-0.134% of do-nothing changes; 5.9: 0.089%).
+pub const LR_KEEP_AT: f64 = 5.9;
+/// Its futility level: a gain at most e^-1.6 as likely as no gain at the calibrated sd.
+pub const LR_FUTILE_AT: f64 = -1.6;
+/// The df the calibrated sd counts for in the gain side's sd of the log-ratios and of the
+/// log-sums, pooled with the pairs before each one (`floor_probe ratio_df= sum_df=`: with the
+/// calibrated sd as it is, a warm-up ramp's +3% kept 0.6%).
+pub const LR_RATIO_DF: f64 = 8.0;
+pub const LR_SUM_DF: f64 = 4.0;
+/// Pairs it sets aside at the start where the history shows a warm-up (`WARMUP_Z`).
+pub const LR_SKIP: usize = 1;
+/// The gain side's scales, as multiples of the calibrated sd, with their prior weights (0: not
+/// read).
+pub const LR_SCALES: [(f64, f64); 3] = [(1.0, 1.0), (2.0, 0.0), (4.0, 0.0)];
+/// Futility against no gain weighed over the gain side's scales, in place of no gain at the
+/// calibrated sd.
+pub const LR_FUTILE_MIXED: bool = false;

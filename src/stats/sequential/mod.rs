@@ -42,6 +42,7 @@ mod borrowed;
 mod confirm;
 mod first_phase;
 pub mod levels;
+pub mod likelihood;
 mod look;
 mod own;
 pub mod plan;

@@ -64,6 +64,11 @@ pub struct Params {
     pub rescue_pairs: usize,
     #[serde(default)]
     pub rescue_alpha: f64,
+    /// With history, decide by the one-phase likelihood ratio of whole pairs
+    /// (`likelihood::WholePairLr`, budget [`Params::max_total_pairs`]) in place of the two
+    /// phases; without history the two phases decide.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub likelihood_ratio: bool,
 }
 
 #[cfg(test)]
@@ -84,6 +89,7 @@ impl Params {
             confirm_alpha: 0.02,
             rescue_pairs: 0,
             rescue_alpha: 0.0,
+            likelihood_ratio: false,
         }
     }
 }
@@ -104,6 +110,7 @@ impl Params {
             confirm_alpha: alpha,
             rescue_pairs: 0,
             rescue_alpha: 0.0,
+            likelihood_ratio: false,
         }
     }
 
@@ -228,6 +235,9 @@ impl Sequential {
 
     /// Most pairs a decision can measure, confirmation, replaced outliers and rescue included.
     pub fn max_measured_pairs(&self) -> usize {
+        if let Some((_, test)) = self.likelihood_ratio() {
+            return test.max_pairs;
+        }
         self.two_phase_pairs().max(self.rescue_total())
     }
 

@@ -1,0 +1,631 @@
+//! The one-phase likelihood ratio of whole pairs (`[decision] method = "likelihood-ratio"`, with
+//! history): after each pair, the pairs' likelihood under a gain against their best under no gain;
+//! kept at a level, reverted once a gain has become unlikely. docs/decisions.md, "A one-phase
+//! likelihood ratio of whole pairs".
+
+use super::levels::{LR_FUTILE_AT, LR_FUTILE_MIXED, LR_KEEP_AT, LR_POWERED_FOR_PCT, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, MIXTURE};
+use super::{fmt_p, median, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
+
+/// How a decision of one of the one-phase tests ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    Keep,
+    Futile,
+    /// `max_pairs` measured with neither.
+    Budget,
+}
+
+/// The test. After each pair it weighs the pairs under a gain (a mixture of [`MIXTURE`]'s
+/// multiples of `mu1` over the log-ratios, and each log-sum's contrast with the sums before it;
+/// each at the calibrated sd pooled with the pairs before it, at `ratio_df` and `sum_df`)
+/// against their largest likelihood under no gain (a mean log-ratio of at most 0, and one sd for
+/// log-ratios and sums, the one that fits them best: under independent runs a pair's log-ratio
+/// and log-sum share a variance). The log-sums enter through their deviations only, so a
+/// machine's level never counts. For each fixed true sd the ratio against no gain at that sd is
+/// a nonnegative martingale under no gain, so with `keep_at` = ln(1/alpha) Ville's inequality
+/// bounds its false keeps by alpha at every noise level and calibration; a lower `keep_at` is a
+/// level read off simulation over the noise's ratio to the calibration. A keep also needs a mean
+/// of at least `min_mean` (only fewer keeps). It stops for futility when the gain is at most
+/// `exp(futile_at)` (`futile_at` negative) times as likely as no gain at the calibrated sd.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WholePairLr {
+    pub mu1: f64,
+    pub keep_at: f64,
+    pub futile_at: f64,
+    pub max_pairs: usize,
+    /// The smallest mean log-ratio a keep may have (the minimum effect; -inf: none).
+    pub min_mean: f64,
+    /// The gain side's scales, as multiples of the calibrated sd (each pooled with the pairs),
+    /// with their prior weights (0: not read): a noise jump since the calibration is a scale
+    /// the gain side has weighed from the first pair.
+    pub scales: [(f64, f64); LR_SCALES.len()],
+    /// df the calibrated sd counts for in the gain side's sd of the log-ratios and of the
+    /// log-sums, pooled with the pairs before each one (infinite: the calibrated sd as it is).
+    pub ratio_df: f64,
+    pub sum_df: f64,
+    /// Pairs left out at the start where the history shows a warm-up.
+    pub skip: usize,
+    /// No futility stop before this many pairs.
+    pub futile_from: usize,
+    /// Futility against no gain weighed over the same scales as the gain (a Bayes factor), in
+    /// place of no gain at the calibrated sd.
+    pub futile_mixed: bool,
+    /// A pair whose log-ratio or log-sum lies further than this many sds (the calibration's, or
+    /// the pairs' own robust sd when larger) from the pairs' median is set aside, as the
+    /// procedure's outlier rule does (0: none; a probe knob).
+    pub outlier_k: f64,
+}
+
+/// What the test read after one pair it used.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LrLook {
+    /// Pairs measured so far (set aside included) and pairs used.
+    pub measured: usize,
+    pub used: usize,
+    /// The used pairs' mean log-ratio, and the gain side's sd of one log-ratio at this pair.
+    pub mean: f64,
+    pub sd: f64,
+    /// ln(gain's likelihood / no gain's best): keep at `keep_at`.
+    pub log_lr: f64,
+    /// ln(gain's likelihood / no gain's at the calibrated sd): futile at `futile_at`.
+    pub log_lr_calibrated: f64,
+}
+
+impl WholePairLr {
+    /// The decision rule's test for a minimum effect of `min_effect_pct` and a budget of
+    /// `max_pairs`, with the levels of [`super::levels`]: powered for the larger of
+    /// [`LR_POWERED_FOR_PCT`] and the minimum effect.
+    pub fn new(min_effect_pct: f64, max_pairs: usize) -> WholePairLr {
+        let min_mean = (min_effect_pct / 100.0).ln_1p();
+        WholePairLr {
+            mu1: (LR_POWERED_FOR_PCT / 100.0).ln_1p().max(min_mean),
+            keep_at: LR_KEEP_AT,
+            futile_at: LR_FUTILE_AT,
+            max_pairs,
+            min_mean,
+            scales: LR_SCALES,
+            ratio_df: LR_RATIO_DF,
+            sum_df: LR_SUM_DF,
+            skip: LR_SKIP,
+            futile_from: 0,
+            futile_mixed: LR_FUTILE_MIXED,
+            outlier_k: 0.0,
+        }
+    }
+
+    /// How a look ends the decision, if it does.
+    pub fn stop(&self, look: &LrLook) -> Option<Stop> {
+        if look.log_lr >= self.keep_at && look.mean >= self.min_mean {
+            Some(Stop::Keep)
+        } else if look.measured >= self.futile_from && look.log_lr_calibrated <= self.futile_at {
+            Some(Stop::Futile)
+        } else {
+            None
+        }
+    }
+
+    /// Every look on `pairs` (oriented log-ratio, log-sum or `None` where the runs gave none) at
+    /// the calibrated sd `sd` of one pair, up to and including the first that stops; `warm`: the
+    /// history shows a warm-up (the first `skip` pairs are set aside). The sums are read only
+    /// when every pair has one.
+    pub fn looks(&self, sd: f64, warm: bool, pairs: &[(f64, Option<f64>)]) -> (Vec<LrLook>, Option<Stop>) {
+        let with_sums = pairs.iter().all(|p| p.1.is_some());
+        let mut run = Running::new(self, sd, warm, with_sums);
+        let mut looks = vec![];
+        for &(r, s) in pairs.iter().take(self.max_pairs) {
+            if let Some(look) = run.push(r, s.unwrap_or(0.0)) {
+                looks.push(look);
+                if let Some(stop) = self.stop(&look) {
+                    return (looks, Some(stop));
+                }
+            }
+        }
+        let out = (pairs.len() >= self.max_pairs).then_some(Stop::Budget);
+        (looks, out)
+    }
+
+    /// Decide on the pairs (`pair(i)`: oriented log-ratio, log-sum) drawn one at a time, at the
+    /// calibrated sd of one pair: how it ended and the pairs it took.
+    pub fn decide(&self, sd: f64, warm: bool, mut pair: impl FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
+        let mut run = Running::new(self, sd, warm, true);
+        for i in 0..self.max_pairs {
+            let (r, s) = pair(i);
+            if let Some(stop) = run.push(r, s).and_then(|look| self.stop(&look)) {
+                return (stop, i + 1);
+            }
+        }
+        (Stop::Budget, self.max_pairs)
+    }
+}
+
+/// The test's running sums over the pairs pushed so far.
+struct Running<'a> {
+    test: &'a WholePairLr,
+    sd: f64,
+    skip: usize,
+    with_sums: bool,
+    measured: usize,
+    aside: usize,
+    /// Each gain's log-likelihood of the log-ratios, and the gain side's of the sums' contrasts.
+    /// Per scale of [`WholePairLr::scales`]: each gain's log-likelihood of the log-ratios, and
+    /// the sums' contrasts'.
+    gains: [[f64; MIXTURE.len()]; LR_SCALES.len()],
+    sums_ll: [f64; LR_SCALES.len()],
+    /// Per scale: no gain's log-likelihood of the log-ratios (mean 0, the gain side's sd).
+    none_ll: [f64; LR_SCALES.len()],
+    /// The used log-ratios' sum and sum of squares, their running mean and squared deviations
+    /// (Welford), the sums' running mean and squared deviations.
+    s1: f64,
+    s2: f64,
+    mr: f64,
+    qr: f64,
+    ms: f64,
+    qs: f64,
+    rs: Vec<f64>,
+    ss: Vec<f64>,
+}
+
+impl<'a> Running<'a> {
+    fn new(test: &'a WholePairLr, sd: f64, warm: bool, with_sums: bool) -> Running<'a> {
+        Running {
+            test,
+            sd,
+            skip: if warm { test.skip } else { 0 },
+            with_sums,
+            measured: 0,
+            aside: 0,
+            gains: [[0.0; MIXTURE.len()]; LR_SCALES.len()],
+            sums_ll: [0.0; LR_SCALES.len()],
+            none_ll: [0.0; LR_SCALES.len()],
+            s1: 0.0,
+            s2: 0.0,
+            mr: 0.0,
+            qr: 0.0,
+            ms: 0.0,
+            qs: 0.0,
+            rs: vec![],
+            ss: vec![],
+        }
+    }
+
+    /// The gain side's sd from `df` of the calibration (its sd times `c`) pooled with `ss` over
+    /// `k` df.
+    fn pooled(&self, c: f64, df: f64, ss: f64, k: f64) -> f64 {
+        let sd = c * self.sd;
+        if df.is_finite() {
+            ((df * sd * sd + ss) / (df + k)).sqrt()
+        } else {
+            sd
+        }
+    }
+
+    /// Read one more pair; the look after it, or `None` where it was set aside or is the first
+    /// used (one pair has no spread to fit).
+    fn push(&mut self, r: f64, s: f64) -> Option<LrLook> {
+        let t = self.test;
+        self.measured += 1;
+        if self.measured <= self.skip {
+            return None;
+        }
+        let s = if self.with_sums { s } else { 0.0 };
+        // A failed run leaves no pair to read.
+        let mut aside = !r.is_finite() || !s.is_finite();
+        if !aside && t.outlier_k > 0.0 && self.rs.len() >= 2 {
+            let ((mdr, sdr), (mds, sds)) = ((median(&self.rs), robust_sd(&self.rs)), (median(&self.ss), robust_sd(&self.ss)));
+            aside = (r - mdr).abs() > t.outlier_k * sdr.max(self.sd) || (s - mds).abs() > t.outlier_k * sds.max(self.sd);
+        }
+        if aside {
+            self.aside += 1;
+            return None;
+        }
+        self.rs.push(r);
+        self.ss.push(s);
+        let k = (self.rs.len() - 1) as f64;
+        let n = k + 1.0;
+        for (j, &(c, _)) in t.scales.iter().enumerate() {
+            let sd_r = self.pooled(c, t.ratio_df, self.qr, (k - 1.0).max(0.0));
+            for (g, (times, _)) in self.gains[j].iter_mut().zip(MIXTURE) {
+                *g += -(r - times * t.mu1).powi(2) / (2.0 * sd_r * sd_r) - sd_r.ln();
+            }
+            self.none_ll[j] += -r * r / (2.0 * sd_r * sd_r) - sd_r.ln();
+            if k > 0.0 && self.with_sums {
+                // The sum's contrast with the sums before it (Helmert): variance sd^2 n / k.
+                let sd_s = self.pooled(c, t.sum_df, self.qs, (k - 1.0).max(0.0));
+                self.sums_ll[j] += -(s - self.ms).powi(2) * k / (n * 2.0 * sd_s * sd_s) - sd_s.ln();
+            }
+        }
+        self.s1 += r;
+        self.s2 += r * r;
+        let dr = r - self.mr;
+        self.mr += dr / n;
+        self.qr += dr * (r - self.mr);
+        let ds = s - self.ms;
+        self.ms += ds / n;
+        self.qs += ds * (s - self.ms);
+        if k == 0.0 {
+            return None;
+        }
+        // No gain: the log-ratios' mean at most 0, one sd for the log-ratios and the sums'
+        // contrasts (m values in all).
+        let mean = self.s1 / n;
+        let ratios = if mean < 0.0 { self.s2 - n * mean * mean } else { self.s2 };
+        let m = if self.with_sums { 2.0 * n - 1.0 } else { n };
+        // The gain side: the mixture over the scales (each with its own sums) of the mixture over
+        // the gains, a joint density of the pairs whatever its weights.
+        let per_scale: Vec<f64> = (0..t.scales.len())
+            .map(|j| {
+                t.scales[j].1.ln() + log_mix(MIXTURE.iter().map(|&(_, w)| w.ln()).zip(self.gains[j]).map(|(a, b)| a + b)) + self.sums_ll[j]
+            })
+            .collect();
+        let gain = log_mix(per_scale.into_iter());
+        let none_mixed = log_mix((0..t.scales.len()).map(|j| t.scales[j].1.ln() + self.none_ll[j] + self.sums_ll[j]));
+        let none = -0.5 * m * ((ratios + self.qs) / m).ln() - 0.5 * m;
+        let none_calibrated = -(ratios + self.qs) / (2.0 * self.sd * self.sd) - m * self.sd.ln();
+        Some(LrLook {
+            measured: self.measured,
+            used: self.rs.len(),
+            mean,
+            sd: self.pooled(1.0, t.ratio_df, self.qr, k),
+            log_lr: gain - none,
+            log_lr_calibrated: if t.futile_mixed { gain - none_mixed } else { gain - none_calibrated },
+        })
+    }
+}
+
+impl Sequential {
+    /// Whether this rule decides by [`WholePairLr`]: asked for (`Params::likelihood_ratio`) and
+    /// with a borrowed scale (its gain side needs the calibrated sd; without history the
+    /// procedure decides).
+    pub fn likelihood_ratio(&self) -> Option<(&Borrowed, WholePairLr)> {
+        let b = self.borrowed.as_ref().filter(|_| self.params.likelihood_ratio)?;
+        Some((b, WholePairLr::new(self.params.min_effect_pct, self.params.max_total_pairs())))
+    }
+
+    /// What the likelihood ratio does next on the first phase's pairs (log-ratios, log-sums).
+    pub(super) fn likelihood_ratio_next(&self, b: &Borrowed, test: &WholePairLr, main: &[f64], main_s: &[f64]) -> Next {
+        // The history shows a warm-up: its first step apart from zero, as the guard reads it.
+        let warm = b.warmup.as_ref().is_some_and(|w| w.used(1, b.warmup_z).iter().any(|&x| x != 0.0));
+        let sums = main_s.len() >= main.len();
+        let pairs: Vec<(f64, Option<f64>)> = main.iter().enumerate().map(|(i, &r)| (r, sums.then(|| main_s[i]))).collect();
+        let (looks, stop) = test.looks(b.scale.sd, warm, &pairs);
+        let Some(stop) = stop else {
+            return Next::Measure { phase: Phase::Main, pairs: 1 };
+        };
+        let p = &self.params;
+        let threshold = (-test.keep_at).exp();
+        let pv = looks.iter().map(|l| (-l.log_lr).exp()).fold(1.0, f64::min);
+        let last = looks.last();
+        let (mean, sd, used) = last.map_or((0.0, b.scale.sd, 0), |l| (l.mean, l.sd, l.used));
+        let df = test.ratio_df + used.saturating_sub(1) as f64;
+        let se = sd / (used.max(1) as f64).sqrt();
+        let q = self.tq(1.0 - p.alpha, df);
+        let ratio = last.map_or(f64::NEG_INFINITY, |l| l.log_lr);
+        let (verdict, reason) = match stop {
+            Stop::Keep => (
+                Verdict::Keep,
+                format!(
+                    "a gain is {:.0} times as likely as no gain after {} pairs (p = {} <= {}, likelihood ratio of whole pairs), with a mean gain {:+.2}% of at least the minimum effect {}%",
+                    ratio.exp(),
+                    test_pairs(last),
+                    fmt_p(pv),
+                    fmt_p(threshold),
+                    pct(mean),
+                    p.min_effect_pct
+                ),
+            ),
+            Stop::Futile => (
+                Verdict::Revert,
+                format!(
+                    "no worthwhile gain: a +{}% gain is at most {:.2} times as likely as no gain at the history's noise after {} pairs (mean {:+.2}%)",
+                    pct(test.mu1).round(),
+                    test.futile_at.exp(),
+                    test_pairs(last),
+                    pct(mean)
+                ),
+            ),
+            Stop::Budget => (
+                Verdict::Inconclusive,
+                format!(
+                    "no clear answer after the budget of {} pairs (p = {} > {}; mean {:+.2}%): a gain of {}% is still plausible; rerun with more pairs to settle it",
+                    test.max_pairs,
+                    fmt_p(pv),
+                    fmt_p(threshold),
+                    pct(mean),
+                    p.min_effect_pct
+                ),
+            ),
+        };
+        let trail = looks
+            .iter()
+            .enumerate()
+            .map(|(k, l)| Look {
+                phase: LookPhase::Decision,
+                look: k + 1,
+                pairs: l.measured,
+                tested: l.used,
+                estimate_pct: pct(l.mean),
+                se_pct: l.sd / (l.used as f64).sqrt() * 100.0,
+                statistic: l.log_lr.is_finite().then_some(l.log_lr),
+                keep_boundary: Some(test.keep_at),
+                // The futility stop on the statistic's own scale: its ratio against no gain at the
+                // calibrated sd differs from the statistic by a term of the pairs alone.
+                revert_boundary: Some(test.futile_at + l.log_lr - l.log_lr_calibrated).filter(|x| x.is_finite()),
+                alpha: threshold,
+                df: test.ratio_df + l.used.saturating_sub(1) as f64,
+                scale: SCALE.to_string(),
+            })
+            .collect();
+        Next::Done(Decision {
+            verdict,
+            effect_pct: pct(mean),
+            ci_low_pct: pct(mean - q * se),
+            ci_high_pct: pct(mean + q * se),
+            ci_level: 1.0 - 2.0 * p.alpha,
+            p_value: pv,
+            pairs: main.len().min(test.max_pairs),
+            looks: looks.len(),
+            p_threshold: threshold,
+            // At least p: the smallest first-phase level at which its best look would have kept.
+            p_adjusted: (pv * p.alpha / threshold).min(1.0),
+            scale: SCALE.to_string(),
+            noise_sd_pct: sd * 100.0,
+            excluded: 0,
+            confirmation: None,
+            rescue: None,
+            reason,
+            trail,
+            borrowed: Some(Box::new(self.borrowed_record(b))),
+        })
+    }
+}
+
+/// The decision's scale as the row names it: the gain side's sd, the history's pooled with the
+/// pairs' own.
+pub const SCALE: &str = "pooled";
+
+/// ln of the sum of the exponentials of `terms` (-inf where every term is).
+fn log_mix(terms: impl Iterator<Item = f64> + Clone) -> f64 {
+    let top = terms.clone().fold(f64::NEG_INFINITY, f64::max);
+    if top == f64::NEG_INFINITY {
+        return top;
+    }
+    top + terms.map(|x| (x - top).exp()).sum::<f64>().ln()
+}
+
+/// The pairs a decision read, as its reason says them.
+fn test_pairs(last: Option<&LrLook>) -> String {
+    match last {
+        Some(l) if l.used < l.measured => format!("{} ({} used)", l.measured, l.used),
+        Some(l) => l.measured.to_string(),
+        None => "0".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::rng::Rng;
+    use crate::stats::sequential::LR_SCALES;
+    use crate::stats::sequential::{NoiseScale, Params};
+
+    /// [`WholePairLr`] as `floor_probe test=lr` runs it in docs/decisions.md ("A one-phase
+    /// likelihood-ratio test of whole pairs").
+    fn whole_pair_lr(keep_at: f64) -> WholePairLr {
+        WholePairLr {
+            mu1: 1.03f64.ln(),
+            keep_at,
+            futile_at: -1.6,
+            max_pairs: 22,
+            min_mean: f64::NEG_INFINITY,
+            scales: LR_SCALES,
+            ratio_df: 8.0,
+            sum_df: 4.0,
+            skip: 1,
+            futile_from: 0,
+            futile_mixed: false,
+            outlier_k: 0.0,
+        }
+    }
+
+    #[test]
+    fn the_whole_pair_likelihood_ratio_at_two_pairs_matches_its_closed_form() {
+        // Fixed sd (no pooling), no futility: at 2 pairs the gain side is the mixture over the
+        // two log-ratios at sd and the sums' one contrast (s2 - s1, variance 2 sd^2); no gain is
+        // both at the one sd that fits the log-ratios (mean at most 0) and the contrast best.
+        let (sd, mu1) = (0.014, 1.03f64.ln());
+        let pairs = [(0.021, 0.003), (0.034, -0.011)];
+        let v = sd * sd;
+        let lse = MIXTURE
+            .iter()
+            .map(|(j, w)| w * (-pairs.iter().map(|p| (p.0 - j * mu1).powi(2)).sum::<f64>() / (2.0 * v)).exp())
+            .sum::<f64>()
+            .ln();
+        let e = pairs[1].1 - pairs[0].1;
+        let gain = lse - 3.0 * sd.ln() - e * e / (4.0 * v);
+        let ratios = pairs.iter().map(|p| p.0 * p.0).sum::<f64>();
+        let none = -1.5 * ((ratios + e * e / 2.0) / 3.0).ln() - 1.5;
+        let lambda = gain - none;
+        let fixed = |keep_at: f64| WholePairLr {
+            ratio_df: f64::INFINITY,
+            sum_df: f64::INFINITY,
+            futile_at: f64::NEG_INFINITY,
+            max_pairs: 2,
+            ..whole_pair_lr(keep_at)
+        };
+        let at = |keep_at: f64| fixed(keep_at).decide(sd, false, |i| pairs[i]);
+        assert_eq!(at(lambda - 1e-9), (Stop::Keep, 2), "lambda {lambda}");
+        assert_eq!(at(lambda + 1e-9), (Stop::Budget, 2), "lambda {lambda}");
+        // A warm history sets the first pair aside: the same two pairs, read from the second.
+        let shifted = [(9.0, 9.0), pairs[0], pairs[1]];
+        let warm = WholePairLr { max_pairs: 3, ..fixed(lambda - 1e-9) };
+        assert_eq!(warm.decide(sd, true, |i| shifted[i]), (Stop::Keep, 3));
+    }
+
+    #[test]
+    fn the_whole_pair_likelihood_ratio_holds_ville_s_level_at_every_noise_level_of_normal_runs() {
+        // keep_at = ln 100: by Ville's inequality at most 1% at any true sd against the
+        // calibrated one (the gain side's sd pooled from the pairs before each one keeps the
+        // martingale); 20000 draws resolve 1%.
+        let sd = std::f64::consts::SQRT_2 * 0.01;
+        let test = whole_pair_lr(100f64.ln());
+        for (i, k) in [0.5, 1.0, 1.78, 3.0, 10.0].into_iter().enumerate() {
+            let mut rng = Rng::new(41 + i as u64);
+            let keeps = (0..20_000)
+                .filter(|_| {
+                    test.decide(sd, false, |_| {
+                        let (a, b) = (0.01 * k * rng.normal(), 0.01 * k * rng.normal());
+                        (a - b, a + b)
+                    })
+                    .0 == Stop::Keep
+                })
+                .count();
+            assert!(keeps <= 200, "{k}x: {keeps} of 20000");
+        }
+    }
+
+    #[test]
+    fn the_whole_pair_likelihood_ratio_keeps_three_percent_at_one_percent_noise_in_few_pairs() {
+        // Its probe level (5.9): +3% at CV 1% kept about 96% in about 6.7 pairs (floor_probe's
+        // cell, with a calibration of its own); here with the calibration exact.
+        let sd = std::f64::consts::SQRT_2 * 0.01;
+        let test = whole_pair_lr(5.9);
+        let mut rng = Rng::new(5);
+        let (mut keeps, mut pairs) = (0, 0);
+        for _ in 0..4000 {
+            let (stop, n) = test.decide(sd, false, |_| {
+                let (a, b) = (0.01 * rng.normal(), 0.01 * rng.normal());
+                (1.03f64.ln() + a - b, a + b)
+            });
+            keeps += (stop == Stop::Keep) as usize;
+            pairs += n;
+        }
+        assert!(keeps >= 3760 && pairs <= 4000 * 7, "{keeps} kept in {pairs} pairs");
+    }
+
+    /// The rule with `[decision] method = "likelihood-ratio"`'s defaults (16 + 5 pairs, rescue
+    /// to 30) and a 15-df history of sd `sd`.
+    fn rule(sd: f64, history: bool) -> Sequential {
+        let params = Params {
+            alpha: 0.02,
+            confirm_pairs: 5,
+            confirm_alpha: 0.045,
+            futility_beta: Some(0.3),
+            max_pairs: 16,
+            rescue_pairs: 30,
+            rescue_alpha: 0.0001,
+            likelihood_ratio: true,
+            ..Params::for_tests(16)
+        };
+        Sequential::new(params).with_history(history.then(|| Borrowed::new(NoiseScale { sd, df: 15.0 })))
+    }
+
+    /// Drive `seq` to its decision on `pairs` (log-ratio, log-sum), asserting it asks for one
+    /// first-phase pair at a time.
+    fn drive(seq: &Sequential, pairs: &[(f64, f64)]) -> Decision {
+        let (mut r, mut s) = (vec![], vec![]);
+        for &(x, y) in pairs {
+            match seq.next_runs(&r, &[], &s, &[]) {
+                Next::Done(d) => return d,
+                next => assert_eq!(next, Next::Measure { phase: Phase::Main, pairs: 1 }),
+            }
+            r.push(x);
+            s.push(y);
+        }
+        match seq.next_runs(&r, &[], &s, &[]) {
+            Next::Done(d) => d,
+            next => panic!("undecided after {} pairs: {next:?}", r.len()),
+        }
+    }
+
+    /// Normal pairs of runs with CV `cv` and a gain of `gain` (a fraction).
+    fn pairs(gain: f64, cv: f64, n: usize, seed: u64) -> Vec<(f64, f64)> {
+        let mut rng = Rng::new(seed);
+        (0..n)
+            .map(|_| {
+                let (a, b) = (cv * rng.normal(), cv * rng.normal());
+                ((1.0 + gain).ln() + a - b, a + b)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn with_history_the_likelihood_ratio_decides_in_one_phase_and_its_figures_come_from_its_trail() {
+        let sd = std::f64::consts::SQRT_2 * 0.01;
+        let seq = rule(sd, true);
+        assert_eq!(seq.max_measured_pairs(), 30);
+        let d = drive(&seq, &pairs(0.10, 0.01, 30, 3));
+        assert_eq!(d.verdict, Verdict::Keep, "{}", d.reason);
+        assert!(d.confirmation.is_none() && d.rescue.is_none() && d.scale == SCALE);
+        // One look per pair from the second; the last crossed the keep level.
+        assert_eq!((d.looks, d.trail.len(), d.pairs), (d.pairs - 1, d.pairs - 1, d.trail.last().unwrap().pairs));
+        let last = d.trail.last().unwrap();
+        assert!(last.statistic.unwrap() >= LR_KEEP_AT && d.trail[..d.looks - 1].iter().all(|l| l.statistic.unwrap() < LR_KEEP_AT));
+        // p is the trail's best e^-statistic; p_adjusted scales it to the first phase's alpha.
+        let best = d.trail.iter().map(|l| (-l.statistic.unwrap()).exp()).fold(1.0, f64::min);
+        assert!((d.p_value - best).abs() < 1e-15 && d.p_value <= d.p_threshold);
+        assert!((d.p_threshold - (-LR_KEEP_AT).exp()).abs() < 1e-15);
+        assert!((d.p_adjusted - d.p_value * 0.02 / d.p_threshold).abs() < 1e-15 && d.p_adjusted <= 0.02);
+        assert!((d.effect_pct - last.estimate_pct).abs() < 1e-12 && d.ci_low_pct < d.effect_pct && d.effect_pct < d.ci_high_pct);
+        assert_eq!(d.borrowed.as_ref().map(|b| b.sd_pct), Some(sd * 100.0));
+    }
+
+    #[test]
+    fn the_likelihood_ratio_reverts_a_do_nothing_change_at_its_futility_boundary() {
+        let seq = rule(std::f64::consts::SQRT_2 * 0.01, true);
+        let d = drive(&seq, &pairs(0.0, 0.01, 30, 11));
+        assert_eq!(d.verdict, Verdict::Revert, "{}", d.reason);
+        let last = d.trail.last().unwrap();
+        assert!(last.statistic.unwrap() <= last.revert_boundary.unwrap());
+        assert!(d.trail[..d.looks - 1].iter().all(|l| l.statistic.unwrap() > l.revert_boundary.unwrap()));
+        assert!(d.p_value > d.p_threshold && d.p_adjusted > 0.02);
+    }
+
+    #[test]
+    fn the_likelihood_ratio_ends_inconclusive_at_its_budget_and_needs_the_minimum_effect_to_keep() {
+        let sd = std::f64::consts::SQRT_2 * 0.01;
+        let seq = rule(sd, true);
+        let found = (0..200u64).find_map(|seed| {
+            let d = drive(&seq, &pairs(0.015, 0.01, 30, seed));
+            (d.verdict == Verdict::Inconclusive).then_some(d)
+        });
+        let d = found.expect("a +1.5% gain at CV 1% left undecided by some seed");
+        assert_eq!((d.pairs, d.looks), (30, 29), "{}", d.reason);
+        assert!(d.p_value > d.p_threshold);
+        // A look past the keep level with a mean under the minimum effect goes on.
+        let test = WholePairLr::new(1.0, 30);
+        let look = |mean: f64| LrLook { measured: 9, used: 9, mean, sd, log_lr: LR_KEEP_AT + 1.0, log_lr_calibrated: 0.0 };
+        assert_eq!(test.stop(&look(1.0099f64.ln())), None);
+        assert_eq!(test.stop(&look(1.01f64.ln())), Some(Stop::Keep));
+    }
+
+    #[test]
+    fn without_history_the_likelihood_ratio_rule_is_the_two_phases() {
+        let lr = rule(0.014, false);
+        let two = Sequential::new(Params { likelihood_ratio: false, ..lr.params.clone() });
+        assert_eq!(lr.next(&[], &[]), two.next(&[], &[]));
+        let d = pairs(0.10, 0.01, 4, 5);
+        let r: Vec<f64> = d.iter().map(|p| p.0).collect();
+        assert_eq!(lr.next(&r, &[]), two.next(&r, &[]));
+        assert_eq!(lr.max_measured_pairs(), two.max_measured_pairs());
+    }
+
+    #[test]
+    fn a_warm_history_sets_the_first_pair_aside_and_sums_are_read_only_when_every_pair_has_one() {
+        let sd = std::f64::consts::SQRT_2 * 0.01;
+        let test = WholePairLr::new(1.0, 30);
+        let p: Vec<(f64, Option<f64>)> = pairs(0.03, 0.01, 6, 8).into_iter().map(|(r, s)| (r, Some(s))).collect();
+        let (cold, _) = test.looks(sd, false, &p);
+        let (warm, _) = test.looks(sd, true, &p);
+        assert_eq!((cold[0].measured, cold[0].used), (2, 2));
+        assert_eq!((warm[0].measured, warm[0].used), (3, 2));
+        // The warm reading is the cold one of the pairs after the first.
+        let (shifted, _) = test.looks(sd, false, &p[1..]);
+        assert!((warm[0].log_lr - shifted[0].log_lr).abs() < 1e-12);
+        // One pair without a sum: the sums are left out of every look.
+        let mut gap = p.clone();
+        gap[3].1 = None;
+        let ratios_only: Vec<(f64, Option<f64>)> = p.iter().map(|&(r, _)| (r, None)).collect();
+        assert_eq!(test.looks(sd, false, &gap).0, test.looks(sd, false, &ratios_only).0);
+        assert_ne!(test.looks(sd, false, &gap).0, cold);
+    }
+}
