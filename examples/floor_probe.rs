@@ -8,13 +8,13 @@
 //! test (pairs: the whole-pair t-test, `floor::PairT`, in place of the scale-free test; with
 //! floor=1 its sd never below the calibration's, with successive=1 the sums' spread from
 //! successive differences; lr: the one-phase likelihood ratio of whole pairs,
-//! `sequential::likelihood::WholePairLr`, with keep_at (ln 1/alpha unless given), futile_at (it
-//! stops once the ratio falls to e^-futile_at; ln 10 unless given), futile_mixed (1: futility
-//! against no gain weighed over the gain side's scales), ratio_df and sum_df (the calibration's
-//! weight in the gain side's sds; 0: the calibrated sd as it is), skip (pairs set aside where the
-//! history shows a warm-up), futile_from, outlier_k, min_effect (a keep's least mean, in
-//! percent; 1 unless given) and scales (the gain side's scales and weights, `c:w,c:w,c:w`;
-//! `LR_SCALES` unless given)),
+//! `sequential::likelihood::WholePairLr` at the levels `[decision] method = "likelihood-ratio"`
+//! ships (`levels::LR_*`; 30 pairs unless `pairs` is given), each replaced where given: keep_at,
+//! futile_at (it stops once the ratio falls to e^-futile_at), futile_mixed (0: futility against
+//! no gain at the calibrated sd), ratio_df and sum_df (the calibration's weight in the gain side's
+//! sds; 0: the calibrated sd as it is), skip (pairs set aside where the history shows a warm-up),
+//! futile_from, outlier_k, min_effect (a keep's least mean, in percent) and scales (the gain
+//! side's scales and weights, `c:w,c:w,c:w`)),
 //! ratchet (1: also the procedure's cell, with history, on as many trials), rescue (with
 //! ratchet=1: a level at which a decision the procedure did not keep is kept when the one-sided
 //! t-test over all its pairs passes there with an estimate of at least 1%: the probe of one
@@ -72,29 +72,23 @@ fn main() {
     let whole = kv.get("test").map(String::as_str) == Some("pairs");
     let lr = kv.get("test").map(String::as_str) == Some("lr");
     let test: Box<dyn PairTest + Sync> = if lr {
-        let (keep_at, futile_at) = (num("keep_at", (1.0 / alpha).ln()), -num("futile_at", 10f64.ln()));
-        println!("whole-pair likelihood ratio: keeps at {keep_at:.3}, futility at {futile_at:.3}, at most {pairs} pairs\n");
-        let df = |k: &str| {
-            let v = num(k, 0.0);
-            if v > 0.0 {
-                v
-            } else {
-                f64::INFINITY
-            }
+        // The shipped test (`[decision] method = "likelihood-ratio"` at the defaults: 1% minimum
+        // effect, 30 pairs), each knob given replacing its level.
+        let base = WholePairLr::new(num("min_effect", 1.0), if kv.get("pairs").is_some() { pairs } else { 30 });
+        let df = |k: &str, d: f64| match num(k, d) {
+            v if v > 0.0 => v,
+            _ => f64::INFINITY,
         };
-        Box::new(WholePairLr {
-            mu1,
-            keep_at,
-            futile_at,
-            max_pairs: pairs,
-            ratio_df: df("ratio_df"),
-            sum_df: df("sum_df"),
-            skip: num("skip", 0.0) as usize,
-            futile_from: num("futile_from", 0.0) as usize,
-            futile_mixed: num("futile_mixed", 0.0) != 0.0,
-            outlier_k: num("outlier_k", 0.0),
-            min_mean: (num("min_effect", 1.0) / 100.0).ln_1p(),
-            scales: kv.get("scales").map_or(LR_SCALES, |v| {
+        let t = WholePairLr {
+            keep_at: num("keep_at", base.keep_at),
+            futile_at: -num("futile_at", -base.futile_at),
+            ratio_df: df("ratio_df", base.ratio_df),
+            sum_df: df("sum_df", base.sum_df),
+            skip: num("skip", base.skip as f64) as usize,
+            futile_from: num("futile_from", base.futile_from as f64) as usize,
+            futile_mixed: num("futile_mixed", base.futile_mixed as u8 as f64) != 0.0,
+            outlier_k: num("outlier_k", base.outlier_k),
+            scales: kv.get("scales").map_or(base.scales, |v| {
                 let mut out = [(1.0, 0.0); LR_SCALES.len()];
                 for (o, cw) in out.iter_mut().zip(v.split(',')) {
                     let (c, w) = cw.split_once(':').expect("scales=c:w,c:w,...");
@@ -102,7 +96,10 @@ fn main() {
                 }
                 out
             }),
-        })
+            ..base
+        };
+        println!("whole-pair likelihood ratio: {t:?}\n");
+        Box::new(t)
     } else if whole {
         let beta = num("beta", PAIR_T_BETA);
         println!(

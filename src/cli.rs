@@ -214,7 +214,7 @@ pub struct CalibrateArgs {
 /// A `[decision] method` as the config spells it.
 fn parse_method(s: &str) -> Result<crate::config::Method, String> {
     serde::Deserialize::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
-        .map_err(|_| format!("{s:?}: one of sequential, fixed, likelihood-ratio"))
+        .map_err(|_| format!("{s:?}: one of sequential, fixed, likelihood-ratio, auto"))
 }
 
 #[derive(Debug, Args)]
@@ -236,7 +236,7 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub defaults: bool,
     /// Simulate this [decision] method in place of the config's (sequential, fixed,
-    /// likelihood-ratio).
+    /// likelihood-ratio, auto).
     #[arg(long, value_name = "METHOD", value_parser = parse_method)]
     pub method: Option<crate::config::Method>,
     /// Only the noise models whose names contain this (any case; repeat for several; --help

@@ -148,9 +148,10 @@ impl ScoreConfig {
 }
 
 /// How the experiment decides: `sequential` (looks after `min_pairs`, then every `look_every`
-/// pairs up to `max_pairs`, and a confirmation), `fixed` (one test after `max_pairs` pairs) or
+/// pairs up to `max_pairs`, and a confirmation), `fixed` (one test after `max_pairs` pairs),
 /// `likelihood-ratio` (with history: a look after every pair, one phase, up to `rescue_pairs`
-/// pairs; without history as `sequential`).
+/// pairs; without history as `sequential`) or `auto` (`likelihood-ratio` where the history set
+/// no gross outlier aside, `sequential` elsewhere).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
@@ -158,6 +159,7 @@ pub enum Method {
     Sequential,
     Fixed,
     LikelihoodRatio,
+    Auto,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -226,11 +228,11 @@ impl Default for DecisionConfig {
 impl DecisionConfig {
     /// The procedure's parameters, with the budget `max_pairs` overridden when given.
     pub fn params(&self, max_pairs: Option<u32>) -> crate::stats::sequential::Params {
-        use crate::stats::sequential::Params;
+        use crate::stats::sequential::{OnePhase, Params};
         let max = max_pairs.unwrap_or(self.max_pairs) as usize;
         let base = match self.method {
             Method::Fixed => Params::fixed(max, self.alpha, self.min_effect_pct),
-            Method::Sequential | Method::LikelihoodRatio => Params {
+            Method::Sequential | Method::LikelihoodRatio | Method::Auto => Params {
                 min_pairs: (self.min_pairs as usize).min(max),
                 max_pairs: max,
                 look_every: self.look_every as usize,
@@ -243,7 +245,11 @@ impl DecisionConfig {
                 confirm_alpha: self.confirm_alpha,
                 rescue_pairs: self.rescue_pairs as usize,
                 rescue_alpha: self.rescue_alpha,
-                likelihood_ratio: self.method == Method::LikelihoodRatio,
+                likelihood_ratio: match self.method {
+                    Method::LikelihoodRatio => OnePhase::WithHistory,
+                    Method::Auto => OnePhase::WithoutOutliers,
+                    Method::Sequential | Method::Fixed => OnePhase::Never,
+                },
             },
         };
         Params { confirm: self.confirm, confirm_pairs: self.confirm_pairs as usize, confirm_alpha: self.confirm_alpha, ..base }
@@ -994,7 +1000,8 @@ metric = "score"       # score (util x 100 / latency_ms) | latency | tflops; lat
 # then an independent confirmation batch in reversed order. `ratchet calibrate` suggests
 # min_effect_pct for this machine; `ratchet simulate` shows the error rates of these settings.
 method = "sequential"  # sequential | fixed (one test after max_pairs pairs) | likelihood-ratio
-                       # (with history: one phase, a look every pair; docs/decisions.md)
+                       # (with history: one phase, a look every pair) | auto (likelihood-ratio
+                       # unless the history set gross outliers aside; docs/decisions.md)
 min_pairs = 4
 max_pairs = 16
 look_every = 2
@@ -1017,6 +1024,7 @@ latency = "auto"       # auto (trace when found, else host timings) | host | tra
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::sequential::OnePhase;
 
     #[test]
     fn a_traced_run_rests_on_enough_executions_and_the_template_says_which() {
@@ -1071,10 +1079,12 @@ mod tests {
         let p = cfg.decision.params(None);
         assert_eq!(p.looks(), vec![5]);
         assert_eq!(cfg.decision.params(Some(12)).max_pairs, 12);
-        assert!(!p.likelihood_ratio);
+        assert_eq!(p.likelihood_ratio, OnePhase::Never);
         let cfg = Config::parse(&format!("{head}method = \"likelihood-ratio\"\n")).unwrap();
         let p = cfg.decision.params(None);
-        assert!(p.likelihood_ratio && p.confirm && p.max_total_pairs() == 30, "{p:?}");
+        assert!(p.likelihood_ratio == OnePhase::WithHistory && p.confirm && p.max_total_pairs() == 30, "{p:?}");
+        let cfg = Config::parse(&format!("{head}method = \"auto\"\n")).unwrap();
+        assert_eq!(cfg.decision.params(None).likelihood_ratio, OnePhase::WithoutOutliers);
         let e = Config::parse(&format!("{head}method = \"likelihood\"\n")).unwrap_err();
         assert!(e.message.contains("likelihood-ratio"), "the error lists the methods: {}", e.message);
     }

@@ -29,6 +29,10 @@ pub struct DecisionRecord {
     /// existed, and in a parallel trial).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<Warmup>,
+    /// Gross outliers the history's pooled sessions set aside: whether the likelihood ratio
+    /// decided (`OnePhase::WithoutOutliers`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub outliers: usize,
     /// Whether the pairs' log-sums entered the variance guard (they do, except in a parallel
     /// trial measured by an older worker, which recorded none).
     pub with_sums: bool,
@@ -38,6 +42,10 @@ pub struct DecisionRecord {
     /// The parallel sweep's trial whose runs decided (a re-checked winner's row holds two).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trial: Option<String>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Every decision record in `store`, oldest first.
@@ -56,6 +64,7 @@ impl DecisionRecord {
             borrowed: seq.borrowed.as_ref().map(|b| b.scale),
             sums: seq.borrowed.as_ref().and_then(|b| b.sums),
             warmup: seq.borrowed.as_ref().and_then(|b| b.warmup.clone()),
+            outliers: seq.borrowed.as_ref().map_or(0, |b| b.outliers),
             with_sums,
             direction,
             elasticity,
@@ -65,7 +74,11 @@ impl DecisionRecord {
 
     /// The procedure this record describes.
     pub fn sequential(&self) -> Sequential {
-        let borrowed = self.borrowed.map(|s| Borrowed { warmup: self.warmup.clone(), ..Borrowed::new(s).with_sums(self.sums) });
+        let borrowed = self.borrowed.map(|s| Borrowed {
+            warmup: self.warmup.clone(),
+            outliers: self.outliers,
+            ..Borrowed::new(s).with_sums(self.sums)
+        });
         Sequential::new(self.params.clone()).with_history(borrowed)
     }
 }

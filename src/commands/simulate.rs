@@ -68,16 +68,23 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     let b = crate::stats::sequential::Borrowed::new(crate::stats::sequential::NoiseScale { sd: 0.0, df: 0.0 });
     if let Some((_, t)) = Sequential::new(p.clone()).with_history(Some(b.clone())).likelihood_ratio() {
         println!(
-            "with history: the likelihood ratio of whole pairs after every pair from the second, one phase, at most {} pairs: a gain (mixture of {} x {:+.1}%, gain-side scales {}) against no gain's best fit; keep at ln LR >= {} with a mean of at least the minimum effect, futile at a ratio <= e^{} against no gain at the history's sd; the first {} pair set aside where the history shows a warm-up",
+            "with history{}: the likelihood ratio of whole pairs after every pair from the second, one phase, at most {} pairs: a gain (mixture of {} x {:+.1}%, gain-side scales {}) against no gain's best fit; keep at ln LR >= {} with a mean of at least the minimum effect, futile at a ratio <= e^{} against no gain {}; the first {} pair set aside where the history shows a warm-up",
+            if p.likelihood_ratio == crate::stats::sequential::OnePhase::WithoutOutliers {
+                " and no gross outlier in it (else the two phases)"
+            } else {
+                ""
+            },
             t.max_pairs,
             crate::stats::sequential::MIXTURE.iter().map(|(m, w)| format!("{m}:{w}")).collect::<Vec<_>>().join(","),
             crate::stats::pct(t.mu1),
             t.scales.iter().filter(|s| s.1 > 0.0).map(|(c, w)| format!("{c}x:{w}")).collect::<Vec<_>>().join(","),
             t.keep_at,
             t.futile_at,
+            if t.futile_mixed { "over the same scales" } else { "at the history's sd" },
             t.skip
         );
-    } else {
+    }
+    if p.likelihood_ratio != crate::stats::sequential::OnePhase::WithHistory {
         println!(
         "with history: first look at {} pairs (at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
         b.first_look,

@@ -33,6 +33,11 @@ pub struct Entry {
     pub pairs: usize,
     #[serde(default)]
     pub trimmed: usize,
+    /// The largest distance of a pair's log-ratio from its batch's median (set-aside pairs
+    /// included): held against the pooled scale, it tells a machine with gross outliers
+    /// ([`borrowed`]). 0 in entries written before it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub max_dev: f64,
     /// Sum of squared residuals of the kept pairs' log-ratios around their batch means.
     pub ss: f64,
     pub df: f64,
@@ -87,7 +92,7 @@ pub fn entry(time: &str, source: &str, batches: &[&[f64]]) -> Option<Entry> {
 /// starts the session cold: its first [`WARMUP_STEPS`] sum differences are recorded as its
 /// warm-up instead of in the spread.
 pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Option<Entry> {
-    let (mut ss, mut df, mut pairs, mut trimmed, mut sum_ss, mut sum_df) = (0.0, 0.0, 0, 0, 0.0, 0.0);
+    let (mut ss, mut df, mut pairs, mut trimmed, mut sum_ss, mut sum_df, mut max_dev) = (0.0, 0.0, 0, 0, 0.0, 0.0, 0.0f64);
     let mut warmup = vec![];
     for (bi, (b, s)) in batches.iter().enumerate() {
         let ok: Vec<usize> = (0..b.len()).filter(|&i| b[i].is_finite() && s.get(i).is_none_or(|x| x.is_finite())).collect();
@@ -95,6 +100,10 @@ pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Opt
         let keep = trim(&d);
         pairs += d.len();
         trimmed += d.len() - keep.len();
+        if !d.is_empty() {
+            let med = median(&d);
+            max_dev = d.iter().fold(max_dev, |m, x| m.max((x - med).abs()));
+        }
         if keep.len() < 2 {
             continue;
         }
@@ -111,7 +120,18 @@ pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Opt
             sum_df += f;
         }
     }
-    (df > 0.0).then(|| Entry { time: time.to_string(), source: source.to_string(), pairs, trimmed, ss, df, sum_ss, sum_df, warmup })
+    (df > 0.0).then(|| Entry {
+        time: time.to_string(),
+        source: source.to_string(),
+        pairs,
+        trimmed,
+        max_dev,
+        ss,
+        df,
+        sum_ss,
+        sum_df,
+        warmup,
+    })
 }
 
 /// The scale in use: the entries (oldest first) pooled newest first up to `MAX_DF` degrees of
@@ -166,15 +186,19 @@ fn pool(spreads: impl DoubleEndedIterator<Item = (f64, f64)>) -> Option<NoiseSca
     (df >= MIN_DF && ss > 0.0).then(|| NoiseScale { sd: (ss / df).sqrt(), df })
 }
 
-/// The borrowed scale of a history, with its sum spread where recorded and the sessions it
-/// pooled (newest first, as [`estimate`] takes them; the sums pool the same or fewer).
+/// The borrowed scale of a history, with its sum spread where recorded, the sessions it pooled
+/// (newest first, as [`estimate`] takes them; the sums pool the same or fewer) and how many of
+/// those saw a gross outlier: a pair further than the procedure's `OUTLIER_K` pooled sds from its
+/// batch's median (a per-batch robust sd of a few pairs is too unsure to tell: 4 normal pairs
+/// often have a tiny one).
 pub fn borrowed(entries: &[Entry]) -> Option<super::sequential::Borrowed> {
     estimate(entries).map(|s| {
-        let used: Vec<String> =
-            entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| (*df += e.df, format!("{}@{}", e.source, e.time)).1)).collect();
+        let pooled: Vec<&Entry> = entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| (*df += e.df, e).1)).collect();
+        let used: Vec<String> = pooled.iter().map(|e| format!("{}@{}", e.source, e.time)).collect();
         let sums = estimate_sums(entries);
         super::sequential::Borrowed {
             source: used.join(";"),
+            outliers: pooled.iter().filter(|e| e.max_dev > super::sequential::OUTLIER_K * s.sd).count(),
             warmup: sums.and_then(|m| estimate_warmup(entries, m)),
             ..super::sequential::Borrowed::new(s)
         }
@@ -311,6 +335,7 @@ mod tests {
             source: source.into(),
             pairs: 31,
             trimmed: 0,
+            max_dev: 0.0,
             ss: 0.003,
             df: 30.0,
             sum_ss: 0.0,
@@ -322,6 +347,14 @@ mod tests {
         let b = borrowed(&entries).unwrap();
         assert_eq!(b.source, "experiment 2@t3;experiment 1@t2");
         assert_eq!(b.scale.df, 60.0);
+        // The sessions with a gross outlier it counts are those it pooled; the pooled sd is 0.01,
+        // a pair 6 sds from its batch's median is not gross, just beyond is.
+        let with = |i: usize, max_dev: f64| {
+            let mut v = entries.clone();
+            v[i].max_dev = max_dev;
+            borrowed(&v).unwrap().outliers
+        };
+        assert_eq!((b.outliers, with(0, 1.0), with(1, 0.06), with(1, 0.0601), with(2, 1.0)), (0, 0, 0, 1, 1));
     }
 
     #[test]
@@ -390,6 +423,7 @@ mod tests {
             source: "x".into(),
             pairs: df as usize + 1,
             trimmed: 0,
+            max_dev: 0.0,
             ss: sd * sd * df,
             df,
             sum_ss: 0.0,

@@ -336,6 +336,7 @@ pub fn with_knobs(borrowed: Option<Borrowed>, template: Option<&Borrowed>) -> Op
             robust_sd: b.robust_sd,
             clipped: b.clipped,
             warmup: b.warmup,
+            outliers: b.outliers,
             ..t.clone()
         }),
         None => borrowed,

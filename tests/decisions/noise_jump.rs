@@ -5,7 +5,9 @@
 use crate::support;
 
 use predicates::prelude::*;
-use ratchet::stats::sequential::{Borrowed, Next, NoiseScale, Params, Phase, Sequential, Spending, CONFIRM_BETA, CONFIRM_GUARD, GUARD};
+use ratchet::stats::sequential::{
+    Borrowed, Next, NoiseScale, OnePhase, Params, Phase, Sequential, Spending, CONFIRM_BETA, CONFIRM_GUARD, GUARD,
+};
 use ratchet::stats::Verdict;
 use support::TestRepo;
 
@@ -24,7 +26,7 @@ fn params() -> Params {
         // The two phases alone: what these pairs show is theirs.
         rescue_pairs: 0,
         rescue_alpha: 0.0,
-        likelihood_ratio: false,
+        likelihood_ratio: OnePhase::Never,
     }
 }
 

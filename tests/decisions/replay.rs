@@ -91,7 +91,45 @@ fn likelihood_ratio_decisions_replay_exactly_and_say_so_in_their_row() {
     assert!(lr.iter().all(|r| !r.p_conditional && r.confirm_delta_pct.is_none()), "{lr:?}");
     assert!(statuses.contains(&Status::Keep) && statuses.contains(&Status::Revert), "{statuses:?}");
     let rules = replay::records(&ws.store).unwrap();
-    assert!(rules.iter().all(|r| r.params.likelihood_ratio), "{rules:?}");
+    assert!(rules.iter().all(|r| r.params.likelihood_ratio == ratchet::stats::sequential::OnePhase::WithHistory), "{rules:?}");
+}
+
+#[test]
+fn auto_leaves_a_history_with_gross_outliers_to_the_two_phases_and_both_replay() {
+    let config = CONFIG.replace("[decision]\n", "[decision]\nmethod = \"auto\"\n");
+    let dir = support::committed_repo(&[("ratchet.toml", &config), ("kernel.py", "BQ = 0\n")]);
+    // Quiet experiments build a history, then one run 3x slow: the session that saw it sets it
+    // aside as a gross outlier, and while it is pooled the decisions are the two phases'.
+    let outlier_at = 5;
+    for (i, gain) in [0.0, 0.10, 0.0, 0.03, 0.10, 0.0, 0.03, 0.10].into_iter().enumerate() {
+        std::fs::write(dir.path().join("kernel.py"), format!("BQ = {}\n", i + 1)).unwrap();
+        let mut rng = Rng::new(70 + i as u64);
+        let mut run = 0;
+        let mut exec = MockExecutor::new(move |c| {
+            let base = if c.side == Side::Candidate { 10.0 / (1.0 + gain) } else { 10.0 };
+            run += 1;
+            let slow = if i == outlier_at && run == 3 { 3.0 } else { 1.0 };
+            Step::Latency(base * slow * (1.0 + 0.01 * rng.normal()))
+        });
+        let mut events = vec![];
+        let ws = Workspace::discover(dir.path()).unwrap().lock("test", &mut events).unwrap();
+        let mut fx = Effects::new(&mut events, Cancel::new());
+        ratchet::sweep::recover(&ws, &mut fx).unwrap();
+        let opts = Options { message: format!("exp {i}: gain {gain}"), ..Default::default() };
+        experiment::run(&ws, &opts, &mut exec, &mut fx).unwrap();
+    }
+    let ws = Workspace::discover(dir.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    let rules = replay::records(&ws.store).unwrap();
+    let scales: Vec<(&str, usize)> = rows.iter().zip(&rules).map(|(r, d)| (r.noise_scale.as_str(), d.outliers)).collect();
+    // Before the outlier: the likelihood ratio wherever there was history; after it: the two
+    // phases (a borrowed scale, its confirmation), each rule recording the outliers it saw.
+    assert!(scales[..=outlier_at].iter().all(|&(s, o)| o == 0 && s != "history"), "{scales:?}");
+    assert!(scales[..=outlier_at].iter().any(|&(s, _)| s == "pooled"), "{scales:?}");
+    assert!(scales[outlier_at + 1..].iter().all(|&(s, o)| o >= 1 && s != "pooled"), "{scales:?}");
+    assert!(scales[outlier_at + 1..].iter().any(|&(s, _)| s == "history"), "{scales:?}");
+    let r = replay_all(dir.path());
+    assert_eq!((r.differ, r.cannot, r.same), (0, 0, rows.len()), "{}", r.body);
 }
 
 #[test]

@@ -230,7 +230,7 @@ fn the_html_reads_on_a_phone_and_in_a_real_browser() {
 /// A real decision of the sequential test on a fixed series of pairs (a 3% gain under 3% noise:
 /// a few looks, then the confirmation), as the record an experiment writes.
 fn demo_looks(id: u64) -> ratchet::outcome::LooksRecord {
-    use ratchet::stats::sequential::{run_to_decision, Params, Sequential, Spending};
+    use ratchet::stats::sequential::{run_to_decision, OnePhase, Params, Sequential, Spending};
     let params = Params {
         min_pairs: 4,
         max_pairs: 24,
@@ -245,7 +245,7 @@ fn demo_looks(id: u64) -> ratchet::outcome::LooksRecord {
         // The two phases alone: what these pairs show is theirs.
         rescue_pairs: 0,
         rescue_alpha: 0.0,
-        likelihood_ratio: false,
+        likelihood_ratio: OnePhase::Never,
     };
     // A fixed, zero-mean noise pattern (no generator: the picture is the same every run).
     let noise = [0.04, -0.05, 0.01, -0.03, 0.05, -0.02, 0.03, -0.04, 0.02, -0.01, 0.04, -0.05];

@@ -71,6 +71,9 @@ pub struct Borrowed {
     /// they are), and how far from zero (in standard errors) a step must be for it to.
     pub warmup_positions: usize,
     pub warmup_z: f64,
+    /// Gross outlier pairs the history's pooled sessions set aside (`history::Entry::trimmed`):
+    /// where any were, `OnePhase::WithoutOutliers` leaves the decision to the two phases.
+    pub outliers: usize,
 }
 
 /// How a session's first pairs move when it starts cold: the mean of the first successive
@@ -120,6 +123,7 @@ impl Borrowed {
             warmup: None,
             warmup_positions: WARMUP_STEPS,
             warmup_z: WARMUP_Z,
+            outliers: 0,
         }
     }
 

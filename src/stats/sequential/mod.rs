@@ -55,7 +55,7 @@ mod with_history;
 
 pub use borrowed::{sum_spread, Borrowed, NoiseScale, Warmup};
 pub use levels::*;
-pub use plan::{Params, Spending};
+pub use plan::{OnePhase, Params, Spending};
 pub(crate) use sample::{mean_sd, median, robust_sd};
 
 use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Verdict};

@@ -64,11 +64,31 @@ pub struct Params {
     pub rescue_pairs: usize,
     #[serde(default)]
     pub rescue_alpha: f64,
-    /// With history, decide by the one-phase likelihood ratio of whole pairs
-    /// (`likelihood::WholePairLr`, budget [`Params::max_total_pairs`]) in place of the two
-    /// phases; without history the two phases decide.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub likelihood_ratio: bool,
+    /// Where the one-phase likelihood ratio of whole pairs (`likelihood::WholePairLr`, budget
+    /// [`Params::max_total_pairs`]) decides in place of the two phases; without history the two
+    /// phases always do.
+    #[serde(default, skip_serializing_if = "OnePhase::is_never")]
+    pub likelihood_ratio: OnePhase,
+}
+
+/// Where the likelihood ratio decides ([`Params::likelihood_ratio`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnePhase {
+    /// Never: the two phases (rules recorded before it).
+    #[default]
+    Never,
+    /// Wherever there is history.
+    WithHistory,
+    /// Where the history set no gross outlier aside ([`super::Borrowed::outliers`]): the two
+    /// phases' outlier rule keeps gains that outliers sink in a normal likelihood.
+    WithoutOutliers,
+}
+
+impl OnePhase {
+    fn is_never(&self) -> bool {
+        *self == OnePhase::Never
+    }
 }
 
 #[cfg(test)]
@@ -89,7 +109,7 @@ impl Params {
             confirm_alpha: 0.02,
             rescue_pairs: 0,
             rescue_alpha: 0.0,
-            likelihood_ratio: false,
+            likelihood_ratio: OnePhase::Never,
         }
     }
 }
@@ -110,7 +130,7 @@ impl Params {
             confirm_alpha: alpha,
             rescue_pairs: 0,
             rescue_alpha: 0.0,
-            likelihood_ratio: false,
+            likelihood_ratio: OnePhase::Never,
         }
     }
 
