@@ -487,7 +487,7 @@ mod tests {
 
     #[test]
     fn the_whole_pair_likelihood_ratio_keeps_three_percent_at_one_percent_noise_in_few_pairs() {
-        // The shipped levels: +3% at CV 1% kept about 97% in about 6.6 pairs (floor_probe's
+        // The shipped levels: +3% at CV 1% kept about 97% in about 6.9 pairs (floor_probe's
         // cell, with a calibration of its own); here with the calibration exact.
         let sd = std::f64::consts::SQRT_2 * 0.01;
         let test = WholePairLr::new(1.0, 30);
