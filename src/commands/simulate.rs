@@ -86,7 +86,8 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     }
     if p.likelihood_ratio != crate::stats::sequential::OnePhase::WithHistory {
         println!(
-        "with history: first look at {} pairs (at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
+        "{}: first look at {} pairs (at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
+        if p.likelihood_ratio == crate::stats::sequential::OnePhase::WithoutOutliers { "with a gross outlier in the history" } else { "with history" },
         b.first_look,
         b.first_share,
         b.safety,

@@ -90,7 +90,3 @@ pub const LR_SKIP: usize = 1;
 /// at a 2x jump 31.9%, with these 73.8%; at 3x +10% 66.9% and 99.9%; +3% at CV 1% 13.4 runs and
 /// 13.5 at the same levels).
 pub const LR_SCALES: [(f64, f64); 3] = [(1.0, 0.8), (1.7, 0.1), (3.0, 0.1)];
-/// Futility against no gain weighed over the gain side's scales (a Bayes factor), in place of no
-/// gain at the calibrated sd, which a warming or jumped machine fits so badly that a do-nothing
-/// change ran to 20 runs (`floor_probe futile_mixed=1`: 9.1).
-pub const LR_FUTILE_MIXED: bool = true;

@@ -3,7 +3,7 @@
 //! kept at a level, reverted once a gain has become unlikely. docs/decisions.md, "A one-phase
 //! likelihood ratio of whole pairs".
 
-use super::levels::{LR_FUTILE_AT, LR_FUTILE_MIXED, LR_KEEP_AT, LR_POWERED_FOR_PCT, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, MIXTURE};
+use super::levels::{LR_FUTILE_AT, LR_KEEP_AT, LR_POWERED_FOR_PCT, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, MIXTURE};
 use super::plan::OnePhase;
 use super::{fmt_p, median, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
 
@@ -89,7 +89,9 @@ impl WholePairLr {
             sum_df: LR_SUM_DF,
             skip: LR_SKIP,
             futile_from: 0,
-            futile_mixed: LR_FUTILE_MIXED,
+            // Against no gain at the calibrated sd, which a warming or jumped machine fits so
+            // badly that a do-nothing change ran to 20 runs (`floor_probe futile_mixed=0`; 9).
+            futile_mixed: true,
             outlier_k: 0.0,
         }
     }
