@@ -1,7 +1,7 @@
-//! The one-phase likelihood ratio of whole pairs (`[decision] method = "likelihood-ratio"`, with
-//! history): after each pair, the pairs' likelihood under a gain against their best under no gain;
-//! kept at a level, reverted once a gain has become unlikely. docs/decisions.md, "A one-phase
-//! likelihood ratio of whole pairs".
+//! The one-phase likelihood ratio of whole pairs (`[decision] method = "likelihood-ratio"` with
+//! history, or `"auto"` where the history shows no gross outlier): after each pair, the pairs'
+//! likelihood under a gain against their best under no gain; kept at a level, reverted once a gain
+//! has become unlikely. docs/decisions.md, "The likelihood ratio as a method".
 
 use super::levels::{LR_FUTILE_AT, LR_KEEP_AT, LR_POWERED_FOR_PCT, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, MIXTURE};
 use super::plan::OnePhase;
@@ -16,10 +16,10 @@ pub enum Stop {
     Budget,
 }
 
-/// The test. After each pair it weighs the pairs under a gain (a mixture of [`MIXTURE`]'s
-/// multiples of `mu1` over the log-ratios, and each log-sum's contrast with the sums before it;
-/// each at the calibrated sd pooled with the pairs before it, at `ratio_df` and `sum_df`)
-/// against their largest likelihood under no gain (a mean log-ratio of at most 0, and one sd for
+/// The test. After each pair it weighs the pairs under a gain (a mixture over `scales` of the
+/// calibrated sd, and within each over [`MIXTURE`]'s multiples of `mu1`, of the log-ratios' and
+/// each log-sum's contrast with the sums before it; each sd pooled with the pairs before it, at
+/// `ratio_df` and `sum_df`) against their largest likelihood under no gain (a mean log-ratio of at most 0, and one sd for
 /// log-ratios and sums, the one that fits them best: under independent runs a pair's log-ratio
 /// and log-sum share a variance). The log-sums enter through their deviations only, so a
 /// machine's level never counts. For each fixed true sd the ratio against no gain at that sd is
@@ -27,7 +27,8 @@ pub enum Stop {
 /// bounds its false keeps by alpha at every noise level and calibration; a lower `keep_at` is a
 /// level read off simulation over the noise's ratio to the calibration. A keep also needs a mean
 /// of at least `min_mean` (only fewer keeps). It stops for futility when the gain is at most
-/// `exp(futile_at)` (`futile_at` negative) times as likely as no gain at the calibrated sd.
+/// `exp(futile_at)` (`futile_at` negative) times as likely as no gain (over the same scales, or
+/// at the calibrated sd: `futile_mixed`); a futility stop only reverts.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WholePairLr {
     pub mu1: f64,
@@ -68,8 +69,9 @@ pub struct LrLook {
     pub sd: f64,
     /// ln(gain's likelihood / no gain's best): keep at `keep_at`.
     pub log_lr: f64,
-    /// ln(gain's likelihood / no gain's at the calibrated sd): futile at `futile_at`.
-    pub log_lr_calibrated: f64,
+    /// ln(gain's likelihood / no gain's, over the scales or at the calibrated sd as
+    /// `futile_mixed` says): futile at `futile_at`.
+    pub log_lr_futility: f64,
 }
 
 impl WholePairLr {
@@ -100,7 +102,7 @@ impl WholePairLr {
     pub fn stop(&self, look: &LrLook) -> Option<Stop> {
         if look.log_lr >= self.keep_at && look.mean >= self.min_mean {
             Some(Stop::Keep)
-        } else if look.measured >= self.futile_from && look.log_lr_calibrated <= self.futile_at {
+        } else if look.measured >= self.futile_from && look.log_lr_futility <= self.futile_at {
             Some(Stop::Futile)
         } else {
             None
@@ -270,7 +272,7 @@ impl<'a> Running<'a> {
             mean,
             sd: self.pooled(1.0, t.ratio_df, self.qr, k),
             log_lr: gain - none,
-            log_lr_calibrated: if t.futile_mixed { gain - none_mixed } else { gain - none_calibrated },
+            log_lr_futility: if t.futile_mixed { gain - none_mixed } else { gain - none_calibrated },
         })
     }
 }
@@ -323,9 +325,10 @@ impl Sequential {
             Stop::Futile => (
                 Verdict::Revert,
                 format!(
-                    "no worthwhile gain: a +{}% gain is at most {:.2} times as likely as no gain at the history's noise after {} pairs (mean {:+.2}%)",
+                    "no worthwhile gain: a +{}% gain is at most {:.2} times as likely as no gain {} after {} pairs (mean {:+.2}%)",
                     pct(test.mu1).round(),
                     test.futile_at.exp(),
+                    if test.futile_mixed { "(both weighed over the history's noise and above it)" } else { "at the history's noise" },
                     test_pairs(last),
                     pct(mean)
                 ),
@@ -356,7 +359,7 @@ impl Sequential {
                 keep_boundary: Some(test.keep_at),
                 // The futility stop on the statistic's own scale: its ratio against no gain at the
                 // calibrated sd differs from the statistic by a term of the pairs alone.
-                revert_boundary: Some(test.futile_at + l.log_lr - l.log_lr_calibrated).filter(|x| x.is_finite()),
+                revert_boundary: Some(test.futile_at + l.log_lr - l.log_lr_futility).filter(|x| x.is_finite()),
                 alpha: threshold,
                 df: test.ratio_df + l.used.saturating_sub(1) as f64,
                 scale: SCALE.to_string(),
@@ -458,7 +461,7 @@ mod tests {
         assert_eq!(at(lambda + 1e-9), (Stop::Budget, 2), "lambda {lambda}");
         // The futility statistic: the same gain against no gain over the same scales.
         let look = fixed(f64::INFINITY).looks(sd, false, &[(pairs[0].0, Some(pairs[0].1)), (pairs[1].0, Some(pairs[1].1))]).0[0];
-        assert!((look.log_lr - lambda).abs() < 1e-9 && (look.log_lr_calibrated - futility).abs() < 1e-9, "{look:?} {futility}");
+        assert!((look.log_lr - lambda).abs() < 1e-9 && (look.log_lr_futility - futility).abs() < 1e-9, "{look:?} {futility}");
         // A warm history sets the first pair aside: the same two pairs, read from the second.
         let shifted = [(9.0, 9.0), pairs[0], pairs[1]];
         let warm = WholePairLr { max_pairs: 3, ..fixed(lambda - 1e-9) };
@@ -597,7 +600,7 @@ mod tests {
         assert!(d.p_value > d.p_threshold);
         // A look past the keep level with a mean under the minimum effect goes on.
         let test = WholePairLr::new(1.0, 30);
-        let look = |mean: f64| LrLook { measured: 9, used: 9, mean, sd, log_lr: LR_KEEP_AT + 1.0, log_lr_calibrated: 0.0 };
+        let look = |mean: f64| LrLook { measured: 9, used: 9, mean, sd, log_lr: LR_KEEP_AT + 1.0, log_lr_futility: 0.0 };
         assert_eq!(test.stop(&look(1.0099f64.ln())), None);
         assert_eq!(test.stop(&look(1.01f64.ln())), Some(Stop::Keep));
     }
