@@ -279,7 +279,7 @@ pub fn describe(b: &Benchmark) -> String {
         Some(s) => {
             let used = b.entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| *df += e.df)).count();
             format!(
-                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; decisions borrow it (x{} safety){}",
+                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; decisions borrow it (x{} safety){}{}",
                 s.sd * 100.0,
                 s.sd / 2f64.sqrt() * 100.0,
                 if used == 1 { "" } else { "s" },
@@ -289,6 +289,13 @@ pub fn describe(b: &Benchmark) -> String {
                 match estimate_sums(&b.entries) {
                     Some(m) => format!(", and their variance guard reads the runs' sums too ({:.0} df){}", m.df, warmup_note(&b.entries, m)),
                     None => String::new(),
+                },
+                match borrowed(&b.entries).map_or(0, |h| h.outliers) {
+                    0 => String::new(),
+                    n => format!(
+                        "; {n} of those sessions saw a gross outlier (a pair over {} sds from its batch's median): while they are pooled, `method = \"auto\"` decides by the two phases",
+                        super::sequential::OUTLIER_K
+                    ),
                 }
             )
         }
@@ -355,6 +362,11 @@ mod tests {
             borrowed(&v).unwrap().outliers
         };
         assert_eq!((b.outliers, with(0, 1.0), with(1, 0.06), with(1, 0.0601), with(2, 1.0)), (0, 0, 0, 1, 1));
+        let mut seen = entries.to_vec();
+        seen[2].max_dev = 1.0;
+        let text = |entries: &[Entry]| describe(&Benchmark { host: "h".into(), command: "c".into(), entries: entries.to_vec() });
+        assert!(text(&seen).contains("1 of those sessions saw a gross outlier"), "{}", text(&seen));
+        assert!(!text(&entries).contains("gross outlier"), "{}", text(&entries));
     }
 
     #[test]
