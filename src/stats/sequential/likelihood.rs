@@ -372,7 +372,11 @@ impl Sequential {
             ci_high_pct: pct(mean + q * se),
             ci_level: 1.0 - 2.0 * p.alpha,
             p_value: pv,
-            pairs: main.len().min(test.max_pairs),
+            // The pairs the deciding look read (a caller may have measured more).
+            pairs: match (stop, last) {
+                (Stop::Keep | Stop::Futile, Some(l)) => l.measured,
+                _ => main.len().min(test.max_pairs),
+            },
             looks: looks.len(),
             p_threshold: threshold,
             // At least p: the smallest first-phase level at which its best look would have kept.
@@ -560,8 +564,12 @@ mod tests {
         let sd = std::f64::consts::SQRT_2 * 0.01;
         let seq = rule(sd, true);
         assert_eq!(seq.max_measured_pairs(), 30);
-        let d = drive(&seq, &pairs(0.10, 0.01, 30, 3));
+        let all = pairs(0.10, 0.01, 30, 3);
+        let d = drive(&seq, &all);
         assert_eq!(d.verdict, Verdict::Keep, "{}", d.reason);
+        // Handed more pairs than it needed, it decides on the same ones and says how many.
+        let (r, s): (Vec<f64>, Vec<f64>) = all.iter().copied().unzip();
+        assert_eq!(seq.next_runs(&r, &[], &s, &[]), Next::Done(d.clone()));
         assert!(d.confirmation.is_none() && d.rescue.is_none() && d.scale == SCALE);
         // One look per pair from the second; the last crossed the keep level.
         assert_eq!((d.looks, d.trail.len(), d.pairs), (d.pairs - 1, d.pairs - 1, d.trail.last().unwrap().pairs));
