@@ -527,6 +527,10 @@ mod tests {
         assert_eq!(s.max_runs, Some(40));
         let c = Cli::try_parse_from(["ratchet", "simulate", "--trials", "10"]).unwrap();
         assert!(matches!(c.command, Some(Command::Simulate(SimulateArgs { trials: 10, .. }))));
+        let c = Cli::try_parse_from(["ratchet", "simulate", "--method", "auto"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Simulate(SimulateArgs { method: Some(crate::config::Method::Auto), .. }))));
+        let e = Cli::try_parse_from(["ratchet", "simulate", "--method", "lr"]).unwrap_err().to_string();
+        assert!(e.contains("one of sequential, fixed, likelihood-ratio, auto"), "{e}");
         let c = Cli::try_parse_from(["ratchet", "calibrate", "--pairs", "6"]).unwrap();
         assert!(matches!(c.command, Some(Command::Calibrate(CalibrateArgs { pairs: Some(6), .. }))));
     }
