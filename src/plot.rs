@@ -687,7 +687,7 @@ fn look_xs(rec: &LooksRecord) -> Vec<f64> {
     rec.looks.iter().map(|l| (l.pairs + if l.phase == LookPhase::Confirmation { main_end } else { 0 }) as f64).collect()
 }
 
-/// One experiment's sequential test: the statistic (estimate / se) at each look against the
+/// One experiment's sequential test: the statistic (estimate / se; ln LR for the likelihood ratio) at each look against the
 /// keep and revert boundaries of that look, the decision phase and its confirmation batch, the
 /// deciding look ringed.
 fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRecord) -> DrawResult<()> {
@@ -724,7 +724,12 @@ fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRec
     chart
         .configure_mesh()
         .x_desc("pairs measured (confirmation batch after the first phase)")
-        .y_desc("statistic: estimate / standard error")
+        .y_desc(if rec.looks.iter().any(|l| l.scale == crate::stats::sequential::likelihood::SCALE) {
+            // `method = "likelihood-ratio"`: its looks hold ln LR against its levels.
+            "statistic: ln likelihood ratio, a gain against no gain"
+        } else {
+            "statistic: estimate / standard error"
+        })
         .x_label_formatter(&|x| count_label(*x))
         .label_style(("sans-serif", 14))
         .light_line_style(WHITE.mix(0.0))
