@@ -687,9 +687,9 @@ fn look_xs(rec: &LooksRecord) -> Vec<f64> {
     rec.looks.iter().map(|l| (l.pairs + if l.phase == LookPhase::Confirmation { main_end } else { 0 }) as f64).collect()
 }
 
-/// One experiment's sequential test: the statistic (estimate / se; ln LR for the likelihood ratio) at each look against the
-/// keep and revert boundaries of that look, the decision phase and its confirmation batch, the
-/// deciding look ringed.
+/// One experiment's sequential test: the statistic (estimate / se; ln LR for the likelihood
+/// ratio) at each look against the keep and revert boundaries of that look, the decision phase
+/// and its confirmation batch, the deciding look ringed.
 fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRecord) -> DrawResult<()> {
     let e = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     root.fill(&WHITE).map_err(e)?;
