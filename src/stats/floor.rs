@@ -6,6 +6,7 @@
 //! `ratchet simulate` prints them under its with-history table; docs/decisions.md, "The floor".
 
 use super::rng::Rng;
+use super::sequential::likelihood::log_mix;
 pub use super::sequential::likelihood::{Stop, WholePairLr};
 pub use super::sequential::MIXTURE;
 
@@ -169,9 +170,7 @@ impl NullRuns {
         for &(p, shift) in &self.slowdowns {
             parts = parts.iter().flat_map(|&(lw, s)| [(lw + (1.0 - p).ln(), s), (lw + p.ln(), s + shift)]).collect();
         }
-        let terms: Vec<f64> = parts.iter().map(|&(lw, s)| lw + noise(x - level - s)).collect();
-        let top = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        top + terms.iter().map(|t| (t - top).exp()).sum::<f64>().ln()
+        log_mix(parts.iter().map(|&(lw, s)| lw + noise(x - level - s)))
     }
 
     /// KL divergence, in nats, of one whole pair under a gain (incumbent N(0, `run_sd`^2),
@@ -326,8 +325,7 @@ impl ScaleFree {
             s1 += x;
             s2 += x * x;
             dev += (x - mean_before) * (x - s1 / n);
-            let top = gains.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let gain = top + MIXTURE.iter().zip(gains).map(|((_, w), g)| w * (g - top).exp()).sum::<f64>().ln();
+            let gain = log_mix(MIXTURE.iter().zip(gains).map(|(&(_, w), g)| w.ln() + g));
             // The no-gain likelihood at its best sd, sqrt(s2 / n); identical zero pairs have
             // none (ln 0), and nothing keeps.
             let none = -0.5 * n * (s2 / n).ln() - 0.5 * n;

@@ -186,6 +186,11 @@ fn pool(spreads: impl DoubleEndedIterator<Item = (f64, f64)>) -> Option<NoiseSca
     (df >= MIN_DF && ss > 0.0).then(|| NoiseScale { sd: (ss / df).sqrt(), df })
 }
 
+/// The sessions [`estimate`] pools, newest first: up to `MAX_DF` degrees of freedom.
+fn pooled_sessions(entries: &[Entry]) -> Vec<&Entry> {
+    entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| (*df += e.df, e).1)).collect()
+}
+
 /// The borrowed scale of a history, with its sum spread where recorded, the sessions it pooled
 /// (newest first, as [`estimate`] takes them; the sums pool the same or fewer) and how many of
 /// those saw a gross outlier: a pair further than the procedure's `OUTLIER_K` pooled sds from its
@@ -193,7 +198,7 @@ fn pool(spreads: impl DoubleEndedIterator<Item = (f64, f64)>) -> Option<NoiseSca
 /// often have a tiny one).
 pub fn borrowed(entries: &[Entry]) -> Option<super::sequential::Borrowed> {
     estimate(entries).map(|s| {
-        let pooled: Vec<&Entry> = entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| (*df += e.df, e).1)).collect();
+        let pooled = pooled_sessions(entries);
         let used: Vec<String> = pooled.iter().map(|e| format!("{}@{}", e.source, e.time)).collect();
         let sums = estimate_sums(entries);
         super::sequential::Borrowed {
@@ -275,9 +280,9 @@ pub fn record(state_dir: &Path, command: &str, e: Entry) -> Result<()> {
 
 /// One line for people: the scale in use and where it comes from.
 pub fn describe(b: &Benchmark) -> String {
-    match estimate(&b.entries) {
-        Some(s) => {
-            let used = b.entries.iter().rev().scan(0.0, |df, e| (*df < MAX_DF).then(|| *df += e.df)).count();
+    match borrowed(&b.entries) {
+        Some(h) => {
+            let (s, used) = (h.scale, pooled_sessions(&b.entries).len());
             format!(
                 "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; decisions borrow it (x{} safety){}{}",
                 s.sd * 100.0,
@@ -286,11 +291,11 @@ pub fn describe(b: &Benchmark) -> String {
                 s.df,
                 b.host,
                 super::sequential::SAFETY,
-                match estimate_sums(&b.entries) {
+                match h.sums {
                     Some(m) => format!(", and their variance guard reads the runs' sums too ({:.0} df){}", m.df, warmup_note(&b.entries, m)),
                     None => String::new(),
                 },
-                match borrowed(&b.entries).map_or(0, |h| h.outliers) {
+                match h.outliers {
                     0 => String::new(),
                     n => format!(
                         "; {n} of those sessions saw a gross outlier (a pair over {} sds from its batch's median): while they are pooled, `method = \"auto\"` decides by the two phases",

@@ -23,7 +23,7 @@ use super::floor::{
 use super::history;
 use super::mannwhitney::mann_whitney_u;
 use super::rng::Rng;
-use super::sequential::{incumbent_first, run_pairs_to_decision, Borrowed, NoiseScale, Phase, Sequential, WARMUP_Z};
+use super::sequential::{incumbent_first, run_pairs_to_decision, Borrowed, NoiseScale, Phase, Sequential};
 use super::Verdict;
 
 /// A synthetic benchmark's noise model.
@@ -561,7 +561,7 @@ pub fn probe_cell(s: &Scenario, effect: f64, trials: usize, seed: u64, test: &dy
             None => draw.states,
         };
         // Whether the history shows a warm-up: its first step apart from zero.
-        let warm = draw.borrowed.as_ref().and_then(|b| b.warmup.as_ref()).is_some_and(|w| w.used(1, WARMUP_Z).iter().any(|&x| x != 0.0));
+        let warm = draw.borrowed.as_ref().is_some_and(Borrowed::shows_warmup);
         let (stop, pairs) = test.decide_pairs(sd, warm, &mut |i| {
             let (a, b) = (states[2 * i], states[2 * i + 1]);
             let (inc, cnd) = if incumbent_first(Phase::Main, i) { (a, b * cand) } else { (b, a * cand) };

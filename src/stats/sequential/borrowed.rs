@@ -133,6 +133,12 @@ impl Borrowed {
         self
     }
 
+    /// Whether the history shows a warm-up: its profile's first step apart from zero, as the
+    /// guard reads it (the likelihood ratio then sets the first pair aside).
+    pub fn shows_warmup(&self) -> bool {
+        self.warmup.as_ref().is_some_and(|w| w.used(1, self.warmup_z).iter().any(|&x| x != 0.0))
+    }
+
     /// The first phase's sum spread as the guard reads it: around the warm-up profile where the
     /// history has one ([`sum_spread_profiled`]).
     pub(super) fn first_phase_sum_spread(&self, s: &[f64]) -> (f64, f64) {

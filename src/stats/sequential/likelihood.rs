@@ -150,18 +150,13 @@ struct Running<'a> {
     skip: usize,
     with_sums: bool,
     measured: usize,
-    aside: usize,
-    /// Each gain's log-likelihood of the log-ratios, and the gain side's of the sums' contrasts.
     /// Per scale of [`WholePairLr::scales`]: each gain's log-likelihood of the log-ratios, and
     /// the sums' contrasts'.
     gains: [[f64; MIXTURE.len()]; LR_SCALES.len()],
     sums_ll: [f64; LR_SCALES.len()],
     /// Per scale: no gain's log-likelihood of the log-ratios (mean 0, the gain side's sd).
     none_ll: [f64; LR_SCALES.len()],
-    /// The used log-ratios' sum and sum of squares, their running mean and squared deviations
-    /// (Welford), the sums' running mean and squared deviations.
-    s1: f64,
-    s2: f64,
+    /// The used log-ratios' running mean and squared deviations (Welford), the sums' likewise.
     mr: f64,
     qr: f64,
     ms: f64,
@@ -178,12 +173,9 @@ impl<'a> Running<'a> {
             skip: if warm { test.skip } else { 0 },
             with_sums,
             measured: 0,
-            aside: 0,
             gains: [[0.0; MIXTURE.len()]; LR_SCALES.len()],
             sums_ll: [0.0; LR_SCALES.len()],
             none_ll: [0.0; LR_SCALES.len()],
-            s1: 0.0,
-            s2: 0.0,
             mr: 0.0,
             qr: 0.0,
             ms: 0.0,
@@ -220,7 +212,6 @@ impl<'a> Running<'a> {
             aside = (r - mdr).abs() > t.outlier_k * sdr.max(self.sd) || (s - mds).abs() > t.outlier_k * sds.max(self.sd);
         }
         if aside {
-            self.aside += 1;
             return None;
         }
         self.rs.push(r);
@@ -239,8 +230,6 @@ impl<'a> Running<'a> {
                 self.sums_ll[j] += -(s - self.ms).powi(2) * k / (n * 2.0 * sd_s * sd_s) - sd_s.ln();
             }
         }
-        self.s1 += r;
-        self.s2 += r * r;
         let dr = r - self.mr;
         self.mr += dr / n;
         self.qr += dr * (r - self.mr);
@@ -252,17 +241,16 @@ impl<'a> Running<'a> {
         }
         // No gain: the log-ratios' mean at most 0, one sd for the log-ratios and the sums'
         // contrasts (m values in all).
-        let mean = self.s1 / n;
-        let ratios = if mean < 0.0 { self.s2 - n * mean * mean } else { self.s2 };
+        let mean = self.mr;
+        // The log-ratios' squares about their best mean of at most 0.
+        let ratios = if mean < 0.0 { self.qr } else { self.qr + n * mean * mean };
         let m = if self.with_sums { 2.0 * n - 1.0 } else { n };
         // The gain side: the mixture over the scales (each with its own sums) of the mixture over
         // the gains, a joint density of the pairs whatever its weights.
-        let per_scale: Vec<f64> = (0..t.scales.len())
-            .map(|j| {
-                t.scales[j].1.ln() + log_mix(MIXTURE.iter().map(|&(_, w)| w.ln()).zip(self.gains[j]).map(|(a, b)| a + b)) + self.sums_ll[j]
-            })
-            .collect();
-        let gain = log_mix(per_scale.into_iter());
+        let gain = log_mix(
+            (0..t.scales.len())
+                .map(|j| t.scales[j].1.ln() + log_mix(MIXTURE.iter().zip(self.gains[j]).map(|(&(_, w), g)| w.ln() + g)) + self.sums_ll[j]),
+        );
         let none_mixed = log_mix((0..t.scales.len()).map(|j| t.scales[j].1.ln() + self.none_ll[j] + self.sums_ll[j]));
         let none = -0.5 * m * ((ratios + self.qs) / m).ln() - 0.5 * m;
         let none_calibrated = -(ratios + self.qs) / (2.0 * self.sd * self.sd) - m * self.sd.ln();
@@ -292,8 +280,7 @@ impl Sequential {
 
     /// What the likelihood ratio does next on the first phase's pairs (log-ratios, log-sums).
     pub(super) fn likelihood_ratio_next(&self, b: &Borrowed, test: &WholePairLr, main: &[f64], main_s: &[f64]) -> Next {
-        // The history shows a warm-up: its first step apart from zero, as the guard reads it.
-        let warm = b.warmup.as_ref().is_some_and(|w| w.used(1, b.warmup_z).iter().any(|&x| x != 0.0));
+        let warm = b.shows_warmup();
         let sums = main_s.len() >= main.len();
         let pairs: Vec<(f64, Option<f64>)> = main.iter().enumerate().map(|(i, &r)| (r, sums.then(|| main_s[i]))).collect();
         let (looks, stop) = test.looks(b.scale.sd, warm, &pairs);
@@ -398,7 +385,7 @@ impl Sequential {
 pub const SCALE: &str = "pooled";
 
 /// ln of the sum of the exponentials of `terms` (-inf where every term is).
-fn log_mix(terms: impl Iterator<Item = f64> + Clone) -> f64 {
+pub fn log_mix(terms: impl Iterator<Item = f64> + Clone) -> f64 {
     let top = terms.clone().fold(f64::NEG_INFINITY, f64::max);
     if top == f64::NEG_INFINITY {
         return top;
