@@ -86,6 +86,7 @@ fn main() {
             sum_df: df("sum_df", base.sum_df),
             skip: num("skip", base.skip as f64) as usize,
             futile_from: num("futile_from", base.futile_from as f64) as usize,
+            keep_from: num("keep_from", base.keep_from as f64) as usize,
             futile_mixed: num("futile_mixed", base.futile_mixed as u8 as f64) != 0.0,
             outlier_k: num("outlier_k", base.outlier_k),
             scales: kv.get("scales").map_or(base.scales, |v| {

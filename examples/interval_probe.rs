@@ -8,7 +8,8 @@
 //!
 //! `cargo run --release --example interval_probe -- [key=value ...]`, keys: seed, trials (per
 //! cell), null (per do-nothing cell), looks (K; 12 by default: 8 first-phase looks, 3
-//! confirmation looks and the rescue), lower (the lower end's share of the miss;
+//! confirmation looks and the rescue), method (the `[decision] method`, as the config spells
+//! it; the default's unless given), lower (the lower end's share of the miss;
 //! `effect::DECISION_LOWER_SHARE` by default), only (models whose names contain one of these,
 //! split by '|'), threads.
 
@@ -76,6 +77,10 @@ fn main() {
     // The row's interval is at 1 - 2 alpha: this much miss, in percent, to split.
     let miss = 2.0 * DecisionConfig::default().alpha * 100.0;
     let threads = num("threads", 2.0) as usize;
+    let config = DecisionConfig {
+        method: kv.get("method").map_or(Ok(DecisionConfig::default().method), |m| m.parse()).unwrap_or_else(|e| panic!("method={e}")),
+        ..DecisionConfig::default()
+    };
     let only: Option<Vec<String>> = kv.get("only").map(|s| s.to_lowercase().split('|').map(str::to_string).collect());
     let models: Vec<Scenario> = scenarios()
         .into_iter()
@@ -94,11 +99,12 @@ fn main() {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut rows: Vec<(usize, String)> = std::thread::scope(|sc| {
+        let config = &config;
         let handles: Vec<_> = (0..threads)
             .map(|th| {
                 let mine: Vec<_> = jobs.iter().filter(|(i, _, _)| i % threads == th).cloned().collect();
                 sc.spawn(move || {
-                    let seq = Sequential::new(DecisionConfig::default().params(None));
+                    let seq = Sequential::new(config.params(None));
                     mine.into_iter()
                         .map(|(i, s, e)| {
                             let n = if e == 0.0 { null } else { trials };

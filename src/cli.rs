@@ -213,8 +213,7 @@ pub struct CalibrateArgs {
 
 /// A `[decision] method` as the config spells it.
 fn parse_method(s: &str) -> Result<crate::config::Method, String> {
-    serde::Deserialize::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
-        .map_err(|_| format!("{s:?}: one of sequential, fixed, likelihood-ratio, auto"))
+    s.parse()
 }
 
 #[derive(Debug, Args)]

@@ -150,16 +150,26 @@ impl ScoreConfig {
 /// How the experiment decides: `sequential` (looks after `min_pairs`, then every `look_every`
 /// pairs up to `max_pairs`, and a confirmation), `fixed` (one test after `max_pairs` pairs),
 /// `likelihood-ratio` (with history: a look after every pair, one phase, up to `rescue_pairs`
-/// pairs; without history as `sequential`) or `auto` (`likelihood-ratio` where the history set
-/// no gross outlier aside, `sequential` elsewhere).
+/// pairs; without history as `sequential`) or `auto`, the default (`likelihood-ratio` where the
+/// history saw no gross outlier, `sequential` elsewhere).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
-    #[default]
     Sequential,
     Fixed,
     LikelihoodRatio,
+    #[default]
     Auto,
+}
+
+impl std::str::FromStr for Method {
+    type Err = String;
+
+    /// A method as the config spells it (`--method`, the probes' `method=`).
+    fn from_str(s: &str) -> Result<Method, String> {
+        Deserialize::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
+            .map_err(|_| format!("{s:?}: one of sequential, fixed, likelihood-ratio, auto"))
+    }
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -247,9 +257,10 @@ impl DecisionConfig {
                 rescue_alpha: self.rescue_alpha,
                 likelihood_ratio: match self.method {
                     Method::LikelihoodRatio => OnePhase::WithHistory,
-                    Method::Auto => OnePhase::WithoutOutliers,
+                    Method::Auto => OnePhase::UntilOutlier,
                     Method::Sequential | Method::Fixed => OnePhase::Never,
                 },
+                likelihood_ratio_wide: true,
             },
         };
         Params { confirm: self.confirm, confirm_pairs: self.confirm_pairs as usize, confirm_alpha: self.confirm_alpha, ..base }
@@ -995,13 +1006,16 @@ metric = "score"       # score (util x 100 / latency_ms) | latency | tflops; lat
                        # lower, score and tflops higher
 
 [decision]
-# Sequential: look after min_pairs interleaved pairs, then every look_every pairs up to
-# max_pairs; keep needs significance (alpha spent across looks) AND a gain >= min_effect_pct,
-# then an independent confirmation batch in reversed order. `ratchet calibrate` suggests
-# min_effect_pct for this machine; `ratchet simulate` shows the error rates of these settings.
-method = "sequential"  # sequential | fixed (one test after max_pairs pairs) | likelihood-ratio
-                       # (with history: one phase, a look every pair) | auto (likelihood-ratio
-                       # unless the history set gross outliers aside; docs/decisions.md)
+# auto: once `ratchet calibrate` (or an earlier experiment) has measured this machine's noise,
+# a likelihood ratio of whole pairs, read after every pair up to rescue_pairs pairs, keeps at
+# odds of e^6 and a gain >= min_effect_pct; where that history saw gross outliers, and on the
+# first experiment without one, the sequential test decides. Sequential: look after min_pairs
+# interleaved pairs, then every look_every pairs up to max_pairs; keep needs significance
+# (alpha spent across looks) AND a gain >= min_effect_pct, then an independent confirmation
+# batch in reversed order. `ratchet calibrate` suggests min_effect_pct for this machine;
+# `ratchet simulate` shows the error rates of these settings (docs/decisions.md).
+method = "auto"        # auto | sequential | fixed (one test after max_pairs pairs) |
+                       # likelihood-ratio (with history, always; without, as sequential)
 min_pairs = 4
 max_pairs = 16
 look_every = 2
@@ -1043,7 +1057,7 @@ mod tests {
         assert_eq!(cfg.benchmark.command, "python3 prepare.py");
         assert_eq!(cfg.benchmark.iters, 20);
         assert_eq!(cfg.decision.max_pairs, 16);
-        assert_eq!(cfg.decision.method, Method::Sequential);
+        assert_eq!(cfg.decision.method, Method::Auto);
         assert_eq!(cfg.score.metric, Metric::Score);
         assert_eq!(cfg.score.direction(), Direction::Higher);
         assert_eq!(cfg.hardware(), Some(Hardware { peak_tflops: 197.0, hbm_gbps: 819.0 }));
@@ -1084,7 +1098,7 @@ mod tests {
         let p = cfg.decision.params(None);
         assert!(p.likelihood_ratio == OnePhase::WithHistory && p.confirm && p.max_total_pairs() == 30, "{p:?}");
         let cfg = Config::parse(&format!("{head}method = \"auto\"\n")).unwrap();
-        assert_eq!(cfg.decision.params(None).likelihood_ratio, OnePhase::WithoutOutliers);
+        assert_eq!(cfg.decision.params(None).likelihood_ratio, OnePhase::UntilOutlier);
         let e = Config::parse(&format!("{head}method = \"likelihood\"\n")).unwrap_err();
         assert!(e.message.contains("likelihood-ratio"), "the error lists the methods: {}", e.message);
     }

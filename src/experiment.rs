@@ -305,7 +305,9 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     if decision.is_some() {
         // The residuals feed the next experiments' noise scale; losing them costs runs, never
         // validity, so a failure to write is only a note.
-        if let Some(e) = history::entry_runs(&row.time, &format!("experiment {id}"), &[(&main_d, &main_s), (&confirm_d, &confirm_s)]) {
+        let batches = [(&main_d[..], &main_s[..]), (&confirm_d[..], &confirm_s[..])];
+        if let Some(e) = history::entry_beside(&row.time, &format!("experiment {id}"), &batches, seq.borrowed.as_ref().map(|b| b.scale.sd))
+        {
             if let Err(err) = history::record(&state_dir, &noise_key, e) {
                 fx.note(format!("could not record the noise history: {}", err.message));
             }

@@ -29,8 +29,8 @@ pub struct DecisionRecord {
     /// existed, and in a parallel trial).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<Warmup>,
-    /// Gross outliers the history's pooled sessions set aside: whether the likelihood ratio
-    /// decided (`OnePhase::WithoutOutliers`).
+    /// The history's pooled sessions that saw a gross outlier: whether the likelihood ratio
+    /// decided (`OnePhase::WithoutOutliers`, `UntilOutlier`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub outliers: usize,
     /// Whether the pairs' log-sums entered the variance guard (they do, except in a parallel

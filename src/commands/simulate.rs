@@ -5,7 +5,7 @@
 use crate::cli::SimulateArgs;
 use crate::config;
 use crate::error::{Error, Result};
-use crate::stats::sequential::Sequential;
+use crate::stats::sequential::{OnePhase, Sequential};
 use crate::workspace::Workspace;
 use std::path::Path;
 
@@ -68,15 +68,22 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     let b = crate::stats::sequential::Borrowed::new(crate::stats::sequential::NoiseScale { sd: 0.0, df: 0.0 });
     if let Some((_, t)) = Sequential::new(p.clone()).with_history(Some(b.clone())).likelihood_ratio() {
         println!(
-            "with history{}: the likelihood ratio of whole pairs after every pair from the second, one phase, at most {} pairs: a gain (mixture of {} x {:+.1}%, gain-side scales {}) against no gain's best fit; keep at ln LR >= {} with a mean of at least the minimum effect, futile at a ratio <= e^{} against no gain {}; the first {} pair set aside where the history shows a warm-up",
-            if p.likelihood_ratio == crate::stats::sequential::OnePhase::WithoutOutliers {
-                " and no gross outlier in it (else the two phases)"
-            } else {
-                ""
+            "with history{}: the likelihood ratio of whole pairs after every pair from the second, one phase, at most {} pairs: a gain (mixture of {} x {:+.1}% at weight {}, and a wide half-normal of sd {} over larger gains at {}; gain-side scales {}) against no gain's best fit; keep at ln LR >= {} with a mean of at least the minimum effect, futile at a ratio <= e^{} against no gain {}; the first {} pair set aside where the history shows a warm-up",
+            match p.likelihood_ratio {
+                OnePhase::WithoutOutliers => " and no gross outlier in it (else the two phases)".to_string(),
+                OnePhase::UntilOutlier => format!(
+                    " and no gross outlier in it, until one of the first {} pairs lies over {} sds from their median (from there, and with one in the history, the two phases)",
+                    p.max_pairs,
+                    crate::stats::sequential::OUTLIER_K
+                ),
+                _ => String::new(),
             },
             t.max_pairs,
             crate::stats::sequential::MIXTURE.iter().map(|(m, w)| format!("{m}:{w}")).collect::<Vec<_>>().join(","),
             crate::stats::pct(t.mu1),
+            1.0 - crate::stats::sequential::LR_WIDE_WEIGHT,
+            crate::stats::sequential::LR_WIDE_SD,
+            crate::stats::sequential::LR_WIDE_WEIGHT,
             t.scales.iter().filter(|s| s.1 > 0.0).map(|(c, w)| format!("{c}x:{w}")).collect::<Vec<_>>().join(","),
             t.keep_at,
             t.futile_at,
@@ -84,10 +91,14 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
             t.skip
         );
     }
-    if p.likelihood_ratio != crate::stats::sequential::OnePhase::WithHistory {
+    if p.likelihood_ratio != OnePhase::WithHistory {
         println!(
         "{}: first look at {} pairs (at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
-        if p.likelihood_ratio == crate::stats::sequential::OnePhase::WithoutOutliers { "with a gross outlier in the history" } else { "with history" },
+        match p.likelihood_ratio {
+            OnePhase::WithoutOutliers => "with a gross outlier in the history",
+            OnePhase::UntilOutlier => "with a gross outlier in the history or the first phase's pairs",
+            _ => "with history",
+        },
         b.first_look,
         b.first_share,
         b.safety,

@@ -490,7 +490,10 @@ mod tests {
 
     #[test]
     fn speculating_on_promising_first_trials_leaves_fewer_stale_winners_and_keeps_the_bound() {
-        let s = seq();
+        // Speculation starts on a first phase that passed: the two phases' procedure, which has one
+        // (the likelihood ratio decides in one phase, so nothing is promising before its keep).
+        let s =
+            Sequential::new(crate::config::DecisionConfig { method: crate::config::Method::Sequential, ..Default::default() }.params(None));
         let mut p = plan(4, 3000);
         p.queue = Queue::Win30;
         let today = simulate_trunk(&s, &p);

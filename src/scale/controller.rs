@@ -754,9 +754,9 @@ impl<'a> Controller<'a> {
         if a.decision.is_some() {
             let key = device_history_key(self.cfg, &device_of(&a.result));
             let r = &a.result;
-            if let Some(e) =
-                history::entry_runs(&row.time, &format!("experiment {}", row.id), &[(&r.main, &r.main_sums), (&r.confirm, &r.confirm_sums)])
-            {
+            let sd = a.decision.as_ref().and_then(|d| d.borrowed.as_ref()).map(|b| b.sd_pct / 100.0);
+            let batches = [(&r.main[..], &r.main_sums[..]), (&r.confirm[..], &r.confirm_sums[..])];
+            if let Some(e) = history::entry_beside(&row.time, &format!("experiment {}", row.id), &batches, sd) {
                 if let Err(err) = history::record(&self.state_dir, &key, e) {
                     fx.note(format!("could not record the noise history: {}", err.message));
                 }

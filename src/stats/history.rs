@@ -65,11 +65,18 @@ impl Entry {
     }
 }
 
-/// The kept pairs of one batch (indices): those within `TRIM_K` robust sds of its median.
-fn trim(d: &[f64]) -> Vec<usize> {
+/// The kept pairs of one batch (indices): those within `TRIM_K` robust sds of its median. A batch
+/// of fewer than 4 pairs has no robust sd to trust; beside a borrowed scale `sd` it keeps those
+/// within the procedure's `OUTLIER_K` of its sds (a decision handed to the two phases at its
+/// second pair by a wild one must not leave that pair in the history's spread).
+fn trim(d: &[f64], sd: Option<f64>) -> Vec<usize> {
     let all = (0..d.len()).collect();
     if d.len() < 4 {
-        return all;
+        let Some(sd) = sd.filter(|s| *s > 0.0) else {
+            return all;
+        };
+        let med = median(d);
+        return (0..d.len()).filter(|&i| (d[i] - med).abs() <= super::sequential::OUTLIER_K * sd).collect();
     }
     let (med, mad) = (median(d), robust_sd(d));
     if mad <= 0.0 {
@@ -92,12 +99,18 @@ pub fn entry(time: &str, source: &str, batches: &[&[f64]]) -> Option<Entry> {
 /// starts the session cold: its first [`WARMUP_STEPS`] sum differences are recorded as its
 /// warm-up instead of in the spread.
 pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Option<Entry> {
+    entry_beside(time, source, batches, None)
+}
+
+/// [`entry_runs`] of a decision that borrowed the scale `sd` (one pair's log-ratio): its short
+/// batches are trimmed against it.
+pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: Option<f64>) -> Option<Entry> {
     let (mut ss, mut df, mut pairs, mut trimmed, mut sum_ss, mut sum_df, mut max_dev) = (0.0, 0.0, 0, 0, 0.0, 0.0, 0.0f64);
     let mut warmup = vec![];
     for (bi, (b, s)) in batches.iter().enumerate() {
         let ok: Vec<usize> = (0..b.len()).filter(|&i| b[i].is_finite() && s.get(i).is_none_or(|x| x.is_finite())).collect();
         let d: Vec<f64> = ok.iter().map(|&i| b[i]).collect();
-        let keep = trim(&d);
+        let keep = trim(&d, sd);
         pairs += d.len();
         trimmed += d.len() - keep.len();
         if !d.is_empty() {
@@ -431,6 +444,24 @@ mod tests {
         let (a, b) = (entry("t", "x", &[&clean]).unwrap(), entry("t", "x", &[&dirty]).unwrap());
         assert_eq!(b.trimmed, 1);
         assert!((a.sd() - b.sd()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_short_session_leaves_a_gross_outlier_out_beside_a_borrowed_scale() {
+        // Three pairs, one with a run 3x slow: no robust sd to trim by, so alone it stays in the
+        // spread; beside a borrowed sd of 1.4% it is 6 sds out, left out, and still the session's
+        // largest distance (what routes `auto`).
+        let short: [(&[f64], &[f64]); 1] = [(&[0.01, -0.012, 1.1], &[])];
+        let alone = entry_runs("t", "x", &short).unwrap();
+        let beside = entry_beside("t", "x", &short, Some(0.014)).unwrap();
+        assert_eq!((alone.trimmed, beside.trimmed), (0, 1));
+        assert!(alone.sd() > 0.5 && (beside.sd() - 0.022f64 / 2f64.sqrt()).abs() < 1e-12, "{} {}", alone.sd(), beside.sd());
+        assert_eq!(alone.max_dev, beside.max_dev);
+        // Pairs within 6 sds are all kept, and a longer batch is the robust trim's.
+        let calm: [(&[f64], &[f64]); 1] = [(&[0.01, -0.012, 0.07], &[])];
+        assert_eq!(entry_beside("t", "x", &calm, Some(0.014)).unwrap().trimmed, 0);
+        let clean = [0.01, -0.012, 0.004, -0.003, 0.008];
+        assert_eq!(entry_beside("t", "x", &[(&clean, &[])], Some(1e-6)), entry_runs("t", "x", &[(&clean, &[])]));
     }
 
     #[test]

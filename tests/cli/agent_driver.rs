@@ -47,7 +47,7 @@ fn the_driver_keeps_a_better_block_size_and_logs_every_idea() {
     let rows = t.rows();
     let messages: Vec<&str> = rows.iter().map(|r| r["message"].as_str()).collect();
     // Bigger blocks first (no diagnosis says compute-bound); each kept BQ is built upon.
-    assert_eq!(messages, ["experiment: BQ 128 -> 256", "experiment: BQ 256 -> 512", "experiment: BQ 512 -> 1024"]);
+    assert_eq!(messages, ["experiment: BQ 128 -> 256", "experiment: BQ 256 -> 512", "experiment: BQ 512 -> 1024"], "{rows:#?}");
     assert!(rows.iter().all(|r| r["status"] == "keep"), "{rows:?}");
     assert_eq!(t.read("kernel.py").lines().next(), Some("BQ = 1024"), "the kept sizes are in the tree");
     let log = t.read(".ratchet/agent-ideas.jsonl");

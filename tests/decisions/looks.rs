@@ -26,7 +26,7 @@ impl Repo {
         let r = Repo { dir: tempfile::tempdir().unwrap(), n: 0 };
         let config = format!(
             "[benchmark]\ncommand = \"true\"\ntimeout_s = 20\nkill_grace_s = 0.5\nwarmup = 0\niters = 5\nprofile_iters = 0\n\
-             [hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = {max_pairs}\nconfirm_pairs = 4\n\
+             [hardware]\npreset = \"tpu-v5e\"\n[decision]\nmethod = \"sequential\"\nmin_pairs = 4\nmax_pairs = {max_pairs}\nconfirm_pairs = 4\n\
              [score]\nmetric = \"latency\"\n"
         );
         std::fs::write(r.path().join("ratchet.toml"), config).unwrap();

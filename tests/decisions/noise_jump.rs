@@ -27,6 +27,7 @@ fn params() -> Params {
         rescue_pairs: 0,
         rescue_alpha: 0.0,
         likelihood_ratio: OnePhase::Never,
+        likelihood_ratio_wide: false,
     }
 }
 

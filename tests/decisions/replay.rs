@@ -18,7 +18,7 @@ use ratchet::workspace::Workspace;
 use std::path::Path;
 
 const CONFIG: &str = "[benchmark]\ncommand = \"true\"\ntimeout_s = 20\nkill_grace_s = 0.5\nwarmup = 0\niters = 5\nprofile_iters = 0\n\
-    [hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = 12\nconfirm_pairs = 4\n[score]\nmetric = \"latency\"\n";
+    [hardware]\npreset = \"tpu-v5e\"\n[decision]\nmethod = \"sequential\"\nmin_pairs = 4\nmax_pairs = 12\nconfirm_pairs = 4\n[score]\nmetric = \"latency\"\n";
 
 fn repo() -> tempfile::TempDir {
     support::committed_repo(&[("ratchet.toml", CONFIG), ("kernel.py", "BQ = 0\n")])
@@ -26,7 +26,7 @@ fn repo() -> tempfile::TempDir {
 
 /// The same repo deciding by the one-phase likelihood ratio once it has history.
 fn likelihood_ratio_repo() -> tempfile::TempDir {
-    let config = CONFIG.replace("[decision]\n", "[decision]\nmethod = \"likelihood-ratio\"\n");
+    let config = CONFIG.replace("method = \"sequential\"", "method = \"likelihood-ratio\"");
     support::committed_repo(&[("ratchet.toml", &config), ("kernel.py", "BQ = 0\n")])
 }
 
@@ -95,8 +95,9 @@ fn likelihood_ratio_decisions_replay_exactly_and_say_so_in_their_row() {
 }
 
 #[test]
-fn auto_leaves_a_history_with_gross_outliers_to_the_two_phases_and_both_replay() {
-    let config = CONFIG.replace("[decision]\n", "[decision]\nmethod = \"auto\"\n");
+fn auto_hands_a_decision_and_a_history_with_a_gross_outlier_to_the_two_phases_and_all_replay() {
+    // The default method.
+    let config = CONFIG.replace("method = \"sequential\"\n", "");
     let dir = support::committed_repo(&[("ratchet.toml", &config), ("kernel.py", "BQ = 0\n")]);
     // Quiet experiments build a history, then one run 3x slow: the session that saw it sets it
     // aside as a gross outlier, and while it is pooled the decisions are the two phases'.
@@ -124,8 +125,13 @@ fn auto_leaves_a_history_with_gross_outliers_to_the_two_phases_and_both_replay()
     let scales: Vec<(&str, usize)> = rows.iter().zip(&rules).map(|(r, d)| (r.noise_scale.as_str(), d.outliers)).collect();
     // Before the outlier: the likelihood ratio wherever there was history; after it: the two
     // phases (a borrowed scale, its confirmation), each rule recording the outliers it saw.
-    assert!(scales[..=outlier_at].iter().all(|&(s, o)| o == 0 && s != "history"), "{scales:?}");
-    assert!(scales[..=outlier_at].iter().any(|&(s, _)| s == "pooled"), "{scales:?}");
+    // Before the outlier: the likelihood ratio wherever there was history. The experiment that
+    // met it: handed to the two phases at that pair, its reason saying so, and its session
+    // keeping the wild pair out of the history's spread. After it: the two phases (a borrowed
+    // scale, or the pairs' own), each rule recording the outliers the history saw.
+    assert!(scales[..outlier_at].iter().all(|&(s, o)| o == 0 && s != "history"), "{scales:?}");
+    assert!(scales[..outlier_at].iter().any(|&(s, _)| s == "pooled"), "{scales:?}");
+    assert!(scales[outlier_at].0 != "pooled" && rows[outlier_at].note.contains("lay "), "{:?}", rows[outlier_at]);
     assert!(scales[outlier_at + 1..].iter().all(|&(s, o)| o >= 1 && s != "pooled"), "{scales:?}");
     assert!(scales[outlier_at + 1..].iter().any(|&(s, _)| s == "history"), "{scales:?}");
     let r = replay_all(dir.path());

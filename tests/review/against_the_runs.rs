@@ -436,7 +436,10 @@ fn a_quiet_machine_with_one_wild_run_raises_no_alarm() {
 
 #[test]
 fn a_decision_on_its_own_scale_says_the_history_was_not_used() {
+    // The two phases, whose guard can leave the history's scale for the pairs' own.
     let repo = Repo::new(16);
+    repo.write("ratchet.toml", &config(16).replace("[decision]\n", "[decision]\nmethod = \"sequential\"\n"));
+    repo.git(&["commit", "-qam", "the two phases"]);
     // A quiet history (0.5% a pair), then pairs about 30% apart: the deciding look cannot
     // borrow the history's scale, and the line that shows both scales says which one decided.
     noisy_history(&repo, 0.005, 4);

@@ -71,8 +71,9 @@ pub struct Borrowed {
     /// they are), and how far from zero (in standard errors) a step must be for it to.
     pub warmup_positions: usize,
     pub warmup_z: f64,
-    /// Gross outlier pairs the history's pooled sessions set aside (`history::Entry::trimmed`):
-    /// where any were, `OnePhase::WithoutOutliers` leaves the decision to the two phases.
+    /// The history's pooled sessions that saw a gross outlier (`history::Entry::max_dev`): where
+    /// any did, `OnePhase::WithoutOutliers` and `UntilOutlier` leave the decision to the two
+    /// phases.
     pub outliers: usize,
 }
 

@@ -25,10 +25,21 @@ impl Sequential {
     /// log-ratios are not used. An unconfirmed or inconclusive decision of the two phases goes
     /// on to the rescue ([`Sequential::rescued`]), whose pairs follow the confirmation's.
     pub fn next_runs(&self, main: &[f64], confirm: &[f64], main_s: &[f64], confirm_s: &[f64]) -> Next {
+        let mut handed = None;
         if let Some((b, test)) = self.likelihood_ratio() {
-            return self.likelihood_ratio_next(b, &test, main, main_s);
+            match self.likelihood_ratio_next(b, &test, main, main_s) {
+                Ok(next) => return next,
+                Err(wild) => handed = Some(wild),
+            }
         }
-        self.rescued(main, confirm, self.two_phases(main, confirm, main_s, confirm_s))
+        let next = self.rescued(main, confirm, self.two_phases(main, confirm, main_s, confirm_s));
+        match (handed, next) {
+            (Some(w), Next::Done(mut d)) => {
+                d.reason = format!("{}; {}", w.reason(), d.reason);
+                Next::Done(d)
+            }
+            (_, next) => next,
+        }
     }
 
     /// What the first phase and the confirmation do next, or decide.

@@ -3,7 +3,10 @@
 //! likelihood under a gain against their best under no gain; kept at a level, reverted once a gain
 //! has become unlikely. docs/decisions.md, "The likelihood ratio as a method".
 
-use super::levels::{LR_FUTILE_AT, LR_KEEP_AT, LR_POWERED_FOR_PCT, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, MIXTURE};
+use super::levels::{
+    LR_FUTILE_AT, LR_KEEP_AT, LR_POWERED_FOR_PCT, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE,
+    OUTLIER_K, ROBUST_BAND_PAIRS,
+};
 use super::plan::OnePhase;
 use super::{fmt_p, median, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
 
@@ -49,6 +52,11 @@ pub struct WholePairLr {
     pub skip: usize,
     /// No futility stop before this many pairs.
     pub futile_from: usize,
+    /// No keep before this many used pairs.
+    pub keep_from: usize,
+    /// The wide component's weight beside the grid's gains (0: none, the rule recorded before
+    /// it).
+    pub wide: f64,
     /// Futility against no gain weighed over the same scales as the gain (a Bayes factor), in
     /// place of no gain at the calibrated sd.
     pub futile_mixed: bool,
@@ -91,6 +99,8 @@ impl WholePairLr {
             sum_df: LR_SUM_DF,
             skip: LR_SKIP,
             futile_from: 0,
+            keep_from: 0,
+            wide: LR_WIDE_WEIGHT,
             // Against no gain at the calibrated sd, which a warming or jumped machine fits so
             // badly that a do-nothing change ran to 20 runs (`floor_probe futile_mixed=0`; 9).
             futile_mixed: true,
@@ -100,7 +110,7 @@ impl WholePairLr {
 
     /// How a look ends the decision, if it does.
     pub fn stop(&self, look: &LrLook) -> Option<Stop> {
-        if look.log_lr >= self.keep_at && look.mean >= self.min_mean {
+        if look.log_lr >= self.keep_at && look.mean >= self.min_mean && look.used >= self.keep_from {
             Some(Stop::Keep)
         } else if look.measured >= self.futile_from && look.log_lr_futility <= self.futile_at {
             Some(Stop::Futile)
@@ -156,6 +166,9 @@ struct Running<'a> {
     sums_ll: [f64; LR_SCALES.len()],
     /// Per scale: no gain's log-likelihood of the log-ratios (mean 0, the gain side's sd).
     none_ll: [f64; LR_SCALES.len()],
+    /// Per scale: the wide component's log-likelihood of the log-ratios (each pair's predictive
+    /// density given the pairs before it) and its posterior mean and variance of the mean.
+    wide: [(f64, f64, f64); LR_SCALES.len()],
     /// The used log-ratios' running mean and squared deviations (Welford), the sums' likewise.
     mr: f64,
     qr: f64,
@@ -176,6 +189,7 @@ impl<'a> Running<'a> {
             gains: [[0.0; MIXTURE.len()]; LR_SCALES.len()],
             sums_ll: [0.0; LR_SCALES.len()],
             none_ll: [0.0; LR_SCALES.len()],
+            wide: [(0.0, 0.0, LR_WIDE_SD * LR_WIDE_SD); LR_SCALES.len()],
             mr: 0.0,
             qr: 0.0,
             ms: 0.0,
@@ -224,6 +238,14 @@ impl<'a> Running<'a> {
                 *g += -(r - times * t.mu1).powi(2) / (2.0 * sd_r * sd_r) - sd_r.ln();
             }
             self.none_ll[j] += -r * r / (2.0 * sd_r * sd_r) - sd_r.ln();
+            // The wide component: a normal prior over the mean, updated pair by pair, so that its
+            // product of predictive densities is a joint density of the pairs.
+            let (ll, m, v) = &mut self.wide[j];
+            let pv = sd_r * sd_r + *v;
+            *ll += -(r - *m).powi(2) / (2.0 * pv) - 0.5 * pv.ln();
+            let post = 1.0 / (1.0 / *v + 1.0 / (sd_r * sd_r));
+            *m = post * (*m / *v + r / (sd_r * sd_r));
+            *v = post;
             if k > 0.0 && self.with_sums {
                 // The sum's contrast with the sums before it (Helmert): variance sd^2 n / k.
                 let sd_s = self.pooled(c, t.sum_df, self.qs, (k - 1.0).max(0.0));
@@ -247,10 +269,14 @@ impl<'a> Running<'a> {
         let m = if self.with_sums { 2.0 * n - 1.0 } else { n };
         // The gain side: the mixture over the scales (each with its own sums) of the mixture over
         // the gains, a joint density of the pairs whatever its weights.
-        let gain = log_mix(
-            (0..t.scales.len())
-                .map(|j| t.scales[j].1.ln() + log_mix(MIXTURE.iter().zip(self.gains[j]).map(|(&(_, w), g)| w.ln() + g)) + self.sums_ll[j]),
-        );
+        let gain = log_mix((0..t.scales.len()).map(|j| {
+            let grid = (1.0 - t.wide).ln() + log_mix(MIXTURE.iter().zip(self.gains[j]).map(|(&(_, w), g)| w.ln() + g));
+            // The prior is the half of N(0, LR_WIDE_SD^2) above no gain: its marginal is the
+            // whole normal's times P(mean > 0 | pairs) / P(mean > 0), with the posterior normal.
+            let (ll, m, v) = self.wide[j];
+            let wide = ll + ln_normal_cdf(m / v.sqrt()) + std::f64::consts::LN_2;
+            t.scales[j].1.ln() + log_mix([grid, t.wide.ln() + wide].into_iter()) + self.sums_ll[j]
+        }));
         let none_mixed = log_mix((0..t.scales.len()).map(|j| t.scales[j].1.ln() + self.none_ll[j] + self.sums_ll[j]));
         let none = -0.5 * m * ((ratios + self.qs) / m).ln() - 0.5 * m;
         let none_calibrated = -(ratios + self.qs) / (2.0 * self.sd * self.sd) - m * self.sd.ln();
@@ -273,19 +299,36 @@ impl Sequential {
         let b = self.borrowed.as_ref().filter(|b| match self.params.likelihood_ratio {
             OnePhase::Never => false,
             OnePhase::WithHistory => true,
-            OnePhase::WithoutOutliers => b.outliers == 0,
+            OnePhase::WithoutOutliers | OnePhase::UntilOutlier => b.outliers == 0,
         })?;
-        Some((b, WholePairLr::new(self.params.min_effect_pct, self.params.max_total_pairs())))
+        let test = WholePairLr::new(self.params.min_effect_pct, self.params.max_total_pairs());
+        Some((b, WholePairLr { wide: if self.params.likelihood_ratio_wide { test.wide } else { 0.0 }, ..test }))
     }
 
-    /// What the likelihood ratio does next on the first phase's pairs (log-ratios, log-sums).
-    pub(super) fn likelihood_ratio_next(&self, b: &Borrowed, test: &WholePairLr, main: &[f64], main_s: &[f64]) -> Next {
+    /// What the likelihood ratio does next on the first phase's pairs (log-ratios, log-sums), or
+    /// (`OnePhase::UntilOutlier`) the gross outlier among them before its stop that hands the
+    /// decision to the two phases.
+    pub(super) fn likelihood_ratio_next(&self, b: &Borrowed, test: &WholePairLr, main: &[f64], main_s: &[f64]) -> Result<Next, Wild> {
         let warm = b.shows_warmup();
         let sums = main_s.len() >= main.len();
         let pairs: Vec<(f64, Option<f64>)> = main.iter().enumerate().map(|(i, &r)| (r, sums.then(|| main_s[i]))).collect();
         let (looks, stop) = test.looks(b.scale.sd, warm, &pairs);
+        // The pairs the ratio read up to its stop, or all of them: a wild one among them ends it.
+        let read = match (stop, looks.last()) {
+            (Some(Stop::Keep | Stop::Futile), Some(l)) => l.measured,
+            _ => main.len(),
+        };
+        if self.params.likelihood_ratio == OnePhase::UntilOutlier {
+            // Not the warm-up's pairs the ratio sets aside (a ramp's first pair is meant to be
+            // off), and only within the two phases' first phase, which then reads the wild pair.
+            let to = read.min(main.len()).min(self.params.max_pairs);
+            let from = if warm { test.skip.min(to) } else { 0 };
+            if let Some(w) = first_wild(b.scale.sd, &main[from..to]) {
+                return Err(Wild { pair: w.pair + from, ..w });
+            }
+        }
         let Some(stop) = stop else {
-            return Next::Measure { phase: Phase::Main, pairs: 1 };
+            return Ok(Next::Measure { phase: Phase::Main, pairs: 1 });
         };
         let p = &self.params;
         let threshold = (-test.keep_at).exp();
@@ -352,7 +395,7 @@ impl Sequential {
                 scale: SCALE.to_string(),
             })
             .collect();
-        Next::Done(Decision {
+        Ok(Next::Done(Decision {
             verdict,
             effect_pct: pct(mean),
             ci_low_pct: pct(mean - q * se),
@@ -376,8 +419,40 @@ impl Sequential {
             reason,
             trail,
             borrowed: Some(Box::new(self.borrowed_record(b))),
-        })
+        }))
     }
+}
+
+/// A gross outlier among a decision's pairs: the one that ended the likelihood ratio.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Wild {
+    /// Its place (1-based) and its distance from the pairs' median, in sds.
+    pub pair: usize,
+    pub sds: f64,
+}
+
+impl Wild {
+    /// What the row's reason says of it.
+    pub fn reason(&self) -> String {
+        format!(
+            "pair {} lay {:.0} sds from the pairs' median (a gross outlier: over {OUTLIER_K:.0}), so the two phases, whose outlier rule sets such pairs aside, decided on every pair",
+            self.pair, self.sds
+        )
+    }
+}
+
+/// The first of `pairs` (log-ratios) that lies further than [`OUTLIER_K`] sds from the median of
+/// the pairs up to it (itself included), an sd being the history's `sd` or, from
+/// [`ROBUST_BAND_PAIRS`] pairs, their robust sd when larger: the history's own gross-outlier
+/// reading (`history::Entry::max_dev`), pair by pair. A normal pair lies that far once in 5e8.
+pub fn first_wild(sd: f64, pairs: &[f64]) -> Option<Wild> {
+    (1..pairs.len()).find_map(|i| {
+        let upto = &pairs[..=i];
+        let med = median(upto);
+        let band = if upto.len() >= ROBUST_BAND_PAIRS { sd.max(robust_sd(upto)) } else { sd };
+        let sds = (pairs[i] - med).abs() / band;
+        (sds > OUTLIER_K).then_some(Wild { pair: i + 1, sds })
+    })
 }
 
 /// The decision's scale as the row names it: the gain side's sd, the history's pooled with the
@@ -391,6 +466,16 @@ pub fn log_mix(terms: impl Iterator<Item = f64> + Clone) -> f64 {
         return top;
     }
     top + terms.map(|x| (x - top).exp()).sum::<f64>().ln()
+}
+
+/// ln P(Z <= x) for a standard normal Z, without underflow far in the lower tail (where the
+/// Mills ratio's first terms are exact to 1e-6 from x = -30 on).
+pub fn ln_normal_cdf(x: f64) -> f64 {
+    if x > -30.0 {
+        (0.5 * statrs::function::erf::erfc(-x / std::f64::consts::SQRT_2)).ln()
+    } else {
+        -x * x / 2.0 - (-x).ln() - 0.5 * (2.0 * std::f64::consts::PI).ln() + (1.0 - 1.0 / (x * x)).ln()
+    }
 }
 
 /// The pairs a decision read, as its reason says them.
@@ -427,7 +512,17 @@ mod tests {
             let s = c * sd;
             let sums = (-e * e / (4.0 * s * s)).exp() / s;
             let gains: f64 = MIXTURE.iter().map(|(j, w)| w * pairs.iter().map(|p| normal(p.0 - j * mu1, s)).product::<f64>()).sum();
-            gain += wc * gains * sums;
+            // The wide component: the two log-ratios jointly normal, variance s^2 + tau^2 each and
+            // covariance tau^2 (a shared mean drawn from N(0, tau^2)).
+            let (t2, (a, b)) = (LR_WIDE_SD * LR_WIDE_SD, (pairs[0].0, pairs[1].0));
+            let det = s * s * (s * s + 2.0 * t2);
+            let q = ((s * s + t2) * (a * a + b * b) - 2.0 * t2 * a * b) / det;
+            // Its prior the half above no gain: times twice the posterior's mass there.
+            let post_v = 1.0 / (1.0 / t2 + 2.0 / (s * s));
+            let post_m = post_v * (a + b) / (s * s);
+            let above = 0.5 * statrs::function::erf::erfc(-post_m / (2.0 * post_v).sqrt());
+            let wide = 2.0 * above * (-q / 2.0).exp() / det.sqrt();
+            gain += wc * ((1.0 - LR_WIDE_WEIGHT) * gains + LR_WIDE_WEIGHT * wide) * sums;
             none_mixed += wc * pairs.iter().map(|p| normal(p.0, s)).product::<f64>() * sums;
         }
         let ratios = pairs.iter().map(|p| p.0 * p.0).sum::<f64>();
@@ -512,6 +607,7 @@ mod tests {
             rescue_pairs: 30,
             rescue_alpha: 0.0001,
             likelihood_ratio: OnePhase::WithHistory,
+            likelihood_ratio_wide: true,
             ..Params::for_tests(16)
         };
         Sequential::new(params).with_history(history.then(|| Borrowed::new(NoiseScale { sd, df: 15.0 })))
@@ -572,6 +668,35 @@ mod tests {
     }
 
     #[test]
+    fn the_normal_cdf_s_log_is_exact_in_the_middle_and_continuous_into_the_far_tail() {
+        assert!((ln_normal_cdf(0.0) - 0.5f64.ln()).abs() < 1e-12);
+        // Phi(-1.959964) = 0.025 (tables); Phi(-10) = 7.6198530241605e-24 (scipy.stats.norm.cdf).
+        assert!((ln_normal_cdf(-1.959964) - 0.025f64.ln()).abs() < 1e-6);
+        assert!((ln_normal_cdf(-10.0) - 7.6198530241605e-24f64.ln()).abs() < 1e-9);
+        let (a, b) = (ln_normal_cdf(-30.0 + 1e-9), ln_normal_cdf(-30.0 - 1e-9));
+        assert!((a - b).abs() < 1e-5 && a.is_finite() && ln_normal_cdf(-1e3).is_finite(), "{a} {b}");
+    }
+
+    #[test]
+    fn a_gain_far_above_the_grid_keeps_at_once_and_a_large_slowdown_reverts() {
+        // 2x and 10x faster at CV 1%: far beyond the grid's largest gain (6 x 3%), which alone
+        // fitted them worse than no gain's free sd, to the budget with p = 1.
+        let seq = rule(std::f64::consts::SQRT_2 * 0.01, true);
+        for gain in [1.0, 9.0] {
+            let d = drive(&seq, &pairs(gain, 0.01, 30, 4));
+            assert!(d.verdict == Verdict::Keep && d.pairs <= 3, "{gain}: {} pairs: {}", d.pairs, d.reason);
+        }
+        let d = drive(&seq, &pairs(-0.5, 0.01, 30, 4));
+        assert!(d.verdict == Verdict::Revert && d.pairs <= 3, "{} pairs: {}", d.pairs, d.reason);
+        // A rule recorded before the wide component replays without it: the 2x speed-up to the
+        // budget, as it was decided then.
+        let mut before = seq.clone();
+        before.params.likelihood_ratio_wide = false;
+        let d = drive(&before, &pairs(1.0, 0.01, 30, 4));
+        assert!(d.verdict == Verdict::Inconclusive && d.pairs == 30, "{} pairs: {}", d.pairs, d.reason);
+    }
+
+    #[test]
     fn the_likelihood_ratio_reverts_a_do_nothing_change_at_its_futility_boundary() {
         let seq = rule(std::f64::consts::SQRT_2 * 0.01, true);
         let d = drive(&seq, &pairs(0.0, 0.01, 30, 11));
@@ -625,6 +750,50 @@ mod tests {
         assert_eq!(auto.next(&r[..2], &[]), two.next(&r[..2], &[]));
         assert_eq!(auto.next(&r, &[]), two.next(&r, &[]));
         assert_eq!(auto.max_measured_pairs(), two.max_measured_pairs());
+    }
+
+    #[test]
+    fn a_gross_outlier_among_the_first_phase_s_pairs_hands_auto_s_decision_to_the_two_phases() {
+        let sd = std::f64::consts::SQRT_2 * 0.01;
+        // The band is the history's sd, or from three pairs the pairs' robust sd when larger.
+        assert_eq!(first_wild(sd, &[0.0, 0.0]), None);
+        // Of two pairs the median is their midpoint: the second is 6 sds from it at 12 apart.
+        assert_eq!(first_wild(sd, &[0.0, 11.9 * sd]), None);
+        let w = first_wild(sd, &[0.0, 13.0 * sd]).unwrap();
+        assert!(w.pair == 2 && (w.sds - 6.5).abs() < 1e-9, "{w:?}");
+        assert_eq!(first_wild(sd, &[0.0, 0.0, 0.0, 6.1 * sd]).map(|w| w.pair), Some(4));
+        assert_eq!(first_wild(sd, &[0.0, 0.0, 0.0, 5.9 * sd]), None);
+        // Pairs spread as widely as the outlier is far: no outlier (their robust sd is the band).
+        assert_eq!(first_wild(sd, &[0.0, 5.0 * sd, -5.0 * sd, 9.0 * sd]), None);
+
+        let mut auto = rule(sd, true);
+        auto.params.likelihood_ratio = OnePhase::UntilOutlier;
+        let two = Sequential::new(Params { likelihood_ratio: OnePhase::Never, ..auto.params.clone() }).with_history(auto.borrowed.clone());
+        let (mut r, mut s): (Vec<f64>, Vec<f64>) = pairs(0.10, 0.01, 30, 21).into_iter().unzip();
+        let confirm: Vec<(f64, f64)> = pairs(0.10, 0.01, 30, 22);
+        let decide = |seq: &Sequential, r: &[f64], s: &[f64]| {
+            crate::stats::sequential::run_pairs_to_decision(seq, |phase, i| match phase {
+                Phase::Main => (r[i], Some(s[i])),
+                Phase::Confirm => (confirm[i].0, Some(confirm[i].1)),
+            })
+        };
+        // Clean pairs: the ratio decides, as under `WithoutOutliers`.
+        let clean = decide(&auto, &r, &s);
+        assert_eq!((clean.verdict, clean.scale.as_str()), (Verdict::Keep, SCALE), "{}", clean.reason);
+        // The second pair's incumbent run 3x slow: from that pair on the two phases decide on the
+        // same pairs, and the reason says why.
+        r[1] += 3.0f64.ln();
+        s[1] += 3.0f64.ln();
+        assert_eq!(auto.next_runs(&r[..1], &[], &s[..1], &[]), Next::Measure { phase: Phase::Main, pairs: 1 });
+        assert_eq!(auto.next_runs(&r[..2], &[], &s[..2], &[]), two.next_runs(&r[..2], &[], &s[..2], &[]));
+        let (a, t) = (decide(&auto, &r, &s), decide(&two, &r, &s));
+        assert_eq!(t.verdict, Verdict::Keep, "{}", t.reason);
+        assert!(a.reason.starts_with("pair 2 lay ") && a.reason.ends_with(&t.reason), "{}", a.reason);
+        assert_eq!(Decision { reason: t.reason.clone(), ..a.clone() }, t);
+        assert_eq!(auto.max_measured_pairs(), two.max_measured_pairs().max(30));
+        // `WithoutOutliers` (the rule recorded before) never hands over: the ratio goes on.
+        auto.params.likelihood_ratio = OnePhase::WithoutOutliers;
+        assert_eq!(auto.next_runs(&r[..2], &[], &s[..2], &[]), Next::Measure { phase: Phase::Main, pairs: 1 });
     }
 
     #[test]

@@ -69,6 +69,10 @@ pub struct Params {
     /// phases always do.
     #[serde(default, skip_serializing_if = "OnePhase::is_never")]
     pub likelihood_ratio: OnePhase,
+    /// Whether that ratio's gain side weighs the wide component (`LR_WIDE_WEIGHT`) beside its
+    /// grid; false in rules recorded before it, which replay without.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub likelihood_ratio_wide: bool,
 }
 
 /// Where the likelihood ratio decides ([`Params::likelihood_ratio`]).
@@ -83,6 +87,9 @@ pub enum OnePhase {
     /// Where the history set no gross outlier aside ([`super::Borrowed::outliers`]): the two
     /// phases' outlier rule keeps gains that outliers sink in a normal likelihood.
     WithoutOutliers,
+    /// As `WithoutOutliers`, and until one of the decision's first `max_pairs` pairs is a gross
+    /// outlier ([`super::likelihood::first_wild`]): from there the two phases decide on them.
+    UntilOutlier,
 }
 
 impl OnePhase {
@@ -110,6 +117,7 @@ impl Params {
             rescue_pairs: 0,
             rescue_alpha: 0.0,
             likelihood_ratio: OnePhase::Never,
+            likelihood_ratio_wide: false,
         }
     }
 }
@@ -131,6 +139,7 @@ impl Params {
             rescue_pairs: 0,
             rescue_alpha: 0.0,
             likelihood_ratio: OnePhase::Never,
+            likelihood_ratio_wide: false,
         }
     }
 
@@ -255,10 +264,12 @@ impl Sequential {
 
     /// Most pairs a decision can measure, confirmation, replaced outliers and rescue included.
     pub fn max_measured_pairs(&self) -> usize {
-        if let Some((_, test)) = self.likelihood_ratio() {
-            return test.max_pairs;
+        let two = self.two_phase_pairs().max(self.rescue_total());
+        match self.likelihood_ratio() {
+            Some((_, test)) if self.params.likelihood_ratio == OnePhase::UntilOutlier => test.max_pairs.max(two),
+            Some((_, test)) => test.max_pairs,
+            None => two,
         }
-        self.two_phase_pairs().max(self.rescue_total())
     }
 
     /// Most pairs the two phases can measure, replaced outliers included.
