@@ -13,7 +13,8 @@
 //! futile_at (it stops once the ratio falls to e^-futile_at), futile_mixed (0: futility against
 //! no gain at the calibrated sd), ratio_df and sum_df (the calibration's weight in the gain side's
 //! sds; 0: the calibrated sd as it is), skip (pairs set aside where the history shows a warm-up),
-//! futile_from, outlier_k, min_effect (a keep's least mean, in percent) and scales (the gain
+//! futile_from, keep_from (no keep before this many used pairs), outlier_k, min_effect (a keep's
+//! least mean, in percent) and scales (the gain
 //! side's scales and weights, `c:w,c:w,c:w`)),
 //! ratchet (1: also the procedure's cell, with history, on as many trials), rescue (with
 //! ratchet=1: a level at which a decision the procedure did not keep is kept when the one-sided
