@@ -105,6 +105,8 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
     if let Some(entry) = crate::stats::history::entry_runs(&crate::fsutil::now(), "calibrate", &[(&d, &sums)]) {
         crate::stats::history::record(&state_dir, &key, entry)?;
     }
-    fx.emit(Event::NoiseHistory { text: crate::stats::history::describe(&crate::stats::history::load(&state_dir, &key)) });
+    fx.emit(Event::NoiseHistory {
+        text: crate::stats::history::describe(&crate::stats::history::load(&state_dir, &key), params.likelihood_ratio),
+    });
     Ok(())
 }

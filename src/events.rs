@@ -35,6 +35,9 @@ pub enum Event {
         elasticity: f64,
         /// Where the noise scale comes from (`stats::history::describe`).
         history: String,
+        /// The likelihood ratio's budget in pairs where it decides (`[decision] method = "auto"`
+        /// or `"likelihood-ratio"` with history); `None`: the two phases.
+        one_phase: Option<usize>,
     },
     /// A measuring session starts; it runs at most about `max_runs` benchmark processes.
     SessionStarted { max_runs: usize },

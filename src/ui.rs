@@ -150,8 +150,8 @@ impl<O: Write, E: Write> Events for Text<O, E> {
             Event::Recovered { what } => say!(e, "recovered: {what}"),
             Event::Note { text } => say!(e, "note: {text}"),
             Event::Hypothesis { listing } => say!(e, "{listing}"),
-            Event::ExperimentStarted { id, message, branch, candidate, incumbent, metric, params, elasticity, history } => {
-                experiment_header(o, id, &message, &branch, &candidate, &incumbent, &metric, &params, elasticity, &history)
+            Event::ExperimentStarted { id, message, branch, candidate, incumbent, metric, params, elasticity, history, one_phase } => {
+                experiment_header(o, id, &message, &branch, &candidate, &incumbent, &metric, (&params, one_phase), elasticity, &history)
             }
             Event::SessionStarted { max_runs } => {
                 if let Some(old) = self.pb.take() {
@@ -404,11 +404,25 @@ fn experiment_header(
     candidate: &str,
     incumbent: &str,
     metric: &str,
-    p: &Params,
+    (p, one_phase): (&Params, Option<usize>),
     elasticity: f64,
     history: &str,
 ) {
     say!(o, "experiment {id}: {message}");
+    if let Some(n) = one_phase {
+        // The likelihood ratio decides: the two phases' plan is only its fallback.
+        let handover = if p.likelihood_ratio == crate::stats::sequential::OnePhase::UntilOutlier {
+            format!(" (the two phases' {} to {} pairs if one of the first {} is a gross outlier)", p.min_pairs, p.max_pairs, p.max_pairs)
+        } else {
+            String::new()
+        };
+        say!(
+            o,
+            "  candidate {} vs incumbent {} on {branch}; a likelihood ratio of whole pairs after every pair, up to {n} pairs{handover}; deciding on {metric}",
+            short(candidate),
+            short(incumbent)
+        );
+    }
     let plan = if p.min_pairs == p.max_pairs {
         format!("{} interleaved pairs", p.max_pairs)
     } else {
@@ -418,7 +432,9 @@ fn experiment_header(
     if p.rescues() {
         confirm += &format!(", an undecided one measured on to {} pairs for the rescue's t-test", p.max_total_pairs());
     }
-    say!(o, "  candidate {} vs incumbent {} on {branch}; {plan}{confirm}; deciding on {metric}", short(candidate), short(incumbent));
+    if one_phase.is_none() {
+        say!(o, "  candidate {} vs incumbent {} on {branch}; {plan}{confirm}; deciding on {metric}", short(candidate), short(incumbent));
+    }
     say!(
         o,
         "  minimum effect {}% speed-up (latency terms{}); {history}",

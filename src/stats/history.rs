@@ -291,21 +291,40 @@ pub fn record(state_dir: &Path, command: &str, e: Entry) -> Result<()> {
     crate::fsutil::write_atomic(&path(state_dir), &bytes)
 }
 
-/// One line for people: the scale in use and where it comes from.
-pub fn describe(b: &Benchmark) -> String {
+/// One line for people: the scale in use, where it comes from, and how the rule `one_phase` (the
+/// `[decision] method`'s) reads it.
+pub fn describe(b: &Benchmark, one_phase: super::sequential::OnePhase) -> String {
+    use super::sequential::OnePhase;
     match borrowed(&b.entries) {
         Some(h) => {
             let (s, used) = (h.scale, pooled_sessions(&b.entries).len());
+            let ratio = match one_phase {
+                OnePhase::Never => false,
+                OnePhase::WithHistory => true,
+                OnePhase::WithoutOutliers | OnePhase::UntilOutlier => h.outliers == 0,
+            };
+            let reads = if ratio {
+                format!(
+                    "decisions pool it with their own pairs in a likelihood ratio of whole pairs{}",
+                    if one_phase == OnePhase::UntilOutlier {
+                        " (the two phases, which borrow it, where a pair is a gross outlier)"
+                    } else {
+                        ""
+                    }
+                )
+            } else {
+                format!("decisions borrow it (x{} safety)", super::sequential::SAFETY)
+            };
             format!(
-                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; decisions borrow it (x{} safety){}{}",
+                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; {reads}{}{}",
                 s.sd * 100.0,
                 s.sd / 2f64.sqrt() * 100.0,
                 if used == 1 { "" } else { "s" },
                 s.df,
                 b.host,
-                super::sequential::SAFETY,
                 match h.sums {
-                    Some(m) => format!(", and their variance guard reads the runs' sums too ({:.0} df){}", m.df, warmup_note(&b.entries, m)),
+                    Some(m) if !ratio => format!(", and their variance guard reads the runs' sums too ({:.0} df){}", m.df, warmup_note(&b.entries, m)),
+                    Some(m) => format!(", the runs' sums too ({:.0} df){}", m.df, warmup_note(&b.entries, m)),
                     None => String::new(),
                 },
                 match h.outliers {
@@ -346,10 +365,11 @@ fn warmup_note(entries: &[Entry], sums: NoiseScale) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::sequential::OnePhase;
 
     #[test]
     fn no_history_reads_zero_degrees_of_freedom() {
-        let text = describe(&Benchmark::default());
+        let text = describe(&Benchmark::default(), OnePhase::UntilOutlier);
         assert!(text.contains("(0 of ") && !text.contains("-0"), "{text}");
     }
 
@@ -382,9 +402,16 @@ mod tests {
         assert_eq!((b.outliers, with(0, 1.0), with(1, 0.06), with(1, 0.0601), with(2, 1.0)), (0, 0, 0, 1, 1));
         let mut seen = entries.to_vec();
         seen[2].max_dev = 1.0;
-        let text = |entries: &[Entry]| describe(&Benchmark { host: "h".into(), command: "c".into(), entries: entries.to_vec() });
-        assert!(text(&seen).contains("1 of those sessions saw a gross outlier"), "{}", text(&seen));
-        assert!(!text(&entries).contains("gross outlier"), "{}", text(&entries));
+        let text =
+            |entries: &[Entry], rule| describe(&Benchmark { host: "h".into(), command: "c".into(), entries: entries.to_vec() }, rule);
+        assert!(text(&seen, OnePhase::Never).contains("1 of those sessions saw a gross outlier"), "{}", text(&seen, OnePhase::Never));
+        assert!(!text(&entries, OnePhase::Never).contains("gross outlier"), "{}", text(&entries, OnePhase::Never));
+        // The line says how the rule reads the scale: the default's likelihood ratio pools it,
+        // the two phases borrow it with their safety factor (also where auto leaves it to them).
+        let auto = text(&entries, OnePhase::UntilOutlier);
+        assert!(auto.contains("pool it with their own pairs in a likelihood ratio of whole pairs") && !auto.contains("safety"), "{auto}");
+        assert!(text(&entries, OnePhase::Never).contains("decisions borrow it (x1.25 safety)"));
+        assert!(text(&seen, OnePhase::UntilOutlier).contains("decisions borrow it (x1.25 safety)"));
     }
 
     #[test]
@@ -431,9 +458,9 @@ mod tests {
         let json = serde_json::to_string(&old[0]).unwrap();
         assert!(!json.contains("warmup"), "{json}");
         // `ratchet status` says so, and says nothing of a warm-up the history does not show.
-        let text = describe(&Benchmark { host: "h".into(), command: "c".into(), entries: entries.clone() });
+        let text = describe(&Benchmark { host: "h".into(), command: "c".into(), entries: entries.clone() }, OnePhase::Never);
         assert!(text.contains("a session's first pair 8.0% slower than its second, both runs together (mean of 7 sessions)"), "{text}");
-        assert!(!describe(&Benchmark { host: "h".into(), command: "c".into(), entries: old }).contains("warming"));
+        assert!(!describe(&Benchmark { host: "h".into(), command: "c".into(), entries: old }, OnePhase::Never).contains("warming"));
     }
 
     #[test]
@@ -500,7 +527,7 @@ mod tests {
         assert_eq!(a.entries.len(), MAX_ENTRIES);
         assert_eq!(a.entries.last().unwrap().source, format!("experiment {}", MAX_ENTRIES + 2));
         assert_eq!(load(d.path(), "python3 b.py").entries.len(), 1);
-        assert!(describe(&a).contains("noise scale 1.00%"), "{}", describe(&a));
+        assert!(describe(&a, OnePhase::UntilOutlier).contains("noise scale 1.00%"), "{}", describe(&a, OnePhase::UntilOutlier));
     }
 
     #[test]

@@ -13,26 +13,34 @@ fn calibrate_feeds_the_history_that_experiments_borrow() {
     t.ratchet().arg("status").assert().success().stdout(predicate::str::contains("noise scale: no usable history yet"));
     // No history: a first experiment decides as before (its own t-test, 4 pairs at least).
     t.write("fake.env", "FAKE_LATENCY_MS=8\n");
-    t.ratchet().arg("experiment: first").assert().success();
+    // Its header says the plan that decides it: the two phases'.
+    t.ratchet()
+        .arg("experiment: first")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("a keep confirmed by 4 pairs in reversed order"));
     let r = &t.rows()[0];
     assert_eq!((r["status"].as_str(), r["noise_scale"].as_str()), ("keep", "own"), "{r:?}");
     assert_eq!(r["runs"], "16");
 
-    t.ratchet()
-        .args(["calibrate", "--pairs", "12"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("noise scale").and(predicate::str::contains("decisions borrow it")));
+    t.ratchet().args(["calibrate", "--pairs", "12"]).assert().success().stdout(
+        predicate::str::contains("noise scale")
+            .and(predicate::str::contains("decisions pool it with their own pairs in a likelihood ratio of whole pairs")),
+    );
     let noise: serde_json::Value = serde_json::from_str(&t.read(".ratchet/noise.json")).unwrap();
     let entries = noise["benchmarks"][0]["entries"].as_array().unwrap().clone();
     assert!(entries.iter().any(|e| e["source"] == "calibrate" && e["df"].as_f64().unwrap() >= 10.0), "{noise}");
     assert!(entries.iter().any(|e| e["source"] == "experiment 1"), "the first experiment's residuals: {noise}");
-    t.ratchet().arg("status").assert().success().stdout(predicate::str::contains("decisions borrow it"));
+    t.ratchet().arg("status").assert().success().stdout(predicate::str::contains("decisions pool it with their own pairs"));
 
     // With history the default method reads the likelihood ratio after every pair: a clear gain
     // is kept in at most 3 pairs, one phase (the first experiment's two phases took 16 runs).
     t.write("fake.env", "FAKE_LATENCY_MS=6\n");
-    t.ratchet().arg("experiment: second").assert().success().stdout(predicate::str::contains("pooled noise scale"));
+    t.ratchet().arg("experiment: second").assert().success().stdout(
+        predicate::str::contains("pooled noise scale")
+            .and(predicate::str::contains("a likelihood ratio of whole pairs after every pair, up to 24 pairs (the two phases' 4 to 8 pairs if one of the first 8 is a gross outlier)"))
+            .and(predicate::str::contains("a keep confirmed by").not()),
+    );
     let r = &t.rows()[1];
     assert_eq!((r["status"].as_str(), r["noise_scale"].as_str(), r["p_conditional"].as_str()), ("keep", "pooled", "false"), "{r:?}");
     assert!(r["runs"].parse::<u32>().unwrap() <= 6, "{r:?}");
