@@ -67,16 +67,17 @@ impl Entry {
 
 /// The kept pairs of one batch (indices): those within `TRIM_K` robust sds of its median. A batch
 /// of fewer than 4 pairs has no robust sd to trust; beside a borrowed scale `sd` it keeps those
-/// within the procedure's `OUTLIER_K` of its sds (a decision handed to the two phases at its
-/// second pair by a wild one must not leave that pair in the history's spread).
+/// within the procedure's outlier band (`sequential::outlier_band`: 2 pairs further apart than
+/// twice it both go, as no third tells which is wild), so that a decision handed to the two
+/// phases at its second pair by a wild one leaves that pair out of the history's spread.
 fn trim(d: &[f64], sd: Option<f64>) -> Vec<usize> {
     let all = (0..d.len()).collect();
     if d.len() < 4 {
         let Some(sd) = sd.filter(|s| *s > 0.0) else {
             return all;
         };
-        let med = median(d);
-        return (0..d.len()).filter(|&i| (d[i] - med).abs() <= super::sequential::OUTLIER_K * sd).collect();
+        let (med, band) = (median(d), super::sequential::outlier_band(super::sequential::OUTLIER_K, sd, d));
+        return (0..d.len()).filter(|&i| (d[i] - med).abs() <= band).collect();
     }
     let (med, mad) = (median(d), robust_sd(d));
     if mad <= 0.0 {

@@ -5,10 +5,10 @@
 
 use super::levels::{
     LR_FUTILE_AT, LR_KEEP_AT, LR_POWERED_FOR_PCT, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE,
-    OUTLIER_K, ROBUST_BAND_PAIRS,
+    OUTLIER_K,
 };
 use super::plan::OnePhase;
-use super::{fmt_p, median, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
+use super::{fmt_p, median, outlier_band, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
 
 /// How a decision of one of the one-phase tests ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -441,16 +441,15 @@ impl Wild {
     }
 }
 
-/// The first of `pairs` (log-ratios) that lies further than [`OUTLIER_K`] sds from the median of
-/// the pairs up to it (itself included), an sd being the history's `sd` or, from
-/// [`ROBUST_BAND_PAIRS`] pairs, their robust sd when larger: the history's own gross-outlier
-/// reading (`history::Entry::max_dev`), pair by pair. A normal pair lies that far once in 5e8.
+/// The first of `pairs` (log-ratios) outside the outlier band ([`outlier_band`], [`OUTLIER_K`]
+/// sds of the history's `sd` or of their robust sd) around the median of the pairs up to it
+/// (itself included): the history's own gross-outlier reading (`history::Entry::max_dev`), pair
+/// by pair. A normal pair lies that far once in 5e8.
 pub fn first_wild(sd: f64, pairs: &[f64]) -> Option<Wild> {
     (1..pairs.len()).find_map(|i| {
         let upto = &pairs[..=i];
-        let med = median(upto);
-        let band = if upto.len() >= ROBUST_BAND_PAIRS { sd.max(robust_sd(upto)) } else { sd };
-        let sds = (pairs[i] - med).abs() / band;
+        let sd = outlier_band(OUTLIER_K, sd, upto) / OUTLIER_K;
+        let sds = (pairs[i] - median(upto)).abs() / sd;
         (sds > OUTLIER_K).then_some(Wild { pair: i + 1, sds })
     })
 }

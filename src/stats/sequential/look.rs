@@ -7,7 +7,7 @@ use super::levels::GUARD;
 use super::levels::ROBUST_BAND_PAIRS;
 use super::own::Kept;
 use super::plan::allowed_outliers;
-use super::sample::{mean_sd, median, robust_sd};
+use super::sample::{mean_sd, median, outlier_band, robust_sd};
 use super::Sequential;
 
 /// One look's test of a batch's (kept) pairs.
@@ -78,13 +78,9 @@ impl Sequential {
     pub(super) fn kept_idx(&self, d: &[f64]) -> Vec<usize> {
         let all = (0..d.len()).collect();
         let Some(b) = &self.borrowed else { return all };
-        let mut band = b.outlier_k * b.scale.sd;
-        if d.len() >= ROBUST_BAND_PAIRS {
-            // In units of the batch's own robust sd (1.4826 MAD) when that is larger: under a noise
-            // jump a band in history sds would set aside ordinary pairs of the wider noise, and the
-            // spread left would understate it (the own t-test then rejects too often).
-            band = band.max(b.outlier_k * robust_sd(d));
-        }
+        // From 3 pairs in the batch's own robust sd when larger: under a jump the spread left
+        // would otherwise understate the noise (the own t-test then rejects too often).
+        let band = outlier_band(b.outlier_k, b.scale.sd, d);
         if d.len() < ROBUST_BAND_PAIRS {
             // Two pairs further apart than twice the band: one is an outlier, but which one
             // only a third pair can tell (the caller measures it).

@@ -1,4 +1,5 @@
-//! Sample summaries the procedure and the noise history share: mean and sd, median, robust sd.
+//! Sample summaries the procedure and the noise history share: mean and sd, median, robust sd,
+//! and the gross-outlier band built on them.
 
 /// The robust sd's factor: 1 / Phi^-1(3/4), which makes a normal sample's median absolute
 /// deviation an estimate of its sd.
@@ -31,4 +32,17 @@ pub(crate) fn median(v: &[f64]) -> f64 {
 pub(crate) fn robust_sd(d: &[f64]) -> f64 {
     let med = median(d);
     MAD_TO_SD * median(&d.iter().map(|x| (x - med).abs()).collect::<Vec<_>>())
+}
+
+/// How far from its median a pair of the batch `d` may lie before it is a gross outlier: `k`
+/// sds of the history's `sd`, or from [`ROBUST_BAND_PAIRS`] pairs of the batch's own robust sd
+/// when larger (under a noise jump a band in history sds would set aside ordinary pairs of the
+/// wider noise). The two phases' outlier rule, `auto`'s hand-over and the history's short
+/// batches all read it.
+pub(crate) fn outlier_band(k: f64, sd: f64, d: &[f64]) -> f64 {
+    if d.len() >= super::levels::ROBUST_BAND_PAIRS {
+        k * sd.max(robust_sd(d))
+    } else {
+        k * sd
+    }
 }
