@@ -409,32 +409,35 @@ fn experiment_header(
     history: &str,
 ) {
     say!(o, "experiment {id}: {message}");
-    if let Some(n) = one_phase {
+    let plan = match one_phase {
         // The likelihood ratio decides: the two phases' plan is only its fallback.
-        let handover = if p.likelihood_ratio == crate::stats::sequential::OnePhase::UntilOutlier {
-            format!(" (the two phases' {} to {} pairs if one of the first {} is a gross outlier)", p.min_pairs, p.max_pairs, p.max_pairs)
-        } else {
-            String::new()
-        };
-        say!(
-            o,
-            "  candidate {} vs incumbent {} on {branch}; a likelihood ratio of whole pairs after every pair, up to {n} pairs{handover}; deciding on {metric}",
-            short(candidate),
-            short(incumbent)
-        );
-    }
-    let plan = if p.min_pairs == p.max_pairs {
-        format!("{} interleaved pairs", p.max_pairs)
-    } else {
-        format!("{} to {} interleaved pairs, a look every {}", p.min_pairs, p.max_pairs, p.look_every)
+        Some(n) => format!(
+            "a likelihood ratio of whole pairs after every pair, up to {n} pairs{}",
+            if p.likelihood_ratio == crate::stats::sequential::OnePhase::UntilOutlier {
+                format!(
+                    " (the two phases' {} to {} pairs if one of the first {} is a gross outlier)",
+                    p.min_pairs, p.max_pairs, p.max_pairs
+                )
+            } else {
+                String::new()
+            }
+        ),
+        None => {
+            let mut plan = if p.min_pairs == p.max_pairs {
+                format!("{} interleaved pairs", p.max_pairs)
+            } else {
+                format!("{} to {} interleaved pairs, a look every {}", p.min_pairs, p.max_pairs, p.look_every)
+            };
+            if p.confirm {
+                plan += &format!(", a keep confirmed by {} pairs in reversed order", p.confirm_pairs);
+            }
+            if p.rescues() {
+                plan += &format!(", an undecided one measured on to {} pairs for the rescue's t-test", p.max_total_pairs());
+            }
+            plan
+        }
     };
-    let mut confirm = if p.confirm { format!(", a keep confirmed by {} pairs in reversed order", p.confirm_pairs) } else { String::new() };
-    if p.rescues() {
-        confirm += &format!(", an undecided one measured on to {} pairs for the rescue's t-test", p.max_total_pairs());
-    }
-    if one_phase.is_none() {
-        say!(o, "  candidate {} vs incumbent {} on {branch}; {plan}{confirm}; deciding on {metric}", short(candidate), short(incumbent));
-    }
+    say!(o, "  candidate {} vs incumbent {} on {branch}; {plan}; deciding on {metric}", short(candidate), short(incumbent));
     say!(
         o,
         "  minimum effect {}% speed-up (latency terms{}); {history}",

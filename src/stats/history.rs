@@ -295,19 +295,14 @@ pub fn record(state_dir: &Path, command: &str, e: Entry) -> Result<()> {
 /// One line for people: the scale in use, where it comes from, and how the rule `one_phase` (the
 /// `[decision] method`'s) reads it.
 pub fn describe(b: &Benchmark, one_phase: super::sequential::OnePhase) -> String {
-    use super::sequential::OnePhase;
     match borrowed(&b.entries) {
         Some(h) => {
             let (s, used) = (h.scale, pooled_sessions(&b.entries).len());
-            let ratio = match one_phase {
-                OnePhase::Never => false,
-                OnePhase::WithHistory => true,
-                OnePhase::WithoutOutliers | OnePhase::UntilOutlier => h.outliers == 0,
-            };
+            let ratio = one_phase.decides(h.outliers);
             let reads = if ratio {
                 format!(
                     "decisions pool it with their own pairs in a likelihood ratio of whole pairs{}",
-                    if one_phase == OnePhase::UntilOutlier {
+                    if one_phase == super::sequential::OnePhase::UntilOutlier {
                         " (the two phases, which borrow it, where a pair is a gross outlier)"
                     } else {
                         ""

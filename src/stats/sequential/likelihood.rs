@@ -296,11 +296,7 @@ impl Sequential {
     /// the calibrated sd; without history the two phases decide) where `Params::likelihood_ratio`
     /// says so.
     pub fn likelihood_ratio(&self) -> Option<(&Borrowed, WholePairLr)> {
-        let b = self.borrowed.as_ref().filter(|b| match self.params.likelihood_ratio {
-            OnePhase::Never => false,
-            OnePhase::WithHistory => true,
-            OnePhase::WithoutOutliers | OnePhase::UntilOutlier => b.outliers == 0,
-        })?;
+        let b = self.borrowed.as_ref().filter(|b| self.params.likelihood_ratio.decides(b.outliers))?;
         let test = WholePairLr::new(self.params.min_effect_pct, self.params.max_total_pairs());
         Some((b, WholePairLr { wide: if self.params.likelihood_ratio_wide { test.wide } else { 0.0 }, ..test }))
     }

@@ -96,6 +96,16 @@ impl OnePhase {
     fn is_never(&self) -> bool {
         *self == OnePhase::Never
     }
+
+    /// Whether the likelihood ratio decides with a history whose pooled sessions saw `outliers`
+    /// gross outliers (before any pair of the decision is read).
+    pub fn decides(self, outliers: usize) -> bool {
+        match self {
+            OnePhase::Never => false,
+            OnePhase::WithHistory => true,
+            OnePhase::WithoutOutliers | OnePhase::UntilOutlier => outliers == 0,
+        }
+    }
 }
 
 #[cfg(test)]
