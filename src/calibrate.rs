@@ -79,11 +79,25 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
     // In speed-up terms (the metric's value to the power 1/elasticity), the unit of
     // min_effect_pct, so the detectable and suggested gains compare with it whatever the metric.
     let el = crate::stats::elasticity(cfg.score.metric);
+    // The A/A pairs feed the noise history that later experiments borrow their scale from
+    // (in speed-up terms, as experiments see them), and that history says which rule decides
+    // next, whose budget the detectable gain is.
+    let d: Vec<f64> = pair_values.iter().map(|(a, b)| (b / a).ln() / el).collect();
+    // The pairs' log-sums too: the variance guard's second look at the noise (A with A, B with B).
+    let sums = crate::stats::sequential::log_sums(&pair_values, cfg.score.direction(), el);
+    let key = crate::experiment::history_key(&cfg);
+    if let Some(entry) = crate::stats::history::entry_runs(&crate::fsutil::now(), "calibrate", &[(&d, &sums)]) {
+        crate::stats::history::record(&state_dir, &key, entry)?;
+    }
+    let hist = crate::stats::history::load(&state_dir, &key);
+    let outliers = crate::stats::history::borrowed(&hist.entries).map(|b| b.outliers);
+    let ratio = crate::stats::noise::deciding_ratio(&params, outliers);
     let lat_terms = |v: f64| v.powf(1.0 / el);
     let f = noise_floor(
         &values.iter().map(|&v| lat_terms(v)).collect::<Vec<_>>(),
         &pair_values.iter().map(|&(a, b)| (lat_terms(a), lat_terms(b))).collect::<Vec<_>>(),
         &params,
+        ratio.as_ref(),
     );
     let metric = cfg.score.metric.as_str();
     let out = repo.root().join(vcs::RESULTS_DIR).join("calibration.json");
@@ -96,17 +110,6 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
     });
     crate::fsutil::write_atomic(&out, serde_json::to_string_pretty(&json).expect("json").as_bytes())?;
     fx.emit(Event::CalibrationFinished { metric: metric.to_string(), noise: f.clone(), params: params.clone(), path: out.clone() });
-    // The A/A pairs feed the noise history that later experiments borrow their scale from
-    // (in speed-up terms, as experiments see them).
-    let d: Vec<f64> = pair_values.iter().map(|(a, b)| (b / a).ln() / el).collect();
-    // The pairs' log-sums too: the variance guard's second look at the noise (A with A, B with B).
-    let sums = crate::stats::sequential::log_sums(&pair_values, cfg.score.direction(), el);
-    let key = crate::experiment::history_key(&cfg);
-    if let Some(entry) = crate::stats::history::entry_runs(&crate::fsutil::now(), "calibrate", &[(&d, &sums)]) {
-        crate::stats::history::record(&state_dir, &key, entry)?;
-    }
-    fx.emit(Event::NoiseHistory {
-        text: crate::stats::history::describe(&crate::stats::history::load(&state_dir, &key), params.likelihood_ratio),
-    });
+    fx.emit(Event::NoiseHistory { text: crate::stats::history::describe(&hist, params.likelihood_ratio) });
     Ok(())
 }

@@ -493,11 +493,13 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
 /// or when the budget can see the minimum effect): shown when an experiment starts and by
 /// `ratchet status`.
 pub fn noise_alarm(hist: &history::Benchmark, params: &crate::stats::sequential::Params) -> Option<String> {
-    let s = history::estimate(&hist.entries)?;
+    let b = history::borrowed(&hist.entries)?;
+    let s = b.scale;
     crate::stats::noise::alarm(
         params,
         s.sd,
         &format!("measured over {:.0} degrees of freedom of this benchmark's history on {}", s.df, hist.host),
+        crate::stats::noise::deciding_ratio(params, Some(b.outliers)).as_ref(),
     )
 }
 

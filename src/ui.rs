@@ -639,14 +639,12 @@ fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params:
         );
     }
     say!(o, "  drift {:+.3}%/run over the session; A/A difference {:+.2}% (should be near 0)", f.drift_pct_per_run, f.aa_effect_pct);
+    let ratio = (f.detectable_by == crate::stats::noise::BY_RATIO).then(|| params.likelihood_ratio_test());
     say!(
         o,
-        "  smallest gain the budget keeps with ~95% probability: {:.2}% (max_pairs {}, alpha {}, min_effect_pct {}{})",
+        "  smallest gain the budget keeps with ~95% probability: {:.2}% ({})",
         f.detectable_pct,
-        params.max_pairs,
-        params.alpha,
-        params.min_effect_pct,
-        if params.confirm { format!(", confirmed by {} pairs at {}", params.confirm_pairs, params.confirm_alpha) } else { String::new() }
+        crate::stats::noise::budget_words(params, ratio.as_ref())
     );
     say!(o, "  suggested [decision] min_effect_pct = {:.1}", f.suggested_min_effect_pct);
     if f.suggested_min_effect_pct > params.min_effect_pct {

@@ -1,6 +1,8 @@
 //! The noise floor from A/A runs (`ratchet calibrate`): run-to-run CV, drift over the session,
 //! and the smallest gain the configured budget can detect. Pure functions of the run values.
 
+use super::rng::Rng;
+use super::sequential::likelihood::{Stop, WholePairLr};
 use super::sequential::Params;
 use super::t_quantile;
 use serde::Serialize;
@@ -27,6 +29,9 @@ pub struct NoiseFloor {
     pub aa_effect_pct: f64,
     /// The smallest true gain the configured budget keeps with about 95% probability.
     pub detectable_pct: f64,
+    /// The rule that budget is the budget of: "two-phases", or "likelihood-ratio" where the
+    /// history the calibration joins lets the ratio decide.
+    pub detectable_by: &'static str,
     /// A minimum effect that the budget can actually see: the detectable gain, rounded up.
     pub suggested_min_effect_pct: f64,
 }
@@ -44,13 +49,95 @@ pub fn slope(y: &[f64]) -> f64 {
     sxy / sxx
 }
 
-/// The smallest true gain (percent) kept with probability about `power`, for pairs whose
-/// log-ratios have standard deviation `sd`: the first phase must reach significance at its
-/// last look's alpha and an estimate above the minimum effect, and the confirmation batch
+/// The likelihood ratio that decides under `params` with a history whose pooled sessions saw
+/// `outliers` gross outliers (`None`: no history to borrow, so the two phases decide), by the
+/// routing rule of the decision itself ([`super::sequential::OnePhase::decides`]).
+pub fn deciding_ratio(params: &Params, outliers: Option<usize>) -> Option<WholePairLr> {
+    outliers.filter(|&n| params.likelihood_ratio.decides(n)).map(|_| params.likelihood_ratio_test())
+}
+
+/// The smallest true gain (percent) kept with probability about `power` by the rule that
+/// decides: `ratio` where the likelihood ratio does ([`ratio_detectable_pct`]), else the two
+/// phases ([`two_phases_detectable_pct`]).
+pub fn detectable_pct(params: &Params, sd: f64, power: f64, ratio: Option<&WholePairLr>) -> f64 {
+    match ratio {
+        Some(test) => ratio_detectable_pct(test, sd, power),
+        None => two_phases_detectable_pct(params, sd, power),
+    }
+}
+
+/// The budget a detectable gain is the budget of, in the words `ratchet calibrate` prints.
+pub fn budget_words(params: &Params, ratio: Option<&WholePairLr>) -> String {
+    match ratio {
+        Some(t) => format!(
+            "the likelihood ratio of whole pairs, up to {} pairs, keeping at a ratio of e^{}, min_effect_pct {}",
+            t.max_pairs, t.keep_at, params.min_effect_pct
+        ),
+        None => format!(
+            "max_pairs {}, alpha {}, min_effect_pct {}{}",
+            params.max_pairs,
+            params.alpha,
+            params.min_effect_pct,
+            if params.confirm {
+                format!(", confirmed by {} pairs at {}", params.confirm_pairs, params.confirm_alpha)
+            } else {
+                String::new()
+            }
+        ),
+    }
+}
+
+/// Simulated decisions behind [`ratio_detectable_pct`]: enough that the share's standard error
+/// at 95% is about half a point, few enough for an experiment's start (tens of milliseconds).
+pub const RATIO_TRIALS: usize = 1000;
+
+/// The seed of those decisions: the same pairs at every gain (common random numbers), so the
+/// share kept rises with the gain and the figure is the same on every machine.
+const RATIO_SEED: u64 = 0x5EED_DE7E_C7AB_1E00;
+
+/// The share of [`RATIO_TRIALS`] decisions of `test` that keep a true mean log-ratio `mean`,
+/// on normal pairs of sd `sd` with the calibration at the truth (log-sums of the same sd).
+pub fn ratio_keep_share(test: &WholePairLr, sd: f64, mean: f64) -> f64 {
+    let kept = (0..RATIO_TRIALS)
+        .filter(|&i| {
+            let mut rng = Rng::new(RATIO_SEED.wrapping_add(i as u64));
+            test.decide(sd, false, |_| (mean + sd * rng.normal(), sd * rng.normal())).0 == Stop::Keep
+        })
+        .count();
+    kept as f64 / RATIO_TRIALS as f64
+}
+
+/// The smallest true gain (percent) the likelihood ratio `test` keeps with probability about
+/// `power` on pairs of sd `sd`: no closed form (a mixture over gains and scales with a futility
+/// stop), so read off simulated decisions, bisecting the mean log-ratio to 0.2% of it.
+/// Infinite where even a 100x gain is not kept that often.
+pub fn ratio_detectable_pct(test: &WholePairLr, sd: f64, power: f64) -> f64 {
+    let mut hi = test.min_mean.max(sd).max(1e-4);
+    while ratio_keep_share(test, sd, hi) < power {
+        hi *= 2.0;
+        if hi > 100f64.ln() {
+            return f64::INFINITY;
+        }
+    }
+    let mut lo = 0.0;
+    while hi - lo > 2e-3 * hi {
+        let mid = 0.5 * (lo + hi);
+        if ratio_keep_share(test, sd, mid) >= power {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi.exp_m1() * 100.0
+}
+
+/// The smallest true gain (percent) the two phases keep with probability about `power`, for
+/// pairs whose log-ratios have standard deviation `sd`: the first phase must reach significance
+/// at its last look's alpha and an estimate above the minimum effect, and the confirmation batch
 /// significance at its own level. Normal approximation with t quantiles; earlier looks and the
 /// rescue (a t-test of all the pairs when the two phases do not keep) only add chances, so this
 /// errs on the large side.
-pub fn detectable_pct(params: &Params, sd: f64, power: f64) -> f64 {
+pub fn two_phases_detectable_pct(params: &Params, sd: f64, power: f64) -> f64 {
     let n = params.max_pairs as f64;
     let last_alpha = *params.look_alphas().last().expect("at least one look");
     let df = (n - 1.0).max(1.0);
@@ -71,24 +158,42 @@ pub fn detectable_pct(params: &Params, sd: f64, power: f64) -> f64 {
 /// with `sd` the measured sd of one pair's log-ratio (speed-up terms) and `source` where it
 /// was measured, the smallest gain the budget keeps with 95% probability is more than twice
 /// the minimum effect. Says what it costs and what to do, in words a person acts on.
-pub fn alarm(params: &Params, sd: f64, source: &str) -> Option<String> {
+/// `ratio`: the likelihood ratio where it decides ([`deciding_ratio`]), else the two phases.
+pub fn alarm(params: &Params, sd: f64, source: &str, ratio: Option<&WholePairLr>) -> Option<String> {
     let min = params.min_effect_pct;
-    let d = detectable_pct(params, sd, 0.95);
-    if d.is_nan() || d <= 2.0 * min.max(0.1) {
+    let quiet_at = 2.0 * min.max(0.1);
+    // The ratio's figure is simulated: ask first whether it keeps twice the minimum effect.
+    if ratio.is_some_and(|t| ratio_keep_share(t, sd, (quiet_at / 100.0).ln_1p()) >= 0.95) {
         return None;
     }
-    let confirm = if params.confirm { format!(" and {} confirmation pairs", params.confirm_pairs) } else { String::new() };
+    let d = detectable_pct(params, sd, 0.95, ratio);
+    if d.is_nan() || d <= quiet_at {
+        return None;
+    }
+    let (budget, runs) = match ratio {
+        Some(t) => (format!("up to {} pairs of the likelihood ratio", t.max_pairs), 2 * t.max_pairs),
+        None => (
+            format!(
+                "up to {} pairs{}",
+                params.max_pairs,
+                if params.confirm { format!(" and {} confirmation pairs", params.confirm_pairs) } else { String::new() }
+            ),
+            2 * params.max_total_pairs(),
+        ),
+    };
+    let gains = if d.is_finite() { format!("about {d:.1}% or more") } else { "none under 100x".to_string() };
+    let suggest = if d.is_finite() {
+        format!("[decision] min_effect_pct = {:.1}", (d * 10.0).ceil() / 10.0)
+    } else {
+        "a larger [decision] min_effect_pct".into()
+    };
     Some(format!(
-        "this machine is noisy: one pair's speed-up varies by about {:.1}% ({source}), so with up to {} pairs{confirm} \
-         only gains of about {:.1}% or more are kept reliably, against a minimum effect of {min}%; a real gain smaller than that \
-         will mostly spend the whole budget ({} runs) and end inconclusive. To fix: run on a quiet machine (nothing else on the \
+        "this machine is noisy: one pair's speed-up varies by about {:.1}% ({source}), so with {budget} \
+         only gains of {gains} are kept reliably, against a minimum effect of {min}%; a real gain smaller than that \
+         will mostly spend the whole budget ({runs} runs) and end inconclusive. To fix: run on a quiet machine (nothing else on the \
          accelerator or its host), raise [benchmark] iters, run `ratchet calibrate` to measure the noise again, or set \
-         [decision] min_effect_pct = {:.1} to match what this machine can see",
+         {suggest} to match what this machine can see",
         sd * 100.0,
-        params.max_pairs,
-        d,
-        2 * params.max_total_pairs(),
-        (d * 10.0).ceil() / 10.0
     ))
 }
 
@@ -106,7 +211,8 @@ pub fn own_alarm(params: &Params, log_ratios: &[f64]) -> Option<String> {
         return None;
     }
     let sd = crate::stats::sequential::robust_sd(&finite);
-    alarm(params, sd, &format!("measured over this experiment's first {} pairs; there is no noise history yet", finite.len()))
+    // Without history the two phases decide.
+    alarm(params, sd, &format!("measured over this experiment's first {} pairs; there is no noise history yet", finite.len()), None)
 }
 
 /// A `level` interval for a standard deviation estimated with `df` degrees of freedom:
@@ -122,14 +228,20 @@ pub fn sd_interval(sd: f64, df: usize, level: f64) -> Option<[f64; 2]> {
     Some([sd * (k / chi.inverse_cdf(1.0 - tail)).sqrt(), sd * (k / chi.inverse_cdf(tail)).sqrt()])
 }
 
-/// The noise floor from A/A values in run order, with pairs as (incumbent-side, candidate-side).
-pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params) -> NoiseFloor {
+/// [`NoiseFloor::detectable_by`]'s words for the two rules.
+pub const BY_RATIO: &str = "likelihood-ratio";
+pub const BY_TWO_PHASES: &str = "two-phases";
+
+/// The noise floor from A/A values in run order, with pairs as (incumbent-side, candidate-side);
+/// `ratio`: the likelihood ratio where it decides after this calibration ([`deciding_ratio`]).
+pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, ratio: Option<&WholePairLr>) -> NoiseFloor {
     let logs: Vec<f64> = run_values.iter().map(|v| v.ln()).collect();
     let d: Vec<f64> = pairs.iter().map(|(a, b)| (b / a).ln()).collect();
     let (dm, dsd) = crate::stats::sequential::mean_sd(&d);
     let (m, sd) = crate::stats::sequential::mean_sd(run_values);
     let with_min = Params { min_effect_pct: 0.0, ..params.clone() };
-    let floor = detectable_pct(&with_min, dsd, 0.95);
+    let floor_ratio = ratio.map(|_| with_min.likelihood_ratio_test());
+    let floor = detectable_pct(&with_min, dsd, 0.95, floor_ratio.as_ref());
     NoiseFloor {
         runs: run_values.len(),
         pairs: pairs.len(),
@@ -139,7 +251,8 @@ pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params) ->
         run_cv_pct: sd / m * 100.0,
         drift_pct_per_run: slope(&logs) * 100.0,
         aa_effect_pct: (dm.exp() - 1.0) * 100.0,
-        detectable_pct: detectable_pct(params, dsd, 0.95),
+        detectable_pct: detectable_pct(params, dsd, 0.95, ratio),
+        detectable_by: if ratio.is_some() { BY_RATIO } else { BY_TWO_PHASES },
         suggested_min_effect_pct: (floor * 10.0).ceil() / 10.0,
     }
 }
@@ -175,7 +288,7 @@ mod tests {
         // Values rising 1% per run, pairs alternating around a 0.5% spread.
         let vals: Vec<f64> = (0..16).map(|i| 10.0 * (0.01 * i as f64).exp() * if i % 3 == 0 { 1.005 } else { 0.995 }).collect();
         let pairs: Vec<(f64, f64)> = vals.chunks(2).map(|c| (c[0], c[1])).collect();
-        let f = noise_floor(&vals, &pairs, &params());
+        let f = noise_floor(&vals, &pairs, &params(), None);
         assert!((f.drift_pct_per_run - 1.0).abs() < 0.1, "{}", f.drift_pct_per_run);
         assert!(f.run_cv_pct > f.pair_cv_pct, "drift inflates the plain CV: {f:?}");
         assert!(f.detectable_pct >= 1.0 && f.suggested_min_effect_pct > 0.0, "{f:?}");
@@ -184,10 +297,10 @@ mod tests {
     #[test]
     fn a_noisy_machine_raises_the_alarm_and_a_quiet_one_does_not() {
         let p = params();
-        assert_eq!(alarm(&p, 0.005, "history"), None);
+        assert_eq!(alarm(&p, 0.005, "history", None), None);
         // 45% per pair (the noisy night): only very large gains are kept reliably.
-        let text = alarm(&p, 0.45, "from 3 sessions of history").unwrap();
-        let d = detectable_pct(&p, 0.45, 0.95);
+        let text = alarm(&p, 0.45, "from 3 sessions of history", None).unwrap();
+        let d = detectable_pct(&p, 0.45, 0.95, None);
         assert!(d > 2.0, "{d}");
         assert!(text.contains(&format!("{d:.1}%")) && text.contains("ratchet calibrate") && text.contains("quiet machine"), "{text}");
         assert!(text.contains(&format!("({} runs)", 2 * (16 + 6))), "{text}");
@@ -196,11 +309,61 @@ mod tests {
     #[test]
     fn detectable_gain_grows_with_noise_and_shrinks_with_budget() {
         let p = params();
-        let a = detectable_pct(&p, 0.01, 0.95);
-        let b = detectable_pct(&p, 0.03, 0.95);
-        let c = detectable_pct(&Params { max_pairs: 40, confirm_pairs: 20, ..p.clone() }, 0.03, 0.95);
+        let a = detectable_pct(&p, 0.01, 0.95, None);
+        let b = detectable_pct(&p, 0.03, 0.95, None);
+        let c = detectable_pct(&Params { max_pairs: 40, confirm_pairs: 20, ..p.clone() }, 0.03, 0.95, None);
         assert!(a < b && c < b, "{a} {b} {c}");
         // Quiet noise: the minimum effect dominates (1% plus a little).
         assert!(a > 1.0 && a < 2.5, "{a}");
+    }
+
+    /// The default rule's parameters (`method = "auto"`).
+    fn auto() -> Params {
+        crate::config::DecisionConfig::default().params(None)
+    }
+
+    #[test]
+    fn the_ratio_decides_only_with_a_history_free_of_gross_outliers() {
+        let p = auto();
+        assert_eq!(deciding_ratio(&p, None), None, "no history: the two phases");
+        assert_eq!(deciding_ratio(&p, Some(0)), Some(p.likelihood_ratio_test()));
+        assert_eq!(deciding_ratio(&p, Some(1)), None, "a gross outlier pooled: the two phases");
+        let sequential = Params { likelihood_ratio: crate::stats::sequential::OnePhase::Never, ..p };
+        assert_eq!(deciding_ratio(&sequential, Some(0)), None);
+    }
+
+    #[test]
+    fn the_ratios_detectable_gain_is_where_independent_decisions_keep_95_percent() {
+        let p = auto();
+        let test = p.likelihood_ratio_test();
+        let sd = 0.01;
+        let d = detectable_pct(&p, sd, 0.95, Some(&test));
+        // Other pairs than the figure's own (another generator seed): at the figure about 95%
+        // keep, at two thirds of it clearly fewer.
+        let share = |gain_pct: f64| {
+            let mean = (gain_pct / 100.0).ln_1p();
+            let mut rng = Rng::new(7);
+            let n = 4000;
+            let kept = (0..n).filter(|_| test.decide(sd, false, |_| (mean + sd * rng.normal(), sd * rng.normal())).0 == Stop::Keep).count();
+            kept as f64 / n as f64
+        };
+        let at = share(d);
+        assert!((0.93..=0.97).contains(&at), "{d}% kept {at}");
+        assert!(share(d * 2.0 / 3.0) < 0.9, "{d}");
+        // More noise, a larger figure; and it is not the two phases' figure.
+        assert!(detectable_pct(&p, 0.03, 0.95, Some(&test)) > d);
+        assert!((d - detectable_pct(&p, sd, 0.95, None)).abs() > 0.01, "{d}");
+    }
+
+    #[test]
+    fn the_alarm_names_the_rule_that_decides() {
+        let p = auto();
+        let test = p.likelihood_ratio_test();
+        assert_eq!(alarm(&p, 0.005, "history", Some(&test)), None);
+        let text = alarm(&p, 0.2, "history", Some(&test)).unwrap();
+        let d = detectable_pct(&p, 0.2, 0.95, Some(&test));
+        assert!(text.contains(&format!("up to {} pairs of the likelihood ratio", test.max_pairs)), "{text}");
+        assert!(text.contains(&format!("about {d:.1}% or more")) && text.contains(&format!("({} runs)", 2 * test.max_pairs)), "{text}");
+        assert!(budget_words(&p, Some(&test)).contains("likelihood ratio") && budget_words(&p, None).contains("max_pairs"));
     }
 }

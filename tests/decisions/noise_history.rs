@@ -23,10 +23,20 @@ fn calibrate_feeds_the_history_that_experiments_borrow() {
     assert_eq!((r["status"].as_str(), r["noise_scale"].as_str()), ("keep", "own"), "{r:?}");
     assert_eq!(r["runs"], "16");
 
-    t.ratchet().args(["calibrate", "--pairs", "12"]).assert().success().stdout(
+    let out = t.ratchet().args(["calibrate", "--pairs", "12"]).assert().success().stdout(
         predicate::str::contains("noise scale")
             .and(predicate::str::contains("decisions pool it with their own pairs in a likelihood ratio of whole pairs")),
     );
+    // The gain it says the budget keeps is the budget of the rule that decides next: the ratio's,
+    // the figure the JSON records.
+    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let cal: serde_json::Value = serde_json::from_str(&t.read("results/calibration.json")).unwrap();
+    assert_eq!(cal["noise"]["detectable_by"], "likelihood-ratio", "{cal}");
+    let line = format!(
+        "smallest gain the budget keeps with ~95% probability: {:.2}% (the likelihood ratio of whole pairs, up to 24 pairs",
+        cal["noise"]["detectable_pct"].as_f64().unwrap()
+    );
+    assert!(text.contains(&line), "{line}\n{text}");
     let noise: serde_json::Value = serde_json::from_str(&t.read(".ratchet/noise.json")).unwrap();
     let entries = noise["benchmarks"][0]["entries"].as_array().unwrap().clone();
     assert!(entries.iter().any(|e| e["source"] == "calibrate" && e["df"].as_f64().unwrap() >= 10.0), "{noise}");

@@ -65,6 +65,9 @@ fn calibrate_prints_the_noise_floor_and_records_no_row() {
     let cal: serde_json::Value = serde_json::from_str(&t.read("results/calibration.json")).unwrap();
     assert_eq!(cal["values"].as_array().unwrap().len(), 8);
     assert!(cal["noise"]["pair_cv_pct"].as_f64().unwrap() > 0.0);
+    // 4 pairs are too few to borrow: the next experiment's two phases decide, and the detectable
+    // gain is their budget's.
+    assert_eq!(cal["noise"]["detectable_by"], "two-phases", "{cal}");
 }
 
 #[test]

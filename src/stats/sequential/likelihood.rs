@@ -291,14 +291,22 @@ impl<'a> Running<'a> {
     }
 }
 
+impl super::Params {
+    /// The likelihood ratio these parameters decide by where it decides: the minimum effect, the
+    /// budget of [`super::Params::max_total_pairs`], the wide component as recorded.
+    pub fn likelihood_ratio_test(&self) -> WholePairLr {
+        let test = WholePairLr::new(self.min_effect_pct, self.max_total_pairs());
+        WholePairLr { wide: if self.likelihood_ratio_wide { test.wide } else { 0.0 }, ..test }
+    }
+}
+
 impl Sequential {
     /// Whether this rule decides by [`WholePairLr`]: with a borrowed scale (its gain side needs
     /// the calibrated sd; without history the two phases decide) where `Params::likelihood_ratio`
     /// says so.
     pub fn likelihood_ratio(&self) -> Option<(&Borrowed, WholePairLr)> {
         let b = self.borrowed.as_ref().filter(|b| self.params.likelihood_ratio.decides(b.outliers))?;
-        let test = WholePairLr::new(self.params.min_effect_pct, self.params.max_total_pairs());
-        Some((b, WholePairLr { wide: if self.params.likelihood_ratio_wide { test.wide } else { 0.0 }, ..test }))
+        Some((b, self.params.likelihood_ratio_test()))
     }
 
     /// What the likelihood ratio does next on the first phase's pairs (log-ratios, log-sums), or
