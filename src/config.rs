@@ -261,6 +261,7 @@ impl DecisionConfig {
                     Method::Sequential | Method::Fixed => OnePhase::Never,
                 },
                 likelihood_ratio_wide: true,
+                likelihood_ratio_scaled: true,
             },
         };
         Params { confirm: self.confirm, confirm_pairs: self.confirm_pairs as usize, confirm_alpha: self.confirm_alpha, ..base }

@@ -639,12 +639,11 @@ fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params:
         );
     }
     say!(o, "  drift {:+.3}%/run over the session; A/A difference {:+.2}% (should be near 0)", f.drift_pct_per_run, f.aa_effect_pct);
-    let ratio = (f.detectable_by == crate::stats::noise::BY_RATIO).then(|| params.likelihood_ratio_test());
     say!(
         o,
         "  smallest gain the budget keeps with ~95% probability: {:.2}% ({})",
         f.detectable_pct,
-        crate::stats::noise::budget_words(params, ratio.as_ref())
+        crate::stats::noise::budget_words(params, f.detectable_by == crate::stats::noise::BY_RATIO)
     );
     say!(o, "  suggested [decision] min_effect_pct = {:.1}", f.suggested_min_effect_pct);
     if f.suggested_min_effect_pct > params.min_effect_pct {

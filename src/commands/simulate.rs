@@ -65,10 +65,11 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     if plan.null_trials == 0 {
         return Err(Error::usage("--null-trials 0: give at least one trial per scenario"));
     }
-    let b = crate::stats::sequential::Borrowed::new(crate::stats::sequential::NoiseScale { sd: 0.0, df: 0.0 });
+    // An unbounded sd: the grid before its scaling to a quiet machine, which the words give.
+    let b = crate::stats::sequential::Borrowed::new(crate::stats::sequential::NoiseScale { sd: f64::INFINITY, df: 0.0 });
     if let Some((_, t)) = Sequential::new(p.clone()).with_history(Some(b.clone())).likelihood_ratio() {
         println!(
-            "with history{}: the likelihood ratio of whole pairs after every pair from the second, one phase, at most {} pairs: a gain (mixture of {} x {:+.1}% at weight {}, and a wide half-normal of sd {} over larger gains at {}; gain-side scales {}) against no gain's best fit; keep at ln LR >= {} with a mean of at least the minimum effect, futile at a ratio <= e^{} against no gain {}; the first {} pair set aside where the history shows a warm-up",
+            "with history{}: the likelihood ratio of whole pairs after every pair from the second, one phase, at most {} pairs: a gain (mixture of {} x {:+.1}%{} at weight {}, and a wide half-normal of sd {} over larger gains at {}; gain-side scales {}) against no gain's best fit; keep at ln LR >= {} with a mean of at least the minimum effect, futile at a ratio <= e^{} against no gain {}; the first {} pair set aside where the history shows a warm-up",
             match p.likelihood_ratio {
                 OnePhase::WithoutOutliers => " and no gross outlier in it (else the two phases)".to_string(),
                 OnePhase::UntilOutlier => format!(
@@ -81,6 +82,14 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
             t.max_pairs,
             crate::stats::sequential::MIXTURE.iter().map(|(m, w)| format!("{m}:{w}")).collect::<Vec<_>>().join(","),
             crate::stats::pct(t.mu1),
+            if p.likelihood_ratio_scaled {
+                format!(
+                    " or {} calibrated sds of one pair where smaller (never under the minimum effect)",
+                    crate::stats::sequential::LR_POWERED_FOR_SDS
+                )
+            } else {
+                String::new()
+            },
             1.0 - crate::stats::sequential::LR_WIDE_WEIGHT,
             crate::stats::sequential::LR_WIDE_SD,
             crate::stats::sequential::LR_WIDE_WEIGHT,

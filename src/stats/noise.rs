@@ -49,11 +49,12 @@ pub fn slope(y: &[f64]) -> f64 {
     sxy / sxx
 }
 
-/// The likelihood ratio that decides under `params` with a history whose pooled sessions saw
-/// `outliers` gross outliers (`None`: no history to borrow, so the two phases decide), by the
-/// routing rule of the decision itself ([`super::sequential::OnePhase::decides`]).
-pub fn deciding_ratio(params: &Params, outliers: Option<usize>) -> Option<WholePairLr> {
-    outliers.filter(|&n| params.likelihood_ratio.decides(n)).map(|_| params.likelihood_ratio_test())
+/// The likelihood ratio that decides under `params` at a calibrated sd of one pair `sd`, with a
+/// history whose pooled sessions saw `outliers` gross outliers (`None`: no history to borrow, so
+/// the two phases decide), by the routing rule of the decision itself
+/// ([`super::sequential::OnePhase::decides`]).
+pub fn deciding_ratio(params: &Params, outliers: Option<usize>, sd: f64) -> Option<WholePairLr> {
+    outliers.filter(|&n| params.likelihood_ratio.decides(n)).map(|_| params.likelihood_ratio_test(sd))
 }
 
 /// The smallest true gain (percent) kept with probability about `power` by the rule that
@@ -66,14 +67,17 @@ pub fn detectable_pct(params: &Params, sd: f64, power: f64, ratio: Option<&Whole
     }
 }
 
-/// The budget a detectable gain is the budget of, in the words `ratchet calibrate` prints.
-pub fn budget_words(params: &Params, ratio: Option<&WholePairLr>) -> String {
+/// The budget a detectable gain is the budget of (the likelihood ratio's where `ratio`), in the
+/// words `ratchet calibrate` prints.
+pub fn budget_words(params: &Params, ratio: bool) -> String {
     match ratio {
-        Some(t) => format!(
+        true => format!(
             "the likelihood ratio of whole pairs, up to {} pairs, keeping at a ratio of e^{}, min_effect_pct {}",
-            t.max_pairs, t.keep_at, params.min_effect_pct
+            params.max_total_pairs(),
+            super::sequential::LR_KEEP_AT,
+            params.min_effect_pct
         ),
-        None => format!(
+        false => format!(
             "max_pairs {}, alpha {}, min_effect_pct {}{}",
             params.max_pairs,
             params.alpha,
@@ -240,7 +244,7 @@ pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, ra
     let (dm, dsd) = crate::stats::sequential::mean_sd(&d);
     let (m, sd) = crate::stats::sequential::mean_sd(run_values);
     let with_min = Params { min_effect_pct: 0.0, ..params.clone() };
-    let floor_ratio = ratio.map(|_| with_min.likelihood_ratio_test());
+    let floor_ratio = ratio.map(|_| with_min.likelihood_ratio_test(dsd));
     let floor = detectable_pct(&with_min, dsd, 0.95, floor_ratio.as_ref());
     NoiseFloor {
         runs: run_values.len(),
@@ -325,18 +329,18 @@ mod tests {
     #[test]
     fn the_ratio_decides_only_with_a_history_free_of_gross_outliers() {
         let p = auto();
-        assert_eq!(deciding_ratio(&p, None), None, "no history: the two phases");
-        assert_eq!(deciding_ratio(&p, Some(0)), Some(p.likelihood_ratio_test()));
-        assert_eq!(deciding_ratio(&p, Some(1)), None, "a gross outlier pooled: the two phases");
+        assert_eq!(deciding_ratio(&p, None, 0.01), None, "no history: the two phases");
+        assert_eq!(deciding_ratio(&p, Some(0), 0.01), Some(p.likelihood_ratio_test(0.01)));
+        assert_eq!(deciding_ratio(&p, Some(1), 0.01), None, "a gross outlier pooled: the two phases");
         let sequential = Params { likelihood_ratio: crate::stats::sequential::OnePhase::Never, ..p };
-        assert_eq!(deciding_ratio(&sequential, Some(0)), None);
+        assert_eq!(deciding_ratio(&sequential, Some(0), 0.01), None);
     }
 
     #[test]
     fn the_ratios_detectable_gain_is_where_independent_decisions_keep_95_percent() {
         let p = auto();
-        let test = p.likelihood_ratio_test();
         let sd = 0.01;
+        let test = p.likelihood_ratio_test(sd);
         let d = detectable_pct(&p, sd, 0.95, Some(&test));
         // Other pairs than the figure's own (another generator seed): at the figure about 95%
         // keep, at two thirds of it clearly fewer.
@@ -351,19 +355,19 @@ mod tests {
         assert!((0.93..=0.97).contains(&at), "{d}% kept {at}");
         assert!(share(d * 2.0 / 3.0) < 0.9, "{d}");
         // More noise, a larger figure; and it is not the two phases' figure.
-        assert!(detectable_pct(&p, 0.03, 0.95, Some(&test)) > d);
+        assert!(detectable_pct(&p, 0.03, 0.95, Some(&p.likelihood_ratio_test(0.03))) > d);
         assert!((d - detectable_pct(&p, sd, 0.95, None)).abs() > 0.01, "{d}");
     }
 
     #[test]
     fn the_alarm_names_the_rule_that_decides() {
         let p = auto();
-        let test = p.likelihood_ratio_test();
-        assert_eq!(alarm(&p, 0.005, "history", Some(&test)), None);
+        assert_eq!(alarm(&p, 0.005, "history", Some(&p.likelihood_ratio_test(0.005))), None);
+        let test = p.likelihood_ratio_test(0.2);
         let text = alarm(&p, 0.2, "history", Some(&test)).unwrap();
         let d = detectable_pct(&p, 0.2, 0.95, Some(&test));
         assert!(text.contains(&format!("up to {} pairs of the likelihood ratio", test.max_pairs)), "{text}");
         assert!(text.contains(&format!("about {d:.1}% or more")) && text.contains(&format!("({} runs)", 2 * test.max_pairs)), "{text}");
-        assert!(budget_words(&p, Some(&test)).contains("likelihood ratio") && budget_words(&p, None).contains("max_pairs"));
+        assert!(budget_words(&p, true).contains("likelihood ratio") && budget_words(&p, false).contains("max_pairs"));
     }
 }

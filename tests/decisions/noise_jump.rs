@@ -28,6 +28,7 @@ fn params() -> Params {
         rescue_alpha: 0.0,
         likelihood_ratio: OnePhase::Never,
         likelihood_ratio_wide: false,
+        likelihood_ratio_scaled: false,
     }
 }
 

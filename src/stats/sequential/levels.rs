@@ -75,6 +75,12 @@ pub const LR_WIDE_SD: f64 = 0.5;
 pub const LR_WIDE_WEIGHT: f64 = 0.05;
 /// The gain it is powered for, in percent (the larger of this and the minimum effect).
 pub const LR_POWERED_FOR_PCT: f64 = 3.0;
+/// On a quiet machine, at most this many calibrated sds of one pair (never under the minimum
+/// effect): a +3% grid on an H200's 0.3% pairs read a +1.25% gain as worse than no gain and left
+/// it to the wide component (80.5% kept in 13.0 runs at CV 0.23%; 100% in 9.3 now; CV 0.5%
+/// +1.5% 61.6% -> 84.3%). 3 sds leaves CV 1% as it was (+3% in 13.9 runs); 2 and 2.5 cost it
+/// 0.5 and 0.1 runs (the probe in docs/decisions.md, "A grid for quiet machines").
+pub const LR_POWERED_FOR_SDS: f64 = 3.0;
 /// Its keep level, ln(gain's likelihood / no gain's best): below Ville's ln 1000 = 6.91, which
 /// holds only for normal runs; the worst machine is one of two modes, whose runs of pairs in one
 /// mode look like a gain to a normal likelihood. Read off `floor_probe test=lr only=bimodal

@@ -4,8 +4,8 @@
 //! has become unlikely. docs/decisions.md, "The likelihood ratio as a method".
 
 use super::levels::{
-    LR_FUTILE_AT, LR_KEEP_AT, LR_POWERED_FOR_PCT, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE,
-    OUTLIER_K,
+    LR_FUTILE_AT, LR_KEEP_AT, LR_POWERED_FOR_PCT, LR_POWERED_FOR_SDS, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD,
+    LR_WIDE_WEIGHT, MIXTURE, OUTLIER_K,
 };
 use super::plan::OnePhase;
 use super::{fmt_p, median, outlier_band, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
@@ -292,11 +292,17 @@ impl<'a> Running<'a> {
 }
 
 impl super::Params {
-    /// The likelihood ratio these parameters decide by where it decides: the minimum effect, the
-    /// budget of [`super::Params::max_total_pairs`], the wide component as recorded.
-    pub fn likelihood_ratio_test(&self) -> WholePairLr {
+    /// The likelihood ratio these parameters decide by where it decides, at a calibrated sd of
+    /// one pair `sd`: the minimum effect, the budget of [`super::Params::max_total_pairs`], the
+    /// wide component and the grid's scaling to the noise as recorded.
+    pub fn likelihood_ratio_test(&self, sd: f64) -> WholePairLr {
         let test = WholePairLr::new(self.min_effect_pct, self.max_total_pairs());
-        WholePairLr { wide: if self.likelihood_ratio_wide { test.wide } else { 0.0 }, ..test }
+        let mu1 = if self.likelihood_ratio_scaled && sd.is_finite() {
+            (LR_POWERED_FOR_SDS * sd).clamp(test.min_mean, test.mu1)
+        } else {
+            test.mu1
+        };
+        WholePairLr { wide: if self.likelihood_ratio_wide { test.wide } else { 0.0 }, mu1, ..test }
     }
 }
 
@@ -306,7 +312,7 @@ impl Sequential {
     /// says so.
     pub fn likelihood_ratio(&self) -> Option<(&Borrowed, WholePairLr)> {
         let b = self.borrowed.as_ref().filter(|b| self.params.likelihood_ratio.decides(b.outliers))?;
-        Some((b, self.params.likelihood_ratio_test()))
+        Some((b, self.params.likelihood_ratio_test(b.scale.sd)))
     }
 
     /// What the likelihood ratio does next on the first phase's pairs (log-ratios, log-sums), or
@@ -360,7 +366,7 @@ impl Sequential {
                 Verdict::Revert,
                 format!(
                     "no worthwhile gain: a +{}% gain is at most {:.2} times as likely as no gain {} after {} pairs (mean {:+.2}%)",
-                    pct(test.mu1).round(),
+                    (pct(test.mu1) * 10.0).round() / 10.0,
                     test.futile_at.exp(),
                     if test.futile_mixed { "(both weighed over the history's noise and above it)" } else { "at the history's noise" },
                     test_pairs(last),
@@ -697,6 +703,30 @@ mod tests {
         before.params.likelihood_ratio_wide = false;
         let d = drive(&before, &pairs(1.0, 0.01, 30, 4));
         assert!(d.verdict == Verdict::Inconclusive && d.pairs == 30, "{} pairs: {}", d.pairs, d.reason);
+    }
+
+    #[test]
+    fn on_a_quiet_machine_the_grid_is_powered_for_three_sds_never_under_the_minimum_effect() {
+        let mut seq = rule(0.005, true);
+        seq.params.likelihood_ratio_scaled = true;
+        let p = &seq.params;
+        // CV 1% (pair sd 1.41%): 3 sds is over +3%, the grid as before.
+        assert_eq!(p.likelihood_ratio_test(0.0141).mu1, 0.03f64.ln_1p());
+        assert!((p.likelihood_ratio_test(0.005).mu1 - 0.015).abs() < 1e-12);
+        // An H200's 0.3% pairs: 0.9%, under the 1% minimum effect, so the minimum.
+        assert_eq!(p.likelihood_ratio_test(0.003).mu1, 0.01f64.ln_1p());
+        // A +1.5% gain on pairs of sd 0.5%: a +3% grid reads it as worse than no gain and leaves
+        // it to the wide component; the scaled grid keeps it more often, in fewer pairs.
+        let mut before = seq.clone();
+        before.params.likelihood_ratio_scaled = false;
+        let tally = |seq: &Sequential| {
+            (0..200u64).fold((0, 0), |(k, n), seed| {
+                let d = drive(seq, &pairs(0.015, 0.005 / std::f64::consts::SQRT_2, 30, seed));
+                (k + (d.verdict == Verdict::Keep) as usize, n + d.pairs)
+            })
+        };
+        let ((k1, n1), (k0, n0)) = (tally(&seq), tally(&before));
+        assert!(k1 > k0 + 20 && n1 < n0, "scaled {k1} kept in {n1} pairs, recorded rule {k0} in {n0}");
     }
 
     #[test]

@@ -73,6 +73,10 @@ pub struct Params {
     /// grid; false in rules recorded before it, which replay without.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub likelihood_ratio_wide: bool,
+    /// Whether that ratio's grid is powered for at most `LR_POWERED_FOR_SDS` calibrated sds of
+    /// one pair (a quiet machine's gains); false in rules recorded before it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub likelihood_ratio_scaled: bool,
 }
 
 /// Where the likelihood ratio decides ([`Params::likelihood_ratio`]).
@@ -128,6 +132,7 @@ impl Params {
             rescue_alpha: 0.0,
             likelihood_ratio: OnePhase::Never,
             likelihood_ratio_wide: false,
+            likelihood_ratio_scaled: false,
         }
     }
 }
@@ -150,6 +155,7 @@ impl Params {
             rescue_alpha: 0.0,
             likelihood_ratio: OnePhase::Never,
             likelihood_ratio_wide: false,
+            likelihood_ratio_scaled: false,
         }
     }
 
