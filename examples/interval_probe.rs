@@ -4,7 +4,9 @@
 //! 2026-11-27), with the lower end carrying `lower` of the miss (the row's since, by
 //! `effect::decision_interval`), and as a Bonferroni interval over the procedure's looks would
 //! (each look's interval at 1 - 0.04 / K, K the looks a decision can stop at: by the union bound
-//! it covers at whatever look the decision stops), with the last two's widths against the first's.
+//! it covers at whatever look the decision stops), with the last two's widths against the first's,
+//! and as the row shows it (`effect::shown_interval`: on the likelihood ratio's rows without a
+//! keep, the lower end at most no gain; the split one elsewhere).
 //!
 //! `cargo run --release --example interval_probe -- [key=value ...]`, keys: seed, trials (per
 //! cell), null (per do-nothing cell), looks (K; 12 by default: 8 first-phase looks, 3
@@ -17,7 +19,7 @@
 mod args;
 
 use ratchet::config::DecisionConfig;
-use ratchet::stats::effect::{hodges_lehmann, hodges_lehmann_tails, DECISION_LOWER_SHARE};
+use ratchet::stats::effect::{hodges_lehmann, hodges_lehmann_tails, shown_interval, DECISION_LOWER_SHARE};
 use ratchet::stats::sequential::Sequential;
 use ratchet::stats::simulate::{cell_positions, probe_trial, scenarios, Scenario};
 
@@ -36,6 +38,9 @@ struct Tally {
     /// The interval with the lower end's share: covered, and the sum of its width ratios.
     split_covered: usize,
     split_ratio_sum: f64,
+    /// The row's interval as shown (`effect::shown_interval`: its lower end at most no gain
+    /// where the likelihood ratio did not keep).
+    shown_covered: usize,
     /// Every trial, whatever its pairs: the Bonferroni interval's coverage over all of them.
     all: usize,
     all_covered: usize,
@@ -48,7 +53,9 @@ fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, l
     let positions = cell_positions(seq);
     let mut t = Tally::default();
     for i in 0..trials {
-        let ratios = probe_trial(seq, s, positions, effect, seed, i).ratios;
+        let pt = probe_trial(seq, s, positions, effect, seed, i);
+        let shown = shown_interval(&pt.ratios, &pt.decision);
+        let ratios = pt.ratios;
         let (Some(e), Some(b)) = (hodges_lehmann(&ratios, level), hodges_lehmann(&ratios, wide)) else { continue };
         t.all += 1;
         t.all_covered += (b.low <= truth && truth <= b.high) as usize;
@@ -62,6 +69,8 @@ fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, l
         t.ratio_sum += (b.high - b.low) / (e.high - e.low).max(1e-12);
         let sp = hodges_lehmann_tails(&ratios, level, lower).expect("finite ratios");
         t.split_covered += (sp.low <= truth && truth <= sp.high) as usize;
+        let shown = shown.expect("finite ratios");
+        t.shown_covered += (shown.low <= truth && truth <= shown.high) as usize;
         t.split_ratio_sum += (sp.high - sp.low) / (e.high - e.low).max(1e-12);
     }
     t
@@ -93,7 +102,7 @@ fn main() {
         .map(|(i, (s, e))| (i, s, e))
         .collect();
     println!(
-        "| model | gain | trials with a 96% interval | equal-tailed covers | its misses above the truth | {}% below, {}% above covers | its width / the equal-tailed one's | Bonferroni over {looks} looks covers | its width | Bonferroni, every trial |",
+        "| model | gain | trials with a 96% interval | equal-tailed covers | its misses above the truth | {}% below, {}% above covers | its width / the equal-tailed one's | Bonferroni over {looks} looks covers | its width | Bonferroni, every trial | as the row shows it (its lower end at most no gain where the ratio did not keep) |",
         lower * miss,
         (1.0 - lower) * miss
     );
@@ -118,7 +127,7 @@ fn main() {
                             };
                             let ratio = |sum: f64| if t.with == 0 { "-".to_string() } else { format!("{:.2}x", sum / t.with as f64) };
                             let line = format!(
-                                "| {} | +{:.0}% | {} of {n} | {} | {} | {} | {} | {} | {} | {} |",
+                                "| {} | +{:.0}% | {} of {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
                                 s.name,
                                 e * 100.0,
                                 t.with,
@@ -128,7 +137,8 @@ fn main() {
                                 ratio(t.split_ratio_sum),
                                 share(t.bonferroni_covered, t.with),
                                 ratio(t.ratio_sum),
-                                share(t.all_covered, t.all)
+                                share(t.all_covered, t.all),
+                                share(t.shown_covered, t.with)
                             );
                             (i, line)
                         })

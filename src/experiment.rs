@@ -414,7 +414,7 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
     let shown = decision.as_ref().and_then(|d| {
         let logs = effect::speedup_logs(&crate::bench::pairs_of(records), c.cfg.score.direction(), c.elasticity);
         let split = d.pairs.min(logs.len());
-        let all = effect::decision_interval(&logs, d.ci_level)?;
+        let all = effect::shown_interval(&logs, d)?;
         // The confirmation's own pairs: the rescue's, measured after them, are not its.
         let end = conf.map_or(logs.len(), |c| (split + c.pairs).min(logs.len()));
         let confirm = conf.and_then(|_| effect::decision_interval(&logs[split..end], d.ci_level));

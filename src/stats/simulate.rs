@@ -495,7 +495,7 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
         };
         let (d, pos, ratios) = decide_pairs(&trial_seq, &states, confirm_states.as_deref(), effect);
         let level = 1.0 - 2.0 * seq.params.alpha;
-        if let Some(e) = super::effect::decision_interval(&ratios, level).filter(|e| e.coverage >= level - 1e-9) {
+        if let Some(e) = super::effect::shown_interval(&ratios, &d).filter(|e| e.coverage >= level - 1e-9) {
             let truth = (1.0 + effect).ln();
             cell.interval_trials += 1;
             cell.covered += (e.low <= truth && truth <= e.high) as usize;
