@@ -57,7 +57,7 @@ pub fn decision_interval(d: &[f64], level: f64) -> Option<Effect> {
 /// stops late only on pairs that look like a gain, so a do-nothing change it ran long on left an
 /// interval over its pairs wholly above no gain for up to 10% of such rows (CV 1%: 92.3% covered,
 /// AR(1) 0.9: 88.1%). A rule that did not find a gain gives no grounds for a lower end above none,
-/// and a lower end further down misses less: the null cells cover 99.7-100% (`interval_probe
+/// and a lower end further down misses less: every do-nothing cell covers 97.1% or more (`interval_probe
 /// method=auto`; docs/decisions.md, "Intervals that know the ratio did not keep").
 pub fn shown_interval(logs: &[f64], d: &super::Decision) -> Option<Effect> {
     let e = decision_interval(logs, d.ci_level)?;
