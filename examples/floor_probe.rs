@@ -15,7 +15,8 @@
 //! sds; 0: the calibrated sd as it is), skip (pairs set aside where the history shows a warm-up),
 //! futile_from, keep_from (no keep before this many used pairs), outlier_k, min_effect (a keep's
 //! least mean, in percent) and scales (the gain
-//! side's scales and weights, `c:w,c:w,c:w`)),
+//! side's scales and weights, `c:w,c:w,c:w`), mixture (the grid's multiples of the gain and weights,
+//! `m:w,m:w,m:w,m:w`)),
 //! ratchet (1: also the procedure's cell, with history, on as many trials), rescue (with
 //! ratchet=1: a level at which a decision the procedure did not keep is kept when the one-sided
 //! t-test over all its pairs passes there with an estimate of at least 1%: the probe of one
@@ -90,6 +91,14 @@ fn main() {
             keep_from: num("keep_from", base.keep_from as f64) as usize,
             futile_mixed: num("futile_mixed", base.futile_mixed as u8 as f64) != 0.0,
             outlier_k: num("outlier_k", base.outlier_k),
+            mixture: kv.get("mixture").map_or(base.mixture, |v| {
+                let mut out = base.mixture;
+                for (o, mw) in out.iter_mut().zip(v.split(',')) {
+                    let (m, w) = mw.split_once(':').expect("mixture=m:w,m:w,...");
+                    *o = (m.parse().expect("a multiple"), w.parse().expect("a weight"));
+                }
+                out
+            }),
             scales: kv.get("scales").map_or(base.scales, |v| {
                 let mut out = [(1.0, 0.0); LR_SCALES.len()];
                 for (o, cw) in out.iter_mut().zip(v.split(',')) {

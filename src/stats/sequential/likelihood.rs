@@ -57,6 +57,8 @@ pub struct WholePairLr {
     /// The wide component's weight beside the grid's gains (0: none, the rule recorded before
     /// it).
     pub wide: f64,
+    /// The grid: multiples of `mu1` and their prior weights ([`MIXTURE`]; a probe knob).
+    pub mixture: [(f64, f64); MIXTURE.len()],
     /// Futility against no gain weighed over the same scales as the gain (a Bayes factor), in
     /// place of no gain at the calibrated sd.
     pub futile_mixed: bool,
@@ -101,6 +103,7 @@ impl WholePairLr {
             futile_from: 0,
             keep_from: 0,
             wide: LR_WIDE_WEIGHT,
+            mixture: MIXTURE,
             // Against no gain at the calibrated sd, which a warming or jumped machine fits so
             // badly that a do-nothing change ran to 20 runs (`floor_probe futile_mixed=0`; 9).
             futile_mixed: true,
@@ -234,7 +237,7 @@ impl<'a> Running<'a> {
         let n = k + 1.0;
         for (j, &(c, _)) in t.scales.iter().enumerate() {
             let sd_r = self.pooled(c, t.ratio_df, self.qr, (k - 1.0).max(0.0));
-            for (g, (times, _)) in self.gains[j].iter_mut().zip(MIXTURE) {
+            for (g, (times, _)) in self.gains[j].iter_mut().zip(t.mixture) {
                 *g += -(r - times * t.mu1).powi(2) / (2.0 * sd_r * sd_r) - sd_r.ln();
             }
             self.none_ll[j] += -r * r / (2.0 * sd_r * sd_r) - sd_r.ln();
@@ -270,7 +273,7 @@ impl<'a> Running<'a> {
         // The gain side: the mixture over the scales (each with its own sums) of the mixture over
         // the gains, a joint density of the pairs whatever its weights.
         let gain = log_mix((0..t.scales.len()).map(|j| {
-            let grid = (1.0 - t.wide).ln() + log_mix(MIXTURE.iter().zip(self.gains[j]).map(|(&(_, w), g)| w.ln() + g));
+            let grid = (1.0 - t.wide).ln() + log_mix(t.mixture.iter().zip(self.gains[j]).map(|(&(_, w), g)| w.ln() + g));
             // The prior is the half of N(0, LR_WIDE_SD^2) above no gain: its marginal is the
             // whole normal's times P(mean > 0 | pairs) / P(mean > 0), with the posterior normal.
             let (ll, m, v) = self.wide[j];
