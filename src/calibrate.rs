@@ -91,14 +91,12 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
     }
     let hist = crate::stats::history::load(&state_dir, &key);
     let outliers = crate::stats::history::borrowed(&hist.entries).map(|b| b.outliers);
-    let (_, pair_sd) = crate::stats::sequential::mean_sd(&d);
-    let ratio = crate::stats::noise::deciding_ratio(&params, outliers, pair_sd);
     let lat_terms = |v: f64| v.powf(1.0 / el);
     let f = noise_floor(
         &values.iter().map(|&v| lat_terms(v)).collect::<Vec<_>>(),
         &pair_values.iter().map(|&(a, b)| (lat_terms(a), lat_terms(b))).collect::<Vec<_>>(),
         &params,
-        ratio.as_ref(),
+        outliers,
     );
     let metric = cfg.score.metric.as_str();
     let out = repo.root().join(vcs::RESULTS_DIR).join("calibration.json");

@@ -29,9 +29,9 @@ pub struct NoiseFloor {
     pub aa_effect_pct: f64,
     /// The smallest true gain the configured budget keeps with about 95% probability.
     pub detectable_pct: f64,
-    /// The rule that budget is the budget of: "two-phases", or "likelihood-ratio" where the
-    /// history the calibration joins lets the ratio decide.
-    pub detectable_by: &'static str,
+    /// The rule that budget is the budget of: the likelihood ratio where the history the
+    /// calibration joins lets it decide, else the two phases.
+    pub detectable_by: Rule,
     /// A minimum effect that the budget can actually see: the detectable gain, rounded up.
     pub suggested_min_effect_pct: f64,
 }
@@ -47,6 +47,14 @@ pub fn slope(y: &[f64]) -> f64 {
     let sxy: f64 = y.iter().enumerate().map(|(i, v)| (i as f64 - mx) * (v - my)).sum();
     let sxx: f64 = (0..y.len()).map(|i| (i as f64 - mx).powi(2)).sum();
     sxy / sxx
+}
+
+/// The rule whose budget a detectable gain is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rule {
+    TwoPhases,
+    LikelihoodRatio,
 }
 
 /// The likelihood ratio that decides under `params` at a calibrated sd of one pair `sd`, with a
@@ -67,17 +75,16 @@ pub fn detectable_pct(params: &Params, sd: f64, power: f64, ratio: Option<&Whole
     }
 }
 
-/// The budget a detectable gain is the budget of (the likelihood ratio's where `ratio`), in the
-/// words `ratchet calibrate` prints.
-pub fn budget_words(params: &Params, ratio: bool) -> String {
-    match ratio {
-        true => format!(
+/// The budget a detectable gain is the budget of, in the words `ratchet calibrate` prints.
+pub fn budget_words(params: &Params, rule: Rule) -> String {
+    match rule {
+        Rule::LikelihoodRatio => format!(
             "the likelihood ratio of whole pairs, up to {} pairs, keeping at a ratio of e^{}, min_effect_pct {}",
             params.max_total_pairs(),
             super::sequential::LR_KEEP_AT,
             params.min_effect_pct
         ),
-        false => format!(
+        Rule::TwoPhases => format!(
             "max_pairs {}, alpha {}, min_effect_pct {}{}",
             params.max_pairs,
             params.alpha,
@@ -232,17 +239,15 @@ pub fn sd_interval(sd: f64, df: usize, level: f64) -> Option<[f64; 2]> {
     Some([sd * (k / chi.inverse_cdf(1.0 - tail)).sqrt(), sd * (k / chi.inverse_cdf(tail)).sqrt()])
 }
 
-/// [`NoiseFloor::detectable_by`]'s words for the two rules.
-pub const BY_RATIO: &str = "likelihood-ratio";
-pub const BY_TWO_PHASES: &str = "two-phases";
-
 /// The noise floor from A/A values in run order, with pairs as (incumbent-side, candidate-side);
-/// `ratio`: the likelihood ratio where it decides after this calibration ([`deciding_ratio`]).
-pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, ratio: Option<&WholePairLr>) -> NoiseFloor {
+/// `outliers`: the gross outliers of the history this calibration joins (`None`: too little
+/// history to borrow), which with `params` say the rule that decides next ([`deciding_ratio`]).
+pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, outliers: Option<usize>) -> NoiseFloor {
     let logs: Vec<f64> = run_values.iter().map(|v| v.ln()).collect();
     let d: Vec<f64> = pairs.iter().map(|(a, b)| (b / a).ln()).collect();
     let (dm, dsd) = crate::stats::sequential::mean_sd(&d);
     let (m, sd) = crate::stats::sequential::mean_sd(run_values);
+    let ratio = deciding_ratio(params, outliers, dsd);
     let with_min = Params { min_effect_pct: 0.0, ..params.clone() };
     let floor_ratio = ratio.map(|_| with_min.likelihood_ratio_test(dsd));
     let floor = detectable_pct(&with_min, dsd, 0.95, floor_ratio.as_ref());
@@ -255,8 +260,8 @@ pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, ra
         run_cv_pct: sd / m * 100.0,
         drift_pct_per_run: slope(&logs) * 100.0,
         aa_effect_pct: (dm.exp() - 1.0) * 100.0,
-        detectable_pct: detectable_pct(params, dsd, 0.95, ratio),
-        detectable_by: if ratio.is_some() { BY_RATIO } else { BY_TWO_PHASES },
+        detectable_pct: detectable_pct(params, dsd, 0.95, ratio.as_ref()),
+        detectable_by: if ratio.is_some() { Rule::LikelihoodRatio } else { Rule::TwoPhases },
         suggested_min_effect_pct: (floor * 10.0).ceil() / 10.0,
     }
 }
@@ -368,6 +373,8 @@ mod tests {
         let d = detectable_pct(&p, 0.2, 0.95, Some(&test));
         assert!(text.contains(&format!("up to {} pairs of the likelihood ratio", test.max_pairs)), "{text}");
         assert!(text.contains(&format!("about {d:.1}% or more")) && text.contains(&format!("({} runs)", 2 * test.max_pairs)), "{text}");
-        assert!(budget_words(&p, true).contains("likelihood ratio") && budget_words(&p, false).contains("max_pairs"));
+        assert!(
+            budget_words(&p, Rule::LikelihoodRatio).contains("likelihood ratio") && budget_words(&p, Rule::TwoPhases).contains("max_pairs")
+        );
     }
 }
