@@ -57,14 +57,6 @@ pub enum Rule {
     LikelihoodRatio,
 }
 
-/// The likelihood ratio that decides under `params` at a calibrated sd of one pair `sd`, with a
-/// history whose pooled sessions saw `outliers` gross outliers (`None`: no history to borrow, so
-/// the two phases decide), by the routing rule of the decision itself
-/// ([`super::sequential::OnePhase::decides`]).
-pub fn deciding_ratio(params: &Params, outliers: Option<usize>, sd: f64) -> Option<WholePairLr> {
-    outliers.filter(|&n| params.likelihood_ratio.decides(n)).map(|_| params.likelihood_ratio_test(sd))
-}
-
 /// The smallest true gain (percent) kept with probability about `power` by the rule that
 /// decides: `ratio` where the likelihood ratio does ([`ratio_detectable_pct`]), else the two
 /// phases ([`two_phases_detectable_pct`]).
@@ -169,7 +161,7 @@ pub fn two_phases_detectable_pct(params: &Params, sd: f64, power: f64) -> f64 {
 /// with `sd` the measured sd of one pair's log-ratio (speed-up terms) and `source` where it
 /// was measured, the smallest gain the budget keeps with 95% probability is more than twice
 /// the minimum effect. Says what it costs and what to do, in words a person acts on.
-/// `ratio`: the likelihood ratio where it decides ([`deciding_ratio`]), else the two phases.
+/// `ratio`: the likelihood ratio where it decides ([`Params::deciding_ratio`]), else the two phases.
 pub fn alarm(params: &Params, sd: f64, source: &str, ratio: Option<&WholePairLr>) -> Option<String> {
     let min = params.min_effect_pct;
     let quiet_at = 2.0 * min.max(0.1);
@@ -241,13 +233,13 @@ pub fn sd_interval(sd: f64, df: usize, level: f64) -> Option<[f64; 2]> {
 
 /// The noise floor from A/A values in run order, with pairs as (incumbent-side, candidate-side);
 /// `outliers`: the gross outliers of the history this calibration joins (`None`: too little
-/// history to borrow), which with `params` say the rule that decides next ([`deciding_ratio`]).
+/// history to borrow), which with `params` say the rule that decides next ([`Params::deciding_ratio`]).
 pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, outliers: Option<usize>) -> NoiseFloor {
     let logs: Vec<f64> = run_values.iter().map(|v| v.ln()).collect();
     let d: Vec<f64> = pairs.iter().map(|(a, b)| (b / a).ln()).collect();
     let (dm, dsd) = crate::stats::sequential::mean_sd(&d);
     let (m, sd) = crate::stats::sequential::mean_sd(run_values);
-    let ratio = deciding_ratio(params, outliers, dsd);
+    let ratio = params.deciding_ratio(outliers, dsd);
     let with_min = Params { min_effect_pct: 0.0, ..params.clone() };
     let floor_ratio = ratio.map(|_| with_min.likelihood_ratio_test(dsd));
     let floor = detectable_pct(&with_min, dsd, 0.95, floor_ratio.as_ref());
@@ -334,11 +326,11 @@ mod tests {
     #[test]
     fn the_ratio_decides_only_with_a_history_free_of_gross_outliers() {
         let p = auto();
-        assert_eq!(deciding_ratio(&p, None, 0.01), None, "no history: the two phases");
-        assert_eq!(deciding_ratio(&p, Some(0), 0.01), Some(p.likelihood_ratio_test(0.01)));
-        assert_eq!(deciding_ratio(&p, Some(1), 0.01), None, "a gross outlier pooled: the two phases");
+        assert_eq!(p.deciding_ratio(None, 0.01), None, "no history: the two phases");
+        assert_eq!(p.deciding_ratio(Some(0), 0.01), Some(p.likelihood_ratio_test(0.01)));
+        assert_eq!(p.deciding_ratio(Some(1), 0.01), None, "a gross outlier pooled: the two phases");
         let sequential = Params { likelihood_ratio: crate::stats::sequential::OnePhase::Never, ..p };
-        assert_eq!(deciding_ratio(&sequential, Some(0), 0.01), None);
+        assert_eq!(sequential.deciding_ratio(Some(0), 0.01), None);
     }
 
     #[test]

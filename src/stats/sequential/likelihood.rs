@@ -307,6 +307,13 @@ impl super::Params {
         };
         WholePairLr { wide: if self.likelihood_ratio_wide { test.wide } else { 0.0 }, mu1, ..test }
     }
+
+    /// The likelihood ratio that decides at a calibrated sd of one pair `sd`, with a history whose
+    /// pooled sessions saw `outliers` gross outliers (`None`: no history to borrow, so the two
+    /// phases decide): the one routing of the decision, calibrate's figure and the warning.
+    pub fn deciding_ratio(&self, outliers: Option<usize>, sd: f64) -> Option<WholePairLr> {
+        outliers.filter(|&n| self.likelihood_ratio.decides(n)).map(|_| self.likelihood_ratio_test(sd))
+    }
 }
 
 impl Sequential {
@@ -314,8 +321,8 @@ impl Sequential {
     /// the calibrated sd; without history the two phases decide) where `Params::likelihood_ratio`
     /// says so.
     pub fn likelihood_ratio(&self) -> Option<(&Borrowed, WholePairLr)> {
-        let b = self.borrowed.as_ref().filter(|b| self.params.likelihood_ratio.decides(b.outliers))?;
-        Some((b, self.params.likelihood_ratio_test(b.scale.sd)))
+        let b = self.borrowed.as_ref()?;
+        Some((b, self.params.deciding_ratio(Some(b.outliers), b.scale.sd)?))
     }
 
     /// What the likelihood ratio does next on the first phase's pairs (log-ratios, log-sums), or
