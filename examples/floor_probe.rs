@@ -10,6 +10,7 @@
 //! successive differences; lr: the one-phase likelihood ratio of whole pairs,
 //! `sequential::likelihood::WholePairLr` at the levels `[decision] method = "likelihood-ratio"`
 //! ships (`levels::LR_*`; 30 pairs unless `pairs` is given), each replaced where given: keep_at,
+//! keep_at_one_mode (where the trial's calibration shows its runs in one mode),
 //! futile_at (it stops once the ratio falls to e^-futile_at), futile_mixed (0: futility against
 //! no gain at the calibrated sd), ratio_df and sum_df (the calibration's weight in the gain side's
 //! sds; 0: the calibrated sd as it is), skip (pairs set aside where the history shows a warm-up),
@@ -83,6 +84,7 @@ fn main() {
         };
         let t = WholePairLr {
             keep_at: num("keep_at", base.keep_at),
+            keep_at_one_mode: num("keep_at_one_mode", base.keep_at_one_mode),
             futile_at: -num("futile_at", -base.futile_at),
             ratio_df: df("ratio_df", base.ratio_df),
             sum_df: df("sum_df", base.sum_df),

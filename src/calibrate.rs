@@ -90,13 +90,13 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
         crate::stats::history::record(&state_dir, &key, entry)?;
     }
     let hist = crate::stats::history::load(&state_dir, &key);
-    let outliers = crate::stats::history::borrowed(&hist.entries).map(|b| b.outliers);
+    let history = crate::stats::history::borrowed(&hist.entries);
     let lat_terms = |v: f64| v.powf(1.0 / el);
     let f = noise_floor(
         &values.iter().map(|&v| lat_terms(v)).collect::<Vec<_>>(),
         &pair_values.iter().map(|&(a, b)| (lat_terms(a), lat_terms(b))).collect::<Vec<_>>(),
         &params,
-        outliers,
+        history.as_ref(),
     );
     let metric = cfg.score.metric.as_str();
     let out = repo.root().join(vcs::RESULTS_DIR).join("calibration.json");

@@ -499,7 +499,7 @@ pub fn noise_alarm(hist: &history::Benchmark, params: &crate::stats::sequential:
         params,
         s.sd,
         &format!("measured over {:.0} degrees of freedom of this benchmark's history on {}", s.df, hist.host),
-        params.deciding_ratio(Some(b.outliers), s.sd).as_ref(),
+        params.deciding_ratio(Some(&b)).as_ref(),
     )
 }
 

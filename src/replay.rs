@@ -33,6 +33,10 @@ pub struct DecisionRecord {
     /// decided (`OnePhase::WithoutOutliers`, `UntilOutlier`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub outliers: usize,
+    /// Of the history's pooled sessions that could tell, how many showed two modes in their runs
+    /// (none recorded: none could tell, or recorded before it): the likelihood ratio's keep level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<usize>,
     /// Whether the pairs' log-sums entered the variance guard (they do, except in a parallel
     /// trial measured by an older worker, which recorded none).
     pub with_sums: bool,
@@ -65,6 +69,7 @@ impl DecisionRecord {
             sums: seq.borrowed.as_ref().and_then(|b| b.sums),
             warmup: seq.borrowed.as_ref().and_then(|b| b.warmup.clone()),
             outliers: seq.borrowed.as_ref().map_or(0, |b| b.outliers),
+            modes: seq.borrowed.as_ref().and_then(|b| b.modes),
             with_sums,
             direction,
             elasticity,
@@ -77,6 +82,7 @@ impl DecisionRecord {
         let borrowed = self.borrowed.map(|s| Borrowed {
             warmup: self.warmup.clone(),
             outliers: self.outliers,
+            modes: self.modes,
             ..Borrowed::new(s).with_sums(self.sums)
         });
         Sequential::new(self.params.clone()).with_history(borrowed)

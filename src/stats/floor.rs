@@ -8,6 +8,7 @@
 use super::rng::Rng;
 use super::sequential::likelihood::log_mix;
 pub use super::sequential::likelihood::{Stop, WholePairLr};
+use super::sequential::Borrowed;
 pub use super::sequential::MIXTURE;
 
 /// Expected pairs of Wald's sequential probability ratio test of no gain against a log-ratio
@@ -346,9 +347,9 @@ impl ScaleFree {
 /// level).
 pub trait PairTest {
     fn max_pairs(&self) -> usize;
-    /// `warm`: the history shows a warm-up at the start of each session (a test may read the
-    /// first pairs around it).
-    fn decide_pairs(&self, calibrated_sd: f64, warm: bool, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize);
+    /// `history`: the trial's calibration (a test may read the first pairs around the warm-up it
+    /// shows, or keep at the level its modes call for).
+    fn decide_pairs(&self, calibrated_sd: f64, history: Option<&Borrowed>, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize);
 }
 
 impl PairTest for ScaleFree {
@@ -356,7 +357,7 @@ impl PairTest for ScaleFree {
         self.max_pairs
     }
     /// The log-ratios alone.
-    fn decide_pairs(&self, calibrated_sd: f64, _warm: bool, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
+    fn decide_pairs(&self, calibrated_sd: f64, _history: Option<&Borrowed>, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
         ScaleFree { sd: calibrated_sd, ..*self }.decide(|i| pair(i).0)
     }
 }
@@ -475,7 +476,7 @@ impl PairTest for PairT {
     fn max_pairs(&self) -> usize {
         self.max_pairs
     }
-    fn decide_pairs(&self, calibrated_sd: f64, _warm: bool, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
+    fn decide_pairs(&self, calibrated_sd: f64, _history: Option<&Borrowed>, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
         self.decide(calibrated_sd, pair)
     }
 }
@@ -484,8 +485,9 @@ impl PairTest for WholePairLr {
     fn max_pairs(&self) -> usize {
         self.max_pairs
     }
-    fn decide_pairs(&self, calibrated_sd: f64, warm: bool, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
-        self.decide(calibrated_sd, warm, pair)
+    fn decide_pairs(&self, calibrated_sd: f64, history: Option<&Borrowed>, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
+        let warm = history.is_some_and(Borrowed::shows_warmup);
+        self.for_history(history.is_some_and(Borrowed::one_mode)).decide(calibrated_sd, warm, pair)
     }
 }
 

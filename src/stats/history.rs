@@ -53,6 +53,11 @@ pub struct Entry {
     /// batch had no sums.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warmup: Vec<f64>,
+    /// How much better two modes fit the session's runs than one (`stats::modes::session_llr`,
+    /// nats; the first batch's first pair, its warm-up, left out). Absent in entries written
+    /// before it and in sessions of too few pairs with sums: unchecked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub modes: Option<f64>,
 }
 
 fn is_zero(x: &f64) -> bool {
@@ -107,7 +112,7 @@ pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Opt
 /// batches are trimmed against it.
 pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: Option<f64>) -> Option<Entry> {
     let (mut ss, mut df, mut pairs, mut trimmed, mut sum_ss, mut sum_df, mut max_dev) = (0.0, 0.0, 0, 0, 0.0, 0.0, 0.0f64);
-    let mut warmup = vec![];
+    let (mut warmup, mut runs) = (vec![], vec![]);
     for (bi, (b, s)) in batches.iter().enumerate() {
         let ok: Vec<usize> = (0..b.len()).filter(|&i| b[i].is_finite() && s.get(i).is_none_or(|x| x.is_finite())).collect();
         let d: Vec<f64> = ok.iter().map(|&i| b[i]).collect();
@@ -132,6 +137,8 @@ pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: 
             let (a, f) = sum_spread(&v[cold..]);
             sum_ss += a;
             sum_df += f;
+            let first = if bi == 0 { 1.min(v.len()) } else { 0 };
+            runs.push(super::modes::batch_runs(&k[first..], &v[first..]));
         }
     }
     (df > 0.0).then(|| Entry {
@@ -145,6 +152,7 @@ pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: 
         sum_ss,
         sum_df,
         warmup,
+        modes: super::modes::session_llr(&runs),
     })
 }
 
@@ -218,11 +226,19 @@ pub fn borrowed(entries: &[Entry]) -> Option<super::sequential::Borrowed> {
         super::sequential::Borrowed {
             source: used.join(";"),
             outliers: pooled.iter().filter(|e| e.max_dev > super::sequential::OUTLIER_K * s.sd).count(),
+            modes: modes_seen(&pooled),
             warmup: sums.and_then(|m| estimate_warmup(entries, m)),
             ..super::sequential::Borrowed::new(s)
         }
         .with_sums(sums)
     })
+}
+
+/// Of the pooled sessions that could tell one mode from two, how many showed two (`None`: none
+/// could tell).
+fn modes_seen(pooled: &[&Entry]) -> Option<usize> {
+    let told: Vec<f64> = pooled.iter().filter_map(|e| e.modes).collect();
+    (!told.is_empty()).then(|| told.iter().filter(|&&m| super::modes::shows_two(m)).count())
 }
 
 /// The history of one benchmark command on one host.
@@ -312,7 +328,7 @@ pub fn describe(b: &Benchmark, one_phase: super::sequential::OnePhase) -> String
                 format!("decisions borrow it (x{} safety)", super::sequential::SAFETY)
             };
             format!(
-                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; {reads}{}{}",
+                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; {reads}{}{}{}",
                 s.sd * 100.0,
                 s.sd / 2f64.sqrt() * 100.0,
                 if used == 1 { "" } else { "s" },
@@ -329,6 +345,14 @@ pub fn describe(b: &Benchmark, one_phase: super::sequential::OnePhase) -> String
                         "; {n} of those sessions saw a gross outlier (a pair over {} sds from its batch's median): while they are pooled, `method = \"auto\"` decides by the two phases",
                         super::sequential::OUTLIER_K
                     ),
+                },
+                match h.modes {
+                    Some(n) if n > 0 && ratio => format!(
+                        "; {n} of them ran in two modes (runs apart by more than their noise, as when some processes run slower): the ratio keeps at e^{} rather than e^{}",
+                        super::sequential::LR_KEEP_AT,
+                        super::sequential::LR_KEEP_AT_ONE_MODE
+                    ),
+                    _ => String::new(),
                 }
             )
         }
@@ -382,6 +406,7 @@ mod tests {
             sum_ss: 0.0,
             sum_df: 0.0,
             warmup: vec![],
+            modes: None,
         };
         // 30 df each: the newest two reach 60 df, the oldest is not pooled.
         let entries = [e("t1", "calibrate"), e("t2", "experiment 1"), e("t3", "experiment 2")];
@@ -408,6 +433,23 @@ mod tests {
         assert!(auto.contains("pool it with their own pairs in a likelihood ratio of whole pairs") && !auto.contains("safety"), "{auto}");
         assert!(text(&entries, OnePhase::Never).contains("decisions borrow it (x1.25 safety)"));
         assert!(text(&seen, OnePhase::UntilOutlier).contains("decisions borrow it (x1.25 safety)"));
+        // Sessions that could tell one mode from two: the scale counts those that showed two
+        // among the pooled, and says so where the ratio decides.
+        let modes = |m: [Option<f64>; 3]| {
+            let mut v = entries.clone();
+            for (e, m) in v.iter_mut().zip(m) {
+                e.modes = m;
+            }
+            v
+        };
+        let count = |m| borrowed(&modes(m)).unwrap().modes;
+        assert_eq!(count([None, None, None]), None, "none could tell");
+        assert_eq!(count([Some(9.0), Some(1.0), None]), Some(0), "the oldest is not pooled");
+        assert_eq!(count([None, Some(9.0), Some(1.0)]), Some(1));
+        assert!(borrowed(&modes([None, Some(1.0), Some(2.0)])).unwrap().one_mode());
+        let two = text(&modes([None, Some(9.0), None]), OnePhase::UntilOutlier);
+        assert!(two.contains("1 of them ran in two modes") && two.contains("keeps at e^6 rather than e^5.7"), "{two}");
+        assert!(!text(&modes([None, Some(9.0), None]), OnePhase::Never).contains("two modes"));
     }
 
     #[test]
@@ -460,6 +502,27 @@ mod tests {
     }
 
     #[test]
+    fn a_session_records_whether_its_runs_fall_in_two_modes() {
+        // 9 pairs: the first is the session's warm-up and left out, so 8 can tell.
+        let runs = |slow: &dyn Fn(usize) -> bool| -> (Vec<f64>, Vec<f64>) {
+            let mut rng = super::super::rng::Rng::new(3);
+            let run: Vec<f64> = (0..18).map(|t| 0.004 * rng.normal() + if slow(t) { 0.04 } else { 0.0 }).collect();
+            (0..9).map(|i| (run[2 * i] - run[2 * i + 1], run[2 * i] + run[2 * i + 1])).unzip()
+        };
+        let (d, s) = runs(&|t| t % 3 == 0);
+        let two = entry_runs("t", "calibrate", &[(&d, &s)]).unwrap().modes.unwrap();
+        assert!(super::super::modes::shows_two(two), "{two}");
+        let (d, s) = runs(&|_| false);
+        let one = entry_runs("t", "calibrate", &[(&d, &s)]).unwrap().modes.unwrap();
+        assert!(!super::super::modes::shows_two(one), "{one}");
+        // Too few pairs, or no sums: unchecked, and not written.
+        let short = entry_runs("t", "experiment 1", &[(&d[..8], &s[..8])]).unwrap();
+        assert_eq!(short.modes, None);
+        assert_eq!(entry("t", "x", &[&d]).unwrap().modes, None);
+        assert!(!serde_json::to_string(&short).unwrap().contains("modes"));
+    }
+
+    #[test]
     fn a_gross_outlier_does_not_inflate_the_scale() {
         let clean = [0.01, -0.012, 0.004, -0.003, 0.008, -0.009, 0.0, 0.011, -0.006, 0.002];
         let mut dirty = clean.to_vec();
@@ -500,6 +563,7 @@ mod tests {
             sum_ss: 0.0,
             sum_df: 0.0,
             warmup: vec![],
+            modes: None,
         };
         assert!(estimate(&[e(0.01, 5.0)]).is_none(), "below MIN_DF");
         let s = estimate(&[e(0.01, 5.0), e(0.01, 7.0)]).unwrap();

@@ -7,6 +7,7 @@ pub mod effect;
 pub mod floor;
 pub mod history;
 pub mod mannwhitney;
+pub mod modes;
 pub mod noise;
 pub mod parallel;
 pub mod rng;

@@ -3,7 +3,7 @@
 
 use super::rng::Rng;
 use super::sequential::likelihood::{Stop, WholePairLr};
-use super::sequential::Params;
+use super::sequential::{Borrowed, NoiseScale, Params};
 use super::t_quantile;
 use serde::Serialize;
 
@@ -232,16 +232,18 @@ pub fn sd_interval(sd: f64, df: usize, level: f64) -> Option<[f64; 2]> {
 }
 
 /// The noise floor from A/A values in run order, with pairs as (incumbent-side, candidate-side);
-/// `outliers`: the gross outliers of the history this calibration joins (`None`: too little
-/// history to borrow), which with `params` say the rule that decides next ([`Params::deciding_ratio`]).
-pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, outliers: Option<usize>) -> NoiseFloor {
+/// `history`: the history this calibration joins (`None`: too little to borrow), whose gross
+/// outliers and modes with `params` say the rule that decides next ([`Params::deciding_ratio`]),
+/// here at the calibration's own sd.
+pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, history: Option<&Borrowed>) -> NoiseFloor {
     let logs: Vec<f64> = run_values.iter().map(|v| v.ln()).collect();
     let d: Vec<f64> = pairs.iter().map(|(a, b)| (b / a).ln()).collect();
     let (dm, dsd) = crate::stats::sequential::mean_sd(&d);
     let (m, sd) = crate::stats::sequential::mean_sd(run_values);
-    let ratio = params.deciding_ratio(outliers, dsd);
+    let own = history.map(|b| Borrowed { scale: NoiseScale { sd: dsd, ..b.scale }, ..b.clone() });
+    let ratio = params.deciding_ratio(own.as_ref());
     let with_min = Params { min_effect_pct: 0.0, ..params.clone() };
-    let floor_ratio = ratio.map(|_| with_min.likelihood_ratio_test(dsd));
+    let floor_ratio = ratio.map(|r| WholePairLr { keep_at: r.keep_at, ..with_min.likelihood_ratio_test(dsd) });
     let floor = detectable_pct(&with_min, dsd, 0.95, floor_ratio.as_ref());
     NoiseFloor {
         runs: run_values.len(),
@@ -324,13 +326,22 @@ mod tests {
     }
 
     #[test]
-    fn the_ratio_decides_only_with_a_history_free_of_gross_outliers() {
+    fn the_ratio_decides_only_with_a_history_free_of_gross_outliers_and_keeps_lower_in_one_mode() {
         let p = auto();
-        assert_eq!(p.deciding_ratio(None, 0.01), None, "no history: the two phases");
-        assert_eq!(p.deciding_ratio(Some(0), 0.01), Some(p.likelihood_ratio_test(0.01)));
-        assert_eq!(p.deciding_ratio(Some(1), 0.01), None, "a gross outlier pooled: the two phases");
-        let sequential = Params { likelihood_ratio: crate::stats::sequential::OnePhase::Never, ..p };
-        assert_eq!(sequential.deciding_ratio(Some(0), 0.01), None);
+        let h = |outliers: usize, modes: Option<usize>| Borrowed { outliers, modes, ..Borrowed::new(NoiseScale { sd: 0.01, df: 15.0 }) };
+        assert_eq!(p.deciding_ratio(None), None, "no history: the two phases");
+        let unchecked = p.deciding_ratio(Some(&h(0, None))).unwrap();
+        assert_eq!(unchecked, p.likelihood_ratio_test(0.01));
+        assert_eq!(unchecked.keep_at, crate::stats::sequential::LR_KEEP_AT, "no session could tell one mode from two");
+        assert_eq!(p.deciding_ratio(Some(&h(0, Some(1)))).unwrap().keep_at, crate::stats::sequential::LR_KEEP_AT, "two modes seen");
+        let one = p.deciding_ratio(Some(&h(0, Some(0)))).unwrap();
+        assert_eq!(one.keep_at, crate::stats::sequential::LR_KEEP_AT_ONE_MODE);
+        assert_eq!(one, WholePairLr { keep_at: one.keep_at, ..unchecked }, "only the level moves");
+        assert_eq!(p.deciding_ratio(Some(&h(1, Some(0)))), None, "a gross outlier pooled: the two phases");
+        let sequential = Params { likelihood_ratio: crate::stats::sequential::OnePhase::Never, ..p.clone() };
+        assert_eq!(sequential.deciding_ratio(Some(&h(0, Some(0)))), None);
+        let recorded_before = Params { likelihood_ratio_one_mode: false, ..p };
+        assert_eq!(recorded_before.deciding_ratio(Some(&h(0, Some(0)))).unwrap().keep_at, crate::stats::sequential::LR_KEEP_AT);
     }
 
     #[test]

@@ -337,6 +337,7 @@ pub fn with_knobs(borrowed: Option<Borrowed>, template: Option<&Borrowed>) -> Op
             clipped: b.clipped,
             warmup: b.warmup,
             outliers: b.outliers,
+            modes: b.modes,
             ..t.clone()
         }),
         None => borrowed,
@@ -560,9 +561,7 @@ pub fn probe_cell(s: &Scenario, effect: f64, trials: usize, seed: u64, test: &dy
             Some(jumped) => draw.states[..2 * BOUNDARY_PAIRS].iter().chain(&jumped[2 * BOUNDARY_PAIRS..]).copied().collect(),
             None => draw.states,
         };
-        // Whether the history shows a warm-up: its first step apart from zero.
-        let warm = draw.borrowed.as_ref().is_some_and(Borrowed::shows_warmup);
-        let (stop, pairs) = test.decide_pairs(sd, warm, &mut |i| {
+        let (stop, pairs) = test.decide_pairs(sd, draw.borrowed.as_ref(), &mut |i| {
             let (a, b) = (states[2 * i], states[2 * i + 1]);
             let (inc, cnd) = if incumbent_first(Phase::Main, i) { (a, b * cand) } else { (b, a * cand) };
             ((inc / cnd).ln(), (inc * cnd).ln())

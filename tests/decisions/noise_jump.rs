@@ -29,6 +29,7 @@ fn params() -> Params {
         likelihood_ratio: OnePhase::Never,
         likelihood_ratio_wide: false,
         likelihood_ratio_scaled: false,
+        likelihood_ratio_one_mode: false,
     }
 }
 

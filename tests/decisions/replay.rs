@@ -286,3 +286,49 @@ fn decisions_that_read_the_sums_around_a_warm_up_profile_replay_with_it() {
     assert_eq!((r.differ, r.cannot), (0, 0), "{}", r.body);
     assert_eq!(r.same, 10, "{}", r.body);
 }
+
+/// `ratchet calibrate` on the mock: `pairs` A/A pairs whose runs `run` draws.
+fn calibrate(dir: &Path, pairs: u32, run: impl FnMut(&ratchet::bench::mock::Call) -> Step + 'static) {
+    let mut exec = MockExecutor::new(run);
+    let mut events = vec![];
+    let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+    let mut fx = Effects::new(&mut events, Cancel::new());
+    ratchet::sweep::recover(&ws, &mut fx).unwrap();
+    ratchet::calibrate::run(&ws, &ratchet::calibrate::CalibrateOptions { pairs: Some(pairs) }, &mut exec, &mut fx).unwrap();
+}
+
+#[test]
+fn the_likelihood_ratio_keeps_lower_only_after_a_history_of_one_mode_and_both_replay() {
+    use ratchet::stats::sequential::{LR_KEEP_AT, LR_KEEP_AT_ONE_MODE};
+    // The default method, on two machines calibrated with 16 pairs: one of a single normal mode,
+    // one whose processes fall 30% of the time in a mode 4% slower.
+    let config = CONFIG.replace("method = \"sequential\"\n", "");
+    for (two_modes, seed) in [(false, 40u64), (true, 41)] {
+        let dir = support::committed_repo(&[("ratchet.toml", &config), ("kernel.py", "BQ = 0\n")]);
+        let mut rng = Rng::new(seed);
+        calibrate(dir.path(), 16, move |_| {
+            let slow = if two_modes && rng.uniform() < 0.3 { 1.04 } else { 1.0 };
+            Step::Latency(10.0 * slow * (1.0 + 0.005 * rng.normal()))
+        });
+        let noise: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join(".ratchet/noise.json")).unwrap()).unwrap();
+        let seen = noise["benchmarks"][0]["entries"][0]["modes"].as_f64().expect("a 16-pair session tells one mode from two");
+        assert_eq!(ratchet::stats::modes::shows_two(seen), two_modes, "{seen}");
+        // A clear gain on a quiet run of the machine (the modes only steer the level).
+        experiment(dir.path(), 1, 0.2, 0.005, seed);
+        let ws = Workspace::discover(dir.path()).unwrap();
+        let (rows, rules) = (ws.store.rows().unwrap(), replay::records(&ws.store).unwrap());
+        let level = if two_modes { LR_KEEP_AT } else { LR_KEEP_AT_ONE_MODE };
+        assert_eq!(rules[0].modes, Some(two_modes as usize), "{:?}", rules[0]);
+        assert_eq!((rows[0].status, rows[0].noise_scale.as_str()), (Status::Keep, "pooled"), "{:?}", rows[0]);
+        let threshold = rows[0].p_threshold.unwrap();
+        assert!((threshold - (-level).exp()).abs() < 1e-9 * threshold, "{threshold} at {level}");
+        // The rule as recorded replays; the same rule with the modes left out (as recorded before
+        // it) keeps at the level for every machine.
+        let r = replay_all(dir.path());
+        assert_eq!((r.differ, r.cannot, r.same), (0, 0, 1), "{}", r.body);
+        let unchecked = replay::DecisionRecord { modes: None, ..rules[0].clone() };
+        let test = unchecked.sequential().params.deciding_ratio(unchecked.sequential().borrowed.as_ref()).unwrap();
+        assert_eq!(test.keep_at, LR_KEEP_AT);
+    }
+}

@@ -75,6 +75,10 @@ pub struct Borrowed {
     /// any did, `OnePhase::WithoutOutliers` and `UntilOutlier` leave the decision to the two
     /// phases.
     pub outliers: usize,
+    /// Of the history's pooled sessions with enough pairs to tell (`history::Entry::modes`), how
+    /// many showed two modes in their runs; `None`: none could tell. Where it is `Some(0)` the
+    /// likelihood ratio keeps at its one-mode level (`WholePairLr::keep_at_one_mode`).
+    pub modes: Option<usize>,
 }
 
 /// How a session's first pairs move when it starts cold: the mean of the first successive
@@ -125,6 +129,7 @@ impl Borrowed {
             warmup_positions: WARMUP_STEPS,
             warmup_z: WARMUP_Z,
             outliers: 0,
+            modes: None,
         }
     }
 
@@ -138,6 +143,12 @@ impl Borrowed {
     /// guard reads it (the likelihood ratio then sets the first pair aside).
     pub fn shows_warmup(&self) -> bool {
         self.warmup.as_ref().is_some_and(|w| w.used(1, self.warmup_z).iter().any(|&x| x != 0.0))
+    }
+
+    /// Whether the history shows its runs in one mode: some pooled session could tell, and none
+    /// showed two.
+    pub fn one_mode(&self) -> bool {
+        self.modes == Some(0)
     }
 
     /// The first phase's sum spread as the guard reads it: around the warm-up profile where the

@@ -81,13 +81,28 @@ pub const LR_POWERED_FOR_PCT: f64 = 3.0;
 /// +1.5% 61.6% -> 84.3%). 3 sds leaves CV 1% as it was (+3% in 13.9 runs); 2 and 2.5 cost it
 /// 0.5 and 0.1 runs (the probe in docs/decisions.md, "A grid for quiet machines").
 pub const LR_POWERED_FOR_SDS: f64 = 3.0;
-/// Its keep level, ln(gain's likelihood / no gain's best): below Ville's ln 1000 = 6.91, which
-/// holds only for normal runs; the worst machine is one of two modes, whose runs of pairs in one
-/// mode look like a gain to a normal likelihood. Read off `floor_probe test=lr only=bimodal
+/// Its keep level, ln(gain's likelihood / no gain's best), where the history shows runs in two
+/// modes or cannot tell (else `LR_KEEP_AT_ONE_MODE`): below Ville's ln 1000 = 6.91, which holds
+/// only for normal runs; the worst machine is one of two modes, whose runs of pairs in one mode
+/// look like a gain to a normal likelihood. Read off `floor_probe test=lr only=bimodal
 /// null=300000 seed=99` (the CV 0.5% bimodal machine: 5.75 kept 0.106% [0.095, 0.119] of
 /// do-nothing changes, 6.0 0.088% [0.078, 0.100], 6.2 0.071%); +3% at CV 1% then takes 13.4,
 /// 13.8 and 14.2 runs (`trials=20000 seed=7`).
 pub const LR_KEEP_AT: f64 = 6.0;
+/// Its keep level where the history's runs show one mode (`stats::modes`: every pooled session
+/// of at least `MODES_MIN_PAIRS` pairs below `MODES_AT`): the two-mode machine that sets
+/// `LR_KEEP_AT` is then routed away, and the next worst do-nothing cells are a noise jump since
+/// the calibration (2x: 0.080% [0.070, 0.090] of 300000 at 5.7, 0.089% at 5.6; `floor_probe
+/// test=lr keep_at= null=300000 seed=7`), which no history can show. +3% at CV 1% takes 13.3
+/// runs at 5.7 (13.2 at 5.6, 13.0 at 5.5; `trials=20000 seed=7`), within 10% of the 12.2-run floor.
+pub const LR_KEEP_AT_ONE_MODE: f64 = 5.7;
+/// A session shows two modes when the two-mode mixture fits its runs this many nats better than
+/// one normal (`stats::modes::two_modes_llr`): about 1% of sessions of one normal mode exceed it
+/// at 8 to 30 pairs, and every 16-pair calibration of the CV 0.5% bimodal machine (numpy, 2000
+/// and 400 sessions; the unit tests of `stats::modes`).
+pub const MODES_AT: f64 = 5.0;
+/// Fewer pairs than this in a session tell one mode from two too seldom to check.
+pub const MODES_MIN_PAIRS: usize = 8;
 /// Its futility level: a gain at most e^-2 as likely as no gain, both weighed over the scales
 /// (e^-1.6: +3% at CV 1% kept 96.6%, the bimodal machine's 84.3%; e^-2.3: 97.8%, 13.7 runs).
 pub const LR_FUTILE_AT: f64 = -2.0;

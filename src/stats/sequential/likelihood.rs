@@ -4,8 +4,8 @@
 //! has become unlikely. docs/decisions.md, "The likelihood ratio as a method".
 
 use super::levels::{
-    LR_FUTILE_AT, LR_KEEP_AT, LR_POWERED_FOR_PCT, LR_POWERED_FOR_SDS, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD,
-    LR_WIDE_WEIGHT, MIXTURE, OUTLIER_K,
+    LR_FUTILE_AT, LR_KEEP_AT, LR_KEEP_AT_ONE_MODE, LR_POWERED_FOR_PCT, LR_POWERED_FOR_SDS, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF,
+    LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE, OUTLIER_K,
 };
 use super::plan::OnePhase;
 use super::{fmt_p, median, outlier_band, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
@@ -38,6 +38,9 @@ pub struct WholePairLr {
     pub keep_at: f64,
     pub futile_at: f64,
     pub max_pairs: usize,
+    /// The keep level where the history shows its runs in one mode ([`Borrowed::one_mode`];
+    /// [`WholePairLr::for_history`] puts it in `keep_at`).
+    pub keep_at_one_mode: f64,
     /// The smallest mean log-ratio a keep may have (the minimum effect; -inf: none).
     pub min_mean: f64,
     /// The gain side's scales, as multiples of the calibrated sd (each pooled with the pairs),
@@ -93,6 +96,7 @@ impl WholePairLr {
         WholePairLr {
             mu1: (LR_POWERED_FOR_PCT / 100.0).ln_1p().max(min_mean),
             keep_at: LR_KEEP_AT,
+            keep_at_one_mode: LR_KEEP_AT_ONE_MODE,
             futile_at: LR_FUTILE_AT,
             max_pairs,
             min_mean,
@@ -109,6 +113,12 @@ impl WholePairLr {
             futile_mixed: true,
             outlier_k: 0.0,
         }
+    }
+
+    /// The test as it decides after a history that does (`one_mode`) or does not show its runs
+    /// in one mode: at `keep_at_one_mode` or `keep_at`.
+    pub fn for_history(&self, one_mode: bool) -> WholePairLr {
+        WholePairLr { keep_at: if one_mode { self.keep_at_one_mode } else { self.keep_at }, ..*self }
     }
 
     /// How a look ends the decision, if it does.
@@ -300,19 +310,22 @@ impl super::Params {
     /// wide component and the grid's scaling to the noise as recorded.
     pub fn likelihood_ratio_test(&self, sd: f64) -> WholePairLr {
         let test = WholePairLr::new(self.min_effect_pct, self.max_total_pairs());
+        let keep_at_one_mode = if self.likelihood_ratio_one_mode { test.keep_at_one_mode } else { test.keep_at };
         let mu1 = if self.likelihood_ratio_scaled && sd.is_finite() {
             (LR_POWERED_FOR_SDS * sd).clamp(test.min_mean, test.mu1)
         } else {
             test.mu1
         };
-        WholePairLr { wide: if self.likelihood_ratio_wide { test.wide } else { 0.0 }, mu1, ..test }
+        WholePairLr { wide: if self.likelihood_ratio_wide { test.wide } else { 0.0 }, mu1, keep_at_one_mode, ..test }
     }
 
-    /// The likelihood ratio that decides at a calibrated sd of one pair `sd`, with a history whose
-    /// pooled sessions saw `outliers` gross outliers (`None`: no history to borrow, so the two
-    /// phases decide): the one routing of the decision, calibrate's figure and the warning.
-    pub fn deciding_ratio(&self, outliers: Option<usize>, sd: f64) -> Option<WholePairLr> {
-        outliers.filter(|&n| self.likelihood_ratio.decides(n)).map(|_| self.likelihood_ratio_test(sd))
+    /// The likelihood ratio that decides with the history `history` (`None`: none to borrow, so
+    /// the two phases decide): where its pooled sessions saw no gross outlier (as
+    /// [`OnePhase::decides`] says), at its calibrated sd of one pair, at the keep level its modes
+    /// call for. The one routing of the decision, calibrate's figure and the warning.
+    pub fn deciding_ratio(&self, history: Option<&Borrowed>) -> Option<WholePairLr> {
+        let b = history.filter(|b| self.likelihood_ratio.decides(b.outliers))?;
+        Some(self.likelihood_ratio_test(b.scale.sd).for_history(b.one_mode()))
     }
 }
 
@@ -322,7 +335,7 @@ impl Sequential {
     /// says so.
     pub fn likelihood_ratio(&self) -> Option<(&Borrowed, WholePairLr)> {
         let b = self.borrowed.as_ref()?;
-        Some((b, self.params.deciding_ratio(Some(b.outliers), b.scale.sd)?))
+        Some((b, self.params.deciding_ratio(Some(b))?))
     }
 
     /// What the likelihood ratio does next on the first phase's pairs (log-ratios, log-sums), or

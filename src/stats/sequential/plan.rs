@@ -77,6 +77,11 @@ pub struct Params {
     /// one pair (a quiet machine's gains); false in rules recorded before it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub likelihood_ratio_scaled: bool,
+    /// Whether that ratio keeps at `LR_KEEP_AT_ONE_MODE` where the history shows its runs in one
+    /// mode (`Borrowed::one_mode`); false in rules recorded before it, which keep at
+    /// `LR_KEEP_AT` everywhere.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub likelihood_ratio_one_mode: bool,
 }
 
 /// Where the likelihood ratio decides ([`Params::likelihood_ratio`]).
@@ -133,6 +138,7 @@ impl Params {
             likelihood_ratio: OnePhase::Never,
             likelihood_ratio_wide: false,
             likelihood_ratio_scaled: false,
+            likelihood_ratio_one_mode: false,
         }
     }
 }
@@ -156,6 +162,7 @@ impl Params {
             likelihood_ratio: OnePhase::Never,
             likelihood_ratio_wide: false,
             likelihood_ratio_scaled: false,
+            likelihood_ratio_one_mode: false,
         }
     }
 
