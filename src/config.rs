@@ -1010,8 +1010,9 @@ metric = "score"       # score (util x 100 / latency_ms) | latency | tflops; lat
 [decision]
 # auto: once `ratchet calibrate` (or an earlier experiment) has measured this machine's noise,
 # a likelihood ratio of whole pairs, read after every pair up to rescue_pairs pairs, keeps at
-# odds of e^6 and a gain >= min_effect_pct; where that history saw gross outliers, and on the
-# first experiment without one, the sequential test decides. Sequential: look after min_pairs
+# odds of e^6 (e^5.7 where its runs show one mode) and a gain >= min_effect_pct; where that
+# history saw gross outliers, and on the first experiment without one, the sequential test
+# decides. Sequential: look after min_pairs
 # interleaved pairs, then every look_every pairs up to max_pairs; keep needs significance
 # (alpha spent across looks) AND a gain >= min_effect_pct, then an independent confirmation
 # batch in reversed order. `ratchet calibrate` suggests min_effect_pct for this machine;

@@ -643,7 +643,7 @@ fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params:
         o,
         "  smallest gain the budget keeps with ~95% probability: {:.2}% ({})",
         f.detectable_pct,
-        crate::stats::noise::budget_words(params, f.detectable_by)
+        crate::stats::noise::budget_words(params, f.keep_at)
     );
     say!(o, "  suggested [decision] min_effect_pct = {:.1}", f.suggested_min_effect_pct);
     if f.suggested_min_effect_pct > params.min_effect_pct {

@@ -32,6 +32,10 @@ pub struct NoiseFloor {
     /// The rule that budget is the budget of: the likelihood ratio where the history the
     /// calibration joins lets it decide, else the two phases.
     pub detectable_by: Rule,
+    /// Where the likelihood ratio decides, its keep level (ln of the odds), which the history's
+    /// modes set (`Params::deciding_ratio`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keep_at: Option<f64>,
     /// A minimum effect that the budget can actually see: the detectable gain, rounded up.
     pub suggested_min_effect_pct: f64,
 }
@@ -67,16 +71,16 @@ pub fn detectable_pct(params: &Params, sd: f64, power: f64, ratio: Option<&Whole
     }
 }
 
-/// The budget a detectable gain is the budget of, in the words `ratchet calibrate` prints.
-pub fn budget_words(params: &Params, rule: Rule) -> String {
-    match rule {
-        Rule::LikelihoodRatio => format!(
-            "the likelihood ratio of whole pairs, up to {} pairs, keeping at a ratio of e^{}, min_effect_pct {}",
+/// The budget a detectable gain is the budget of, in the words `ratchet calibrate` prints: the
+/// likelihood ratio's where it decides at the keep level `ratio_keep_at`, else the two phases'.
+pub fn budget_words(params: &Params, ratio_keep_at: Option<f64>) -> String {
+    match ratio_keep_at {
+        Some(keep_at) => format!(
+            "the likelihood ratio of whole pairs, up to {} pairs, keeping at a ratio of e^{keep_at}, min_effect_pct {}",
             params.max_total_pairs(),
-            super::sequential::LR_KEEP_AT,
             params.min_effect_pct
         ),
-        Rule::TwoPhases => format!(
+        None => format!(
             "max_pairs {}, alpha {}, min_effect_pct {}{}",
             params.max_pairs,
             params.alpha,
@@ -256,6 +260,7 @@ pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, hi
         aa_effect_pct: (dm.exp() - 1.0) * 100.0,
         detectable_pct: detectable_pct(params, dsd, 0.95, ratio.as_ref()),
         detectable_by: if ratio.is_some() { Rule::LikelihoodRatio } else { Rule::TwoPhases },
+        keep_at: ratio.map(|r| r.keep_at),
         suggested_min_effect_pct: (floor * 10.0).ceil() / 10.0,
     }
 }
@@ -377,7 +382,8 @@ mod tests {
         assert!(text.contains(&format!("up to {} pairs of the likelihood ratio", test.max_pairs)), "{text}");
         assert!(text.contains(&format!("about {d:.1}% or more")) && text.contains(&format!("({} runs)", 2 * test.max_pairs)), "{text}");
         assert!(
-            budget_words(&p, Rule::LikelihoodRatio).contains("likelihood ratio") && budget_words(&p, Rule::TwoPhases).contains("max_pairs")
+            budget_words(&p, Some(5.7)).contains("likelihood ratio of whole pairs, up to 30 pairs, keeping at a ratio of e^5.7")
+                && budget_words(&p, None).contains("max_pairs")
         );
     }
 }

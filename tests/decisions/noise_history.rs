@@ -37,6 +37,9 @@ fn calibrate_feeds_the_history_that_experiments_borrow() {
         cal["noise"]["detectable_pct"].as_f64().unwrap()
     );
     assert!(text.contains(&line), "{line}\n{text}");
+    // ... at the keep level the history's modes set, the one the JSON records.
+    let keep_at = cal["noise"]["keep_at"].as_f64().expect("the ratio's keep level");
+    assert!(text.contains(&format!("keeping at a ratio of e^{keep_at},")), "{keep_at}\n{text}");
     let noise: serde_json::Value = serde_json::from_str(&t.read(".ratchet/noise.json")).unwrap();
     let entries = noise["benchmarks"][0]["entries"].as_array().unwrap().clone();
     assert!(entries.iter().any(|e| e["source"] == "calibrate" && e["df"].as_f64().unwrap() >= 10.0), "{noise}");
