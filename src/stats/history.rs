@@ -138,7 +138,7 @@ pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: 
             sum_ss += a;
             sum_df += f;
             let first = if bi == 0 { 1.min(v.len()) } else { 0 };
-            runs.push(super::modes::batch_runs(&k[first..], &v[first..]));
+            runs.extend(super::modes::batch_runs(&k[first..], &v[first..]));
         }
     }
     (df > 0.0).then(|| Entry {

@@ -3,6 +3,7 @@
 //! the pairs a history entry records. The likelihood ratio keeps at a lower level only where the
 //! history shows one mode (docs/decisions.md, "One mode or two").
 
+use super::sequential::likelihood::log_mix;
 use super::sequential::{median, MODES_AT, MODES_MIN_PAIRS};
 
 /// The mixture weights and the shares of the variance between the modes that
@@ -35,14 +36,10 @@ pub fn two_modes_llr(x: &[f64]) -> f64 {
             let d = (f * v / (w * (1.0 - w))).sqrt();
             let lo = m - w * d;
             let c = -0.5 * (2.0 * std::f64::consts::PI * s2).ln();
+            let (lw0, lw1) = ((1.0 - w).ln(), w.ln());
             let ll: f64 = x
                 .iter()
-                .map(|a| {
-                    let (z0, z1) = ((a - lo).powi(2) / (2.0 * s2), (a - lo - d).powi(2) / (2.0 * s2));
-                    // ln((1 - w) e^-z0 + w e^-z1) without underflow far from both modes.
-                    let z = z0.min(z1);
-                    c - z + ((1.0 - w) * (z - z0).exp() + w * (z - z1).exp()).ln()
-                })
+                .map(|a| c + log_mix([lw0 - (a - lo).powi(2) / (2.0 * s2), lw1 - (a - lo - d).powi(2) / (2.0 * s2)].into_iter()))
                 .sum();
             best = best.max(ll);
         }
@@ -65,11 +62,10 @@ pub fn batch_runs(ratios: &[f64], sums: &[f64]) -> Vec<f64> {
     (0..n).flat_map(|i| [(sums[i] + ratios[i] - m) / 2.0, (sums[i] - ratios[i] + m) / 2.0]).collect()
 }
 
-/// A session's statistic from its batches' runs ([`batch_runs`], concatenated): `None` below
-/// [`MODES_MIN_PAIRS`] pairs, where one mode cannot be told from two.
-pub fn session_llr(batches: &[Vec<f64>]) -> Option<f64> {
-    let runs: Vec<f64> = batches.concat();
-    (runs.len() >= 2 * MODES_MIN_PAIRS).then(|| two_modes_llr(&runs))
+/// A session's statistic from its batches' runs ([`batch_runs`] of each, one after another):
+/// `None` below [`MODES_MIN_PAIRS`] pairs, where one mode cannot be told from two.
+pub fn session_llr(runs: &[f64]) -> Option<f64> {
+    (runs.len() >= 2 * MODES_MIN_PAIRS).then(|| two_modes_llr(runs))
 }
 
 /// Whether a session's statistic shows two modes.
@@ -96,7 +92,7 @@ mod tests {
         let seen = (0..sessions)
             .filter(|_| {
                 let (r, s) = pairs(&mut rng, n, &mut run);
-                session_llr(&[batch_runs(&r, &s)]).is_some_and(shows_two)
+                session_llr(&batch_runs(&r, &s)).is_some_and(shows_two)
             })
             .count();
         seen as f64 / sessions as f64
@@ -135,8 +131,8 @@ mod tests {
     #[test]
     fn too_few_pairs_tell_nothing() {
         let runs = batch_runs(&[0.01; 7], &[0.0; 7]);
-        assert_eq!(session_llr(std::slice::from_ref(&runs)), None);
-        assert!(session_llr(&[runs.clone(), runs]).is_some());
+        assert_eq!(session_llr(&runs), None);
+        assert!(session_llr(&[runs.clone(), runs].concat()).is_some());
         assert_eq!(two_modes_llr(&[1.0, 1.0, 1.0]), 0.0);
     }
 }

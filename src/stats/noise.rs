@@ -247,7 +247,7 @@ pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, hi
     let own = history.map(|b| Borrowed { scale: NoiseScale { sd: dsd, ..b.scale }, ..b.clone() });
     let ratio = params.deciding_ratio(own.as_ref());
     let with_min = Params { min_effect_pct: 0.0, ..params.clone() };
-    let floor_ratio = ratio.map(|r| WholePairLr { keep_at: r.keep_at, ..with_min.likelihood_ratio_test(dsd) });
+    let floor_ratio = with_min.deciding_ratio(own.as_ref());
     let floor = detectable_pct(&with_min, dsd, 0.95, floor_ratio.as_ref());
     NoiseFloor {
         runs: run_values.len(),
