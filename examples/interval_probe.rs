@@ -5,15 +5,16 @@
 //! `effect::decision_interval`), and as a Bonferroni interval over the procedure's looks would
 //! (each look's interval at 1 - 0.04 / K, K the looks a decision can stop at: by the union bound
 //! it covers at whatever look the decision stops), with the last two's widths against the first's,
-//! and as the row shows it (`effect::shown_interval`: on the likelihood ratio's rows without a
-//! keep, the lower end at most no gain; the split one elsewhere).
+//! and as the row shows it (`effect::shown_interval`: a keep's split; on a row without a keep each
+//! end at the lower end's share, and on the likelihood ratio's such rows the lower end at most no
+//! gain), with its width against the equal-tailed one's.
 //!
 //! `cargo run --release --example interval_probe -- [key=value ...]`, keys: seed, trials (per
 //! cell), null (per do-nothing cell), looks (K; 12 by default: 8 first-phase looks, 3
 //! confirmation looks and the rescue), method (the `[decision] method`, as the config spells
 //! it; the default's unless given), lower (the lower end's share of the miss;
 //! `effect::DECISION_LOWER_SHARE` by default), only (models whose names contain one of these,
-//! split by '|'), threads.
+//! split by '|'), gains (true gains in percent, split by '|'; 0|3|10 by default), threads.
 
 #[path = "common/args.rs"]
 mod args;
@@ -38,9 +39,10 @@ struct Tally {
     /// The interval with the lower end's share: covered, and the sum of its width ratios.
     split_covered: usize,
     split_ratio_sum: f64,
-    /// The row's interval as shown (`effect::shown_interval`: its lower end at most no gain
-    /// where the likelihood ratio did not keep).
+    /// The row's interval as shown (`effect::shown_interval`).
     shown_covered: usize,
+    /// The sum of its width ratios to the equal-tailed interval's.
+    shown_ratio_sum: f64,
     /// Every trial, whatever its pairs: the Bonferroni interval's coverage over all of them.
     all: usize,
     all_covered: usize,
@@ -71,6 +73,7 @@ fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, l
         t.split_covered += (sp.low <= truth && truth <= sp.high) as usize;
         let shown = shown.expect("finite ratios");
         t.shown_covered += (shown.low <= truth && truth <= shown.high) as usize;
+        t.shown_ratio_sum += (shown.high - shown.low) / (e.high - e.low).max(1e-12);
         t.split_ratio_sum += (sp.high - sp.low) / (e.high - e.low).max(1e-12);
     }
     t
@@ -90,23 +93,28 @@ fn main() {
         method: kv.get("method").map_or(Ok(DecisionConfig::default().method), |m| m.parse()).unwrap_or_else(|e| panic!("method={e}")),
         ..DecisionConfig::default()
     };
+    let gains: Vec<f64> = kv
+        .get("gains")
+        .map_or(vec![0.0, 3.0, 10.0], |g| {
+            g.split('|').map(|x| x.parse().unwrap_or_else(|_| panic!("gains={g}: percents split by '|'"))).collect()
+        })
+        .into_iter()
+        .map(|pct: f64| pct / 100.0)
+        .collect();
     let only: Option<Vec<String>> = kv.get("only").map(|s| s.to_lowercase().split('|').map(str::to_string).collect());
     let models: Vec<Scenario> = scenarios()
         .into_iter()
         .filter(|s| only.as_ref().is_none_or(|o| o.iter().any(|o| s.name.to_lowercase().contains(o.as_str()))))
         .collect();
-    let jobs: Vec<(usize, Scenario, f64)> = models
-        .iter()
-        .flat_map(|s| [0.0, 0.03, 0.10].into_iter().map(move |e| (s.clone(), e)))
-        .enumerate()
-        .map(|(i, (s, e))| (i, s, e))
-        .collect();
+    let jobs: Vec<(usize, Scenario, f64)> =
+        models.iter().flat_map(|s| gains.iter().map(move |&e| (s.clone(), e))).enumerate().map(|(i, (s, e))| (i, s, e)).collect();
     println!(
-        "| model | gain | trials with a 96% interval | equal-tailed covers | its misses above the truth | {}% below, {}% above covers | its width / the equal-tailed one's | Bonferroni over {looks} looks covers | its width | Bonferroni, every trial | as the row shows it (its lower end at most no gain where the ratio did not keep) |",
+        "| model | gain | trials with a 96% interval | equal-tailed covers | its misses above the truth | {}% below, {}% above covers | its width / the equal-tailed one's | Bonferroni over {looks} looks covers | its width | Bonferroni, every trial | as the row shows it (a keep's split; without a keep each end {}%, the ratio's lower end at most no gain) | its width |",
         lower * miss,
-        (1.0 - lower) * miss
+        (1.0 - lower) * miss,
+        DECISION_LOWER_SHARE * miss
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut rows: Vec<(usize, String)> = std::thread::scope(|sc| {
         let config = &config;
         let handles: Vec<_> = (0..threads)
@@ -127,9 +135,9 @@ fn main() {
                             };
                             let ratio = |sum: f64| if t.with == 0 { "-".to_string() } else { format!("{:.2}x", sum / t.with as f64) };
                             let line = format!(
-                                "| {} | +{:.0}% | {} of {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                                "| {} | {:+}% | {} of {n} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                                 s.name,
-                                e * 100.0,
+                                (e * 1000.0).round() / 10.0,
                                 t.with,
                                 share(t.covered, t.with),
                                 share(t.above, t.with - t.covered),
@@ -138,7 +146,8 @@ fn main() {
                                 share(t.bonferroni_covered, t.with),
                                 ratio(t.ratio_sum),
                                 share(t.all_covered, t.all),
-                                share(t.shown_covered, t.with)
+                                share(t.shown_covered, t.with),
+                                ratio(t.shown_ratio_sum)
                             );
                             (i, line)
                         })

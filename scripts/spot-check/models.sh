@@ -101,7 +101,7 @@ python3 - "$OUT" "$GAIN_PCT" $MODELS <<'PY'
 import csv, math, os, sys
 out, gain_pct, models = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
 NAMES = {
-    "cv1": "cv 1%", "warmup": "cv 1% + 10% warm-up ramp", "bimodal": "cv 1% bimodal 10% 5% slower",
+    "cv1": "cv 1%", "cv3": "cv 3%", "warmup": "cv 1% + 10% warm-up ramp", "bimodal": "cv 1% bimodal 10% 5% slower",
     "ar05": "AR(1) 0.5, cv 1%", "ar08": "AR(1) 0.8, cv 1%", "t3": "t(3) tails, cv 1%",
     "jump15": "cv 1%, 1.5x history", "jump3": "cv 1%, 3x history", "jump10": "cv 1%, 10x history",
     "t3jump3": "t(3) tails, cv 1%, 3x history", "boundary3": "cv 1%, 3x history at the confirmation",

@@ -6,6 +6,7 @@ iteration noise. The models are those of
 `ratchet simulate` (src/stats/simulate.rs) of the same name, on a real sequence of runs:
 
   cv1        log-normal noise, CV 1%
+  cv3        log-normal noise, CV 3% (calibration and experiments alike)
   warmup     cv1 x a warm-up ramp: 10% at each experiment's first run, decaying as exp(-run/3)
   warmup4x, warmup6x
              warmup, its noise 4x / 6x the calibration's in experiments (the ramp in both)
@@ -24,7 +25,7 @@ SPOT_STAGE=calibrate marks the calibration's runs (the history's noise)."""
 import importlib.util, math, os, random, sys
 
 JUMPS = {"jump15": 1.5, "jump3": 3.0, "jump10": 10.0, "t3jump3": 3.0, "warmup4x": 4.0, "warmup6x": 6.0}
-MODELS = {"cv1", "warmup", "bimodal", "ar05", "ar08", "t3", "rising", "trend", "boundary3"} | set(JUMPS)
+MODELS = {"cv1", "cv3", "warmup", "bimodal", "ar05", "ar08", "t3", "rising", "trend", "boundary3"} | set(JUMPS)
 model = os.environ.get("SPOT_MODEL", "cv1")
 if model not in MODELS:
     sys.exit("noise_bench.py: unknown SPOT_MODEL " + model)
@@ -49,7 +50,7 @@ def in_confirmation():
     return os.environ.get("RATCHET_PHASE") == "confirmation"
 
 
-cv, factor = 0.01, 1.0
+cv, factor = (0.03 if model == "cv3" else 0.01), 1.0
 if not calibrating:
     cv *= JUMPS.get(model, 1.0)
     if model == "boundary3" and in_confirmation():

@@ -51,18 +51,33 @@ pub fn decision_interval(d: &[f64], level: f64) -> Option<Effect> {
     hodges_lehmann_tails(d, level, DECISION_LOWER_SHARE)
 }
 
-/// The interval a row shows for decision `d` over all its pairs' log-ratios `logs`:
-/// [`decision_interval`] at the decision's level, its lower end reaching down to no gain where
-/// the likelihood ratio decided and did not keep. That test reads every pair as it comes and
-/// stops late only on pairs that look like a gain, so a do-nothing change it ran long on left an
-/// interval over its pairs wholly above no gain for up to 10% of such rows (CV 1%: 92.3% covered,
-/// AR(1) 0.9: 88.1%). A rule that did not find a gain gives no grounds for a lower end above none,
-/// and a lower end further down misses less: every do-nothing cell covers 97.1% or more (`interval_probe
-/// method=auto`; docs/decisions.md, "Intervals that know the ratio did not keep").
+/// The interval a row shows for decision `d` over all its pairs' log-ratios `logs`, at the
+/// decision's level. A keep's is [`decision_interval`]: its stop came on pairs that looked good,
+/// so its lower end carries the small share. A row without a keep carries the small share at both
+/// ends ([`stopped_interval`]) and its lower end reaches down to no gain. A futility stop comes on
+/// pairs that look bad, which bends the upper end below a real gain (CV 3%, +3%: half of the
+/// likelihood ratio's reverts missed so, 93.9% covered); a decision that ran long without a keep
+/// went on because its first pairs looked like a gain, so its interval leans that way (under no
+/// gain up to 10% of the likelihood ratio's such rows lay wholly above no gain, AR(1) 0.9: 88.1%
+/// covered; the two phases' first experiment at CV 0.5%: 94.1%). A rule that found no gain gives
+/// no grounds for a lower end above none, and each end further out only misses less, so the
+/// stated level holds at any fixed number of pairs (`interval_probe method=auto`;
+/// docs/decisions.md, "Intervals that know the ratio did not keep" and "Intervals with both of
+/// the stop's sides").
 pub fn shown_interval(logs: &[f64], d: &super::Decision) -> Option<Effect> {
-    let e = decision_interval(logs, d.ci_level)?;
-    let ratio_found_none = d.scale == super::sequential::likelihood::SCALE && d.verdict != super::Verdict::Keep;
-    Some(if ratio_found_none { Effect { low: e.low.min(0.0), ..e } } else { e })
+    if d.verdict == super::Verdict::Keep {
+        return decision_interval(logs, d.ci_level);
+    }
+    let e = stopped_interval(logs, d.ci_level)?;
+    Some(Effect { low: e.low.min(0.0), ..e })
+}
+
+/// The interval of a decision that stopped without a keep: each end misses with at most
+/// [`DECISION_LOWER_SHARE`] of the miss probability `1 - level` (0.5% each at 96%), so at a fixed
+/// number of pairs it covers 1 - 2 x that share of the miss (99% at 96%): the stated `level` is
+/// what it keeps after the stop. `coverage` is the fixed-sample one.
+pub fn stopped_interval(d: &[f64], level: f64) -> Option<Effect> {
+    hodges_lehmann_tails(d, 1.0 - 2.0 * DECISION_LOWER_SHARE * (1.0 - level), 0.5)
 }
 
 /// Hodges-Lehmann estimate of `d` and its signed-rank interval at `level`, the lower end missing
@@ -195,7 +210,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_row_the_likelihood_ratio_did_not_keep_shows_a_lower_end_at_no_gain() {
+    fn a_row_without_a_keep_carries_the_small_share_at_both_ends_and_reaches_no_gain() {
         use crate::stats::sequential::{run_pairs_to_decision, Borrowed, NoiseScale, Phase, Sequential};
         use crate::stats::Verdict;
         let params = crate::config::DecisionConfig::default().params(None);
@@ -206,14 +221,44 @@ mod tests {
         let logs = |d: &crate::stats::Decision, mean: f64| (0..d.pairs).map(|i| pairs(mean)(Phase::Main, i).0).collect::<Vec<_>>();
         let d = run_pairs_to_decision(&ratio, pairs(0.005));
         assert_ne!(d.verdict, Verdict::Keep, "{}", d.reason);
-        let (all, shown) = (decision_interval(&logs(&d, 0.005), d.ci_level).unwrap(), shown_interval(&logs(&d, 0.005), &d).unwrap());
-        assert!(all.low > 0.0 && shown.low == 0.0 && shown.high == all.high && shown.estimate == all.estimate, "{all:?} {shown:?}");
-        // A keep of the ratio, and the two phases' decisions, show the pairs' interval as it is.
+        // The row's interval reads the decision's verdict, rule and level; over 20 such pairs
+        // (the ratio stopped sooner), so that each end has room to move.
+        let l: Vec<f64> = (0..20).map(|i| pairs(0.005)(Phase::Main, i).0).collect();
+        let (split, shown, both) =
+            (decision_interval(&l, d.ci_level).unwrap(), shown_interval(&l, &d).unwrap(), stopped_interval(&l, d.ci_level).unwrap());
+        assert!(split.low > 0.0 && shown.low == 0.0, "{split:?} {shown:?}");
+        // The upper end misses with the lower end's share, not the rest: further out than the
+        // split interval's.
+        assert!(shown.high == both.high && both.high > split.high && shown.estimate == split.estimate, "{split:?} {shown:?}");
+        // A keep of the ratio shows the split interval as it is.
         let keep = run_pairs_to_decision(&ratio, pairs(0.05));
         assert_eq!(keep.verdict, Verdict::Keep);
         assert_eq!(shown_interval(&logs(&keep, 0.05), &keep), decision_interval(&logs(&keep, 0.05), keep.ci_level));
+        // The two phases' row without a keep: the same.
         let two = run_pairs_to_decision(&Sequential::new(params), pairs(0.005));
-        assert_eq!(shown_interval(&logs(&two, 0.005), &two), decision_interval(&logs(&two, 0.005), two.ci_level));
+        assert_ne!(two.verdict, Verdict::Keep, "{}", two.reason);
+        assert_eq!(shown_interval(&l, &two), Some(shown));
+    }
+
+    #[test]
+    fn a_stopped_interval_misses_at_most_the_small_share_at_each_end() {
+        // Each end's one-sided miss under the signed-rank law is at most an eighth of 1 - level:
+        // the lower end's Walsh average k has P(W+ <= k - 1) <= 0.5%, and the same above.
+        let mut rng = crate::stats::rng::Rng::new(11);
+        for n in [8usize, 12, 20, 40] {
+            // Distinct Walsh averages, so that each end names one k.
+            let mut d: Vec<f64> = (0..n).map(|_| rng.normal()).collect();
+            d.sort_by(f64::total_cmp);
+            let e = stopped_interval(&d, 0.96).unwrap();
+            let tail = signed_rank_cdf(n);
+            let total = n * (n + 1) / 2;
+            let k_low = (1..=total).find(|&k| walsh_kth(&d, k) == e.low).unwrap();
+            let k_high = (1..=total).find(|&k| walsh_kth(&d, total + 1 - k) == e.high).unwrap();
+            assert!(tail(k_low - 1) <= 0.005 + 1e-12 && tail(k_high - 1) <= 0.005 + 1e-12, "n {n}: {e:?}");
+            // And no further out than it needs: one step in would miss more than that share.
+            assert!(tail(k_low) > 0.005 && tail(k_high) > 0.005, "n {n}: {e:?}");
+            assert!(e.coverage >= 0.99 - 1e-12, "n {n}: {e:?}");
+        }
     }
 
     fn walsh_sorted(d: &[f64]) -> Vec<f64> {
