@@ -10,7 +10,9 @@
 # decisions with 6 pairs or more, as the simulator counts them) cover the truth; beside them
 # `ratchet simulate`'s figures for the same model (SIM_TRIALS per cell, its table's seed).
 # SPOT_METHOD=likelihood-ratio: every repo (and the simulator) decides by that [decision] method.
-# Usage: [SPOT_OUT=DIR] [SPOT_REPORT=1] [SPOT_METHOD=M] scripts/spot-check/models.sh [BINARY]
+# SPOT_KEEP_CAL=1: a model whose calibrated repo is already in SPOT_OUT keeps it, so two builds
+# compared on one model borrow the same calibration (one calibration steers every decision).
+# Usage: [SPOT_OUT=DIR] [SPOT_REPORT=1] [SPOT_METHOD=M] [SPOT_KEEP_CAL=1] scripts/spot-check/models.sh [BINARY]
 #        [N_NULL] [N_GAIN] [MODEL ...]
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -92,7 +94,7 @@ cd "$OUT"
 [ -s "$OUT/simulate.md" ] || "$BIN" simulate --defaults --method "${SPOT_METHOD:-sequential}" --trials "$SIM_TRIALS" --null-trials "$SIM_TRIALS" > "$OUT/simulate.md"
 # SPOT_REPORT=1: no experiments, only the table from the records already in SPOT_OUT.
 [ -n "$SPOT_REPORT" ] || for model in $MODELS; do
-  calibrated "$model"
+  [ -n "$SPOT_KEEP_CAL" ] && [ -d "$OUT/$model-cal" ] || calibrated "$model"
   [ "$N_NULL" -gt 0 ] && cell "$model" null "$N_NULL"
   [ "$N_GAIN" -gt 0 ] && cell "$model" gain "$N_GAIN"
   echo "$(date -u +%H:%M:%S) $model done" >&2
