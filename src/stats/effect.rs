@@ -42,7 +42,8 @@ pub fn hodges_lehmann(d: &[f64], level: f64) -> Option<Effect> {
 /// the stated level at any fixed number of pairs and lifts the coverage after the stop where the
 /// stop is what bends it (CV 1%, no gain: 92.5% to 96.1%), for intervals 1.14x as wide under a
 /// gain on average (`interval_probe lower=S`; a quarter: 95.0%, 1.06x; a sixteenth: 96.8%,
-/// 1.20x; docs/decisions.md, "Intervals with the stop's side").
+/// 1.20x; docs/decisions.md, "Intervals with the stop's side"). A row without a keep gives both
+/// ends this share ([`stopped_interval`]).
 pub const DECISION_LOWER_SHARE: f64 = 0.125;
 
 /// [`hodges_lehmann`] with the interval of a decision that tested `d` for a gain (positive:
