@@ -137,7 +137,8 @@ pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: 
             let (a, f) = sum_spread(&v[cold..]);
             sum_ss += a;
             sum_df += f;
-            let first = if bi == 0 { 1.min(v.len()) } else { 0 };
+            // The session's first pair (its warm-up) is left out where the trim kept it.
+            let first = usize::from(bi == 0 && keep.first() == Some(&0));
             runs.extend(super::modes::batch_runs(&k[first..], &v[first..]));
         }
     }
