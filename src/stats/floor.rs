@@ -781,7 +781,7 @@ mod tests {
         // One SPRT path drawn from the gain or from the machine: whether it keeps, its pairs.
         let path = |rng: &mut Rng, gain: bool| {
             let (mut s, mut n) = (0.0, 0);
-            let mut draw = |rng: &mut Rng, m: f64| match gain {
+            let draw = |rng: &mut Rng, m: f64| match gain {
                 true => m + run_sd * rng.normal(),
                 false => q.level + if rng.uniform() < 0.5 { mu } else { 0.0 } + run_sd * rng.normal(),
             };
