@@ -140,12 +140,6 @@ pub fn scenarios() -> Vec<Scenario> {
         Scenario { tail_df: Some(3.0), ..Scenario::extra("t(3) tails, cv 1%", 0.01) },
         // Per-process bimodality at a larger noise, half the processes in a mode 3% slower.
         Scenario { slow_mode_prob: 0.5, slow_mode: 0.03, ..Scenario::extra("cv 1% bimodal 50/50", 0.01) },
-        Scenario {
-            slow_mode_prob: 0.5,
-            slow_mode: 0.03,
-            calibration_at: 0.56,
-            ..Scenario::extra("cv 1% bimodal 50/50, calibration at 0.56x the truth", 0.01)
-        },
         // A 5% step at a random point of the session (another job starts, a clock is capped).
         Scenario { step: 0.05, ..Scenario::extra("cv 1% + 5% step", 0.01) },
         // Periodic throttling: one run in 7 is 8% slower.
@@ -193,6 +187,14 @@ pub fn scenarios() -> Vec<Scenario> {
         // too, and the experiment's noise is 4x or 6x the calibration's.
         Scenario { ramp: 0.10, ramp_runs: 3.0, jump: 4.0, ..Scenario::extra("cv 1% + 10% warm-up ramp, 4x history", 0.04) },
         Scenario { ramp: 0.10, ramp_runs: 3.0, jump: 6.0, ..Scenario::extra("cv 1% + 10% warm-up ramp, 6x history", 0.06) },
+        // The unlucky user of the machine that sets the floor (half the runs 3% slower, the
+        // gain's size): a calibration at its 0.33rd percentile.
+        Scenario {
+            slow_mode_prob: 0.5,
+            slow_mode: 0.03,
+            calibration_at: 0.56,
+            ..Scenario::extra("cv 1% bimodal 50/50, calibration at 0.56x the truth", 0.01)
+        },
     ]
 }
 
