@@ -135,9 +135,17 @@ fn main() {
         Box::new(ScaleFree::new(mu1, sd, alpha, beta, pairs))
     };
     let test = test.as_ref();
+    // exact=1: `only` names whole models; cal_at=x: each model's user calibrated at x times the
+    // truth (`Scenario::calibration_at`), the unlucky user of point 6.
+    let exact = num("exact", 0.0) != 0.0;
+    let cal_at = num("cal_at", 0.0);
     let models: Vec<Scenario> = scenarios()
         .into_iter()
-        .filter(|s| only.as_ref().is_none_or(|o| o.iter().any(|o| s.name.to_lowercase().contains(o.as_str()))))
+        .filter(|s| {
+            let name = s.name.to_lowercase();
+            only.as_ref().is_none_or(|o| o.iter().any(|o| if exact { name == *o } else { name.contains(o.as_str()) }))
+        })
+        .map(|s| if cal_at > 0.0 { Scenario { calibration_at: cal_at, ..s } } else { s })
         .collect();
     let jobs: Vec<(usize, Scenario, f64)> =
         models.iter().flat_map(|s| EXTRA_EFFECTS.iter().map(move |&e| (s.clone(), e))).enumerate().map(|(i, (s, e))| (i, s, e)).collect();

@@ -70,6 +70,11 @@ pub struct Scenario {
     /// on the machine with half its runs 3% slower 0.56x is the 0.33rd (numpy, 400000
     /// calibrations).
     pub calibration_at: f64,
+    /// One user whose calibration came out in the lowest `calibration_tail` of this machine's
+    /// (by the borrowed sd, as the history estimates it): when positive, each trial borrows one
+    /// of [`unlucky_calibrations`], every part of it (sd, sums, modes, outliers, warm-up) as that
+    /// calibration drew it, where `calibration_at` fixes the sd alone.
+    pub calibration_tail: f64,
     /// Part of the project's original grid (the runs-per-decision target is over these).
     pub grid: bool,
 }
@@ -97,6 +102,7 @@ impl Scenario {
             noise_growth: 0.0,
             jump_at_confirm: false,
             calibration_at: 0.0,
+            calibration_tail: 0.0,
             grid: true,
         }
     }
@@ -195,6 +201,26 @@ pub fn scenarios() -> Vec<Scenario> {
             calibration_at: 0.56,
             ..Scenario::extra("cv 1% bimodal 50/50, calibration at 0.56x the truth", 0.01)
         },
+        // The unlucky user of each machine whose calibration can miss what sets its floor: the
+        // calibration drawn from its lowest 0.4% (one user in 250), every part of it as drawn.
+        Scenario { calibration_tail: UNLUCKY_TAIL, ..Scenario::extra("cv 1%, calibration in its lowest 0.4%", 0.01) },
+        Scenario {
+            slow_mode_prob: 0.5,
+            slow_mode: 0.03,
+            calibration_tail: UNLUCKY_TAIL,
+            ..Scenario::extra("cv 1% bimodal 50/50, calibration in its lowest 0.4%", 0.01)
+        },
+        Scenario {
+            slow_mode_prob: 0.3,
+            slow_mode: 0.04,
+            calibration_tail: UNLUCKY_TAIL,
+            ..Scenario::extra("cv 0.5% bimodal, calibration in its lowest 0.4%", 0.005)
+        },
+        Scenario {
+            tail_df: Some(3.0),
+            calibration_tail: UNLUCKY_TAIL,
+            ..Scenario::extra("t(3) tails, cv 1%, calibration in its lowest 0.4%", 0.01)
+        },
     ]
 }
 
@@ -220,6 +246,7 @@ pub fn null_family() -> Vec<NullRuns> {
             && s.noise_growth == 0.0
             && !s.jump_at_confirm
             && s.calibration_at == 0.0
+            && s.calibration_tail == 0.0
     };
     for s in scenarios().iter().filter(|s| independent(s)) {
         let slowdowns: Vec<(f64, f64)> =
@@ -461,6 +488,13 @@ pub struct Draw {
 /// [`Draw`] for one trial of `s`.
 pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng: &mut Rng) -> Draw {
     let borrowed = calibration.and_then(|huber_k| {
+        if s.calibration_tail > 0.0 {
+            let pool = unlucky_calibrations(s, huber_k);
+            if pool.is_empty() {
+                return None;
+            }
+            return Some(pool[(rng.uniform() * pool.len() as f64) as usize % pool.len()].clone());
+        }
         let borrowed = calibrated_scale_clipped(s, rng, huber_k);
         if s.calibration_at > 0.0 {
             // One pair's log-ratio (and log-sum) of the history's noise has sd sqrt(2) times a
@@ -479,6 +513,35 @@ pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng:
         (session(s, positions, s.jump, rng), None)
     };
     Draw { borrowed, states, confirm_states }
+}
+
+/// The share of calibrations the unlucky-user models draw from (the lowest sds).
+pub const UNLUCKY_TAIL: f64 = 0.004;
+/// Calibrations drawn to find a model's lowest [`Scenario::calibration_tail`]: 100000 leave 400
+/// users at 0.4%.
+pub const UNLUCKY_DRAWS: usize = 100_000;
+
+/// The calibrations of `s` (clipped at `huber_k`) whose borrowed sd lies in its lowest
+/// `calibration_tail` of [`UNLUCKY_DRAWS`], drawn once per model and clip from a seed of the
+/// model's name (the same users for every cell, method and seed) and kept for the process.
+pub fn unlucky_calibrations(s: &Scenario, huber_k: f64) -> std::sync::Arc<Vec<Borrowed>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    type Pools = Mutex<HashMap<(&'static str, u64), Arc<Vec<Borrowed>>>>;
+    static POOLS: OnceLock<Pools> = OnceLock::new();
+    let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    pools.entry((s.name, huber_k.to_bits())).or_insert_with(|| Arc::new(lowest_calibrations(s, huber_k, UNLUCKY_DRAWS))).clone()
+}
+
+/// The lowest `calibration_tail` of `draws` calibrations of `s` by borrowed sd (at least one
+/// where any lent a scale), lowest first, from a seed of the model's name.
+pub fn lowest_calibrations(s: &Scenario, huber_k: f64, draws: usize) -> Vec<Borrowed> {
+    let seed = s.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
+    let mut rng = Rng::new(seed);
+    let mut drawn: Vec<Borrowed> = (0..draws).filter_map(|_| calibrated_scale_clipped(s, &mut rng, huber_k)).collect();
+    drawn.sort_by(|a, b| a.scale.sd.total_cmp(&b.scale.sd));
+    drawn.truncate(((s.calibration_tail * draws as f64).round() as usize).max(1));
+    drawn
 }
 
 /// One trial of a cell as the probe examples read it: trial `t` of the cell seeded by `seed`,
@@ -1089,6 +1152,23 @@ mod tests {
         let truth = std::f64::consts::SQRT_2 * s.run_sd();
         assert!((b.scale.sd - 0.56 * truth).abs() < 1e-12, "{} against {}", b.scale.sd, 0.56 * truth);
         assert_eq!(b.sums.map(|x| x.sd), Some(b.scale.sd));
+    }
+
+    #[test]
+    fn an_unlucky_user_borrows_a_whole_calibration_from_the_machines_lowest_tail() {
+        let s = scenario("cv 1% bimodal 50/50, calibration in its lowest 0.4%");
+        let low = lowest_calibrations(&s, 0.0, 5000);
+        assert_eq!(low.len(), 20);
+        assert!(low.windows(2).all(|w| w[0].scale.sd <= w[1].scale.sd));
+        // Below the 1st percentile of the machine's calibrations drawn afresh.
+        let mut rng = Rng::new(11);
+        let mut fresh: Vec<f64> = (0..2000).filter_map(|_| calibrated_scale_clipped(&s, &mut rng, 0.0)).map(|b| b.scale.sd).collect();
+        fresh.sort_by(f64::total_cmp);
+        assert!(low.last().unwrap().scale.sd < fresh[20], "{} against {}", low.last().unwrap().scale.sd, fresh[20]);
+        // Drawn once from the model's name: the same users whatever the trial's seed.
+        assert_eq!(lowest_calibrations(&s, 0.0, 5000), low);
+        // Whole calibrations: each with the sums' spread it drew, not one sd set on both.
+        assert!(low.iter().all(|b| b.sums.is_some() && b.sums != Some(b.scale)));
     }
 
     #[test]
