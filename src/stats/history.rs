@@ -116,7 +116,7 @@ pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: 
     for (bi, (b, s)) in batches.iter().enumerate() {
         let ok: Vec<usize> = (0..b.len()).filter(|&i| b[i].is_finite() && s.get(i).is_none_or(|x| x.is_finite())).collect();
         let d: Vec<f64> = ok.iter().map(|&i| b[i]).collect();
-        let keep = trim(&d, sd);
+        let (keep, batch_ss, batch_df) = kept_spread(&d, sd);
         pairs += d.len();
         trimmed += d.len() - keep.len();
         if !d.is_empty() {
@@ -127,9 +127,8 @@ pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: 
             continue;
         }
         let k: Vec<f64> = keep.iter().map(|&i| d[i]).collect();
-        let m = k.iter().sum::<f64>() / k.len() as f64;
-        ss += k.iter().map(|x| (x - m).powi(2)).sum::<f64>();
-        df += (k.len() - 1) as f64;
+        ss += batch_ss;
+        df += batch_df;
         if s.len() >= b.len() {
             let v: Vec<f64> = keep.iter().map(|&i| s[ok[i]]).collect();
             let cold = if bi == 0 { WARMUP_STEPS.min(v.len().saturating_sub(1)) } else { 0 };
@@ -155,6 +154,28 @@ pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: 
         warmup,
         modes: super::modes::session_llr(&runs),
     })
+}
+
+/// The pairs of a batch `d` the trim keeps (against `sd` where given), and their sum of squares
+/// about their mean and df (0 and 0 below two).
+fn kept_spread(d: &[f64], sd: Option<f64>) -> (Vec<usize>, f64, f64) {
+    let keep = trim(d, sd);
+    if keep.len() < 2 {
+        return (keep, 0.0, 0.0);
+    }
+    let m = keep.iter().map(|&i| d[i]).sum::<f64>() / keep.len() as f64;
+    let ss = keep.iter().map(|&i| (d[i] - m).powi(2)).sum::<f64>();
+    let df = (keep.len() - 1) as f64;
+    (keep, ss, df)
+}
+
+/// The sd [`borrowed`] lends from a history of one session of log-ratios `d` and log-sums `sums`
+/// (as [`entry_runs`] records it), without the rest of the entry: the simulator ranks many
+/// calibrations by it before it builds the few it keeps.
+pub fn session_sd(d: &[f64], sums: &[f64]) -> Option<f64> {
+    let ok: Vec<f64> = (0..d.len()).filter(|&i| d[i].is_finite() && sums.get(i).is_none_or(|x| x.is_finite())).map(|i| d[i]).collect();
+    let (_, ss, df) = kept_spread(&ok, None);
+    (df >= MIN_DF && ss > 0.0).then(|| (ss / df).sqrt())
 }
 
 /// The scale in use: the entries (oldest first) pooled newest first up to `MAX_DF` degrees of
