@@ -114,7 +114,7 @@ pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: 
     let (mut ss, mut df, mut pairs, mut trimmed, mut sum_ss, mut sum_df, mut max_dev) = (0.0, 0.0, 0, 0, 0.0, 0.0, 0.0f64);
     let (mut warmup, mut runs) = (vec![], vec![]);
     for (bi, (b, s)) in batches.iter().enumerate() {
-        let ok: Vec<usize> = (0..b.len()).filter(|&i| b[i].is_finite() && s.get(i).is_none_or(|x| x.is_finite())).collect();
+        let ok = finite_pairs(b, s);
         let d: Vec<f64> = ok.iter().map(|&i| b[i]).collect();
         let (keep, batch_ss, batch_df) = kept_spread(&d, sd);
         pairs += d.len();
@@ -173,9 +173,14 @@ fn kept_spread(d: &[f64], sd: Option<f64>) -> (Vec<usize>, f64, f64) {
 /// (as [`entry_runs`] records it), without the rest of the entry: the simulator ranks many
 /// calibrations by it before it builds the few it keeps.
 pub fn session_sd(d: &[f64], sums: &[f64]) -> Option<f64> {
-    let ok: Vec<f64> = (0..d.len()).filter(|&i| d[i].is_finite() && sums.get(i).is_none_or(|x| x.is_finite())).map(|i| d[i]).collect();
+    let ok: Vec<f64> = finite_pairs(d, sums).into_iter().map(|i| d[i]).collect();
     let (_, ss, df) = kept_spread(&ok, None);
-    (df >= MIN_DF && ss > 0.0).then(|| (ss / df).sqrt())
+    pool(std::iter::once((ss, df))).map(|s| s.sd)
+}
+
+/// The pairs of a batch with a finite log-ratio and, where the sums reach them, a finite log-sum.
+fn finite_pairs(d: &[f64], sums: &[f64]) -> Vec<usize> {
+    (0..d.len()).filter(|&i| d[i].is_finite() && sums.get(i).is_none_or(|x| x.is_finite())).collect()
 }
 
 /// The scale in use: the entries (oldest first) pooled newest first up to `MAX_DF` degrees of
