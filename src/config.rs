@@ -263,6 +263,8 @@ impl DecisionConfig {
                 likelihood_ratio_wide: true,
                 likelihood_ratio_scaled: true,
                 likelihood_ratio_one_mode: true,
+                likelihood_ratio_streak: true,
+                outlier_first_look: true,
             },
         };
         Params { confirm: self.confirm, confirm_pairs: self.confirm_pairs as usize, confirm_alpha: self.confirm_alpha, ..base }

@@ -97,9 +97,14 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
             t.keep_at,
             if t.keep_at_one_mode != t.keep_at {
                 format!(
-                    " ({} where every session of the history that could tell, {} pairs or more, ran in one mode)",
+                    " ({} where every session of the history that could tell, {} pairs or more, ran in one mode{})",
                     t.keep_at_one_mode,
-                    crate::stats::sequential::MODES_MIN_PAIRS
+                    crate::stats::sequential::MODES_MIN_PAIRS,
+                    if t.keep_from_two_modes > 0 {
+                        format!("; elsewhere no keep before {} used pairs", t.keep_from_two_modes)
+                    } else {
+                        String::new()
+                    }
                 )
             } else {
                 String::new()
@@ -111,13 +116,14 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     }
     if p.likelihood_ratio != OnePhase::WithHistory {
         println!(
-        "{}: first look at {} pairs (at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
+        "{}: first look at {} pairs ({} where the history saw a gross outlier; at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
         match p.likelihood_ratio {
             OnePhase::WithoutOutliers => "with a gross outlier in the history",
             OnePhase::UntilOutlier => "with a gross outlier in the history or the first phase's pairs",
             _ => "with history",
         },
         b.first_look,
+        b.first_look.max(crate::stats::sequential::OUTLIER_FIRST_LOOK),
         b.first_share,
         b.safety,
         b.guard,

@@ -336,17 +336,23 @@ mod tests {
         let h = |outliers: usize, modes: Option<usize>| Borrowed { outliers, modes, ..Borrowed::new(NoiseScale { sd: 0.01, df: 15.0 }) };
         assert_eq!(p.deciding_ratio(None), None, "no history: the two phases");
         let unchecked = p.deciding_ratio(Some(&h(0, None))).unwrap();
-        assert_eq!(unchecked, p.likelihood_ratio_test(0.01));
+        assert_eq!(unchecked, p.likelihood_ratio_test(0.01).for_history(false));
         assert_eq!(unchecked.keep_at, crate::stats::sequential::LR_KEEP_AT, "no session could tell one mode from two");
         assert_eq!(p.deciding_ratio(Some(&h(0, Some(1)))).unwrap().keep_at, crate::stats::sequential::LR_KEEP_AT, "two modes seen");
         let one = p.deciding_ratio(Some(&h(0, Some(0)))).unwrap();
         assert_eq!(one.keep_at, crate::stats::sequential::LR_KEEP_AT_ONE_MODE);
-        assert_eq!(one, WholePairLr { keep_at: one.keep_at, ..unchecked }, "only the level moves");
+        assert_eq!(one, WholePairLr { keep_at: one.keep_at, keep_from: 0, ..unchecked }, "only the level and the first keep move");
+        assert_eq!(
+            (one.keep_from, unchecked.keep_from),
+            (0, crate::stats::sequential::LR_KEEP_FROM_TWO_MODES),
+            "a streak of two modes' pairs"
+        );
         assert_eq!(p.deciding_ratio(Some(&h(1, Some(0)))), None, "a gross outlier pooled: the two phases");
         let sequential = Params { likelihood_ratio: crate::stats::sequential::OnePhase::Never, ..p.clone() };
         assert_eq!(sequential.deciding_ratio(Some(&h(0, Some(0)))), None);
-        let recorded_before = Params { likelihood_ratio_one_mode: false, ..p };
+        let recorded_before = Params { likelihood_ratio_one_mode: false, likelihood_ratio_streak: false, ..p };
         assert_eq!(recorded_before.deciding_ratio(Some(&h(0, Some(0)))).unwrap().keep_at, crate::stats::sequential::LR_KEEP_AT);
+        assert_eq!(recorded_before.deciding_ratio(Some(&h(0, None))).unwrap().keep_from, 0);
     }
 
     #[test]

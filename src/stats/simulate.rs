@@ -76,6 +76,10 @@ pub struct Scenario {
     /// of [`unlucky_calibrations`], every part of it (sd, sums, modes, outliers, warm-up) as that
     /// calibration drew it, where `calibration_at` fixes the sd alone.
     pub calibration_tail: f64,
+    /// Pairs of the calibration each trial borrows from (0: [`HISTORY_PAIRS`], `ratchet
+    /// calibrate`'s default): a longer one lends more df, as a history that has pooled a few
+    /// experiments' residuals does.
+    pub history_pairs: usize,
     /// Part of the project's original grid (the runs-per-decision target is over these).
     pub grid: bool,
 }
@@ -104,6 +108,7 @@ impl Scenario {
             jump_at_confirm: false,
             calibration_at: 0.0,
             calibration_tail: 0.0,
+            history_pairs: 0,
             grid: true,
         }
     }
@@ -221,6 +226,23 @@ pub fn scenarios() -> Vec<Scenario> {
             tail_df: Some(3.0),
             calibration_tail: UNLUCKY_TAIL,
             ..Scenario::extra("t(3) tails, cv 1%, calibration in its lowest 0.4%", 0.01)
+        },
+        // The same users once their history is full (`history::MAX_DF`, as after a calibration
+        // and a few experiments' residuals): more df narrow the tail, and the ratio decides more
+        // of them (fewer see a gross outlier), so a streak of two modes' pairs is its risk.
+        Scenario {
+            slow_mode_prob: 0.5,
+            slow_mode: 0.03,
+            calibration_tail: UNLUCKY_TAIL,
+            history_pairs: FULL_HISTORY_PAIRS,
+            ..Scenario::extra("cv 1% bimodal 50/50, 60-df history in its lowest 0.4%", 0.01)
+        },
+        Scenario {
+            slow_mode_prob: 0.3,
+            slow_mode: 0.04,
+            calibration_tail: UNLUCKY_TAIL,
+            history_pairs: FULL_HISTORY_PAIRS,
+            ..Scenario::extra("cv 0.5% bimodal, 60-df history in its lowest 0.4%", 0.005)
         },
     ]
 }
@@ -360,9 +382,9 @@ pub fn calibrated_scale_clipped(s: &Scenario, rng: &mut Rng, huber_k: f64) -> Op
     borrow_from(&d, &sums, huber_k)
 }
 
-/// A calibration's pairs on `s`: [`HISTORY_PAIRS`] log-ratios and log-sums.
+/// A calibration's pairs on `s`: [`Scenario::history_pairs`] log-ratios and log-sums.
 fn calibration_pairs(s: &Scenario, rng: &mut Rng) -> (Vec<f64>, Vec<f64>) {
-    let hp = HISTORY_PAIRS;
+    let hp = if s.history_pairs > 0 { s.history_pairs } else { HISTORY_PAIRS };
     let cal = session_with(s, 2 * hp, 1.0, 0.0, rng);
     (0..hp)
         .map(|i| {
@@ -522,6 +544,10 @@ pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng:
     };
     Draw { borrowed, states, confirm_states }
 }
+
+/// Pairs of a calibration that fills the history (`history::MAX_DF` df, one per pair after the
+/// first).
+pub const FULL_HISTORY_PAIRS: usize = 61;
 
 /// The share of calibrations the unlucky-user models draw from (the lowest sds).
 pub const UNLUCKY_TAIL: f64 = 0.004;
@@ -1195,6 +1221,18 @@ mod tests {
         assert_eq!(whole, low);
         // Whole calibrations: each with the sums' spread it drew, not one sd set on both.
         assert!(low.iter().all(|b| b.sums.is_some() && b.sums != Some(b.scale)));
+    }
+
+    #[test]
+    fn a_full_history_lends_its_whole_df_and_a_narrower_tail() {
+        let full = scenario("cv 1% bimodal 50/50, 60-df history in its lowest 0.4%");
+        let short = scenario("cv 1% bimodal 50/50, calibration in its lowest 0.4%");
+        let (f, s) = (lowest_calibrations(&full, 0.0, 2000), lowest_calibrations(&short, 0.0, 2000));
+        assert!(f.iter().all(|b| b.scale.df <= history::MAX_DF && b.scale.df >= history::MAX_DF - 2.0), "{:?}", f[0].scale);
+        assert!(s.iter().all(|b| b.scale.df <= (HISTORY_PAIRS - 1) as f64));
+        // The lowest 0.4% of 60 df lies nearer the truth than that of 15.
+        let truth = std::f64::consts::SQRT_2 * full.run_sd();
+        assert!(f[f.len() / 2].scale.sd / truth > s[s.len() / 2].scale.sd / truth + 0.1);
     }
 
     #[test]

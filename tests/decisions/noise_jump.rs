@@ -30,6 +30,8 @@ fn params() -> Params {
         likelihood_ratio_wide: false,
         likelihood_ratio_scaled: false,
         likelihood_ratio_one_mode: false,
+        likelihood_ratio_streak: false,
+        outlier_first_look: false,
     }
 }
 

@@ -145,6 +145,16 @@ impl Borrowed {
         self.warmup.as_ref().is_some_and(|w| w.used(1, self.warmup_z).iter().any(|&x| x != 0.0))
     }
 
+    /// Whether the history shows, or cannot rule out, a second population of runs: a pooled
+    /// session saw a gross outlier, or the sessions do not show one mode. On such a machine a
+    /// few pairs whose incumbent ran in the slow population and candidate in the fast one read as
+    /// a clean gain of the populations' distance, and the calibration that saw the fewest of them
+    /// lends the smallest sd: no keep rests on a streak of them (`OUTLIER_FIRST_LOOK`,
+    /// `LR_KEEP_FROM_TWO_MODES`).
+    pub fn second_population(&self) -> bool {
+        self.outliers > 0 || !self.one_mode()
+    }
+
     /// Whether the history shows its runs in one mode: some pooled session could tell, and none
     /// showed two.
     pub fn one_mode(&self) -> bool {

@@ -55,6 +55,18 @@ pub const WARMUP_STEPS: usize = 1;
 /// guard to read around it (below, the step is read as it is): a quiet machine's chance step
 /// is not subtracted (`jump_probe warmup_z=Z`).
 pub const WARMUP_Z: f64 = 2.0;
+/// Pairs before the first phase's first look on a borrowed scale where the history shows a second
+/// population of runs (`Borrowed::second_population`: a gross outlier, or not one mode). Such a
+/// machine has a slow mode or spikes, and the calibration that saw the fewest of them lends the
+/// smallest sd: on the CV 0.5% two-mode machine
+/// (30% of runs 4% slower) its lowest 0.4% lend 0.11x-0.15x the truth, and two pairs both in the
+/// slow mode's pattern (+4% each, 21% a pair) read as a clean gain at 30 of those sds, passed
+/// by the confirmation's two pairs as often: 240 of its 335 false keeps in 100000 (0.335%).
+/// At 4 pairs that is 0.21^4 = 0.2% a phase, and one pair of 4 may be set aside: 0.098%
+/// [0.080, 0.119]. It costs `cv 1% + spikes` +10% 2.6 runs (11.4 -> 14.0) and moves its +3%
+/// 84.8% -> 85.4%; 3 pairs left 0.121% (`examples/keeps_probe.rs`, `ratchet simulate
+/// --null-trials 100000`; docs/decisions.md, "A streak of a second population").
+pub const OUTLIER_FIRST_LOOK: usize = 4;
 /// The fewest pairs any look reads: one pair has no spread and no sum difference.
 pub const MIN_LOOK: usize = 2;
 /// A spread this small relative to the mean is none (a deterministic benchmark's identical
@@ -96,6 +108,18 @@ pub const LR_KEEP_AT: f64 = 6.0;
 /// test=lr keep_at= null=300000 seed=7`), which no history can show. +3% at CV 1% takes 13.3
 /// runs at 5.7 (13.2 at 5.6, 13.0 at 5.5; `trials=20000 seed=7`), within 10% of the 12.2-run floor.
 pub const LR_KEEP_AT_ONE_MODE: f64 = 5.7;
+/// Where the history does not show its runs in one mode, no keep on fewer used pairs than this.
+/// On a machine of two modes a pair whose incumbent ran slow and candidate fast has a chance of
+/// p (1 - p) <= 1/4, and a streak of them is, pair for pair, a clean gain of the modes' distance
+/// to a normal likelihood: four in a row come up to 1/4^4 = 0.4% of the time, five at most
+/// 0.098%. The user whose calibration came out in the lowest 0.4% on the CV 0.5% two-mode
+/// machine (30% of runs 4% slower; the ratio alone, `floor_probe test=lr`, 200000 trials) kept
+/// 0.209% with a 16-pair calibration and 0.221%-0.293% with 30-60 df; from 5 pairs 0.045% and
+/// 0.052%-0.095%, while that machine's +3% stays 85.5% kept in 29.7 runs (29.6) and +10% takes
+/// 11.2 runs (10.8). A one-mode history keeps from the second pair as before: the normal
+/// machine's +10% would take 10.1 runs instead of 7.3 (docs/decisions.md, "A streak of a
+/// second population").
+pub const LR_KEEP_FROM_TWO_MODES: usize = 5;
 /// A session shows two modes when the two-mode mixture fits its runs this many nats better than
 /// one normal (`stats::modes::two_modes_llr`): about 1% of sessions of one normal mode exceed it
 /// at 8 to 30 pairs, and every 16-pair calibration of the CV 0.5% bimodal machine (numpy, 2000

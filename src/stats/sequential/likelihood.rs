@@ -4,8 +4,8 @@
 //! has become unlikely. docs/decisions.md, "The likelihood ratio as a method".
 
 use super::levels::{
-    LR_FUTILE_AT, LR_KEEP_AT, LR_KEEP_AT_ONE_MODE, LR_POWERED_FOR_PCT, LR_POWERED_FOR_SDS, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF,
-    LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE, OUTLIER_K,
+    LR_FUTILE_AT, LR_KEEP_AT, LR_KEEP_AT_ONE_MODE, LR_KEEP_FROM_TWO_MODES, LR_POWERED_FOR_PCT, LR_POWERED_FOR_SDS, LR_RATIO_DF, LR_SCALES,
+    LR_SKIP, LR_SUM_DF, LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE, OUTLIER_K,
 };
 use super::plan::OnePhase;
 use super::{fmt_p, median, outlier_band, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
@@ -57,6 +57,12 @@ pub struct WholePairLr {
     pub futile_from: usize,
     /// No keep before this many used pairs.
     pub keep_from: usize,
+    /// No keep before this many used pairs where the history does not show its runs in one
+    /// mode ([`WholePairLr::for_history`] puts it in `keep_from`).
+    pub keep_from_two_modes: usize,
+    /// Where the history shows one mode, a keep before `keep_from_two_modes` used pairs also
+    /// needs a mean of at least this many calibrated sds of one pair (0: none; a probe knob).
+    pub early_sds: f64,
     /// The wide component's weight beside the grid's gains (0: none, the rule recorded before
     /// it).
     pub wide: f64,
@@ -85,6 +91,8 @@ pub struct LrLook {
     /// ln(gain's likelihood / no gain's, over the scales or at the calibrated sd as
     /// `futile_mixed` says): futile at `futile_at`.
     pub log_lr_futility: f64,
+    /// The calibrated sd of one pair the test was given.
+    pub calibrated_sd: f64,
 }
 
 impl WholePairLr {
@@ -106,6 +114,8 @@ impl WholePairLr {
             skip: LR_SKIP,
             futile_from: 0,
             keep_from: 0,
+            keep_from_two_modes: LR_KEEP_FROM_TWO_MODES,
+            early_sds: 0.0,
             wide: LR_WIDE_WEIGHT,
             mixture: MIXTURE,
             // Against no gain at the calibrated sd, which a warming or jumped machine fits so
@@ -116,14 +126,20 @@ impl WholePairLr {
     }
 
     /// The test as it decides after a history that does (`one_mode`) or does not show its runs
-    /// in one mode: at `keep_at_one_mode` or `keep_at`.
+    /// in one mode: at `keep_at_one_mode`, or at `keep_at` and from `keep_from_two_modes` used
+    /// pairs.
     pub fn for_history(&self, one_mode: bool) -> WholePairLr {
-        WholePairLr { keep_at: if one_mode { self.keep_at_one_mode } else { self.keep_at }, ..*self }
+        if one_mode {
+            WholePairLr { keep_at: self.keep_at_one_mode, ..*self }
+        } else {
+            WholePairLr { keep_at: self.keep_at, keep_from: self.keep_from.max(self.keep_from_two_modes), ..*self }
+        }
     }
 
     /// How a look ends the decision, if it does.
     pub fn stop(&self, look: &LrLook) -> Option<Stop> {
-        if look.log_lr >= self.keep_at && look.mean >= self.min_mean && look.used >= self.keep_from {
+        let early = self.early_sds > 0.0 && look.used < self.keep_from_two_modes && look.mean < self.early_sds * look.calibrated_sd;
+        if look.log_lr >= self.keep_at && look.mean >= self.min_mean && look.used >= self.keep_from && !early {
             Some(Stop::Keep)
         } else if look.measured >= self.futile_from && look.log_lr_futility <= self.futile_at {
             Some(Stop::Futile)
@@ -300,6 +316,7 @@ impl<'a> Running<'a> {
             sd: self.pooled(1.0, t.ratio_df, self.qr, k),
             log_lr: gain - none,
             log_lr_futility: if t.futile_mixed { gain - none_mixed } else { gain - none_calibrated },
+            calibrated_sd: self.sd,
         })
     }
 }
@@ -316,7 +333,8 @@ impl super::Params {
         } else {
             test.mu1
         };
-        WholePairLr { wide: if self.likelihood_ratio_wide { test.wide } else { 0.0 }, mu1, keep_at_one_mode, ..test }
+        let keep_from_two_modes = if self.likelihood_ratio_streak { test.keep_from_two_modes } else { 0 };
+        WholePairLr { wide: if self.likelihood_ratio_wide { test.wide } else { 0.0 }, mu1, keep_at_one_mode, keep_from_two_modes, ..test }
     }
 
     /// The likelihood ratio that decides with the history `history` (`None`: none to borrow, so
@@ -776,7 +794,7 @@ mod tests {
         assert!(d.p_value > d.p_threshold);
         // A look past the keep level with a mean under the minimum effect goes on.
         let test = WholePairLr::new(1.0, 30);
-        let look = |mean: f64| LrLook { measured: 9, used: 9, mean, sd, log_lr: LR_KEEP_AT + 1.0, log_lr_futility: 0.0 };
+        let look = |mean: f64| LrLook { measured: 9, used: 9, mean, sd, log_lr: LR_KEEP_AT + 1.0, log_lr_futility: 0.0, calibrated_sd: sd };
         assert_eq!(test.stop(&look(1.0099f64.ln())), None);
         assert_eq!(test.stop(&look(1.01f64.ln())), Some(Stop::Keep));
     }

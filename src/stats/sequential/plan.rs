@@ -1,7 +1,7 @@
 //! The stopping rule: where the looks fall, the level each is tested at (alpha spent across
 //! them), the futility level, the confirmation's plan and the pair budget.
 
-use super::levels::{MIN_LOOK, OUTLIER_SHARE};
+use super::levels::{MIN_LOOK, OUTLIER_FIRST_LOOK, OUTLIER_SHARE};
 use super::look::Test;
 use super::Sequential;
 use serde::{Deserialize, Serialize};
@@ -82,6 +82,16 @@ pub struct Params {
     /// `LR_KEEP_AT` everywhere.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub likelihood_ratio_one_mode: bool,
+    /// Whether that ratio keeps from `LR_KEEP_FROM_TWO_MODES` used pairs where the history does
+    /// not show its runs in one mode; false in rules recorded before it, which keep from the
+    /// second pair everywhere.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub likelihood_ratio_streak: bool,
+    /// Whether the first phase's first look on a borrowed scale waits for `OUTLIER_FIRST_LOOK`
+    /// pairs where the history shows a second population of runs (a gross outlier, or not one
+    /// mode); false in rules recorded before it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outlier_first_look: bool,
 }
 
 /// Where the likelihood ratio decides ([`Params::likelihood_ratio`]).
@@ -139,6 +149,8 @@ impl Params {
             likelihood_ratio_wide: false,
             likelihood_ratio_scaled: false,
             likelihood_ratio_one_mode: false,
+            likelihood_ratio_streak: false,
+            outlier_first_look: false,
         }
     }
 }
@@ -163,6 +175,8 @@ impl Params {
             likelihood_ratio_wide: false,
             likelihood_ratio_scaled: false,
             likelihood_ratio_one_mode: false,
+            likelihood_ratio_streak: false,
+            outlier_first_look: false,
         }
     }
 
@@ -243,11 +257,18 @@ impl Sequential {
     }
 
     /// The first phase's params as run: with a borrowed scale the first look comes after
-    /// `first_look` pairs (the scale need not be estimated from the batch itself).
+    /// `first_look` pairs (the scale need not be estimated from the batch itself), or
+    /// `OUTLIER_FIRST_LOOK` where the history shows a second population of runs
+    /// ([`super::Borrowed::second_population`]).
     pub(crate) fn main_params(&self) -> Params {
         match &self.borrowed {
             Some(b) if self.params.min_pairs < self.params.max_pairs => {
-                Params { min_pairs: b.first_look.max(MIN_LOOK).min(self.params.min_pairs), ..self.params.clone() }
+                let first = if self.params.outlier_first_look && b.second_population() {
+                    b.first_look.max(OUTLIER_FIRST_LOOK)
+                } else {
+                    b.first_look
+                };
+                Params { min_pairs: first.max(MIN_LOOK).min(self.params.min_pairs), ..self.params.clone() }
             }
             _ => self.params.clone(),
         }

@@ -1,0 +1,84 @@
+//! Where a model's false keeps come from (docs/decisions.md, "The user whose calibration came out
+//! low"): the do-nothing trials of one `ratchet simulate` cell, drawn exactly as it draws them,
+//! and for each one kept the route that kept it (the likelihood ratio, the two phases, the
+//! rescue), the scale each deciding look read (history or own) and at which look, the gross
+//! outliers set aside, and the calibration's sd against the truth.
+//!
+//! `cargo run --release --example keeps_probe -- [key=value ...]`, keys: model (a name or part of
+//! one; "cv 0.5% bimodal, calibration in its lowest" by default), method (auto), null (trials;
+//! 100000), seed (20260522), show (keeps printed one per line; 20), ratios (1: each shown keep's
+//! log-ratios too), rules (before-streak: as decided before the streak rules of
+//! docs/decisions.md, "A streak of a second population").
+
+#[path = "common/args.rs"]
+mod args;
+
+use ratchet::config::{DecisionConfig, Method};
+use ratchet::stats::sequential::Sequential;
+use ratchet::stats::simulate::{cell_positions, decide_pairs, draw_trial, scenarios, trial_rng, with_knobs, Draw};
+use ratchet::stats::{LookPhase, Verdict};
+use std::collections::BTreeMap;
+
+fn main() {
+    let kv = args::Args::from_env();
+    let want = kv.get("model").map_or("cv 0.5% bimodal, calibration in its lowest", |s| s.as_str());
+    let s = scenarios().into_iter().find(|s| s.name.contains(want)).unwrap_or_else(|| panic!("no model named like {want:?}"));
+    let method: Method = kv.get("method").map_or("auto", |s| s.as_str()).parse().unwrap_or_else(|e| panic!("{e}"));
+    let (null, seed, show) = (kv.num("null", 100000.0) as usize, kv.num("seed", 20260522.0) as u64, kv.num("show", 20.0) as usize);
+    let mut params = DecisionConfig { method, ..DecisionConfig::default() }.params(None);
+    if kv.get("rules").is_some_and(|r| r == "before-streak") {
+        // As decided before the first look and the first keep waited out a streak of a second
+        // population of runs (`Params::outlier_first_look`, `likelihood_ratio_streak`).
+        (params.outlier_first_look, params.likelihood_ratio_streak) = (false, false);
+    }
+    let seq = Sequential::new(params);
+    let positions = cell_positions(&seq);
+    let truth = std::f64::consts::SQRT_2 * s.run_sd();
+    let (mut keeps, mut routes) = (0usize, BTreeMap::<String, usize>::new());
+    println!("{} ({method:?}), {null} do-nothing trials, seed {seed}; truth sd {:.3}%", s.name, 100.0 * truth);
+    for t in 0..null {
+        let mut rng = trial_rng(seed, t);
+        let Draw { borrowed, states, confirm_states } = draw_trial(&s, positions, Some(0.0), &mut rng);
+        let cal = borrowed.as_ref().map(|b| (b.scale.sd / truth, b.outliers, b.modes));
+        let trial_seq = seq.clone().with_history(with_knobs(borrowed, seq.borrowed.as_ref()));
+        let (d, runs, ratios) = decide_pairs(&trial_seq, &states, confirm_states.as_deref(), 0.0);
+        if d.verdict != Verdict::Keep {
+            continue;
+        }
+        keeps += 1;
+        // The deciding look of each phase: the last of its phase in the trail.
+        let last = |ph: LookPhase| d.trail.iter().rev().find(|l| l.phase == ph);
+        let route = match (&d.rescue, &d.confirmation, last(LookPhase::Decision)) {
+            (Some(_), _, _) => "rescue".to_string(),
+            (None, None, Some(l)) => format!("one phase ({} look {})", l.scale, l.look),
+            (None, Some(_), Some(l)) => {
+                let c = last(LookPhase::Confirmation);
+                format!(
+                    "two phases (first {} look {}; confirmation {})",
+                    l.scale,
+                    l.look,
+                    c.map_or("-".into(), |c| format!("{} look {}", c.scale, c.look))
+                )
+            }
+            _ => "other".to_string(),
+        };
+        *routes.entry(route.clone()).or_default() += 1;
+        if keeps <= show {
+            let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
+            println!(
+                "  trial {t}: {route}; {runs} runs, mean {:+.2}%, excluded {}, calibration {:?}; {}",
+                100.0 * mean,
+                d.excluded,
+                cal.map(|(r, o, m)| format!("{r:.3}x, outliers {o}, modes {m:?}")),
+                d.reason
+            );
+            if kv.num("ratios", 0.0) > 0.0 {
+                println!("    pairs (%): {}", ratios.iter().map(|r| format!("{:+.2}", 100.0 * r)).collect::<Vec<_>>().join(" "));
+            }
+        }
+    }
+    println!("kept {keeps} of {null} ({:.3}%)", 100.0 * keeps as f64 / null as f64);
+    for (r, n) in routes {
+        println!("  {n:6}  {r}");
+    }
+}
