@@ -375,9 +375,10 @@ pub fn describe(b: &Benchmark, one_phase: super::sequential::OnePhase) -> String
                 },
                 match h.modes {
                     Some(n) if n > 0 && ratio => format!(
-                        "; {n} of them ran in two modes (runs apart by more than their noise, as when some processes run slower): the ratio keeps at e^{} rather than e^{}",
+                        "; {n} of them ran in two modes (runs apart by more than their noise, as when some processes run slower): the ratio keeps at e^{} rather than e^{}, and from {} pairs",
                         super::sequential::LR_KEEP_AT,
-                        super::sequential::LR_KEEP_AT_ONE_MODE
+                        super::sequential::LR_KEEP_AT_ONE_MODE,
+                        super::sequential::LR_KEEP_FROM_TWO_MODES
                     ),
                     _ => String::new(),
                 }
@@ -475,7 +476,7 @@ mod tests {
         assert_eq!(count([None, Some(9.0), Some(1.0)]), Some(1));
         assert!(borrowed(&modes([None, Some(1.0), Some(2.0)])).unwrap().one_mode());
         let two = text(&modes([None, Some(9.0), None]), OnePhase::UntilOutlier);
-        assert!(two.contains("1 of them ran in two modes") && two.contains("keeps at e^6 rather than e^5.7"), "{two}");
+        assert!(two.contains("1 of them ran in two modes") && two.contains("keeps at e^6.5 rather than e^5.7, and from 5 pairs"), "{two}");
         assert!(!text(&modes([None, Some(9.0), None]), OnePhase::Never).contains("two modes"));
     }
 

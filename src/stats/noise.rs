@@ -350,9 +350,16 @@ mod tests {
         assert_eq!(p.deciding_ratio(Some(&h(1, Some(0)))), None, "a gross outlier pooled: the two phases");
         let sequential = Params { likelihood_ratio: crate::stats::sequential::OnePhase::Never, ..p.clone() };
         assert_eq!(sequential.deciding_ratio(Some(&h(0, Some(0)))), None);
-        let recorded_before = Params { likelihood_ratio_one_mode: false, likelihood_ratio_streak: false, ..p };
-        assert_eq!(recorded_before.deciding_ratio(Some(&h(0, Some(0)))).unwrap().keep_at, crate::stats::sequential::LR_KEEP_AT);
+        let recorded_before = Params { likelihood_ratio_one_mode: false, likelihood_ratio_streak: false, ..p.clone() };
+        let before = crate::stats::sequential::LR_KEEP_AT_BEFORE_STREAK;
+        assert_eq!(recorded_before.deciding_ratio(Some(&h(0, Some(0)))).unwrap().keep_at, before);
         assert_eq!(recorded_before.deciding_ratio(Some(&h(0, None))).unwrap().keep_from, 0);
+        // Recorded between the one-mode level and the streak rule: one mode at its level, the rest
+        // at the level before the streak rule, from the second pair.
+        let one_mode_only = Params { likelihood_ratio_streak: false, ..p };
+        let two = one_mode_only.deciding_ratio(Some(&h(0, Some(1)))).unwrap();
+        assert_eq!((two.keep_at, two.keep_from), (before, 0));
+        assert_eq!(one_mode_only.deciding_ratio(Some(&h(0, Some(0)))).unwrap().keep_at, crate::stats::sequential::LR_KEEP_AT_ONE_MODE);
     }
 
     #[test]

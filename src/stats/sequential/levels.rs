@@ -94,13 +94,22 @@ pub const LR_POWERED_FOR_PCT: f64 = 3.0;
 /// 0.5 and 0.1 runs (the probe in docs/decisions.md, "A grid for quiet machines").
 pub const LR_POWERED_FOR_SDS: f64 = 3.0;
 /// Its keep level, ln(gain's likelihood / no gain's best), where the history shows runs in two
-/// modes or cannot tell (else `LR_KEEP_AT_ONE_MODE`): below Ville's ln 1000 = 6.91, which holds
-/// only for normal runs; the worst machine is one of two modes, whose runs of pairs in one mode
-/// look like a gain to a normal likelihood. Read off `floor_probe test=lr only=bimodal
-/// null=300000 seed=99` (the CV 0.5% bimodal machine: 5.75 kept 0.106% [0.095, 0.119] of
-/// do-nothing changes, 6.0 0.088% [0.078, 0.100], 6.2 0.071%); +3% at CV 1% then takes 13.4,
-/// 13.8 and 14.2 runs (`trials=20000 seed=7`).
-pub const LR_KEEP_AT: f64 = 6.0;
+/// modes or cannot tell (else `LR_KEEP_AT_ONE_MODE`), from `LR_KEEP_FROM_TWO_MODES` used pairs:
+/// below Ville's ln 1000 = 6.91, which holds only for normal runs; the worst machine is one of
+/// two modes, whose streaks of pairs in one mode's pattern look like a gain to a normal
+/// likelihood. Read off the user of the two-mode machines whose full history (60 df) came out in
+/// its lowest 0.4% (`floor_probe test=lr only=60-df null=200000 seed=7`, from the 5th pair):
+/// 6.0 kept 0.099% (50/50) and 0.101% (CV 0.5% two modes) of do-nothing changes, 6.5 0.082%
+/// and 0.081%; the CV 0.5% two-mode machine's +3% then 85.50% -> 84.58% kept in 29.7 -> 31.4
+/// runs, 10% of runs 5% slower 27.9 -> 29.0 runs (`only=bimodal trials=4000`). Histories of one
+/// mode do not read it.
+pub const LR_KEEP_AT: f64 = 6.5;
+/// The same level in rules recorded before `LR_KEEP_FROM_TWO_MODES` (`Params::
+/// likelihood_ratio_streak` false), from the second pair: read off the CV 0.5% bimodal machine's
+/// typical calibration (`floor_probe test=lr only=bimodal null=300000 seed=99`: 5.75 kept 0.106%
+/// [0.095, 0.119], 6.0 0.088% [0.078, 0.100], 6.2 0.071%); +3% at CV 1% then took 13.4, 13.8 and
+/// 14.2 runs (`trials=20000 seed=7`).
+pub const LR_KEEP_AT_BEFORE_STREAK: f64 = 6.0;
 /// Its keep level where the history's runs show one mode (`stats::modes`: every pooled session
 /// of at least `MODES_MIN_PAIRS` pairs below `MODES_AT`): the two-mode machine that sets
 /// `LR_KEEP_AT` is then routed away, and the next worst do-nothing cells are a noise jump since

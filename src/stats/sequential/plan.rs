@@ -79,7 +79,7 @@ pub struct Params {
     pub likelihood_ratio_scaled: bool,
     /// Whether that ratio keeps at `LR_KEEP_AT_ONE_MODE` where the history shows its runs in one
     /// mode (`Borrowed::one_mode`); false in rules recorded before it, which keep at
-    /// `LR_KEEP_AT` everywhere.
+    /// `LR_KEEP_AT_BEFORE_STREAK` everywhere.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub likelihood_ratio_one_mode: bool,
     /// Whether that ratio keeps from `LR_KEEP_FROM_TWO_MODES` used pairs where the history does
