@@ -116,7 +116,7 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     }
     if p.likelihood_ratio != OnePhase::WithHistory {
         println!(
-        "{}: first look at {} pairs ({} where the history saw a gross outlier; at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
+        "{}: first look at {} pairs ({} where the history saw a gross outlier or does not show one mode; at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
         match p.likelihood_ratio {
             OnePhase::WithoutOutliers => "with a gross outlier in the history",
             OnePhase::UntilOutlier => "with a gross outlier in the history or the first phase's pairs",
