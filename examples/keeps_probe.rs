@@ -15,7 +15,7 @@ mod args;
 
 use ratchet::config::{DecisionConfig, Method};
 use ratchet::stats::sequential::Sequential;
-use ratchet::stats::simulate::{cell_positions, decide_pairs, draw_trial, scenarios, trial_rng, with_knobs, Draw};
+use ratchet::stats::simulate::{cell_positions, probe_trial, scenarios, ProbeTrial};
 use ratchet::stats::{LookPhase, Verdict};
 use std::collections::BTreeMap;
 
@@ -37,11 +37,8 @@ fn main() {
     let (mut keeps, mut routes) = (0usize, BTreeMap::<String, usize>::new());
     println!("{} ({method:?}), {null} do-nothing trials, seed {seed}; truth sd {:.3}%", s.name, 100.0 * truth);
     for t in 0..null {
-        let mut rng = trial_rng(seed, t);
-        let Draw { borrowed, states, confirm_states } = draw_trial(&s, positions, Some(0.0), &mut rng);
-        let cal = borrowed.as_ref().map(|b| (b.scale.sd / truth, b.outliers, b.modes));
-        let trial_seq = seq.clone().with_history(with_knobs(borrowed, seq.borrowed.as_ref()));
-        let (d, runs, ratios) = decide_pairs(&trial_seq, &states, confirm_states.as_deref(), 0.0);
+        let ProbeTrial { decision: d, runs, ratios, borrowed } = probe_trial(&seq, &s, positions, 0.0, seed, t);
+        let cal = borrowed.map(|b| (b.scale.sd / truth, b.outliers, b.modes));
         if d.verdict != Verdict::Keep {
             continue;
         }

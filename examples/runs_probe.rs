@@ -32,7 +32,8 @@ fn cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64) -
     let positions = cell_positions(seq);
     let mut t = Tally { trials, ..Default::default() };
     for i in 0..trials {
-        let ProbeTrial { decision: d, runs, history, .. } = probe_trial(seq, s, positions, effect, seed, i);
+        let ProbeTrial { decision: d, runs, borrowed, .. } = probe_trial(seq, s, positions, effect, seed, i);
+        let history = borrowed.is_some();
         let looks = |p: LookPhase| d.trail.iter().filter(|l| l.phase == p).count();
         let (first, confirm) = (looks(LookPhase::Decision), looks(LookPhase::Confirmation));
         let tripped = history && d.trail.iter().any(|l| l.phase != LookPhase::Rescue && l.scale == "own");

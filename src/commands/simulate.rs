@@ -123,7 +123,7 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
             _ => "with history",
         },
         b.first_look,
-        b.first_look.max(crate::stats::sequential::OUTLIER_FIRST_LOOK),
+        crate::stats::sequential::Borrowed { outliers: 1, ..b.clone() }.main_first_look(p.outlier_first_look),
         b.first_share,
         b.safety,
         b.guard,

@@ -547,7 +547,7 @@ pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng:
 
 /// Pairs of a calibration that fills the history (`history::MAX_DF` df, one per pair after the
 /// first).
-pub const FULL_HISTORY_PAIRS: usize = 61;
+pub const FULL_HISTORY_PAIRS: usize = history::MAX_DF as usize + 1;
 
 /// The share of calibrations the unlucky-user models draw from (the lowest sds).
 pub const UNLUCKY_TAIL: f64 = 0.004;
@@ -597,18 +597,17 @@ pub struct ProbeTrial {
     /// Runs it took, and every pair's log-ratio (both phases, in order).
     pub runs: usize,
     pub ratios: Vec<f64>,
-    /// Whether the calibration lent a scale (without one there is no variance guard at work).
-    pub history: bool,
+    /// The scale the trial's calibration lent (`None`: no history, so no variance guard at work).
+    pub borrowed: Option<Borrowed>,
 }
 
 /// [`ProbeTrial`] `t` of `s` at a true gain `effect`, on `positions` machine states.
 pub fn probe_trial(seq: &Sequential, s: &Scenario, positions: usize, effect: f64, seed: u64, t: usize) -> ProbeTrial {
     let mut rng = trial_rng(seed, t);
     let draw = draw_trial(s, positions, Some(0.0), &mut rng);
-    let history = draw.borrowed.is_some();
-    let trial_seq = seq.clone().with_history(draw.borrowed);
+    let trial_seq = seq.clone().with_history(draw.borrowed.clone());
     let (decision, runs, ratios) = decide_pairs(&trial_seq, &draw.states, draw.confirm_states.as_deref(), effect);
-    ProbeTrial { decision, runs, ratios, history }
+    ProbeTrial { decision, runs, ratios, borrowed: draw.borrowed }
 }
 
 /// Simulate `trials` decisions of one cell, seeded by `seed`; with `history`, each trial borrows

@@ -155,6 +155,17 @@ impl Borrowed {
         self.outliers > 0 || !self.one_mode()
     }
 
+    /// Pairs before the first phase's first look: `first_look`, or at least `OUTLIER_FIRST_LOOK`
+    /// where the history shows a second population and the rule waits for it (`Params::
+    /// outlier_first_look`).
+    pub fn main_first_look(&self, outlier_first_look: bool) -> usize {
+        if outlier_first_look && self.second_population() {
+            self.first_look.max(OUTLIER_FIRST_LOOK)
+        } else {
+            self.first_look
+        }
+    }
+
     /// Whether the history shows its runs in one mode: some pooled session could tell, and none
     /// showed two.
     pub fn one_mode(&self) -> bool {

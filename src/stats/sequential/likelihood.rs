@@ -132,7 +132,7 @@ impl WholePairLr {
         if one_mode {
             WholePairLr { keep_at: self.keep_at_one_mode, ..*self }
         } else {
-            WholePairLr { keep_at: self.keep_at, keep_from: self.keep_from.max(self.keep_from_two_modes), ..*self }
+            WholePairLr { keep_from: self.keep_from.max(self.keep_from_two_modes), ..*self }
         }
     }
 

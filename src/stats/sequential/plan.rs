@@ -1,7 +1,7 @@
 //! The stopping rule: where the looks fall, the level each is tested at (alpha spent across
 //! them), the futility level, the confirmation's plan and the pair budget.
 
-use super::levels::{MIN_LOOK, OUTLIER_FIRST_LOOK, OUTLIER_SHARE};
+use super::levels::{MIN_LOOK, OUTLIER_SHARE};
 use super::look::Test;
 use super::Sequential;
 use serde::{Deserialize, Serialize};
@@ -259,15 +259,11 @@ impl Sequential {
     /// The first phase's params as run: with a borrowed scale the first look comes after
     /// `first_look` pairs (the scale need not be estimated from the batch itself), or
     /// `OUTLIER_FIRST_LOOK` where the history shows a second population of runs
-    /// ([`super::Borrowed::second_population`]).
+    /// ([`super::Borrowed::main_first_look`]).
     pub(crate) fn main_params(&self) -> Params {
         match &self.borrowed {
             Some(b) if self.params.min_pairs < self.params.max_pairs => {
-                let first = if self.params.outlier_first_look && b.second_population() {
-                    b.first_look.max(OUTLIER_FIRST_LOOK)
-                } else {
-                    b.first_look
-                };
+                let first = b.main_first_look(self.params.outlier_first_look);
                 Params { min_pairs: first.max(MIN_LOOK).min(self.params.min_pairs), ..self.params.clone() }
             }
             _ => self.params.clone(),
