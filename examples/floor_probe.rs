@@ -15,8 +15,8 @@
 //! no gain at the calibrated sd), ratio_df and sum_df (the calibration's weight in the gain side's
 //! sds; 0: the calibrated sd as it is), skip (pairs set aside where the history shows a warm-up),
 //! futile_from, keep_from (no keep before this many used pairs), keep_from_two_modes (the same
-//! where the calibration does not show its runs in one mode), early_sds (where it shows one mode,
-//! a keep before keep_from_two_modes pairs needs a mean of this many calibrated sds), outlier_k, min_effect (a keep's
+//! where the calibration does not show its runs in one mode), early_sds and early_until (where it shows one mode
+//! on fewer than one_mode_told pairs, a keep before early_until used pairs needs a mean of this many calibrated sds), outlier_k, min_effect (a keep's
 //! least mean, in percent) and scales (the gain
 //! side's scales and weights, `c:w,c:w,c:w`), mixture (the grid's multiples of the gain and weights,
 //! `m:w,m:w,m:w,m:w`)),
@@ -96,6 +96,8 @@ fn main() {
             keep_from: num("keep_from", base.keep_from as f64) as usize,
             keep_from_two_modes: num("keep_from_two_modes", base.keep_from_two_modes as f64) as usize,
             early_sds: num("early_sds", base.early_sds),
+            early_until: num("early_until", base.early_until as f64) as usize,
+            one_mode_told_pairs: num("one_mode_told", base.one_mode_told_pairs as f64) as usize,
             futile_mixed: num("futile_mixed", base.futile_mixed as u8 as f64) != 0.0,
             outlier_k: num("outlier_k", base.outlier_k),
             mixture: kv.get("mixture").map_or(base.mixture, |v| {

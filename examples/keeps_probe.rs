@@ -7,7 +7,7 @@
 //! `cargo run --release --example keeps_probe -- [key=value ...]`, keys: model (a name or part of
 //! one; "cv 0.5% bimodal, calibration in its lowest" by default), method (auto), null (trials;
 //! 100000), seed (20260522), show (keeps printed one per line; 20), ratios (1: each shown keep's
-//! log-ratios too), rules (before-streak: as decided before the streak rules of
+//! log-ratios too), history (pairs of the calibration in place of the model's), rules (before-streak: as decided before the streak rules of
 //! docs/decisions.md, "A streak of a second population").
 
 #[path = "common/args.rs"]
@@ -22,7 +22,11 @@ use std::collections::BTreeMap;
 fn main() {
     let kv = args::Args::from_env();
     let want = kv.get("model").map_or("cv 0.5% bimodal, calibration in its lowest", |s| s.as_str());
-    let s = scenarios().into_iter().find(|s| s.name.contains(want)).unwrap_or_else(|| panic!("no model named like {want:?}"));
+    let mut s = scenarios().into_iter().find(|s| s.name.contains(want)).unwrap_or_else(|| panic!("no model named like {want:?}"));
+    if let Some(h) = kv.get("history") {
+        // A calibration of this many pairs in place of the model's (its lowest tail redrawn).
+        s.history_pairs = h.parse().unwrap_or_else(|e| panic!("history={h}: {e}"));
+    }
     let method: Method = kv.get("method").map_or("auto", |s| s.as_str()).parse().unwrap_or_else(|e| panic!("{e}"));
     let (null, seed, show) = (kv.num("null", 100000.0) as usize, kv.num("seed", 20260522.0) as u64, kv.num("show", 20.0) as usize);
     let mut params = DecisionConfig { method, ..DecisionConfig::default() }.params(None);
@@ -35,9 +39,15 @@ fn main() {
     let positions = cell_positions(&seq);
     let truth = std::f64::consts::SQRT_2 * s.run_sd();
     let (mut keeps, mut routes) = (0usize, BTreeMap::<String, usize>::new());
+    let (mut one_mode, mut second, mut borrowed_n) = (0usize, 0usize, 0usize);
     println!("{} ({method:?}), {null} do-nothing trials, seed {seed}; truth sd {:.3}%", s.name, 100.0 * truth);
     for t in 0..null {
         let ProbeTrial { decision: d, runs, ratios, borrowed } = probe_trial(&seq, &s, positions, 0.0, seed, t);
+        if let Some(b) = &borrowed {
+            borrowed_n += 1;
+            one_mode += b.one_mode() as usize;
+            second += b.second_population() as usize;
+        }
         let cal = borrowed.map(|b| (b.scale.sd / truth, b.outliers, b.modes));
         if d.verdict != Verdict::Keep {
             continue;
@@ -75,6 +85,7 @@ fn main() {
         }
     }
     println!("kept {keeps} of {null} ({:.3}%)", 100.0 * keeps as f64 / null as f64);
+    println!("histories: {borrowed_n} lent a scale, {one_mode} showed one mode, {second} a second population");
     for (r, n) in routes {
         println!("  {n:6}  {r}");
     }

@@ -37,6 +37,11 @@ pub struct DecisionRecord {
     /// (none recorded: none could tell, or recorded before it): the likelihood ratio's keep level.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub modes: Option<usize>,
+    /// Pairs of the kept sessions that showed one mode, none two (`Borrowed::modes_pairs`): below
+    /// `ONE_MODE_TOLD_PAIRS` the ratio does not keep at its one-mode level. 0 in records written
+    /// before it, whose rules (`Params::likelihood_ratio_told` false) do not read it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub modes_pairs: usize,
     /// Whether the pairs' log-sums entered the variance guard (they do, except in a parallel
     /// trial measured by an older worker, which recorded none).
     pub with_sums: bool,
@@ -70,6 +75,7 @@ impl DecisionRecord {
             warmup: seq.borrowed.as_ref().and_then(|b| b.warmup.clone()),
             outliers: seq.borrowed.as_ref().map_or(0, |b| b.outliers),
             modes: seq.borrowed.as_ref().and_then(|b| b.modes),
+            modes_pairs: seq.borrowed.as_ref().map_or(0, |b| b.modes_pairs),
             with_sums,
             direction,
             elasticity,
@@ -83,6 +89,7 @@ impl DecisionRecord {
             warmup: self.warmup.clone(),
             outliers: self.outliers,
             modes: self.modes,
+            modes_pairs: self.modes_pairs,
             ..Borrowed::new(s).with_sums(self.sums)
         });
         Sequential::new(self.params.clone()).with_history(borrowed)

@@ -97,9 +97,17 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
             t.keep_at,
             if t.keep_at_one_mode != t.keep_at {
                 format!(
-                    " ({} where every session of the history that could tell, {} pairs or more, ran in one mode{})",
+                    " ({} where every session of the history that could tell, {} pairs or more, ran in one mode{}{})",
                     t.keep_at_one_mode,
                     crate::stats::sequential::MODES_MIN_PAIRS,
+                    if t.one_mode_told_pairs > 0 {
+                        format!(
+                            ", on {} pairs in all (on fewer, a keep before {} used pairs needs a mean of {} calibrated sds)",
+                            t.one_mode_told_pairs, t.early_until, t.early_sds
+                        )
+                    } else {
+                        String::new()
+                    },
                     if t.keep_from_two_modes > 0 {
                         format!("; elsewhere no keep before {} used pairs", t.keep_from_two_modes)
                     } else {

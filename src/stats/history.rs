@@ -254,6 +254,7 @@ pub fn borrowed(entries: &[Entry]) -> Option<super::sequential::Borrowed> {
             source: used.join(";"),
             outliers: pooled.iter().filter(|e| e.max_dev > super::sequential::OUTLIER_K * s.sd).count(),
             modes: modes_seen(&pooled),
+            modes_pairs: one_mode_pairs(entries),
             warmup: sums.and_then(|m| estimate_warmup(entries, m)),
             ..super::sequential::Borrowed::new(s)
         }
@@ -266,6 +267,17 @@ pub fn borrowed(entries: &[Entry]) -> Option<super::sequential::Borrowed> {
 fn modes_seen(pooled: &[&Entry]) -> Option<usize> {
     let told: Vec<f64> = pooled.iter().filter_map(|e| e.modes).collect();
     (!told.is_empty()).then(|| told.iter().filter(|&&m| super::modes::shows_two(m)).count())
+}
+
+/// Pairs of the kept sessions (pooled or not: modes are the machine's, not the day's) that could
+/// tell one mode from two, where none showed two (0 where any did).
+fn one_mode_pairs(entries: &[Entry]) -> usize {
+    let told: Vec<&Entry> = entries.iter().filter(|e| e.modes.is_some()).collect();
+    if told.iter().any(|e| e.modes.is_some_and(super::modes::shows_two)) {
+        0
+    } else {
+        told.iter().map(|e| e.pairs).sum()
+    }
 }
 
 /// The history of one benchmark command on one host.
@@ -380,6 +392,16 @@ pub fn describe(b: &Benchmark, one_phase: super::sequential::OnePhase) -> String
                         super::sequential::LR_KEEP_AT_ONE_MODE,
                         super::sequential::LR_KEEP_FROM_TWO_MODES
                     ),
+                    Some(0) if ratio && h.modes_pairs < super::sequential::ONE_MODE_TOLD_PAIRS => format!(
+                        "; its sessions show one mode on {} pairs, too few to rule out two modes within the noise (a calibration that came out low hides them): until {} pairs show it, the ratio keeps at e^{} rather than e^{}, and before {} pairs only a mean gain of {} calibrated sds (`ratchet calibrate --pairs {}` once tells it)",
+                        h.modes_pairs,
+                        super::sequential::ONE_MODE_TOLD_PAIRS,
+                        super::sequential::LR_KEEP_AT,
+                        super::sequential::LR_KEEP_AT_ONE_MODE,
+                        super::sequential::LR_EARLY_UNTIL,
+                        super::sequential::LR_EARLY_SDS,
+                        super::sequential::ONE_MODE_TOLD_PAIRS
+                    ),
                     _ => String::new(),
                 }
             )
@@ -475,6 +497,14 @@ mod tests {
         assert_eq!(count([Some(9.0), Some(1.0), None]), Some(0), "the oldest is not pooled");
         assert_eq!(count([None, Some(9.0), Some(1.0)]), Some(1));
         assert!(borrowed(&modes([None, Some(1.0), Some(2.0)])).unwrap().one_mode());
+        // One mode is told on the pairs of every kept session that could tell, none showing two.
+        let told = |m| borrowed(&modes(m)).unwrap().modes_pairs;
+        assert_eq!(told([None, Some(1.0), Some(2.0)]), entries[1].pairs + entries[2].pairs);
+        assert_eq!(told([Some(1.0), Some(1.0), Some(2.0)]), entries.iter().map(|e| e.pairs).sum::<usize>(), "the unpooled count too");
+        assert_eq!(told([Some(9.0), Some(1.0), None]), 0, "a kept session showed two");
+        let few = text(&modes([None, Some(1.0), None]), OnePhase::UntilOutlier);
+        assert!(few.contains(&format!("one mode on {} pairs", entries[1].pairs)) && few.contains("until 60 pairs show it, the ratio keeps at e^6.5 rather than e^5.7, and before 6 pairs only a mean gain of 4 calibrated sds"), "{few}");
+        assert!(!text(&modes([None, Some(1.0), None]), OnePhase::Never).contains("one mode"));
         let two = text(&modes([None, Some(9.0), None]), OnePhase::UntilOutlier);
         assert!(two.contains("1 of them ran in two modes") && two.contains("keeps at e^6.5 rather than e^5.7, and from 5 pairs"), "{two}");
         assert!(!text(&modes([None, Some(9.0), None]), OnePhase::Never).contains("two modes"));

@@ -333,15 +333,32 @@ mod tests {
     #[test]
     fn the_ratio_decides_only_with_a_history_free_of_gross_outliers_and_keeps_lower_in_one_mode() {
         let p = auto();
-        let h = |outliers: usize, modes: Option<usize>| Borrowed { outliers, modes, ..Borrowed::new(NoiseScale { sd: 0.01, df: 15.0 }) };
+        use crate::stats::sequential::{LR_EARLY_SDS, ONE_MODE_TOLD_PAIRS};
+        // One mode shown on enough pairs to tell (a calibration of 60 pairs, or sessions that add
+        // up to it).
+        let h = |outliers: usize, modes: Option<usize>| Borrowed {
+            outliers,
+            modes,
+            modes_pairs: ONE_MODE_TOLD_PAIRS,
+            ..Borrowed::new(NoiseScale { sd: 0.01, df: 59.0 })
+        };
         assert_eq!(p.deciding_ratio(None), None, "no history: the two phases");
         let unchecked = p.deciding_ratio(Some(&h(0, None))).unwrap();
-        assert_eq!(unchecked, p.likelihood_ratio_test(0.01).for_history(false));
+        assert_eq!(unchecked, p.likelihood_ratio_test(0.01).for_history(false, 0));
         assert_eq!(unchecked.keep_at, crate::stats::sequential::LR_KEEP_AT, "no session could tell one mode from two");
         assert_eq!(p.deciding_ratio(Some(&h(0, Some(1)))).unwrap().keep_at, crate::stats::sequential::LR_KEEP_AT, "two modes seen");
         let one = p.deciding_ratio(Some(&h(0, Some(0)))).unwrap();
         assert_eq!(one.keep_at, crate::stats::sequential::LR_KEEP_AT_ONE_MODE);
-        assert_eq!(one, WholePairLr { keep_at: one.keep_at, keep_from: 0, ..unchecked }, "only the level and the first keep move");
+        assert_eq!(
+            one,
+            WholePairLr { keep_at: one.keep_at, keep_from: 0, early_sds: 0.0, ..unchecked },
+            "only the level and the first keep move"
+        );
+        // One mode shown on a 16-pair calibration alone: the level of two modes, from the second
+        // pair, an early keep needing a mean of LR_EARLY_SDS calibrated sds.
+        let short = p.deciding_ratio(Some(&Borrowed { modes_pairs: 16, ..h(0, Some(0)) })).unwrap();
+        assert_eq!((short.keep_at, short.keep_from, short.early_sds), (crate::stats::sequential::LR_KEEP_AT, 0, LR_EARLY_SDS));
+        assert_eq!(p.deciding_ratio(Some(&Borrowed { modes_pairs: ONE_MODE_TOLD_PAIRS - 1, ..h(0, Some(0)) })).unwrap(), short);
         assert_eq!(
             (one.keep_from, unchecked.keep_from),
             (0, crate::stats::sequential::LR_KEEP_FROM_TWO_MODES),
@@ -360,6 +377,11 @@ mod tests {
         let two = one_mode_only.deciding_ratio(Some(&h(0, Some(1)))).unwrap();
         assert_eq!((two.keep_at, two.keep_from), (before, 0));
         assert_eq!(one_mode_only.deciding_ratio(Some(&h(0, Some(0)))).unwrap().keep_at, crate::stats::sequential::LR_KEEP_AT_ONE_MODE);
+        // Recorded before one mode needed enough pairs: a 16-pair calibration's one mode at its
+        // level, no early keep's mean.
+        let untold = Params { likelihood_ratio_told: false, ..auto() };
+        let short = untold.deciding_ratio(Some(&Borrowed { modes_pairs: 16, ..h(0, Some(0)) })).unwrap();
+        assert_eq!((short.keep_at, short.early_sds), (crate::stats::sequential::LR_KEEP_AT_ONE_MODE, 0.0));
     }
 
     #[test]

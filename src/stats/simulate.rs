@@ -227,6 +227,9 @@ pub fn scenarios() -> Vec<Scenario> {
             calibration_tail: UNLUCKY_TAIL,
             ..Scenario::extra("t(3) tails, cv 1%, calibration in its lowest 0.4%", 0.01)
         },
+        // A typical user once the history is full (`history::MAX_DF`): one mode is then told
+        // on enough pairs (`ONE_MODE_TOLD_PAIRS`) for the ratio's one-mode level.
+        Scenario { history_pairs: FULL_HISTORY_PAIRS, ..Scenario::extra("cv 1%, 60-df history", 0.01) },
         // The same users once their history is full (`history::MAX_DF`, as after a calibration
         // and a few experiments' residuals): more df narrow the tail, and the ratio decides more
         // of them (fewer see a gross outlier), so a streak of two modes' pairs is its risk.

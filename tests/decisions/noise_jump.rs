@@ -32,6 +32,7 @@ fn params() -> Params {
         likelihood_ratio_one_mode: false,
         likelihood_ratio_streak: false,
         outlier_first_look: false,
+        likelihood_ratio_told: false,
     }
 }
 

@@ -298,15 +298,16 @@ fn calibrate(dir: &Path, pairs: u32, run: impl FnMut(&ratchet::bench::mock::Call
 }
 
 #[test]
-fn the_likelihood_ratio_keeps_lower_only_after_a_history_of_one_mode_and_both_replay() {
-    use ratchet::stats::sequential::{LR_KEEP_AT, LR_KEEP_AT_ONE_MODE};
-    // The default method, on two machines calibrated with 16 pairs: one of a single normal mode,
-    // one whose processes fall 30% of the time in a mode 4% slower.
+fn the_likelihood_ratio_keeps_lower_only_after_a_history_of_one_mode_on_enough_pairs_and_all_replay() {
+    use ratchet::stats::sequential::{LR_KEEP_AT, LR_KEEP_AT_ONE_MODE, ONE_MODE_TOLD_PAIRS};
+    // The default method, on two machines: one of a single normal mode (calibrated with 16
+    // pairs, too few to rule out two modes within its noise, and with 60), one whose processes
+    // fall 30% of the time in a mode 4% slower (16 pairs).
     let config = CONFIG.replace("method = \"sequential\"\n", "");
-    for (two_modes, seed) in [(false, 40u64), (true, 41)] {
+    for (two_modes, pairs, seed) in [(false, 16, 40u64), (false, ONE_MODE_TOLD_PAIRS as u32, 42), (true, 16, 41)] {
         let dir = support::committed_repo(&[("ratchet.toml", &config), ("kernel.py", "BQ = 0\n")]);
         let mut rng = Rng::new(seed);
-        calibrate(dir.path(), 16, move |_| {
+        calibrate(dir.path(), pairs, move |_| {
             let slow = if two_modes && rng.uniform() < 0.3 { 1.04 } else { 1.0 };
             Step::Latency(10.0 * slow * (1.0 + 0.005 * rng.normal()))
         });
@@ -318,8 +319,10 @@ fn the_likelihood_ratio_keeps_lower_only_after_a_history_of_one_mode_and_both_re
         experiment(dir.path(), 1, 0.2, 0.005, seed);
         let ws = Workspace::discover(dir.path()).unwrap();
         let (rows, rules) = (ws.store.rows().unwrap(), replay::records(&ws.store).unwrap());
-        let level = if two_modes { LR_KEEP_AT } else { LR_KEEP_AT_ONE_MODE };
+        let told = !two_modes && pairs as usize >= ONE_MODE_TOLD_PAIRS;
+        let level = if told { LR_KEEP_AT_ONE_MODE } else { LR_KEEP_AT };
         assert_eq!(rules[0].modes, Some(two_modes as usize), "{:?}", rules[0]);
+        assert_eq!(rules[0].modes_pairs, if two_modes { 0 } else { pairs as usize }, "{:?}", rules[0]);
         assert_eq!((rows[0].status, rows[0].noise_scale.as_str()), (Status::Keep, "pooled"), "{:?}", rows[0]);
         let threshold = rows[0].p_threshold.unwrap();
         assert!((threshold - (-level).exp()).abs() < 1e-9 * threshold, "{threshold} at {level}");

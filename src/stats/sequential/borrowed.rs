@@ -77,8 +77,13 @@ pub struct Borrowed {
     pub outliers: usize,
     /// Of the history's pooled sessions with enough pairs to tell (`history::Entry::modes`), how
     /// many showed two modes in their runs; `None`: none could tell. Where it is `Some(0)` the
-    /// likelihood ratio keeps at its one-mode level (`WholePairLr::keep_at_one_mode`).
+    /// likelihood ratio keeps at its one-mode level (`WholePairLr::keep_at_one_mode`) once
+    /// `modes_pairs` reach `ONE_MODE_TOLD_PAIRS`.
     pub modes: Option<usize>,
+    /// Pairs of the kept sessions that could tell one mode from two, where none showed two
+    /// (`history::one_mode_pairs`): a low calibration on a machine whose modes lie within its
+    /// noise shows one mode on a few pairs.
+    pub modes_pairs: usize,
 }
 
 /// How a session's first pairs move when it starts cold: the mean of the first successive
@@ -130,6 +135,7 @@ impl Borrowed {
             warmup_z: WARMUP_Z,
             outliers: 0,
             modes: None,
+            modes_pairs: 0,
         }
     }
 

@@ -111,7 +111,7 @@ pub const LR_KEEP_AT: f64 = 6.5;
 /// 14.2 runs (`trials=20000 seed=7`).
 pub const LR_KEEP_AT_BEFORE_STREAK: f64 = 6.0;
 /// Its keep level where the history's runs show one mode (`stats::modes`: every pooled session
-/// of at least `MODES_MIN_PAIRS` pairs below `MODES_AT`): the two-mode machine that sets
+/// of at least `MODES_MIN_PAIRS` pairs below `MODES_AT`) on `ONE_MODE_TOLD_PAIRS`: the two-mode machine that sets
 /// `LR_KEEP_AT` is then routed away, and the next worst do-nothing cells are a noise jump since
 /// the calibration (2x: 0.080% [0.070, 0.090] of 300000 at 5.7, 0.089% at 5.6; `floor_probe
 /// test=lr keep_at= null=300000 seed=7`), which no history can show. +3% at CV 1% takes 13.3
@@ -134,6 +134,26 @@ pub const LR_KEEP_FROM_TWO_MODES: usize = 5;
 /// at 8 to 30 pairs, and every 16-pair calibration of the CV 0.5% bimodal machine (numpy, 2000
 /// and 400 sessions; the unit tests of `stats::modes`).
 pub const MODES_AT: f64 = 5.0;
+/// The ratio keeps at `LR_KEEP_AT_ONE_MODE` only where the sessions that showed one mode hold at
+/// least this many pairs; on fewer it keeps at `LR_KEEP_AT` and, before `LR_KEEP_FROM_TWO_MODES`
+/// used pairs, only at a mean of `LR_EARLY_SDS` calibrated sds. A calibration that came out low
+/// on a machine whose modes lie within its noise (half the runs 3% slower at CV 1%) is the one
+/// that hides them: of the lowest 0.4% of such calibrations 84% show one mode at 16 pairs, 78%
+/// at 32, 63% at 48, 35% at 61, and `auto` kept 0.219%, 0.155%, 0.108% and 0.082% of that
+/// user's do-nothing changes (`keeps_probe history=N`, 100000 trials); with this rule 0.099%
+/// at 16 pairs. The cost: +3% at CV 1% 13.4 -> 15.4 runs after a 16-pair calibration, 13.1 once
+/// 60 pairs show one mode (`ratchet simulate --defaults`; docs/decisions.md, "The calibration's
+/// own uncertainty").
+pub const ONE_MODE_TOLD_PAIRS: usize = 60;
+/// Where one mode is shown on fewer than `ONE_MODE_TOLD_PAIRS` pairs, a keep before
+/// `LR_EARLY_UNTIL` used pairs needs a mean of at least this many calibrated sds of one pair: a
+/// mode the screen cannot see lies within about that distance, and a streak of its pattern reads
+/// as a gain of the modes' distance (docs/decisions.md, "The calibration's own uncertainty").
+/// Until the 5th used pair, that user (above) kept 0.122%, until the 6th 0.098%, and +3% at CV
+/// 1% took 14.8 and 15.3 runs (the ratio alone, `floor_probe test=lr trials=20000 seed=7`).
+pub const LR_EARLY_SDS: f64 = 4.0;
+/// Used pairs from which [`LR_EARLY_SDS`] no longer applies.
+pub const LR_EARLY_UNTIL: usize = 6;
 /// Fewer pairs than this in a session tell one mode from two too seldom to check.
 pub const MODES_MIN_PAIRS: usize = 8;
 /// Its futility level: a gain at most e^-2 as likely as no gain, both weighed over the scales

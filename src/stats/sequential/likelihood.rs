@@ -4,8 +4,9 @@
 //! has become unlikely. docs/decisions.md, "The likelihood ratio as a method".
 
 use super::levels::{
-    LR_FUTILE_AT, LR_KEEP_AT, LR_KEEP_AT_BEFORE_STREAK, LR_KEEP_AT_ONE_MODE, LR_KEEP_FROM_TWO_MODES, LR_POWERED_FOR_PCT,
-    LR_POWERED_FOR_SDS, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE, OUTLIER_K,
+    LR_EARLY_SDS, LR_EARLY_UNTIL, LR_FUTILE_AT, LR_KEEP_AT, LR_KEEP_AT_BEFORE_STREAK, LR_KEEP_AT_ONE_MODE, LR_KEEP_FROM_TWO_MODES,
+    LR_POWERED_FOR_PCT, LR_POWERED_FOR_SDS, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE,
+    ONE_MODE_TOLD_PAIRS, OUTLIER_K,
 };
 use super::plan::OnePhase;
 use super::{fmt_p, median, outlier_band, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
@@ -60,9 +61,13 @@ pub struct WholePairLr {
     /// No keep before this many used pairs where the history does not show its runs in one
     /// mode ([`WholePairLr::for_history`] puts it in `keep_from`).
     pub keep_from_two_modes: usize,
-    /// Where the history shows one mode, a keep before `keep_from_two_modes` used pairs also
-    /// needs a mean of at least this many calibrated sds of one pair (0: none; a probe knob).
+    /// Unless the history shows one mode on `one_mode_told_pairs` pairs, a keep before
+    /// `early_until` used pairs also needs a mean of at least this many calibrated sds of one
+    /// pair (0: none).
     pub early_sds: f64,
+    pub early_until: usize,
+    /// Pairs the sessions that showed one mode must hold for `keep_at_one_mode` (0: any).
+    pub one_mode_told_pairs: usize,
     /// The wide component's weight beside the grid's gains (0: none, the rule recorded before
     /// it).
     pub wide: f64,
@@ -115,7 +120,9 @@ impl WholePairLr {
             futile_from: 0,
             keep_from: 0,
             keep_from_two_modes: LR_KEEP_FROM_TWO_MODES,
-            early_sds: 0.0,
+            early_sds: LR_EARLY_SDS,
+            early_until: LR_EARLY_UNTIL,
+            one_mode_told_pairs: ONE_MODE_TOLD_PAIRS,
             wide: LR_WIDE_WEIGHT,
             mixture: MIXTURE,
             // Against no gain at the calibrated sd, which a warming or jumped machine fits so
@@ -126,19 +133,21 @@ impl WholePairLr {
     }
 
     /// The test as it decides after a history that does (`one_mode`) or does not show its runs
-    /// in one mode: at `keep_at_one_mode`, or at `keep_at` and from `keep_from_two_modes` used
-    /// pairs.
-    pub fn for_history(&self, one_mode: bool) -> WholePairLr {
-        if one_mode {
-            WholePairLr { keep_at: self.keep_at_one_mode, ..*self }
-        } else {
-            WholePairLr { keep_from: self.keep_from.max(self.keep_from_two_modes), ..*self }
+    /// in one mode, on `modes_pairs` pairs of sessions that could tell: at `keep_at_one_mode`
+    /// where one mode is shown on `one_mode_told_pairs`; elsewhere (a second population not
+    /// ruled out) at `keep_at`, a keep before `early_until` used pairs needing `early_sds`, and
+    /// where one mode is not shown at all, none before `keep_from_two_modes` used pairs.
+    pub fn for_history(&self, one_mode: bool, modes_pairs: usize) -> WholePairLr {
+        match (one_mode, modes_pairs >= self.one_mode_told_pairs) {
+            (true, true) => WholePairLr { keep_at: self.keep_at_one_mode, early_sds: 0.0, ..*self },
+            (true, false) => *self,
+            (false, _) => WholePairLr { keep_from: self.keep_from.max(self.keep_from_two_modes), ..*self },
         }
     }
 
     /// How a look ends the decision, if it does.
     pub fn stop(&self, look: &LrLook) -> Option<Stop> {
-        let early = self.early_sds > 0.0 && look.used < self.keep_from_two_modes && look.mean < self.early_sds * look.calibrated_sd;
+        let early = self.early_sds > 0.0 && look.used < self.early_until && look.mean < self.early_sds * look.calibrated_sd;
         if look.log_lr >= self.keep_at && look.mean >= self.min_mean && look.used >= self.keep_from && !early {
             Some(Stop::Keep)
         } else if look.measured >= self.futile_from && look.log_lr_futility <= self.futile_at {
@@ -332,6 +341,9 @@ impl super::Params {
         let (keep_at, keep_from_two_modes) =
             if self.likelihood_ratio_streak { (test.keep_at, test.keep_from_two_modes) } else { (LR_KEEP_AT_BEFORE_STREAK, 0) };
         let keep_at_one_mode = if self.likelihood_ratio_one_mode { test.keep_at_one_mode } else { keep_at };
+        // Rules recorded before it took one mode at its word on any pairs.
+        let (early_sds, one_mode_told_pairs) =
+            if self.likelihood_ratio_told { (test.early_sds, test.one_mode_told_pairs) } else { (0.0, 0) };
         let mu1 = if self.likelihood_ratio_scaled && sd.is_finite() {
             (LR_POWERED_FOR_SDS * sd).clamp(test.min_mean, test.mu1)
         } else {
@@ -343,6 +355,8 @@ impl super::Params {
             keep_at,
             keep_at_one_mode,
             keep_from_two_modes,
+            early_sds,
+            one_mode_told_pairs,
             ..test
         }
     }
@@ -353,7 +367,7 @@ impl super::Params {
     /// call for. The one routing of the decision, calibrate's figure and the warning.
     pub fn deciding_ratio(&self, history: Option<&Borrowed>) -> Option<WholePairLr> {
         let b = history.filter(|b| self.likelihood_ratio.decides(b.outliers))?;
-        Some(self.likelihood_ratio_test(b.scale.sd).for_history(b.one_mode()))
+        Some(self.likelihood_ratio_test(b.scale.sd).for_history(b.one_mode(), b.modes_pairs))
     }
 }
 
@@ -557,7 +571,8 @@ mod tests {
     /// The shipped test ([`WholePairLr::new`], a 1% minimum effect, 22 pairs) with its own
     /// keep level and without the minimum effect.
     fn whole_pair_lr(keep_at: f64) -> WholePairLr {
-        WholePairLr { keep_at, min_mean: f64::NEG_INFINITY, ..WholePairLr::new(1.0, 22) }
+        // The ratio itself: no early keep's least mean (a short history's, `for_history`).
+        WholePairLr { keep_at, min_mean: f64::NEG_INFINITY, early_sds: 0.0, ..WholePairLr::new(1.0, 22) }
     }
 
     /// The two sums of the test's closed form at 2 pairs with the sd fixed (no pooling): the gain
@@ -588,6 +603,22 @@ mod tests {
         let ratios = pairs.iter().map(|p| p.0 * p.0).sum::<f64>();
         let none = -1.5 * ((ratios + e * e / 2.0) / 3.0).ln() - 1.5;
         (gain.ln() - none, gain.ln() - none_mixed.ln())
+    }
+
+    #[test]
+    fn a_history_that_shows_one_mode_on_few_pairs_keeps_early_only_a_gain_of_several_calibrated_sds() {
+        let sd = 0.01;
+        let base = WholePairLr::new(1.0, 30);
+        let (short, told, two) = (base.for_history(true, 16), base.for_history(true, ONE_MODE_TOLD_PAIRS), base.for_history(false, 100));
+        let look =
+            |used: usize, mean: f64| LrLook { measured: used, used, mean, sd, log_lr: 20.0, log_lr_futility: 0.0, calibrated_sd: sd };
+        assert_eq!(told.stop(&look(2, 0.03)), Some(Stop::Keep), "one mode told: from the second pair");
+        assert_eq!(short.stop(&look(2, 0.03)), None, "3 sds at 2 pairs");
+        assert_eq!(short.stop(&look(LR_EARLY_UNTIL - 1, 0.99 * LR_EARLY_SDS * sd)), None);
+        assert_eq!(short.stop(&look(LR_EARLY_UNTIL - 1, LR_EARLY_SDS * sd)), Some(Stop::Keep));
+        assert_eq!(short.stop(&look(LR_EARLY_UNTIL, 0.02)), Some(Stop::Keep), "from LR_EARLY_UNTIL pairs any mean of the minimum effect");
+        assert_eq!(two.stop(&look(LR_KEEP_FROM_TWO_MODES - 1, 0.1)), None, "two modes: no keep before the streak's pairs");
+        assert_eq!((short.keep_at, told.keep_at, two.keep_at), (LR_KEEP_AT, LR_KEEP_AT_ONE_MODE, LR_KEEP_AT));
     }
 
     #[test]
@@ -642,7 +673,7 @@ mod tests {
         // CV 1% kept about 97% in about 6.9 pairs (floor_probe's cell, with a calibration of its
         // own); here with the calibration exact.
         let sd = std::f64::consts::SQRT_2 * 0.01;
-        let test = WholePairLr::new(1.0, 30).for_history(true);
+        let test = WholePairLr::new(1.0, 30).for_history(true, ONE_MODE_TOLD_PAIRS);
         let mut rng = Rng::new(5);
         let (mut keeps, mut pairs) = (0, 0);
         for _ in 0..4000 {

@@ -92,6 +92,11 @@ pub struct Params {
     /// mode); false in rules recorded before it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub outlier_first_look: bool,
+    /// Whether that ratio keeps at `LR_KEEP_AT_ONE_MODE` only where one mode is shown on
+    /// `ONE_MODE_TOLD_PAIRS` pairs (on fewer: `LR_KEEP_AT`, an early keep needing
+    /// `LR_EARLY_SDS`); false in rules recorded before it, which took one mode on any pairs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub likelihood_ratio_told: bool,
 }
 
 /// Where the likelihood ratio decides ([`Params::likelihood_ratio`]).
@@ -151,6 +156,7 @@ impl Params {
             likelihood_ratio_one_mode: false,
             likelihood_ratio_streak: false,
             outlier_first_look: false,
+            likelihood_ratio_told: false,
         }
     }
 }
@@ -177,6 +183,7 @@ impl Params {
             likelihood_ratio_one_mode: false,
             likelihood_ratio_streak: false,
             outlier_first_look: false,
+            likelihood_ratio_told: false,
         }
     }
 
