@@ -10,9 +10,11 @@
 # decisions with 6 pairs or more, as the simulator counts them) cover the truth; beside them
 # `ratchet simulate`'s figures for the same model (SIM_TRIALS per cell, its table's seed).
 # SPOT_METHOD=likelihood-ratio: every repo (and the simulator) decides by that [decision] method.
+# SPOT_CAL_PAIRS=N: calibrate with N pairs in place of 16 (60: a history that shows one mode on
+# enough pairs for the ratio's one-mode level; the simulator's figures stay the 16-pair rows).
 # SPOT_KEEP_CAL=1: a model whose calibrated repo is already in SPOT_OUT keeps it, so two builds
 # compared on one model borrow the same calibration (one calibration steers every decision).
-# Usage: [SPOT_OUT=DIR] [SPOT_REPORT=1] [SPOT_METHOD=M] [SPOT_KEEP_CAL=1] scripts/spot-check/models.sh [BINARY]
+# Usage: [SPOT_OUT=DIR] [SPOT_REPORT=1] [SPOT_METHOD=M] [SPOT_CAL_PAIRS=N] [SPOT_KEEP_CAL=1] scripts/spot-check/models.sh [BINARY]
 #        [N_NULL] [N_GAIN] [MODEL ...]
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -55,7 +57,7 @@ TOML
     # Logs and saved state go under .git: a file in the work tree would be part of the next
     # hypothesis.
     SPOT_MODEL=$model SPOT_DIR=$dir SPOT_STATE=$dir/.git/ar-state SPOT_STAGE=calibrate \
-      "$BIN" calibrate --pairs 16 > .git/calibrate.log 2>&1
+      "$BIN" calibrate --pairs "${SPOT_CAL_PAIRS:-16}" > .git/calibrate.log 2>&1
     cp "$(find . -name noise.json -not -path './.git/*' | head -1)" .git/noise.calibrated
   )
 }
