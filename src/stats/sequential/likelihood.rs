@@ -65,6 +65,7 @@ pub struct WholePairLr {
     /// `early_until` used pairs also needs a mean of at least this many calibrated sds of one
     /// pair (0: none).
     pub early_sds: f64,
+    /// Used pairs from which `early_sds` no longer applies.
     pub early_until: usize,
     /// Pairs the sessions that showed one mode must hold for `keep_at_one_mode` (0: any).
     pub one_mode_told_pairs: usize,
