@@ -572,8 +572,8 @@ impl PairTest for WholePairLr {
     }
     fn decide_pairs(&self, calibrated_sd: f64, history: Option<&Borrowed>, pair: &mut dyn FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
         let warm = history.is_some_and(Borrowed::shows_warmup);
-        let (one_mode, told) = history.map_or((false, 0), |b| (b.one_mode(), b.modes_pairs));
-        self.for_history(one_mode, told).decide(calibrated_sd, warm, pair)
+        let (one_mode, modes_pairs) = history.map_or((false, 0), |b| (b.one_mode(), b.modes_pairs));
+        self.for_history(one_mode, modes_pairs).decide(calibrated_sd, warm, pair)
     }
 }
 

@@ -135,8 +135,8 @@ pub const LR_KEEP_FROM_TWO_MODES: usize = 5;
 /// and 400 sessions; the unit tests of `stats::modes`).
 pub const MODES_AT: f64 = 5.0;
 /// The ratio keeps at `LR_KEEP_AT_ONE_MODE` only where the sessions that showed one mode hold at
-/// least this many pairs; on fewer it keeps at `LR_KEEP_AT` and, before `LR_KEEP_FROM_TWO_MODES`
-/// used pairs, only at a mean of `LR_EARLY_SDS` calibrated sds. A calibration that came out low
+/// least this many pairs; on fewer it keeps at `LR_KEEP_AT` and, before `LR_EARLY_UNTIL` used
+/// pairs, only at a mean of `LR_EARLY_SDS` calibrated sds. A calibration that came out low
 /// on a machine whose modes lie within its noise (half the runs 3% slower at CV 1%) is the one
 /// that hides them: of the lowest 0.4% of such calibrations 84% show one mode at 16 pairs, 78%
 /// at 32, 63% at 48, 35% at 61, and `auto` kept 0.219%, 0.155%, 0.108% and 0.082% of that
@@ -145,8 +145,8 @@ pub const MODES_AT: f64 = 5.0;
 /// 60 pairs show one mode (`ratchet simulate --defaults`; docs/decisions.md, "The calibration's
 /// own uncertainty").
 pub const ONE_MODE_TOLD_PAIRS: usize = 60;
-/// Where one mode is shown on fewer than `ONE_MODE_TOLD_PAIRS` pairs, a keep before
-/// `LR_EARLY_UNTIL` used pairs needs a mean of at least this many calibrated sds of one pair: a
+/// Unless one mode is shown on `ONE_MODE_TOLD_PAIRS` pairs (fewer, or two modes, or none told), a
+/// keep before `LR_EARLY_UNTIL` used pairs needs a mean of at least this many calibrated sds of one pair: a
 /// mode the screen cannot see lies within about that distance, and a streak of its pattern reads
 /// as a gain of the modes' distance (docs/decisions.md, "The calibration's own uncertainty").
 /// Until the 5th used pair, that user (above) kept 0.122%, until the 6th 0.098%, and +3% at CV
