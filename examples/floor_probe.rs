@@ -27,7 +27,9 @@
 //! or inconclusive decision first measures more pairs, up to this many in all, on a fresh
 //! session of the same machine), threads; family=1: only the information bound over each
 //! machine of independent runs (`simulate::null_family`), at +3% and +10%, with the SPRT against
-//! each machine's closest do-nothing change on whole pairs (`floor::sprt_floor`, `paths` draws); design=1: only what
+//! each machine's closest do-nothing change on whole pairs (`floor::sprt_floor`, `paths` draws); modes=1: only
+//! the floor over 432 two-mode machines, those whose 16-pair calibrations read as low as a quiet CV 1%
+//! machine's for at least 0.4% of users (`draws` calibrations each; `modes_family`); design=1: only what
 //! the procedure's two phases cost as designed (`floor::TwoPhases`, step by step from the noise
 //! known and a look every pair), beside the procedure with and without its guards and rescue.
 
@@ -36,11 +38,14 @@ mod args;
 
 use ratchet::config::DecisionConfig;
 use ratchet::stats::floor::{
-    family_floor, jump_safe_pairs, sprt_floor, sprt_pairs, PairT, PairTest, Reads, ScaleFree, TwoPhases, WholePairLr, CALIBRATION_DF,
-    FREE_BETA, MAX_JUMP, PAIR_T_BETA,
+    family_floor, jump_safe_pairs, sprt_floor, sprt_pairs, NullRuns, PairT, PairTest, Reads, ScaleFree, TwoPhases, WholePairLr,
+    CALIBRATION_DF, FREE_BETA, MAX_JUMP, PAIR_T_BETA,
 };
 use ratchet::stats::sequential::{Borrowed, NoiseScale, Sequential, LR_SCALES};
-use ratchet::stats::simulate::{cp_interval, null_family, probe_cell, scenarios, simulate_cell, Scenario, EXTRA_EFFECTS};
+use ratchet::stats::simulate::{
+    calibrations_reading, cp_interval, null_family, probe_cell, scenarios, simulate_cell, Scenario, EXTRA_EFFECTS, UNLUCKY_DRAWS,
+    UNLUCKY_TAIL,
+};
 
 fn main() {
     let kv = args::Args::from_env();
@@ -58,6 +63,10 @@ fn main() {
     let (mu1, sd) = (1.03f64.ln(), std::f64::consts::SQRT_2 * 0.01);
     if num("family", 0.0) != 0.0 {
         family(mu1, sd, alpha, null, num("paths", 200_000.0) as usize, seed);
+        return;
+    }
+    if num("modes", 0.0) != 0.0 {
+        modes_family(mu1, sd, alpha, num("draws", UNLUCKY_DRAWS as f64) as usize, num("paths", 200_000.0) as usize, seed);
         return;
     }
     if num("design", 0.0) != 0.0 {
@@ -280,6 +289,55 @@ fn rescued_cell(
         rescued += (p < level && mean >= 1.01f64.ln()) as usize;
     }
     (keeps, rescued, runs as f64 / trials as f64, (runs + added) as f64 / trials as f64)
+}
+
+/// modes=1: the floor over every two-mode machine a 16-pair calibration cannot tell from the
+/// typical user's quiet CV 1% one: half a dozen shares of slow runs, gaps and in-mode noises;
+/// a machine belongs when at least `UNLUCKY_TAIL` of its calibrations (`draws` of them) read a
+/// pair's sd at most the quiet machine's (its unlucky user borrows what the typical user
+/// borrows, point 6). For each, the information bound at +3% and, for the closest few, the SPRT
+/// on whole pairs (`paths`), with the share of its calibrations that read that low and hide
+/// the modes too.
+fn modes_family(mu1: f64, sd: f64, alpha: f64, draws: usize, paths: usize, seed: u64) {
+    let mut members: Vec<(NullRuns, f64, f64)> = vec![];
+    for w in [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
+        for gap in [0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05] {
+            for cv in [0.004, 0.006, 0.008, 0.01, 0.012, 0.014] {
+                let name: &'static str =
+                    Box::leak(format!("{:.0}% of runs {:.1}% slower, cv {:.1}%", 100.0 * w, 100.0 * gap, 100.0 * cv).into_boxed_str());
+                let s = Scenario {
+                    slow_mode_prob: w,
+                    slow_mode: gap,
+                    ..scenarios().into_iter().find(|s| s.name == "cv 1% bimodal 50/50").expect("the 50/50 model")
+                };
+                let s = Scenario { name, cv, ..s };
+                let (below, hidden) = calibrations_reading(&s, sd, draws, seed);
+                if below >= UNLUCKY_TAIL {
+                    let m =
+                        NullRuns { name: name.to_string(), sd: cv, tail_df: None, slowdowns: vec![(w, (1.0 + gap).ln())], max_jump: 1.0 };
+                    members.push((m, below, hidden));
+                }
+            }
+        }
+    }
+    let family: Vec<NullRuns> = members.iter().map(|m| m.0.clone()).collect();
+    let mut floors: Vec<_> = family_floor(mu1, sd, alpha, 0.05, &family).into_iter().zip(&members).collect();
+    floors.sort_by(|a, b| b.0.pairs.total_cmp(&a.0.pairs));
+    println!("{} two-mode machines of 432 lend at least {:.1}% of their users a 16-pair calibration reading a pair's sd at most {:.3}% (a quiet CV 1% machine's); +3%, false keeps {alpha}, power 95%:\n", floors.len(), 100.0 * UNLUCKY_TAIL, 100.0 * sd);
+    println!("| machine | calibrations reading that low | and showing one mode | +3%: KL a pair | closest level | information bound | SPRT, whole pairs |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (i, (f, (m, below, hidden))) in floors.iter().enumerate().take(12) {
+        let sprt = if i < 6 { format!("{:.2} runs", 2.0 * sprt_floor(mu1, sd, alpha, 0.05, m, f, paths, seed).pairs) } else { "-".into() };
+        println!(
+            "| {} | {:.2}% | {:.2}% | {:.4} | {:+.2}% | {:.1} runs | {sprt} |",
+            f.name,
+            100.0 * below,
+            100.0 * hidden,
+            f.divergence,
+            100.0 * f.level,
+            2.0 * f.pairs
+        );
+    }
 }
 
 /// family=1: each machine's bound (whole pairs) at +3% and +10%, as a markdown table; then the

@@ -7,7 +7,8 @@
 //! `cargo run --release --example keeps_probe -- [key=value ...]`, keys: model (a name or part of
 //! one; "cv 0.5% bimodal, calibration in its lowest" by default), method (auto), null (trials;
 //! 100000), seed (20260522), show (keeps printed one per line; 20), ratios (1: each shown keep's
-//! log-ratios too), history (pairs of the calibration in place of the model's), rules (before-streak: as decided before the streak rules of
+//! log-ratios too), history (pairs of the calibration in place of the model's), slow_p, slow and cv (the
+//! machine's share of runs in a slow mode, how much slower, and its noise within a mode, in place of the model's), rules (before-streak: as decided before the streak rules of
 //! docs/decisions.md, "A streak of a second population").
 
 #[path = "common/args.rs"]
@@ -27,6 +28,17 @@ fn main() {
         // A calibration of this many pairs in place of the model's (its lowest tail redrawn).
         s.history_pairs = h.parse().unwrap_or_else(|e| panic!("history={h}: {e}"));
     }
+    // The machine's shape in place of the model's: the share of runs in the slow mode, how much
+    // slower, the noise within a mode (the two-mode machines a calibration cannot tell apart).
+    if let Some(v) = kv.get("slow_p") {
+        s.slow_mode_prob = v.parse().unwrap_or_else(|e| panic!("slow_p={v}: {e}"));
+    }
+    if let Some(v) = kv.get("slow") {
+        s.slow_mode = v.parse().unwrap_or_else(|e| panic!("slow={v}: {e}"));
+    }
+    if let Some(v) = kv.get("cv") {
+        s.cv = v.parse().unwrap_or_else(|e| panic!("cv={v}: {e}"));
+    }
     let method: Method = kv.get("method").map_or("auto", |s| s.as_str()).parse().unwrap_or_else(|e| panic!("{e}"));
     let (null, seed, show) = (kv.num("null", 100000.0) as usize, kv.num("seed", 20260522.0) as u64, kv.num("show", 20.0) as usize);
     let mut params = DecisionConfig { method, ..DecisionConfig::default() }.params(None);
@@ -40,7 +52,14 @@ fn main() {
     let truth = std::f64::consts::SQRT_2 * s.run_sd();
     let (mut keeps, mut routes) = (0usize, BTreeMap::<String, usize>::new());
     let (mut one_mode, mut second, mut borrowed_n) = (0usize, 0usize, 0usize);
-    println!("{} ({method:?}), {null} do-nothing trials, seed {seed}; truth sd {:.3}%", s.name, 100.0 * truth);
+    println!(
+        "{} ({method:?}; cv {:.2}%, {:.0}% of runs {:.1}% slower), {null} do-nothing trials, seed {seed}; truth sd {:.3}%",
+        s.name,
+        100.0 * s.cv,
+        100.0 * s.slow_mode_prob,
+        100.0 * s.slow_mode,
+        100.0 * truth
+    );
     for t in 0..null {
         let ProbeTrial { decision: d, runs, ratios, borrowed } = probe_trial(&seq, &s, positions, 0.0, seed, t);
         if let Some(b) = &borrowed {

@@ -131,7 +131,7 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
             _ => "with history",
         },
         b.first_look,
-        crate::stats::sequential::Borrowed { outliers: 1, ..b.clone() }.main_first_look(p.outlier_first_look),
+        crate::stats::sequential::Borrowed { outliers: 1, ..b.clone() }.main_first_look(p.outlier_first_look, p.outlier_first_look_later),
         b.first_share,
         b.safety,
         b.guard,

@@ -33,6 +33,7 @@ fn params() -> Params {
         likelihood_ratio_streak: false,
         outlier_first_look: false,
         likelihood_ratio_told: false,
+        outlier_first_look_later: false,
     }
 }
 

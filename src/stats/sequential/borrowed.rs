@@ -163,10 +163,11 @@ impl Borrowed {
 
     /// Pairs before the first phase's first look: `first_look`, or at least `OUTLIER_FIRST_LOOK`
     /// where the history shows a second population and the rule waits for it (`Params::
-    /// outlier_first_look`).
-    pub fn main_first_look(&self, outlier_first_look: bool) -> usize {
+    /// outlier_first_look`; `OUTLIER_FIRST_LOOK_BEFORE` in rules recorded before `Params::
+    /// outlier_first_look_later`).
+    pub fn main_first_look(&self, outlier_first_look: bool, later: bool) -> usize {
         if outlier_first_look && self.second_population() {
-            self.first_look.max(OUTLIER_FIRST_LOOK)
+            self.first_look.max(if later { OUTLIER_FIRST_LOOK } else { OUTLIER_FIRST_LOOK_BEFORE })
         } else {
             self.first_look
         }

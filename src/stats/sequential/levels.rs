@@ -65,8 +65,17 @@ pub const WARMUP_Z: f64 = 2.0;
 /// At 4 pairs that is 0.21^4 = 0.2% a phase, and one pair of 4 may be set aside: 0.098%
 /// [0.080, 0.119]. It costs `cv 1% + spikes` +10% 2.6 runs (11.4 -> 14.0) and moves its +3%
 /// 84.8% -> 85.4%; 3 pairs left 0.121% (`examples/keeps_probe.rs`, `ratchet simulate
-/// --null-trials 100000`; docs/decisions.md, "A streak of a second population").
-pub const OUTLIER_FIRST_LOOK: usize = 4;
+/// --null-trials 100000`; docs/decisions.md, "A streak of a second population"). Rules recorded
+/// before `Params::outlier_first_look_later` waited that long ([`OUTLIER_FIRST_LOOK_BEFORE`]),
+/// never past `min_pairs`. Now 6, past `min_pairs` too: with the slow mode at cv 1% (30% of runs
+/// 5% slower) the unlucky user's pairs in it read as a gain on the pairs' own scale as well, and
+/// 4 pairs kept 0.114% [0.100, 0.130], 5 pairs 0.095%, 6 pairs 0.067% [0.056, 0.079]; the class's
+/// other shapes (`keeps_probe slow_p= slow=`) at most 0.094% at 6, 0.113% at 5. It costs `cv 1% +
+/// spikes` +10% 14.3 -> 17.4 runs and `cv 1% + 5% 3x outliers` +10% 14.2 -> 18.3
+/// (docs/decisions.md, "Two-mode machines of every shape").
+pub const OUTLIER_FIRST_LOOK: usize = 6;
+/// [`OUTLIER_FIRST_LOOK`] in rules recorded before `Params::outlier_first_look_later`.
+pub const OUTLIER_FIRST_LOOK_BEFORE: usize = 4;
 /// The fewest pairs any look reads: one pair has no spread and no sum difference.
 pub const MIN_LOOK: usize = 2;
 /// A spread this small relative to the mean is none (a deterministic benchmark's identical

@@ -97,6 +97,10 @@ pub struct Params {
     /// `LR_EARLY_SDS`); false in rules recorded before it, which took one mode on any pairs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub likelihood_ratio_told: bool,
+    /// Whether that wait is `OUTLIER_FIRST_LOOK` pairs even past `min_pairs`; false in rules
+    /// recorded before it, which waited `OUTLIER_FIRST_LOOK_BEFORE` pairs, at most `min_pairs`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outlier_first_look_later: bool,
 }
 
 /// Where the likelihood ratio decides ([`Params::likelihood_ratio`]).
@@ -157,6 +161,7 @@ impl Params {
             likelihood_ratio_streak: false,
             outlier_first_look: false,
             likelihood_ratio_told: false,
+            outlier_first_look_later: false,
         }
     }
 }
@@ -184,6 +189,7 @@ impl Params {
             likelihood_ratio_streak: false,
             outlier_first_look: false,
             likelihood_ratio_told: false,
+            outlier_first_look_later: false,
         }
     }
 
@@ -270,8 +276,12 @@ impl Sequential {
     pub(crate) fn main_params(&self) -> Params {
         match &self.borrowed {
             Some(b) if self.params.min_pairs < self.params.max_pairs => {
-                let first = b.main_first_look(self.params.outlier_first_look);
-                Params { min_pairs: first.max(MIN_LOOK).min(self.params.min_pairs), ..self.params.clone() }
+                let p = &self.params;
+                let first = b.main_first_look(p.outlier_first_look, p.outlier_first_look_later);
+                // No history looks later than none would (`min_pairs`), except for the wait for a
+                // second population's streak, which a later rule keeps whole.
+                let cap = if p.outlier_first_look_later { p.min_pairs.max(first) } else { p.min_pairs };
+                Params { min_pairs: first.max(MIN_LOOK).min(cap), ..p.clone() }
             }
             _ => self.params.clone(),
         }

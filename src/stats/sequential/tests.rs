@@ -148,22 +148,29 @@ fn history_decides_a_clear_gain_at_two_pairs_each() {
 }
 
 #[test]
-fn after_a_history_with_a_second_population_the_first_phase_looks_first_at_four_pairs() {
-    // Two pairs both at +4% with a 0.4% history: a clean gain at 2 pairs, and on a machine whose
-    // runs have a slow mode, the pattern of the incumbent's run in it twice.
-    let slow_mode = [0.040, 0.041, 0.039, 0.040];
+fn after_a_history_with_a_second_population_the_first_phase_looks_first_at_six_pairs() {
+    // Pairs all at +4% with a 0.4% history: a clean gain at 2 pairs, and on a machine whose
+    // runs have a slow mode, the pattern of the incumbent's run in it again and again.
+    let slow_mode = [0.040, 0.041, 0.039, 0.040, 0.041, 0.040];
     let mut s = borrowed(0.004);
-    s.params.outlier_first_look = true;
+    (s.params.outlier_first_look, s.params.outlier_first_look_later) = (true, true);
+    assert!(s.params.min_pairs < OUTLIER_FIRST_LOOK, "the wait outlasts the configured first look");
     s.borrowed.as_mut().unwrap().modes = Some(0);
     assert_eq!(s.next(&slow_mode[..2], &[]), Next::Measure { phase: Phase::Confirm, pairs: 2 }, "one mode, no outlier");
     for (outliers, modes) in [(1, Some(0)), (0, Some(1)), (0, None)] {
         let b = s.borrowed.as_mut().unwrap();
         (b.outliers, b.modes) = (outliers, modes);
         assert_eq!(s.next(&[], &[]), Next::Measure { phase: Phase::Main, pairs: OUTLIER_FIRST_LOOK });
-        assert_eq!(s.next(&slow_mode[..2], &[]), Next::Measure { phase: Phase::Main, pairs: 2 });
+        assert_eq!(s.next(&slow_mode[..2], &[]), Next::Measure { phase: Phase::Main, pairs: 4 });
+        assert_eq!(s.next(&slow_mode[..4], &[]), Next::Measure { phase: Phase::Main, pairs: 2 });
         assert_eq!(s.next(&slow_mode, &[]), Next::Measure { phase: Phase::Confirm, pairs: 2 }, "the confirmation keeps its first look");
         assert_eq!(s.main_alphas(&s.main_params()).len(), s.main_params().looks().len());
     }
+    // Rules recorded before replay as they decided: 4 pairs, never past min_pairs; before that,
+    // no wait at all.
+    s.params.outlier_first_look_later = false;
+    assert_eq!(s.next(&[], &[]), Next::Measure { phase: Phase::Main, pairs: OUTLIER_FIRST_LOOK_BEFORE.min(s.params.min_pairs) });
+    assert_eq!(s.next(&slow_mode[..4], &[]), Next::Measure { phase: Phase::Confirm, pairs: 2 });
     s.params.outlier_first_look = false;
     assert_eq!(s.next(&[], &[]), Next::Measure { phase: Phase::Main, pairs: 2 }, "a rule recorded before it replays as it decided");
 }
