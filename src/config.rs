@@ -1019,7 +1019,10 @@ metric = "score"       # score (util x 100 / latency_ms) | latency | tflops; lat
 # decides. Sequential: look after min_pairs
 # interleaved pairs, then every look_every pairs up to max_pairs; keep needs significance
 # (alpha spent across looks) AND a gain >= min_effect_pct, then an independent confirmation
-# batch in reversed order. `ratchet calibrate` suggests min_effect_pct for this machine;
+# batch in reversed order. Alone (method = "sequential") it holds false keeps at 0.1% on
+# average over calibrations, not for the user whose calibration came out low (one in 250: up
+# to about 0.3%); auto holds it for that user too (docs/decisions.md, "The calibration's own
+# uncertainty"). `ratchet calibrate` suggests min_effect_pct for this machine;
 # `ratchet simulate` shows the error rates of these settings (docs/decisions.md).
 method = "auto"        # auto | sequential | fixed (one test after max_pairs pairs) |
                        # likelihood-ratio (with history, always; without, as sequential)

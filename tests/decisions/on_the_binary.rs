@@ -74,7 +74,9 @@ fn calibrate_prints_the_noise_floor_and_records_no_row() {
 fn simulate_prints_the_table() {
     let t = TestRepo::new();
     t.ratchet()
-        .args(["simulate", "--trials", "20", "--defaults"])
+        // The grid alone: the binary's table and columns, in seconds (every model's cells are the
+        // library's, tested in process).
+        .args(["simulate", "--trials", "20", "--defaults", "--grid"])
         .assert()
         .success()
         .stdout(predicate::str::contains("| cv 1% + drift | +0% |").and(predicate::str::contains("MWU 10+10 keeps")));

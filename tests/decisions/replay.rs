@@ -133,7 +133,12 @@ fn auto_hands_a_decision_and_a_history_with_a_gross_outlier_to_the_two_phases_an
     assert!(scales[..outlier_at].iter().any(|&(s, _)| s == "pooled"), "{scales:?}");
     assert!(scales[outlier_at].0 != "pooled" && rows[outlier_at].note.contains("lay "), "{:?}", rows[outlier_at]);
     assert!(scales[outlier_at + 1..].iter().all(|&(s, o)| o >= 1 && s != "pooled"), "{scales:?}");
-    assert!(scales[outlier_at + 1..].iter().any(|&(s, _)| s == "history"), "{scales:?}");
+    // The gains after it (+3%, +10%) kept by both phases, the second confirming the first.
+    assert!(
+        rows[outlier_at + 1..].iter().all(|r| r.status == Status::Keep && r.note.contains("complementary order")),
+        "{:?}",
+        rows.iter().map(|r| &r.note).collect::<Vec<_>>()
+    );
     let r = replay_all(dir.path());
     assert_eq!((r.differ, r.cannot, r.same), (0, 0, rows.len()), "{}", r.body);
 }

@@ -161,13 +161,27 @@ impl Borrowed {
         self.outliers > 0 || !self.one_mode()
     }
 
-    /// Pairs before the first phase's first look: `first_look`, or at least `OUTLIER_FIRST_LOOK`
-    /// where the history shows a second population and the rule waits for it (`Params::
-    /// outlier_first_look`; `OUTLIER_FIRST_LOOK_BEFORE` in rules recorded before `Params::
-    /// outlier_first_look_later`).
+    /// Whether the first look waits `OUTLIER_FIRST_LOOK`, past `min_pairs` too: under the rule
+    /// that does (`later`), where the history has seen a second population. One that only cannot
+    /// rule one out (sessions too short to tell modes, none with a gross outlier) pools several
+    /// sessions, not one low calibration, and keeps the shorter wait.
+    pub fn waits_longer(&self, later: bool) -> bool {
+        later && self.second_population_seen()
+    }
+
+    /// Whether the history has seen a second population, not only failed to rule one out: a
+    /// pooled session saw a gross outlier, or one showed two modes.
+    pub fn second_population_seen(&self) -> bool {
+        self.outliers > 0 || self.modes.is_some_and(|m| m > 0)
+    }
+
+    /// Pairs before the first phase's first look: `first_look`, or at least
+    /// `OUTLIER_FIRST_LOOK_BEFORE` where the history shows a second population and the rule
+    /// waits for it (`Params::outlier_first_look`), `OUTLIER_FIRST_LOOK` where it has seen one and
+    /// the rule is `Params::outlier_first_look_later`'s.
     pub fn main_first_look(&self, outlier_first_look: bool, later: bool) -> usize {
         if outlier_first_look && self.second_population() {
-            self.first_look.max(if later { OUTLIER_FIRST_LOOK } else { OUTLIER_FIRST_LOOK_BEFORE })
+            self.first_look.max(if self.waits_longer(later) { OUTLIER_FIRST_LOOK } else { OUTLIER_FIRST_LOOK_BEFORE })
         } else {
             self.first_look
         }

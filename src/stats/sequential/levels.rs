@@ -67,7 +67,9 @@ pub const WARMUP_Z: f64 = 2.0;
 /// 84.8% -> 85.4%; 3 pairs left 0.121% (`examples/keeps_probe.rs`, `ratchet simulate
 /// --null-trials 100000`; docs/decisions.md, "A streak of a second population"). Rules recorded
 /// before `Params::outlier_first_look_later` waited that long ([`OUTLIER_FIRST_LOOK_BEFORE`]),
-/// never past `min_pairs`. Now 6, past `min_pairs` too: with the slow mode at cv 1% (30% of runs
+/// never past `min_pairs`, as a history that cannot rule a second population out but has not
+/// seen one still does (`Borrowed::waits_longer`). Now 6, past `min_pairs` too, where the history
+/// has seen one: with the slow mode at cv 1% (30% of runs
 /// 5% slower) the unlucky user's pairs in it read as a gain on the pairs' own scale as well, and
 /// 4 pairs kept 0.114% [0.100, 0.130], 5 pairs 0.095%, 6 pairs 0.067% [0.056, 0.079]; the class's
 /// other shapes (`keeps_probe slow_p= slow=`) at most 0.094% at 6, 0.113% at 5. It costs `cv 1% +
