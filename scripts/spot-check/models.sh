@@ -9,7 +9,8 @@
 # with its 95% Clopper-Pearson interval, mean runs per decision, how many 96% intervals (of
 # decisions with 6 pairs or more, as the simulator counts them) cover the truth; beside them
 # `ratchet simulate`'s figures for the same model (SIM_TRIALS per cell, its table's seed).
-# SPOT_METHOD=likelihood-ratio: every repo (and the simulator) decides by that [decision] method.
+# SPOT_METHOD=M: every repo (and the simulator) decides by that [decision] method (default auto,
+# the product's; sequential for the tables of 2026-11-26).
 # SPOT_CAL_PAIRS=N: calibrate with N pairs in place of 16 (60: a history that shows one mode on
 # enough pairs for the ratio's one-mode level; the simulator's figures stay the 16-pair rows).
 # SPOT_KEEP_CAL=1: a model whose calibrated repo is already in SPOT_OUT keeps it, so two builds
@@ -50,7 +51,7 @@ preset = "tpu-v5e"
 [score]
 metric = "latency"
 [decision]
-method = "${SPOT_METHOD:-sequential}"
+method = "${SPOT_METHOD:-auto}"
 TOML
     echo "BQ = 1" > kernel.py; echo "BASE_MS=10" > base.env
     git add -A; git commit -qm baseline
@@ -93,7 +94,7 @@ cell() {
 cd "$OUT"
 # The simulator's figures for the same models, from one run of its full table (kept in $OUT,
 # so several runs of this script on one SPOT_OUT, on other models, share it).
-[ -s "$OUT/simulate.md" ] || "$BIN" simulate --defaults --method "${SPOT_METHOD:-sequential}" --trials "$SIM_TRIALS" --null-trials "$SIM_TRIALS" > "$OUT/simulate.md"
+[ -s "$OUT/simulate.md" ] || "$BIN" simulate --defaults --method "${SPOT_METHOD:-auto}" --trials "$SIM_TRIALS" --null-trials "$SIM_TRIALS" > "$OUT/simulate.md"
 # SPOT_REPORT=1: no experiments, only the table from the records already in SPOT_OUT.
 [ -n "$SPOT_REPORT" ] || for model in $MODELS; do
   [ -n "$SPOT_KEEP_CAL" ] && [ -d "$OUT/$model-cal" ] || calibrated "$model"
