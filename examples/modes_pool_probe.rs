@@ -9,16 +9,7 @@
 //! `cargo run --release --example modes_pool_probe -- [TOTAL_PAIRS]` (60 by default).
 use ratchet::stats::modes::{batch_runs, two_modes_llr};
 use ratchet::stats::rng::Rng;
-fn median(x: &[f64]) -> f64 {
-    let mut v = x.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
+use ratchet::stats::sequential::median;
 
 /// One session of `k` pairs at a level of its own: (log-ratios, log-sums).
 fn session(rng: &mut Rng, k: usize, w: f64, gap: f64, cv: f64, gain: f64) -> (Vec<f64>, Vec<f64>) {

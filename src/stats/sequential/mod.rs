@@ -56,7 +56,8 @@ mod with_history;
 pub use borrowed::{sum_spread, Borrowed, NoiseScale, Warmup};
 pub use levels::*;
 pub use plan::{OnePhase, Params, Spending};
-pub(crate) use sample::{mean_sd, median, outlier_band, robust_sd};
+pub use sample::median;
+pub(crate) use sample::{mean_sd, outlier_band, robust_sd};
 
 use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Verdict};
 use look::Test;

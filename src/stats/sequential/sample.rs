@@ -13,7 +13,8 @@ pub(crate) fn mean_sd(d: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
-pub(crate) fn median(v: &[f64]) -> f64 {
+/// The median of `v` (the mean of the middle two for an even count; NaN-free input).
+pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
     let n = s.len();
