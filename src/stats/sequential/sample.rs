@@ -13,7 +13,7 @@ pub(crate) fn mean_sd(d: &[f64]) -> (f64, f64) {
     (mean, var.sqrt())
 }
 
-/// The median of `v` (the mean of the middle two for an even count; NaN-free input).
+/// The median of `v` (the mean of the middle two for an even count; NaN when empty).
 pub fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(|a, b| a.total_cmp(b));
