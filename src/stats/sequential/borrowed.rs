@@ -162,23 +162,18 @@ impl Borrowed {
     }
 
     /// Whether the first look waits `OUTLIER_FIRST_LOOK`, past `min_pairs` too: under the rule
-    /// that does (`later`), where the history has seen a second population. One that only cannot
-    /// rule one out (sessions too short to tell modes, none with a gross outlier) pools several
-    /// sessions, not one low calibration, and keeps the shorter wait.
+    /// that does (`later`), where a pooled session showed its runs in two modes. A slow mode's
+    /// streak is what the wait is for; a history that saw gross outliers alone (spikes, 3x
+    /// runs, which the outlier rule sets aside in the decision too) or whose sessions were too
+    /// short to tell keeps the shorter wait, at most `min_pairs`.
     pub fn waits_longer(&self, later: bool) -> bool {
-        later && self.second_population_seen()
-    }
-
-    /// Whether the history has seen a second population, not only failed to rule one out: a
-    /// pooled session saw a gross outlier, or one showed two modes.
-    pub fn second_population_seen(&self) -> bool {
-        self.outliers > 0 || self.modes.is_some_and(|m| m > 0)
+        later && self.modes.is_some_and(|m| m > 0)
     }
 
     /// Pairs before the first phase's first look: `first_look`, or at least
     /// `OUTLIER_FIRST_LOOK_BEFORE` where the history shows a second population and the rule
-    /// waits for it (`Params::outlier_first_look`), `OUTLIER_FIRST_LOOK` where it has seen one and
-    /// the rule is `Params::outlier_first_look_later`'s.
+    /// waits for it (`Params::outlier_first_look`), `OUTLIER_FIRST_LOOK` where it showed two
+    /// modes and the rule is `Params::outlier_first_look_later`'s ([`Self::waits_longer`]).
     pub fn main_first_look(&self, outlier_first_look: bool, later: bool) -> usize {
         if outlier_first_look && self.second_population() {
             self.first_look.max(if self.waits_longer(later) { OUTLIER_FIRST_LOOK } else { OUTLIER_FIRST_LOOK_BEFORE })

@@ -67,14 +67,14 @@ pub const WARMUP_Z: f64 = 2.0;
 /// 84.8% -> 85.4%; 3 pairs left 0.121% (`examples/keeps_probe.rs`, `ratchet simulate
 /// --null-trials 100000`; docs/decisions.md, "A streak of a second population"). Rules recorded
 /// before `Params::outlier_first_look_later` waited that long ([`OUTLIER_FIRST_LOOK_BEFORE`]),
-/// never past `min_pairs`, as a history that cannot rule a second population out but has not
-/// seen one still does (`Borrowed::waits_longer`). Now 6, past `min_pairs` too, where the history
-/// has seen one: with the slow mode at cv 1% (30% of runs
-/// 5% slower) the unlucky user's pairs in it read as a gain on the pairs' own scale as well, and
-/// 4 pairs kept 0.114% [0.100, 0.130], 5 pairs 0.095%, 6 pairs 0.067% [0.056, 0.079]; the class's
-/// other shapes (`keeps_probe slow_p= slow=`) at most 0.094% at 6, 0.113% at 5. It costs `cv 1% +
-/// spikes` +10% 14.3 -> 17.4 runs and `cv 1% + 5% 3x outliers` +10% 14.2 -> 18.3
-/// (docs/decisions.md, "Two-mode machines of every shape").
+/// never past `min_pairs`, as a history whose sessions showed one mode, or were too short to
+/// tell, still does (`Borrowed::waits_longer`). Now 6, past `min_pairs` too, where a session
+/// showed two modes: with the slow mode at cv 1% (30% of runs 5% slower) the unlucky user's pairs
+/// in it read as a gain on the pairs' own scale as well, and 4 pairs kept 0.114% [0.100, 0.130],
+/// 5 pairs 0.095%, 6 pairs 0.067%-0.073%; the class's other shapes (`keeps_probe slow_p= slow=`)
+/// at most 0.098% at 6, 0.113% at 5. Waiting also where the history saw gross outliers alone cost
+/// `cv 1% + spikes` +10% 14.3 -> 17.4 runs for no bound it needed (docs/decisions.md, "Two-mode
+/// machines of every shape").
 pub const OUTLIER_FIRST_LOOK: usize = 6;
 /// [`OUTLIER_FIRST_LOOK`] in rules recorded before `Params::outlier_first_look_later`.
 pub const OUTLIER_FIRST_LOOK_BEFORE: usize = 4;
