@@ -299,18 +299,14 @@ fn rescued_cell(
 /// on whole pairs (`paths`), with the share of its calibrations that read that low and hide
 /// the modes too.
 fn modes_family(mu1: f64, sd: f64, alpha: f64, draws: usize, paths: usize, seed: u64) {
+    let base = scenarios().into_iter().find(|s| s.name == "cv 1% bimodal 50/50").expect("the 50/50 model");
     let mut members: Vec<(NullRuns, f64, f64)> = vec![];
     for w in [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
         for gap in [0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.05] {
             for cv in [0.004, 0.006, 0.008, 0.01, 0.012, 0.014] {
                 let name: &'static str =
                     Box::leak(format!("{:.0}% of runs {:.1}% slower, cv {:.1}%", 100.0 * w, 100.0 * gap, 100.0 * cv).into_boxed_str());
-                let s = Scenario {
-                    slow_mode_prob: w,
-                    slow_mode: gap,
-                    ..scenarios().into_iter().find(|s| s.name == "cv 1% bimodal 50/50").expect("the 50/50 model")
-                };
-                let s = Scenario { name, cv, ..s };
+                let s = Scenario { name, cv, slow_mode_prob: w, slow_mode: gap, ..base.clone() };
                 let (below, hidden) = calibrations_reading(&s, sd, draws, seed);
                 if below >= UNLUCKY_TAIL {
                     let m =

@@ -124,14 +124,16 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     }
     if p.likelihood_ratio != OnePhase::WithHistory {
         println!(
-        "{}: first look at {} pairs ({} where the history saw a gross outlier or does not show one mode; at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
+        "{}: first look at {} pairs ({} where the history saw a gross outlier or does not show one mode, {} where it showed two modes; at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
         match p.likelihood_ratio {
             OnePhase::WithoutOutliers => "with a gross outlier in the history",
             OnePhase::UntilOutlier => "with a gross outlier in the history or the first phase's pairs",
             _ => "with history",
         },
         b.first_look,
-        crate::stats::sequential::Borrowed { outliers: 1, ..b.clone() }.main_first_look(p.outlier_first_look, p.outlier_first_look_later),
+        crate::stats::sequential::Borrowed { outliers: 1, modes: Some(0), ..b.clone() }
+            .main_first_look(p.outlier_first_look, p.outlier_first_look_later),
+        crate::stats::sequential::Borrowed { modes: Some(1), ..b.clone() }.main_first_look(p.outlier_first_look, p.outlier_first_look_later),
         b.first_share,
         b.safety,
         b.guard,

@@ -97,8 +97,8 @@ pub struct Params {
     /// `LR_EARLY_SDS`); false in rules recorded before it, which took one mode on any pairs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub likelihood_ratio_told: bool,
-    /// Whether that wait is `OUTLIER_FIRST_LOOK` pairs, even past `min_pairs`, where the history
-    /// has seen the second population (`Borrowed::waits_longer`); false in rules recorded before
+    /// Whether that wait is `OUTLIER_FIRST_LOOK` pairs, even past `min_pairs`, where a session of
+    /// the history showed two modes (`Borrowed::waits_longer`); false in rules recorded before
     /// it, which waited `OUTLIER_FIRST_LOOK_BEFORE` pairs, at most `min_pairs`, everywhere.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub outlier_first_look_later: bool,
@@ -280,7 +280,7 @@ impl Sequential {
                 let p = &self.params;
                 let first = b.main_first_look(p.outlier_first_look, p.outlier_first_look_later);
                 // No history looks later than none would (`min_pairs`), except for the wait for a
-                // second population's streak, which a later rule keeps whole.
+                // slow mode's streak, which a later rule keeps whole.
                 let cap =
                     if p.outlier_first_look && b.waits_longer(p.outlier_first_look_later) { p.min_pairs.max(first) } else { p.min_pairs };
                 Params { min_pairs: first.max(MIN_LOOK).min(cap), ..p.clone() }
