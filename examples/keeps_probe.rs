@@ -9,7 +9,8 @@
 //! 100000), seed (20260522), show (keeps printed one per line; 20), ratios (1: each shown keep's
 //! log-ratios too), history (pairs of the calibration in place of the model's), slow_p, slow and cv (the
 //! machine's share of runs in a slow mode, how much slower, and its noise within a mode, in place of the model's), rules (before-streak: as decided before the streak rules of
-//! docs/decisions.md, "A streak of a second population").
+//! docs/decisions.md, "A streak of a second population"; streak-five: before the ratio's first
+//! keep waited 6 used pairs on two modes shown).
 
 #[path = "common/args.rs"]
 mod args;
@@ -42,6 +43,10 @@ fn main() {
     let method: Method = kv.get("method").map_or("auto", |s| s.as_str()).parse().unwrap_or_else(|e| panic!("{e}"));
     let (null, seed, show) = (kv.num("null", 100000.0) as usize, kv.num("seed", 20260522.0) as u64, kv.num("show", 20.0) as usize);
     let mut params = DecisionConfig { method, ..DecisionConfig::default() }.params(None);
+    if kv.get("rules").is_some_and(|r| r == "streak-five") {
+        // As decided before the ratio's first keep waited 6 used pairs where two modes were shown.
+        params.likelihood_ratio_streak_shown = false;
+    }
     if kv.get("rules").is_some_and(|r| r == "before-streak") {
         // As decided before the first look and the first keep waited out a streak of a second
         // population of runs (`Params::outlier_first_look`, `likelihood_ratio_streak`).

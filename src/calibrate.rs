@@ -15,7 +15,7 @@ use crate::workspace::Locked;
 /// What the user asked for.
 #[derive(Debug, Clone, Default)]
 pub struct CalibrateOptions {
-    /// A/A pairs to run (default: `[decision] max_pairs`).
+    /// A/A pairs to run (default: `history::CALIBRATION_PAIRS`).
     pub pairs: Option<u32>,
 }
 
@@ -27,7 +27,7 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
     let (branch, head) = repo.check_safe()?;
     let cfg = ws.config()?;
     let params = cfg.decision.params(None);
-    let pairs = args.pairs.unwrap_or(params.max_pairs as u32) as usize;
+    let pairs = args.pairs.map_or(crate::stats::history::CALIBRATION_PAIRS, |p| p as usize);
     if pairs < 2 {
         return Err(Error::usage(format!("--pairs {pairs}: the noise floor needs at least 2 pairs")));
     }
@@ -86,7 +86,7 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
     // The pairs' log-sums too: the variance guard's second look at the noise (A with A, B with B).
     let sums = crate::stats::sequential::log_sums(&pair_values, cfg.score.direction(), el);
     let key = crate::experiment::history_key(&cfg);
-    if let Some(entry) = crate::stats::history::entry_runs(&crate::fsutil::now(), "calibrate", &[(&d, &sums)]) {
+    if let Some(entry) = crate::stats::history::entry_runs(&crate::fsutil::now(), crate::stats::history::CALIBRATE_SOURCE, &[(&d, &sums)]) {
         crate::stats::history::record(&state_dir, &key, entry)?;
     }
     let hist = crate::stats::history::load(&state_dir, &key);

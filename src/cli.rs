@@ -203,7 +203,8 @@ pub struct StatusArgs {
 
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// A/A pairs to run (default: [decision] max_pairs).
+    /// A/A pairs to run (default: 61, what fills the noise history and tells one mode of runs
+    /// from two; fewer leave later decisions longer until their own sessions have told it).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
     /// Print the calibration as one JSON object (docs/json.md); the text goes to stderr.
@@ -231,6 +232,11 @@ pub struct SimulateArgs {
     /// Seed of the synthetic draws (the table is deterministic for a seed).
     #[arg(long, default_value_t = 20_260_522)]
     pub seed: u64,
+    /// Pairs of the calibration each trial's history comes from (models that fix their own keep
+    /// it). The default, 16, is a short history, on which the bound is shown; `ratchet
+    /// calibrate` runs 61 by default, which tells one mode of runs from two and decides faster.
+    #[arg(long, value_name = "N", default_value_t = crate::stats::simulate::HISTORY_PAIRS, value_parser = clap::value_parser!(usize))]
+    pub history_pairs: usize,
     /// Use the built-in [decision] defaults even inside a repo with a ratchet.toml.
     #[arg(long)]
     pub defaults: bool,

@@ -267,6 +267,7 @@ impl DecisionConfig {
                 outlier_first_look: true,
                 likelihood_ratio_told: true,
                 outlier_first_look_later: true,
+                likelihood_ratio_streak_shown: true,
             },
         };
         Params { confirm: self.confirm, confirm_pairs: self.confirm_pairs as usize, confirm_alpha: self.confirm_alpha, ..base }

@@ -11,8 +11,9 @@
 # `ratchet simulate`'s figures for the same model (SIM_TRIALS per cell, its table's seed).
 # SPOT_METHOD=M: every repo (and the simulator) decides by that [decision] method (default auto,
 # the product's; sequential for the tables of 2026-11-26).
-# SPOT_CAL_PAIRS=N: calibrate with N pairs in place of 16 (60: a history that shows one mode on
-# enough pairs for the ratio's one-mode level; the simulator's figures stay the 16-pair rows).
+# SPOT_CAL_PAIRS=N: calibrate with N pairs in place of 16 (61, `ratchet calibrate`'s default: a
+# history that shows one mode on enough pairs for the ratio's one-mode level); the simulator's
+# figures are then those of `simulate --history-pairs N`.
 # SPOT_KEEP_CAL=1: a model whose calibrated repo is already in SPOT_OUT keeps it, so two builds
 # compared on one model borrow the same calibration (one calibration steers every decision).
 # Usage: [SPOT_OUT=DIR] [SPOT_REPORT=1] [SPOT_METHOD=M] [SPOT_CAL_PAIRS=N] [SPOT_KEEP_CAL=1] scripts/spot-check/models.sh [BINARY]
@@ -94,7 +95,7 @@ cell() {
 cd "$OUT"
 # The simulator's figures for the same models, from one run of its full table (kept in $OUT,
 # so several runs of this script on one SPOT_OUT, on other models, share it).
-[ -s "$OUT/simulate.md" ] || "$BIN" simulate --defaults --method "${SPOT_METHOD:-auto}" --trials "$SIM_TRIALS" --null-trials "$SIM_TRIALS" > "$OUT/simulate.md"
+[ -s "$OUT/simulate.md" ] || "$BIN" simulate --defaults --method "${SPOT_METHOD:-auto}" --history-pairs "${SPOT_CAL_PAIRS:-16}" --trials "$SIM_TRIALS" --null-trials "$SIM_TRIALS" > "$OUT/simulate.md"
 # SPOT_REPORT=1: no experiments, only the table from the records already in SPOT_OUT.
 [ -n "$SPOT_REPORT" ] || for model in $MODELS; do
   [ -n "$SPOT_KEEP_CAL" ] && [ -d "$OUT/$model-cal" ] || calibrated "$model"

@@ -61,7 +61,16 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         seed: args.seed,
         grid_only: args.grid,
         only: args.only.clone(),
+        history_pairs: args.history_pairs,
     };
+    let least = crate::stats::history::MIN_DF as usize + 1;
+    if plan.history_pairs < least {
+        return Err(Error::usage(format!(
+            "--history-pairs {}: a history is used from {least} pairs ({} df); give at least {least}",
+            plan.history_pairs,
+            crate::stats::history::MIN_DF
+        )));
+    }
     if plan.null_trials == 0 {
         return Err(Error::usage("--null-trials 0: give at least one trial per scenario"));
     }
@@ -109,7 +118,15 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
                         String::new()
                     },
                     if t.keep_from_two_modes > 0 {
-                        format!("; elsewhere no keep before {} used pairs", t.keep_from_two_modes)
+                        format!(
+                            "; elsewhere no keep before {} used pairs{}",
+                            t.keep_from_two_modes,
+                            if p.likelihood_ratio_streak_shown {
+                                format!(", {} where a session showed two modes", crate::stats::sequential::LR_KEEP_FROM_TWO_MODES_SHOWN)
+                            } else {
+                                String::new()
+                            }
+                        )
                     } else {
                         String::new()
                     }

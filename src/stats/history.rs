@@ -18,8 +18,18 @@ use std::path::{Path, PathBuf};
 pub const MIN_DF: f64 = 10.0;
 /// The pooled estimate stops at this many degrees of freedom, newest sessions first.
 pub const MAX_DF: f64 = 60.0;
-/// Entries kept per benchmark (older ones are dropped from the file).
+/// Entries kept per benchmark (older ones are dropped from the file, but the newest
+/// calibration: see [`record`]).
 pub const MAX_ENTRIES: usize = 30;
+/// `ratchet calibrate`'s pairs by default: one pair more than `MAX_DF`, so that a calibration
+/// alone fills the pooled history, and at least the `ONE_MODE_TOLD_PAIRS` on which the
+/// likelihood ratio takes one mode at its word (a 16-pair calibration cannot rule out two modes
+/// within the noise, and its decisions pay for that: docs/decisions.md, "The default
+/// calibration").
+pub const CALIBRATION_PAIRS: usize = MAX_DF as usize + 1;
+const _: () = assert!(CALIBRATION_PAIRS >= super::sequential::ONE_MODE_TOLD_PAIRS);
+/// The `source` of a calibration's entry.
+pub const CALIBRATE_SOURCE: &str = "calibrate";
 /// Residuals further than this many robust sds (1.4826 MAD) from the median are set aside.
 const TRIM_K: f64 = 5.0;
 
@@ -91,6 +101,32 @@ fn trim(d: &[f64], sd: Option<f64>) -> Vec<usize> {
     (0..d.len()).filter(|&i| (d[i] - med).abs() <= TRIM_K * mad).collect()
 }
 
+/// [`trim`] of a batch of a session whose runs show two modes (`sums`: its pairs' log-sums, empty
+/// where it has none): a mixed pair's log-ratio (one run in each mode) lies at most the span of
+/// the runs from the median, so the pairs within `TRIM_K` robust sds plus the span of the kept
+/// pairs' runs (at most `TRIM_SPAN_MAX` robust sds) stay. The robust sd of a two-mode machine's pairs is that of the pairs within a
+/// mode, and a calibration that drew few mixed pairs set them all aside; a gross outlier (a 3x
+/// run) still lies far beyond the runs' span.
+fn trim_two_modes(d: &[f64], sums: &[f64], sd: Option<f64>) -> Vec<usize> {
+    let keep = trim(d, sd);
+    if keep.len() < 2 || sums.len() < d.len() {
+        return keep;
+    }
+    let k: Vec<f64> = keep.iter().map(|&i| d[i]).collect();
+    let v: Vec<f64> = keep.iter().map(|&i| sums[i]).collect();
+    let runs = super::modes::batch_runs(&k, &v);
+    let span = runs.iter().copied().fold(f64::NEG_INFINITY, f64::max) - runs.iter().copied().fold(f64::INFINITY, f64::min);
+    let (med, mad) = (median(d), robust_sd(d));
+    let band = mad * TRIM_K + span.min(TRIM_SPAN_MAX * mad);
+    (0..d.len()).filter(|&i| (d[i] - med).abs() <= band).collect()
+}
+
+/// The most the runs' span widens the two-mode trim, in robust sds: a pair with both runs in a
+/// population of gross outliers (3x runs, 25% spikes) makes the kept runs' span theirs and would
+/// bring every such pair back; modes far apart for their noise (6% at CV 0.5%, 8.5 sds of a
+/// pair within a mode) are within it.
+const TRIM_SPAN_MAX: f64 = 10.0;
+
 /// An entry from one session's batches of log-ratios (each batch around its own mean: an
 /// experiment's phases, or the A/A pairs of a calibration). `None` when nothing is left to
 /// estimate a spread from.
@@ -109,57 +145,92 @@ pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Opt
 }
 
 /// [`entry_runs`] of a decision that borrowed the scale `sd` (one pair's log-ratio): its short
-/// batches are trimmed against it.
+/// batches are trimmed against it. Where the session's runs show two modes, what the trim set
+/// aside may be the modes' mixed pairs (one run in each), not gross outliers: the batches are
+/// trimmed again wide enough for them ([`trim_two_modes`]). A two-mode calibration that
+/// drew few mixed pairs has a robust sd of one mode's pairs, and set them all aside: it lent
+/// 0.07-0.14x the machine's scale (docs/decisions.md, "A mode set aside as outliers").
 pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: Option<f64>) -> Option<Entry> {
-    let (mut ss, mut df, mut pairs, mut trimmed, mut sum_ss, mut sum_df, mut max_dev) = (0.0, 0.0, 0, 0, 0.0, 0.0, 0.0f64);
-    let (mut warmup, mut runs) = (vec![], vec![]);
+    let trimmed = spread(batches, sd, |d, _, sd| trim(d, sd));
+    let modes = super::modes::session_llr(&trimmed.runs);
+    let e = if trimmed.trimmed > 0 && modes.is_some_and(super::modes::shows_two) { spread(batches, sd, trim_two_modes) } else { trimmed };
+    (e.df > 0.0).then(|| Entry {
+        time: time.to_string(),
+        source: source.to_string(),
+        pairs: e.pairs,
+        trimmed: e.trimmed,
+        max_dev: e.max_dev,
+        ss: e.ss,
+        df: e.df,
+        sum_ss: e.sum_ss,
+        sum_df: e.sum_df,
+        warmup: e.warmup,
+        modes,
+    })
+}
+
+/// What [`entry_beside`] reads of a session's batches.
+#[derive(Default)]
+struct Spread {
+    pairs: usize,
+    trimmed: usize,
+    max_dev: f64,
+    ss: f64,
+    df: f64,
+    sum_ss: f64,
+    sum_df: f64,
+    warmup: Vec<f64>,
+    /// The kept pairs' runs (`modes::batch_runs`), the first batch's first pair left out.
+    runs: Vec<f64>,
+}
+
+/// A batch's trim: the pairs kept of (log-ratios, log-sums, a borrowed sd).
+type Trim = fn(&[f64], &[f64], Option<f64>) -> Vec<usize>;
+
+/// The spread of a session's batches, each trimmed by `trim_with` (its finite pairs' log-ratios,
+/// their log-sums where it has them, against `sd` where given).
+fn spread(batches: &[(&[f64], &[f64])], sd: Option<f64>, trim_with: Trim) -> Spread {
+    let mut out = Spread::default();
     for (bi, (b, s)) in batches.iter().enumerate() {
         let ok = finite_pairs(b, s);
         let d: Vec<f64> = ok.iter().map(|&i| b[i]).collect();
-        let (keep, batch_ss, batch_df) = kept_spread(&d, sd);
-        pairs += d.len();
-        trimmed += d.len() - keep.len();
+        let sv: Vec<f64> = if s.len() >= b.len() { ok.iter().map(|&i| s[i]).collect() } else { vec![] };
+        let (keep, batch_ss, batch_df) = spread_of(&d, trim_with(&d, &sv, sd));
+        out.pairs += d.len();
+        out.trimmed += d.len() - keep.len();
         if !d.is_empty() {
             let med = median(&d);
-            max_dev = d.iter().fold(max_dev, |m, x| m.max((x - med).abs()));
+            out.max_dev = d.iter().fold(out.max_dev, |m, x| m.max((x - med).abs()));
         }
         if keep.len() < 2 {
             continue;
         }
         let k: Vec<f64> = keep.iter().map(|&i| d[i]).collect();
-        ss += batch_ss;
-        df += batch_df;
+        out.ss += batch_ss;
+        out.df += batch_df;
         if s.len() >= b.len() {
             let v: Vec<f64> = keep.iter().map(|&i| s[ok[i]]).collect();
             let cold = if bi == 0 { WARMUP_STEPS.min(v.len().saturating_sub(1)) } else { 0 };
-            warmup.extend(v.windows(2).take(cold).map(|w| w[1] - w[0]));
+            out.warmup.extend(v.windows(2).take(cold).map(|w| w[1] - w[0]));
             let (a, f) = sum_spread(&v[cold..]);
-            sum_ss += a;
-            sum_df += f;
+            out.sum_ss += a;
+            out.sum_df += f;
             // The session's first pair (its warm-up) is left out where the trim kept it.
             let first = usize::from(bi == 0 && keep.first() == Some(&0));
-            runs.extend(super::modes::batch_runs(&k[first..], &v[first..]));
+            out.runs.extend(super::modes::batch_runs(&k[first..], &v[first..]));
         }
     }
-    (df > 0.0).then(|| Entry {
-        time: time.to_string(),
-        source: source.to_string(),
-        pairs,
-        trimmed,
-        max_dev,
-        ss,
-        df,
-        sum_ss,
-        sum_df,
-        warmup,
-        modes: super::modes::session_llr(&runs),
-    })
+    out
 }
 
 /// The pairs of a batch `d` the trim keeps (against `sd` where given), and their sum of squares
 /// about their mean and df (0 and 0 below two).
 fn kept_spread(d: &[f64], sd: Option<f64>) -> (Vec<usize>, f64, f64) {
-    let keep = trim(d, sd);
+    spread_of(d, trim(d, sd))
+}
+
+/// The pairs `keep` of a batch `d`, with their sum of squares about their mean and df.
+fn spread_of(d: &[f64], keep: Vec<usize>) -> (Vec<usize>, f64, f64) {
     if keep.len() < 2 {
         return (keep, 0.0, 0.0);
     }
@@ -171,10 +242,14 @@ fn kept_spread(d: &[f64], sd: Option<f64>) -> (Vec<usize>, f64, f64) {
 
 /// The sd [`borrowed`] lends from a history of one session of log-ratios `d` and log-sums `sums`
 /// (as [`entry_runs`] records it), without the rest of the entry: the simulator ranks many
-/// calibrations by it before it builds the few it keeps.
+/// calibrations by it before it builds the few it keeps (the whole entry, its modes' fit above
+/// all, costs 20x more: it is built only where the trim set a pair aside, which the modes undo).
 pub fn session_sd(d: &[f64], sums: &[f64]) -> Option<f64> {
     let ok: Vec<f64> = finite_pairs(d, sums).into_iter().map(|i| d[i]).collect();
-    let (_, ss, df) = kept_spread(&ok, None);
+    let (keep, ss, df) = kept_spread(&ok, None);
+    if keep.len() < ok.len() {
+        return entry_runs("", CALIBRATE_SOURCE, &[(d, sums)]).and_then(|e| estimate(&[e])).map(|s| s.sd);
+    }
     pool(std::iter::once((ss, df))).map(|s| s.sd)
 }
 
@@ -326,7 +401,9 @@ pub fn load(state_dir: &Path, command: &str) -> Benchmark {
 }
 
 /// Append an entry to the history of `command` on this host (atomically; the oldest entries
-/// beyond `MAX_ENTRIES` are dropped).
+/// beyond `MAX_ENTRIES` are dropped, all but the newest calibration's: it is the one session
+/// long enough to tell one mode from two, and a sweep's experiments, mostly too short to tell,
+/// would otherwise rotate it out after 30 of them; a newer calibration replaces it).
 pub fn record(state_dir: &Path, command: &str, e: Entry) -> Result<()> {
     let mut f = read(state_dir);
     f.version = 1;
@@ -340,9 +417,15 @@ pub fn record(state_dir: &Path, command: &str, e: Entry) -> Result<()> {
     };
     let entries = &mut f.benchmarks[i].entries;
     entries.push(e);
-    if entries.len() > MAX_ENTRIES {
-        entries.drain(..entries.len() - MAX_ENTRIES);
-    }
+    let calibration = entries.iter().rposition(|e| e.source == CALIBRATE_SOURCE);
+    let mut excess = entries.len().saturating_sub(MAX_ENTRIES);
+    let mut i = 0;
+    entries.retain(|_| {
+        let drop = excess > 0 && Some(i) != calibration;
+        excess -= usize::from(drop);
+        i += 1;
+        !drop
+    });
     let bytes = serde_json::to_vec_pretty(&f).expect("history serializes");
     crate::fsutil::write_atomic(&path(state_dir), &bytes)
 }
@@ -393,14 +476,14 @@ pub fn describe(b: &Benchmark, one_phase: super::sequential::OnePhase) -> String
                         super::sequential::LR_KEEP_FROM_TWO_MODES
                     ),
                     Some(0) if ratio && h.modes_pairs < super::sequential::ONE_MODE_TOLD_PAIRS => format!(
-                        "; its sessions show one mode on {} pairs, too few to rule out two modes within the noise (a calibration that came out low hides them): until {} pairs show it, the ratio keeps at e^{} rather than e^{}, and before {} pairs only a mean gain of {} calibrated sds (`ratchet calibrate --pairs {}` once tells it)",
+                        "; its sessions show one mode on {} pairs, too few to rule out two modes within the noise (a calibration that came out low hides them): until {} pairs show it, the ratio keeps at e^{} rather than e^{}, and before {} pairs only a mean gain of {} calibrated sds (`ratchet calibrate` once tells it, {} pairs by default)",
                         h.modes_pairs,
                         super::sequential::ONE_MODE_TOLD_PAIRS,
                         super::sequential::LR_KEEP_AT,
                         super::sequential::LR_KEEP_AT_ONE_MODE,
                         super::sequential::LR_EARLY_UNTIL,
                         super::sequential::LR_EARLY_SDS,
-                        super::sequential::ONE_MODE_TOLD_PAIRS
+                        CALIBRATION_PAIRS
                     ),
                     _ => String::new(),
                 }
@@ -646,6 +729,66 @@ mod tests {
         assert_eq!(a.entries.last().unwrap().source, format!("experiment {}", MAX_ENTRIES + 2));
         assert_eq!(load(d.path(), "python3 b.py").entries.len(), 1);
         assert!(describe(&a, OnePhase::UntilOutlier).contains("noise scale 1.00%"), "{}", describe(&a, OnePhase::UntilOutlier));
+    }
+
+    #[test]
+    fn a_mode_is_not_set_aside_as_outliers_but_gross_outliers_are() {
+        // 61 pairs of runs with a spread of 0.5% within a mode, `slow(j)` of them `by` slower.
+        let session = |slow: &dyn Fn(usize) -> bool, by: f64| -> (Vec<f64>, Vec<f64>) {
+            let mut rng = crate::stats::rng::Rng::new(5);
+            let runs: Vec<f64> = (0..122).map(|j| 0.005 * rng.normal() + if slow(j) { by } else { 0.0 }).collect();
+            runs.chunks(2).map(|r| (r[0] - r[1], r[0] + r[1])).unzip()
+        };
+        // A two-mode machine whose calibration drew few mixed pairs (one run slow, one fast): 12
+        // of 61, yet beyond 5 robust sds of the rest, which the trim reads as the whole machine.
+        let (d, sums) = session(&|j| j % 10 == 3 || (j % 20 < 2 && j < 40), 0.06);
+        let e = entry_runs("t", CALIBRATE_SOURCE, &[(&d, &sums)]).unwrap();
+        assert!(e.modes.is_some_and(crate::stats::modes::shows_two), "{e:?}");
+        assert_eq!((e.pairs, e.trimmed), (61, 0), "{e:?}");
+        assert!(e.sd() > 0.02, "the mixed pairs are in the scale: {e:?}");
+        assert_eq!(session_sd(&d, &sums), estimate(&[e]).map(|s| s.sd), "the simulator ranks by what is lent");
+        // The same machine with two 3x runs besides: the mixed pairs stay, the gross ones go.
+        let (d, sums) = session(&|j| j % 10 == 3 || (j % 20 < 2 && j < 40), 0.06);
+        let (mut d, mut sums) = (d, sums);
+        for i in [11, 37] {
+            (d[i], sums[i]) = (d[i] + 1.1, sums[i] + 1.1);
+        }
+        let e = entry_runs("t", CALIBRATE_SOURCE, &[(&d, &sums)]).unwrap();
+        assert!(e.modes.is_some_and(crate::stats::modes::shows_two), "{e:?}");
+        assert_eq!(e.trimmed, 2, "{e:?}");
+        assert!(e.sd() > 0.02 && e.sd() < 0.1, "{e:?}");
+        // Three 3x runs in 61 pairs of one mode are gross outliers: they go.
+        let (d, sums) = session(&|j| j % 40 == 7, 1.1);
+        let e = entry_runs("t", CALIBRATE_SOURCE, &[(&d, &sums)]).unwrap();
+        assert!(e.modes.is_some_and(|m| !crate::stats::modes::shows_two(m)), "{e:?}");
+        assert_eq!(e.trimmed, 3, "{e:?}");
+        assert!(e.sd() < 0.01, "{e:?}");
+        assert_eq!(session_sd(&d, &sums), estimate(&[e]).map(|s| s.sd));
+    }
+
+    #[test]
+    fn rotation_keeps_the_newest_calibration_while_experiments_come_and_go() {
+        let d = tempfile::tempdir().unwrap();
+        let add = |source: &str| record(d.path(), "python3 a.py", entry("t", source, &[&[0.01, 0.02, 0.0]]).unwrap()).unwrap();
+        add(CALIBRATE_SOURCE);
+        add("experiment 0");
+        add(CALIBRATE_SOURCE);
+        for i in 1..(2 * MAX_ENTRIES) {
+            add(&format!("experiment {i}"));
+        }
+        let a = load(d.path(), "python3 a.py");
+        assert_eq!(a.entries.len(), MAX_ENTRIES);
+        // The newest calibration stays, oldest, beside the newest experiments; the older one went.
+        assert_eq!(a.entries.iter().filter(|e| e.source == CALIBRATE_SOURCE).count(), 1);
+        assert_eq!(a.entries[0].source, CALIBRATE_SOURCE);
+        assert_eq!(a.entries[1].source, format!("experiment {}", MAX_ENTRIES + 1));
+        assert_eq!(a.entries.last().unwrap().source, format!("experiment {}", 2 * MAX_ENTRIES - 1));
+        // A new calibration replaces it: the old one rotates out like any entry.
+        add(CALIBRATE_SOURCE);
+        let a = load(d.path(), "python3 a.py");
+        assert_eq!(a.entries.len(), MAX_ENTRIES);
+        assert_eq!(a.entries.iter().filter(|e| e.source == CALIBRATE_SOURCE).count(), 1);
+        assert_eq!(a.entries.last().unwrap().source, CALIBRATE_SOURCE);
     }
 
     #[test]

@@ -346,7 +346,16 @@ mod tests {
         let unchecked = p.deciding_ratio(Some(&h(0, None))).unwrap();
         assert_eq!(unchecked, p.likelihood_ratio_test(0.01).for_history(false, 0));
         assert_eq!(unchecked.keep_at, crate::stats::sequential::LR_KEEP_AT, "no session could tell one mode from two");
-        assert_eq!(p.deciding_ratio(Some(&h(0, Some(1)))).unwrap().keep_at, crate::stats::sequential::LR_KEEP_AT, "two modes seen");
+        let two = p.deciding_ratio(Some(&h(0, Some(1)))).unwrap();
+        assert_eq!(two.keep_at, crate::stats::sequential::LR_KEEP_AT, "two modes seen");
+        // Two modes shown: the first keep waits longer than where no session could tell.
+        use crate::stats::sequential::{LR_KEEP_FROM_TWO_MODES, LR_KEEP_FROM_TWO_MODES_SHOWN};
+        const { assert!(LR_KEEP_FROM_TWO_MODES_SHOWN > LR_KEEP_FROM_TWO_MODES) };
+        assert_eq!((unchecked.keep_from, two.keep_from), (LR_KEEP_FROM_TWO_MODES, LR_KEEP_FROM_TWO_MODES_SHOWN));
+        assert_eq!(two, WholePairLr { keep_from: LR_KEEP_FROM_TWO_MODES_SHOWN, ..unchecked }, "only the first keep moves");
+        // Rules recorded before it waited as long on both.
+        let streak_five = Params { likelihood_ratio_streak_shown: false, ..p.clone() };
+        assert_eq!(streak_five.deciding_ratio(Some(&h(0, Some(1)))).unwrap().keep_from, LR_KEEP_FROM_TWO_MODES);
         let one = p.deciding_ratio(Some(&h(0, Some(0)))).unwrap();
         assert_eq!(one.keep_at, crate::stats::sequential::LR_KEEP_AT_ONE_MODE);
         assert_eq!(

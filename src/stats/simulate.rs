@@ -333,8 +333,11 @@ pub fn models_help() -> String {
 pub const EFFECTS: [f64; 4] = [0.0, 0.01, 0.03, 0.10];
 pub const EXTRA_EFFECTS: [f64; 3] = [0.0, 0.03, 0.10];
 
-/// A/A pairs of the calibration each trial's history comes from (as `ratchet calibrate` runs
-/// `max_pairs` = 16 by default).
+/// A/A pairs of the calibration each trial's history comes from unless the plan says otherwise:
+/// a short history (`ratchet calibrate --pairs 16`, as it ran by default before
+/// `history::CALIBRATION_PAIRS`, or a history built by experiments alone), the one whose wider
+/// tail and untold modes the bound is shown on; `simulate --history-pairs 61` gives the default
+/// calibration's.
 pub const HISTORY_PAIRS: usize = 16;
 
 /// One standard Student-t draw with `df` degrees of freedom, scaled to unit variance.
@@ -566,8 +569,8 @@ pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng:
 }
 
 /// Pairs of a calibration that fills the history (`history::MAX_DF` df, one per pair after the
-/// first).
-pub const FULL_HISTORY_PAIRS: usize = history::MAX_DF as usize + 1;
+/// first): `ratchet calibrate`'s default.
+pub const FULL_HISTORY_PAIRS: usize = history::CALIBRATION_PAIRS;
 
 /// The share of calibrations the unlucky-user models draw from (the lowest sds).
 pub const UNLUCKY_TAIL: f64 = 0.004;
@@ -577,15 +580,19 @@ pub const UNLUCKY_TAIL: f64 = 0.004;
 pub const UNLUCKY_DRAWS: usize = 25_000;
 
 /// The calibrations of `s` (clipped at `huber_k`) whose borrowed sd lies in its lowest
-/// `calibration_tail` of [`UNLUCKY_DRAWS`], drawn once per model and clip from a seed of the
-/// model's name (the same users for every cell, method and seed) and kept for the process.
+/// `calibration_tail` of [`UNLUCKY_DRAWS`], drawn once per model, clip and calibration length
+/// from a seed of the model's name (the same users for every cell, method and seed) and kept for
+/// the process.
 pub fn unlucky_calibrations(s: &Scenario, huber_k: f64) -> std::sync::Arc<Vec<Borrowed>> {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock};
-    type Pools = Mutex<HashMap<(&'static str, u64), Arc<Vec<Borrowed>>>>;
+    type Pools = Mutex<HashMap<(&'static str, u64, usize), Arc<Vec<Borrowed>>>>;
     static POOLS: OnceLock<Pools> = OnceLock::new();
     let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    pools.entry((s.name, huber_k.to_bits())).or_insert_with(|| Arc::new(lowest_calibrations(s, huber_k, UNLUCKY_DRAWS))).clone()
+    pools
+        .entry((s.name, huber_k.to_bits(), s.history_pairs))
+        .or_insert_with(|| Arc::new(lowest_calibrations(s, huber_k, UNLUCKY_DRAWS)))
+        .clone()
 }
 
 /// A model's own seed: FNV-1a of its name.
@@ -811,6 +818,8 @@ pub struct Plan {
     pub grid_only: bool,
     /// Only the scenarios whose names contain one of these (case-insensitive); empty: all.
     pub only: Vec<String>,
+    /// Pairs of the calibration of the scenarios that do not fix their own (0: [`HISTORY_PAIRS`]).
+    pub history_pairs: usize,
 }
 
 impl Plan {
@@ -824,10 +833,11 @@ impl Plan {
 pub fn table(seq: &Sequential, plan: &Plan) -> String {
     let mut out = String::new();
     for history in [true, false] {
-        out.push_str(if history {
-            "\n### With history (scale borrowed from a 16-pair calibration)\n\n"
+        let hp = if plan.history_pairs > 0 { plan.history_pairs } else { HISTORY_PAIRS };
+        out.push_str(&if history {
+            format!("\n### With history (scale borrowed from a {hp}-pair calibration)\n\n")
         } else {
-            "\n### First experiment (no history: each look is the pairs' own t-test)\n\n"
+            "\n### First experiment (no history: each look is the pairs' own t-test)\n\n".to_string()
         });
         out.push_str("| scenario | true gain | trials | ratchet keeps | 95% interval | inconclusive | unconfirmed | mean runs | max runs | 96% interval covers (share of trials with one) | P(p < 1%) | P(p_adj < alpha) | MWU 10+10 keeps |\n");
         out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -836,6 +846,7 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
             if !s.grid && (!history || plan.grid_only) || !plan.wants(s) {
                 continue;
             }
+            let s = &Scenario { history_pairs: if s.history_pairs > 0 { s.history_pairs } else { hp }, ..s.clone() };
             let effects: &[f64] = if s.grid { &EFFECTS } else { &EXTRA_EFFECTS };
             for (ei, &e) in effects.iter().enumerate() {
                 let trials = if e == 0.0 { plan.null_trials } else { plan.trials };

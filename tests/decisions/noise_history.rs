@@ -153,3 +153,18 @@ fn a_decision_records_the_scale_it_borrowed_and_every_run_its_pair_and_phase() {
         .stdout(predicate::str::contains("DIFFERS"))
         .stderr(predicate::str::contains("1 of 1 replayed decisions differ from their rows"));
 }
+
+#[test]
+fn calibrate_by_default_runs_the_pairs_that_fill_the_history_and_tell_its_modes() {
+    let t = TestRepo::new();
+    t.ratchet().arg("calibrate").assert().success();
+    let pairs = ratchet::stats::history::CALIBRATION_PAIRS;
+    let cal: serde_json::Value = serde_json::from_str(&t.read("results/calibration.json")).unwrap();
+    assert_eq!(cal["pairs"].as_array().map(Vec::len), Some(pairs), "{cal}");
+    let noise: serde_json::Value = serde_json::from_str(&t.read(".ratchet/noise.json")).unwrap();
+    let e = &noise["benchmarks"][0]["entries"][0];
+    assert_eq!((e["source"].as_str(), e["pairs"].as_u64()), (Some("calibrate"), Some(pairs as u64)), "{noise}");
+    // Enough pairs to fill the pooled history and to take one mode at its word.
+    assert_eq!(e["df"].as_f64(), Some(ratchet::stats::history::MAX_DF), "{noise}");
+    assert!(pairs >= ratchet::stats::sequential::ONE_MODE_TOLD_PAIRS);
+}

@@ -34,6 +34,7 @@ fn params() -> Params {
         outlier_first_look: false,
         likelihood_ratio_told: false,
         outlier_first_look_later: false,
+        likelihood_ratio_streak_shown: false,
     }
 }
 

@@ -253,6 +253,7 @@ fn demo_looks(id: u64) -> ratchet::outcome::LooksRecord {
         outlier_first_look: false,
         likelihood_ratio_told: false,
         outlier_first_look_later: false,
+        likelihood_ratio_streak_shown: false,
     };
     // A fixed, zero-mean noise pattern (no generator: the picture is the same every run).
     let noise = [0.04, -0.05, 0.01, -0.03, 0.05, -0.02, 0.03, -0.04, 0.02, -0.01, 0.04, -0.05];

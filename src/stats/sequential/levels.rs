@@ -140,6 +140,15 @@ pub const LR_KEEP_AT_ONE_MODE: f64 = 5.7;
 /// machine's +10% would take 10.1 runs instead of 7.3 (docs/decisions.md, "A streak of a
 /// second population").
 pub const LR_KEEP_FROM_TWO_MODES: usize = 5;
+/// ... and from this many where a pooled session of the history showed two modes
+/// (`Borrowed::waits_longer`, `Params::likelihood_ratio_streak_shown`): where the modes lie far
+/// apart for the noise within them (CV 0.5%, 40-50% of runs 3.5-5% slower) a normal likelihood
+/// reads a near-streak of mixed pairs as a clean gain, and the unlucky user (lowest 0.4% of
+/// calibrations) kept 0.10-0.12% from the 6th pair on at 5, 6 and 7 (0.087-0.110% at 7, 61-pair
+/// calibration); at 8 at most 0.094%. +3% keeps as often; +10% on two-mode machines costs 0.5-4
+/// runs (`keeps_probe slow_p= slow= cv=0.005 history=16|61`, `simulate --only bimodal`;
+/// docs/decisions.md, "A streak of two modes at CV 0.5%").
+pub const LR_KEEP_FROM_TWO_MODES_SHOWN: usize = 8;
 /// A session shows two modes when the two-mode mixture fits its runs this many nats better than
 /// one normal (`stats::modes::two_modes_llr`): about 1% of sessions of one normal mode exceed it
 /// at 8 to 30 pairs, and every 16-pair calibration of the CV 0.5% bimodal machine (numpy, 2000

@@ -5,8 +5,8 @@
 
 use super::levels::{
     LR_EARLY_SDS, LR_EARLY_UNTIL, LR_FUTILE_AT, LR_KEEP_AT, LR_KEEP_AT_BEFORE_STREAK, LR_KEEP_AT_ONE_MODE, LR_KEEP_FROM_TWO_MODES,
-    LR_POWERED_FOR_PCT, LR_POWERED_FOR_SDS, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE,
-    ONE_MODE_TOLD_PAIRS, OUTLIER_K,
+    LR_KEEP_FROM_TWO_MODES_SHOWN, LR_POWERED_FOR_PCT, LR_POWERED_FOR_SDS, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD,
+    LR_WIDE_WEIGHT, MIXTURE, ONE_MODE_TOLD_PAIRS, OUTLIER_K,
 };
 use super::plan::OnePhase;
 use super::{fmt_p, median, outlier_band, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
@@ -368,7 +368,12 @@ impl super::Params {
     /// call for. The one routing of the decision, calibrate's figure and the warning.
     pub fn deciding_ratio(&self, history: Option<&Borrowed>) -> Option<WholePairLr> {
         let b = history.filter(|b| self.likelihood_ratio.decides(b.outliers))?;
-        Some(self.likelihood_ratio_test(b.scale.sd).for_history(b.one_mode(), b.modes_pairs))
+        let test = self.likelihood_ratio_test(b.scale.sd).for_history(b.one_mode(), b.modes_pairs);
+        Some(if self.likelihood_ratio_streak && self.likelihood_ratio_streak_shown && b.waits_longer(true) {
+            WholePairLr { keep_from: test.keep_from.max(LR_KEEP_FROM_TWO_MODES_SHOWN), ..test }
+        } else {
+            test
+        })
     }
 }
 

@@ -102,6 +102,12 @@ pub struct Params {
     /// it, which waited `OUTLIER_FIRST_LOOK_BEFORE` pairs, at most `min_pairs`, everywhere.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub outlier_first_look_later: bool,
+    /// Whether that ratio's first keep waits for `LR_KEEP_FROM_TWO_MODES_SHOWN` used pairs where
+    /// a pooled session of the history showed two modes (`Borrowed::waits_longer`); false in
+    /// rules recorded before it, which waited `LR_KEEP_FROM_TWO_MODES` there too. Read only with
+    /// `likelihood_ratio_streak`, which it extends.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub likelihood_ratio_streak_shown: bool,
 }
 
 /// Where the likelihood ratio decides ([`Params::likelihood_ratio`]).
@@ -163,6 +169,7 @@ impl Params {
             outlier_first_look: false,
             likelihood_ratio_told: false,
             outlier_first_look_later: false,
+            likelihood_ratio_streak_shown: false,
         }
     }
 }
@@ -191,6 +198,7 @@ impl Params {
             outlier_first_look: false,
             likelihood_ratio_told: false,
             outlier_first_look_later: false,
+            likelihood_ratio_streak_shown: false,
         }
     }
 
