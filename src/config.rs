@@ -1015,7 +1015,8 @@ metric = "score"       # score (util x 100 / latency_ms) | latency | tflops; lat
 [decision]
 # auto: once `ratchet calibrate` (or an earlier experiment) has measured this machine's noise,
 # a likelihood ratio of whole pairs, read after every pair up to rescue_pairs pairs, keeps at
-# odds of e^6.5 (e^5.7 where 60 pairs show its runs in one mode) and a gain >= min_effect_pct; where that
+# odds of e^6.5 (e^5.7 where 60 pairs show its runs in one mode, as the default 61-pair
+# `ratchet calibrate` does) and a gain >= min_effect_pct; where that
 # history saw gross outliers, and on the first experiment without one, the sequential test
 # decides. Sequential: look after min_pairs
 # interleaved pairs, then every look_every pairs up to max_pairs; keep needs significance
