@@ -229,7 +229,7 @@ pub fn scenarios() -> Vec<Scenario> {
         },
         // A typical user once the history is full (`history::MAX_DF`): one mode is then told
         // on enough pairs (`ONE_MODE_TOLD_PAIRS`) for the ratio's one-mode level.
-        Scenario { history_pairs: FULL_HISTORY_PAIRS, ..Scenario::extra("cv 1%, 60-df history", 0.01) },
+        Scenario { history_pairs: history::CALIBRATION_PAIRS, ..Scenario::extra("cv 1%, 60-df history", 0.01) },
         // The same users once their history is full (`history::MAX_DF`, as after a calibration
         // and a few experiments' residuals): more df narrow the tail, and the ratio decides more
         // of them (fewer see a gross outlier), so a streak of two modes' pairs is its risk.
@@ -237,14 +237,14 @@ pub fn scenarios() -> Vec<Scenario> {
             slow_mode_prob: 0.5,
             slow_mode: 0.03,
             calibration_tail: UNLUCKY_TAIL,
-            history_pairs: FULL_HISTORY_PAIRS,
+            history_pairs: history::CALIBRATION_PAIRS,
             ..Scenario::extra("cv 1% bimodal 50/50, 60-df history in its lowest 0.4%", 0.01)
         },
         Scenario {
             slow_mode_prob: 0.3,
             slow_mode: 0.04,
             calibration_tail: UNLUCKY_TAIL,
-            history_pairs: FULL_HISTORY_PAIRS,
+            history_pairs: history::CALIBRATION_PAIRS,
             ..Scenario::extra("cv 0.5% bimodal, 60-df history in its lowest 0.4%", 0.005)
         },
         // Two more shapes of the two-mode class for its unlucky user, the nearest to the bound
@@ -420,11 +420,11 @@ fn calibration_pairs(s: &Scenario, rng: &mut Rng) -> (Vec<f64>, Vec<f64>) {
 
 /// The scale a calibration of pairs `d`, `sums` lends ([`calibrated_scale_clipped`]).
 fn borrow_from(d: &[f64], sums: &[f64], huber_k: f64) -> Option<Borrowed> {
-    let borrowed = history::entry_runs("", "calibrate", &[(d, sums)]).and_then(|e| history::borrowed(&[e]));
+    let borrowed = history::entry_runs("", history::CALIBRATE_SOURCE, &[(d, sums)]).and_then(|e| history::borrowed(&[e]));
     if huber_k > 0.0 {
         let (med, r) = (super::sequential::median(d), super::sequential::robust_sd(d));
         let c: Vec<f64> = d.iter().map(|x| x.clamp(med - huber_k * r, med + huber_k * r)).collect();
-        let clipped = history::entry("", "calibrate", &[&c]).and_then(|e| history::estimate(&[e]));
+        let clipped = history::entry("", history::CALIBRATE_SOURCE, &[&c]).and_then(|e| history::estimate(&[e]));
         return borrowed.map(|b| Borrowed { robust_sd: Some(r), clipped, ..b });
     }
     borrowed
@@ -567,10 +567,6 @@ pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng:
     };
     Draw { borrowed, states, confirm_states }
 }
-
-/// Pairs of a calibration that fills the history (`history::MAX_DF` df, one per pair after the
-/// first): `ratchet calibrate`'s default.
-pub const FULL_HISTORY_PAIRS: usize = history::CALIBRATION_PAIRS;
 
 /// The share of calibrations the unlucky-user models draw from (the lowest sds).
 pub const UNLUCKY_TAIL: f64 = 0.004;
