@@ -8,7 +8,8 @@
 //! one; "cv 0.5% bimodal, calibration in its lowest" by default), method (auto), null (trials;
 //! 100000), seed (20260522), show (keeps printed one per line; 20), ratios (1: each shown keep's
 //! log-ratios too), history (pairs of the calibration in place of the model's), slow_p, slow and cv (the
-//! machine's share of runs in a slow mode, how much slower, and its noise within a mode, in place of the model's), rules (before-streak: as decided before the streak rules of
+//! machine's share of runs in a slow mode, how much slower, and its noise within a mode, in place of the model's), since (the decision
+//! after this many do-nothing experiments since the calibration, each recorded in the history), rules (before-streak: as decided before the streak rules of
 //! docs/decisions.md, "A streak of a second population"; streak-five: before the ratio's first
 //! keep waited 6 used pairs on two modes shown).
 
@@ -36,6 +37,10 @@ fn main() {
     }
     if let Some(v) = kv.get("slow") {
         s.slow_mode = v.parse().unwrap_or_else(|e| panic!("slow={v}: {e}"));
+    }
+    if let Some(v) = kv.get("since") {
+        // The decision after this many do-nothing experiments since the calibration.
+        s.experiments_since = v.parse().unwrap_or_else(|e| panic!("since={v}: {e}"));
     }
     if let Some(v) = kv.get("cv") {
         s.cv = v.parse().unwrap_or_else(|e| panic!("cv={v}: {e}"));

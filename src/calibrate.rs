@@ -109,6 +109,6 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
     });
     crate::fsutil::write_atomic(&out, serde_json::to_string_pretty(&json).expect("json").as_bytes())?;
     fx.emit(Event::CalibrationFinished { metric: metric.to_string(), noise: f.clone(), params: params.clone(), path: out.clone() });
-    fx.emit(Event::NoiseHistory { text: crate::stats::history::describe(&hist, params.likelihood_ratio) });
+    fx.emit(Event::NoiseHistory { text: crate::stats::history::describe(&hist, &params) });
     Ok(())
 }

@@ -175,7 +175,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         metric: cfg.score.metric.as_str().to_string(),
         params: seq.params.clone(),
         elasticity,
-        history: history::describe(&hist, seq.params.likelihood_ratio),
+        history: history::describe(&hist, &seq.params),
         one_phase: seq.likelihood_ratio().map(|(_, t)| t.max_pairs),
     });
 

@@ -76,8 +76,7 @@ pub fn report(ws: &Workspace) -> Result<Report> {
     let head_moved = matches!((&remembered, &head), (Some(r), Some(h)) if r != h);
     let cfg = crate::config::Config::load(&crate::config::path_in(repo.root())).ok();
     let hist = cfg.as_ref().map(|cfg| crate::stats::history::load(&state_dir, &crate::experiment::history_key(cfg)));
-    let noise =
-        cfg.as_ref().zip(hist.as_ref()).map(|(cfg, h)| crate::stats::history::describe(h, cfg.decision.params(None).likelihood_ratio));
+    let noise = cfg.as_ref().zip(hist.as_ref()).map(|(cfg, h)| crate::stats::history::describe(h, &cfg.decision.params(None)));
     let noise_alarm = cfg.as_ref().zip(hist.as_ref()).and_then(|(cfg, h)| crate::experiment::noise_alarm(h, &cfg.decision.params(None)));
     let rows = store.rows()?;
     let running_process = running.as_ref().and_then(|_| crate::lock::holder(&repo.common_state_dir()));

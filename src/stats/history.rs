@@ -328,7 +328,9 @@ pub fn borrowed(entries: &[Entry]) -> Option<super::sequential::Borrowed> {
         super::sequential::Borrowed {
             source: used.join(";"),
             outliers: pooled.iter().filter(|e| e.max_dev > super::sequential::OUTLIER_K * s.sd).count(),
-            modes: modes_seen(&pooled),
+            // Sessions that told one mode and that later sessions ran noisier than no longer
+            // describe the machine: where the newest did, the history has not told.
+            modes: modes_seen(&pooled).filter(|&m| m > 0 || !changed_since_newest_told(entries)),
             modes_pairs: one_mode_pairs(entries),
             warmup: sums.and_then(|m| estimate_warmup(entries, m)),
             ..super::sequential::Borrowed::new(s)
@@ -345,15 +347,49 @@ fn modes_seen(pooled: &[&Entry]) -> Option<usize> {
 }
 
 /// Pairs of the kept sessions (pooled or not: modes are the machine's, not the day's) that could
-/// tell one mode from two, where none showed two (0 where any did).
+/// tell one mode from two, where none showed two (0 where any did), counted newest first back to
+/// the first told session that the sessions after it ran noisier than ([`ran_noisier`]): the
+/// machine changed since that one, and what it told no longer holds.
 fn one_mode_pairs(entries: &[Entry]) -> usize {
-    let told: Vec<&Entry> = entries.iter().filter(|e| e.modes.is_some()).collect();
-    if told.iter().any(|e| e.modes.is_some_and(super::modes::shows_two)) {
-        0
-    } else {
-        told.iter().map(|e| e.pairs).sum()
+    if entries.iter().any(|e| e.modes.is_some_and(super::modes::shows_two)) {
+        return 0;
     }
+    let mut pairs = 0;
+    for (i, e) in entries.iter().enumerate().rev().filter(|(_, e)| e.modes.is_some()) {
+        if ran_noisier(&entries[i + 1..], e) {
+            break;
+        }
+        pairs += e.pairs;
+    }
+    pairs
 }
+
+/// Whether the sessions after the newest that told one mode from two ran noisier than it
+/// ([`ran_noisier`]).
+fn changed_since_newest_told(entries: &[Entry]) -> bool {
+    entries.iter().rposition(|e| e.modes.is_some()).is_some_and(|i| ran_noisier(&entries[i + 1..], &entries[i]))
+}
+
+/// Whether the pooled spread of the sessions `later` is above `told`'s at the one-sided F level
+/// [`CHANGED_AT`]: a slow mode that came after a calibration (another job's memory placement, a
+/// driver update) makes a later session's mixed pairs read as noise the calibration never saw.
+fn ran_noisier(later: &[Entry], told: &Entry) -> bool {
+    use statrs::distribution::{ContinuousCDF, FisherSnedecor};
+    // The log-ratios' spread and the log-sums', pooled: both see a slow mode (ratio ~ +-g where
+    // the pair's runs are in different modes, a sum difference where consecutive pairs' are).
+    let spread = |e: &Entry| (e.ss + e.sum_ss, e.df + e.sum_df);
+    let (ss, df) = later.iter().map(spread).fold((0.0, 0.0), |(s, d), (a, b)| (s + a, d + b));
+    let (told_ss, told_df) = spread(told);
+    if df < 1.0 || told_df < 1.0 || told_ss <= 0.0 {
+        return false;
+    }
+    let f = (ss / df) / (told_ss / told_df);
+    FisherSnedecor::new(df, told_df).is_ok_and(|d| 1.0 - d.cdf(f) < CHANGED_AT)
+}
+
+/// The F level at which later sessions running noisier than one that told the modes end what it
+/// told.
+pub const CHANGED_AT: f64 = 0.01;
 
 /// The history of one benchmark command on one host.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -430,9 +466,10 @@ pub fn record(state_dir: &Path, command: &str, e: Entry) -> Result<()> {
     crate::fsutil::write_atomic(&path(state_dir), &bytes)
 }
 
-/// One line for people: the scale in use, where it comes from, and how the rule `one_phase` (the
+/// One line for people: the scale in use, where it comes from, and how the rule `params` (the
 /// `[decision] method`'s) reads it.
-pub fn describe(b: &Benchmark, one_phase: super::sequential::OnePhase) -> String {
+pub fn describe(b: &Benchmark, params: &super::sequential::Params) -> String {
+    let one_phase = params.likelihood_ratio;
     match borrowed(&b.entries) {
         Some(h) => {
             let (s, used) = (h.scale, pooled_sessions(&b.entries).len());
@@ -450,7 +487,7 @@ pub fn describe(b: &Benchmark, one_phase: super::sequential::OnePhase) -> String
                 format!("decisions borrow it (x{} safety)", super::sequential::SAFETY)
             };
             format!(
-                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; {reads}{}{}{}",
+                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; {reads}{}{}{}{}",
                 s.sd * 100.0,
                 s.sd / 2f64.sqrt() * 100.0,
                 if used == 1 { "" } else { "s" },
@@ -485,7 +522,21 @@ pub fn describe(b: &Benchmark, one_phase: super::sequential::OnePhase) -> String
                         super::sequential::LR_EARLY_SDS,
                         CALIBRATION_PAIRS
                     ),
+                    None if changed_since_newest_told(&b.entries) => format!(
+                        "; the sessions since the newest that told one mode from two ran noisier than it (F level {CHANGED_AT}): the machine may have changed since (a slow mode that came, a noise jump), so one mode is no longer taken at its word and decisions wait out a streak of a second population, until a session of {} pairs or more tells the modes again (`ratchet calibrate` does)",
+                        super::sequential::MODES_MIN_PAIRS
+                    ),
                     _ => String::new(),
+                },
+                // Measured for the two phases with their confirmation (docs/decisions.md, "A
+                // machine that changed since its calibration").
+                if one_phase == super::sequential::OnePhase::Never && params.confirm && s.df < MAX_DF {
+                    format!(
+                        "; `method = \"sequential\"` holds the false-keep bound for a calibration that came out low from {MAX_DF:.0} df (`ratchet calibrate` gives them), not on {:.0}",
+                        s.df
+                    )
+                } else {
+                    String::new()
                 }
             )
         }
@@ -518,11 +569,16 @@ fn warmup_note(entries: &[Entry], sums: NoiseScale) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::sequential::OnePhase;
+    use crate::stats::sequential::{OnePhase, Params};
+
+    /// The default rule with the likelihood ratio deciding as `one_phase` says.
+    fn rule(one_phase: OnePhase) -> Params {
+        Params { likelihood_ratio: one_phase, ..crate::config::DecisionConfig::default().params(None) }
+    }
 
     #[test]
     fn no_history_reads_zero_degrees_of_freedom() {
-        let text = describe(&Benchmark::default(), OnePhase::UntilOutlier);
+        let text = describe(&Benchmark::default(), &rule(OnePhase::UntilOutlier));
         assert!(text.contains("(0 of ") && !text.contains("-0"), "{text}");
     }
 
@@ -556,8 +612,9 @@ mod tests {
         assert_eq!((b.outliers, with(0, 1.0), with(1, 0.06), with(1, 0.0601), with(2, 1.0)), (0, 0, 0, 1, 1));
         let mut seen = entries.to_vec();
         seen[2].max_dev = 1.0;
-        let text =
-            |entries: &[Entry], rule| describe(&Benchmark { host: "h".into(), command: "c".into(), entries: entries.to_vec() }, rule);
+        let text = |entries: &[Entry], one_phase| {
+            describe(&Benchmark { host: "h".into(), command: "c".into(), entries: entries.to_vec() }, &rule(one_phase))
+        };
         assert!(text(&seen, OnePhase::Never).contains("1 of those sessions saw a gross outlier"), "{}", text(&seen, OnePhase::Never));
         assert!(!text(&entries, OnePhase::Never).contains("gross outlier"), "{}", text(&entries, OnePhase::Never));
         // The line says how the rule reads the scale: the default's likelihood ratio pools it,
@@ -637,9 +694,9 @@ mod tests {
         let json = serde_json::to_string(&old[0]).unwrap();
         assert!(!json.contains("warmup"), "{json}");
         // `ratchet status` says so, and says nothing of a warm-up the history does not show.
-        let text = describe(&Benchmark { host: "h".into(), command: "c".into(), entries: entries.clone() }, OnePhase::Never);
+        let text = describe(&Benchmark { host: "h".into(), command: "c".into(), entries: entries.clone() }, &rule(OnePhase::Never));
         assert!(text.contains("a session's first pair 8.0% slower than its second, both runs together (mean of 7 sessions)"), "{text}");
-        assert!(!describe(&Benchmark { host: "h".into(), command: "c".into(), entries: old }, OnePhase::Never).contains("warming"));
+        assert!(!describe(&Benchmark { host: "h".into(), command: "c".into(), entries: old }, &rule(OnePhase::Never)).contains("warming"));
     }
 
     #[test]
@@ -728,7 +785,11 @@ mod tests {
         assert_eq!(a.entries.len(), MAX_ENTRIES);
         assert_eq!(a.entries.last().unwrap().source, format!("experiment {}", MAX_ENTRIES + 2));
         assert_eq!(load(d.path(), "python3 b.py").entries.len(), 1);
-        assert!(describe(&a, OnePhase::UntilOutlier).contains("noise scale 1.00%"), "{}", describe(&a, OnePhase::UntilOutlier));
+        assert!(
+            describe(&a, &rule(OnePhase::UntilOutlier)).contains("noise scale 1.00%"),
+            "{}",
+            describe(&a, &rule(OnePhase::UntilOutlier))
+        );
     }
 
     #[test]
@@ -764,6 +825,54 @@ mod tests {
         assert_eq!(e.trimmed, 3, "{e:?}");
         assert!(e.sd() < 0.01, "{e:?}");
         assert_eq!(session_sd(&d, &sums), estimate(&[e]).map(|s| s.sd));
+    }
+
+    #[test]
+    fn one_mode_told_before_later_sessions_ran_noisier_is_no_longer_taken_at_its_word() {
+        // A session of `pairs` pairs at a pair sd of `sd`, its sums as spread, told or not.
+        let session = |source: &str, pairs: usize, sd: f64, modes: Option<f64>| {
+            let df = (pairs - 1) as f64;
+            Entry {
+                time: String::new(),
+                source: source.into(),
+                pairs,
+                trimmed: 0,
+                max_dev: 0.0,
+                ss: sd * sd * df,
+                df,
+                sum_ss: sd * sd * df,
+                sum_df: df,
+                warmup: vec![],
+                modes,
+            }
+        };
+        let calibration = session(CALIBRATE_SOURCE, CALIBRATION_PAIRS, 0.01, Some(1.0));
+        let quiet = session("experiment", 4, 0.01, None);
+        let noisy = session("experiment", 4, 0.03, None);
+        let told = |v: &[Entry]| borrowed(v).map(|b| (b.one_mode(), b.modes_pairs)).unwrap();
+        // Later sessions as noisy as the calibration leave what it told.
+        let mut v = vec![calibration.clone(), quiet.clone(), quiet.clone(), quiet.clone()];
+        assert_eq!(told(&v), (true, CALIBRATION_PAIRS));
+        // One session of 3 df at 3x its sd (F = 9 on 6 and 120 df with the sums) ends it: the
+        // history no longer shows one mode, and the line says why.
+        v.push(noisy.clone());
+        assert_eq!(told(&v), (false, 0));
+        let text = describe(&Benchmark { host: "h".into(), command: "c".into(), entries: v.clone() }, &rule(OnePhase::UntilOutlier));
+        assert!(text.contains("ran noisier than it (F level 0.01)") && text.contains("until a session of 8 pairs or more"), "{text}");
+        // A session long enough to tell, after the change, tells one mode on its own pairs only.
+        v.push(session("experiment", 10, 0.03, Some(1.0)));
+        assert_eq!(told(&v), (true, 10));
+        // At 1.5x, one short session is within chance (F = 2.25 on 6 df: p > 0.01); several are not.
+        let mild = session("experiment", 4, 0.015, None);
+        let mut w = vec![calibration.clone(), mild.clone()];
+        assert_eq!(told(&w), (true, CALIBRATION_PAIRS));
+        w.extend([mild.clone(), mild.clone(), mild.clone(), mild]);
+        assert_eq!(told(&w), (false, 0));
+        // Where a session showed two modes the history says so, changed or not.
+        let mut two = vec![calibration, session("experiment", 10, 0.03, Some(9.0)), noisy];
+        assert_eq!(borrowed(&two).unwrap().modes, Some(1));
+        two.remove(1);
+        assert_eq!(borrowed(&two).unwrap().modes, None);
     }
 
     #[test]

@@ -80,6 +80,16 @@ pub struct Scenario {
     /// calibrate`'s default): a longer one lends more df, as a history that has pooled a few
     /// experiments' residuals does.
     pub history_pairs: usize,
+    /// The slow mode came after the calibration: the history is drawn from the machine without
+    /// it (one mode, at the noise within a mode), the experiments with it. A machine whose
+    /// calibration told one mode on many pairs and that later turned two-mode (another job's
+    /// memory placement, a driver update) borrows a scale too small and reads one mode.
+    pub modes_after_calibration: bool,
+    /// The decision is the one after this many do-nothing experiments since the calibration,
+    /// each decided by the procedure on the machine as it is now and recorded in the history as
+    /// `ratchet` records an experiment's pairs ([`history_since`]): what those sessions tell of a
+    /// machine that changed since its calibration (0: the calibration alone).
+    pub experiments_since: usize,
     /// Part of the project's original grid (the runs-per-decision target is over these).
     pub grid: bool,
 }
@@ -109,6 +119,8 @@ impl Scenario {
             calibration_at: 0.0,
             calibration_tail: 0.0,
             history_pairs: 0,
+            modes_after_calibration: false,
+            experiments_since: 0,
             grid: true,
         }
     }
@@ -264,6 +276,54 @@ pub fn scenarios() -> Vec<Scenario> {
             calibration_tail: UNLUCKY_TAIL,
             ..Scenario::extra("cv 1% bimodal 50% 3.5% slower, calibration in its lowest 0.4%", 0.01)
         },
+        // Machines that turned two-mode after a calibration that told one mode on 60 pairs
+        // (the ratio's one-mode level, from the second pair): the history lends the noise
+        // within a mode, 0.55x and 0.26x the truth, and a streak of the modes' pattern is its risk.
+        Scenario {
+            slow_mode_prob: 0.5,
+            slow_mode: 0.03,
+            history_pairs: history::CALIBRATION_PAIRS,
+            modes_after_calibration: true,
+            ..Scenario::extra("cv 1% bimodal 50/50 since a one-mode calibration", 0.01)
+        },
+        Scenario {
+            slow_mode_prob: 0.3,
+            slow_mode: 0.04,
+            history_pairs: history::CALIBRATION_PAIRS,
+            modes_after_calibration: true,
+            ..Scenario::extra("cv 0.5% bimodal since a one-mode calibration", 0.005)
+        },
+        Scenario {
+            slow_mode_prob: 0.1,
+            slow_mode: 0.05,
+            history_pairs: history::CALIBRATION_PAIRS,
+            modes_after_calibration: true,
+            ..Scenario::extra("cv 1% bimodal 10% 5% slower since a one-mode calibration", 0.01)
+        },
+        // The same machines' 4th experiment since: the three before it ran on the changed
+        // machine and are in the history, whose one-mode sessions they ran noisier than
+        // (`history::CHANGED_AT`); and what that rule costs a machine that did not change.
+        Scenario {
+            slow_mode_prob: 0.5,
+            slow_mode: 0.03,
+            history_pairs: history::CALIBRATION_PAIRS,
+            modes_after_calibration: true,
+            experiments_since: 3,
+            ..Scenario::extra("cv 1% bimodal 50/50 since a one-mode calibration, 4th experiment", 0.01)
+        },
+        Scenario {
+            slow_mode_prob: 0.3,
+            slow_mode: 0.04,
+            history_pairs: history::CALIBRATION_PAIRS,
+            modes_after_calibration: true,
+            experiments_since: 3,
+            ..Scenario::extra("cv 0.5% bimodal since a one-mode calibration, 4th experiment", 0.005)
+        },
+        Scenario {
+            history_pairs: history::CALIBRATION_PAIRS,
+            experiments_since: 10,
+            ..Scenario::extra("cv 1%, 60-df history, 11th experiment", 0.01)
+        },
     ]
 }
 
@@ -408,7 +468,8 @@ pub fn calibrated_scale_clipped(s: &Scenario, rng: &mut Rng, huber_k: f64) -> Op
 /// A calibration's pairs on `s`: [`Scenario::history_pairs`] log-ratios and log-sums.
 fn calibration_pairs(s: &Scenario, rng: &mut Rng) -> (Vec<f64>, Vec<f64>) {
     let hp = if s.history_pairs > 0 { s.history_pairs } else { HISTORY_PAIRS };
-    let cal = session_with(s, 2 * hp, 1.0, 0.0, rng);
+    let before = Scenario { slow_mode_prob: 0.0, ..s.clone() };
+    let cal = session_with(if s.modes_after_calibration { &before } else { s }, 2 * hp, 1.0, 0.0, rng);
     (0..hp)
         .map(|i| {
             let (a, b) = (cal[2 * i], cal[2 * i + 1]);
@@ -541,9 +602,19 @@ pub struct Draw {
     pub confirm_states: Option<Vec<f64>>,
 }
 
-/// [`Draw`] for one trial of `s`.
+/// [`Draw`] for one trial of `s`; the experiments before it ([`Scenario::experiments_since`]) are
+/// decided by the product's default procedure.
 pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng: &mut Rng) -> Draw {
+    let seq = (s.experiments_since > 0).then(|| Sequential::new(crate::config::DecisionConfig::default().params(None)));
+    draw_trial_by(seq.as_ref(), s, positions, calibration, rng)
+}
+
+/// [`draw_trial`] whose experiments before it, if any, are decided by `seq`.
+pub fn draw_trial_by(seq: Option<&Sequential>, s: &Scenario, positions: usize, calibration: Option<f64>, rng: &mut Rng) -> Draw {
     let borrowed = calibration.and_then(|huber_k| {
+        if let Some(seq) = seq.filter(|_| s.experiments_since > 0) {
+            return history_since(seq, s, positions, rng);
+        }
         if s.calibration_tail > 0.0 {
             let pool = unlucky_calibrations(s, huber_k);
             return pool.get(((rng.uniform() * pool.len() as f64) as usize).min(pool.len().saturating_sub(1))).cloned();
@@ -566,6 +637,35 @@ pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng:
         (session(s, positions, s.jump, rng), None)
     };
     Draw { borrowed, states, confirm_states }
+}
+
+/// The scale a history lends after a calibration of `s` and [`Scenario::experiments_since`]
+/// do-nothing experiments decided by `seq` on the machine as it is now (at its `jump`), each
+/// recorded as `ratchet` records one: its phases' pairs (log-ratios and log-sums) trimmed beside
+/// the scale it borrowed (`history::entry_beside`).
+pub fn history_since(seq: &Sequential, s: &Scenario, positions: usize, rng: &mut Rng) -> Option<Borrowed> {
+    let (d, sums) = calibration_pairs(s, rng);
+    let mut entries: Vec<history::Entry> = history::entry_runs("", history::CALIBRATE_SOURCE, &[(&d, &sums)]).into_iter().collect();
+    for _ in 0..s.experiments_since {
+        let borrowed = history::borrowed(&entries);
+        let sd = borrowed.as_ref().map(|b| b.scale.sd);
+        let states = session(s, positions, s.jump, rng);
+        let (mut main, mut confirm) = ((vec![], vec![]), (vec![], vec![]));
+        let mut pos = 0;
+        run_pairs_to_decision(&seq.clone().with_history(borrowed), |phase: Phase, i| {
+            let (a, b) = (states[pos], states[pos + 1]);
+            pos += 2;
+            let (inc, cnd) = if incumbent_first(phase, i) { (a, b) } else { (b, a) };
+            let (r, sum) = ((inc / cnd).ln(), (inc * cnd).ln());
+            let batch = if phase == Phase::Confirm { &mut confirm } else { &mut main };
+            batch.0.push(r);
+            batch.1.push(sum);
+            (r, Some(sum))
+        });
+        let batches = [(&main.0[..], &main.1[..]), (&confirm.0[..], &confirm.1[..])];
+        entries.extend(history::entry_beside("", "experiment", &batches, sd));
+    }
+    history::borrowed(&entries)
 }
 
 /// The share of calibrations the unlucky-user models draw from (the lowest sds).
@@ -645,7 +745,7 @@ pub struct ProbeTrial {
 /// [`ProbeTrial`] `t` of `s` at a true gain `effect`, on `positions` machine states.
 pub fn probe_trial(seq: &Sequential, s: &Scenario, positions: usize, effect: f64, seed: u64, t: usize) -> ProbeTrial {
     let mut rng = trial_rng(seed, t);
-    let draw = draw_trial(s, positions, Some(0.0), &mut rng);
+    let draw = draw_trial_by(Some(seq), s, positions, Some(0.0), &mut rng);
     let trial_seq = seq.clone().with_history(draw.borrowed.clone());
     let (decision, runs, ratios) = decide_pairs(&trial_seq, &draw.states, draw.confirm_states.as_deref(), effect);
     ProbeTrial { decision, runs, ratios, borrowed: draw.borrowed }
@@ -659,7 +759,7 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
     let huber_k = seq.borrowed.as_ref().map_or(0.0, |b| b.huber_k);
     for t in 0..trials {
         let mut rng = trial_rng(seed, t);
-        let Draw { borrowed, states, confirm_states } = draw_trial(s, positions, history.then_some(huber_k), &mut rng);
+        let Draw { borrowed, states, confirm_states } = draw_trial_by(Some(seq), s, positions, history.then_some(huber_k), &mut rng);
         let trial_seq = if history {
             cell.with_history += borrowed.is_some() as usize;
             seq.clone().with_history(with_knobs(borrowed, seq.borrowed.as_ref()))
@@ -1293,6 +1393,34 @@ mod tests {
         // The lowest 0.4% of 60 df lies nearer the truth than that of 15.
         let truth = std::f64::consts::SQRT_2 * full.run_sd();
         assert!(f[f.len() / 2].scale.sd / truth > s[s.len() / 2].scale.sd / truth + 0.1);
+    }
+
+    #[test]
+    fn a_machine_that_turned_two_mode_since_its_calibration_is_told_by_the_experiments_after() {
+        // The calibration ran on the machine before its slow mode came: it tells one mode on its
+        // 61 pairs, and lends the noise within a mode.
+        let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
+        let base = scenario("cv 0.5% bimodal since a one-mode calibration");
+        let positions = cell_positions(&seq);
+        let one_mode = |s: &Scenario, seed: u64| {
+            (0..200)
+                .filter(|&t| {
+                    let b = draw_trial_by(Some(&seq), s, positions, Some(0.0), &mut trial_rng(seed, t)).borrowed.unwrap();
+                    b.one_mode() && b.modes_pairs >= crate::stats::sequential::ONE_MODE_TOLD_PAIRS
+                })
+                .count()
+        };
+        let before = one_mode(&base, 3);
+        let truth = std::f64::consts::SQRT_2 * base.run_sd();
+        let lent = draw_trial(&base, positions, Some(0.0), &mut trial_rng(3, 0)).borrowed.unwrap().scale.sd;
+        assert!(before >= 195 && lent < 0.35 * truth, "{before} of 200 one mode; lent {lent} of {truth}");
+        // Three experiments on the changed machine, in the history, ran noisier than the
+        // calibration: most histories no longer take its one mode at its word.
+        let after = one_mode(&scenario("cv 0.5% bimodal since a one-mode calibration, 4th experiment"), 3);
+        assert!(after <= 40, "{after} of 200 still one mode");
+        // A machine that did not change keeps what its calibration told, ten experiments on.
+        let steady = one_mode(&scenario("cv 1%, 60-df history, 11th experiment"), 3);
+        assert!(steady >= 185, "{steady} of 200");
     }
 
     #[test]
