@@ -605,14 +605,15 @@ pub struct Draw {
     pub confirm_states: Option<Vec<f64>>,
 }
 
-/// [`Draw`] for one trial of `s`; the experiments before it ([`Scenario::experiments_since`]) are
-/// decided by the product's default procedure.
+/// [`Draw`] for one trial of `s`, a model without experiments before the decision (those need
+/// the procedure that decided them: [`draw_trial_by`]).
 pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng: &mut Rng) -> Draw {
-    let seq = (s.experiments_since > 0).then(|| Sequential::new(crate::config::DecisionConfig::default().params(None)));
-    draw_trial_by(seq.as_ref(), s, positions, calibration, rng)
+    assert_eq!(s.experiments_since, 0, "{}: its experiments since the calibration need a procedure (draw_trial_by)", s.name);
+    draw_trial_by(None, s, positions, calibration, rng)
 }
 
-/// [`draw_trial`] whose experiments before it, if any, are decided by `seq`.
+/// [`draw_trial`] whose experiments before it, if any, are decided by `seq` (`None`: a model
+/// with some borrows its calibration alone).
 pub fn draw_trial_by(seq: Option<&Sequential>, s: &Scenario, positions: usize, calibration: Option<f64>, rng: &mut Rng) -> Draw {
     let borrowed = calibration.and_then(|huber_k| {
         if let Some(seq) = seq.filter(|_| s.experiments_since > 0) {
