@@ -528,8 +528,8 @@ pub fn describe(b: &Benchmark, params: &super::sequential::Params) -> String {
                     ),
                     _ => String::new(),
                 },
-                // Measured for the two phases with their confirmation (docs/decisions.md, "A
-                // machine that changed since its calibration").
+                // Measured for the two phases with their confirmation (docs/decisions.md, "Point 6
+                // under `sequential`, at the default calibration").
                 if one_phase == super::sequential::OnePhase::Never && params.confirm && s.df < MAX_DF {
                     format!(
                         "; `method = \"sequential\"` holds the false-keep bound for a calibration that came out low from {MAX_DF:.0} df (`ratchet calibrate` gives them), not on {:.0}",
