@@ -524,6 +524,18 @@ pub fn decide_on(seq: &Sequential, states: &[f64], effect: f64) -> (super::Decis
 /// positions, a machine whose noise changed at the phase boundary); with the runs it took and
 /// every pair's log-ratio (both phases, in order), as `results/runs.jsonl` holds them.
 pub fn decide_pairs(seq: &Sequential, states: &[f64], confirm_states: Option<&[f64]>, effect: f64) -> (super::Decision, usize, Vec<f64>) {
+    let (d, pos, pairs) = measured_pairs(seq, states, confirm_states, effect);
+    (d, pos, pairs.iter().map(|p| p.1).collect())
+}
+
+/// [`decide_pairs`] with every pair's phase, log-ratio and log-sum, as an experiment records them
+/// for the history.
+fn measured_pairs(
+    seq: &Sequential,
+    states: &[f64],
+    confirm_states: Option<&[f64]>,
+    effect: f64,
+) -> (super::Decision, usize, Vec<(Phase, f64, f64)>) {
     let cand = 1.0 / (1.0 + effect);
     let mut pos = 0;
     let mut all = Vec::new();
@@ -535,8 +547,9 @@ pub fn decide_pairs(seq: &Sequential, states: &[f64], confirm_states: Option<&[f
         let (a, b) = (st[pos], st[pos + 1]);
         pos += 2;
         let (inc, cnd) = if incumbent_first(phase, i) { (a, b * cand) } else { (b, a * cand) };
-        all.push((inc / cnd).ln());
-        ((inc / cnd).ln(), Some((inc * cnd).ln()))
+        let (r, sum) = ((inc / cnd).ln(), (inc * cnd).ln());
+        all.push((phase, r, sum));
+        (r, Some(sum))
     });
     (d, pos, all)
 }
@@ -654,18 +667,9 @@ pub fn history_since(seq: &Sequential, s: &Scenario, positions: usize, rng: &mut
         let borrowed = history::borrowed(&entries);
         let sd = borrowed.as_ref().map(|b| b.scale.sd);
         let states = session(s, positions, s.jump, rng);
-        let (mut main, mut confirm) = ((vec![], vec![]), (vec![], vec![]));
-        let mut pos = 0;
-        run_pairs_to_decision(&seq.clone().with_history(borrowed), |phase: Phase, i| {
-            let (a, b) = (states[pos], states[pos + 1]);
-            pos += 2;
-            let (inc, cnd) = if incumbent_first(phase, i) { (a, b) } else { (b, a) };
-            let (r, sum) = ((inc / cnd).ln(), (inc * cnd).ln());
-            let batch = if phase == Phase::Confirm { &mut confirm } else { &mut main };
-            batch.0.push(r);
-            batch.1.push(sum);
-            (r, Some(sum))
-        });
+        let (_, _, pairs) = measured_pairs(&seq.clone().with_history(borrowed), &states, None, 0.0);
+        let batch = |phase: Phase| -> (Vec<f64>, Vec<f64>) { pairs.iter().filter(|p| p.0 == phase).map(|p| (p.1, p.2)).unzip() };
+        let (main, confirm) = (batch(Phase::Main), batch(Phase::Confirm));
         let batches = [(&main.0[..], &main.1[..]), (&confirm.0[..], &confirm.1[..])];
         entries.extend(history::entry_beside("", "experiment", &batches, sd));
     }
