@@ -12,10 +12,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 mod blind;
+mod discover;
 mod outputs;
 mod walk;
 mod watch;
 
+pub use discover::open as open_repository;
 pub use outputs::Outputs;
 
 /// ratchet's own directories in the user's repo: never committed, never touched by keep/revert.
@@ -322,10 +324,7 @@ pub fn is_ratchet_path(path: &str) -> bool {
 impl Repo {
     /// The repository containing `dir`.
     pub fn discover(dir: &Path) -> Result<Repo> {
-        let repo = Repository::discover(dir).map_err(|_| {
-            Error::repo(format!("{} is not inside a git repository", dir.display()))
-                .hint("run ratchet from your kernel's repo (or `git init` and commit it first)")
-        })?;
+        let repo = discover::open(dir).map_err(|e| discover::refusal(dir, &e))?;
         let root = repo.workdir().ok_or_else(|| Error::repo("the repository is bare; ratchet needs a working tree"))?.to_path_buf();
         let root = root.canonicalize().unwrap_or(root);
         Ok(Repo {

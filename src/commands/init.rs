@@ -18,7 +18,7 @@ const STARTER: &[(&str, &str)] =
 const HELPER_OUTPUT: &str = "profile_data/";
 
 pub fn run(dir: &Path, args: &InitArgs) -> Result<()> {
-    let repo = git2::Repository::discover(dir).ok().filter(|r| r.workdir().is_some());
+    let repo = crate::vcs::open_repository(dir).ok().filter(|r| r.workdir().is_some());
     let root = match repo.as_ref().and_then(|r| r.workdir()) {
         Some(w) => w.canonicalize().unwrap_or_else(|_| w.to_path_buf()),
         None => {

@@ -23,7 +23,8 @@ pub fn apply(ws: &Workspace, args: &RetryArgs) -> Result<String> {
         return Err(Error::usage(format!("experiment {} was kept: its change is in the history already", args.id))
             .hint("to measure HEAD again: ratchet \"experiment: re-measure\" --allow-empty"));
     }
-    let git = git2::Repository::open(repo.root())?;
+    // Opened as git finds the work tree (a separate git dir too): the patch is applied there.
+    let git = crate::vcs::open_repository(repo.root())?;
     let name = vcs::discarded_ref(&args.id.to_string());
     let parked = match git.find_reference(&name).and_then(|r| r.peel_to_commit()) {
         Ok(c) => c,

@@ -253,3 +253,68 @@ fn a_leftover_index_lock_is_named_with_the_fix() {
     refused_at_start(&t, "experiment: faster", &["index.lock", "rm "]);
     assert!(t.rows().is_empty());
 }
+
+/// A faster hypothesis kept, then a slower one reverted, through the binary in `t`: every row,
+/// ratchet's directories and the incumbent checkout are in `t`'s work tree.
+fn keep_then_revert(t: &TestRepo) {
+    let base = t.head();
+    t.write("fake.env", "FAKE_LATENCY_MS=5\n");
+    t.ratchet().arg("experiment: faster").assert().success();
+    t.write("fake.env", "FAKE_LATENCY_MS=20\n");
+    t.ratchet().arg("experiment: slower").assert().success();
+    let rows = t.rows();
+    assert_eq!(rows.iter().map(|r| r["status"].as_str()).collect::<Vec<_>>(), ["keep", "revert"], "{rows:?}");
+    assert_ne!(t.head(), base);
+    assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=5\n");
+    assert_eq!(t.git(&["status", "--porcelain"]), "");
+    assert_eq!(t.read(".ratchet/worktrees/incumbent/fake.env"), "FAKE_LATENCY_MS=5\n");
+}
+
+/// Only the git directory itself in `dir`: ratchet made nothing beside it.
+fn only_the_git_dir_in(dir: &std::path::Path, git_dir: &str) {
+    let names: Vec<String> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(names, [git_dir], "nothing is made beside the git directory");
+}
+
+#[test]
+fn a_separate_git_dir_leaves_the_work_tree_where_the_git_file_is() {
+    let t = TestRepo::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let git_dir = elsewhere.path().join("kernel.git");
+    // Moves the repository there and leaves a `.git` file (`gitdir: ...`), with no core.worktree.
+    t.git(&["init", "-q", &format!("--separate-git-dir={}", git_dir.display())]);
+    assert!(t.path().join(".git").is_file());
+    keep_then_revert(&t);
+    only_the_git_dir_in(elsewhere.path(), "kernel.git");
+}
+
+#[test]
+fn a_git_symlink_leaves_the_work_tree_where_the_link_is() {
+    let t = TestRepo::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let git_dir = elsewhere.path().join("kernel.git");
+    std::fs::rename(t.path().join(".git"), &git_dir).unwrap();
+    std::os::unix::fs::symlink(&git_dir, t.path().join(".git")).unwrap();
+    keep_then_revert(&t);
+    only_the_git_dir_in(elsewhere.path(), "kernel.git");
+}
+
+#[test]
+fn a_repository_owned_by_someone_else_is_named_with_gits_fix() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("SKIPPED: handing a repository to another user needs root (the error's wording has a unit test)");
+        return;
+    }
+    let t = TestRepo::new();
+    t.write("fake.env", "FAKE_LATENCY_MS=5\n");
+    let st = std::process::Command::new("chown").args(["-R", "nobody"]).arg(t.path()).status().unwrap();
+    assert!(st.success());
+    let root = t.path().canonicalize().unwrap();
+    let out = t.ratchet().arg("experiment: faster").assert().code(4).get_output().stderr.clone();
+    let err = String::from_utf8_lossy(&out);
+    assert!(err.contains("owned by someone else"), "{err}");
+    assert!(err.contains(&format!("git config --global --add safe.directory {}", root.display())), "{err}");
+    assert!(!err.contains("not inside a git repository"), "{err}");
+    assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=5\n");
+}
