@@ -135,6 +135,9 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     // The set-up is checked before an id is taken: a broken set-up uses up no experiment id.
     let python_dir = crate::pyhelper::install(&state_dir)?;
     bench::infra::preflight(&cfg, repo.root(), &state_dir, &python_dir)?;
+    // Made (or moved) before the commit, so a refusal there (someone else's checkout at its
+    // path) leaves the hypothesis in the work tree with nothing committed.
+    let inc_dir = repo.incumbent_worktree(incumbent)?;
     let id = journal::allocate_id(repo, store)?;
     let id_str = id.to_string();
     let exp_dir = crate::layout::experiment_dir(&state_dir, &id_str);
@@ -182,7 +185,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     // The bar's total and the time left: the likely work from past decisions, not the budget.
     let record = crate::progress::record(&store.rows().unwrap_or_default(), cfg.score.metric.as_str());
     let plan = crate::progress::Plan::new(2 * seq.max_measured_pairs(), &record);
-    let measured = repo.incumbent_worktree(incumbent).and_then(|inc_dir| {
+    let measured = {
         let mut tracked = crate::events::Tracking::new(&mut *fx.events, plan);
         let session = Session {
             cfg: &cfg,
@@ -202,7 +205,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         }
         .start(2 * seq.max_measured_pairs());
         drive(session, &seq, cfg.score.direction(), elasticity, false)
-    });
+    };
     // Whatever appeared untracked while the benchmark ran was written by it (the hypothesis's
     // own new files are committed by now): keep it out of every later hypothesis.
     // One status walk: what the benchmark wrote, and what was edited meanwhile (for the revert).
@@ -231,8 +234,20 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
             return Err(give_back(repo, store, &state_dir, &id_str, candidate, incumbent, &e.to_string()));
         }
         Ok(v) => v,
+        Err(e) if repo.head_oid().is_ok_and(|h| h == candidate) => {
+            // Nothing was decided: the hypothesis goes back into the work tree, uncommitted, as
+            // for a machine's failure, never parked where following the hint finds nothing to test.
+            let back = put_back(repo, store, &state_dir, &id_str, candidate, incumbent);
+            let said = e.hint.clone().map_or(String::new(), |h| format!("{h}; "));
+            return Err(match back {
+                Ok(()) => e.hint(format!("{said}the hypothesis is back in the work tree, uncommitted; nothing was recorded")),
+                Err(undo) => {
+                    e.hint(format!("{said}giving the hypothesis back failed ({undo}): run `ratchet recover`, which rolls it back"))
+                }
+            });
+        }
         Err(e) => {
-            // Never leave the hypothesis half-applied: park it and go back to the incumbent.
+            // HEAD moved meanwhile: park the hypothesis rather than reset someone else's commit.
             let _ = revert(repo, &id_str, candidate, incumbent, None, fx);
             return Err(e);
         }
@@ -336,19 +351,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
 /// incumbent with the hypothesis's changes left in the work tree, uncommitted (a mixed reset),
 /// its runs are dropped, and its journal cleared, so no id is used up. Returns the error to exit with.
 fn give_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candidate: git2::Oid, incumbent: git2::Oid, why: &str) -> Error {
-    let undo = || -> Result<()> {
-        if repo.head_oid()? == candidate {
-            let target = repo.repo.find_object(incumbent, None)?;
-            repo.repo.reset(&target, git2::ResetType::Mixed, None)?;
-        }
-        store.drop_runs(id)?;
-        crate::journal::clear(state_dir)?;
-        // Nothing names this id any more (no row, no parked ref): it is not used up.
-        if let Ok(n) = id.parse::<u64>() {
-            crate::journal::release_id(repo, n)?;
-        }
-        Ok(())
-    };
+    let undo = || put_back(repo, store, state_dir, id, candidate, incumbent);
     let logs = crate::layout::experiment_dir(state_dir, id);
     let hint = format!(
         "{}; then run the same command again. The hypothesis is back in the work tree, uncommitted; nothing was recorded \
@@ -364,6 +367,22 @@ fn give_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candidate: 
         )
         .hint(format!("{}; then run `ratchet recover`, which rolls the experiment back", bench::infra::fix_for(why))),
     }
+}
+
+/// The branch back on the incumbent with the hypothesis left in the work tree, uncommitted (a
+/// mixed reset), the experiment's runs dropped and its journal cleared, its id released.
+fn put_back(repo: &Repo, store: &Store, state_dir: &Path, id: &str, candidate: git2::Oid, incumbent: git2::Oid) -> Result<()> {
+    if repo.head_oid()? == candidate {
+        let target = repo.repo.find_object(incumbent, None)?;
+        repo.repo.reset(&target, git2::ResetType::Mixed, None)?;
+    }
+    store.drop_runs(id)?;
+    crate::journal::clear(state_dir)?;
+    // Nothing names this id any more (no row, no parked ref): it is not used up.
+    if let Ok(n) = id.parse::<u64>() {
+        crate::journal::release_id(repo, n)?;
+    }
+    Ok(())
 }
 
 /// What the row needs besides the runs.

@@ -339,11 +339,7 @@ pub fn remove_leftovers(repo: &Repo) -> Option<String> {
 }
 
 fn prune(repo: &git2::Repository, name: &str) {
-    if let Ok(wt) = repo.find_worktree(name) {
-        let mut p = git2::WorktreePruneOptions::new();
-        p.valid(true).working_tree(true).locked(true);
-        let _ = wt.prune(Some(&mut p));
-    }
+    let _ = vcs::prune_worktree(repo, name, true);
     vcs::drop_scratch_branches(repo, name);
 }
 

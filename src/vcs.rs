@@ -227,6 +227,24 @@ pub struct AfterRun {
     pub edited: Vec<String>,
 }
 
+/// Whether `path` holds ratchet's incumbent checkout of another repository, brought along when
+/// the whole repository was copied (`cp -r`) or moved: its `.git` file names a ratchet worktree
+/// other than `ours`, registered at another directory or no longer at all. Nobody's work (ratchet
+/// checks it out by force), so it is replaced; the original's checkout and registration are
+/// never touched.
+fn copied_incumbent_checkout(path: &Path, ours: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path.join(".git")) else { return false };
+    let Some(named) = text.trim().strip_prefix("gitdir:") else { return false };
+    let gitdir = path.join(named.trim());
+    let ratchets = gitdir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(WORKTREE_NAME))
+        && gitdir.parent().and_then(Path::file_name).is_some_and(|d| d == "worktrees");
+    if !ratchets || same_dir(&gitdir, ours) {
+        return false;
+    }
+    let registered = std::fs::read_to_string(gitdir.join("gitdir")).ok().map(|t| PathBuf::from(t.trim()));
+    !registered.is_some_and(|r| same_dir(&r, &path.join(".git")))
+}
+
 /// Whether two paths name the same directory (both canonicalised when they exist).
 fn same_dir(a: &Path, b: &Path) -> bool {
     let c = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
@@ -288,6 +306,25 @@ pub fn add_detached_worktree(repo: &Repository, name: &str, path: &Path, commit:
     });
     drop_scratch_branches(repo, name);
     Ok(detached?)
+}
+
+/// Remove the registration of worktree `name` (with `working_tree`, its directory too). One
+/// copied from another repository (`cp -r` of the whole repository) names that repository's git
+/// directory as its commondir, through which libgit2's prune would delete the original's
+/// registration: it is removed here directly, and its work tree (the original's) is left alone.
+pub fn prune_worktree(repo: &Repository, name: &str, working_tree: bool) -> Result<()> {
+    let admin = repo.commondir().join("worktrees").join(name);
+    let common = std::fs::read_to_string(admin.join("commondir")).ok().map(|t| admin.join(t.trim()));
+    if common.is_some_and(|c| !same_dir(&c, repo.commondir())) {
+        std::fs::remove_dir_all(&admin)?;
+        return Ok(());
+    }
+    if let Ok(wt) = repo.find_worktree(name) {
+        let mut prune = git2::WorktreePruneOptions::new();
+        prune.valid(true).working_tree(working_tree).locked(true);
+        wt.prune(Some(&mut prune))?;
+    }
+    Ok(())
 }
 
 /// Delete the scratch branches of worktree `name` that ratchet made (left behind when a creation
@@ -1049,6 +1086,9 @@ impl Repo {
             return Ok(None);
         }
         let ours = self.repo.commondir().join("worktrees").join(name);
+        if copied_incumbent_checkout(path, &ours) {
+            return Ok(None);
+        }
         let foreign = |what: String| {
             Error::repo(format!("{} holds {what}, not ratchet's incumbent checkout; ratchet will not overwrite it", path.display()))
                 .hint(format!("move it elsewhere (git worktree move {} <new path>, or mv), then run ratchet again", path.display()))
@@ -1073,11 +1113,7 @@ impl Repo {
     fn create_worktree(&self, path: &Path, name: &str, commit: Oid) -> Result<Repository> {
         // A stale registration of ours (its directory deleted, or left by a killed creation).
         // Its work tree is our own path, removed below: never prune another's directory.
-        if let Ok(wt) = self.repo.find_worktree(name) {
-            let mut prune = git2::WorktreePruneOptions::new();
-            prune.valid(true).working_tree(false).locked(true);
-            wt.prune(Some(&mut prune))?;
-        }
+        prune_worktree(&self.repo, name, false)?;
         if std::fs::symlink_metadata(path).is_ok() {
             std::fs::remove_dir_all(path)?;
         }

@@ -170,9 +170,11 @@ fn a_foreign_worktree_at_the_incumbent_path_is_never_clobbered() {
     assert_eq!(std::fs::read_to_string(path.join("kernel.py")).unwrap(), "my work in progress\n");
     let branch = std::process::Command::new("git").args(["branch", "--show-current"]).current_dir(&path).output().unwrap().stdout;
     assert_eq!(String::from_utf8(branch).unwrap().trim(), "mine");
-    // The experiment was rolled back: the change is parked, the branch is where it was.
+    // Refused before the commit: the change is still in the work tree, nothing parked or recorded.
     assert_eq!(t.head(), base);
-    assert_eq!(t.git(&["show", "refs/ratchet/discarded/1:fake.env"]), "FAKE_LATENCY_MS=5\n");
+    assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=5\n");
+    assert_eq!(t.git(&["for-each-ref", "refs/ratchet/"]), "");
+    assert!(t.rows().is_empty());
 
     // Plain files there are not removed either.
     let t = TestRepo::new();
@@ -317,4 +319,50 @@ fn a_repository_owned_by_someone_else_is_named_with_gits_fix() {
     assert!(err.contains(&format!("git config --global --add safe.directory {}", root.display())), "{err}");
     assert!(!err.contains("not inside a git repository"), "{err}");
     assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=5\n");
+}
+
+#[test]
+fn a_copied_repository_runs_experiments_and_leaves_the_original_alone() {
+    let t = TestRepo::new();
+    t.write("fake.env", "FAKE_LATENCY_MS=20\n");
+    t.ratchet().arg("experiment: slower, to make the incumbent checkout").assert().success();
+    let original = |args: &[&str]| t.git(args);
+    let (head, worktrees) = (t.head(), original(&["worktree", "list", "--porcelain"]));
+    let results = t.read("results/results.csv");
+    let inc_head = || support::git_in(&t.path().join(".ratchet/worktrees/incumbent"), &["rev-parse", "HEAD"]);
+    let original_inc = inc_head();
+
+    // The copy carries ratchet's state and the incumbent checkout registered in the original.
+    let to = tempfile::tempdir().unwrap();
+    let copy = to.path().join("copy");
+    let st = std::process::Command::new("cp").arg("-r").arg(t.path()).arg(&copy).status().unwrap();
+    assert!(st.success());
+    std::fs::write(copy.join("fake.env"), "FAKE_LATENCY_MS=5\n").unwrap();
+    let out = t.ratchet().current_dir(&copy).arg("experiment: faster in the copy").output().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(copy.join("fake.env")).unwrap(),
+        "FAKE_LATENCY_MS=5\n",
+        "the edit is in the copy's work tree: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let in_copy = |args: &[&str]| support::git_in(&copy, args);
+    assert_eq!(in_copy(&["log", "-1", "--format=%s"]), "experiment: faster in the copy");
+    assert_eq!(in_copy(&["status", "--porcelain"]), "");
+    let copy_inc = copy.join(".ratchet/worktrees/incumbent");
+    assert_eq!(support::git_in(&copy_inc, &["rev-parse", "HEAD"]), in_copy(&["rev-parse", "HEAD~"]), "it measured the incumbent");
+    assert!(
+        in_copy(&["worktree", "list", "--porcelain"]).contains(copy_inc.canonicalize().unwrap().to_str().unwrap()),
+        "the copy's incumbent checkout is registered in the copy"
+    );
+
+    // The original: its branch, results, incumbent checkout and its registration as they were.
+    assert_eq!(t.head(), head);
+    assert_eq!(original(&["worktree", "list", "--porcelain"]), worktrees);
+    assert_eq!(t.read("results/results.csv"), results);
+    assert_eq!(inc_head(), original_inc);
+    assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=10\n");
+    t.write("fake.env", "FAKE_LATENCY_MS=4\n");
+    t.ratchet().arg("experiment: faster in the original").assert().success();
+    assert_eq!(t.rows().last().unwrap()["status"], "keep");
 }
