@@ -226,6 +226,15 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         ));
     }
     repo.exclude_benchmark_outputs(&outputs)?;
+    if !scan.unnamed.is_empty() {
+        let shown: Vec<String> = scan.unnamed.iter().map(|p| vcs::escaped(p)).collect();
+        fx.note(format!(
+            "{} appeared or changed while experiment {id} ran; names that are not UTF-8 can neither be listed as the \
+             benchmark's outputs nor set aside, so they stay in the work tree as they are, and the next experiment refuses \
+             to start until they are renamed or removed",
+            vcs::some_of(&shown, 5)
+        ));
+    }
     let (records, ended, (main_d, confirm_d), (main_s, confirm_s)) = match measured {
         Ok((_, Ended::Stopped(Stop::Infrastructure(why)), _, _)) => {
             return Err(give_back(repo, store, &state_dir, &id_str, candidate, incumbent, &why));

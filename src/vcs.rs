@@ -84,6 +84,37 @@ pub fn normalise_rel(p: &str) -> std::result::Result<String, String> {
     Ok(parts.join("/"))
 }
 
+/// A path as bytes, readable: valid UTF-8 as it is, any other byte as `\xNN`, control
+/// characters escaped.
+pub fn escaped(bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in bytes.utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if c.is_control() {
+                out.extend(c.escape_default());
+            } else {
+                out.push(c);
+            }
+        }
+        out.extend(chunk.invalid().iter().map(|b| format!("\\x{b:02x}")));
+    }
+    out
+}
+
+/// The refusal of `paths` git holds whose names are not UTF-8 (git's paths are bytes, ratchet's
+/// are text): said before anything is committed, so no such file is ever dropped from a
+/// hypothesis, a clean-tree check or a checkout without a word.
+pub fn not_utf8(paths: &[Vec<u8>]) -> Error {
+    let shown: Vec<String> = paths.iter().map(|p| escaped(p)).collect();
+    Error::repo(format!(
+        "{} changed, and {} not UTF-8: ratchet handles paths as UTF-8 text, so it could neither commit nor check out {}",
+        some_of(&shown, 5),
+        if shown.len() == 1 { "its name is" } else { "their names are" },
+        if shown.len() == 1 { "it" } else { "them" }
+    ))
+    .hint("rename it to a UTF-8 name (git mv OLD NEW for a tracked file), or move it out of the repository, then run ratchet again")
+}
+
 /// Paths that differ between two trees (both sides of renames), sorted. Subtrees with the same
 /// id are skipped without being read: a one-file change between two commits of a 10,000-file
 /// tree reads only the trees along that path. (libgit2's tree-to-tree diff walks every entry of
@@ -113,7 +144,8 @@ fn diff_trees(repo: &Repository, old: Option<&Tree>, new: Option<&Tree>, prefix:
         if x == y {
             continue;
         }
-        let path = format!("{prefix}{}", String::from_utf8_lossy(name));
+        let Ok(name) = std::str::from_utf8(name) else { return Err(not_utf8(&[[prefix.as_bytes(), name].concat()])) };
+        let path = format!("{prefix}{name}");
         let subtree = |s: Option<&Side>| -> Result<Option<Tree<'_>>> {
             Ok(match s {
                 Some(&(id, _, true)) => Some(repo.find_tree(id)?),
@@ -225,6 +257,8 @@ pub struct AfterRun {
     pub untracked: Vec<String>,
     /// Tracked paths that differ from HEAD: edits made while the experiment ran.
     pub edited: Vec<String>,
+    /// Untracked or edited paths whose names are not UTF-8, which ratchet leaves as they are.
+    pub unnamed: Vec<Vec<u8>>,
 }
 
 /// Whether `path` holds ratchet's incumbent checkout of another repository, brought along when
@@ -580,18 +614,25 @@ impl Repo {
         }
     }
 
-    fn status_paths(&self, opts: &mut StatusOptions, keep: impl Fn(git2::Status) -> bool) -> Result<Vec<String>> {
+    /// The paths of a status walk. Those whose names are not UTF-8 come back apart (second), for
+    /// the caller to refuse or leave alone: none is dropped silently.
+    fn status_paths(&self, opts: &mut StatusOptions, keep: impl Fn(git2::Status) -> bool) -> Result<(Vec<String>, Vec<Vec<u8>>)> {
         let statuses = self.statuses(opts)?;
         let mut index: Option<git2::Index> = None;
         let outputs = Outputs::load(&self.state_dir());
         let mut left_out = vec![];
         let mut out = vec![];
+        let mut unnamed = vec![];
         for s in statuses.iter() {
             let st = s.status();
-            let Some(p) = s.path() else { continue };
-            if st.is_ignored() || !keep(st) || is_ratchet_path(p) {
+            let bytes = s.path_bytes();
+            if st.is_ignored() || !keep(st) || is_ratchet_path(&String::from_utf8_lossy(bytes)) {
                 continue;
             }
+            let Some(p) = s.path() else {
+                unnamed.push(bytes.to_vec());
+                continue;
+            };
             if st.is_wt_new() && outputs.covers(p) {
                 left_out.push(p.to_string());
                 continue;
@@ -610,7 +651,7 @@ impl Repo {
             out.push(p.to_string());
         }
         self.left_out.borrow_mut().extend(left_out);
-        Ok(out)
+        Ok((out, unnamed))
     }
 
     /// Paths with changes that would go into a hypothesis commit (tracked changes and untracked,
@@ -630,7 +671,11 @@ impl Repo {
                 opts.pathspec(p);
             }
         }
-        self.status_paths(&mut opts, |_| true)
+        let (paths, unnamed) = self.status_paths(&mut opts, |_| true)?;
+        if !unnamed.is_empty() {
+            return Err(not_utf8(&unnamed));
+        }
+        Ok(paths)
     }
 
     /// The paths a status walk has to look at: from one parallel stat pass over the work tree
@@ -727,7 +772,16 @@ impl Repo {
         let statuses = self.statuses(&mut opts)?;
         let index = self.repo.index()?;
         for s in statuses.iter() {
-            let Some(p) = s.path().filter(|p| !is_ratchet_path(p)) else { continue };
+            let Some(p) = s.path() else {
+                // Not UTF-8: neither listed as an output nor set aside, so said to the user.
+                if !s.status().is_ignored() && !is_ratchet_path(&String::from_utf8_lossy(s.path_bytes())) {
+                    out.unnamed.push(s.path_bytes().to_vec());
+                }
+                continue;
+            };
+            if is_ratchet_path(p) {
+                continue;
+            }
             if s.status().is_wt_new() {
                 out.untracked.push(untracked_entry(&index, p));
             } else if !s.status().is_ignored() {
@@ -780,7 +834,8 @@ impl Repo {
     pub fn untracked_entries(&self) -> Result<Vec<String>> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(false).include_ignored(false).exclude_submodules(true);
-        self.status_paths(&mut opts, |s| s.is_wt_new())
+        // One whose name is not UTF-8 cannot be listed in .ratchet/outputs: `changes` refuses it.
+        Ok(self.status_paths(&mut opts, |s| s.is_wt_new())?.0)
     }
 
     /// List `paths` (written into the repo by the benchmark) in ratchet's own `.ratchet/outputs`,
@@ -801,7 +856,9 @@ impl Repo {
     pub fn tracked_changes(&self) -> Result<Vec<String>> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(false).exclude_submodules(true);
-        self.status_paths(&mut opts, |_| true)
+        // One whose name is not UTF-8 stays in the work tree as it is: a revert touches only
+        // the paths the hypothesis changed, and `changes` refuses it before the next commit.
+        Ok(self.status_paths(&mut opts, |_| true)?.0)
     }
 
     fn signature(&self) -> Result<Signature<'static>> {
@@ -1059,11 +1116,12 @@ impl Repo {
         if current != Some(commit) || !wt_repo.head_detached()? || marker.exists() {
             let target = wt_repo.find_commit(commit)?.tree()?;
             let old = current.and_then(|c| wt_repo.find_commit(c).ok()).and_then(|c| c.tree().ok());
-            match old.filter(|_| !marker.exists()) {
-                Some(old) => {
+            // Paths that cannot be named (not UTF-8) among the changes: a whole checkout instead.
+            match old.filter(|_| !marker.exists()).and_then(|old| changed_paths(&wt_repo, &old, &target).ok()) {
+                Some(paths) => {
                     // Recorded first: a kill mid-move makes the next call check out everything.
                     std::fs::write(&marker, commit.to_string())?;
-                    move_paths(&wt_repo, &target, &changed_paths(&wt_repo, &old, &target)?)?;
+                    move_paths(&wt_repo, &target, &paths)?;
                 }
                 None => {
                     let mut co = CheckoutBuilder::new();

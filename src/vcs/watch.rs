@@ -91,9 +91,10 @@ impl Watch {
                 let Some(dir) = self.dirs.get(&e.wd) else { continue };
                 let path = match e.name {
                     Some(name) => {
-                        let name = name.to_string_lossy();
+                        // A name that is not UTF-8 cannot be asked about by path: walk it all.
+                        let name = name.to_str()?;
                         if dir.is_empty() {
-                            name.into_owned()
+                            name.to_string()
                         } else {
                             format!("{dir}/{name}")
                         }
