@@ -65,6 +65,7 @@ pub(crate) mod cli;
 pub(crate) mod layout;
 pub(crate) mod lock;
 pub(crate) mod metrics;
+pub(crate) mod printable;
 pub(crate) mod process;
 pub(crate) mod safe_read;
 pub(crate) mod session;

@@ -1,6 +1,7 @@
 //! Showing results: the terminal table (kept rows marked, the progression of the best value
 //! visible), and the same rows as CSV, JSON or Markdown from the one in-memory row type.
 
+use crate::printable::line;
 use crate::stats::Metric;
 use crate::store::{ResultRow, Status, StatusClass};
 use crate::vcs::short;
@@ -411,7 +412,7 @@ fn compact_body(view: &View, opts: TableOpts) -> String {
         },
         Col {
             header: "commit".into(),
-            cells: rows.iter().map(|r| if r.commit.is_empty() { "-".into() } else { short(&r.commit).to_string() }).collect(),
+            cells: rows.iter().map(|r| if r.commit.is_empty() { "-".into() } else { line(short(&r.commit)).into_owned() }).collect(),
             right: false,
             priority: 6,
             flex: false,
@@ -458,7 +459,8 @@ fn compact_body(view: &View, opts: TableOpts) -> String {
     }
     cols.push(Col {
         header: "message".into(),
-        cells: rows.iter().map(|r| short_message(&r.message)).collect(),
+        // Printable before the layout (an escape is wider than its character) and the colour.
+        cells: rows.iter().map(|r| line(&short_message(&r.message)).into_owned()).collect(),
         right: false,
         priority: 3,
         flex: true,
@@ -576,8 +578,8 @@ fn wide_body(view: &View, color: bool) -> String {
         t.add_row(vec![
             Cell::new(r.id),
             status,
-            Cell::new(commit),
-            Cell::new(crate::units::cut(&short_message(&r.message), 60)),
+            Cell::new(line(commit)),
+            Cell::new(crate::units::cut(&line(&short_message(&r.message)), 60)),
             Cell::new(sx).set_alignment(CellAlignment::Right),
             Cell::new(lat).set_alignment(CellAlignment::Right),
             value,
@@ -586,9 +588,9 @@ fn wide_body(view: &View, color: bool) -> String {
             Cell::new(r.p_value.map(crate::stats::fmt_p).unwrap_or("-".into())).set_alignment(CellAlignment::Right),
             Cell::new(num(r.latency_ms, 3)).set_alignment(CellAlignment::Right),
             Cell::new(num(r.util_pct, 1)).set_alignment(CellAlignment::Right),
-            Cell::new(r.regime.clone().unwrap_or("-".into())),
+            Cell::new(line(r.regime.as_deref().unwrap_or("-"))),
             Cell::new(r.runs).set_alignment(CellAlignment::Right),
-            Cell::new(crate::units::cut(&one_line(&r.note), 80)),
+            Cell::new(crate::units::cut(&line(&one_line(&r.note)), 80)),
         ]);
     }
     t.to_string()
@@ -631,7 +633,8 @@ pub const MD_COLUMNS: &[&str] = &[
 ];
 
 pub fn markdown(view: &View) -> String {
-    let esc = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    // Markdown is read on a terminal too (`--format md`, the gate's comment): printable, one line.
+    let esc = |s: &str| line(&s.replace('|', "\\|").replace('\n', " ")).into_owned();
     let mut out = format!("| {} |\n", MD_COLUMNS.join(" | "));
     out.push_str("|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
     let best = chain(view.all);
@@ -653,7 +656,7 @@ pub fn markdown(view: &View) -> String {
             r.p_value.map(crate::stats::fmt_p).unwrap_or_default(),
             f(r.latency_ms, 3),
             f(r.util_pct, 1),
-            r.regime.as_deref().unwrap_or(""),
+            esc(r.regime.as_deref().unwrap_or("")),
             r.runs
         ));
     }

@@ -4,6 +4,7 @@
 
 use crate::events::{Event, Events, Question};
 use crate::outcome::{Outcome, SweepOutcome};
+use crate::printable::{self, line};
 use crate::progress::{Estimate, SweepEta};
 use crate::stats::noise::NoiseFloor;
 use crate::stats::sequential::Params;
@@ -13,11 +14,13 @@ use crate::vcs::short;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Stderr, Stdout, Write};
 
-/// `writeln!`, dropping an error: output that cannot be written never fails an experiment
-/// (see `output`).
+/// `writeln!` of a line made printable, dropping an error: output that cannot be written never
+/// fails an experiment (see `output`). `printable::block` here escapes whatever a field lets
+/// through; the fields that must stay on one line (a message, a name) are `printable::line`d
+/// where they are formatted, so they cannot start a line of their own.
 macro_rules! say {
     ($w:expr, $($arg:tt)*) => {{
-        let _ = writeln!($w, $($arg)*);
+        let _ = writeln!($w, "{}", crate::printable::block(&format!($($arg)*)));
     }};
 }
 
@@ -129,7 +132,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
         }
         let err = &mut self.err;
         let mut ask = || {
-            let _ = write!(err, "{}", question.text());
+            let _ = write!(err, "{}", printable::block(&question.text()));
             let _ = err.flush();
             let mut answer = String::new();
             std::io::stdin().lock().read_line(&mut answer).ok().map(|_| matches!(answer.trim(), "y" | "Y" | "yes"))
@@ -149,7 +152,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
         match event {
             Event::Recovered { what } => say!(e, "recovered: {what}"),
             Event::Note { text } => say!(e, "note: {text}"),
-            Event::Hypothesis { listing } => say!(e, "{listing}"),
+            Event::Hypothesis { listing } => say!(e, "{}", line(&listing)),
             Event::ExperimentStarted { id, message, branch, candidate, incumbent, metric, params, elasticity, history, one_phase } => {
                 experiment_header(o, id, &message, &branch, &candidate, &incumbent, &metric, (&params, one_phase), elasticity, &history)
             }
@@ -234,9 +237,11 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                     budget_text(max_wall_s, max_runs)
                 );
             }
-            Event::HypothesisDone { index, total, name, id } => say!(o, "\n[{}/{total}] {name}: already done (experiment {id})", index + 1),
+            Event::HypothesisDone { index, total, name, id } => {
+                say!(o, "\n[{}/{total}] {}: already done (experiment {id})", index + 1, line(&name))
+            }
             Event::HypothesisStarted { index, total, name, elapsed_s } => {
-                say!(o, "\n[{}/{total}] {name} ({})", index + 1, fmt_duration(elapsed_s))
+                say!(o, "\n[{}/{total}] {} ({})", index + 1, line(&name), fmt_duration(elapsed_s))
             }
             Event::SweepProgress(eta) => {
                 if let Some(line) = sweep_line(&eta) {
@@ -257,15 +262,16 @@ impl<O: Write, E: Write> Events for Text<O, E> {
             Event::TrialSubmitted { trial, name, slot, device, incumbent, recheck } => {
                 let what = if recheck { "recheck against the head" } else { "trial" };
                 let on = slot.map(|s| format!("slot {s}")).unwrap_or_else(|| "the engine".into());
-                say!(o, "  {name}: {what} {trial} on {on} ({device}), incumbent {}", &incumbent[..incumbent.len().min(8)])
+                say!(o, "  {}: {what} {trial} on {on} ({}), incumbent {}", line(&name), line(&device), &incumbent[..incumbent.len().min(8)])
             }
             Event::TrialFinished { trial, name, slot, end, wall_s } => {
                 let on = slot.map(|s| format!(" on slot {s}")).unwrap_or_default();
-                say!(o, "  {name}: trial {trial}{on} ended ({end}, {})", fmt_duration(wall_s))
+                say!(o, "  {}: trial {trial}{on} ended ({end}, {})", line(&name), fmt_duration(wall_s))
             }
             Event::StaleWinner { name, won_against, head } => say!(
                 o,
-                "  {name}: won against {}, but the trunk moved to {}; it is measured again against the head before it may merge",
+                "  {}: won against {}, but the trunk moved to {}; it is measured again against the head before it may merge",
+                line(&name),
                 &won_against[..won_against.len().min(8)],
                 &head[..head.len().min(8)]
             ),
@@ -408,7 +414,7 @@ fn experiment_header(
     elasticity: f64,
     history: &str,
 ) {
-    say!(o, "experiment {id}: {message}");
+    say!(o, "experiment {id}: {}", line(message));
     let plan = match one_phase {
         // The likelihood ratio decides: the two phases' plan is only its fallback.
         Some(n) => format!(
@@ -437,7 +443,7 @@ fn experiment_header(
             plan
         }
     };
-    say!(o, "  candidate {} vs incumbent {} on {branch}; {plan}; deciding on {metric}", short(candidate), short(incumbent));
+    say!(o, "  candidate {} vs incumbent {} on {}; {plan}; deciding on {metric}", short(candidate), short(incumbent), line(branch));
     say!(
         o,
         "  minimum effect {}% speed-up (latency terms{}); {history}",
@@ -504,7 +510,7 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
             if let (Some(c), Some(l), Some(h)) = (row.confirm_delta_pct, row.confirm_ci_low_pct, row.confirm_ci_high_pct) {
                 let sp = |m: f64| pct(crate::report::factor_from_metric_pct(m, elasticity));
                 say!(
-                o,
+                    o,
                     "  confirmation alone: speed-up {:+.2}% [{}% CI {:+.2}, {:+.2}] (the unbiased figure: the first phase stopped because it looked good)",
                     sp(c),
                     crate::stats::fmt_level(row.confirm_ci_level_pct.unwrap_or(d.ci_level * 100.0)),
@@ -557,7 +563,7 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
         say!(o, "  HLO: {dot} dot, {exp} exponential, {red} reduce, {copy} copy{of_loops}{warn}");
     }
     if !row.kernel_ops.is_empty() {
-        say!(o, "  kernel body: {}", row.kernel_ops.replace(';', ", ").replace('=', " "));
+        say!(o, "  kernel body: {}", line(&row.kernel_ops.replace(';', ", ").replace('=', " ")));
     }
     if let Some(r) = &oc.discarded_ref {
         say!(
@@ -570,7 +576,7 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
         say!(o, "  kept {} as the new incumbent", short(&row.commit));
     }
     if let Some(dir) = &oc.runs_dir {
-        say!(o, "  runs: {} ({} processes, {:.1} s)", dir.display(), row.runs, row.wall_s);
+        say!(o, "  runs: {} ({} processes, {:.1} s)", printable::path(dir), row.runs, row.wall_s);
     }
 }
 
@@ -595,9 +601,9 @@ fn sweep_summary(o: &mut impl Write, out: &SweepOutcome, runs: u64, wall: f64, g
         // Speed-up first ("+1204% score" reads wrong), the metric's change beside it.
         let effect = match crate::report::speedup_line(r) {
             Some(line) => line,
-            None => r.note.lines().next().unwrap_or("").chars().take(70).collect(),
+            None => line(r.note.lines().next().unwrap_or("")).chars().take(70).collect(),
         };
-        let name = r.hypothesis.split('@').next().unwrap_or("");
+        let name = line(r.hypothesis.split('@').next().unwrap_or(""));
         say!(o, "  {:>4}  {:<11} {:<34} {effect}", r.id, r.status.as_str(), name);
     }
     // Every status counted (no-op and inconclusive included), so the parts add up to the rows.
@@ -653,7 +659,7 @@ fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params:
             params.min_effect_pct
         );
     }
-    say!(o, "  wrote {}", out.display());
+    say!(o, "  wrote {}", printable::path(out));
 }
 
 #[cfg(test)]

@@ -24,7 +24,8 @@ pub fn command(dir: &Path, args: &GateArgs) -> Result<()> {
     drop(ui);
     match (&result, out.as_mut()) {
         (Ok(r), Some(o)) => o.emit(&super::json::envelope("gate", serde_json::to_value(r).expect("json"))),
-        (Ok(r), None) => println!("{}", r.markdown),
+        // The comment quotes commit messages; on a terminal they are printable (the JSON keeps them).
+        (Ok(r), None) => println!("{}", crate::printable::block(&r.markdown)),
         (Err(e), Some(o)) => o.emit(&super::json::error(e)),
         (Err(_), None) => {}
     }

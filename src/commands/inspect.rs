@@ -9,6 +9,7 @@ use anyhow::Context;
 use serde::Serialize;
 
 pub use crate::cli::InspectArgs;
+use crate::printable::line;
 use crate::trace::locate::{locate, resolve_in_run};
 use crate::trace::{analyze_located_for_inspect, hlo_stats_from_text, AnalyzeOptions, CategoryStat, HloStats, OpStat, TraceReport};
 
@@ -274,7 +275,9 @@ pub fn run_inspect(args: &InspectArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print!("{}", render_text(&out));
+        // `render_text` makes the names it lays out printable; the whole again for the rest a
+        // capture can carry (its warnings, a device's name).
+        print!("{}", crate::printable::block(&render_text(&out)));
     }
     Ok(())
 }
@@ -315,6 +318,7 @@ fn render_ops(s: &mut String, of: &str, categories: &[CategoryStat], ops: &[OpSt
     }
     let _ = writeln!(s, "\nTop ops{of} (self time per execution):");
     for op in ops.iter().take(15) {
+        let name = line(&op.name);
         let cost = match (op.flops, op.bytes) {
             (Some(f), Some(b)) => format!("  {f:.3e} FLOPs, {}", bytes_h(b)),
             _ => String::new(),
@@ -322,8 +326,8 @@ fn render_ops(s: &mut String, of: &str, categories: &[CategoryStat], ops: &[OpSt
         let _ = writeln!(
             s,
             "    {:<40} {:<16} {:>10.1} us {:>6.1}%  x{}{}",
-            op.name,
-            op.category,
+            name,
+            line(&op.category),
             op.per_execution_us,
             op.fraction * 100.0,
             op.count,
@@ -337,10 +341,13 @@ pub fn render_text(o: &InspectOutput) -> String {
     let r = &o.report;
     let mut s = String::new();
     // Writing to a String cannot fail; `let _` keeps the formatting code flat.
-    let _ = writeln!(s, "Capture:   {} ({} events)", r.capture, r.events);
-    let _ = writeln!(s, "Source:    {}", r.source);
+    // Names come from the capture (modules, ops, planes) and the file system: each printable
+    // before it is padded into a column.
+    let _ = writeln!(s, "Capture:   {} ({} events)", line(&r.capture), r.events);
+    let _ = writeln!(s, "Source:    {}", line(&r.source));
     if let Some(d) = &r.device {
-        let _ = writeln!(s, "Device:    {}{}", d.plane, d.device_type.as_deref().map(|t| format!(" ({t})")).unwrap_or_default());
+        let _ =
+            writeln!(s, "Device:    {}{}", line(&d.plane), d.device_type.as_deref().map(|t| format!(" ({})", line(t))).unwrap_or_default());
     }
     if r.kernel.is_none() {
         let _ = writeln!(s, "Op times:  {}", r.op_time);
@@ -354,8 +361,8 @@ pub fn render_text(o: &InspectOutput) -> String {
         );
         for m in &r.modules {
             let name = match &m.within {
-                Some(w) => format!("{} (Pallas, in {w})", m.name),
-                None => m.name.clone(),
+                Some(w) => format!("{} (Pallas, in {})", line(&m.name), line(w)),
+                None => line(&m.name).into_owned(),
             };
             let _ = writeln!(
                 s,
@@ -367,13 +374,18 @@ pub fn render_text(o: &InspectOutput) -> String {
                 m.min_us,
                 m.max_us,
                 m.share_of_device_time * 100.0,
-                m.device.as_deref().unwrap_or("host")
+                line(m.device.as_deref().unwrap_or("host"))
             );
             for d in &m.devices {
                 let _ = writeln!(
                     s,
                     "    on {:<41} {:>6} {:>12.1} {:>12.1} {:>12.1} {:>12.1}",
-                    d.device, d.executions, d.median_us, d.mean_us, d.min_us, d.max_us
+                    line(&d.device),
+                    d.executions,
+                    d.median_us,
+                    d.mean_us,
+                    d.min_us,
+                    d.max_us
                 );
             }
         }
@@ -382,7 +394,11 @@ pub fn render_text(o: &InspectOutput) -> String {
         let _ = writeln!(
             s,
             "\nKernel:    {}  {} executions, median {:.1} us (min {:.1}, max {:.1})",
-            k.name, k.executions, k.median_us, k.min_us, k.max_us
+            line(&k.name),
+            k.executions,
+            k.median_us,
+            k.min_us,
+            k.max_us
         );
         if !r.host_steps_us.is_empty() {
             let med = crate::trace::analysis::Summary::of(&r.host_steps_us).median;
@@ -479,7 +495,7 @@ pub fn render_text(o: &InspectOutput) -> String {
     if !o.kernel_ops.is_empty() {
         let _ = writeln!(s, "\nKernel body ({}):", o.kernel_body_file.as_deref().unwrap_or("text"));
         for k in &o.kernel_ops {
-            let _ = writeln!(s, "    {} ({}): {}", k.name, k.dialect, k.summary());
+            let _ = writeln!(s, "    {} ({}): {}", line(&k.name), line(&k.dialect), line(&k.summary()));
         }
     }
     if let Some(e) = &o.environment {
@@ -493,12 +509,12 @@ pub fn render_text(o: &InspectOutput) -> String {
         render_ops(&mut s, "", &k.category_breakdown, &k.op_breakdown);
     }
     for m in &r.ops_by_module {
-        render_ops(&mut s, &format!(" of {}", m.name), &m.category_breakdown, &m.op_breakdown);
+        render_ops(&mut s, &format!(" of {}", line(&m.name)), &m.category_breakdown, &m.op_breakdown);
     }
     if !r.warnings.is_empty() {
         let _ = writeln!(s, "\nWarnings:");
         for w in &r.warnings {
-            let _ = writeln!(s, "  - {w}");
+            let _ = writeln!(s, "  - {}", line(w));
         }
     }
     s

@@ -42,7 +42,8 @@ pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32
     match dispatch(cli) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("error: {e}");
+            // An error may quote a message, a file name or a config key: printable, as all else.
+            eprintln!("error: {}", crate::printable::block(&e.to_string()));
             e.exit_code()
         }
     }

@@ -35,7 +35,7 @@ pub fn run(ws: &Workspace, dir: &Path, args: &PlotArgs) -> Result<()> {
         write_atomic(&out.join(format!("{name}.svg")), svg.as_bytes())?;
         let png = plot::png(chart, &night).map_err(|e| fail(name, e))?;
         write_atomic(&out.join(format!("{name}.png")), &png)?;
-        println!("wrote {0}/{name}.png and {0}/{name}.svg", out.display());
+        println!("wrote {0}/{name}.png and {0}/{name}.svg", crate::printable::path(&out));
     }
     let mut extra = vec![];
     for &id in &args.ops {
@@ -55,7 +55,7 @@ pub fn run(ws: &Workspace, dir: &Path, args: &PlotArgs) -> Result<()> {
         write_atomic(&out.join(format!("ops-{id}.svg")), svg.as_bytes())?;
         let png = plot::ops_png(row, &cand, &inc).map_err(|e| fail("ops", e))?;
         write_atomic(&out.join(format!("ops-{id}.png")), &png)?;
-        println!("wrote {0}/ops-{id}.png and {0}/ops-{id}.svg", out.display());
+        println!("wrote {0}/ops-{id}.png and {0}/ops-{id}.svg", crate::printable::path(&out));
         extra.push(svg);
     }
     let state_dir = repo.state_dir();
@@ -71,7 +71,7 @@ pub fn run(ws: &Workspace, dir: &Path, args: &PlotArgs) -> Result<()> {
         write_atomic(&out.join(format!("looks-{id}.svg")), svg.as_bytes())?;
         let png = plot::looks_png(&rec).map_err(|e| fail("looks", e))?;
         write_atomic(&out.join(format!("looks-{id}.png")), &png)?;
-        println!("wrote {0}/looks-{id}.png and {0}/looks-{id}.svg", out.display());
+        println!("wrote {0}/looks-{id}.png and {0}/looks-{id}.svg", crate::printable::path(&out));
         extra.push(svg);
     }
     if let Some(h) = &args.html {
@@ -79,7 +79,7 @@ pub fn run(ws: &Workspace, dir: &Path, args: &PlotArgs) -> Result<()> {
         let title = format!("ratchet results: {}", repo.root().file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
         let text = plot::html_with(&night, &title, &extra).map_err(|e| fail("html", e))?;
         write_atomic(&path, text.as_bytes())?;
-        println!("wrote {}", path.display());
+        println!("wrote {}", crate::printable::path(&path));
     }
     Ok(())
 }

@@ -92,7 +92,7 @@ pub fn run(ws: &Locked) -> Result<()> {
         println!("nothing to recover");
     }
     for what in done {
-        println!("recovered: {what}");
+        println!("recovered: {}", crate::printable::block(&what));
     }
     Ok(())
 }

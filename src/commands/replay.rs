@@ -18,7 +18,7 @@ pub fn run(ws: &Workspace, args: &ReplayArgs) -> Result<()> {
     let runs = ws.store.runs()?;
     let records = replay::records(&ws.store)?;
     let text = report(&chosen, &runs, &records);
-    print!("{}", text.body);
+    print!("{}", crate::printable::block(&text.body));
     if text.differ > 0 {
         return Err(Error::failure(format!("{} of {} replayed decisions differ from their rows", text.differ, text.replayed)).hint(
             "results.csv, runs.jsonl or decisions.jsonl was edited, or this ratchet's test differs from the one that decided \

@@ -54,12 +54,18 @@ pub fn apply(ws: &Workspace, args: &RetryArgs) -> Result<String> {
         Error::repo(format!("experiment {}'s change does not apply to HEAD any more: {}", args.id, e.message()))
             .hint(format!("see it with git show {name}, and redo the edit by hand"))
     })?;
-    println!("re-applied experiment {} ({}) to the working tree: {}", args.id, row.status.as_str(), files.join(", "));
+    // File names and the message are the hypothesis's: printable, each on its line.
+    let shown: Vec<String> = files.iter().map(|f| crate::printable::line(f).into_owned()).collect();
+    println!("re-applied experiment {} ({}) to the working tree: {}", args.id, row.status.as_str(), shown.join(", "));
     let message = format!("{} (retry of {})", row.message.lines().next().unwrap_or("").trim(), args.id);
     if !(args.run || args.pairs.is_some()) {
         let pairs = row.runs.max(16) / 2 * 2;
-        println!("run it with: ratchet retry {} --run   (or with more pairs: ratchet \"{message}\" --pairs {pairs})", args.id);
-        println!("drop it with: git checkout -- {}", files.join(" "));
+        println!(
+            "run it with: ratchet retry {} --run   (or with more pairs: ratchet \"{}\" --pairs {pairs})",
+            args.id,
+            crate::printable::line(&message)
+        );
+        println!("drop it with: git checkout -- {}", shown.join(" "));
     }
     Ok(message)
 }

@@ -7,6 +7,7 @@ use crate::bench::{RunRecord, RunStatus, Side};
 use crate::cli::ShowArgs;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
+use crate::printable::{self, line};
 use crate::report::sig;
 use crate::store::{ResultRow, Status};
 use crate::trace::{self, AnalyzeOptions, OpStat};
@@ -40,9 +41,12 @@ pub fn run(ws: &Workspace, args: &ShowArgs) -> Result<()> {
         return Ok(());
     }
     let width = crate::term::width();
-    print!("{}", fit(&render(repo, row, &runs, kernel.clone()), width));
+    // `render` makes its one-line fields printable before they are fitted to the width; the
+    // whole is made printable again for what else a benchmark reported (meta, environment).
+    print!("{}", printable::block(&fit(&render(repo, row, &runs, kernel.clone()), width)));
     // Incumbent beside candidate, the candidate's diagnosis, spill cliffs.
-    print!("{}", fit(&crate::diagnose::show::render(row, &runs, &rows, &all_runs, cfg.as_ref().and_then(Config::hardware), kernel), width));
+    let diagnosis = crate::diagnose::show::render(row, &runs, &rows, &all_runs, cfg.as_ref().and_then(Config::hardware), kernel);
+    print!("{}", printable::block(&fit(&diagnosis, width)));
     Ok(())
 }
 
@@ -95,24 +99,25 @@ fn opt(v: Option<f64>, digits: usize, unit: &str) -> String {
     v.map(|x| format!("{}{unit}", sig(x, digits))).unwrap_or_else(|| "-".into())
 }
 
-/// The whole report, as text.
+/// The whole report, as text. Every field from the records, git or the runs (a message, a file
+/// name, a benchmark's output) is `printable::line`d: one line each, nothing for the terminal.
 pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<String>) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "experiment {}: {}", row.id, row.message);
+    let _ = writeln!(o, "experiment {}: {}", row.id, line(&row.message));
     let _ = writeln!(o, "  status      {}", row.status.as_str());
     if !row.hypothesis.is_empty() {
-        let tags = if row.tags.is_empty() { String::new() } else { format!("  tags: {}", row.tags.replace(';', ", ")) };
-        let _ = writeln!(o, "  hypothesis  {}{tags}", row.hypothesis);
+        let tags = if row.tags.is_empty() { String::new() } else { format!("  tags: {}", line(&row.tags.replace(';', ", "))) };
+        let _ = writeln!(o, "  hypothesis  {}{tags}", line(&row.hypothesis));
     }
-    let _ = writeln!(o, "  time        {} ({} runs, {})", row.time, row.runs, crate::sweep::fmt_duration(row.wall_s));
+    let _ = writeln!(o, "  time        {} ({} runs, {})", line(&row.time), row.runs, crate::sweep::fmt_duration(row.wall_s));
     if !row.commit.is_empty() {
-        let _ = writeln!(o, "  commit      {}", row.commit);
+        let _ = writeln!(o, "  commit      {}", line(&row.commit));
     }
-    let _ = writeln!(o, "  incumbent   {}", row.incumbent);
+    let _ = writeln!(o, "  incumbent   {}", line(&row.incumbent));
     if !row.note.is_empty() {
-        let _ = writeln!(o, "  why         {}", row.note.lines().next().unwrap_or(""));
+        let _ = writeln!(o, "  why         {}", line(row.note.lines().next().unwrap_or("")));
         for l in row.note.lines().skip(1).take(12) {
-            let _ = writeln!(o, "              {l}");
+            let _ = writeln!(o, "              {}", line(l));
         }
     }
 
@@ -151,7 +156,7 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
         "  score {}  latency {} ({})  host latency {}",
         opt(row.score, 3, ""),
         opt(row.latency_ms, 3, " ms"),
-        row.latency_source.as_deref().unwrap_or("-"),
+        line(row.latency_source.as_deref().unwrap_or("-")),
         opt(row.host_latency_ms, 3, " ms")
     );
     let _ = writeln!(
@@ -161,32 +166,32 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
         opt(row.tflops, 3, ""),
         opt(row.intensity, 0, ""),
         opt(row.bw_pct, 1, "%"),
-        row.regime.as_deref().unwrap_or("-"),
+        line(row.regime.as_deref().unwrap_or("-")),
         opt(row.gap_ms, 3, " ms")
     );
     if let Some(k) = &row.kernel {
-        let _ = writeln!(o, "  kernel in the trace: {k}");
+        let _ = writeln!(o, "  kernel in the trace: {}", line(k));
     }
 
     if !row.commit.is_empty() {
         let _ = writeln!(o, "\ndiff");
         let discarded = format!("{}{}", vcs::DISCARDED_PREFIX, row.id);
         let parked = repo.repo.find_reference(&discarded).is_ok();
-        match git2::Oid::from_str(&row.commit).ok().and_then(|c| repo.diff_stat(c).ok()) {
+        match diff_stat(repo, &row.commit) {
             Some(stat) => {
-                for l in stat.lines() {
+                for l in stat {
                     let _ = writeln!(o, "  {l}");
                 }
             }
             None => {
-                let _ = writeln!(o, "  (commit {} is not in this repository)", &row.commit);
+                let _ = writeln!(o, "  (commit {} is not in this repository)", line(&row.commit));
             }
         }
         if parked && row.status != Status::Keep {
             let _ = writeln!(o, "  see it: git show {discarded}   (reverted; parked there)");
             let _ = writeln!(o, "  bring it back: ratchet retry {} (uncommitted, to run again; --run runs it)", row.id);
         } else {
-            let _ = writeln!(o, "  see it: git show {}", &row.commit[..row.commit.len().min(12)]);
+            let _ = writeln!(o, "  see it: git show {}", line(&row.commit[..row.commit.len().min(12)]));
         }
     }
 
@@ -194,7 +199,7 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
         // The runs' common directory once, each run's own folder in its row.
         match runs[0].out_dir.parent() {
             Some(dir) => {
-                let _ = writeln!(o, "\nruns (in {})", dir.display());
+                let _ = writeln!(o, "\nruns (in {})", printable::path(dir));
             }
             None => {
                 let _ = writeln!(o, "\nruns");
@@ -209,11 +214,11 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
                 r.side.as_str(),
                 r.status.as_str(),
                 opt(r.latency_ms, 3, " ms"),
-                r.latency_source.as_deref().unwrap_or("-"),
+                line(r.latency_source.as_deref().unwrap_or("-")),
                 r.wall_s,
                 match (r.out_dir.parent() == runs[0].out_dir.parent(), r.out_dir.file_name()) {
-                    (true, Some(leaf)) => leaf.to_string_lossy().to_string(),
-                    _ => r.out_dir.display().to_string(),
+                    (true, Some(leaf)) => printable::path(Path::new(leaf)),
+                    _ => printable::path(&r.out_dir),
                 }
             );
         }
@@ -268,7 +273,7 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
         }
         let _ = writeln!(o, "  (! marks a snapshot over 1.2x its run's median: a transient regression)");
         for s in deep.iter().flat_map(|r| &r.snapshots).filter(|s| s.error.is_some()).take(3) {
-            let _ = writeln!(o, "  unreadable: {}: {}", s.path.display(), s.error.as_deref().unwrap_or(""));
+            let _ = writeln!(o, "  unreadable: {}: {}", printable::path(&s.path), line(s.error.as_deref().unwrap_or("")));
         }
     }
 
@@ -279,18 +284,64 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
     if !traces.is_empty() {
         let _ = writeln!(o, "\ntraces");
         for (side, t) in &traces {
-            let _ = writeln!(o, "  {:<9} {}", side.as_str(), t.display());
+            let _ = writeln!(o, "  {:<9} {}", side.as_str(), printable::path(t));
         }
         let logdir = traces[0].1.parent().map(Path::to_path_buf).unwrap_or_else(|| traces[0].1.clone());
-        let _ = writeln!(o, "  every run's trace is under {}", runs[0].out_dir.parent().unwrap_or(Path::new(".")).display());
-        let _ = writeln!(o, "  open in XProf: xprof --port=8791 {}", logdir_of(&traces[0].1).unwrap_or(logdir).display());
+        let _ = writeln!(o, "  every run's trace is under {}", printable::path(runs[0].out_dir.parent().unwrap_or(Path::new("."))));
+        let _ = writeln!(o, "  open in XProf: xprof --port=8791 {}", printable::path(&logdir_of(&traces[0].1).unwrap_or(logdir)));
         let _ = writeln!(
             o,
             "  read here:     ratchet inspect {}",
-            last_ok(runs, Side::Candidate).map(|r| r.out_dir.display().to_string()).unwrap_or_default()
+            last_ok(runs, Side::Candidate).map(|r| printable::path(&r.out_dir)).unwrap_or_default()
         );
     }
     o
+}
+
+/// The commit's diff stat as git prints it (` path | 3 ++-`, then the totals), each path
+/// printable: git2's own stat writes a path as it is, so a newline in a file name would start a
+/// line of its own. `None` when the commit is not in the repository.
+fn diff_stat(repo: &Repo, commit: &str) -> Option<Vec<String>> {
+    let commit = repo.repo.find_commit(git2::Oid::from_str(commit).ok()?).ok()?;
+    let tree = commit.tree().ok()?;
+    let parent = commit.parent(0).ok().and_then(|p| p.tree().ok());
+    let diff = repo.repo.diff_tree_to_tree(parent.as_ref(), Some(&tree), None).ok()?;
+    // Each file's path and its (insertions, deletions), `None` for a binary file.
+    let mut files: Vec<(String, Option<(usize, usize)>)> = vec![];
+    for (i, delta) in diff.deltas().enumerate() {
+        let path = delta.new_file().path().or(delta.old_file().path()).map(printable::path).unwrap_or_default();
+        let patch = git2::Patch::from_diff(&diff, i).ok().flatten();
+        let counts = patch.filter(|p| !p.delta().flags().is_binary()).and_then(|p| p.line_stats().ok()).map(|(_, ins, del)| (ins, del));
+        files.push((path, counts));
+    }
+    let path_w = files.iter().map(|(p, _)| crate::units::cells(p)).max().unwrap_or(0);
+    let most = files.iter().filter_map(|(_, c)| c.map(|(i, d)| i + d)).max().unwrap_or(0);
+    let count_w = most.to_string().len().max(if files.iter().any(|(_, c)| c.is_none()) { 3 } else { 1 });
+    // As git: the bar is scaled down when the largest change would not fit in 50 columns.
+    let bar = |n: usize| if most <= 50 { n } else { (n * 50).div_ceil(most) };
+    let mut out = vec![];
+    let (mut ins_total, mut del_total) = (0, 0);
+    for (path, counts) in &files {
+        let pad = " ".repeat(path_w - crate::units::cells(path));
+        out.push(match counts {
+            Some((i, d)) => {
+                ins_total += i;
+                del_total += d;
+                format!(" {path}{pad} | {:>count_w$} {}{}", i + d, "+".repeat(bar(*i)), "-".repeat(bar(*d))).trim_end().to_string()
+            }
+            None => format!(" {path}{pad} | {:>count_w$}", "Bin"),
+        });
+    }
+    let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut total = format!(" {} changed", plural(files.len(), "file", "files"));
+    if ins_total > 0 || del_total == 0 {
+        total += &format!(", {}", plural(ins_total, "insertion(+)", "insertions(+)"));
+    }
+    if del_total > 0 || ins_total == 0 {
+        total += &format!(", {}", plural(del_total, "deletion(-)", "deletions(-)"));
+    }
+    out.push(total);
+    Some(out)
 }
 
 /// The directory XProf takes: the one holding `plugins/profile/<session>/`.
@@ -361,7 +412,8 @@ pub fn op_diff(cand: &[OpStat], inc: &[OpStat], limit: usize) -> String {
             Some(i) if *i > 0.0 => format!("{:+.1}%", delta / i * 100.0),
             _ => "new".into(),
         };
-        let short: String = name.chars().take(40).collect();
+        // Escaped before it is cut, so a cut never leaves half an escape's raw character.
+        let short: String = line(name).chars().take(40).collect();
         let _ = writeln!(o, "  {short:<40} {:>11} {:>11} {:>+11.2} {pct:>8}", opt(*c, 2, ""), opt(*i, 2, ""), delta);
     }
     if rows.len() > limit {

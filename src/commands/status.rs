@@ -3,6 +3,7 @@
 //! `ratchet recover` (or the next experiment or sweep) does the recovery.
 
 use crate::error::Result;
+use crate::printable::{block, line};
 use crate::store::{ResultRow, Status};
 use crate::workspace::Workspace;
 use serde::Serialize;
@@ -61,7 +62,7 @@ pub fn report(ws: &Workspace) -> Result<Report> {
     let (running, recovery) = match crate::lock::RepoLock::for_repo(repo, &args.join(" ")) {
         Ok(lock) => {
             if let Some(h) = lock.stale() {
-                eprintln!("note: {}", h.stale_note());
+                eprintln!("note: {}", block(&h.stale_note()));
             }
             (None, super::recover::plan(repo, store))
         }
@@ -113,18 +114,21 @@ pub fn run(ws: &Workspace, json: bool) -> Result<()> {
         println!("{}", super::json::to_line("status", &r));
         return Ok(());
     }
-    let short = |s: &str| s[..s.len().min(12)].to_string();
+    // Messages, hypothesis names, the running ratchet's command line are the user's (or an
+    // agent's) text: printable, each on its line.
+    let short = |s: &str| line(&s[..s.len().min(12)]).into_owned();
+    let branch = line(&r.branch);
     match &r.running {
         Some(who) => {
-            println!("{who}");
+            println!("{}", block(who));
             if let Some(j) = &r.experiment_in_flight {
-                println!("  experiment {} ({:?}): {}", j.id, j.phase, j.message);
+                println!("  experiment {} ({:?}): {}", j.id, j.phase, line(&j.message));
             }
             if let Some(h) = &r.sweep_in_flight {
-                println!("  sweep hypothesis in flight: {h}");
+                println!("  sweep hypothesis in flight: {}", line(h));
             }
             if let Some(p) = &r.parallel_in_flight {
-                println!("  parallel sweep: {p}");
+                println!("  parallel sweep: {}", line(p));
             }
         }
         None => {
@@ -133,14 +137,14 @@ pub fn run(ws: &Workspace, json: bool) -> Result<()> {
                 println!("no unfinished experiment");
             } else {
                 if let Some(j) = &r.experiment_in_flight {
-                    println!("unfinished experiment {} ({:?}): {}", j.id, j.phase, j.message);
+                    println!("unfinished experiment {} ({:?}): {}", j.id, j.phase, line(&j.message));
                 }
                 if let Some(h) = &r.sweep_in_flight {
-                    println!("unfinished sweep hypothesis: {h}");
+                    println!("unfinished sweep hypothesis: {}", line(h));
                 }
                 println!("recovery pending (`ratchet recover` does it, or the next experiment or sweep):");
                 for step in &r.recovery {
-                    println!("  - {step}");
+                    println!("  - {}", line(step));
                 }
             }
         }
@@ -148,27 +152,27 @@ pub fn run(ws: &Workspace, json: bool) -> Result<()> {
     match (&r.remembered_incumbent, &r.head) {
         (Some(inc), Some(head)) if r.head_moved => println!(
             "incumbent on {}: HEAD {} ({} moved since ratchet's last incumbent {}; the next experiment measures against HEAD)",
-            r.branch,
+            branch,
             short(head),
-            r.branch,
+            branch,
             short(inc)
         ),
-        (Some(inc), _) => println!("incumbent on {}: {}", r.branch, short(inc)),
-        (None, _) => println!("incumbent on {}: HEAD (no experiment yet)", r.branch),
+        (Some(inc), _) => println!("incumbent on {}: {}", branch, short(inc)),
+        (None, _) => println!("incumbent on {}: HEAD (no experiment yet)", branch),
     }
     if let Some(n) = &r.noise {
-        println!("{n}");
+        println!("{}", block(n));
     }
     if let Some(a) = &r.noise_alarm {
-        println!("warning: {a}");
+        println!("warning: {}", block(a));
     }
     match &r.last {
-        Some(l) => println!("last experiment: {} {} ({}): {}", l.id, l.status.as_str(), l.time, l.message),
+        Some(l) => println!("last experiment: {} {} ({}): {}", l.id, l.status.as_str(), line(&l.time), line(&l.message)),
         None => println!("no experiments yet"),
     }
     if r.experiments > 0 {
         println!("{} experiments, {} kept", r.experiments, r.kept);
     }
-    println!("{}", r.disk);
+    println!("{}", block(&r.disk));
     Ok(())
 }

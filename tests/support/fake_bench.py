@@ -18,6 +18,8 @@ FAKE_THROTTLED    1: mark every run as throttled
 FAKE_META         JSON object reported as the run's `meta` (default {"fake": true})
 FAKE_ENV          JSON object reported as the run's `environment`
 FAKE_KERNEL_BODY  path of a kernel-body file to copy into RATCHET_OUT as kernel.body.mlir
+FAKE_STDERR       with FAKE_MODE=crash: what to print on stderr instead of the traceback, with
+                  Python's backslash escapes (\\x1b, \\n) read as the bytes they name
 """
 import json
 import os
@@ -57,7 +59,10 @@ def main():
             f.write("benchmark output\n")
     print(f"fake benchmark: mode={mode} side={os.environ.get('RATCHET_SIDE')} run={run}")
     if mode == "crash":
-        print("Traceback (most recent call last):\nRuntimeError: fake kernel exploded", file=sys.stderr)
+        text = "Traceback (most recent call last):\nRuntimeError: fake kernel exploded"
+        if "FAKE_STDERR" in cfg:
+            text = cfg["FAKE_STDERR"].encode().decode("unicode_escape")
+        print(text, file=sys.stderr)
         sys.exit(3)
     if mode == "hang":
         while True:
