@@ -60,7 +60,7 @@ pub fn has_conflict_markers(text: &[u8]) -> bool {
 /// Whether the file's first 8 KiB hold a NUL byte (git's own test for binary content).
 fn looks_binary(path: &Path) -> bool {
     let mut buf = [0u8; 8192];
-    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut buf)).unwrap_or(0);
+    let n = crate::safe_read::open_regular(path).ok().and_then(|mut f| f.read(&mut buf).ok()).unwrap_or(0);
     buf[..n].contains(&0)
 }
 
@@ -112,7 +112,7 @@ pub fn admit(
         if meta.as_ref().is_some_and(|m| m.is_file()) {
             // Conflict markers are looked for in text-sized files only (a huge data file is not
             // read into memory for it).
-            if size.unwrap_or(0) <= SCAN_BYTES && std::fs::read(&full).is_ok_and(|t| has_conflict_markers(&t)) {
+            if size.unwrap_or(0) <= SCAN_BYTES && crate::safe_read::read_capped(&full, SCAN_BYTES).is_ok_and(|t| has_conflict_markers(&t)) {
                 conflicted.push(p.clone());
             }
             let is_new = untracked.contains(p);

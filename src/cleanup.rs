@@ -21,6 +21,23 @@ pub fn remove_stale_temp_files(dirs: &[&Path]) -> usize {
     removed
 }
 
+/// Remove the scratch directories (`checkout.tmp.<pid>` under the state directory) of rollbacks
+/// by a process other than this one, killed before they finished; their files were never
+/// renamed into the work tree, or were and are gone from here. Returns how many were removed.
+pub fn remove_stale_checkouts(state_dir: &Path) -> usize {
+    let me = std::process::id().to_string();
+    let Ok(rd) = std::fs::read_dir(state_dir) else { return 0 };
+    rd.flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let pid = name.strip_prefix(crate::vcs::CHECKOUT_SCRATCH);
+            pid.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && p != me)
+                && e.file_type().is_ok_and(|t| t.is_dir())
+                && std::fs::remove_dir_all(e.path()).is_ok()
+        })
+        .count()
+}
+
 /// `.<name>.tmp.<pid>` of another pid, or the executor's `run.pgid.tmp`.
 fn is_stale_temp(name: &str, me: &str) -> bool {
     if name == "run.pgid.tmp" {

@@ -178,15 +178,27 @@ pub fn kill_orphaned_benchmark(state_dir: &Path) -> Option<i32> {
     crate::bench::executor::kill_recorded_run(&pgid_path(state_dir))
 }
 
+/// What recovery says of a benchmark run it stopped: its process group where it had one of its
+/// own still standing (0 means the group was gone and only its supervisor or stray processes
+/// were stopped, found by their run token).
+fn orphan_note(pgid: i32) -> String {
+    if pgid > 0 {
+        format!("killed the benchmark process group {pgid} it left running")
+    } else {
+        "stopped the benchmark run it left running (its processes, found by their run token)".to_string()
+    }
+}
+
 /// Finish or roll back an experiment a dead ratchet left unfinished. Returns what was done, for
 /// the user, or `None` when there was nothing to recover.
 pub fn recover(repo: &Repo, store: &Store) -> Result<Option<String>> {
     let state_dir = repo.state_dir();
     repo.clean_leftovers();
     crate::cleanup::remove_stale_temp_files(&[&state_dir, &repo.root().join(vcs::RESULTS_DIR)]);
+    crate::cleanup::remove_stale_checkouts(&state_dir);
     let mut said = vec![];
     if let Some(pgid) = kill_orphaned_benchmark(&state_dir) {
-        said.push(format!("killed the benchmark process group {pgid} it left running"));
+        said.push(orphan_note(pgid));
     }
     let Some(entry) = load(&state_dir) else {
         return Ok((!said.is_empty()).then(|| said.join("; ")));
@@ -283,6 +295,12 @@ fn interrupted_row(entry: &Entry, candidate: git2::Oid) -> ResultRow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stopped_run_without_a_group_of_its_own_names_no_process_group() {
+        assert_eq!(orphan_note(4242), "killed the benchmark process group 4242 it left running");
+        assert!(!orphan_note(0).contains("group 0") && orphan_note(0).contains("stopped the benchmark run"), "{}", orphan_note(0));
+    }
 
     /// Each journal as the oldest ratchet that wrote it left it (fields added since missing):
     /// a ratchet started after an upgrade still reads and replays it.

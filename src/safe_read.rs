@@ -45,6 +45,17 @@ pub fn open_regular(path: &Path) -> Result<File, SafeReadError> {
     Ok(f)
 }
 
+/// The git blob id of the regular file at `path` (its bytes, no filters), read through a
+/// descriptor opened without blocking: a FIFO or device put where a tracked file was is an
+/// error, never a hang or an endless read.
+pub fn hash_blob(path: &Path) -> Result<git2::Oid, SafeReadError> {
+    use std::os::fd::AsRawFd;
+    let f = open_regular(path)?;
+    // The open descriptor, by its /proc name: what was checked is what is hashed.
+    let fd_path = PathBuf::from(format!("/proc/self/fd/{}", f.as_raw_fd()));
+    git2::Oid::hash_file(git2::ObjectType::Blob, &fd_path).map_err(|e| err(format!("cannot hash {}: {}", path.display(), e.message())))
+}
+
 /// Read at most `cap` bytes of the regular file at `path`; a larger file is an error naming the cap.
 pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, SafeReadError> {
     let f = open_regular(path)?;

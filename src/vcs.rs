@@ -30,6 +30,8 @@ const WORKTREE_NAME: &str = "ratchet-incumbent";
 /// Index entry flag (extended flags) of a path outside the sparse-checkout cone. Source: libgit2
 /// include/git2/index.h, `GIT_INDEX_ENTRY_SKIP_WORKTREE = (1 << 14)`.
 const SKIP_WORKTREE: u16 = 1 << 14;
+/// Largest attributes file read for filter drivers.
+const ATTRIBUTES_CAP: u64 = 16 << 20;
 /// Git config switches that let ratchet commit although hooks or signing are configured.
 pub const SKIP_HOOKS_KEY: &str = "ratchet.skipHooks";
 pub const UNSIGNED_KEY: &str = "ratchet.unsignedCommits";
@@ -169,19 +171,169 @@ fn blob_at(tree: &Tree, path: &str) -> Option<Oid> {
     tree.get_path(Path::new(path)).ok().filter(|e| e.kind() == Some(git2::ObjectType::Blob)).map(|e| e.id())
 }
 
+/// Prefix of the scratch directory, under the state directory, that [`checkout_paths`] checks
+/// files out into before renaming them into place (`checkout.tmp.<pid>`).
+pub const CHECKOUT_SCRATCH: &str = "checkout.tmp.";
+
 /// Check out `paths` of `tree` into `repo`'s work tree and index, overwriting local changes to
 /// them; nothing else is looked at (no whole-tree walk). Untracked files stay.
+///
+/// A kill at any moment leaves each file either as it was or as `tree` holds it, never torn:
+/// libgit2 (which writes in place) checks the files out, filters, modes and links as a checkout
+/// gives them, into a scratch directory under `.ratchet/`, each is synced and renamed over its
+/// path, and the index entries are written last. So recovery, which tells ratchet's own content
+/// from a user's edit by blob id, can never take a half-written file for an edit.
 fn checkout_paths(repo: &Repository, tree: &Tree, paths: &[String]) -> Result<()> {
+    write_paths(repo, tree, paths, true)
+}
+
+/// [`checkout_paths`], the index written too only with `update_index`.
+fn write_paths(repo: &Repository, tree: &Tree, paths: &[String], update_index: bool) -> Result<()> {
     if paths.is_empty() {
         return Ok(());
     }
-    let mut co = CheckoutBuilder::new();
-    co.force().remove_untracked(false).disable_pathspec_match(true);
+    let Some(workdir) = repo.workdir().map(Path::to_path_buf) else { return Ok(()) };
+    let mut index = repo.index()?;
+    // A path outside the sparse-checkout cone stays absent: only its index entry moves.
+    let skipped = |p: &str| index.get_path(Path::new(p), 0).is_some_and(|e| e.flags_extended & SKIP_WORKTREE != 0);
+    let (mut writes, mut removals) = (vec![], vec![]);
     for p in paths {
-        co.path(p.as_str());
+        match tree.get_path(Path::new(p)) {
+            Ok(e) if e.kind() == Some(git2::ObjectType::Blob) => writes.push((p.as_str(), e.id(), e.filemode() as u32, skipped(p))),
+            // A submodule's commit is moved by `git submodule update`, never by a checkout of files.
+            Ok(e) if e.kind() == Some(git2::ObjectType::Commit) => {}
+            _ => removals.push((p.as_str(), skipped(p))),
+        }
     }
-    repo.checkout_tree(tree.as_object(), Some(&mut co))?;
+    let scratch = workdir.join(STATE_DIR).join(format!("{CHECKOUT_SCRATCH}{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch)?;
+    let result = (|| -> Result<()> {
+        let to_write: Vec<&str> = writes.iter().filter(|w| !w.3).map(|w| w.0).collect();
+        if !to_write.is_empty() {
+            let mut co = CheckoutBuilder::new();
+            co.force().remove_untracked(false).disable_pathspec_match(true).update_index(false).refresh(false);
+            co.target_dir(&scratch);
+            for p in &to_write {
+                co.path(*p);
+            }
+            repo.checkout_tree(tree.as_object(), Some(&mut co))?;
+        }
+        // Removals first: a file the old tree held may stand where the new one has a directory.
+        for (p, skip) in &removals {
+            if !*skip {
+                remove_tracked(&workdir, p)?;
+            }
+        }
+        for p in &to_write {
+            place(&workdir, &scratch, p)?;
+        }
+        if !update_index {
+            return Ok(());
+        }
+        for (p, id, mode, skip) in &writes {
+            let md = if *skip { None } else { Some(std::fs::symlink_metadata(workdir.join(p))?) };
+            index.add(&index_entry(p, *id, *mode, md.as_ref()))?;
+        }
+        for (p, _) in &removals {
+            let _ = index.remove_path(Path::new(p));
+        }
+        index.write()?;
+        Ok(())
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+/// Whether a directory between `workdir` and `full` is a symbolic link (a write there would land
+/// outside the path git names).
+fn via_link(workdir: &Path, full: &Path) -> bool {
+    full.ancestors().skip(1).take_while(|a| *a != workdir).any(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()))
+}
+
+/// Remove the tracked file or link at `rel` and the directories it leaves empty, as a checkout does.
+fn remove_tracked(workdir: &Path, rel: &str) -> Result<()> {
+    let full = workdir.join(rel);
+    if via_link(workdir, &full) || !std::fs::symlink_metadata(&full).is_ok_and(|m| !m.is_dir()) {
+        return Ok(());
+    }
+    std::fs::remove_file(&full)?;
+    let mut dir = full.parent();
+    while let Some(d) = dir.filter(|d| *d != workdir) {
+        if std::fs::remove_dir(d).is_err() {
+            break;
+        }
+        dir = d.parent();
+    }
     Ok(())
+}
+
+/// Move the checked-out `rel` from `scratch` over its path in `workdir`: synced first, then one
+/// rename, so the path holds the old bytes or the new ones. Where the work tree path is on
+/// another filesystem (a mount inside the repo), the file is copied to a temporary name beside
+/// it and renamed from there.
+fn place(workdir: &Path, scratch: &Path, rel: &str) -> Result<()> {
+    let (src, dst) = (scratch.join(rel), workdir.join(rel));
+    if via_link(workdir, &dst) {
+        return Err(Error::repo(format!(
+            "{rel}: a directory on its path is a symbolic link, so checking it out would write outside the path git names"
+        ))
+        .hint("replace the link with a directory (or remove it), then run `ratchet recover`"));
+    }
+    let parent = dst.parent().unwrap_or(workdir);
+    std::fs::create_dir_all(parent)?;
+    let md = std::fs::symlink_metadata(&src)?;
+    if md.is_file() {
+        std::fs::File::open(&src)?.sync_all()?;
+    }
+    if let Ok(old) = std::fs::symlink_metadata(&dst) {
+        if old.is_dir() {
+            // A directory the new tree replaces by a file: its tracked files went with the
+            // removals; anything left is the user's, so it stays and the checkout stops here.
+            std::fs::remove_dir(&dst).map_err(|e| {
+                Error::repo(format!("{rel} is a directory holding untracked files, where the tree has a file ({e})"))
+                    .hint("move those files away, then run `ratchet recover`")
+            })?;
+        }
+    }
+    match std::fs::rename(&src, &dst) {
+        Err(e) if e.raw_os_error() == Some(libc::EXDEV) => {
+            let tmp = parent.join(format!(".{}.tmp.{}", dst.file_name().unwrap_or_default().to_string_lossy(), std::process::id()));
+            if md.file_type().is_symlink() {
+                std::os::unix::fs::symlink(std::fs::read_link(&src)?, &tmp)?;
+            } else {
+                std::fs::copy(&src, &tmp)?;
+                std::fs::File::open(&tmp)?.sync_all()?;
+            }
+            std::fs::rename(&tmp, &dst)?;
+        }
+        r => r?,
+    }
+    Ok(())
+}
+
+/// The index entry a checkout writes for `rel`: the tree's blob id and mode, the file's stat;
+/// without one, the path is outside the sparse-checkout cone and keeps its skip-worktree flag.
+fn index_entry(rel: &str, id: Oid, mode: u32, md: Option<&std::fs::Metadata>) -> git2::IndexEntry {
+    use std::os::unix::fs::MetadataExt;
+    let t = |s: i64, ns: i64| git2::IndexTime::new(s as i32, ns as u32);
+    let (ctime, mtime) = md.map(|m| (t(m.ctime(), m.ctime_nsec()), t(m.mtime(), m.mtime_nsec()))).unwrap_or((t(0, 0), t(0, 0)));
+    let stat = |f: fn(&std::fs::Metadata) -> u64| md.map(f).unwrap_or(0) as u32;
+    let skip = md.is_none();
+    git2::IndexEntry {
+        ctime,
+        mtime,
+        dev: stat(|m| m.dev()),
+        ino: stat(|m| m.ino()),
+        mode,
+        uid: stat(|m| m.uid() as u64),
+        gid: stat(|m| m.gid() as u64),
+        file_size: stat(|m| m.size()),
+        id,
+        flags: 0,
+        flags_extended: if skip { SKIP_WORKTREE } else { 0 },
+        path: rel.as_bytes().to_vec(),
+    }
 }
 
 /// The entry a full status walk reports for the untracked file `path`: the file itself, or its
@@ -218,24 +370,7 @@ fn move_paths(repo: &Repository, tree: &Tree, paths: &[String]) -> Result<()> {
         }
         // The old file goes first, whatever replaces it: libgit2 would write a new file through
         // an old symbolic link. Never through a symbolic link among its parents.
-        let full = workdir.join(p);
-        let via_link = full
-            .ancestors()
-            .skip(1)
-            .take_while(|a| *a != workdir)
-            .any(|a| std::fs::symlink_metadata(a).is_ok_and(|m| m.file_type().is_symlink()));
-        if via_link || !std::fs::symlink_metadata(&full).is_ok_and(|m| !m.is_dir()) {
-            continue;
-        }
-        std::fs::remove_file(&full)?;
-        // Directories the old tree's files leave empty go with them, as a checkout does.
-        let mut dir = full.parent();
-        while let Some(d) = dir.filter(|d| *d != workdir) {
-            if std::fs::remove_dir(d).is_err() {
-                break;
-            }
-            dir = d.parent();
-        }
+        remove_tracked(&workdir, p)?;
     }
     if blobs.is_empty() {
         return Ok(());
@@ -508,7 +643,7 @@ impl Repo {
             for e in index.iter() {
                 let path = String::from_utf8_lossy(&e.path).into_owned();
                 if path == ".gitattributes" || path.ends_with("/.gitattributes") {
-                    let text = std::fs::read_to_string(self.root.join(&path))
+                    let text = crate::safe_read::read_text_capped(&self.root.join(&path), ATTRIBUTES_CAP)
                         .ok()
                         .or_else(|| self.repo.find_blob(e.id).ok().map(|b| String::from_utf8_lossy(b.content()).into_owned()));
                     sources.extend(text.map(|t| (path, t)));
@@ -516,11 +651,11 @@ impl Repo {
             }
         }
         let info = self.repo.commondir().join("info").join("attributes");
-        if let Ok(t) = std::fs::read_to_string(&info) {
+        if let Ok(t) = crate::safe_read::read_text_capped(&info, ATTRIBUTES_CAP) {
             sources.push((info.display().to_string(), t));
         }
-        if let Ok(p) = self.repo.config().and_then(|c| c.get_path("core.attributesFile")) {
-            if let Ok(t) = std::fs::read_to_string(&p) {
+        if let Ok(p) = self.git_config().and_then(|c| Ok(c.get_path("core.attributesFile")?)) {
+            if let Ok(t) = crate::safe_read::read_text_capped(&p, ATTRIBUTES_CAP) {
                 sources.push((p.display().to_string(), t));
             }
         }
@@ -550,7 +685,7 @@ impl Repo {
     /// ratchet never skips them silently. Returns the notes to tell the user (what is skipped).
     pub fn check_commit_policy(&self) -> Result<Vec<String>> {
         let mut notes = vec![];
-        let cfg = self.repo.config()?;
+        let cfg = self.git_config()?;
         let on = |k: &str| cfg.get_bool(k).unwrap_or(false);
         let hooks = match cfg.get_path("core.hooksPath") {
             Ok(p) if p.is_relative() => self.root.join(p),
@@ -678,6 +813,28 @@ impl Repo {
         Ok(paths)
     }
 
+    /// Submodules whose work tree differs from the commit the superproject records (a new HEAD
+    /// in it, or edits inside it), each with what differs. ratchet never commits into or moves
+    /// a submodule, so these are never part of a hypothesis.
+    pub fn changed_submodules(&self) -> Vec<(String, &'static str)> {
+        use git2::SubmoduleStatus as S;
+        let Ok(subs) = self.repo.submodules() else { return vec![] };
+        let mut out = vec![];
+        for sm in subs {
+            let Some(name) = sm.name().map(str::to_string) else { continue };
+            let Ok(st) = self.repo.submodule_status(&name, git2::SubmoduleIgnore::Untracked) else { continue };
+            let what = if st.intersects(S::WD_MODIFIED | S::INDEX_MODIFIED) {
+                "its checked-out commit is not the one the superproject records"
+            } else if st.intersects(S::WD_INDEX_MODIFIED | S::WD_WD_MODIFIED) {
+                "files inside it are edited"
+            } else {
+                continue;
+            };
+            out.push((sm.path().to_string_lossy().into_owned(), what));
+        }
+        out
+    }
+
     /// The paths a status walk has to look at: from one parallel stat pass over the work tree
     /// (`walk::survey`), plus the paths staged in the index. Arms the watcher on every directory
     /// that can hold a hypothesis's file (watched before it is read). `None`: let libgit2 walk
@@ -748,8 +905,20 @@ impl Repo {
     pub fn after_run_scan(&self) -> Result<AfterRun> {
         let mut opts = StatusOptions::new();
         opts.include_untracked(true).recurse_untracked_dirs(false).include_ignored(false).exclude_submodules(true);
-        let watched = self.watch.borrow_mut().take().and_then(|w| w.changed());
+        let mut watched = self.watch.borrow_mut().take().and_then(|w| w.changed());
         let blind = self.blind.borrow_mut().take();
+        if let Some(changed) = watched.as_mut() {
+            // A write no event reports (through a memory mapping made and gone during the runs)
+            // still moves the file's mtime: one stat pass finds it, or the whole walk below runs.
+            let mut index = self.repo.index()?;
+            index.read(false)?;
+            match walk::survey(&self.repo, &index, &self.root, &[STATE_DIR, RESULTS_DIR], None) {
+                Some(found) if found.suspects.len() <= MAX_SUSPECTS => {
+                    changed.extend(found.suspects.into_iter().filter(|p| !p.ends_with('/') && index.get_path(Path::new(p), 0).is_some()));
+                }
+                _ => watched = None,
+            }
+        }
         let mut out = AfterRun::default();
         if let Some(changed) = watched {
             let changed: Vec<&String> = changed.iter().filter(|p| !is_ratchet_path(p) && !p.split('/').any(|c| c == ".git")).collect();
@@ -815,7 +984,7 @@ impl Repo {
         let Some(blind) = blind else { return vec![] };
         let Ok(head) = self.repo.head().and_then(|h| h.peel_to_tree()) else { return vec![] };
         blind
-            .paths()
+            .paths(&self.root)
             .into_iter()
             .filter(|p| !is_ratchet_path(p) && !known.contains(p))
             .filter(|p| blob_at(&head, p).is_some() && self.workdir_blob(p) != blob_at(&head, p))
@@ -862,10 +1031,27 @@ impl Repo {
     }
 
     fn signature(&self) -> Result<Signature<'static>> {
-        Ok(match self.repo.signature() {
-            Ok(s) => s.to_owned(),
-            Err(_) => Signature::now("ratchet", "ratchet@localhost")?,
+        let cfg = self.git_config()?;
+        Ok(match (cfg.get_string("user.name"), cfg.get_string("user.email")) {
+            (Ok(name), Ok(email)) => Signature::now(&name, &email)?,
+            _ => Signature::now("ratchet", "ratchet@localhost")?,
         })
+    }
+
+    /// The repository's git configuration as git itself reads it: libgit2 finds the global and
+    /// system files at their usual places only, while git takes `GIT_CONFIG_GLOBAL` and
+    /// `GIT_CONFIG_SYSTEM` in their place (a hooks path or signing set there must be seen).
+    pub fn git_config(&self) -> Result<git2::Config> {
+        let mut cfg = self.repo.config()?;
+        for (var, level) in [("GIT_CONFIG_GLOBAL", git2::ConfigLevel::Global), ("GIT_CONFIG_SYSTEM", git2::ConfigLevel::System)] {
+            if let Some(file) = std::env::var_os(var).filter(|v| !v.is_empty()) {
+                // Put in place of the level's usual file; `/dev/null` (no file) leaves it empty.
+                let file = PathBuf::from(file);
+                let file = if std::fs::metadata(&file).is_ok_and(|m| m.is_file()) { file } else { PathBuf::from("/nonexistent/ratchet") };
+                cfg.add_file(&file, level, true)?;
+            }
+        }
+        Ok(cfg.snapshot()?)
     }
 
     /// `base` with `paths` as they are in the working tree (a missing file is a deletion): the
@@ -873,7 +1059,7 @@ impl Repo {
     /// snapshot of a partial (sparse) work tree. Only blobs are written; the index is untouched.
     fn tree_with_workdir_paths(&self, base: &Tree, paths: &[String]) -> Result<Oid> {
         let workdir = self.repo.workdir().unwrap_or(&self.root).to_path_buf();
-        let filemode = self.repo.config().and_then(|c| c.get_bool("core.filemode")).unwrap_or(true);
+        let filemode = self.git_config().ok().and_then(|c| c.get_bool("core.filemode").ok()).unwrap_or(true);
         let mut b = TreeUpdateBuilder::new();
         for p in paths {
             let full = workdir.join(p);
@@ -1038,8 +1224,10 @@ impl Repo {
         }
         let (mut ours, mut later) = (vec![], vec![]);
         for p in paths {
-            let now = self.workdir_blob(&p);
-            let known = [Some(&inc_tree), Some(&tip_tree), head_tree.as_ref()].into_iter().flatten().any(|t| blob_at(t, &p) == now);
+            let known = [Some(&inc_tree), Some(&tip_tree), head_tree.as_ref()]
+                .into_iter()
+                .flatten()
+                .any(|t| self.workdir_holds(&p, blob_at(t, &p)));
             if known {
                 ours.push(p);
             } else {
@@ -1059,7 +1247,7 @@ impl Repo {
 
     /// The blob id of what the work tree holds at `path` (a file's bytes or a symbolic link's
     /// target, hashed as git stores them without filters); `None` when there is nothing there
-    /// or a directory.
+    /// or a directory, or something that is not a regular file (a FIFO is never opened).
     pub fn workdir_blob(&self, path: &str) -> Option<Oid> {
         let full = self.root.join(path);
         let md = std::fs::symlink_metadata(&full).ok()?;
@@ -1067,10 +1255,52 @@ impl Repo {
             let target = std::fs::read_link(&full).ok()?;
             Oid::hash_object(git2::ObjectType::Blob, target.as_os_str().as_bytes()).ok()
         } else if md.is_file() {
-            Oid::hash_file(git2::ObjectType::Blob, &full).ok()
+            crate::safe_read::hash_blob(&full).ok()
         } else {
             None
         }
+    }
+
+    /// Whether the work tree holds `blob` at `path`: the bytes as they are, or as git's
+    /// built-in filters (eol, `core.autocrlf`) clean them, so a CRLF checkout of an LF blob is
+    /// the blob. `None` for `blob` asks whether the path is absent.
+    pub fn workdir_holds(&self, path: &str, blob: Option<Oid>) -> bool {
+        let now = self.workdir_blob(path);
+        if now == blob {
+            return true;
+        }
+        let full = self.root.join(path);
+        // blob_path applies the clean filters; it stores the cleaned blob, which is harmless.
+        blob.is_some()
+            && now.is_some()
+            && std::fs::symlink_metadata(&full).is_ok_and(|m| m.is_file())
+            && self.repo.blob_path(&full).ok() == blob
+    }
+
+    /// Make each `(path, blob, mode)` of `files` hold that blob (with git's smudge filters, as a
+    /// checkout writes it), or be absent (`None`), through the rollback's atomic writer
+    /// ([`checkout_paths`]): the index is not touched.
+    pub fn write_blobs(&self, files: &[(String, Option<Oid>, u32)]) -> Result<()> {
+        let base = self.repo.head()?.peel_to_tree()?;
+        let mut b = TreeUpdateBuilder::new();
+        for (p, blob, mode) in files {
+            match blob {
+                Some(id) => {
+                    let mode = match *mode {
+                        m if m == i32::from(FileMode::BlobExecutable) as u32 => FileMode::BlobExecutable,
+                        m if m == i32::from(FileMode::Link) as u32 => FileMode::Link,
+                        _ => FileMode::Blob,
+                    };
+                    b.upsert(p.as_str(), *id, mode);
+                }
+                None => {
+                    b.remove(p.as_str());
+                }
+            }
+        }
+        let tree = self.repo.find_tree(b.create_updated(&self.repo, &base)?)?;
+        let paths: Vec<String> = files.iter().map(|f| f.0.clone()).collect();
+        write_paths(&self.repo, &tree, &paths, false)
     }
 
     /// [`Repo::revert_to`] from HEAD.

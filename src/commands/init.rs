@@ -116,10 +116,10 @@ fn write_new(path: &Path, text: &str) -> Result<bool> {
 /// the line); the patterns added.
 fn ensure_ignored(root: &Path, repo: Option<&git2::Repository>, patterns: &[String]) -> Result<Vec<String>> {
     let path = root.join(".gitignore");
-    let mut text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => return Err(e).with_path(&path),
+    let mut text = if std::fs::symlink_metadata(&path).is_err() {
+        String::new()
+    } else {
+        crate::safe_read::read_text_capped(&path, 16 << 20).map_err(|e| crate::error::Error::usage(e.0))?
     };
     let mut added = vec![];
     for p in patterns {

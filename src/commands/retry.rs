@@ -30,7 +30,7 @@ pub fn apply(ws: &Workspace, args: &RetryArgs) -> Result<String> {
         Ok(c) => c,
         Err(_) => {
             return Err(Error::usage(format!("experiment {} ({}) has no parked hypothesis at {name}", args.id, row.status.as_str()))
-                .hint("only a measured, reverted hypothesis is parked; one skipped or refused never made a commit"))
+                .hint("only a measured, reverted hypothesis is parked; one skipped or refused never made a commit"));
         }
     };
     let changes = repo.changes()?;

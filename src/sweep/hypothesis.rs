@@ -10,7 +10,6 @@ use crate::error::{Error, Result};
 use crate::vcs::{self, Repo};
 use git2::{FileMode, Oid};
 use serde::{Deserialize, Serialize};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 /// The file as written (serde's view; `deny_unknown_fields` makes a typo an error).
@@ -99,6 +98,17 @@ fn malformed(path: &Path, why: impl std::fmt::Display) -> Error {
     )
 }
 
+/// Largest hypothesis file read: a message and a few edits.
+const MAX_HYPOTHESIS_BYTES: u64 = 1 << 20;
+/// Largest patch a hypothesis names.
+const MAX_PATCH_BYTES: u64 = 64 << 20;
+
+/// A hypothesis file or its patch, through the bounded reader every file ratchet takes from a
+/// repo goes through: a FIFO, device or endless file there is an error naming it, never a hang.
+fn read_bounded(path: &Path, cap: u64) -> std::result::Result<Vec<u8>, crate::safe_read::SafeReadError> {
+    crate::safe_read::read_capped(path, cap)
+}
+
 /// A repo-relative path that stays inside the repo, out of `.git` and out of ratchet's own
 /// directories, after normalisation (`./.git/config` and `a/../.git/config` are `.git/config`).
 fn check_rel_path(p: &str) -> std::result::Result<(), String> {
@@ -111,9 +121,8 @@ fn check_rel_path(p: &str) -> std::result::Result<(), String> {
 impl Hypothesis {
     /// Read and validate a hypothesis file (and its patch, when it names one).
     pub fn load(path: &Path) -> Result<Hypothesis> {
-        let bytes = std::fs::read(path).map_err(|e| {
-            Error::usage(format!("cannot read hypothesis file {}: {e}", path.display()))
-                .hint("pass existing .toml files, or none for experiments/*.toml")
+        let bytes = read_bounded(path, MAX_HYPOTHESIS_BYTES).map_err(|e| {
+            Error::usage(format!("cannot read hypothesis file: {e}")).hint("pass existing .toml files, or none for experiments/*.toml")
         })?;
         let text = String::from_utf8(bytes.clone()).map_err(|_| malformed(path, "it is not UTF-8 text"))?;
         let raw: RawHypothesis = toml::from_str(&text).map_err(|e| malformed(path, e.to_string().trim_end()))?;
@@ -136,8 +145,8 @@ impl Hypothesis {
             (None, true) => return Err(malformed(path, "no change: add `patch = \"file.patch\"` or at least one [[edit]] table")),
             (Some(p), true) => {
                 let patch_path = path.parent().unwrap_or(Path::new(".")).join(&p);
-                let text = std::fs::read(&patch_path)
-                    .map_err(|e| malformed(path, format!("cannot read its patch {}: {e}", patch_path.display())))?;
+                let text =
+                    read_bounded(&patch_path, MAX_PATCH_BYTES).map_err(|e| malformed(path, format!("cannot read its patch: {e}")))?;
                 let diff = git2::Diff::from_buffer(&text).map_err(|e| malformed(path, format!("patch {p}: {}", e.message())))?;
                 if diff.deltas().len() == 0 {
                     return Err(malformed(path, format!("patch {p} changes no file")));
@@ -179,7 +188,7 @@ impl Hypothesis {
     pub fn load_or_malformed(path: &Path) -> Result<Hypothesis> {
         match Self::load(path) {
             Err(e) if e.kind == crate::error::Kind::Config => {
-                let bytes = std::fs::read(path).unwrap_or_default();
+                let bytes = read_bounded(path, MAX_HYPOTHESIS_BYTES).unwrap_or_default();
                 let hash = git2::Oid::hash_object(git2::ObjectType::Blob, &bytes).map_err(Error::from)?.to_string();
                 let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 let why = match &e.hint {
@@ -393,50 +402,21 @@ fn check_target(repo: &Repo, c: &FileChange) -> std::result::Result<(), String> 
     }
 }
 
-/// Make `path` hold `blob` (git `mode`), or remove it (`None`). Written to a temporary file
-/// beside it and renamed over it, so a symbolic link there is replaced, never followed.
+/// Make `path` hold `blob` (git `mode`), or remove it (`None`), through the rollback's atomic
+/// writer: smudged as a checkout writes it, renamed over the path (a link there is replaced,
+/// never followed), so a kill leaves the old content or the new, never a torn file.
 pub fn put_file(repo: &Repo, path: &str, blob: Option<&str>, mode: u32) -> std::result::Result<(), String> {
-    let full = repo.root().join(path);
-    let Some(id) = blob else {
-        return match std::fs::remove_file(&full) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.to_string()),
-            _ => Ok(()),
-        };
-    };
-    let oid = Oid::from_str(id).map_err(|e| e.message().to_string())?;
-    let b = repo.repo.find_blob(oid).map_err(|e| e.message().to_string())?;
-    let parent = full.parent().ok_or("no parent directory")?;
-    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-    let name = full.file_name().ok_or("no file name")?.to_string_lossy().into_owned();
-    let tmp = parent.join(format!(".{name}.ratchet-tmp"));
-    let _ = std::fs::remove_file(&tmp);
-    if mode == i32::from(FileMode::Link) as u32 {
-        use std::os::unix::ffi::OsStrExt;
-        std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(b.content()), &tmp).map_err(|e| e.to_string())?;
-    } else {
-        std::fs::write(&tmp, b.content()).map_err(|e| e.to_string())?;
-        let perm = if mode == i32::from(FileMode::BlobExecutable) as u32 { 0o755 } else { 0o644 };
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(perm)).map_err(|e| e.to_string())?;
-    }
-    std::fs::rename(&tmp, &full).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        e.to_string()
-    })
+    let oid = blob.map(Oid::from_str).transpose().map_err(|e| e.message().to_string())?;
+    repo.write_blobs(&[(path.to_string(), oid, mode)]).map_err(|e| e.to_string())
 }
 
-/// The blob id of what is at `path` now (`None`: nothing), to compare with a plan's blobs.
-pub fn disk_blob(repo: &Repo, path: &str) -> Option<String> {
-    let full = repo.root().join(path);
-    let md = std::fs::symlink_metadata(&full).ok()?;
-    if md.file_type().is_symlink() {
-        use std::os::unix::ffi::OsStrExt;
-        let t = std::fs::read_link(&full).ok()?;
-        return Oid::hash_object(git2::ObjectType::Blob, t.as_os_str().as_bytes()).ok().map(|o| o.to_string());
+/// Whether `path` holds `blob` now (`None`: nothing there), as git's filters see it.
+pub fn holds(repo: &Repo, path: &str, blob: Option<&str>) -> bool {
+    match blob.map(Oid::from_str) {
+        Some(Ok(id)) => repo.workdir_holds(path, Some(id)),
+        Some(Err(_)) => false,
+        None => std::fs::symlink_metadata(repo.root().join(path)).is_err(),
     }
-    if !md.is_file() {
-        return Some(String::new());
-    }
-    Oid::hash_file(git2::ObjectType::Blob, &full).ok().map(|o| o.to_string())
 }
 
 /// The hypothesis files of a sweep: the given paths (a directory means its `*.toml`), or every
@@ -534,7 +514,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(d.path().join("kernel.py")).unwrap(), "BQ = 32\nBKV = 32\n", "planning writes nothing");
         h.apply(&repo, &plan).unwrap();
         assert_eq!(std::fs::read_to_string(d.path().join("kernel.py")).unwrap(), "BQ = 128\nBKV = 32\n");
-        assert_eq!(disk_blob(&repo, "kernel.py"), plan.changes[0].after);
+        assert!(holds(&repo, "kernel.py", plan.changes[0].after.as_deref()));
         let bad = write(d.path(), "02.toml", "message = \"x\"\n[[edit]]\nfile = \"kernel.py\"\nfind = \"BKV\"\nreplace = \"Y\"\n[[edit]]\nfile = \"kernel.py\"\nfind = \"nope\"\nreplace = \"z\"\n");
         let e = Hypothesis::load(&bad).unwrap().plan(&repo).unwrap_err();
         assert!(e.0.contains("#2") && e.0.contains("not found"), "{e:?}");

@@ -182,6 +182,16 @@ pub(crate) fn open_queue(
         ))
         .hint("commit them (git commit -am ...) or stash them (git stash -u), then start the sweep again"));
     }
+    let submodules = repo.changed_submodules();
+    if !submodules.is_empty() {
+        let listed: Vec<String> = submodules.iter().map(|(p, what)| format!("{p} ({what})")).collect();
+        return Err(Error::repo(format!(
+            "submodules differ from their recorded commits ({}): every candidate would be measured with that change, and no \
+             incumbent with it",
+            listed.join(", ")
+        ))
+        .hint("commit it in the superproject (git add the submodule && git commit) or undo it (git submodule update), then start the sweep again"));
+    }
     let done = ws
         .store
         .rows()?
@@ -396,12 +406,11 @@ fn undo_edit(repo: &Repo, changes: &[FileChange]) -> Result<Vec<String>> {
     let mut undone = vec![];
     let mut changed_since = vec![];
     for c in changes {
-        let now = hypothesis::disk_blob(repo, &c.path);
-        if now == c.after {
+        if hypothesis::holds(repo, &c.path, c.after.as_deref()) {
             hypothesis::put_file(repo, &c.path, c.before.as_deref(), c.mode_before)
                 .map_err(|e| Error::failure(format!("cannot restore {}: {e}", c.path)))?;
             undone.push(c.path.clone());
-        } else if now != c.before {
+        } else if !hypothesis::holds(repo, &c.path, c.before.as_deref()) {
             changed_since.push(c.path.clone());
         }
     }

@@ -251,3 +251,45 @@ fn the_next_single_experiment_never_commits_a_stopped_sweeps_edit() {
     assert_eq!(t.read("fake.env"), "FAKE_LATENCY_MS=4\n");
     assert_eq!(t.head(), head);
 }
+
+#[test]
+fn a_patch_that_is_a_fifo_or_an_endless_device_is_a_malformed_row_not_a_hang() {
+    let outside = tempfile::tempdir().unwrap();
+    let fifo = outside.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a NUL-terminated path in a directory this test owns.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let t = TestRepo::new();
+    std::fs::create_dir_all(t.path().join("experiments")).unwrap();
+    std::os::unix::fs::symlink(&fifo, t.path().join("experiments/fifo.patch")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", t.path().join("experiments/zero.patch")).unwrap();
+    t.write("experiments/01-fifo.toml", "message = \"exp: a patch that is a FIFO\"\npatch = \"fifo.patch\"\n");
+    t.write("experiments/02-zero.toml", "message = \"exp: a patch that never ends\"\npatch = \"zero.patch\"\n");
+    faster(&t, "03-faster.toml");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-qm", "queue"]);
+    let out = t.ratchet().arg("sweep").output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let rows = t.rows();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for (r, name) in rows.iter().zip(["fifo.patch", "zero.patch"]) {
+        assert_eq!(r["status"], "refused", "{r:?}");
+        assert!(r["note"].contains(name) && r["note"].contains("not a regular file"), "the row names the file and why: {r:?}");
+    }
+    assert_eq!(rows[2]["status"], "keep", "the sweep goes on: {rows:?}");
+}
+
+#[test]
+fn a_hypothesis_file_that_is_a_fifo_is_refused_at_once() {
+    let outside = tempfile::tempdir().unwrap();
+    let fifo = outside.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let t = TestRepo::new();
+    let out = t.ratchet().args(["sweep", fifo.to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "a usage error: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a regular file"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(t.rows().len(), 0);
+}

@@ -120,3 +120,113 @@ fn kill_mid_benchmark_takes_the_benchmark_along_and_recover_restores_the_tree() 
     check_consistent(&t, &base2, &change, "mid-benchmark");
     assert_eq!(t.rows()[0]["status"], "interrupted");
 }
+
+/// `ratchet ARGS` with writes capped at `max_bytes` a file (RLIMIT_FSIZE): the first write past
+/// the cap kills it with SIGXFSZ, in the middle of writing that file, as a power cut would.
+fn ratchet_killed_mid_write(t: &TestRepo, args: &[&str], max_bytes: u64) -> std::process::Output {
+    use std::os::unix::process::CommandExt;
+    let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("ratchet"));
+    c.args(args).current_dir(t.path()).env("GIT_CONFIG_NOSYSTEM", "1").env_remove("FAKE_MODE").env_remove("FAKE_LATENCY_MS");
+    // SAFETY: setrlimit is async-signal-safe; it runs in the child between fork and exec.
+    unsafe {
+        c.pre_exec(move || {
+            let lim = libc::rlimit { rlim_cur: max_bytes, rlim_max: max_bytes };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    c.output().unwrap()
+}
+
+/// A repo whose incumbent checkout exists (one experiment done) and whose next hypothesis
+/// rewrites a 3 MB tracked file; its rollback must write that file back.
+fn repo_with_a_large_file_to_roll_back() -> (TestRepo, String) {
+    let t = TestRepo::with_config(&support::DEFAULT_CONFIG.replace("pairs = 4", "pairs = 2"));
+    t.write("data.bin", &"a".repeat(3 << 20));
+    t.git(&["add", "data.bin"]);
+    t.git(&["commit", "-q", "-m", "a large tracked file"]);
+    t.write("fake.env", "FAKE_LATENCY_MS=20\n");
+    t.ratchet().arg("experiment: slower, to make the incumbent checkout").assert().success();
+    let base = t.head();
+    t.write("data.bin", &"b".repeat(3 << 20));
+    t.write("fake.env", "FAKE_LATENCY_MS=20\n");
+    (t, base)
+}
+
+fn assert_rolled_back_whole(t: &TestRepo, base: &str, what: &str) {
+    assert_eq!(t.head(), base, "{what}");
+    let data = std::fs::read(t.path().join("data.bin")).unwrap();
+    assert!(data.len() == 3 << 20 && data.iter().all(|&b| b == b'a'), "{what}: data.bin is torn ({} bytes)", data.len());
+    assert_eq!(t.git(&["status", "--porcelain"]), "", "{what}: the tree is clean, nothing taken for a user's edit");
+    let parked = t.git(&["show", "refs/ratchet/discarded/2:data.bin"]);
+    assert!(parked.len() == 3 << 20 && parked.bytes().all(|b| b == b'b'), "{what}: the hypothesis is parked whole");
+    let left: Vec<_> = std::fs::read_dir(t.path().join(".ratchet")).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(!left.iter().any(|n| n.to_string_lossy().starts_with("checkout.tmp.")), "{what}: scratch left: {left:?}");
+}
+
+#[test]
+fn a_kill_in_the_middle_of_writing_a_rolled_back_file_leaves_it_whole() {
+    let (t, base) = repo_with_a_large_file_to_roll_back();
+    let out = ratchet_killed_mid_write(&t, &["experiment: slower, killed mid-rollback"], 1 << 20);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGXFSZ), "ratchet should have died writing data.bin back");
+    let data = std::fs::read(t.path().join("data.bin")).unwrap();
+    assert!(data.iter().all(|&b| b == b'b') || data.iter().all(|&b| b == b'a'), "a file is never half old, half new");
+    assert_eq!(data.len(), 3 << 20, "a file is never cut short by a kill mid-rollback");
+    let rec = t.ratchet().arg("recover").output().unwrap();
+    assert!(rec.status.success(), "{}", String::from_utf8_lossy(&rec.stderr));
+    assert!(!String::from_utf8_lossy(&rec.stdout).contains("edited since"), "{}", String::from_utf8_lossy(&rec.stdout));
+    assert_rolled_back_whole(&t, &base, "after a kill mid-rollback");
+    t.write("fake.env", "FAKE_LATENCY_MS=20\n# the next one\n");
+    t.ratchet().arg("experiment: the loop goes on").assert().success();
+}
+
+#[test]
+fn a_recovery_killed_in_the_middle_of_its_rollback_is_finished_by_the_next() {
+    let (t, base) = repo_with_a_large_file_to_roll_back();
+    let out = t.ratchet().arg("experiment: slower, killed before its rollback").env("RATCHET_FAULT", "mid-revert").output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9));
+    let rec = ratchet_killed_mid_write(&t, &["recover"], 1 << 20);
+    assert_eq!(rec.status.signal(), Some(libc::SIGXFSZ), "recover should have died writing data.bin back");
+    assert_eq!(std::fs::read(t.path().join("data.bin")).unwrap().len(), 3 << 20, "never cut short");
+    let rec = t.ratchet().arg("recover").output().unwrap();
+    assert!(rec.status.success(), "{}", String::from_utf8_lossy(&rec.stderr));
+    assert!(!String::from_utf8_lossy(&rec.stdout).contains("edited since"), "{}", String::from_utf8_lossy(&rec.stdout));
+    assert_rolled_back_whole(&t, &base, "after a recovery killed mid-rollback");
+}
+
+#[test]
+fn a_crlf_file_of_an_autocrlf_repo_comes_back_byte_for_byte_after_a_killed_sweep() {
+    let t = TestRepo::new();
+    t.git(&["config", "core.autocrlf", "true"]);
+    let crlf = "A = 1\r\nB = 2\r\n";
+    t.write("tiles.py", crlf);
+    // The files of the repo as a checkout under autocrlf writes them: CRLF, LF in git.
+    t.write("fake.env", "FAKE_LATENCY_MS=10\r\n");
+    t.git(&["add", "tiles.py", "fake.env"]);
+    t.git(&["commit", "-qm", "a CRLF file"]);
+    t.write(
+        "experiments/01.toml",
+        "message = \"exp: B 3\"\n[[edit]]\nfile = \"tiles.py\"\nfind = \"B = 2\"\nreplace = \"B = 3\"\n\
+         [[edit]]\nfile = \"fake.env\"\nfind = \"=10\"\nreplace = \"=20\"\n",
+    );
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-qm", "queue"]);
+    let base = t.head();
+    let out = t.ratchet().arg("sweep").env("RATCHET_FAULT", "before-commit").output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(9), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(t.read("tiles.py"), "A = 1\r\nB = 3\r\n", "the hypothesis is written as a checkout writes it (CRLF here)");
+    let rec = t.ratchet().arg("recover").output().unwrap();
+    assert!(rec.status.success(), "{}", String::from_utf8_lossy(&rec.stderr));
+    assert_eq!(t.read("tiles.py"), crlf, "undone byte for byte: {}", String::from_utf8_lossy(&rec.stdout));
+    assert_eq!(t.head(), base);
+    assert_eq!(t.git(&["status", "--porcelain"]), "");
+    // And a whole sweep, measured and reverted, leaves it as it was too.
+    t.ratchet().arg("sweep").assert().success();
+    assert_eq!(t.rows().last().unwrap()["status"], "revert", "{:?}", t.rows());
+    assert_eq!(t.read("tiles.py"), crlf);
+}
