@@ -111,9 +111,25 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
             vcs::some_of(&left_out, 5)
         ));
     }
+    let submodules = repo.changed_submodules();
+    let listed = || submodules.iter().map(|(p, what)| format!("{p} ({what})")).collect::<Vec<_>>().join(", ");
+    if !opts.allow_empty && changes.is_empty() && !submodules.is_empty() {
+        return Err(Error::repo(format!(
+            "nothing to test: the only changes are inside submodules ({}), and ratchet never commits into or moves a submodule",
+            listed()
+        ))
+        .hint("to test a change to a submodule's code, make it in the superproject's own files (or vendor it); git submodule update undoes a moved submodule"));
+    }
     if !opts.allow_empty && changes.is_empty() {
         return Err(Error::repo("nothing to test: the working tree has no change against HEAD")
             .hint("edit the kernel first, or pass --allow-empty to re-measure HEAD as it is"));
+    }
+    if !submodules.is_empty() {
+        fx.note(format!(
+            "submodules differ from their recorded commits: {}; the candidate is measured with them as they are, the incumbent's \
+             checkout at the recorded commits, so their change is measured as part of this hypothesis without being in it",
+            listed()
+        ));
     }
     let protected = config::protected_paths(&cfg, repo.root());
     let touched: Vec<&String> = changes.iter().filter(|p| config::is_protected(p, &protected)).collect();

@@ -198,12 +198,18 @@ pub const WORK_MARK: &str = ".ratchet-worker-dir";
 /// directory, or a directory that holds a `runs/`, `runs.jsonl`, `traces.json` or `work/` no
 /// worker wrote (no `worker.pid` beside them: a worker writes it before any of them).
 fn check_out_dir(out: &Path) -> Result<()> {
+    let fresh = "give each trial a directory of its own that does not exist yet (or is empty)";
+    if let Some(what) = in_work_tree(out) {
+        return Err(Error::usage(format!("--out {} {what}; the worker would write its runs among the repository's files", out.display()))
+            .hint(format!(
+                "{fresh}, outside the work tree or in a directory git ignores (ratchet's own controller uses .ratchet/trials/)"
+            )));
+    }
     let meta = match std::fs::symlink_metadata(out) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e).with_path(out),
     };
-    let fresh = "give each trial a directory of its own that does not exist yet (or is empty)";
     if meta.file_type().is_symlink() {
         return Err(Error::usage(format!(
             "--out {} is a symbolic link; the worker writes and clears only a real directory",
@@ -234,6 +240,25 @@ fn check_out_dir(out: &Path) -> Result<()> {
         .hint(fresh));
     }
     Ok(())
+}
+
+/// Why `out` is no place for a worker's output, if it lies in a git work tree: it holds (or is)
+/// a file git tracks, or git does not ignore it, so its runs would show up as the user's
+/// untracked files (and in the next hypothesis). `None` outside any work tree, or ignored.
+fn in_work_tree(out: &Path) -> Option<String> {
+    let base = out.ancestors().find(|a| a.is_dir())?;
+    let full = base.canonicalize().ok()?.join(out.strip_prefix(base).ok()?);
+    let repo = git2::Repository::discover(base).ok()?;
+    let root = repo.workdir()?.canonicalize().ok()?;
+    let rel = full.strip_prefix(&root).ok()?.to_str()?.trim_end_matches('/').to_string();
+    let index = repo.index().ok()?;
+    let prefix = if rel.is_empty() { String::new() } else { format!("{rel}/") };
+    if let Some(tracked) = index.iter().map(|e| String::from_utf8_lossy(&e.path).into_owned()).find(|p| *p == rel || p.starts_with(&prefix))
+    {
+        return Some(format!("holds {tracked}, which git tracks"));
+    }
+    let ignored = !rel.is_empty() && [rel.clone(), prefix].iter().any(|p| repo.is_path_ignored(p).unwrap_or(false));
+    (!ignored).then(|| format!("is in the work tree of {} and git does not ignore it", root.display()))
 }
 
 /// Make `work` the worker's work directory: a new or empty one is marked as ratchet's; an

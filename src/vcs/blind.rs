@@ -28,11 +28,15 @@ impl Blind {
         }
     }
 
-    /// Every path to compare by content, sorted.
-    pub fn paths(self) -> Vec<String> {
+    /// Every path to compare by content, sorted: the mappings found when the runs started and
+    /// those alive now, after them (a process that mapped a file meanwhile; one that mapped,
+    /// wrote and unmapped in between changed the file's mtime, which the stat pass after the
+    /// runs sees).
+    pub fn paths(self, root: &Path) -> Vec<String> {
         let mut out = self.linked;
         if let Some(h) = self.mapped {
             out.extend(h.join().unwrap_or_default());
+            out.extend(mapped_writable(root));
         }
         out.sort();
         out.dedup();

@@ -98,3 +98,54 @@ fn submodules_are_never_part_of_a_hypothesis_and_survive_a_revert() {
     assert_eq!(files.trim(), "fake.env", "the submodule is not part of the hypothesis");
     assert_eq!(t.read("vendor/lib/kernel.py"), "BQ = 999  # local experiment in the submodule\n");
 }
+
+#[test]
+fn a_hook_set_in_the_global_config_git_config_global_names_is_seen() {
+    let t = TestRepo::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let hooks = elsewhere.path().join("hooks");
+    std::fs::create_dir_all(&hooks).unwrap();
+    support::write_script(&hooks.join("pre-commit"), "#!/bin/sh\nexit 0\n");
+    let global = elsewhere.path().join("my-gitconfig");
+    std::fs::write(&global, format!("[core]\n\thooksPath = {}\n", hooks.display())).unwrap();
+    t.write("kernel.py", "BQ = 64\n");
+    let out = t.ratchet().arg("experiment: BQ 64").env("GIT_CONFIG_GLOBAL", &global).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "refused: {stderr}");
+    assert!(stderr.contains("pre-commit hook") && stderr.contains(&hooks.display().to_string()), "{stderr}");
+    assert_eq!(t.read("kernel.py"), "BQ = 64\n", "the edit stays");
+    assert!(t.rows().is_empty());
+    // With the global file switched off, as git reads it, there is no hook and the experiment runs.
+    t.ratchet().arg("experiment: BQ 64").env("GIT_CONFIG_GLOBAL", "/dev/null").assert().success();
+}
+
+#[test]
+fn a_change_made_only_inside_a_submodule_is_named_not_called_no_change() {
+    let sub = TestRepo::new();
+    let t = TestRepo::new();
+    t.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.path().to_str().unwrap(), "vendor/lib"]);
+    t.git(&["commit", "-qm", "add submodule"]);
+    let base = t.head();
+    t.write("vendor/lib/kernel.py", "BQ = 999\n");
+    let out = t.ratchet().arg("experiment: BQ 999 in the submodule").output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("vendor/lib (files inside it are edited)") && stderr.contains("never commits into"), "{stderr}");
+    assert_eq!(t.head(), base);
+    assert_eq!(t.read("vendor/lib/kernel.py"), "BQ = 999\n");
+    // A new commit checked out in the submodule: named as such; a sweep refuses to start on it.
+    t.git(&["-c", "user.name=T", "-c", "user.email=t@e", "-C", "vendor/lib", "commit", "-qam", "BQ 999"]);
+    let out = t.ratchet().arg("experiment: the submodule's new commit").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("its checked-out commit is not the one the superproject records"));
+    t.write("experiments/01.toml", "message = \"exp\"\n[[edit]]\nfile = \"fake.env\"\nfind = \"=10\"\nreplace = \"=5\"\n");
+    t.git(&["add", "experiments"]);
+    t.git(&["commit", "-qm", "queue"]);
+    let out = t.ratchet().arg("sweep").output().unwrap();
+    assert_eq!(out.status.code(), Some(4));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("submodules differ from their recorded commits"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(t.rows().is_empty());
+}

@@ -308,3 +308,43 @@ fn a_write_through_a_hard_link_from_outside_is_never_left_in_the_tree() {
     assert_eq!(repo.read("data.txt"), "original data\n");
     assert_eq!(repo.git(&["status", "--porcelain"]), "");
 }
+
+#[test]
+fn a_mapping_made_after_the_runs_started_is_seen_whether_it_lives_on_or_is_gone() {
+    // Made during a candidate run, written through, then unmapped at once: only the file's
+    // stat data are left to tell.
+    let repo = Repo::new();
+    let root = repo.at("data.txt");
+    repo.write("kernel.py", "BQ = 256\n");
+    let done = std::cell::Cell::new(false);
+    let (r, _) = repo.experiment(
+        "exp: BQ 256",
+        &mut revert_with(move |_| {
+            if !done.replace(true) {
+                Mapping::new(&root).write("mapped gone 1\n");
+            }
+        }),
+    );
+    assert_eq!(r.unwrap().row.status, Status::Revert);
+    assert_eq!(repo.git(&["show", "refs/ratchet/discarded/1:data.txt"]), "mapped gone 1");
+    assert_eq!(repo.read("data.txt"), "original data\n");
+    // Made during a run and still mapped when the runs end (the writer lives on).
+    let held: std::rc::Rc<std::cell::RefCell<Option<Mapping>>> = Default::default();
+    let (h, path) = (held.clone(), repo.at("data.txt"));
+    repo.write("kernel.py", "BQ = 512\n");
+    let (r, _) = repo.experiment(
+        "exp: BQ 512",
+        &mut keep_with(move |_| {
+            let mut h = h.borrow_mut();
+            if h.is_none() {
+                let m = Mapping::new(&path);
+                m.write("mapped live 2\n");
+                *h = Some(m);
+            }
+        }),
+    );
+    assert_eq!(r.unwrap().row.status, Status::Keep);
+    assert_eq!(repo.files_of("HEAD"), "kernel.py", "the mapped edit never enters the kept commit");
+    assert_eq!(repo.git(&["show", "refs/ratchet/meanwhile/2:data.txt"]), "mapped live 2");
+    drop(held);
+}

@@ -179,3 +179,30 @@ fn a_run_killed_by_the_signal_that_stops_its_worker_is_an_interruption_not_a_cra
         assert_eq!(trial(&out.path().join("t1"))["end"]["kind"], "interrupted", "{side:?}");
     }
 }
+
+#[test]
+fn worker_refuses_an_out_directory_among_the_repositorys_tracked_files() {
+    let t = TestRepo::new();
+    let (inc, cand) = two_commits(&t, "FAKE_LATENCY_MS=5\n");
+    t.write("experiments/01.toml", "message = \"exp\"\n");
+    t.write(".gitignore", "trials/\n");
+    t.git(&["add", "-A"]);
+    t.git(&["commit", "-qm", "a queued hypothesis"]);
+    for (out, says) in [("experiments", "which git tracks"), (".", "which git tracks"), ("experiments/t1", "git does not ignore it")] {
+        t.ratchet()
+            .args(["worker", "--repo"])
+            .arg(t.path())
+            .args(["--incumbent", &inc, "--candidate", &cand, "--out", out])
+            .assert()
+            .code(2)
+            .stderr(predicates::str::contains(says));
+    }
+    assert_eq!(t.git(&["status", "--porcelain"]), "", "nothing written into the work tree");
+    // A directory git ignores is fine.
+    t.ratchet()
+        .args(["worker", "--repo"])
+        .arg(t.path())
+        .args(["--incumbent", &inc, "--candidate", &cand, "--out", "trials/t1"])
+        .assert()
+        .success();
+}
