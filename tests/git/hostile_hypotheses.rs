@@ -252,13 +252,19 @@ fn the_next_single_experiment_never_commits_a_stopped_sweeps_edit() {
     assert_eq!(t.head(), head);
 }
 
-#[test]
-fn a_patch_that_is_a_fifo_or_an_endless_device_is_a_malformed_row_not_a_hang() {
+/// A FIFO with no writer in a directory of its own (opening it for reading would block for ever).
+fn fifo_outside() -> (tempfile::TempDir, std::path::PathBuf) {
     let outside = tempfile::tempdir().unwrap();
     let fifo = outside.path().join("fifo");
     let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo on a NUL-terminated path in a directory this test owns.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    (outside, fifo)
+}
+
+#[test]
+fn a_patch_that_is_a_fifo_or_an_endless_device_is_a_malformed_row_not_a_hang() {
+    let (_outside, fifo) = fifo_outside();
     let t = TestRepo::new();
     std::fs::create_dir_all(t.path().join("experiments")).unwrap();
     std::os::unix::fs::symlink(&fifo, t.path().join("experiments/fifo.patch")).unwrap();
@@ -282,11 +288,7 @@ fn a_patch_that_is_a_fifo_or_an_endless_device_is_a_malformed_row_not_a_hang() {
 
 #[test]
 fn a_hypothesis_file_that_is_a_fifo_is_refused_at_once() {
-    let outside = tempfile::tempdir().unwrap();
-    let fifo = outside.path().join("fifo");
-    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let (_outside, fifo) = fifo_outside();
     let t = TestRepo::new();
     let out = t.ratchet().args(["sweep", fifo.to_str().unwrap()]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "a usage error: {}", String::from_utf8_lossy(&out.stderr));
