@@ -22,6 +22,10 @@ extra iterations after the measured ones: through XProf's continuous-profiling A
 windows (on CPU the snapshot API writes no files). Each lands in
 $RATCHET_OUT/snapshots/<n>/ and is listed in the result file's `snapshots` field.
 
+The result file also says where the process's seconds went (`phases_s`, from ratchet's spawn
+stamp RATCHET_SPAWN_NS through imports, compile, the calls and the profiler) and how many
+kernel calls it made (`kernel_calls`).
+
 Importing the module has no side effects. `measure` (and so `run`) turns on JAX's persistent
 compilation cache under the repo's `.ratchet/cache/jax` before it compiles the kernel, so that
 the many fresh processes of one experiment pay the compile once. JAX opens the cache lazily, at
@@ -29,21 +33,28 @@ the first compile after a cache directory is set, so compiles before `run` (a re
 output) do not stop the kernel's compile from being cached.
 """
 
-import base64
-import json
-import math
-import os
-import re
-import shutil
-import socket
-import statistics
-import sys
 import time
-import traceback
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+# Before `import jax`: the phases of a run (`phases_s`) start from here. CLOCK_MONOTONIC, the
+# clock ratchet stamps RATCHET_SPAWN_NS with, so the two subtract across processes.
+_MODULE_START_NS = time.monotonic_ns()
+
+import base64  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import re  # noqa: E402
+import shutil  # noqa: E402
+import socket  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import traceback  # noqa: E402
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+_MODULE_END_NS = time.monotonic_ns()
 
 __all__ = [
     "BenchError",
@@ -825,17 +836,65 @@ def environment(env=None):
     return {k: v for k, v in out.items() if v is not None}
 
 
+# Kernel calls this process made (warmup, measured, profiled, snapshots): with the median
+# call time, the kernel's share of the run's wall (`kernel_calls`).
+_CALLS = 0
+
+
 def _call(compiled, args):
+    global _CALLS
+    _CALLS += 1
     return jax.block_until_ready(compiled(*args))
 
 
+# The phases of one run in the order they happen (the result file's `phases_s`, seconds):
+# start_to_import from ratchet's spawn (RATCHET_SPAWN_NS) to this module's first line; imports,
+# this module's own (jax, numpy); setup, the caller's code up to run() / measure(); then
+# measure's steps. profiled is the profiled calls alone and profiler_overhead the rest of the
+# profiler window (start, stop, serialising the trace). result_write ends just before the
+# result file is written: the write, the summary and the interpreter's exit are in no phase.
+PHASES = ("start_to_import", "imports", "setup", "backend_init", "compile", "hlo_dump", "warmup",
+          "measured", "profiled", "profiler_overhead", "snapshots", "check", "result_write")
+
+
+def spawn_ns(env=None):
+    """ratchet's CLOCK_MONOTONIC stamp of this run's spawn (RATCHET_SPAWN_NS), or None."""
+    env = os.environ if env is None else env
+    try:
+        ns = int(env.get("RATCHET_SPAWN_NS", "").strip())
+    except ValueError:
+        return None
+    return ns if 0 < ns <= _MODULE_START_NS else None
+
+
+class _Phases:
+    """Wall-clock phase durations of one process, each lap from the end of the last."""
+
+    def __init__(self, entry_ns, env=None):
+        self.s = {}
+        start = spawn_ns(env)
+        if start is not None:
+            self.s["start_to_import"] = (_MODULE_START_NS - start) / 1e9
+        self.s["imports"] = (_MODULE_END_NS - _MODULE_START_NS) / 1e9
+        # measure() called without run(), or a module imported late: never negative.
+        self.s["setup"] = max(0, entry_ns - _MODULE_END_NS) / 1e9
+        self.last = max(entry_ns, _MODULE_END_NS)
+
+    def lap(self, name, now=None):
+        now = time.monotonic_ns() if now is None else now
+        self.s[name] = self.s.get(name, 0.0) + max(0, now - self.last) / 1e9
+        self.last = now
+
+
 def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, kernel=None,
-            meta=None, settings=None, flush_l2=False):
+            meta=None, settings=None, flush_l2=False, _entry_ns=None):
     """Run the protocol and return the result dict written to ratchet-result.json.
 
     Raises BenchError on anything that leaves no valid measurement. A failing check is
     not an error: it is recorded as `passed: false`, and ratchet marks the run invalid.
     """
+    phases = _Phases(time.monotonic_ns() if _entry_ns is None else _entry_ns)
+    calls_before = _CALLS
     s = settings or settings_from_env()
     flops = _positive_or_none("flops", flops)
     bytes_ = _positive_or_none("bytes", bytes)
@@ -846,8 +905,10 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
     # Here, not at import: importing the helper must not touch the disk or JAX's settings.
     enable_compilation_cache()
     flush = _l2_flusher(flush_l2, backend)
+    phases.lap("backend_init")
 
     lowered, compiled = _compile(fn, args)
+    phases.lap("compile")
     hlo_path = os.path.join(s.out_dir, HLO_FILE)
     with open(hlo_path, "w", encoding="utf-8") as f:
         f.write(compiled.as_text() or "")
@@ -875,35 +936,47 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
             bound = f" (a lower bound: {figures['lower_bound']})" if figures.get("lower_bound") else ""
             print(f"ratchet_bench: {' and '.join(taken)} from {figures['source']}{bound}",
                   file=sys.stderr)
+    phases.lap("hlo_dump")
 
     out = None
     try:
         for _ in range(s.warmup):
             flush()
             out = _call(compiled, args)
+        phases.lap("warmup")
         latencies = []
         for _ in range(s.iters):
             flush()
             t0 = time.perf_counter()
             out = _call(compiled, args)
             latencies.append((time.perf_counter() - t0) * 1e3)
+        phases.lap("measured")
     except Exception as e:
         raise BenchError(f"the kernel raised: {type(e).__name__}: {e}") from e
 
     trace = None
     if s.profile_iters:
         trace_dir = os.path.join(s.out_dir, PROFILE_DIR)
+        profiled_ns = 0
         try:
             with jax.profiler.trace(trace_dir, profiler_options=_profile_options(backend, s.trace_mode)):
                 for i in range(s.profile_iters):
                     flush()  # outside the step: the step holds the kernel alone
                     with jax.profiler.StepTraceAnnotation(STEP_NAME, step_num=i):
+                        t0 = time.monotonic_ns()
                         _call(compiled, args)
+                        profiled_ns += time.monotonic_ns() - t0
         except Exception as e:
             raise BenchError(f"profiling failed: {type(e).__name__}: {e}") from e
         trace = PROFILE_DIR
+        # The window less its calls: the profiler's start, stop and trace serialisation.
+        window_start = phases.last
+        phases.lap("profiled", now=window_start + profiled_ns)
+        phases.lap("profiler_overhead")
 
     snapshots = deep_snapshots(compiled, args, s, backend) if s.deep else None
+    if s.deep:
+        phases.lap("snapshots")
 
     check_result = None
     if check is not None:
@@ -913,6 +986,7 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
             raise
         except Exception as e:
             raise BenchError(f"the check raised: {type(e).__name__}: {e}") from e
+        phases.lap("check")
 
     if not all(math.isfinite(x) and x > 0 for x in latencies):
         raise BenchError(f"timer returned unusable latencies: {latencies}")
@@ -942,6 +1016,9 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
     if snapshots is not None:
         result["snapshots"] = snapshots
     result["environment"] = environment()
+    result["kernel_calls"] = _CALLS - calls_before
+    phases.lap("result_write")
+    result["phases_s"] = {k: phases.s[k] for k in PHASES if k in phases.s}
     write_result(s.out_dir, result)
     return result
 
@@ -1040,10 +1117,12 @@ def run(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, kernel=
                triton.testing.do_bench does); ignored, with a note, on CPU and TPU.
     Returns the result dict.
     """
+    entry_ns = time.monotonic_ns()
     try:
         settings = settings_from_env()
         result = measure(fn, args, flops=flops, bytes=bytes, min_bytes=min_bytes, check=check,
-                         kernel=kernel, meta=meta, settings=settings, flush_l2=flush_l2)
+                         kernel=kernel, meta=meta, settings=settings, flush_l2=flush_l2,
+                         _entry_ns=entry_ns)
         with open(os.path.join(settings.out_dir, HLO_FILE), encoding="utf-8") as f:
             hlo_text = f.read()
         body_text = None

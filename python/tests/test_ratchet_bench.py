@@ -37,7 +37,7 @@ import ratchet_bench as rb  # noqa: E402
 ALLOWED_KEYS = {
     "version", "latencies_ms", "flops", "bytes", "min_bytes", "check", "trace", "hlo",
     "kernel", "backend", "device", "throttled", "meta", "snapshots", "kernel_body", "environment",
-    "compiler_figures",
+    "compiler_figures", "phases_s", "kernel_calls",
 }
 
 BENCH_SCRIPT = textwrap.dedent(
