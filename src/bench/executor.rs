@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 /// The environment variable that marks every process of one run.
 pub const TOKEN_VAR: &str = "RATCHET_RUN_TOKEN";
+/// The run's spawn time, CLOCK_MONOTONIC ns: the benchmark's first phase is measured from it.
+pub const SPAWN_VAR: &str = "RATCHET_SPAWN_NS";
 /// Bytes of a stream kept from its start in the run's log.
 pub const LOG_HEAD_BYTES: usize = 1 << 20;
 /// Bytes of a stream kept from its end in the run's log (held in memory while the run goes on).
@@ -123,6 +125,7 @@ impl Executor for ProcessExecutor {
         let interrupt_grace = INTERRUPT_GRACE.min(spec.grace);
         let (status_r, status_w) = status_pipe()?;
         let mut cmd = supervisor_command(spec, &token, interrupt_grace, &status_w);
+        cmd.env(SPAWN_VAR, monotonic_ns().to_string());
         let start = Instant::now();
         let spawned = cmd.spawn();
         drop(cmd);
@@ -222,6 +225,15 @@ impl Executor for ProcessExecutor {
             log_error,
         })
     }
+}
+
+/// CLOCK_MONOTONIC in ns: one clock for every process of the machine (Python's
+/// `time.monotonic_ns()` on Linux), so a benchmark can subtract ratchet's stamp from its own.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given and nothing else.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// How much longer than its grace the supervisor gets to stop a run before ratchet kills it.

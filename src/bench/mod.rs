@@ -8,6 +8,7 @@ pub mod protocol;
 pub mod shadow;
 pub mod shell;
 pub mod shim;
+pub mod timing;
 
 use crate::config::{Config, LatencySource, Metric};
 use crate::hardware::Hardware;
@@ -147,6 +148,16 @@ pub struct RunRecord {
     pub pair: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<String>,
+    /// Where the benchmark's seconds went (the result file's `phases_s`), by phase name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases_s: Option<std::collections::BTreeMap<String, f64>>,
+    /// Kernel calls the process made (the result file's `kernel_calls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_calls: Option<u64>,
+    /// Ratchet's own time after the process exited: reading the result file, the HLO, the
+    /// kernel bodies and the trace, and the gates, up to the record being complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after_exit_s: Option<f64>,
 }
 
 /// One `--deep` snapshot of a run, summarised: a kernel time far from the others reveals a
@@ -289,6 +300,16 @@ pub fn measure_with(
         cancel: cancel.clone(),
     };
     let out = exec.run(&spec)?;
+    // Ratchet's own share of a run: from the process's exit to its record complete.
+    let exited = std::time::Instant::now();
+    let mut rec = read_run(&out, cfg, ctx, hw.as_ref());
+    rec.after_exit_s = Some(exited.elapsed().as_secs_f64());
+    Ok(rec)
+}
+
+/// The record of a run that has ended: how it exited, what it reported, its trace and gates.
+fn read_run(out: &executor::RunOutput, cfg: &Config, ctx: &RunContext, hw: Option<&Hardware>) -> RunRecord {
+    let b = &cfg.benchmark;
     let mut rec = RunRecord {
         experiment: ctx.experiment.into(),
         run: ctx.run,
@@ -330,34 +351,37 @@ pub fn measure_with(
         trial: None,
         pair: None,
         phase: None,
+        phases_s: None,
+        kernel_calls: None,
+        after_exit_s: None,
     };
     match out.exit {
         Exit::Code(0) => {}
         Exit::Code(c) => {
             rec.exit_code = Some(c);
             let rec = fail(rec, RunStatus::Crash, format!("exited with code {c}"), &out.stderr_path, &out.stderr_tail);
-            return Ok(disk_full_check(rec, &out, ctx, cfg));
+            return disk_full_check(rec, out, ctx, cfg);
         }
         Exit::Signal(s) => {
             rec.signal = Some(s);
             let rec = fail(rec, RunStatus::Crash, format!("killed by {}", crate::process::signal(s)), &out.stderr_path, &out.stderr_tail);
-            return Ok(disk_full_check(rec, &out, ctx, cfg));
+            return disk_full_check(rec, out, ctx, cfg);
         }
         Exit::Timeout => {
             let msg = format!("ran past the {} s timeout; its process group was killed", b.timeout_s);
-            return Ok(fail(rec, RunStatus::Timeout, msg, &out.stderr_path, &out.stderr_tail));
+            return fail(rec, RunStatus::Timeout, msg, &out.stderr_path, &out.stderr_tail);
         }
         Exit::Interrupted => {
             rec.status = RunStatus::Interrupted;
             rec.error = Some("interrupted".into());
-            return Ok(rec);
+            return rec;
         }
     }
     rec.exit_code = Some(0);
     let stdout_tail = last_lines(&out.stdout_tail, &out.stdout_path);
     if let Err(msg) = read_report(&mut rec, &out.summary_lines) {
         let rec = fail(rec, RunStatus::Invalid, msg, &out.stdout_path, &out.stdout_tail).with_context_tail(&stdout_tail);
-        return Ok(disk_full_check(rec, &out, ctx, cfg));
+        return disk_full_check(rec, out, ctx, cfg);
     }
     if let Some(c) = &rec.check {
         if !c.passed {
@@ -368,7 +392,7 @@ pub fn measure_with(
             };
             rec.status = RunStatus::Invalid;
             rec.error = Some(format!("correctness check failed: {detail}"));
-            return Ok(rec);
+            return rec;
         }
     }
     let roots = [ctx.out_dir.as_path(), ctx.dir, ctx.repo_root];
@@ -382,21 +406,21 @@ pub fn measure_with(
         let why = rec.trace_error.clone().unwrap_or_else(|| "the run names no trace (result file field \"trace\")".into());
         rec.status = RunStatus::Invalid;
         rec.error = Some(format!("[trace] latency = \"trace\", but no kernel time could be read from the trace: {why}"));
-        return Ok(rec);
+        return rec;
     }
-    if let Err(msg) = physics_gate(&rec, hw.as_ref()) {
+    if let Err(msg) = physics_gate(&rec, hw) {
         rec.status = RunStatus::Invalid;
         rec.error = Some(msg);
-        return Ok(rec);
+        return rec;
     }
-    match metric_value(&rec, cfg.score.metric, hw.as_ref()).and_then(|v| usable_value(&rec, cfg.score.metric, v)) {
+    match metric_value(&rec, cfg.score.metric, hw).and_then(|v| usable_value(&rec, cfg.score.metric, v)) {
         Ok(v) => rec.value = Some(v),
         Err(msg) => {
             rec.status = RunStatus::Invalid;
             rec.error = Some(msg);
         }
     }
-    Ok(rec)
+    rec
 }
 
 /// No kernel beats the roofline: a run claiming more than 100% of peak FLOP/s or bandwidth,
@@ -631,6 +655,8 @@ fn read_report(rec: &mut RunRecord, summary_lines: &[String]) -> Result<(), Stri
         rec.meta = r.meta.clone();
         rec.kernel_body = r.kernel_body.as_ref().map(resolve);
         rec.environment = r.environment.clone();
+        rec.phases_s = r.phases_s.clone();
+        rec.kernel_calls = r.kernel_calls;
         rec.snapshots = r
             .snapshots
             .iter()

@@ -80,6 +80,14 @@ pub struct ResultFile {
     /// where from (`{"bytes": "XLA's cost analysis"}`): estimates, not the benchmark's claims.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compiler_figures: Option<std::collections::BTreeMap<String, String>>,
+    /// Where the process's seconds went, by phase (`imports`, `compile`, `measured`, ...):
+    /// wall-clock seconds, each finite and non-negative. Names are free: a newer helper's
+    /// phase is kept, not refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases_s: Option<std::collections::BTreeMap<String, f64>>,
+    /// How many times the process called the kernel (warmup, measured, profiled, snapshots).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_calls: Option<u64>,
 }
 
 /// The shortest time a run may report: 1 ps. Below it a time is a unit mistake or a denormal
@@ -136,8 +144,16 @@ pub fn parse_result_file(text: &str) -> Result<ResultFile, ProtocolError> {
             }
         }
     }
+    for (name, v) in r.phases_s.iter().flatten() {
+        if !(v.is_finite() && (0.0..=MAX_PHASE_S).contains(v)) {
+            return Err(perr(format!("{RESULT_FILE}: phases_s.{name} = {v:e} must be seconds in [0, {MAX_PHASE_S:e}]")));
+        }
+    }
     Ok(r)
 }
+
+/// The longest phase a result file may report, in seconds (about 11.6 days, as MAX_LATENCY_MS).
+pub const MAX_PHASE_S: f64 = 1e6;
 
 /// Figures from the article's summary lines, taken as reported.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -281,5 +297,23 @@ mod tests {
             let e = parse_result_file(text).unwrap_err();
             assert!(e.0.contains(needle), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn phases_are_optional_named_freely_and_never_negative() {
+        let old = parse_result_file(r#"{"version":1,"latencies_ms":[1.0]}"#).unwrap();
+        assert!(old.phases_s.is_none() && old.kernel_calls.is_none());
+        let r = parse_result_file(
+            r#"{"version":1,"latencies_ms":[1.0],"kernel_calls":35,"phases_s":{"imports":1.4,"compile":0.0,"a_later_phase":2}}"#,
+        )
+        .unwrap();
+        let phases = r.phases_s.unwrap();
+        assert_eq!((phases["imports"], phases["compile"], phases["a_later_phase"]), (1.4, 0.0, 2.0));
+        assert_eq!(r.kernel_calls, Some(35));
+        let with = |phases: &str| parse_result_file(&format!(r#"{{"version":1,"latencies_ms":[1.0],"phases_s":{phases}}}"#));
+        for bad in [r#"{"imports":-0.1}"#, r#"{"imports":1e300}"#] {
+            assert!(with(bad).unwrap_err().0.contains("phases_s.imports"), "{bad}");
+        }
+        assert!(with(r#"{"imports":"1"}"#).is_err());
     }
 }

@@ -53,6 +53,9 @@ pub fn run_event(r: &RunRecord) -> Value {
             // trace, to open in XProf.
             "dir": r.out_dir,
             "trace": r.trace,
+            "phases_s": r.phases_s,
+            "kernel_calls": r.kernel_calls,
+            "after_exit_s": r.after_exit_s,
         }),
     )
 }
@@ -219,6 +222,8 @@ pub fn show(
         json!({
             "experiment": decision(row, parked.as_deref(), &runs.iter().collect::<Vec<_>>()),
             "runs": runs.iter().map(run_event).collect::<Vec<_>>(),
+            // The figures `show` prints under "where a run's seconds go"; null without a run.
+            "run_time": crate::bench::timing::breakdown(runs),
             "diff_stat": diff_stat,
             "findings": findings,
             "cliffs": cliffs.iter().map(|c| json!({

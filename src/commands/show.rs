@@ -224,6 +224,12 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
         }
     }
 
+    // Wrapped here at a fixed width so that each phase's cell stays whole on its line; `fit`
+    // wraps it further on a narrower terminal.
+    if let Some(b) = crate::bench::timing::breakdown(runs) {
+        o.push_str(&crate::bench::timing::render(&b, 96));
+    }
+
     let cand = last_ok(runs, Side::Candidate);
     let inc = last_ok(runs, Side::Incumbent);
     let (ch, ih) = (cand.and_then(|r| r.hlo_stats.as_ref()), inc.and_then(|r| r.hlo_stats.as_ref()));

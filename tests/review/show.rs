@@ -70,3 +70,78 @@ fn show_lists_a_spill_cliff_across_a_sweep() {
     assert!(s.contains("back off BKV to 256"), "{s}");
     assert!(s.contains("[experiment 1]  <- this experiment"), "{s}");
 }
+
+/// The middle value, or the mean of the two middle ones.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+#[test]
+fn show_breaks_a_runs_seconds_down_as_its_recorded_runs_give_them() {
+    use ratchet::bench::timing::{fmt_ms, fmt_share};
+    let t = TestRepo::new();
+    t.write("fake.env", "FAKE_LATENCY_MS=10\nFAKE_PHASES=1\n");
+    t.git(&["commit", "-qam", "phases"]);
+    t.write("fake.env", "FAKE_LATENCY_MS=5\nFAKE_PHASES=1\n");
+    t.ratchet().arg("experiment: halve the latency").assert().success();
+    let runs: Vec<serde_json::Value> = t.runs().into_iter().filter(|r| r["experiment"] == "1" && r["status"] == "ok").collect();
+    assert!(runs.len() >= 4, "{runs:?}");
+    let f = |r: &serde_json::Value, k: &str| r[k].as_f64().unwrap_or_else(|| panic!("{k} missing in {r}"));
+    let wall: Vec<f64> = runs.iter().map(|r| f(r, "wall_s")).collect();
+    // Each figure from the runs alone: the phase's seconds per run, as runs.jsonl holds them.
+    let per_run = |name: &str| -> Vec<f64> {
+        runs.iter()
+            .map(|r| match name {
+                "outside_phases" => {
+                    (f(r, "wall_s") - r["phases_s"].as_object().unwrap().values().map(|v| v.as_f64().unwrap()).sum::<f64>()).max(0.0)
+                }
+                "ratchet_after_exit" => f(r, "after_exit_s"),
+                _ => f(&r["phases_s"], name),
+            })
+            .collect()
+    };
+
+    let out = t.ratchet().args(["show", "1", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rt = &v["run_time"];
+    assert_eq!(rt["runs"], runs.len());
+    assert!(close(f(rt, "wall_ms"), median(wall.clone()) * 1e3), "{rt}");
+    let names: Vec<&str> = rt["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["start_to_import", "measured", "outside_phases", "ratchet_after_exit"]);
+    let text = String::from_utf8(t.ratchet().args(["show", "1"]).env("COLUMNS", "200").output().unwrap().stdout).unwrap();
+    assert!(
+        text.contains(&format!("where a run's seconds go ({} ok runs, median wall {};", runs.len(), fmt_ms(f(rt, "wall_ms")))),
+        "{text}"
+    );
+    for p in rt["phases"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        let secs = per_run(name);
+        let shares: Vec<f64> = secs.iter().zip(&wall).map(|(s, w)| s / w * 100.0).collect();
+        assert!(close(f(p, "median_ms"), median(secs.clone()) * 1e3), "{name}: {p}");
+        assert!(close(f(p, "share_pct"), median(shares.clone())), "{name}: {p}");
+        assert_eq!(p["runs"], runs.len());
+        let cell = format!("{name} {} {}", fmt_ms(median(secs) * 1e3), fmt_share(median(shares)));
+        assert!(text.contains(&cell), "{cell} not in\n{text}");
+    }
+    // The kernel: calls x median call time over the process's wall, run by run.
+    let k = &rt["kernel"];
+    let calls: Vec<f64> = runs.iter().map(|r| f(r, "kernel_calls")).collect();
+    let call_ms: Vec<f64> = runs.iter().map(|r| f(r, "host_latency_ms")).collect();
+    let share: Vec<f64> = runs.iter().map(|r| f(r, "kernel_calls") * f(r, "host_latency_ms") / (f(r, "wall_s") * 1e3) * 100.0).collect();
+    assert!(close(f(k, "calls"), median(calls)) && close(f(k, "call_ms"), median(call_ms)), "{k}");
+    assert!(close(f(k, "share_pct"), median(share.clone())), "{k}");
+    assert!(text.contains(&format!("kernel {} of the wall", fmt_share(median(share)))), "{text}");
+    // Every run's own record travels with the JSON.
+    assert!(v["runs"].as_array().unwrap().iter().all(|r| r["phases_s"].is_object() && r["after_exit_s"].is_number()), "{v}");
+}

@@ -18,15 +18,20 @@ FAKE_THROTTLED    1: mark every run as throttled
 FAKE_META         JSON object reported as the run's `meta` (default {"fake": true})
 FAKE_ENV          JSON object reported as the run's `environment`
 FAKE_KERNEL_BODY  path of a kernel-body file to copy into RATCHET_OUT as kernel.body.mlir
+FAKE_PHASES       1: report `phases_s` (timed from RATCHET_SPAWN_NS, as ratchet_bench does) and
+                  `kernel_calls` (the measured iterations)
 FAKE_STDERR       with FAKE_MODE=crash: what to print on stderr instead of the traceback, with
                   Python's backslash escapes (\\x1b, \\n) read as the bytes they name
 """
-import json
-import os
-import random
-import subprocess
-import sys
 import time
+
+STARTED_NS = time.monotonic_ns()
+
+import json  # noqa: E402
+import os  # noqa: E402
+import random  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 
 
 def settings():
@@ -107,6 +112,12 @@ def main():
         result["hlo"] = "kernel.hlo.txt"
     if cfg.get("FAKE_THROTTLED") == "1":
         result["throttled"] = True
+    if cfg.get("FAKE_PHASES") == "1":
+        now = time.monotonic_ns()
+        spawn = int(os.environ.get("RATCHET_SPAWN_NS", STARTED_NS))
+        result["phases_s"] = {"start_to_import": (STARTED_NS - spawn) / 1e9,
+                              "measured": (now - STARTED_NS) / 1e9}
+        result["kernel_calls"] = iters
     with open(path, "w") as f:
         json.dump(result, f)
 
