@@ -111,8 +111,9 @@ def main():
     for i in range(ITERS):
         letter = bytes([ord("a") + i % 26])
         written.add(letter)
-        slower = random.random() < 0.6
-        latency = random.choice([20, 30]) if slower else random.choice([4, 5])
+        # Half slower (reverted), half twice as fast as the incumbent (kept), down to 2 ms.
+        incumbent = int(git(repo, "show", "HEAD:fake.env").split("=", 1)[1].split()[0])
+        latency = incumbent * 2 if incumbent <= 2 or random.random() < 0.5 else incumbent // 2
         edit = f"FAKE_LATENCY_MS={latency}\n# iteration {i}\n"
         open(os.path.join(repo, "fake.env"), "w").write(edit)
         open(os.path.join(repo, "big.dat"), "wb").write(letter * BIG)
@@ -133,7 +134,7 @@ def main():
             killed = True
         counts["ratchet_killed"] += killed
         if killed and (mode == "recovery" or random.random() < 0.5):
-            counts["recover_killed"] += kill_after([BIN, "-q", "recover"], repo, random.uniform(0.0, 0.03), env, at=writing_back)
+            counts["recover_killed"] += kill_after([BIN, "-q", "recover"], repo, random.uniform(0.0, 0.01), env, at=writing_back)
         r = subprocess.run([BIN, "recover"], cwd=repo, env=env, capture_output=True, text=True)
         if r.returncode != 0:
             fail(f"iteration {i}: recover exited {r.returncode}: {r.stderr.strip()}")
