@@ -159,6 +159,9 @@ pub struct TestRepo {
 pub const DEFAULT_CONFIG: &str = "[benchmark]\ncommand = \"python3 {bench}\"\ntimeout_s = 20\nkill_grace_s = 0.5\n\
 warmup = 0\niters = 5\nprofile_iters = 0\n[hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = 8\nconfirm_pairs = 4\n";
 
+/// How long a test lets one ratchet command run before calling it hung.
+pub const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(900);
+
 impl TestRepo {
     /// A repo on branch `main` with a committed ratchet.toml, kernel.py and fake.env.
     pub fn new() -> TestRepo {
@@ -224,7 +227,9 @@ impl TestRepo {
             .env_remove("FAKE_MODE")
             .env_remove("FAKE_LATENCY_MS")
             .env_remove("FAKE_HLO")
-            .timeout(std::time::Duration::from_secs(120));
+            // A guard against a hang, not a speed limit: on a loaded machine a debug-built
+            // `simulate` alone took more than 120 s.
+            .timeout(HANG_GUARD);
         c
     }
 
