@@ -243,7 +243,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     }
     repo.exclude_benchmark_outputs(&outputs)?;
     if !scan.unnamed.is_empty() {
-        let shown: Vec<String> = scan.unnamed.iter().map(|p| vcs::escaped(p)).collect();
+        let shown: Vec<String> = scan.unnamed.iter().map(|p| crate::printable::bytes(p)).collect();
         fx.note(format!(
             "{} appeared or changed while experiment {id} ran; names that are not UTF-8 can neither be listed as the \
              benchmark's outputs nor set aside, so they stay in the work tree as they are, and the next experiment refuses \

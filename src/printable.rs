@@ -24,6 +24,19 @@ pub fn block(s: &str) -> Cow<'_, str> {
     escape(s, true)
 }
 
+/// A name git holds as bytes (a path that may not be UTF-8) as one line: its valid text as
+/// [`line`] makes it, every other byte as `\xNN`.
+pub fn bytes(b: &[u8]) -> String {
+    let mut out = String::new();
+    for chunk in b.utf8_chunks() {
+        out.push_str(&line(chunk.valid()));
+        for byte in chunk.invalid() {
+            let _ = write!(out, "\\x{byte:02x}");
+        }
+    }
+    out
+}
+
 /// A path as one line: `Path::display`, then [`line`].
 pub fn path(p: &Path) -> String {
     line(&p.to_string_lossy()).into_owned()
@@ -98,5 +111,12 @@ mod tests {
     #[test]
     fn a_path_is_one_line() {
         assert_eq!(path(Path::new("runs/nl\nKEEP\x1b.py")), r"runs/nl\nKEEP\e.py");
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_shows_its_bytes_and_no_control() {
+        assert_eq!(bytes(b"w\xffights.py"), "w\\xffights.py");
+        assert_eq!(bytes(b"a\x1b]0;t\x07\xe9.py"), "a\\e]0;t\\a\\xe9.py");
+        assert_eq!(bytes("plain/\u{e9}.py".as_bytes()), "plain/\u{e9}.py");
     }
 }

@@ -86,28 +86,11 @@ pub fn normalise_rel(p: &str) -> std::result::Result<String, String> {
     Ok(parts.join("/"))
 }
 
-/// A path as bytes, readable: valid UTF-8 as it is, any other byte as `\xNN`, control
-/// characters escaped.
-pub fn escaped(bytes: &[u8]) -> String {
-    let mut out = String::new();
-    for chunk in bytes.utf8_chunks() {
-        for c in chunk.valid().chars() {
-            if c.is_control() {
-                out.extend(c.escape_default());
-            } else {
-                out.push(c);
-            }
-        }
-        out.extend(chunk.invalid().iter().map(|b| format!("\\x{b:02x}")));
-    }
-    out
-}
-
 /// The refusal of `paths` git holds whose names are not UTF-8 (git's paths are bytes, ratchet's
 /// are text): said before anything is committed, so no such file is ever dropped from a
 /// hypothesis, a clean-tree check or a checkout without a word.
 pub fn not_utf8(paths: &[Vec<u8>]) -> Error {
-    let shown: Vec<String> = paths.iter().map(|p| escaped(p)).collect();
+    let shown: Vec<String> = paths.iter().map(|p| crate::printable::bytes(p)).collect();
     Error::repo(format!(
         "{} changed, and {} not UTF-8: ratchet handles paths as UTF-8 text, so it could neither commit nor check out {}",
         some_of(&shown, 5),

@@ -98,16 +98,11 @@ fn malformed(path: &Path, why: impl std::fmt::Display) -> Error {
     )
 }
 
-/// Largest hypothesis file read: a message and a few edits.
+/// Largest hypothesis file read (a message and a few edits); it and its patch go through the
+/// bounded reader every file taken from a repo goes through, so a FIFO or device is an error.
 const MAX_HYPOTHESIS_BYTES: u64 = 1 << 20;
 /// Largest patch a hypothesis names.
 const MAX_PATCH_BYTES: u64 = 64 << 20;
-
-/// A hypothesis file or its patch, through the bounded reader every file ratchet takes from a
-/// repo goes through: a FIFO, device or endless file there is an error naming it, never a hang.
-fn read_bounded(path: &Path, cap: u64) -> std::result::Result<Vec<u8>, crate::safe_read::SafeReadError> {
-    crate::safe_read::read_capped(path, cap)
-}
 
 /// A repo-relative path that stays inside the repo, out of `.git` and out of ratchet's own
 /// directories, after normalisation (`./.git/config` and `a/../.git/config` are `.git/config`).
@@ -121,7 +116,7 @@ fn check_rel_path(p: &str) -> std::result::Result<(), String> {
 impl Hypothesis {
     /// Read and validate a hypothesis file (and its patch, when it names one).
     pub fn load(path: &Path) -> Result<Hypothesis> {
-        let bytes = read_bounded(path, MAX_HYPOTHESIS_BYTES).map_err(|e| {
+        let bytes = crate::safe_read::read_capped(path, MAX_HYPOTHESIS_BYTES).map_err(|e| {
             Error::usage(format!("cannot read hypothesis file: {e}")).hint("pass existing .toml files, or none for experiments/*.toml")
         })?;
         let text = String::from_utf8(bytes.clone()).map_err(|_| malformed(path, "it is not UTF-8 text"))?;
@@ -145,8 +140,8 @@ impl Hypothesis {
             (None, true) => return Err(malformed(path, "no change: add `patch = \"file.patch\"` or at least one [[edit]] table")),
             (Some(p), true) => {
                 let patch_path = path.parent().unwrap_or(Path::new(".")).join(&p);
-                let text =
-                    read_bounded(&patch_path, MAX_PATCH_BYTES).map_err(|e| malformed(path, format!("cannot read its patch: {e}")))?;
+                let text = crate::safe_read::read_capped(&patch_path, MAX_PATCH_BYTES)
+                    .map_err(|e| malformed(path, format!("cannot read its patch: {e}")))?;
                 let diff = git2::Diff::from_buffer(&text).map_err(|e| malformed(path, format!("patch {p}: {}", e.message())))?;
                 if diff.deltas().len() == 0 {
                     return Err(malformed(path, format!("patch {p} changes no file")));
@@ -188,7 +183,7 @@ impl Hypothesis {
     pub fn load_or_malformed(path: &Path) -> Result<Hypothesis> {
         match Self::load(path) {
             Err(e) if e.kind == crate::error::Kind::Config => {
-                let bytes = read_bounded(path, MAX_HYPOTHESIS_BYTES).unwrap_or_default();
+                let bytes = crate::safe_read::read_capped(path, MAX_HYPOTHESIS_BYTES).unwrap_or_default();
                 let hash = git2::Oid::hash_object(git2::ObjectType::Blob, &bytes).map_err(Error::from)?.to_string();
                 let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
                 let why = match &e.hint {

@@ -82,12 +82,19 @@ fn files_the_benchmark_writes_into_the_repo_never_leak_and_are_kept() {
     assert_eq!(t.git(&["status", "--porcelain"]), "?? profile_data/\n");
 }
 
-#[test]
-fn submodules_are_never_part_of_a_hypothesis_and_survive_a_revert() {
+/// A test repo with another test repo as its submodule at `vendor/lib` (the submodule's own repo
+/// returned too: it must outlive the test).
+fn with_submodule() -> (TestRepo, TestRepo) {
     let sub = TestRepo::new();
     let t = TestRepo::new();
     t.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.path().to_str().unwrap(), "vendor/lib"]);
     t.git(&["commit", "-qm", "add submodule"]);
+    (sub, t)
+}
+
+#[test]
+fn submodules_are_never_part_of_a_hypothesis_and_survive_a_revert() {
+    let (_sub, t) = with_submodule();
     let base = t.head();
     // A local edit inside the submodule, and a slower kernel: the revert must keep the edit.
     t.write("vendor/lib/kernel.py", "BQ = 999  # local experiment in the submodule\n");
@@ -121,10 +128,7 @@ fn a_hook_set_in_the_global_config_git_config_global_names_is_seen() {
 
 #[test]
 fn a_change_made_only_inside_a_submodule_is_named_not_called_no_change() {
-    let sub = TestRepo::new();
-    let t = TestRepo::new();
-    t.git(&["-c", "protocol.file.allow=always", "submodule", "add", "-q", sub.path().to_str().unwrap(), "vendor/lib"]);
-    t.git(&["commit", "-qm", "add submodule"]);
+    let (_sub, t) = with_submodule();
     let base = t.head();
     t.write("vendor/lib/kernel.py", "BQ = 999\n");
     let out = t.ratchet().arg("experiment: BQ 999 in the submodule").output().unwrap();

@@ -254,16 +254,7 @@ fn every_speed_up_in_the_review_is_recomputed_from_the_runs() {
         assert!((r.ci_level_pct.unwrap() - level).abs() < 1e-9, "row {}: {:?} vs {level} over {} pairs", r.id, r.ci_level_pct, d.len());
         assert!((r.speedup_pct.unwrap() - pct(est)).abs() < 1e-9, "row {}: {:?} vs {}", r.id, r.speedup_pct, pct(est));
         assert!((r.ci_low_pct.unwrap() - pct(lo)).abs() < 1e-9 && (r.ci_high_pct.unwrap() - pct(hi)).abs() < 1e-9, "row {}", r.id);
-        let median = |side: usize| {
-            let mut v: Vec<f64> = p.iter().map(|x| if side == 0 { x.0 } else { x.1 }).collect();
-            v.sort_by(f64::total_cmp);
-            let n = v.len();
-            if n % 2 == 1 {
-                v[n / 2]
-            } else {
-                (v[n / 2 - 1] + v[n / 2]) / 2.0
-            }
-        };
+        let median = |side: usize| support::median(p.iter().map(|x| if side == 0 { x.0 } else { x.1 }).collect());
         assert!((r.incumbent_value.unwrap() - median(0)).abs() < 1e-9 && (r.value.unwrap() - median(1)).abs() < 1e-9);
         if r.status == Status::Keep {
             chain *= est.exp();

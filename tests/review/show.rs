@@ -71,17 +71,6 @@ fn show_lists_a_spill_cliff_across_a_sweep() {
     assert!(s.contains("[experiment 1]  <- this experiment"), "{s}");
 }
 
-/// The middle value, or the mean of the two middle ones.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
 }
@@ -89,6 +78,7 @@ fn close(a: f64, b: f64) -> bool {
 #[test]
 fn show_breaks_a_runs_seconds_down_as_its_recorded_runs_give_them() {
     use ratchet::bench::timing::{fmt_ms, fmt_share};
+    use support::median;
     let t = TestRepo::new();
     t.write("fake.env", "FAKE_LATENCY_MS=10\nFAKE_PHASES=1\n");
     t.git(&["commit", "-qam", "phases"]);

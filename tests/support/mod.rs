@@ -159,6 +159,18 @@ pub struct TestRepo {
 pub const DEFAULT_CONFIG: &str = "[benchmark]\ncommand = \"python3 {bench}\"\ntimeout_s = 20\nkill_grace_s = 0.5\n\
 warmup = 0\niters = 5\nprofile_iters = 0\n[hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = 8\nconfirm_pairs = 4\n";
 
+/// The middle value, or the mean of the two middle ones: the tests' own median, to recompute
+/// what ratchet prints without its code.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
 /// How long a test lets one ratchet command run before calling it hung.
 pub const HANG_GUARD: std::time::Duration = std::time::Duration::from_secs(900);
 
