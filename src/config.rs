@@ -116,6 +116,10 @@ pub struct Benchmark {
     /// its value is used anyway (a sample is never dropped for its value).
     #[serde(default = "defaults::throttle_reruns")]
     pub throttle_reruns: u32,
+    /// Fork each run of a `python SCRIPT.py` command from a parent that did the imports once
+    /// (docs/protocol.md, "Forked runs"); false starts every run as a fresh process.
+    #[serde(default = "defaults::preload")]
+    pub preload: bool,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -670,6 +674,9 @@ mod defaults {
     }
     pub fn throttle_reruns() -> u32 {
         2
+    }
+    pub fn preload() -> bool {
+        true
     }
     pub fn alpha() -> f64 {
         0.02

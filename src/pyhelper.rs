@@ -16,6 +16,8 @@ pub fn install(state_dir: &Path) -> Result<PathBuf> {
     if std::fs::read_to_string(&path).ok().as_deref() != Some(SOURCE) {
         crate::fsutil::write_atomic(&path, SOURCE.as_bytes())?;
     }
+    // The parent forked runs start from (crate::bench::preload).
+    crate::bench::preload::install(&dir)?;
     Ok(dir)
 }
 

@@ -44,6 +44,9 @@ pub struct RunSpec {
     pub pgid_file: Option<PathBuf>,
     /// Interrupts the run (SIGTERM, then SIGKILL after a short grace) when set.
     pub cancel: crate::signals::Cancel,
+    /// Fork the run from a pre-imported Python parent when its command allows
+    /// ([`super::preload`]); otherwise, or when that fails to start, a plain process.
+    pub preload: bool,
 }
 
 /// How a run ended.
@@ -70,6 +73,8 @@ pub struct RunOutput {
     pub stderr_tail: String,
     /// Why a log could not be written in full (`No space left on device`), if it could not.
     pub log_error: Option<String>,
+    /// Forked from a pre-imported parent ([`super::preload`]) rather than started afresh.
+    pub forked: bool,
 }
 
 pub trait Executor {
@@ -80,10 +85,10 @@ pub trait Executor {
 pub struct ProcessExecutor;
 
 /// How long an interrupted run gets between SIGTERM and SIGKILL: short, so Ctrl-C is prompt.
-const INTERRUPT_GRACE: Duration = Duration::from_millis(1000);
+pub(super) const INTERRUPT_GRACE: Duration = Duration::from_millis(1000);
 
 /// A token no other run (of this or another ratchet) has.
-fn new_token() -> String {
+pub(super) fn new_token() -> String {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
     format!("{}-{nanos}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
@@ -106,18 +111,20 @@ pub struct RunRecordFile {
     pub supervisor_start: u64,
 }
 
-fn write_record(path: &Path, rec: &RunRecordFile) -> std::io::Result<()> {
+pub(super) fn write_record(path: &Path, rec: &RunRecordFile) -> std::io::Result<()> {
     let tmp = path.with_extension("pgid.tmp");
     std::fs::write(&tmp, serde_json::to_vec(rec).map_err(std::io::Error::other)?)?;
     std::fs::rename(&tmp, path)
 }
 
-impl Executor for ProcessExecutor {
-    fn run(&mut self, spec: &RunSpec) -> std::io::Result<RunOutput> {
+impl ProcessExecutor {
+    /// The run as a fresh process under its supervisor. (`ProcessExecutor`'s [`Executor`] impl,
+    /// in `bench/mod.rs`, forks it from a pre-imported parent instead where it can.)
+    pub fn spawn(spec: &RunSpec, token: &str) -> std::io::Result<RunOutput> {
         std::fs::create_dir_all(&spec.log_dir).map_err(crate::fsutil::io_at(&spec.log_dir))?;
         let stdout_path = spec.log_dir.join("stdout.log");
         let stderr_path = spec.log_dir.join("stderr.log");
-        let token = new_token();
+        let token = token.to_string();
         // Written before the spawn: a ratchet killed right after it still names the run.
         if let Some(f) = &spec.pgid_file {
             write_record(f, &RunRecordFile { token: token.clone(), ..RunRecordFile::default() })?;
@@ -223,6 +230,7 @@ impl Executor for ProcessExecutor {
             stdout_tail: out_end.tail,
             stderr_tail: err_end.tail,
             log_error,
+            forked: false,
         })
     }
 }
@@ -237,7 +245,7 @@ pub fn monotonic_ns() -> u64 {
 }
 
 /// How much longer than its grace the supervisor gets to stop a run before ratchet kills it.
-const SUPERVISOR_SLACK: Duration = Duration::from_secs(3);
+pub(super) const SUPERVISOR_SLACK: Duration = Duration::from_secs(3);
 
 /// `/proc/self/exe --ratchet-run-supervisor` with the run's environment: the supervisor (see
 /// [`super::shim`]) in a process group of its own, the status pipe's write end as its fd 3.
@@ -463,7 +471,7 @@ const MEMORY_TAIL_BYTES: usize = 16 << 10;
 /// A stream copied into its log as it arrives: the first [`LOG_HEAD_BYTES`] go straight to the
 /// file, the last [`LOG_TAIL_BYTES`] are kept in a ring and written at the end after a note of
 /// how much was left out. Memory stays at the ring's size whatever the benchmark prints.
-struct CappedLog {
+pub(super) struct CappedLog {
     handle: std::thread::JoinHandle<StreamEnd>,
     done: std::sync::mpsc::Receiver<()>,
 }
@@ -471,14 +479,14 @@ struct CappedLog {
 /// What a stream left: its summary lines, its last bytes as text, and why its log could not be
 /// written, if it could not.
 #[derive(Default)]
-struct StreamEnd {
-    summary_lines: Vec<String>,
-    tail: String,
-    write_error: Option<String>,
+pub(super) struct StreamEnd {
+    pub(super) summary_lines: Vec<String>,
+    pub(super) tail: String,
+    pub(super) write_error: Option<String>,
 }
 
 impl CappedLog {
-    fn spawn(stream: Option<impl Read + Send + 'static>, path: &Path, scan: bool) -> std::io::Result<CappedLog> {
+    pub(super) fn spawn(stream: Option<impl Read + Send + 'static>, path: &Path, scan: bool) -> std::io::Result<CappedLog> {
         // A log that cannot even be created (a full disk) still lets the stream be drained and
         // its end kept in memory.
         let (mut file, create_error): (Box<dyn Write + Send>, Option<String>) = match std::fs::File::create(path) {
@@ -512,7 +520,7 @@ impl CappedLog {
 
     /// Wait for the stream to close (all writers are dead by now); a writer that escaped every
     /// kill is not waited for past 2 s.
-    fn finish(self) -> StreamEnd {
+    pub(super) fn finish(self) -> StreamEnd {
         match self.done.recv_timeout(Duration::from_secs(2)) {
             Ok(()) => self.handle.join().unwrap_or_default(),
             Err(_) => StreamEnd::default(),
@@ -698,6 +706,7 @@ mod tests {
             grace: Duration::from_millis(200),
             pgid_file: None,
             cancel: crate::signals::Cancel::new(),
+            preload: false,
         }
     }
 

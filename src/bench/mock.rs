@@ -183,6 +183,7 @@ impl Executor for MockExecutor {
             stdout_tail: String::new(),
             stderr_tail: String::new(),
             log_error: None,
+            forked: false,
         })
     }
 }

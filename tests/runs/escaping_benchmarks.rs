@@ -41,6 +41,7 @@ fn spec(cmd: &str, dir: &Path, pidf: &Path, timeout: Duration) -> RunSpec {
         grace: Duration::from_millis(300),
         pgid_file: None,
         cancel: ratchet::signals::Cancel::new(),
+        preload: false,
     }
 }
 

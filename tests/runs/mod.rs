@@ -4,6 +4,7 @@ mod compiler_figures;
 mod disk_full;
 mod dying_ratchet;
 mod escaping_benchmarks;
+mod forked_runs;
 mod harness_shadowing;
 mod hostile_benchmarks;
 mod machine_faults;

@@ -39,6 +39,7 @@ impl Executor for Writes {
             stdout_tail: String::new(),
             stderr_tail: String::new(),
             log_error: None,
+            forked: false,
         })
     }
 }
