@@ -40,6 +40,7 @@ fn main() {
     }
     let baseline = baseline(&root);
     let rounds = env_usize("RATCHET_BENCH_ROUNDS", 2);
+    // The sweeps print to stderr: stdout is the table alone.
     let scratch = root.join("target/wall-bench/repos");
     let mut figures: [Vec<Sweep>; 2] = [vec![], vec![]];
     for round in 0..rounds {
@@ -125,7 +126,10 @@ struct Sweep {
 }
 
 struct Run {
+    experiment: u64,
     wall_s: f64,
+    /// Ratchet's time after the process's exit (`after_exit_s`), in s.
+    after_exit_s: Option<f64>,
     /// kernel_calls x the run's median timed call, in s.
     kernel_s: Option<f64>,
     forked: bool,
@@ -133,22 +137,24 @@ struct Run {
 
 fn sweep(bin: &Path, repo: &Path) -> Sweep {
     let t = Instant::now();
-    let status = Command::new(bin).args(["sweep", "-q"]).current_dir(repo).status().expect("ratchet runs");
+    let status = Command::new(bin).args(["sweep", "-q"]).current_dir(repo).stdout(std::io::stderr()).status().expect("ratchet runs");
     let wall_s = t.elapsed().as_secs_f64();
     assert!(status.success(), "ratchet sweep failed in {}", repo.display());
     let rows = Command::new(bin).args(["results", "--format", "json"]).current_dir(repo).output().unwrap();
     let rows: serde_json::Value = serde_json::from_slice(&rows.stdout).expect("results --format json");
-    let statuses: Vec<String> =
-        rows.as_array().into_iter().flatten().filter_map(|row| Some(row["status"].as_str()?.to_string())).collect();
+    let statuses: Vec<String> = rows.as_array().into_iter().flatten().filter_map(|row| Some(row["status"].as_str()?.to_string())).collect();
     // A decision is a row the rule ended: kept, reverted, found a no-op or left inconclusive.
-    let decisions = statuses.iter().filter(|s| !matches!(s.as_str(), "crash" | "timeout" | "invalid" | "interrupted" | "error" | "skipped")).count();
+    let decisions =
+        statuses.iter().filter(|s| !matches!(s.as_str(), "crash" | "timeout" | "invalid" | "interrupted" | "error" | "skipped")).count();
     let text = std::fs::read_to_string(repo.join("results/runs.jsonl")).unwrap_or_default();
     let runs = text
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|r| r["status"] == "ok")
         .map(|r| Run {
+            experiment: r["experiment"].as_u64().unwrap_or(0),
             wall_s: r["wall_s"].as_f64().unwrap_or(0.0),
+            after_exit_s: r["after_exit_s"].as_f64(),
             kernel_s: r["kernel_calls"].as_f64().zip(r["host_latency_ms"].as_f64()).map(|(n, ms)| n * ms / 1e3),
             forked: r["forked"].as_bool().unwrap_or(false),
         })
@@ -174,7 +180,10 @@ struct Summary {
     per_decision_s: f64,
     run_wall_s: f64,
     kernel_share: f64,
+    /// The same over experiment 1 alone: the example's kernel as shipped, before any keep.
+    kernel_share_first: f64,
     outside_runs: f64,
+    after_exit: f64,
     forked: usize,
     runs: usize,
 }
@@ -189,7 +198,9 @@ fn summary(sweeps: &[Sweep]) -> Summary {
         per_decision_s: wall / decisions.max(1) as f64,
         run_wall_s: median(runs.iter().map(|r| r.wall_s).collect()),
         kernel_share: median(runs.iter().filter_map(|r| Some(r.kernel_s? / r.wall_s)).collect()),
+        kernel_share_first: median(runs.iter().filter(|r| r.experiment == 1).filter_map(|r| Some(r.kernel_s? / r.wall_s)).collect()),
         outside_runs: (wall - in_runs) / wall,
+        after_exit: median(runs.iter().filter_map(|r| Some(r.after_exit_s? / r.wall_s)).collect()),
         forked: runs.iter().filter(|r| r.forked).count(),
         runs: runs.len(),
     }
@@ -213,8 +224,10 @@ fn print_table(baseline: &Path, new: &Path, figures: &[Vec<Sweep>; 2]) {
     row("wall per decision", b.per_decision_s, n.per_decision_s, "s");
     row("median run wall", b.run_wall_s, n.run_wall_s, "s");
     let pct = |name: &str, x: f64, y: f64| println!("{name:<44} {:>11.1}% {:>11.1}%", x * 100.0, y * 100.0);
-    pct("kernel share of a run's wall (median)", b.kernel_share, n.kernel_share);
-    pct("ratchet's own share (sweep wall outside runs)", b.outside_runs, n.outside_runs);
+    pct("kernel share of a run's wall, experiment 1", b.kernel_share_first, n.kernel_share_first);
+    pct("kernel share of a run's wall, all runs", b.kernel_share, n.kernel_share);
+    pct("ratchet's own: sweep wall outside runs", b.outside_runs, n.outside_runs);
+    pct("ratchet's own: after a run's exit (median)", b.after_exit, n.after_exit);
     println!("{:<44} {:>12} {:>12}", "runs forked / ok runs", format!("{}/{}", b.forked, b.runs), format!("{}/{}", n.forked, n.runs));
 }
 
@@ -242,10 +255,12 @@ fn aa(root: &Path, bin: &Path, blocks: usize, pairs: usize) {
             let repo = scratch.join(modes[i]);
             eprintln!("wall_time aa: block {} of {blocks}, {}: ratchet calibrate --pairs {pairs}", block + 1, modes[i]);
             let t = Instant::now();
-            let out = Command::new(bin).args(["calibrate", "-q", "--json", "--pairs", &pairs.to_string()]).current_dir(&repo).output().unwrap();
+            let out =
+                Command::new(bin).args(["calibrate", "-q", "--json", "--pairs", &pairs.to_string()]).current_dir(&repo).output().unwrap();
             walls[i].push(t.elapsed().as_secs_f64());
             assert!(out.status.success(), "calibrate failed: {}", String::from_utf8_lossy(&out.stderr));
-            let cal: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(repo.join("results/calibration.json")).unwrap()).unwrap();
+            let cal: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(repo.join("results/calibration.json")).unwrap()).unwrap();
             let values: Vec<f64> = cal["values"].as_array().unwrap().iter().filter_map(|v| v.as_f64()).map(f64::ln).collect();
             runs[i].push(values);
             for p in cal["pairs"].as_array().unwrap() {
@@ -283,7 +298,12 @@ fn aa(root: &Path, bin: &Path, blocks: usize, pairs: usize) {
     println!("{:<40} {:>11.2}% {:>11.2}%", "pair ln-ratio sd", sd(&ratios[0]) * 100.0, sd(&ratios[1]) * 100.0);
     println!("{:<40} {:>11.2}% {:>11.2}%", "A/A effect (mean pair ln-ratio)", mean(&ratios[0]) * 100.0, mean(&ratios[1]) * 100.0);
     println!("{:<40} {:>12.2} {:>12.2}", "lag-1 autocorrelation of runs", ar1(&runs[0]), ar1(&runs[1]));
-    println!("{:<40} {:>12} {:>12}", "pairs beyond 3 robust sds", format!("{}/{}", outliers(&ratios[0]), ratios[0].len()), format!("{}/{}", outliers(&ratios[1]), ratios[1].len()));
+    println!(
+        "{:<40} {:>12} {:>12}",
+        "pairs beyond 3 robust sds",
+        format!("{}/{}", outliers(&ratios[0]), ratios[0].len()),
+        format!("{}/{}", outliers(&ratios[1]), ratios[1].len())
+    );
     println!("{:<40} {:>11.1}s {:>11.1}s", "wall per calibration block (median)", median(walls[0].clone()), median(walls[1].clone()));
     // Equal spread of the pair ratios: a two-sided F test.
     use statrs::distribution::{ContinuousCDF, FisherSnedecor};

@@ -42,8 +42,9 @@ def _prctl(option, value):
 
 
 def _installed_roots():
-    """Where installed modules live (the standard library and site-packages), never a repo."""
-    roots = set()
+    """Where installed modules live (the standard library and site-packages, and ratchet's own
+    helpers beside this file), never a repo."""
+    roots = {os.path.dirname(os.path.realpath(__file__)) + os.sep}
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         path = sysconfig.get_paths().get(key)
         if path:
@@ -97,16 +98,21 @@ def _write_list(path, data):
         pass
 
 
+# Names that failed to import alone: not tried again after every run.
+_failed = set()
+
+
 def preload(names, refused):
     """Import `names` (skipping the refused); returns the name that made forking unsafe, if any."""
     import importlib
 
     for name in names:
-        if name in sys.modules or name in refused:
+        if name in sys.modules or name in refused or name in _failed:
             continue
         try:
             importlib.import_module(name)
         except BaseException:  # a module that cannot be imported alone is left to the run
+            _failed.add(name)
             continue
         if unsafe_to_fork():
             return name
