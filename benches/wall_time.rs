@@ -152,7 +152,8 @@ fn sweep(bin: &Path, repo: &Path) -> Sweep {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|r| r["status"] == "ok")
         .map(|r| Run {
-            experiment: r["experiment"].as_u64().unwrap_or(0),
+            // An id: "1", or a number in older records.
+            experiment: r["experiment"].as_str().and_then(|s| s.parse().ok()).or(r["experiment"].as_u64()).unwrap_or(0),
             wall_s: r["wall_s"].as_f64().unwrap_or(0.0),
             after_exit_s: r["after_exit_s"].as_f64(),
             kernel_s: r["kernel_calls"].as_f64().zip(r["host_latency_ms"].as_f64()).map(|(n, ms)| n * ms / 1e3),

@@ -197,6 +197,7 @@ def _run_main(script):
 def _child(req, sync_w, modules_file, roots):
     """Become the run: its group, pipes, directory, environment and argv; then its script."""
     forked_ns = time.monotonic_ns()
+    inherited = set(sys.modules)
     try:
         os.setpgid(0, 0)
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -211,6 +212,8 @@ def _child(req, sync_w, modules_file, roots):
         os.dup2(err, 2)
         for fd in (out, err, null):
             os.close(fd)
+        # A fresh stdin object: the parent's may hold read-ahead bytes of its request pipe.
+        sys.stdin = sys.__stdin__ = open(0, encoding=sys.stdin.encoding, errors=sys.stdin.errors, closefd=False)
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
@@ -260,13 +263,15 @@ def _child(req, sync_w, modules_file, roots):
             stream.flush()
         except Exception:
             pass
-    # What this run imported that the next parent can import for it.
-    learnt = _read_list(modules_file)
-    names = set(learnt.get("modules", []))
-    new = set(installed_modules(sys.modules, roots, skip=names))
-    if new:
-        learnt["modules"] = sorted(names | new)
-        _write_list(modules_file, learnt)
+    # What this run imported that the next parent can import for it (once the list is whole,
+    # nothing: the file is not even read).
+    new = set(installed_modules(sys.modules, roots, skip=inherited | _failed))
+    if new and modules_file:
+        learnt = _read_list(modules_file)
+        names = set(learnt.get("modules", []))
+        if new - names:
+            learnt["modules"] = sorted(names | new)
+            _write_list(modules_file, learnt)
     os._exit(code)
 
 

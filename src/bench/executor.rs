@@ -77,6 +77,23 @@ pub struct RunOutput {
     pub forked: bool,
 }
 
+impl RunOutput {
+    /// A run that ended as `exit`, `start` being its spawn, from what its two logs kept.
+    pub(super) fn ended(exit: Exit, start: Instant, out: StreamEnd, err: StreamEnd, forked: bool) -> RunOutput {
+        RunOutput {
+            exit,
+            wall_s: start.elapsed().as_secs_f64(),
+            stdout_path: out.path,
+            stderr_path: err.path,
+            summary_lines: out.summary_lines,
+            stdout_tail: out.tail,
+            stderr_tail: err.tail,
+            log_error: out.write_error.or(err.write_error),
+            forked,
+        }
+    }
+}
+
 pub trait Executor {
     fn run(&mut self, spec: &RunSpec) -> std::io::Result<RunOutput>;
 }
@@ -220,18 +237,7 @@ impl ProcessExecutor {
         if let Some(f) = &spec.pgid_file {
             let _ = std::fs::remove_file(f);
         }
-        let log_error = out_end.write_error.or(err_end.write_error);
-        Ok(RunOutput {
-            exit,
-            wall_s: start.elapsed().as_secs_f64(),
-            stdout_path,
-            stderr_path,
-            summary_lines: out_end.summary_lines,
-            stdout_tail: out_end.tail,
-            stderr_tail: err_end.tail,
-            log_error,
-            forked: false,
-        })
+        Ok(RunOutput::ended(exit, start, out_end, err_end, false))
     }
 }
 
@@ -472,6 +478,7 @@ const MEMORY_TAIL_BYTES: usize = 16 << 10;
 /// file, the last [`LOG_TAIL_BYTES`] are kept in a ring and written at the end after a note of
 /// how much was left out. Memory stays at the ring's size whatever the benchmark prints.
 pub(super) struct CappedLog {
+    path: PathBuf,
     handle: std::thread::JoinHandle<StreamEnd>,
     done: std::sync::mpsc::Receiver<()>,
 }
@@ -480,6 +487,7 @@ pub(super) struct CappedLog {
 /// written, if it could not.
 #[derive(Default)]
 pub(super) struct StreamEnd {
+    path: PathBuf,
     pub(super) summary_lines: Vec<String>,
     pub(super) tail: String,
     pub(super) write_error: Option<String>,
@@ -494,6 +502,7 @@ impl CappedLog {
             Err(e) => (Box::new(std::io::sink()), Some(format!("cannot create {}: {e}", path.display()))),
         };
         let path = path.to_path_buf();
+        let log_path = path.clone();
         let (tx, done) = std::sync::mpsc::channel();
         let handle = std::thread::spawn(move || {
             let mut lines = SummaryScan::default();
@@ -513,17 +522,18 @@ impl CappedLog {
             let _ = tx.send(());
             let (a, b) = tail.parts();
             let tail = String::from_utf8_lossy(&[a, b].concat()).into_owned();
-            StreamEnd { summary_lines: lines.finish(), tail, write_error }
+            StreamEnd { path, summary_lines: lines.finish(), tail, write_error }
         });
-        Ok(CappedLog { handle, done })
+        Ok(CappedLog { path: log_path, handle, done })
     }
 
     /// Wait for the stream to close (all writers are dead by now); a writer that escaped every
     /// kill is not waited for past 2 s.
     pub(super) fn finish(self) -> StreamEnd {
+        let lost = |path: PathBuf| StreamEnd { path, ..StreamEnd::default() };
         match self.done.recv_timeout(Duration::from_secs(2)) {
-            Ok(()) => self.handle.join().unwrap_or_default(),
-            Err(_) => StreamEnd::default(),
+            Ok(()) => self.handle.join().unwrap_or_else(|_| lost(self.path)),
+            Err(_) => lost(self.path),
         }
     }
 }

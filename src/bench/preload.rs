@@ -449,20 +449,7 @@ fn serve(
         parent.end();
         None
     };
-    Served::Done(
-        Ok(RunOutput {
-            exit,
-            wall_s: start.elapsed().as_secs_f64(),
-            stdout_path,
-            stderr_path,
-            summary_lines: out_end.summary_lines,
-            stdout_tail: out_end.tail,
-            stderr_tail: err_end.tail,
-            log_error: out_end.write_error.or(err_end.write_error),
-            forked: true,
-        }),
-        parent,
-    )
+    Served::Done(Ok(RunOutput::ended(exit, start, out_end, err_end, true)), parent)
 }
 
 /// Write the parent's source beside `ratchet_bench` (when its content changed).
