@@ -248,15 +248,12 @@ fn interrupt_kills_the_benchmark_reverts_and_exits_130() {
     support::wait_for(&pid_file);
     std::thread::sleep(std::time::Duration::from_millis(200));
     let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
-    let sent = std::time::Instant::now();
     unsafe {
         libc::kill(child.id() as i32, libc::SIGINT);
     }
-    // The benchmark's whole process group (its grandchild too) is gone within 2 seconds.
-    while ratchet::bench::executor::alive(pid) {
-        assert!(sent.elapsed() < std::time::Duration::from_secs(2), "benchmark grandchild {pid} survived the interrupt for 2 s");
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
+    // The benchmark's whole process group (its grandchild too) is gone: the hanging candidate
+    // would outlive any test, so only the interrupt can end it.
+    assert!(support::eventually(|| !ratchet::bench::executor::alive(pid)), "benchmark grandchild {pid} survived the interrupt");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
     assert_eq!(t.head(), base);

@@ -46,12 +46,8 @@ fn spec(cmd: &str, dir: &Path, pidf: &Path, timeout: Duration) -> RunSpec {
 }
 
 fn gone(pid: i32) -> bool {
-    // The kill is done when the run returns; allow the kernel a moment to tear the process down.
-    let deadline = Instant::now() + Duration::from_millis(500);
-    while alive(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    !alive(pid)
+    // The kill is done when the run returns; the kernel tears the process down in its own time.
+    support::eventually(|| !alive(pid))
 }
 
 #[test]

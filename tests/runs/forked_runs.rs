@@ -31,11 +31,8 @@ fn spec(cmd: &str, dir: &Path, state: &Path, name: &str, timeout: Duration) -> R
 }
 
 fn gone(pid: i32) -> bool {
-    let deadline = Instant::now() + Duration::from_millis(500);
-    while alive(pid) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    !alive(pid)
+    // The kill is done when the run returns; the kernel tears the process down in its own time.
+    support::eventually(|| !alive(pid))
 }
 
 const REPORT: &str = "import os, sys\nprint('RESULT: run', os.environ['RATCHET_RUN'], 'parent', os.getppid())\n\

@@ -105,10 +105,10 @@ fn reported_paths_that_are_fifos_or_devices_never_hang_or_bloat_ratchet() {
     {
         let t = repo(CONFIG);
         t.write("mode.txt", &format!("{mode}\n"));
-        let started = Instant::now();
-        let (code, out) = ratchet_limited(&t, &format!("experiment: {mode}"), VMEM, Duration::from_secs(60));
+        // A read that blocked on the FIFO or ran through /dev/zero would never end: the guard
+        // stops that case, no deadline tells fast from slow.
+        let (code, out) = ratchet_limited(&t, &format!("experiment: {mode}"), VMEM, support::HANG_GUARD);
         assert_eq!(code, 0, "{mode}: {out}");
-        assert!(started.elapsed() < Duration::from_secs(30), "{mode} took {:?}", started.elapsed());
         let rows = t.rows();
         assert_eq!(rows.len(), 1, "{mode}");
         // The run is measured by its host timings; the hostile file is simply not read.
@@ -127,7 +127,7 @@ fn reported_paths_that_are_fifos_or_devices_never_hang_or_bloat_ratchet() {
 fn a_result_file_that_is_a_fifo_is_invalid_not_a_hang() {
     let t = repo(CONFIG);
     t.write("mode.txt", "fifo_result\n");
-    let (code, out) = ratchet_limited(&t, "experiment: fifo result", VMEM, Duration::from_secs(60));
+    let (code, out) = ratchet_limited(&t, "experiment: fifo result", VMEM, support::HANG_GUARD);
     assert_eq!(code, 0, "{out}");
     let r = &t.rows()[0];
     assert_eq!(r["status"], "invalid");
@@ -146,12 +146,12 @@ fn a_gzip_bomb_trace_is_an_error_naming_the_limit_within_bounded_memory() {
     assert!(Command::new("python3").arg("-c").arg(&py).status().unwrap().success());
     assert!(std::fs::metadata(&bomb).unwrap().len() < 2 << 20);
     // `ratchet inspect` on the file itself...
-    let (code, err) = run_limited(t.path(), &["inspect", bomb.to_str().unwrap()], VMEM, Duration::from_secs(60));
+    let (code, err) = run_limited(t.path(), &["inspect", bomb.to_str().unwrap()], VMEM, support::HANG_GUARD);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("more than 256 MiB"), "{err}");
     // ...and as a run's trace: the trace is refused with the reason (the host timings stand).
     t.write("mode.txt", "bomb\n");
-    let (code, out) = ratchet_limited(&t, "experiment: bomb", VMEM, Duration::from_secs(60));
+    let (code, out) = ratchet_limited(&t, "experiment: bomb", VMEM, support::HANG_GUARD);
     assert_eq!(code, 0, "{out}");
     let cand = t.runs().into_iter().find(|r| r["side"] == "candidate").unwrap();
     let why = cand["trace_error"].as_str().unwrap_or_default();

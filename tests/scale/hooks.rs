@@ -81,10 +81,7 @@ fn alive(pid: i32) -> bool {
 }
 
 fn wait_dead(pids: &[i32]) -> Vec<i32> {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::eventually(|| pids.iter().all(|&p| !alive(p)));
     pids.iter().copied().filter(|&p| alive(p)).collect()
 }
 
@@ -204,9 +201,7 @@ fn a_hanging_hook_is_killed_with_its_children_at_the_limit() {
     rig.script("hang.sh", &format!("#!/bin/sh\nsleep 300 &\necho $! > {}\nwait\n", child.display()));
     let mut e = HookEngine::new(HookOptions { poll: rig.hook("hang.sh"), timeout: Duration::from_millis(500), ..rig.options() });
     let job = JobHandle { trial: "x".into(), engine_id: "local-1".into(), slot: None };
-    let started = Instant::now();
     let err = e.poll(&job).unwrap_err();
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     assert!(err.message.contains("the poll hook") && err.message.contains("did not finish within"), "{}", err.message);
     let pid: i32 = std::fs::read_to_string(&child).unwrap().trim().parse().unwrap();
     assert_eq!(wait_dead(&[pid]), Vec::<i32>::new(), "the hook's child went with it");

@@ -192,10 +192,7 @@ fn cancel_stops_the_ray_job_and_the_workers_processes() {
     let pids = [read("worker.pid"), read("child.pid")];
     assert_eq!(support::alive_pids(&pids), pids.to_vec());
     e.cancel(&jobs[0]).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !support::alive_pids(&pids).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    support::eventually(|| support::alive_pids(&pids).is_empty());
     assert_eq!(support::alive_pids(&pids), Vec::<i32>::new(), "the worker and its child are gone");
     assert!(!t.out_dir.join("result.txt").exists());
     assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Failed("ray: STOPPED".into()));

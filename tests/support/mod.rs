@@ -35,9 +35,22 @@ macro_rules! need_fixtures {
     };
 }
 
-/// Wait (up to 30 s) until `path` exists.
+/// Wait until `done()` holds: for what the kernel or another process does in its own time.
+/// The hang guard only stops a test that would never end, so no test races the clock.
+pub fn eventually(mut done: impl FnMut() -> bool) -> bool {
+    let guard = std::time::Instant::now() + HANG_GUARD;
+    while !done() {
+        if std::time::Instant::now() > guard {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
+
+/// Wait until `path` exists (the hang guard only stops a test that would never end).
 pub fn wait_for(path: &Path) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let deadline = std::time::Instant::now() + HANG_GUARD;
     while !path.exists() {
         assert!(std::time::Instant::now() < deadline, "{} never appeared", path.display());
         std::thread::sleep(std::time::Duration::from_millis(50));
@@ -373,7 +386,7 @@ pub fn copy_example(from: &Path, to: &Path) {
 /// for its content).
 pub fn read_pid(p: &Path) -> i32 {
     wait_for(p);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + HANG_GUARD;
     loop {
         if let Ok(pid) = std::fs::read_to_string(p).unwrap_or_default().trim().parse() {
             return pid;
