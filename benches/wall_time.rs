@@ -23,8 +23,11 @@ use std::process::Command;
 use std::time::Instant;
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return; // `cargo bench -- --list` and `cargo test --benches` ask what is here
+    // `cargo bench` passes --bench; `cargo test --benches` (or --all-targets) does not, and a
+    // test run must not start a night of sweeps.
+    if !std::env::args().any(|a| a == "--bench") {
+        eprintln!("wall_time: run it with `cargo bench --bench wall_time` (a benchmark, not a test)");
+        return;
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let new = PathBuf::from(env!("CARGO_BIN_EXE_ratchet"));
