@@ -57,6 +57,9 @@ pub struct KernelShare {
 pub struct Breakdown {
     /// Successful runs the figures are taken over.
     pub runs: usize,
+    /// How many of them were forked from a pre-imported parent (docs/protocol.md, "Forked
+    /// runs"): their `imports` are the parent's, paid once.
+    pub forked: usize,
     /// Median process wall (spawn to exit, `wall_s`), in ms.
     pub wall_ms: f64,
     /// The benchmark's phases in process order, then `outside_phases`, then ratchet's
@@ -108,7 +111,8 @@ pub fn breakdown(runs: &[RunRecord]) -> Option<Breakdown> {
         (Some(calls), Some(call_ms), Some(share_pct)) => Some(KernelShare { calls, call_ms, share_pct, runs: kernel_runs.len() }),
         _ => None,
     };
-    Some(Breakdown { runs: ok.len(), wall_ms, phases, kernel })
+    let forked = ok.iter().filter(|r| r.forked).count();
+    Some(Breakdown { runs: ok.len(), forked, wall_ms, phases, kernel })
 }
 
 /// A share as `show` prints it: one decimal under 10%, none above.
@@ -141,8 +145,13 @@ fn fmt_calls(calls: f64) -> String {
 
 /// The breakdown as a few lines: a heading, the phases wrapped at `width`, the kernel's share.
 pub fn render(b: &Breakdown, width: usize) -> String {
+    let forked = match b.forked {
+        0 => String::new(),
+        n if n == b.runs => ", each forked from a pre-imported parent".to_string(),
+        n => format!(", {n} forked from a pre-imported parent"),
+    };
     let mut o = format!(
-        "\nwhere a run's seconds go ({} ok runs, median wall {}; per phase its median and % of the wall)\n",
+        "\nwhere a run's seconds go ({} ok runs{forked}, median wall {}; per phase its median and % of the wall)\n",
         b.runs,
         fmt_ms(b.wall_ms)
     );
@@ -236,5 +245,18 @@ mod tests {
         assert!(text.lines().count() <= 7, "{text}");
         assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
         assert!(text.contains("kernel 13% of the wall (14 calls x 27.0 ms median call)"), "{text}");
+        assert!(!text.contains("forked"), "{text}");
+    }
+
+    #[test]
+    fn forked_runs_are_counted_and_named() {
+        let mut forked = rec(1.0, &[("imports", 0.0)], None, None, None);
+        forked.forked = true;
+        let plain = rec(3.0, &[("imports", 2.0)], None, None, None);
+        let b = breakdown(&[forked.clone(), plain]).unwrap();
+        assert_eq!((b.runs, b.forked), (2, 1));
+        assert!(render(&b, 100).contains("(2 ok runs, 1 forked from a pre-imported parent,"), "{}", render(&b, 100));
+        let all = breakdown(&[forked.clone(), forked]).unwrap();
+        assert!(render(&all, 100).contains("(2 ok runs, each forked from a pre-imported parent,"), "{}", render(&all, 100));
     }
 }

@@ -56,6 +56,7 @@ pub fn run_event(r: &RunRecord) -> Value {
             "phases_s": r.phases_s,
             "kernel_calls": r.kernel_calls,
             "after_exit_s": r.after_exit_s,
+            "forked": r.forked,
         }),
     )
 }
