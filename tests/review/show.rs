@@ -110,8 +110,15 @@ fn show_breaks_a_runs_seconds_down_as_its_recorded_runs_give_them() {
     let names: Vec<&str> = rt["phases"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["start_to_import", "measured", "outside_phases", "ratchet_after_exit"]);
     let text = String::from_utf8(t.ratchet().args(["show", "1"]).env("COLUMNS", "200").output().unwrap().stdout).unwrap();
+    // The fake benchmark is `python3 SCRIPT.py`: every run was forked, as runs.jsonl says.
+    let forked = runs.iter().filter(|r| r["forked"] == true).count();
+    assert_eq!((rt["forked"].as_u64(), forked), (Some(runs.len() as u64), runs.len()), "{rt}");
     assert!(
-        text.contains(&format!("where a run's seconds go ({} ok runs, median wall {};", runs.len(), fmt_ms(f(rt, "wall_ms")))),
+        text.contains(&format!(
+            "where a run's seconds go ({} ok runs, each forked from a pre-imported parent, median wall {};",
+            runs.len(),
+            fmt_ms(f(rt, "wall_ms"))
+        )),
         "{text}"
     );
     for p in rt["phases"].as_array().unwrap() {
