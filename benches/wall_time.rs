@@ -166,17 +166,9 @@ fn sweep(bin: &Path, repo: &Path) -> Sweep {
     Sweep { wall_s, decisions, statuses, runs }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+/// The median, NaN for none (printed as such): the decision's own.
+fn median(v: Vec<f64>) -> f64 {
+    ratchet::stats::sequential::median(&v)
 }
 
 struct Summary {
@@ -289,10 +281,10 @@ fn aa(root: &Path, bin: &Path, blocks: usize, pairs: usize) {
         }
         num / den
     };
-    // Pairs beyond 3 robust sds (1.4826 MAD) of the median: the outliers the rule must survive.
+    // Pairs beyond 3 robust sds (MAD_TO_SD x MAD) of the median: the outliers the rule must survive.
     let outliers = |v: &[f64]| {
         let med = median(v.to_vec());
-        let mad = median(v.iter().map(|x| (x - med).abs()).collect()) * 1.4826;
+        let mad = median(v.iter().map(|x| (x - med).abs()).collect()) * ratchet::stats::sequential::sample::MAD_TO_SD;
         v.iter().filter(|x| (*x - med).abs() > 3.0 * mad).count()
     };
     println!("wall_time aa: {blocks} block(s) of {pairs} A/A pairs a mode, alternating");

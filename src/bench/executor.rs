@@ -1,5 +1,6 @@
-//! The only place that spawns benchmark processes: each run is `sh -c COMMAND` in its own process
-//! group, its output streamed into capped log files, with a wall-clock timeout, and a kill of
+//! Where benchmark processes are spawned (with [`super::preload`], which forks a Python run from
+//! a pre-imported parent and reuses this file's logs and kills): each plain run is `sh -c COMMAND`
+//! in its own process group, its output streamed into capped log files, with a wall-clock timeout, and a kill of
 //! everything it started (SIGTERM, then SIGKILL) on timeout, interruption or exit. Behind a
 //! trait so tests can fake it.
 //!
