@@ -128,9 +128,6 @@ pub enum Command {
     /// Print the directory holding the ratchet_bench helper (written there first), to run
     /// prepare.py by hand: PYTHONPATH=$(ratchet pythonpath) python3 prepare.py
     Pythonpath,
-    /// Run the decision procedure against synthetic benchmarks with known effects and print
-    /// its false-keep rate, power and runs per decision, beside a fixed 10+10 Mann-Whitney test.
-    Simulate(SimulateArgs),
     /// For engines and scripts: measure --candidate against --incumbent on this
     /// machine's device in interleaved pairs with the experiments' stopping rule, and write a run
     /// directory (trial.json last); decides, commits and records nothing. See docs/scale-out.md.
@@ -210,58 +207,6 @@ pub struct CalibrateArgs {
     /// Print the calibration as one JSON object (docs/json.md); the text goes to stderr.
     #[arg(long)]
     pub json: bool,
-}
-
-/// A `[decision] method` as the config spells it.
-fn parse_method(s: &str) -> Result<crate::config::Method, String> {
-    s.parse()
-}
-
-#[derive(Debug, Args)]
-pub struct SimulateArgs {
-    /// Trials per scenario and true gain (cells with a gain).
-    #[arg(long, default_value_t = 4000)]
-    pub trials: usize,
-    /// Trials per scenario with no gain (the false-keep cells; default 25 x --trials).
-    #[arg(long, value_name = "N")]
-    pub null_trials: Option<usize>,
-    /// Only the project's grid of 7 scenarios, not the harder ones (correlated noise, tails,
-    /// outliers, noise above history).
-    #[arg(long)]
-    pub grid: bool,
-    /// Seed of the synthetic draws (the table is deterministic for a seed).
-    #[arg(long, default_value_t = 20_260_522)]
-    pub seed: u64,
-    /// Pairs of the calibration each trial's history comes from (models that fix their own keep
-    /// it). The default, 16, is a short history, on which the bound is shown; `ratchet
-    /// calibrate` runs 61 by default, which tells one mode of runs from two and decides faster.
-    #[arg(long, value_name = "N", default_value_t = crate::stats::simulate::HISTORY_PAIRS, value_parser = clap::value_parser!(usize))]
-    pub history_pairs: usize,
-    /// Use the built-in [decision] defaults even inside a repo with a ratchet.toml.
-    #[arg(long)]
-    pub defaults: bool,
-    /// Simulate this [decision] method in place of the config's (sequential, fixed,
-    /// likelihood-ratio, auto).
-    #[arg(long, value_name = "METHOD", value_parser = parse_method)]
-    pub method: Option<crate::config::Method>,
-    /// Only the noise models whose names contain this (any case; repeat for several; --help
-    /// lists them).
-    #[arg(long, value_name = "NAME", long_help = crate::stats::simulate::models_help())]
-    pub only: Vec<String>,
-    /// Simulate a night on a serial trunk with this many device slots running trials at once
-    /// (a comma-separated list, e.g. 1,2,4,8) instead of the per-scenario tables.
-    #[arg(long, value_name = "K,...", value_delimiter = ',')]
-    pub jobs: Vec<usize>,
-    /// Hypotheses in the simulated night's queue (with --jobs).
-    #[arg(long, value_name = "N", default_value_t = 20_000)]
-    pub hypotheses: usize,
-    /// With --jobs: a winner must also keep on a second device before it merges.
-    #[arg(long)]
-    pub second_device: bool,
-    /// With --jobs: the mix of true effects the queue is drawn from: mix (30% real gains, most
-    /// of them small) or win30 (30% of the hypotheses win: +3% and +10%).
-    #[arg(long, value_name = "QUEUE", default_value = "mix")]
-    pub queue: crate::stats::parallel::Queue,
 }
 
 #[derive(Debug, Args)]
@@ -530,12 +475,6 @@ mod tests {
         let Some(Command::Sweep(s)) = c.command else { panic!("sweep") };
         assert_eq!(s.paths.len(), 2);
         assert_eq!(s.max_runs, Some(40));
-        let c = Cli::try_parse_from(["ratchet", "simulate", "--trials", "10"]).unwrap();
-        assert!(matches!(c.command, Some(Command::Simulate(SimulateArgs { trials: 10, .. }))));
-        let c = Cli::try_parse_from(["ratchet", "simulate", "--method", "auto"]).unwrap();
-        assert!(matches!(c.command, Some(Command::Simulate(SimulateArgs { method: Some(crate::config::Method::Auto), .. }))));
-        let e = Cli::try_parse_from(["ratchet", "simulate", "--method", "lr"]).unwrap_err().to_string();
-        assert!(e.contains("one of sequential, fixed, likelihood-ratio, auto"), "{e}");
         let c = Cli::try_parse_from(["ratchet", "calibrate", "--pairs", "6"]).unwrap();
         assert!(matches!(c.command, Some(Command::Calibrate(CalibrateArgs { pairs: Some(6), .. }))));
     }

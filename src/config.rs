@@ -659,7 +659,7 @@ mod defaults {
     }
     pub fn confirm_pairs() -> u32 {
         // 5 pairs keep power >= 95% for +3% at 1% CV and bring the mean runs per decision under
-        // a 10+10 fixed test's 20 (`ratchet simulate`, docs/decisions.md).
+        // a 10+10 fixed test's 20 (`ratchet-lab simulate`, docs/decisions.md).
         5
     }
     pub fn confirm_alpha() -> f64 {
@@ -1032,7 +1032,7 @@ metric = "score"       # score (util x 100 / latency_ms) | latency | tflops; lat
 # average over calibrations, not for the user whose calibration came out low (one in 250: up
 # to about 0.3%); auto holds it for that user too (docs/decisions.md, "The calibration's own
 # uncertainty"). `ratchet calibrate` suggests min_effect_pct for this machine;
-# `ratchet simulate` shows the error rates of these settings (docs/decisions.md).
+# docs/decisions.md gives the error rates of these settings, simulated by the project's lab.
 method = "auto"        # auto | sequential | fixed (one test after max_pairs pairs) |
                        # likelihood-ratio (with history, always; without, as sequential)
 min_pairs = 4

@@ -15,9 +15,9 @@
 //!   replays scripted runs for exact in-process tests.
 //! - [`scale`] runs trials on several devices, deciding them one at a time against one trunk.
 //! - [`store`] reads the results table and the raw runs; [`trace`] parses XProf captures;
-//!   [`stats`] holds the decision procedure and its simulation; [`diagnose`] interprets a run.
+//!   [`stats`] holds the decision procedure (its simulation is the lab's, in `lab/`); [`diagnose`] interprets a run.
 //!
-//! Modules marked hidden in the docs are public only for the project's own tests and examples.
+//! Modules marked hidden in the docs are public only for the project's own tests, benches and lab.
 
 // The public API.
 pub mod bench;

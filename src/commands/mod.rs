@@ -16,7 +16,6 @@ pub mod replay;
 pub mod results;
 pub mod retry;
 pub mod show;
-pub mod simulate;
 pub mod status;
 pub mod sweep;
 pub mod worker;
@@ -93,7 +92,6 @@ fn dispatch(cli: Cli) -> Result<()> {
             commands::inspect::run_inspect(&a).map_err(Error::from)
         }
         Some(Command::Gate(a)) => commands::gate::command(&dir, &a),
-        Some(Command::Simulate(a)) => commands::simulate::run(&dir, &a),
         Some(Command::Worker(a)) => commands::worker::run(cli.experiment.repo.dir.as_deref(), &a),
         Some(Command::Calibrate(a)) => {
             signals::install()?;

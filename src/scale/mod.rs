@@ -3,7 +3,6 @@
 //! and the controller that decides them one at a time against the trunk.
 
 mod assess;
-pub mod chain_sim;
 pub mod command;
 pub mod controller;
 pub mod engine;

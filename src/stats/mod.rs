@@ -4,15 +4,11 @@
 //! Everything here is pure except `history`'s load/record of `.ratchet/noise.json`.
 
 pub mod effect;
-pub mod floor;
 pub mod history;
-pub mod mannwhitney;
 pub mod modes;
 pub mod noise;
-pub mod parallel;
 pub mod rng;
 pub mod sequential;
-pub mod simulate;
 
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};

@@ -1,5 +1,5 @@
 //! A small, seeded, portable PRNG for the simulation (xoshiro256** seeded through SplitMix64,
-//! Blackman & Vigna, <https://prng.di.unimi.it/>), so `ratchet simulate` prints the same table
+//! Blackman & Vigna, <https://prng.di.unimi.it/>), so `ratchet-lab simulate` prints the same table
 //! on every machine without a dependency.
 
 /// xoshiro256**: fast, 256 bits of state, good enough for Monte Carlo.

@@ -1,6 +1,6 @@
 //! The sequential decision end to end on the binary and the fake benchmark, where the command
 //! line is part of the case: inconclusive and a failed confirmation (with `ratchet results`),
-//! `ratchet calibrate` and `ratchet simulate`. The early keep, futility, no-op on identical HLO,
+//! and `ratchet calibrate`. The early keep, futility, no-op on identical HLO,
 //! the physics gate and throttled re-runs run in-process on the mock executor
 //! (tests/decisions/loop_inprocess.rs).
 
@@ -68,33 +68,4 @@ fn calibrate_prints_the_noise_floor_and_records_no_row() {
     // 4 pairs are too few to borrow: the next experiment's two phases decide, and the detectable
     // gain is their budget's.
     assert_eq!(cal["noise"]["detectable_by"], "two-phases", "{cal}");
-}
-
-#[test]
-fn simulate_prints_the_table() {
-    let t = TestRepo::new();
-    t.ratchet()
-        // The grid alone: the binary's table and columns, in seconds (every model's cells are the
-        // library's, tested in process).
-        .args(["simulate", "--trials", "20", "--defaults", "--grid"])
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("| cv 1% + drift | +0% |").and(predicate::str::contains("MWU 10+10 keeps")));
-}
-
-#[test]
-fn simulate_jobs_draws_the_queue_asked_for_and_refuses_an_unknown_one() {
-    let t = TestRepo::new();
-    let out = t.ratchet().args(["simulate", "--defaults", "--jobs", "1,2", "--hypotheses", "200", "--queue", "win30"]).assert().success();
-    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
-    assert!(text.contains("+0%: 55%, -5%: 15%, +3%: 20%, +10%: 10%"), "{text}");
-    assert!(text.contains("The serial loop on the same K devices, taken in turn"), "{text}");
-    // No +1% hypothesis in this queue: its keep rate is "-", not 0%.
-    let two = text.lines().find(|l| l.starts_with("| 2 | independent |")).expect("a 2-slot row");
-    assert_eq!(two.split(" | ").nth(11), Some("-"), "{two}");
-    t.ratchet()
-        .args(["simulate", "--defaults", "--jobs", "2", "--queue", "win50"])
-        .assert()
-        .failure()
-        .stderr(predicate::str::contains("win50").and(predicate::str::contains("mix")).and(predicate::str::contains("win30")));
 }

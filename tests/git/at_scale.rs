@@ -1,7 +1,7 @@
 //! Git work at scale: a status walk refreshes the index's stat cache of files whose
 //! stat data changed but whose content did not, so later walks compare stat data instead of
 //! re-reading and re-hashing every such file (the cost figures are in docs/git.md, from
-//! `cargo run --release --example git_scale`).
+//! `cargo bench --bench git_scale`).
 
 use crate::support;
 

@@ -212,6 +212,24 @@ fn the_core_does_not_import_the_command_line() {
     assert!(bad.is_empty(), "core modules importing the command line: {bad:?}");
 }
 
+/// The lab (lab/: simulators, floors, probes) sits outside the product: no product code names it
+/// and the product's manifest does not depend on it, so `cargo build` and `cargo test` of the
+/// product never build it.
+#[test]
+fn the_product_does_not_depend_on_the_lab() {
+    let offenders: Vec<String> =
+        sources().into_iter().filter(|(_, code)| code.contains("ratchet_lab")).map(|(rel, _)| rel.display().to_string()).collect();
+    assert!(offenders.is_empty(), "product code naming the lab: {offenders:?}");
+    let manifest: toml::Table = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).unwrap().parse().unwrap();
+    for table in ["dependencies", "dev-dependencies", "build-dependencies"] {
+        let deps = manifest.get(table).and_then(|t| t.as_table());
+        assert!(!deps.is_some_and(|d| d.contains_key("ratchet-lab")), "the product's [{table}] names the lab");
+    }
+    // The workspace builds the product alone unless the lab is asked for.
+    let default = manifest["workspace"]["default-members"].as_array().expect("workspace.default-members");
+    assert_eq!(default.iter().filter_map(|m| m.as_str()).collect::<Vec<_>>(), ["."]);
+}
+
 /// lib.rs only declares the modules (and documents the API): dispatch lives in `commands`.
 #[test]
 fn lib_rs_declares_modules_only() {

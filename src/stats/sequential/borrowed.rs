@@ -110,7 +110,7 @@ impl Warmup {
 }
 
 impl Borrowed {
-    /// The defaults documented in docs/decisions.md (chosen with `ratchet simulate`).
+    /// The defaults documented in docs/decisions.md (chosen with `ratchet-lab simulate`).
     pub fn new(scale: NoiseScale) -> Borrowed {
         Borrowed {
             scale,

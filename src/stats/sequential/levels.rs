@@ -64,7 +64,7 @@ pub const WARMUP_Z: f64 = 2.0;
 /// by the confirmation's two pairs as often: 240 of its 335 false keeps in 100000 (0.335%).
 /// At 4 pairs that is 0.21^4 = 0.2% a phase, and one pair of 4 may be set aside: 0.098%
 /// [0.080, 0.119]. It costs `cv 1% + spikes` +10% 2.6 runs (11.4 -> 14.0) and moves its +3%
-/// 84.8% -> 85.4%; 3 pairs left 0.121% (`examples/keeps_probe.rs`, `ratchet simulate
+/// 84.8% -> 85.4%; 3 pairs left 0.121% (`lab/examples/keeps_probe.rs`, `ratchet-lab simulate
 /// --null-trials 100000`; docs/decisions.md, "A streak of a second population"). Rules recorded
 /// before `Params::outlier_first_look_later` waited that long ([`OUTLIER_FIRST_LOOK_BEFORE`]),
 /// never past `min_pairs`, as a history whose sessions showed one mode, or were too short to
@@ -162,7 +162,7 @@ pub const MODES_AT: f64 = 5.0;
 /// at 32, 63% at 48, 35% at 61, and `auto` kept 0.219%, 0.155%, 0.108% and 0.082% of that
 /// user's do-nothing changes (`keeps_probe history=N`, 100000 trials); with this rule 0.099%
 /// at 16 pairs. The cost: +3% at CV 1% 13.4 -> 15.4 runs after a 16-pair calibration, 13.1 once
-/// 60 pairs show one mode (`ratchet simulate --defaults`; docs/decisions.md, "The calibration's
+/// 60 pairs show one mode (`ratchet-lab simulate --defaults`; docs/decisions.md, "The calibration's
 /// own uncertainty").
 pub const ONE_MODE_TOLD_PAIRS: usize = 60;
 /// Unless one mode is shown on `ONE_MODE_TOLD_PAIRS` pairs (fewer, or two modes, or none told), a

@@ -1,7 +1,7 @@
 //! The sequential keep/revert procedure: a group-sequential one-sided paired test on the
 //! log-ratios (speed-up terms) of interleaved pairs, with alpha spent across looks, a futility
 //! stop, a minimum effect, and a confirmation batch in the complementary order. Pure: the same
-//! code drives real experiments (`experiment`), `ratchet simulate` and the unit tests.
+//! code drives real experiments (`experiment`), `ratchet-lab simulate` and the unit tests.
 //!
 //! Why this method. Each look tests the pairs so far with a one-sided test at the increment of
 //! an alpha-spending function (Lan & DeMets 1983, Biometrika 70(3):659-663; Pocock- or
@@ -56,8 +56,8 @@ mod with_history;
 pub use borrowed::{sum_spread, Borrowed, NoiseScale, Warmup};
 pub use levels::*;
 pub use plan::{OnePhase, Params, Spending};
-pub use sample::median;
-pub(crate) use sample::{mean_sd, outlier_band, robust_sd};
+pub(crate) use sample::{mean_sd, outlier_band};
+pub use sample::{median, robust_sd};
 
 use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Verdict};
 use look::Test;
@@ -140,7 +140,7 @@ impl Sequential {
 
     /// Quantile `p` of Student's t with `df` degrees of freedom (normal when infinite), memoized:
     /// the simulation asks for the same few millions of times.
-    pub(crate) fn tq(&self, p: f64, df: f64) -> f64 {
+    pub fn tq(&self, p: f64, df: f64) -> f64 {
         let key = (0u8, p.to_bits(), df.to_bits(), 0);
         if let Some(&q) = self.memo.borrow().get(&key) {
             return q;

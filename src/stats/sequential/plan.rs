@@ -143,11 +143,11 @@ impl OnePhase {
     }
 }
 
-#[cfg(test)]
 impl Params {
-    /// The unit tests' rule: 4 to `max_pairs` pairs, a look every 2, alpha 0.05 (Pocock), a 1%
+    /// The unit tests' rule (the product's and the lab's): 4 to `max_pairs` pairs, a look every 2, alpha 0.05 (Pocock), a 1%
     /// minimum effect, futility at beta 0.2, a 6-pair confirmation at 0.02.
-    pub(crate) fn for_tests(max_pairs: usize) -> Params {
+    #[doc(hidden)]
+    pub fn for_tests(max_pairs: usize) -> Params {
         Params {
             min_pairs: 4,
             max_pairs,
@@ -268,7 +268,7 @@ impl Sequential {
     /// the rest (their sum, and so the union bound, is unchanged). The first look has the fewest
     /// own df to check the borrowed scale on (2 at 2 pairs), so a noise jump the guard misses
     /// passes there most often; a large gain still passes it at the smaller level.
-    pub(crate) fn main_alphas(&self, p: &Params) -> Vec<f64> {
+    pub fn main_alphas(&self, p: &Params) -> Vec<f64> {
         let mut alphas = p.look_alphas();
         if let Some(b) = self.borrowed.as_ref().filter(|_| alphas.len() > 1) {
             let share = b.first_share.clamp(0.0, 1.0);
@@ -282,7 +282,7 @@ impl Sequential {
     /// `first_look` pairs (the scale need not be estimated from the batch itself), or
     /// `OUTLIER_FIRST_LOOK` where the history shows a second population of runs
     /// ([`super::Borrowed::main_first_look`]).
-    pub(crate) fn main_params(&self) -> Params {
+    pub fn main_params(&self) -> Params {
         match &self.borrowed {
             Some(b) if self.params.min_pairs < self.params.max_pairs => {
                 let p = &self.params;
@@ -300,7 +300,7 @@ impl Sequential {
     /// The confirmation's looks and their levels: one look at `confirm_pairs` with the whole
     /// `confirm_alpha`, or, with a borrowed scale, looks from `first_look` every `look_every`
     /// pairs with `confirm_alpha` spent across them (O'Brien-Fleming-type).
-    pub(crate) fn confirm_plan(&self) -> (Vec<usize>, Vec<f64>) {
+    pub fn confirm_plan(&self) -> (Vec<usize>, Vec<f64>) {
         let p = &self.params;
         match &self.borrowed {
             Some(b) if p.confirm_pairs + b.confirm_extra > b.first_look => {

@@ -30,7 +30,7 @@ pub fn median(v: &[f64]) -> f64 {
 
 /// The robust sd of `d`: [`MAD_TO_SD`] x its median absolute deviation from the median (the sd
 /// of a normal sample, which one wild value cannot move). NaN when `d` is empty.
-pub(crate) fn robust_sd(d: &[f64]) -> f64 {
+pub fn robust_sd(d: &[f64]) -> f64 {
     let med = median(d);
     MAD_TO_SD * median(&d.iter().map(|x| (x - med).abs()).collect::<Vec<_>>())
 }

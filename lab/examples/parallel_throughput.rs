@@ -6,9 +6,9 @@
 //!
 //! Each hypothesis changes its own factor line of factors.env, and the benchmark's latency is
 //! 10 ms times the product of the factors, so kept gains compound and every hypothesis still
-//! applies on top of any other. True effects are drawn as `ratchet simulate --jobs` draws them
-//! (stats::parallel::Queue: `mix`, 30% of the queue real gains, or `win30`, 30% winners, as
-//! `ratchet simulate --jobs --queue` draws them); the per-run noise is 1% gaussian,
+//! applies on top of any other. True effects are drawn as `ratchet-lab simulate --jobs` draws them
+//! (ratchet_lab::parallel::Queue: `mix`, 30% of the queue real gains, or `win30`, 30% winners, as
+//! `ratchet-lab simulate --jobs --queue` draws them); the per-run noise is 1% gaussian,
 //! made by Box-Muller from two fresh 32-bit numbers of /dev/urandom per run. (An earlier version
 //! seeded mawk's `srand` with such a number: mawk clamps seeds above 2^31, so about half the
 //! runs printed the same value and the noise was far below 1%.) Every slot count sweeps the
@@ -100,7 +100,7 @@ fn main() {
     // hypotheses wins); `win30`: 30% of the queue wins (+3% and +10% gains), where stale
     // winners and their rechecks are most frequent.
     let queue = args.get(5).map(String::as_str).unwrap_or("mix");
-    let mix = queue.parse::<ratchet::stats::parallel::Queue>().unwrap_or_else(|e| panic!("{e}")).shares();
+    let mix = queue.parse::<ratchet_lab::parallel::Queue>().unwrap_or_else(|e| panic!("{e}")).shares();
     let effects: Vec<f64> = (0..n).map(|i| effect(seed, i, mix)).collect();
     let count = |e: f64| effects.iter().filter(|&&x| x == e).count();
     println!(

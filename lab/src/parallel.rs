@@ -1,7 +1,7 @@
 //! One simulated device trial of a parallel sweep, and what a night's queue is made of: the
 //! decision procedure, unchanged, measuring one hypothesis on one of K device slots; the merge
 //! lane that schedules those trials is simulated beside the controller's own lane
-//! (`scale::chain_sim`, `ratchet simulate --jobs 1,2,4,8`).
+//! (`ratchet_lab::chain_sim`, `ratchet-lab simulate --jobs 1,2,4,8`).
 //!
 //! The model. A night's queue holds hypotheses whose true effects on the trunk are drawn from
 //! [`MIX`] (most changes do nothing or hurt; a few help). A trial is interleaved pairs of an
@@ -14,10 +14,10 @@
 //! borrows its scale from its own calibration, as `ratchet calibrate` per slot would; no
 //! comparison ever spans two devices.
 
-use super::rng::Rng;
-use super::sequential::Sequential;
-use super::simulate::{calibrated_scale, decide_on, session, Scenario};
-use super::Verdict;
+use crate::simulate::{calibrated_scale, decide_on, session, Scenario};
+use ratchet::stats::rng::Rng;
+use ratchet::stats::sequential::Sequential;
+use ratchet::stats::Verdict;
 
 /// The true effects of a night's hypotheses (speed-up fractions) and their shares: over half do
 /// nothing, some are slower, a few are gains at, above and well above the minimum effect.
@@ -77,7 +77,7 @@ pub struct ParallelPlan {
     pub devices: usize,
     /// How each trial decides.
     pub test: TrialTest,
-    /// A design the controller does not have (a probe, `examples/lane_probe.rs`): a first trial
+    /// A design the controller does not have (a probe, `lab/examples/lane_probe.rs`): a first trial
     /// whose first phase passed joins the chain at once when it was measured on the tip, so
     /// that trials started meanwhile build on it; its failed confirmation cuts the chain.
     pub speculate: bool,
@@ -244,12 +244,12 @@ pub fn measure(seq: &Sequential, plan: &ParallelPlan, slot: usize, effect: f64, 
     Measured { verdict: d.verdict, runs: pos as u64, promising_after: d.confirmation.as_ref().map(|_| 2 * d.pairs as u64) }
 }
 
-/// [`TrialTest::KnownNoiseSprt`] on one device ([`super::floor::sprt_trial`]): normal
+/// [`TrialTest::KnownNoiseSprt`] on one device ([`crate::floor::sprt_trial`]): normal
 /// log-ratios of mean ln(1 + effect) and sd sqrt(2) x the device's cv, false keeps 0.1%, power
 /// 95% at +3%.
 fn known_noise_sprt(device: &Scenario, effect: f64, rng: &mut Rng) -> Measured {
     let sd = 2f64.sqrt() * device.cv;
-    let (keep, pairs) = super::floor::sprt_trial((1.0 + effect).ln(), 1.0, 1.03f64.ln(), sd, 0.001, 0.05, rng);
+    let (keep, pairs) = crate::floor::sprt_trial((1.0 + effect).ln(), 1.0, 1.03f64.ln(), sd, 0.001, 0.05, rng);
     Measured { verdict: if keep { Verdict::Keep } else { Verdict::Revert }, runs: 2 * pairs as u64, promising_after: None }
 }
 
@@ -281,10 +281,10 @@ pub const INTERACTIONS: [Interaction; 4] = [Interaction::None, Interaction::Vani
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::simulate::scenario;
+    use crate::simulate::scenario;
 
     fn seq() -> Sequential {
-        Sequential::new(crate::config::DecisionConfig::default().params(None))
+        Sequential::new(ratchet::config::DecisionConfig::default().params(None))
     }
 
     fn cv1() -> Scenario {

@@ -1,10 +1,10 @@
 //! Where a model's false keeps come from (docs/decisions.md, "The user whose calibration came out
-//! low"): the do-nothing trials of one `ratchet simulate` cell, drawn exactly as it draws them,
+//! low"): the do-nothing trials of one `ratchet-lab simulate` cell, drawn exactly as it draws them,
 //! and for each one kept the route that kept it (the likelihood ratio, the two phases, the
 //! rescue), the scale each deciding look read (history or own) and at which look, the gross
 //! outliers set aside, and the calibration's sd against the truth.
 //!
-//! `cargo run --release --example keeps_probe -- [key=value ...]`, keys: model (a name or part of
+//! `cargo run --release -p ratchet-lab --example keeps_probe -- [key=value ...]`, keys: model (a name or part of
 //! one; "cv 0.5% bimodal, calibration in its lowest" by default), method (auto), null (trials;
 //! 100000), seed (20260522), show (keeps printed one per line; 20), ratios (1: each shown keep's
 //! log-ratios too), history (pairs of the calibration in place of the model's), slow_p, slow and cv (the
@@ -18,8 +18,8 @@ mod args;
 
 use ratchet::config::{DecisionConfig, Method};
 use ratchet::stats::sequential::Sequential;
-use ratchet::stats::simulate::{cell_positions, probe_trial, scenarios, ProbeTrial};
 use ratchet::stats::{LookPhase, Verdict};
+use ratchet_lab::simulate::{cell_positions, probe_trial, scenarios, ProbeTrial};
 use std::collections::BTreeMap;
 
 fn main() {

@@ -2,7 +2,7 @@
 //! Make a capture first (about 100 MB, not committed), then run in release mode:
 //!
 //!     python3 tests/helpers/make_large_capture.py target/large-capture 6200
-//!     cargo run --release --example trace_parse -- target/large-capture [KERNEL_PATTERN]
+//!     cargo bench --bench trace_parse -- target/large-capture [KERNEL_PATTERN]
 //!
 //! In one run, pinned to one core, it times reading the file (`cat > /dev/null`: 1 MiB
 //! chunks into one buffer), the per-run times-only analysis and the whole analysis
@@ -82,6 +82,12 @@ fn time<T>(runs: usize, mut f: impl FnMut() -> anyhow::Result<T>) -> anyhow::Res
 }
 
 fn main() -> anyhow::Result<()> {
+    // `cargo bench` passes --bench; `cargo test --benches` (or --all-targets) does not, and a
+    // test run must not start a benchmark.
+    if !std::env::args().any(|a| a == "--bench") {
+        eprintln!("trace_parse: run it with `cargo bench --bench trace_parse` (a benchmark, not a test)");
+        return Ok(());
+    }
     // Flags (such as `--bench` from a bench harness) are not ours; keep the paths.
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
     let path = PathBuf::from(args.first().map(String::as_str).unwrap_or("target/large-capture"));

@@ -1,8 +1,8 @@
 //! The probe of the variance guard: the figures docs/decisions.md's probe table quotes
 //! for one variant of the borrowed-scale knobs (false keeps when the noise jumps above its
-//! history, runs per decision over the grid, power), from `ratchet simulate`'s own cells.
+//! history, runs per decision over the grid, power), from `ratchet-lab simulate`'s own cells.
 //!
-//! `cargo run --release --example jump_probe -- [key=value ...]`, keys: seed, null (trials per
+//! `cargo run --release -p ratchet-lab --example jump_probe -- [key=value ...]`, keys: seed, null (trials per
 //! null cell), grid (trials per grid cell), power (trials per power cell), stationary (1: also
 //! the worst stationary null cells), detail (1: each grid cell), sums (0/1: the guard also sees
 //! the runs' sums), safety, guard, confirm_guard, retest_guard (0: off), confirm_extra,
@@ -21,7 +21,7 @@ mod args;
 
 use ratchet::config::DecisionConfig;
 use ratchet::stats::sequential::{Borrowed, NoiseScale, Sequential};
-use ratchet::stats::simulate::{scenarios, simulate_cell, wilson, Scenario, EFFECTS};
+use ratchet_lab::simulate::{scenarios, simulate_cell, wilson, Scenario, EFFECTS};
 use std::collections::HashMap;
 
 /// One cell to simulate: label, scenario, true gain, trials.
@@ -175,7 +175,7 @@ fn jumped(all: &[Scenario], j: f64) -> Scenario {
 /// confirmation pairs, its scale) with counts.
 fn breakdown(all: &[Scenario], name: &str, template: &Borrowed, trials: usize, seed: u64) {
     use ratchet::stats::rng::Rng;
-    use ratchet::stats::simulate::{calibrated_scale, decide_on, session, with_knobs};
+    use ratchet_lab::simulate::{calibrated_scale, decide_on, session, with_knobs};
     // breakdown=4x: the noise 4x its history's.
     let s = match name.strip_suffix('x').and_then(|j| j.parse::<f64>().ok()) {
         Some(j) => jumped(all, j),

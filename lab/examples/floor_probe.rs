@@ -1,8 +1,8 @@
 //! The probe of the floor (docs/decisions.md, "The floor"): the scale-free sequential test of
-//! `stats::floor` on every noise model of `ratchet simulate`, beside the procedure's own cell when
+//! `ratchet_lab::floor` on every noise model of `ratchet-lab simulate`, beside the procedure's own cell when
 //! asked, with the information bound it is measured against.
 //!
-//! `cargo run --release --example floor_probe -- [key=value ...]`, keys: seed, trials (per gain
+//! `cargo run --release -p ratchet-lab --example floor_probe -- [key=value ...]`, keys: seed, trials (per gain
 //! cell), null (per do-nothing cell), alpha (its false-keep level), beta (its futility level),
 //! pairs (its budget; the procedure's 16 + 6 by default), only (models whose names contain one of these, split by '|'),
 //! test (pairs: the whole-pair t-test, `floor::PairT`, in place of the scale-free test; with
@@ -37,12 +37,12 @@
 mod args;
 
 use ratchet::config::DecisionConfig;
-use ratchet::stats::floor::{
+use ratchet::stats::sequential::{Borrowed, NoiseScale, Sequential, LR_SCALES};
+use ratchet_lab::floor::{
     family_floor, jump_safe_pairs, sprt_floor, sprt_pairs, NullRuns, PairT, PairTest, Reads, ScaleFree, TwoPhases, WholePairLr,
     CALIBRATION_DF, FREE_BETA, MAX_JUMP, PAIR_T_BETA,
 };
-use ratchet::stats::sequential::{Borrowed, NoiseScale, Sequential, LR_SCALES};
-use ratchet::stats::simulate::{
+use ratchet_lab::simulate::{
     calibrations_reading, cp_interval, null_family, probe_cell, scenarios, simulate_cell, Scenario, EXTRA_EFFECTS, UNLUCKY_DRAWS,
     UNLUCKY_TAIL,
 };
@@ -74,7 +74,7 @@ fn main() {
         return;
     }
     // The scale-free test reads the log-ratios alone: its bound is theirs (the whole pair's,
-    // lower, is what `ratchet simulate` prints as the floor for ratchet, which reads the sums).
+    // lower, is what `ratchet-lab simulate` prints as the floor for ratchet, which reads the sums).
     let bound = |mu: f64| 2.0 * jump_safe_pairs(mu, sd, 0.001, 0.05, MAX_JUMP, Reads::Ratios).pairs;
     println!(
         "floor for a test of the log-ratios at CV 1%, false keeps 0.1% at every noise level up to {MAX_JUMP}x, power 95%: {:.1} runs under no gain, {:.1} at +3% (its least favourable noise {:.2}x), {:.1} at +10%",
@@ -255,8 +255,8 @@ fn rescued_cell(
     level: f64,
     extend: usize,
 ) -> (usize, usize, f64, f64) {
-    use ratchet::stats::simulate::{cell_positions, decide_pairs, draw_trial, session, trial_rng};
     use ratchet::stats::Verdict;
+    use ratchet_lab::simulate::{cell_positions, decide_pairs, draw_trial, session, trial_rng};
     use statrs::distribution::{ContinuousCDF, StudentsT};
     // The positions and draws of simulate_cell, so that its keeps are reproduced trial for trial.
     let positions = cell_positions(seq);

@@ -1,16 +1,91 @@
-//! `ratchet simulate`: the decision procedure, unchanged, against synthetic benchmarks with known
-//! true effects; prints false-keep rate, power and runs per decision beside a fixed 10+10
-//! Mann-Whitney baseline.
+//! `ratchet-lab`: the lab's command line. `ratchet-lab simulate` runs the decision procedure,
+//! unchanged, against synthetic benchmarks with known true effects; prints false-keep rate, power
+//! and runs per decision beside a fixed 10+10 Mann-Whitney baseline.
 
-use crate::cli::SimulateArgs;
-use crate::config;
-use crate::error::{Error, Result};
-use crate::stats::sequential::{OnePhase, Sequential};
-use crate::workspace::Workspace;
+use clap::{Args, Parser, Subcommand};
+use ratchet::config;
+use ratchet::error::{Error, Result};
+use ratchet::stats::sequential::{OnePhase, Sequential};
+use ratchet::workspace::Workspace;
 use std::path::Path;
 
-/// `ratchet simulate`: the decision procedure of this repo's `[decision]` (or the defaults)
-/// against synthetic benchmarks; see `stats::simulate`.
+#[derive(Debug, Parser)]
+#[command(name = "ratchet-lab", version, about = "The research behind ratchet's decision levels")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the decision procedure against synthetic benchmarks with known true effects: false
+    /// keeps, power and runs per decision, per noise model.
+    Simulate(SimulateArgs),
+}
+
+fn main() {
+    let Command::Simulate(args) = Cli::parse().command;
+    let dir = std::env::current_dir().unwrap_or_else(|_| ".".into());
+    if let Err(e) = run(&dir, &args) {
+        eprintln!("error: {e}");
+        std::process::exit(e.exit_code());
+    }
+}
+
+/// A `[decision] method` as the config spells it.
+fn parse_method(s: &str) -> Result<ratchet::config::Method, String> {
+    s.parse()
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// Trials per scenario and true gain (cells with a gain).
+    #[arg(long, default_value_t = 4000)]
+    pub trials: usize,
+    /// Trials per scenario with no gain (the false-keep cells; default 25 x --trials).
+    #[arg(long, value_name = "N")]
+    pub null_trials: Option<usize>,
+    /// Only the project's grid of 7 scenarios, not the harder ones (correlated noise, tails,
+    /// outliers, noise above history).
+    #[arg(long)]
+    pub grid: bool,
+    /// Seed of the synthetic draws (the table is deterministic for a seed).
+    #[arg(long, default_value_t = 20_260_522)]
+    pub seed: u64,
+    /// Pairs of the calibration each trial's history comes from (models that fix their own keep
+    /// it). The default, 16, is a short history, on which the bound is shown; `ratchet
+    /// calibrate` runs 61 by default, which tells one mode of runs from two and decides faster.
+    #[arg(long, value_name = "N", default_value_t = ratchet_lab::simulate::HISTORY_PAIRS, value_parser = clap::value_parser!(usize))]
+    pub history_pairs: usize,
+    /// Use the built-in [decision] defaults even inside a repo with a ratchet.toml.
+    #[arg(long)]
+    pub defaults: bool,
+    /// Simulate this [decision] method in place of the config's (sequential, fixed,
+    /// likelihood-ratio, auto).
+    #[arg(long, value_name = "METHOD", value_parser = parse_method)]
+    pub method: Option<ratchet::config::Method>,
+    /// Only the noise models whose names contain this (any case; repeat for several; --help
+    /// lists them).
+    #[arg(long, value_name = "NAME", long_help = ratchet_lab::simulate::models_help())]
+    pub only: Vec<String>,
+    /// Simulate a night on a serial trunk with this many device slots running trials at once
+    /// (a comma-separated list, e.g. 1,2,4,8) instead of the per-scenario tables.
+    #[arg(long, value_name = "K,...", value_delimiter = ',')]
+    pub jobs: Vec<usize>,
+    /// Hypotheses in the simulated night's queue (with --jobs).
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub hypotheses: usize,
+    /// With --jobs: a winner must also keep on a second device before it merges.
+    #[arg(long)]
+    pub second_device: bool,
+    /// With --jobs: the mix of true effects the queue is drawn from: mix (30% real gains, most
+    /// of them small) or win30 (30% of the hypotheses win: +3% and +10%).
+    #[arg(long, value_name = "QUEUE", default_value = "mix")]
+    pub queue: ratchet_lab::parallel::Queue,
+}
+
+/// `ratchet-lab simulate`: the decision procedure of this repo's `[decision]` (or the defaults)
+/// against synthetic benchmarks; see `ratchet_lab::simulate`.
 pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     if args.trials == 0 {
         return Err(Error::usage("--trials 0: give at least one trial per scenario"));
@@ -55,7 +130,7 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     if !args.jobs.is_empty() {
         return run_parallel(&seq, args);
     }
-    let plan = crate::stats::simulate::Plan {
+    let plan = ratchet_lab::simulate::Plan {
         trials: args.trials,
         null_trials: args.null_trials.unwrap_or(args.trials.saturating_mul(25)),
         seed: args.seed,
@@ -63,19 +138,19 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         only: args.only.clone(),
         history_pairs: args.history_pairs,
     };
-    let least = crate::stats::history::MIN_DF as usize + 1;
+    let least = ratchet::stats::history::MIN_DF as usize + 1;
     if plan.history_pairs < least {
         return Err(Error::usage(format!(
             "--history-pairs {}: a history is used from {least} pairs ({} df); give at least {least}",
             plan.history_pairs,
-            crate::stats::history::MIN_DF
+            ratchet::stats::history::MIN_DF
         )));
     }
     if plan.null_trials == 0 {
         return Err(Error::usage("--null-trials 0: give at least one trial per scenario"));
     }
     // An unbounded sd: the grid before its scaling to a quiet machine, which the words give.
-    let b = crate::stats::sequential::Borrowed::new(crate::stats::sequential::NoiseScale { sd: f64::INFINITY, df: 0.0 });
+    let b = ratchet::stats::sequential::Borrowed::new(ratchet::stats::sequential::NoiseScale { sd: f64::INFINITY, df: 0.0 });
     if let Some((_, t)) = Sequential::new(p.clone()).with_history(Some(b.clone())).likelihood_ratio() {
         println!(
             "with history{}: the likelihood ratio of whole pairs after every pair from the second, one phase, at most {} pairs: a gain (mixture of {} x {:+.1}%{} at weight {}, and a wide half-normal of sd {} over larger gains at {}; gain-side scales {}) against no gain's best fit; keep at ln LR >= {}{} with a mean of at least the minimum effect, futile at a ratio <= e^{} against no gain {}; the first {} pair set aside where the history shows a warm-up",
@@ -84,31 +159,31 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
                 OnePhase::UntilOutlier => format!(
                     " and no gross outlier in it, until one of the first {} pairs lies over {} sds from their median (from there, and with one in the history, the two phases)",
                     p.max_pairs,
-                    crate::stats::sequential::OUTLIER_K
+                    ratchet::stats::sequential::OUTLIER_K
                 ),
                 _ => String::new(),
             },
             t.max_pairs,
-            crate::stats::sequential::MIXTURE.iter().map(|(m, w)| format!("{m}:{w}")).collect::<Vec<_>>().join(","),
-            crate::stats::pct(t.mu1),
+            ratchet::stats::sequential::MIXTURE.iter().map(|(m, w)| format!("{m}:{w}")).collect::<Vec<_>>().join(","),
+            ratchet::stats::pct(t.mu1),
             if p.likelihood_ratio_scaled {
                 format!(
                     " or {} calibrated sds of one pair where smaller (never under the minimum effect)",
-                    crate::stats::sequential::LR_POWERED_FOR_SDS
+                    ratchet::stats::sequential::LR_POWERED_FOR_SDS
                 )
             } else {
                 String::new()
             },
-            1.0 - crate::stats::sequential::LR_WIDE_WEIGHT,
-            crate::stats::sequential::LR_WIDE_SD,
-            crate::stats::sequential::LR_WIDE_WEIGHT,
+            1.0 - ratchet::stats::sequential::LR_WIDE_WEIGHT,
+            ratchet::stats::sequential::LR_WIDE_SD,
+            ratchet::stats::sequential::LR_WIDE_WEIGHT,
             t.scales.iter().filter(|s| s.1 > 0.0).map(|(c, w)| format!("{c}x:{w}")).collect::<Vec<_>>().join(","),
             t.keep_at,
             if t.keep_at_one_mode != t.keep_at {
                 format!(
                     " ({} where every session of the history that could tell, {} pairs or more, ran in one mode{}{})",
                     t.keep_at_one_mode,
-                    crate::stats::sequential::MODES_MIN_PAIRS,
+                    ratchet::stats::sequential::MODES_MIN_PAIRS,
                     if t.one_mode_told_pairs > 0 {
                         format!(
                             ", on {} pairs in all (on fewer, a keep before {} used pairs needs a mean of {} calibrated sds)",
@@ -122,7 +197,7 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
                             "; elsewhere no keep before {} used pairs{}",
                             t.keep_from_two_modes,
                             if p.likelihood_ratio_streak_shown {
-                                format!(", {} where a session showed two modes", crate::stats::sequential::LR_KEEP_FROM_TWO_MODES_SHOWN)
+                                format!(", {} where a session showed two modes", ratchet::stats::sequential::LR_KEEP_FROM_TWO_MODES_SHOWN)
                             } else {
                                 String::new()
                             }
@@ -148,9 +223,9 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
             _ => "with history",
         },
         b.first_look,
-        crate::stats::sequential::Borrowed { outliers: 1, modes: Some(0), ..b.clone() }
+        ratchet::stats::sequential::Borrowed { outliers: 1, modes: Some(0), ..b.clone() }
             .main_first_look(p.outlier_first_look, p.outlier_first_look_later),
-        crate::stats::sequential::Borrowed { modes: Some(1), ..b.clone() }.main_first_look(p.outlier_first_look, p.outlier_first_look_later),
+        ratchet::stats::sequential::Borrowed { modes: Some(1), ..b.clone() }.main_first_look(p.outlier_first_look, p.outlier_first_look_later),
         b.first_share,
         b.safety,
         b.guard,
@@ -169,15 +244,15 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         plan.trials, plan.null_trials, plan.seed
     );
     let started = std::time::Instant::now();
-    print!("{}", crate::stats::simulate::table(&seq, &plan));
+    print!("{}", ratchet_lab::simulate::table(&seq, &plan));
     println!("\nsimulated in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
 }
 
 /// `simulate --jobs`: the same queue of hypotheses on 1, 2, 4, ... device slots.
-fn run_parallel(seq: &crate::stats::sequential::Sequential, args: &SimulateArgs) -> Result<()> {
+fn run_parallel(seq: &ratchet::stats::sequential::Sequential, args: &SimulateArgs) -> Result<()> {
     if args.jobs.contains(&0) || args.hypotheses == 0 {
-        return Err(Error::usage("--jobs and --hypotheses take counts of at least 1").hint("e.g. ratchet simulate --jobs 1,2,4,8"));
+        return Err(Error::usage("--jobs and --hypotheses take counts of at least 1").hint("e.g. ratchet-lab simulate --jobs 1,2,4,8"));
     }
     println!(
         "{} hypotheses (true effects {}), each run one time unit, seed {}; every trial on one device, merged through the merge lane's chain, stale winners rechecked by the serial rule",
@@ -185,19 +260,34 @@ fn run_parallel(seq: &crate::stats::sequential::Sequential, args: &SimulateArgs)
         args.queue.describe(),
         args.seed
     );
-    let cv1 = crate::stats::simulate::scenario("cv 1%");
+    let cv1 = ratchet_lab::simulate::scenario("cv 1%");
     let started = std::time::Instant::now();
-    let night = crate::scale::chain_sim::Night {
+    let night = ratchet_lab::chain_sim::Night {
         slots: &args.jobs,
         hypotheses: args.hypotheses,
         queue: args.queue,
         seed: args.seed,
         second_device: args.second_device,
         scenario: &cv1,
-        test: crate::stats::parallel::TrialTest::Procedure,
+        test: ratchet_lab::parallel::TrialTest::Procedure,
         speculate: false,
     };
-    print!("{}", crate::scale::chain_sim::table(seq, &night));
+    print!("{}", ratchet_lab::chain_sim::table(seq, &night));
     println!("\nsimulated in {:.1} s", started.elapsed().as_secs_f64());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn simulate_args_parse_counts_and_methods() {
+        let c = Cli::try_parse_from(["ratchet-lab", "simulate", "--trials", "10"]).unwrap();
+        assert!(matches!(c.command, Command::Simulate(SimulateArgs { trials: 10, .. })));
+        let c = Cli::try_parse_from(["ratchet-lab", "simulate", "--method", "auto"]).unwrap();
+        assert!(matches!(c.command, Command::Simulate(SimulateArgs { method: Some(ratchet::config::Method::Auto), .. })));
+        let e = Cli::try_parse_from(["ratchet-lab", "simulate", "--method", "lr"]).unwrap_err().to_string();
+        assert!(e.contains("one of sequential, fixed, likelihood-ratio, auto"), "{e}");
+    }
 }

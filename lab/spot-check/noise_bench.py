@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""The spot checks' benchmark of controlled noise (scripts/spot-check/models.sh): one run's
+"""The spot checks' benchmark of controlled noise (lab/spot-check/models.sh): one run's
 latency is BASE_MS (base.env of the checkout) x the machine of SPOT_MODEL, reported through
 tests/support/fake_bench.py ($FAKE_BENCH, loaded in this process) with no
 iteration noise. The models are those of
-`ratchet simulate` (src/stats/simulate.rs) of the same name, on a real sequence of runs:
+`ratchet-lab simulate` (lab/src/simulate.rs) of the same name, on a real sequence of runs:
 
   cv1        log-normal noise, CV 1%
   cv3        log-normal noise, CV 3% (calibration and experiments alike)

@@ -1,9 +1,9 @@
 //! Gains between the minimum effect and +3% on quiet machines (docs/decisions.md, "A grid for
-//! quiet machines"): on `ratchet simulate`'s quiet normal machine at other CVs, with its own
+//! quiet machines"): on `ratchet-lab simulate`'s quiet normal machine at other CVs, with its own
 //! 16-pair calibration per trial, the share kept and the runs a decision takes, for the methods
 //! asked for.
 //!
-//! `cargo run --release --example small_gain_probe -- [key=value ...]`, keys: cvs (percent, split
+//! `cargo run --release -p ratchet-lab --example small_gain_probe -- [key=value ...]`, keys: cvs (percent, split
 //! by ','; 0.23,0.5,1 by default), gains (percent, split by ','; 0,1.25,1.5,2,3,10), methods
 //! (split by ','; auto,sequential), trials (per cell with a gain; 2000), null (per cell without;
 //! 20000), seed.
@@ -13,7 +13,7 @@ mod args;
 
 use ratchet::config::{DecisionConfig, Method};
 use ratchet::stats::sequential::Sequential;
-use ratchet::stats::simulate::{scenarios, simulate_cell, Scenario};
+use ratchet_lab::simulate::{scenarios, simulate_cell, Scenario};
 
 fn list(kv: &args::Args, key: &str, default: &str) -> Vec<String> {
     kv.get(key).map_or(default, |v| v.as_str()).split(',').map(|s| s.trim().to_string()).collect()

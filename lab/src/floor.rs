@@ -3,13 +3,13 @@
 //! noise jumps above its calibration (for tests of the log-ratios alone and of whole pairs), and
 //! two probe tests that hold it: a scale-free sequential test of the log-ratios, and a
 //! group-sequential t-test of whole pairs.
-//! `ratchet simulate` prints them under its with-history table; docs/decisions.md, "The floor".
+//! `ratchet-lab simulate` prints them under its with-history table; docs/decisions.md, "The floor".
 
-use super::rng::Rng;
-use super::sequential::likelihood::log_mix;
-pub use super::sequential::likelihood::{Stop, WholePairLr};
-use super::sequential::Borrowed;
-pub use super::sequential::MIXTURE;
+use ratchet::stats::rng::Rng;
+use ratchet::stats::sequential::likelihood::log_mix;
+pub use ratchet::stats::sequential::likelihood::{Stop, WholePairLr};
+use ratchet::stats::sequential::Borrowed;
+pub use ratchet::stats::sequential::MIXTURE;
 
 /// Expected pairs of Wald's sequential probability ratio test of no gain against a log-ratio
 /// mean of `mu1`, when the true mean is `mu`, with the noise known (sd `sd` per pair), false
@@ -65,7 +65,7 @@ pub fn sprt_trial(mu: f64, jump: f64, mu1: f64, sd: f64, alpha: f64, beta: f64, 
     (llr >= a, pairs)
 }
 
-/// Draws per gain of the SPRT run that `ratchet simulate` prints under its table (and per gain
+/// Draws per gain of the SPRT run that `ratchet-lab simulate` prints under its table (and per gain
 /// of the scale-free test's cells there).
 pub const SPRT_TRIALS: usize = 200_000;
 
@@ -364,7 +364,7 @@ pub const MAX_JUMP: f64 = 10.0;
 
 /// A sequential test whose false-keep level holds whatever the noise level, calibrated or not,
 /// built so that it needs no variance guard and no second phase: the probe of how near the floor
-/// a test that holds point 4 by construction comes (`examples/floor_probe.rs`). After each pair
+/// a test that holds point 4 by construction comes (`lab/examples/floor_probe.rs`). After each pair
 /// it compares the pairs' normal likelihood under a gain (a mixture of [`MIXTURE`]'s gains, each
 /// pair's sd the calibration's pooled with the pairs before it) with their largest likelihood
 /// under no gain (at the sd that fits them best). For each fixed true sd s the ratio to the
@@ -598,7 +598,7 @@ pub const CALIBRATION_DF: f64 = 15.0;
 /// procedure's own cells (docs/decisions.md, "What the two phases cost").
 #[derive(Debug, Clone)]
 pub struct TwoPhases {
-    seq: crate::stats::sequential::Sequential,
+    seq: ratchet::stats::sequential::Sequential,
     /// The history's df; `None`: the scale is known exactly (normal quantiles, no pooling).
     pub history_df: Option<f64>,
 }
@@ -606,8 +606,8 @@ pub struct TwoPhases {
 impl TwoPhases {
     /// The design of `params` with history knobs `b` (their scale is ignored: each trial draws
     /// its own calibration of `history_df` df).
-    pub fn new(params: crate::stats::sequential::Params, b: crate::stats::sequential::Borrowed, history_df: Option<f64>) -> TwoPhases {
-        TwoPhases { seq: crate::stats::sequential::Sequential::new(params).with_history(Some(b)), history_df }
+    pub fn new(params: ratchet::stats::sequential::Params, b: ratchet::stats::sequential::Borrowed, history_df: Option<f64>) -> TwoPhases {
+        TwoPhases { seq: ratchet::stats::sequential::Sequential::new(params).with_history(Some(b)), history_df }
     }
 
     /// Mean runs and share kept over `trials` decisions at a true log-ratio mean `mu`, pairs of
@@ -965,7 +965,7 @@ mod tests {
 
     #[test]
     fn the_two_phases_as_designed_match_their_closed_form_with_one_look_each() {
-        use crate::stats::sequential::{Borrowed, NoiseScale, Params};
+        use ratchet::stats::sequential::{Borrowed, NoiseScale, Params};
         use statrs::distribution::{ContinuousCDF, Normal};
         // One look of 6 pairs, then a confirmation of one look of 2 (no extra pair, its first
         // look at 2): with the noise known, each phase keeps when its mean clears the larger of

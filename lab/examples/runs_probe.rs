@@ -1,9 +1,9 @@
-//! Where a decision's runs go (docs/decisions.md, "Where the runs go"): on `ratchet simulate`'s
+//! Where a decision's runs go (docs/decisions.md, "Where the runs go"): on `ratchet-lab simulate`'s
 //! cells, the procedure's runs split by what made a decision go past its least (a keep: one look
 //! in each phase, 2 + 2 pairs), namely the variance guard switching a look to the pairs' own
 //! scale, or a look whose evidence was not yet enough.
 //!
-//! `cargo run --release --example runs_probe -- [key=value ...]`, keys: seed, trials (per cell),
+//! `cargo run --release -p ratchet-lab --example runs_probe -- [key=value ...]`, keys: seed, trials (per cell),
 //! only (model names, split by '|', any case; "cv 1%" by default, "all" for every model).
 
 #[path = "common/args.rs"]
@@ -11,8 +11,8 @@ mod args;
 
 use ratchet::config::DecisionConfig;
 use ratchet::stats::sequential::Sequential;
-use ratchet::stats::simulate::{cell_positions, probe_trial, scenarios, ProbeTrial, Scenario};
 use ratchet::stats::{LookPhase, Verdict};
+use ratchet_lab::simulate::{cell_positions, probe_trial, scenarios, ProbeTrial, Scenario};
 
 #[derive(Default)]
 struct Tally {

@@ -1,9 +1,9 @@
-//! The unlucky users of `ratchet simulate` (docs/decisions.md, "The user whose calibration came
+//! The unlucky users of `ratchet-lab simulate` (docs/decisions.md, "The user whose calibration came
 //! out low"): for each model whose calibration is drawn from its lowest tail, how low the
 //! borrowed sds are and what else those calibrations saw (a gross outlier, which routes `auto` to
-//! the two phases; one mode; a warm-up). `cargo run --release --example unlucky_probe`.
+//! the two phases; one mode; a warm-up). `cargo run --release -p ratchet-lab --example unlucky_probe`.
 
-use ratchet::stats::simulate::{scenarios, unlucky_calibrations};
+use ratchet_lab::simulate::{scenarios, unlucky_calibrations};
 fn main() {
     for s in scenarios().into_iter().filter(|s| s.calibration_tail > 0.0) {
         let truth = std::f64::consts::SQRT_2 * s.run_sd();

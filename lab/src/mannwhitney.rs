@@ -1,5 +1,5 @@
 //! The two-sided Mann-Whitney U test (Wilcoxon rank-sum), as benchstat uses it to compare two
-//! blocks of samples. ratchet does not decide with it; `ratchet simulate` runs it as the
+//! blocks of samples. ratchet does not decide with it; `ratchet-lab simulate` runs it as the
 //! baseline the sequential procedure has to beat.
 
 use statrs::distribution::{ContinuousCDF, Normal};

@@ -1,20 +1,20 @@
-//! The merge lane's design probes: `ratchet simulate --jobs`'s table for designs and tests the
+//! The merge lane's design probes: `ratchet-lab simulate --jobs`'s table for designs and tests the
 //! controller does not have, so that docs/scale-out.md's figures for them are a command away.
 //!
-//! `cargo run --release --example lane_probe -- [key=value ...]`, keys: queue (mix, win30),
+//! `cargo run --release -p ratchet-lab --example lane_probe -- [key=value ...]`, keys: queue (mix, win30),
 //! slots (1,2,4,8), hypotheses (20000), seed (20260522), speculate (0/1: a first trial whose
-//! first phase passed joins the chain at once, `stats::parallel::ParallelPlan::speculate`),
+//! first phase passed joins the chain at once, `ratchet_lab::parallel::ParallelPlan::speculate`),
 //! test (procedure, or sprt: Wald's test with the noise known, the floor of any test at the
-//! serial loop's levels, `stats::parallel::TrialTest`; one phase, so `speculate` changes nothing
-//! with it). Defaults: `ratchet simulate --defaults --jobs 1,2,4,8 --hypotheses 20000`.
+//! serial loop's levels, `ratchet_lab::parallel::TrialTest`; one phase, so `speculate` changes nothing
+//! with it). Defaults: `ratchet-lab simulate --defaults --jobs 1,2,4,8 --hypotheses 20000`.
 
 #[path = "common/args.rs"]
 mod args;
 
 use ratchet::config::DecisionConfig;
-use ratchet::scale::chain_sim::{table, Night};
-use ratchet::stats::parallel::{Queue, TrialTest};
 use ratchet::stats::sequential::Sequential;
+use ratchet_lab::chain_sim::{table, Night};
+use ratchet_lab::parallel::{Queue, TrialTest};
 
 fn main() {
     let kv = args::Args::from_env();
@@ -27,7 +27,7 @@ fn main() {
         "sprt" => TrialTest::KnownNoiseSprt,
         other => panic!("test={other}: procedure or sprt"),
     };
-    let cv1 = ratchet::stats::simulate::scenario("cv 1%");
+    let cv1 = ratchet_lab::simulate::scenario("cv 1%");
     let night = Night {
         slots: &slots,
         hypotheses: num("hypotheses", "20000") as usize,

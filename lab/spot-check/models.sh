@@ -1,14 +1,14 @@
 #!/bin/bash
 # End-to-end spot check of the decision on the binary, model by model (docs/decisions.md, "On
-# the binary, model by model"): for each noise model of scripts/spot-check/noise_bench.py, one
+# the binary, model by model"): for each noise model of lab/spot-check/noise_bench.py, one
 # throw-away git repo with one `ratchet calibrate` of 16 pairs, copied twice: N_NULL experiments
 # of a do-nothing change in one copy and N_GAIN experiments each +3% faster than the incumbent of
 # its time in the other (GAIN_PCT=10: +10%; N_NULL=0 skips the do-nothing cells). Before
-# every experiment noise.json is put back to the calibration's, so each decision borrows the 15-df scale of one calibration, as `ratchet simulate` does (a history
+# every experiment noise.json is put back to the calibration's, so each decision borrows the 15-df scale of one calibration, as `ratchet-lab simulate` does (a history
 # that grew with the experiments would absorb a noise jump). Prints per model and change: kept %
 # with its 95% Clopper-Pearson interval, mean runs per decision, how many 96% intervals (of
 # decisions with 6 pairs or more, as the simulator counts them) cover the truth; beside them
-# `ratchet simulate`'s figures for the same model (SIM_TRIALS per cell, its table's seed).
+# `ratchet-lab simulate`'s figures for the same model (SIM_TRIALS per cell, its table's seed).
 # SPOT_METHOD=M: every repo (and the simulator) decides by that [decision] method (default auto,
 # the product's; sequential for the tables of 2026-11-26).
 # SPOT_CAL_PAIRS=N: calibrate with N pairs in place of 16 (61, `ratchet calibrate`'s default: a
@@ -16,12 +16,14 @@
 # figures are then those of `simulate --history-pairs N`.
 # SPOT_KEEP_CAL=1: a model whose calibrated repo is already in SPOT_OUT keeps it, so two builds
 # compared on one model borrow the same calibration (one calibration steers every decision).
-# Usage: [SPOT_OUT=DIR] [SPOT_REPORT=1] [SPOT_METHOD=M] [SPOT_CAL_PAIRS=N] [SPOT_KEEP_CAL=1] scripts/spot-check/models.sh [BINARY]
+# Usage: [SPOT_OUT=DIR] [SPOT_REPORT=1] [SPOT_METHOD=M] [SPOT_CAL_PAIRS=N] [SPOT_KEEP_CAL=1] [LAB_BIN=PATH] lab/spot-check/models.sh [BINARY]
 #        [N_NULL] [N_GAIN] [MODEL ...]
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 BIN=$(realpath "${1:-$ROOT/target/release/ratchet}")
+# The simulator's figures come from the lab binary (`cargo build --release -p ratchet-lab`).
+LAB=$(realpath "${LAB_BIN:-$ROOT/target/release/ratchet-lab}")
 N_NULL=${2:-20}
 N_GAIN=${3:-20}
 shift $(( $# < 3 ? $# : 3 ))
@@ -95,7 +97,7 @@ cell() {
 cd "$OUT"
 # The simulator's figures for the same models, from one run of its full table (kept in $OUT,
 # so several runs of this script on one SPOT_OUT, on other models, share it).
-[ -s "$OUT/simulate.md" ] || "$BIN" simulate --defaults --method "${SPOT_METHOD:-auto}" --history-pairs "${SPOT_CAL_PAIRS:-16}" --trials "$SIM_TRIALS" --null-trials "$SIM_TRIALS" > "$OUT/simulate.md"
+[ -s "$OUT/simulate.md" ] || "$LAB" simulate --defaults --method "${SPOT_METHOD:-auto}" --history-pairs "${SPOT_CAL_PAIRS:-16}" --trials "$SIM_TRIALS" --null-trials "$SIM_TRIALS" > "$OUT/simulate.md"
 # SPOT_REPORT=1: no experiments, only the table from the records already in SPOT_OUT.
 [ -n "$SPOT_REPORT" ] || for model in $MODELS; do
   [ -n "$SPOT_KEEP_CAL" ] && [ -d "$OUT/$model-cal" ] || calibrated "$model"

@@ -6,7 +6,7 @@
 //! process and of the git processes it waited for): on a shared machine the wall time carries
 //! other jobs' load, the CPU time much less of it. Figures go to docs/git.md.
 //!
-//! cargo run --release --example git_scale [-- FILES [ROUNDS]]
+//! cargo bench --bench git_scale [-- FILES [ROUNDS]]
 
 use ratchet::vcs::Repo;
 use std::path::Path;
@@ -162,9 +162,16 @@ fn touch_all(dir: &Path) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let files: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(10_000);
-    let rounds: usize = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(7);
+    // `cargo bench` passes --bench; `cargo test --benches` (or --all-targets) does not, and a
+    // test run must not start a benchmark.
+    if !std::env::args().any(|a| a == "--bench") {
+        eprintln!("git_scale: run it with `cargo bench --bench git_scale` (a benchmark, not a test)");
+        return;
+    }
+    // Flags (`--bench` from cargo) are not ours; keep the counts.
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let files: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let rounds: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(7);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("repo");
     std::fs::create_dir_all(&dir).unwrap();

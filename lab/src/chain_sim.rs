@@ -1,6 +1,6 @@
-//! `ratchet simulate --jobs`: a night's queue on K simulated device slots, scheduled by the
+//! `ratchet-lab simulate --jobs`: a night's queue on K simulated device slots, scheduled by the
 //! controller's own merge lane ([`Lane`], the chain), each trial decided by the serial rule
-//! (`stats::parallel::measure`). It shows what the chain buys in throughput and that no false
+//! (`ratchet_lab::parallel::measure`). It shows what the chain buys in throughput and that no false
 //! keep comes of it, also when a stale winner's gain vanishes, shrinks or reverses.
 //!
 //! As in the controller: new trials and rechecks start on the chain's tip; a winner measured
@@ -10,11 +10,11 @@
 //! chain, and the rechecks after it are stopped and start again on the new tip. A recheck's
 //! true effect is the interaction's (the worst case: every stale winner interacts).
 
-use super::lane::{Lane, Link, Place};
-use crate::stats::parallel::{effect_of, measure, Interaction, ParallelPlan, ParallelReport, Queue, TrialTest, INTERACTIONS};
-use crate::stats::sequential::Sequential;
-use crate::stats::simulate::Scenario;
-use crate::stats::Verdict;
+use crate::parallel::{effect_of, measure, Interaction, ParallelPlan, ParallelReport, Queue, TrialTest, INTERACTIONS};
+use crate::simulate::Scenario;
+use ratchet::scale::lane::{Lane, Link, Place};
+use ratchet::stats::sequential::Sequential;
+use ratchet::stats::Verdict;
 use std::collections::VecDeque;
 
 /// A trial on a slot, or a finished winner waiting for the lane.
@@ -300,7 +300,7 @@ pub fn simulate_trunk(seq: &Sequential, plan: &ParallelPlan) -> ParallelReport {
     s.rep
 }
 
-/// What `ratchet simulate --jobs` simulates: the slot counts, the queue and its length, the
+/// What `ratchet-lab simulate --jobs` simulates: the slot counts, the queue and its length, the
 /// seed, and the devices' noise.
 pub struct Night<'a> {
     pub slots: &'a [usize],
@@ -310,12 +310,12 @@ pub struct Night<'a> {
     pub second_device: bool,
     pub scenario: &'a Scenario,
     /// How trials decide, and whether promising first trials join the chain (the probe's
-    /// knobs; `ratchet simulate --jobs` runs the procedure without speculation).
+    /// knobs; `ratchet-lab simulate --jobs` runs the procedure without speculation).
     pub test: TrialTest,
     pub speculate: bool,
 }
 
-/// The table of `ratchet simulate --jobs`: one night per slot count and interaction, the same
+/// The table of `ratchet-lab simulate --jobs`: one night per slot count and interaction, the same
 /// queue each time, and the lane's false-keep rate on vanished gains.
 pub fn table(seq: &Sequential, night: &Night) -> String {
     let Night { slots, hypotheses, queue, seed, second_device, scenario, test, speculate } = *night;
@@ -380,7 +380,7 @@ pub fn table(seq: &Sequential, night: &Night) -> String {
                 r.stale_merged,
                 r.stale_merged_below_min,
                 fk as f64 / nulls.max(1) as f64 * 100.0,
-                crate::stats::simulate::interval(fk, nulls.max(1)),
+                crate::simulate::interval(fk, nulls.max(1)),
                 rate(r.keep_rate(-0.05), 2),
                 rate(r.keep_rate(0.01), 1),
                 rate(r.keep_rate(0.03), 1),
@@ -395,12 +395,12 @@ pub fn table(seq: &Sequential, night: &Night) -> String {
         bases.join(", ")
     ));
     let n = hypotheses.max(2000);
-    let (kept, n) = crate::stats::parallel::lane_keeps(seq, scenario, 0.0, n, seed, test);
+    let (kept, n) = crate::parallel::lane_keeps(seq, scenario, 0.0, n, seed, test);
     let p = &seq.params;
     out.push_str(&format!(
         "\nThe lane's recheck of a stale winner whose gain vanished (true effect 0 on the new head): {kept} of {n} kept, {:.3}% {}; the serial rule's bound is {:.3}%.\n",
         kept as f64 / n as f64 * 100.0,
-        crate::stats::simulate::interval(kept, n),
+        crate::simulate::interval(kept, n),
         p.false_keep_bound() * 100.0
     ));
     out
@@ -415,10 +415,10 @@ fn rate(r: Option<f64>, places: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::simulate::scenario;
+    use crate::simulate::scenario;
 
     fn seq() -> Sequential {
-        Sequential::new(crate::config::DecisionConfig::default().params(None))
+        Sequential::new(ratchet::config::DecisionConfig::default().params(None))
     }
 
     fn plan(slots: usize, hypotheses: usize) -> ParallelPlan {
@@ -492,8 +492,9 @@ mod tests {
     fn speculating_on_promising_first_trials_leaves_fewer_stale_winners_and_keeps_the_bound() {
         // Speculation starts on a first phase that passed: the two phases' procedure, which has one
         // (the likelihood ratio decides in one phase, so nothing is promising before its keep).
-        let s =
-            Sequential::new(crate::config::DecisionConfig { method: crate::config::Method::Sequential, ..Default::default() }.params(None));
+        let s = Sequential::new(
+            ratchet::config::DecisionConfig { method: ratchet::config::Method::Sequential, ..Default::default() }.params(None),
+        );
         let mut p = plan(4, 3000);
         p.queue = Queue::Win30;
         let today = simulate_trunk(&s, &p);

@@ -1,4 +1,4 @@
-//! `ratchet simulate`: the decision procedure, unchanged, against synthetic benchmarks with
+//! `ratchet-lab simulate`: the decision procedure, unchanged, against synthetic benchmarks with
 //! known true effects, and the benchstat-style baseline (a fixed 10 + 10 two-sided Mann-Whitney
 //! U test at alpha 0.05) on the same draws. Seeded and deterministic.
 //!
@@ -16,15 +16,15 @@
 //! the true gain, and (under no gain) how often its p falls below 1% and its p_adjusted below
 //! alpha.
 
-use super::floor::{
+use crate::floor::{
     family_floor, jump_safe_pairs, sprt_pairs, sprt_run, sprt_run_jumped, NullRuns, PairTest, Reads, ScaleFree, Stop, FREE_BETA, MAX_JUMP,
     SPRT_TRIALS,
 };
-use super::history;
-use super::mannwhitney::mann_whitney_u;
-use super::rng::Rng;
-use super::sequential::{incumbent_first, run_pairs_to_decision, Borrowed, NoiseScale, Phase, Sequential};
-use super::Verdict;
+use crate::mannwhitney::mann_whitney_u;
+use ratchet::stats::history;
+use ratchet::stats::rng::Rng;
+use ratchet::stats::sequential::{incumbent_first, run_pairs_to_decision, Borrowed, NoiseScale, Phase, Sequential};
+use ratchet::stats::Verdict;
 
 /// A synthetic benchmark's noise model.
 #[derive(Debug, Clone)]
@@ -376,7 +376,7 @@ pub fn null_family() -> Vec<NullRuns> {
     family
 }
 
-/// The long help of `ratchet simulate --only`: every model of [`scenarios`] by name, one a
+/// The long help of `ratchet-lab simulate --only`: every model of [`scenarios`] by name, one a
 /// line, so the list cannot fall behind the simulator.
 pub fn models_help() -> String {
     let mut out = String::from(
@@ -486,7 +486,7 @@ fn calibration_pairs(s: &Scenario, rng: &mut Rng) -> (Vec<f64>, Vec<f64>) {
 fn borrow_from(d: &[f64], sums: &[f64], huber_k: f64) -> Option<Borrowed> {
     let borrowed = history::entry_runs("", history::CALIBRATE_SOURCE, &[(d, sums)]).and_then(|e| history::borrowed(&[e]));
     if huber_k > 0.0 {
-        let (med, r) = (super::sequential::median(d), super::sequential::robust_sd(d));
+        let (med, r) = (ratchet::stats::sequential::median(d), ratchet::stats::sequential::robust_sd(d));
         let c: Vec<f64> = d.iter().map(|x| x.clamp(med - huber_k * r, med + huber_k * r)).collect();
         let clipped = history::entry("", history::CALIBRATE_SOURCE, &[&c]).and_then(|e| history::estimate(&[e]));
         return borrowed.map(|b| Borrowed { robust_sd: Some(r), clipped, ..b });
@@ -515,7 +515,7 @@ pub fn with_knobs(borrowed: Option<Borrowed>, template: Option<&Borrowed>) -> Op
 
 /// The procedure's decision on a candidate `effect` faster, its pairs in the procedure's order on
 /// consecutive positions of `states`; with the runs it took.
-pub fn decide_on(seq: &Sequential, states: &[f64], effect: f64) -> (super::Decision, usize) {
+pub fn decide_on(seq: &Sequential, states: &[f64], effect: f64) -> (ratchet::stats::Decision, usize) {
     let (d, pos, _) = decide_pairs(seq, states, None, effect);
     (d, pos)
 }
@@ -523,7 +523,12 @@ pub fn decide_on(seq: &Sequential, states: &[f64], effect: f64) -> (super::Decis
 /// [`decide_on`] with the confirmation's pairs on `confirm_states` when given (the same
 /// positions, a machine whose noise changed at the phase boundary); with the runs it took and
 /// every pair's log-ratio (both phases, in order), as `results/runs.jsonl` holds them.
-pub fn decide_pairs(seq: &Sequential, states: &[f64], confirm_states: Option<&[f64]>, effect: f64) -> (super::Decision, usize, Vec<f64>) {
+pub fn decide_pairs(
+    seq: &Sequential,
+    states: &[f64],
+    confirm_states: Option<&[f64]>,
+    effect: f64,
+) -> (ratchet::stats::Decision, usize, Vec<f64>) {
     let (d, pos, pairs) = measured_pairs(seq, states, confirm_states, effect);
     (d, pos, pairs.iter().map(|p| p.1).collect())
 }
@@ -535,7 +540,7 @@ fn measured_pairs(
     states: &[f64],
     confirm_states: Option<&[f64]>,
     effect: f64,
-) -> (super::Decision, usize, Vec<(Phase, f64, f64)>) {
+) -> (ratchet::stats::Decision, usize, Vec<(Phase, f64, f64)>) {
     let cand = 1.0 / (1.0 + effect);
     let mut pos = 0;
     let mut all = Vec::new();
@@ -604,7 +609,7 @@ pub fn trial_rng(seed: u64, t: usize) -> Rng {
 /// Machine positions a cell draws for each trial of `seq`: its largest decision with or without
 /// a borrowed scale, and the baseline's runs.
 pub fn cell_positions(seq: &Sequential) -> usize {
-    let probe = seq.clone().with_history(Some(Borrowed::new(super::sequential::NoiseScale { sd: 1.0, df: 15.0 })));
+    let probe = seq.clone().with_history(Some(Borrowed::new(ratchet::stats::sequential::NoiseScale { sd: 1.0, df: 15.0 })));
     (2 * probe.max_measured_pairs().max(seq.max_measured_pairs())).max(2 * BASELINE_RUNS)
 }
 
@@ -742,7 +747,7 @@ pub fn calibrations_reading(s: &Scenario, sd: f64, draws: usize, seed: u64) -> (
 /// One trial of a cell as the probe examples read it: trial `t` of the cell seeded by `seed`,
 /// the procedure `seq` deciding on the scale its own calibration lends (unclipped).
 pub struct ProbeTrial {
-    pub decision: super::Decision,
+    pub decision: ratchet::stats::Decision,
     /// Runs it took, and every pair's log-ratio (both phases, in order).
     pub runs: usize,
     pub ratios: Vec<f64>,
@@ -776,7 +781,7 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
         };
         let (d, pos, ratios) = decide_pairs(&trial_seq, &states, confirm_states.as_deref(), effect);
         let level = 1.0 - 2.0 * seq.params.alpha;
-        if let Some(e) = super::effect::shown_interval(&ratios, &d).filter(|e| e.coverage >= level - 1e-9) {
+        if let Some(e) = ratchet::stats::effect::shown_interval(&ratios, &d).filter(|e| e.coverage >= level - 1e-9) {
             let truth = (1.0 + effect).ln();
             cell.interval_trials += 1;
             cell.covered += (e.low <= truth && truth <= e.high) as usize;
@@ -804,11 +809,11 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
     cell
 }
 
-/// Pairs a probe test of [`super::floor`] reads at the calibrated noise before a jump "at the phase
+/// Pairs a probe test of [`crate::floor`] reads at the calibrated noise before a jump "at the phase
 /// boundary" (it has no phases: its first two looks see the quiet noise, the rest the jumped).
 pub const BOUNDARY_PAIRS: usize = 2;
 
-/// Tallies of a probe test of [`super::floor`] on one (scenario, gain) cell.
+/// Tallies of a probe test of [`crate::floor`] on one (scenario, gain) cell.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FreeCell {
     pub trials: usize,
@@ -823,7 +828,7 @@ impl FreeCell {
     }
 }
 
-/// A probe test of [`super::floor`] (the scale-free test, the whole-pair t-test) on `trials`
+/// A probe test of [`crate::floor`] (the scale-free test, the whole-pair t-test) on `trials`
 /// decisions of `s` at a true gain `effect`, seeded by `seed`, on the simulator's own machine
 /// sessions and in the procedure's run order: each trial first draws its own calibration
 /// (`ratchet calibrate`'s 16 pairs, as `simulate` does) and hands the test the sd it measured (a
@@ -1058,7 +1063,7 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
                 f10.name
             ));
             // The scale-free test on the simulator's cv 1% machine, each trial with its own
-            // calibration; examples/floor_probe.rs runs it on every model.
+            // calibration; lab/examples/floor_probe.rs runs it on every model.
             let cv1 = scenario("cv 1%");
             // Its budget: the procedure's largest with a borrowed scale (16 + 6 pairs by default).
             let budget = seq.clone().with_history(Some(Borrowed::new(NoiseScale { sd: 1.0, df: 15.0 }))).max_measured_pairs();
@@ -1084,7 +1089,7 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::sequential::Params;
+    use ratchet::stats::sequential::Params;
 
     fn seq() -> Sequential {
         Sequential::new(Params::for_tests(16))
@@ -1239,7 +1244,7 @@ mod tests {
         // look spent a fifth of its increment, these cells kept 0.13% (2x) and 0.21% (3x): on
         // these seeds 51 and 72 of 40000 (now 27 and 32).
         let all = scenarios();
-        let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
         for (name, seed) in [("cv 1%, 2x history", 21), ("cv 1%, 3x history", 22)] {
             let s = all.iter().find(|s| s.name == name).unwrap();
             let c = simulate_cell(&seq, s, 0.0, 40_000, seed, true);
@@ -1253,7 +1258,7 @@ mod tests {
         // first look saw -2.1% of ramp and stopped +3% gains for futility (72% kept of 4000 on the
         // table's seed); balanced at every two pairs, 93%.
         let s = scenario("cv 1% + 10% warm-up ramp");
-        let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
         let gain = simulate_cell(&seq, &s, 0.03, 600, 31, true);
         assert!(gain.keep_rate() >= 0.88, "{gain:?}");
         assert!(gain.coverage() >= 0.94, "{gain:?}");
@@ -1268,7 +1273,7 @@ mod tests {
         // missed below the truth and the row's 96% interval covered 93.9% of 3737 (interval_probe,
         // seed 20260522). Both ends at the small share on rows without a keep: 98.7%.
         let s = scenario("cv 3%");
-        let config = crate::config::DecisionConfig { method: "auto".parse().unwrap(), ..Default::default() };
+        let config = ratchet::config::DecisionConfig { method: "auto".parse().unwrap(), ..Default::default() };
         let seq = Sequential::new(config.params(None));
         let gain = simulate_cell(&seq, &s, 0.03, 1500, 35, true);
         assert!(gain.interval_trials >= 1200, "{gain:?}");
@@ -1280,7 +1285,7 @@ mod tests {
         // 10% of runs 5% slower: the two phases alone kept 49% of +3% gains (4000 on the table's
         // seed), the rescue and the futility stop read twice 86.8%; do-nothing changes stay out.
         let s = scenario("cv 1% bimodal 10% 5% slower");
-        let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
         let gain = simulate_cell(&seq, &s, 0.03, 1000, 33, true);
         assert!(gain.keep_rate() >= 0.82, "{gain:?}");
         let null = simulate_cell(&seq, &s, 0.0, 2000, 34, true);
@@ -1292,7 +1297,7 @@ mod tests {
         let all = scenarios();
         let by = |name: &str| all.iter().find(|s| s.name == name).unwrap().clone();
         // The spread of the log latencies, robustly (t(3) draws have no fourth moment).
-        let sd = |v: &[f64]| crate::stats::sequential::robust_sd(&v.iter().map(|x| x.ln()).collect::<Vec<_>>());
+        let sd = |v: &[f64]| ratchet::stats::sequential::robust_sd(&v.iter().map(|x| x.ln()).collect::<Vec<_>>());
         let mut rng = Rng::new(41);
         // The experiment's noise is the jump times the calibration's (CV 1%); with t(3) tails the
         // sd is the same, and a run beyond 4 sds is far more common than under normal noise
@@ -1313,7 +1318,7 @@ mod tests {
             assert_eq!(s.jump_at_confirm, name.ends_with("at the confirmation"), "{name}");
         }
         // Their do-nothing changes: at most 0.1% kept (0.1% of 10000 is 10).
-        let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
         for (i, name) in [
             "t(3) tails, cv 1%, 10x history",
             "cv 1%, 10x history at the confirmation",
@@ -1332,7 +1337,7 @@ mod tests {
         // A 16-pair calibration at 0.54x the true noise (its 0.4th percentile) is a 1.85x jump that
         // every decision of that user carries: 0.035% of 100000 on the table's seed.
         let s = scenario("cv 1%, calibration at 0.54x the truth");
-        let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
         let null = simulate_cell(&seq, &s, 0.0, 20_000, 33, true);
         assert!(null.keeps <= 20, "{null:?}");
         assert_eq!(null.with_history, null.trials);
@@ -1407,14 +1412,14 @@ mod tests {
     fn a_machine_that_turned_two_mode_since_its_calibration_is_told_by_the_experiments_after() {
         // The calibration ran on the machine before its slow mode came: it tells one mode on its
         // 61 pairs, and lends the noise within a mode.
-        let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
         let base = scenario("cv 0.5% bimodal since a one-mode calibration");
         let positions = cell_positions(&seq);
         let one_mode = |s: &Scenario, seed: u64| {
             (0..200)
                 .filter(|&t| {
                     let b = draw_trial_by(Some(&seq), s, positions, Some(0.0), &mut trial_rng(seed, t)).borrowed.unwrap();
-                    b.one_mode() && b.modes_pairs >= crate::stats::sequential::ONE_MODE_TOLD_PAIRS
+                    b.one_mode() && b.modes_pairs >= ratchet::stats::sequential::ONE_MODE_TOLD_PAIRS
                 })
                 .count()
         };
@@ -1438,7 +1443,7 @@ mod tests {
     fn history_keeps_false_keeps_rare_and_outliers_harmless() {
         let all = scenarios();
         let by = |name: &str| all.iter().find(|s| s.name == name).unwrap().clone();
-        let seq = Sequential::new(crate::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
         let null = simulate_cell(&seq, &by("AR(1) 0.5, cv 1%"), 0.0, 2000, 5, true);
         assert!(null.keeps <= 2 && null.with_history == null.trials, "{null:?}");
         assert!(null.mean_runs() < 9.0, "borrowing the scale saves runs: {null:?}");

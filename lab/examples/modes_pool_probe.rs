@@ -6,7 +6,7 @@
 //! less each session's median (no level needed). Prints, per machine, the share of 2000 pools
 //! over 3, 5 (`MODES_AT`), 7 and 9 nats.
 //!
-//! `cargo run --release --example modes_pool_probe -- [TOTAL_PAIRS]` (60 by default).
+//! `cargo run --release -p ratchet-lab --example modes_pool_probe -- [TOTAL_PAIRS]` (60 by default).
 use ratchet::stats::modes::{batch_runs, two_modes_llr};
 use ratchet::stats::rng::Rng;
 use ratchet::stats::sequential::median;

@@ -1,5 +1,5 @@
 //! The probe of the row's interval under the stop (docs/decisions.md, "Intervals that account
-//! for the stop" and "Intervals with the stop's side"): on `ratchet simulate`'s own cells, how
+//! for the stop" and "Intervals with the stop's side"): on `ratchet-lab simulate`'s own cells, how
 //! often an interval over all pairs at 96% covers the true gain: equal-tailed (the row's until
 //! 2026-11-27), with the lower end carrying `lower` of the miss (the row's since, by
 //! `effect::decision_interval`), and as a Bonferroni interval over the procedure's looks would
@@ -9,7 +9,7 @@
 //! end at the lower end's share, and on the likelihood ratio's such rows the lower end at most no
 //! gain), with its width against the equal-tailed one's.
 //!
-//! `cargo run --release --example interval_probe -- [key=value ...]`, keys: seed, trials (per
+//! `cargo run --release -p ratchet-lab --example interval_probe -- [key=value ...]`, keys: seed, trials (per
 //! cell), null (per do-nothing cell), looks (K; 12 by default: 8 first-phase looks, 3
 //! confirmation looks and the rescue), method (the `[decision] method`, as the config spells
 //! it; the default's unless given), lower (the lower end's share of the miss;
@@ -22,7 +22,7 @@ mod args;
 use ratchet::config::DecisionConfig;
 use ratchet::stats::effect::{hodges_lehmann, hodges_lehmann_tails, shown_interval, DECISION_LOWER_SHARE};
 use ratchet::stats::sequential::Sequential;
-use ratchet::stats::simulate::{cell_positions, probe_trial, scenarios, Scenario};
+use ratchet_lab::simulate::{cell_positions, probe_trial, scenarios, Scenario};
 
 /// Coverage tallies of one cell: trials with a 96% interval, of them covered; the same for the
 /// Bonferroni interval (among the trials with enough pairs for the 96% one, so that the two
