@@ -1,6 +1,6 @@
 //! What the core reports while it works: typed [`Event`]s into an [`Events`] sink. The core
 //! (experiment, session, sweep, calibrate) never prints; the command line renders the events as
-//! text with a progress bar ([`crate::ui::Text`]), and [`JsonLines`] writes them one JSON object
+//! text with a progress bar ([`crate::cli::ui::Text`]), and [`JsonLines`] writes them one JSON object
 //! a line. Tests collect them in a `Vec<Event>`.
 
 use crate::bench::{RunStatus, Side};

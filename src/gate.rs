@@ -2,7 +2,7 @@
 //! checkouts, interleaved as an experiment, and asks the experiments' sequential test the
 //! mirrored question "is the base faster than the head by at least the threshold?". A yes fails
 //! the build (exit 7, from [`regression_error`]); nothing is committed, reset or recorded on the
-//! user's branch. `commands::gate` is its command-line face.
+//! user's branch. `cli::gate` is its command-line face.
 
 use crate::bench::executor::Executor;
 use crate::bench::{RunRecord, RunStatus, Side};

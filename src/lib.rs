@@ -3,7 +3,7 @@
 //! store -> report, with `experiment` orchestrating one hypothesis end to end.
 //!
 //! # Driving it as a library
-//! The command line ([`commands`]) is one face of this crate; a scheduler or an agent can drive the
+//! The command line ([`cli`]) is one face of this crate; a scheduler or an agent can drive the
 //! same core without it:
 //! - [`workspace::Workspace::discover`] finds the repository; [`workspace::Workspace::lock`]
 //!   gives the [`workspace::Locked`] handle every operation that changes the branch takes.
@@ -22,7 +22,7 @@
 // The public API.
 pub mod bench;
 pub mod calibrate;
-pub mod commands;
+pub mod cli;
 pub mod config;
 pub mod diagnose;
 pub mod error;
@@ -40,7 +40,6 @@ pub mod stats;
 pub mod store;
 pub mod sweep;
 pub mod trace;
-pub mod ui;
 pub mod vcs;
 pub mod workspace;
 
@@ -54,14 +53,11 @@ pub mod hardware;
 #[doc(hidden)]
 pub mod journal;
 #[doc(hidden)]
-pub mod output;
-#[doc(hidden)]
 pub mod pyhelper;
 
 // Internal.
 pub(crate) mod admit;
 pub(crate) mod cleanup;
-pub(crate) mod cli;
 pub(crate) mod layout;
 pub(crate) mod lock;
 pub(crate) mod metrics;
@@ -69,5 +65,4 @@ pub(crate) mod printable;
 pub(crate) mod process;
 pub(crate) mod safe_read;
 pub(crate) mod session;
-pub(crate) mod term;
 pub(crate) mod units;

@@ -4,7 +4,7 @@
 //! The flow is locate (which file) -> map it and decode its skeleton ([`xplane`], zero-copy)
 //! -> one fused pass over every event (`scan`) that fills the module executions of every
 //! device and the op tables -> pick the kernel -> its figures. [`analyze`] runs it all;
-//! `ratchet inspect` (commands::inspect) prints it.
+//! `ratchet inspect` (cli::inspect) prints it.
 
 pub mod analysis;
 pub mod hlo;

@@ -376,7 +376,7 @@ fn events_serialize_as_json_lines() {
 fn the_text_of_a_kept_experiment() {
     let repo = Repo::new(16);
     let (o, events, _) = run(&repo, Step::Latency(10.0), Step::Latency(8.0));
-    let mut ui = ratchet::ui::Text::with_writers(Vec::new(), Vec::new());
+    let mut ui = ratchet::cli::ui::Text::with_writers(Vec::new(), Vec::new());
     for e in events {
         ratchet::events::Events::emit(&mut ui, e);
     }
@@ -398,7 +398,7 @@ fn the_text_of_a_kept_experiment() {
 
 /// The command line's text of these events: (stdout, stderr).
 fn render(events: &[Event]) -> (String, String) {
-    let mut ui = ratchet::ui::Text::with_writers(Vec::new(), Vec::new());
+    let mut ui = ratchet::cli::ui::Text::with_writers(Vec::new(), Vec::new());
     for e in events.iter().cloned() {
         ratchet::events::Events::emit(&mut ui, e);
     }

@@ -7,7 +7,7 @@ use crate::support;
 
 use ratchet::bench::mock::{MockExecutor, Step};
 use ratchet::bench::Side;
-use ratchet::commands::replay::report;
+use ratchet::cli::replay::report;
 use ratchet::events::Effects;
 use ratchet::experiment::{self, Options};
 use ratchet::replay::{self, Replayed};
@@ -47,7 +47,7 @@ fn experiment(dir: &Path, n: usize, gain: f64, cv: f64, seed: u64) -> Status {
     experiment::run(&ws, &opts, &mut exec, &mut fx).unwrap().row.status
 }
 
-fn replay_all(dir: &Path) -> ratchet::commands::replay::Report {
+fn replay_all(dir: &Path) -> ratchet::cli::replay::Report {
     let ws = Workspace::discover(dir).unwrap();
     let rows = ws.store.rows().unwrap();
     let refs: Vec<_> = rows.iter().collect();

@@ -97,7 +97,7 @@ fn nobody_to_ask_keeps_the_non_interactive_refusal_and_allow_large_skips_the_que
     let d = repo();
     let mut events: Vec<Event> = vec![];
     assert!(run(d.path(), &mut events, false).is_err());
-    let mut text = ratchet::ui::Text::with_writers(Vec::new(), Vec::new());
+    let mut text = ratchet::cli::ui::Text::with_writers(Vec::new(), Vec::new());
     assert_eq!(text.ask(&Question::CommitLargeFiles { files: vec!["x".into()] }), None);
     let mut json = ratchet::events::JsonLines(Vec::new());
     assert_eq!(json.ask(&Question::CommitLargeFiles { files: vec!["x".into()] }), None);

@@ -103,7 +103,7 @@ fn views(repo: &Repo) -> Vec<(&'static str, String)> {
     ];
     for r in &rows {
         let own: Vec<_> = runs.iter().filter(|x| x.experiment == r.id.to_string()).cloned().collect();
-        v.push(("show", ratchet::commands::show::render(&ws.repo, r, &own, None)));
+        v.push(("show", ratchet::cli::show::render(&ws.repo, r, &own, None)));
     }
     v
 }
@@ -269,7 +269,7 @@ fn every_speed_up_in_the_review_is_recomputed_from_the_runs() {
         // `show` prints the same effect and the pairs it is made of.
         let ws = Workspace::discover(repo.path()).unwrap();
         let own: Vec<_> = ws.store.runs().unwrap().into_iter().filter(|x| x.experiment == r.id.to_string()).collect();
-        let show = ratchet::commands::show::render(&ws.repo, r, &own, None);
+        let show = ratchet::cli::show::render(&ws.repo, r, &own, None);
         assert!(show.contains(&format!("effect {:+.2}%", pct(est))) && show.contains(&format!("over {} pairs", p.len())), "{show}");
         assert!(show.contains(&format!("{}% CI [", ratchet::stats::fmt_level(level))), "{show}");
     }
@@ -311,7 +311,7 @@ fn a_futility_stop_whose_interval_reaches_the_minimum_effect_is_too_noisy_to_tel
     // Agents read it as worth a rerun.
     let ws = Workspace::discover(repo.path()).unwrap();
     let runs: Vec<_> = ws.store.runs().unwrap();
-    let v = ratchet::commands::json::decision(&o.row, None, &runs.iter().collect::<Vec<_>>());
+    let v = ratchet::cli::json::decision(&o.row, None, &runs.iter().collect::<Vec<_>>());
     assert_eq!(v["worth_rerun"], true, "{v}");
     assert_eq!(v["status"], "revert");
 
@@ -319,7 +319,7 @@ fn a_futility_stop_whose_interval_reaches_the_minimum_effect_is_too_noisy_to_tel
     let o = repo.experiment(2, &mut MockExecutor::sides(Step::Latency(4.0), Step::Latency(5.0)));
     assert_eq!(o.row.status, Status::Revert, "{}", o.row.note);
     assert!(o.row.ci_high_pct.unwrap() < 1.0 && !o.row.note.starts_with("too noisy"), "{}", o.row.note);
-    let v = ratchet::commands::json::decision(&o.row, None, &[]);
+    let v = ratchet::cli::json::decision(&o.row, None, &[]);
     assert_eq!(v["worth_rerun"], false);
 }
 
@@ -386,12 +386,12 @@ fn a_noisy_machine_is_said_plainly_at_the_start_and_in_status() {
     // Quiet history: no alarm.
     noisy_history(&repo, 0.005, 4);
     let ws = Workspace::discover(repo.path()).unwrap();
-    assert_eq!(ratchet::commands::status::report(&ws).unwrap().noise_alarm, None);
+    assert_eq!(ratchet::cli::status::report(&ws).unwrap().noise_alarm, None);
 
     let repo = Repo::new(16);
     noisy_history(&repo, 0.45, 4);
     let ws = Workspace::discover(repo.path()).unwrap();
-    let alarm = ratchet::commands::status::report(&ws).unwrap().noise_alarm.expect("a 45% per-pair noise raises the alarm");
+    let alarm = ratchet::cli::status::report(&ws).unwrap().noise_alarm.expect("a 45% per-pair noise raises the alarm");
     for words in ["this machine is noisy", "min_effect_pct", "ratchet calibrate", "quiet machine", "iters"] {
         assert!(alarm.contains(words), "{words}: {alarm}");
     }
@@ -464,7 +464,7 @@ fn a_decision_on_its_own_scale_says_the_history_was_not_used() {
     let (o, events) = repo.experiment_with_events(1, &mut noisy_machine());
     let d = o.decision.as_ref().unwrap();
     assert_eq!(d.scale, "own", "{d:?}");
-    let mut ui = ratchet::ui::Text::with_writers(Vec::new(), Vec::new());
+    let mut ui = ratchet::cli::ui::Text::with_writers(Vec::new(), Vec::new());
     for e in events {
         ratchet::events::Events::emit(&mut ui, e);
     }
@@ -493,7 +493,7 @@ fn a_kernel_far_below_both_roofs_is_latency_bound_in_every_view() {
     let rows = ws.store.rows().unwrap();
     let runs = ws.store.runs().unwrap();
     let wide = report::render_with(&View::all(&rows), Format::Table, TableOpts { color: false, width: 80, wide: true });
-    let show = ratchet::commands::show::render(&ws.repo, &rows[0], &runs, None);
+    let show = ratchet::cli::show::render(&ws.repo, &rows[0], &runs, None);
     let md = report::markdown(&View::all(&rows));
     let html = ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review").unwrap();
     for (name, text) in [("wide", &wide), ("show", &show), ("md", &md), ("html", &html)] {
@@ -544,16 +544,16 @@ fn the_json_schema_describes_every_results_column() {
 fn status_json_gives_a_running_ratchet_as_an_object() {
     let repo = Repo::new(8);
     let ws = Workspace::discover(repo.path()).unwrap();
-    assert!(ratchet::commands::status::report(&ws).unwrap().running_process.is_none());
+    assert!(ratchet::cli::status::report(&ws).unwrap().running_process.is_none());
     // Another ratchet (here: this process, through a second lock) holds the repository.
     let mut events = vec![];
     let _held = Workspace::discover(repo.path()).unwrap().lock("ratchet sweep --max-wall 8h", &mut events).unwrap();
-    let r = ratchet::commands::status::report(&ws).unwrap();
+    let r = ratchet::cli::status::report(&ws).unwrap();
     let p = r.running_process.expect("the holder as an object");
     assert_eq!(p.pid, std::process::id());
     assert_eq!(p.command, "ratchet sweep --max-wall 8h");
     assert!(!p.started.is_empty());
-    let v = serde_json::to_value(ratchet::commands::status::report(&ws).unwrap()).unwrap();
+    let v = serde_json::to_value(ratchet::cli::status::report(&ws).unwrap()).unwrap();
     assert_eq!(v["running_process"]["pid"], std::process::id());
 }
 
@@ -565,7 +565,7 @@ fn show_json_links_each_run_to_its_directory() {
     let rows = ws.store.rows().unwrap();
     let runs = ws.store.runs().unwrap();
     let findings = ratchet::diagnose::show::candidate_findings(&runs, None, None);
-    let v = ratchet::commands::json::show(&ws.repo, &rows[0], &runs, &findings, &[]);
+    let v = ratchet::cli::json::show(&ws.repo, &rows[0], &runs, &findings, &[]);
     let shown = v["runs"].as_array().unwrap();
     assert_eq!(shown.len(), runs.len());
     for (j, r) in shown.iter().zip(&runs) {
@@ -585,7 +585,7 @@ fn show_json_carries_the_findings_the_text_prints() {
     let (rows, runs) = (ws.store.rows().unwrap(), ws.store.runs().unwrap());
     let hw = ratchet::config::Config::load(&ratchet::config::path_in(repo.path())).ok().and_then(|c| c.hardware());
     let findings = ratchet::diagnose::show::candidate_findings(&runs, hw, None);
-    let v = ratchet::commands::json::show(&ws.repo, &rows[0], &runs, &findings, &[]);
+    let v = ratchet::cli::json::show(&ws.repo, &rows[0], &runs, &findings, &[]);
     let listed = v["findings"].as_array().unwrap();
     assert!(!listed.is_empty(), "the mock's 0.1%-util kernel has a diagnosis");
     assert!(listed.iter().any(|f| f["rule"] == "regime" && f["what"].as_str().unwrap().starts_with("LATENCY-BOUND")), "{listed:?}");

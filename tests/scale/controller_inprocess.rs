@@ -203,7 +203,7 @@ fn the_second_winner_is_rechecked_against_the_new_head_then_merges_on_top() {
     // Every decision replays from runs.jsonl and its rule; the stale winner's from the
     // recheck's runs alone (the record names that trial).
     let refs: Vec<_> = out.rows.iter().collect();
-    let replayed = ratchet::commands::replay::report(&refs, &runs, &ratchet::replay::records(&ws.store).unwrap());
+    let replayed = ratchet::cli::replay::report(&refs, &runs, &ratchet::replay::records(&ws.store).unwrap());
     assert_eq!((replayed.same, replayed.differ, replayed.cannot), (3, 0, 0), "{}", replayed.body);
     let rule = ratchet::replay::records(&ws.store).unwrap().into_iter().find(|d| d.id == out.rows[1].id).unwrap();
     let trials: Vec<_> = runs.iter().filter(|x| x.experiment == out.rows[1].id.to_string()).filter_map(|x| x.trial.clone()).collect();
@@ -340,7 +340,7 @@ fn trials_borrow_the_devices_history_with_its_log_sums_as_the_serial_loop_does()
     let rule = records.iter().find(|r| r.id == out.rows[last].id).unwrap();
     assert!(rule.with_sums && rule.sums == trial.sums_scale && rule.borrowed == trial.noise_scale, "{rule:?}");
     let refs: Vec<_> = out.rows.iter().collect();
-    let replayed = ratchet::commands::replay::report(&refs, &ws.store.runs().unwrap(), &records);
+    let replayed = ratchet::cli::replay::report(&refs, &ws.store.runs().unwrap(), &records);
     assert_eq!((replayed.same, replayed.differ, replayed.cannot), (hyps.len(), 0, 0), "{}", replayed.body);
 }
 

@@ -13,7 +13,7 @@ use crate::support;
 use std::path::Path;
 use support::fixture;
 
-use ratchet::commands::inspect::{build_inspect, render_text, InspectArgs};
+use ratchet::cli::inspect::{build_inspect, render_text, InspectArgs};
 use ratchet::trace::{analyze, analyze_space, xplane, AnalyzeOptions, TraceReport};
 use xspace::{s, Plane, V};
 

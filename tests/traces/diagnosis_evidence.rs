@@ -11,7 +11,7 @@ use crate::support;
 use std::path::PathBuf;
 use support::{fixture, own_fixture};
 
-use ratchet::commands::inspect::{build_inspect, render_text, InspectArgs};
+use ratchet::cli::inspect::{build_inspect, render_text, InspectArgs};
 use ratchet::diagnose::{self, Finding, Inputs, Level, RooflineView};
 use ratchet::trace::kernel_body::KernelOps;
 use ratchet::trace::{CategoryStat, HloStats, KernelStats, OpStat};

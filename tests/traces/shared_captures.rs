@@ -11,7 +11,7 @@ use crate::support;
 
 use support::fixture;
 
-use ratchet::commands::inspect::{build_inspect, render_text, InspectArgs};
+use ratchet::cli::inspect::{build_inspect, render_text, InspectArgs};
 use ratchet::trace::{analyze, hlo_stats_from_text, AnalyzeOptions, TraceReport};
 
 const CPU: &str = "jax-cpu-0.10.2/flash_attention_5iters.xplane.pb";

@@ -4,7 +4,7 @@
 //! traces are with the command that opens them in XProf.
 
 use crate::bench::{RunRecord, RunStatus, Side};
-use crate::cli::ShowArgs;
+use crate::cli::args::ShowArgs;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::printable::{self, line};
@@ -40,7 +40,7 @@ pub fn run(ws: &Workspace, args: &ShowArgs) -> Result<()> {
         println!("{}", super::json::show(repo, row, &runs, &findings, &cliffs));
         return Ok(());
     }
-    let width = crate::term::width();
+    let width = crate::cli::term::width();
     // `render` makes its one-line fields printable before they are fitted to the width; the
     // whole is made printable again for what else a benchmark reported (meta, environment).
     print!("{}", printable::block(&fit(&render(repo, row, &runs, kernel.clone()), width)));

@@ -1,6 +1,6 @@
 //! `ratchet sweep`: the command-line face of [`crate::sweep`].
 
-use crate::cli::SweepArgs;
+use crate::cli::args::SweepArgs;
 use crate::error::{Error, Result};
 use crate::events::Effects;
 use crate::scale::engine::{Engine, JobHandle, JobState, TrialSpec};

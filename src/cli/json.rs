@@ -184,12 +184,12 @@ pub fn recorded<T>(
 }
 
 /// `ratchet calibrate --json`: the text to stderr, then the calibration object.
-pub fn calibrate(dir: &std::path::Path, args: &crate::cli::CalibrateArgs) -> crate::error::Result<()> {
+pub fn calibrate(dir: &std::path::Path, args: &crate::cli::args::CalibrateArgs) -> crate::error::Result<()> {
     recorded(
         dir,
         args.json,
         || {
-            let mut ui = crate::ui::Text::new();
+            let mut ui = crate::cli::ui::Text::new();
             let ws = super::lock_repo(dir, &mut ui)?;
             let opts = crate::calibrate::CalibrateOptions { pairs: args.pairs };
             let mut fx = crate::events::Effects::new(&mut ui, crate::signals::Cancel::signals());

@@ -1,7 +1,7 @@
 //! `ratchet completions SHELL` and `ratchet man`: shell completions and a man page generated from
 //! the clap definitions, so they never drift from the real flags.
 
-use crate::cli::Cli;
+use crate::cli::args::Cli;
 use crate::error::Result;
 use clap::CommandFactory;
 

@@ -103,7 +103,7 @@ pub fn report(ws: &Workspace) -> Result<Report> {
         kept: rows.iter().filter(|r| r.status == Status::Keep).count(),
         experiments: rows.len(),
         last: rows.last().cloned(),
-        disk: crate::commands::gc::disk_line(repo, &rows),
+        disk: crate::cli::gc::disk_line(repo, &rows),
     })
 }
 

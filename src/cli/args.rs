@@ -16,7 +16,7 @@ pub struct Cli {
     pub experiment: ExperimentArgs,
     /// When to colour the output (auto: on a terminal, unless NO_COLOR is set or TERM=dumb).
     #[arg(long, value_enum, value_name = "WHEN", default_value = "auto", global = true)]
-    pub color: crate::term::ColorChoice,
+    pub color: crate::cli::term::ColorChoice,
     /// Print only results: no per-run progress, notes or listing of what a hypothesis commits
     /// (errors still go to stderr).
     #[arg(long, short = 'q', global = true, conflicts_with = "verbose")]
@@ -433,13 +433,13 @@ impl clap::ValueEnum for Format {
 }
 
 /// `--color`'s values, spelled for the command line here so that clap stays out of `term`.
-impl clap::ValueEnum for crate::term::ColorChoice {
+impl clap::ValueEnum for crate::cli::term::ColorChoice {
     fn value_variants<'a>() -> &'a [Self] {
-        use crate::term::ColorChoice::*;
+        use crate::cli::term::ColorChoice::*;
         &[Auto, Always, Never]
     }
     fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-        use crate::term::ColorChoice::*;
+        use crate::cli::term::ColorChoice::*;
         Some(match self {
             Auto => clap::builder::PossibleValue::new("auto").help("Colour on a terminal, unless NO_COLOR is set or TERM is dumb"),
             Always => clap::builder::PossibleValue::new("always"),

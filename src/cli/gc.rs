@@ -5,7 +5,7 @@
 //! Each directory's `looks.json` (the sequential test's record, a few KB) stays too: the record
 //! of a decision cannot be rebuilt from the runs, and `ratchet plot --looks` draws it.
 
-use crate::cli::GcArgs;
+use crate::cli::args::GcArgs;
 use crate::error::{Result, WithPath};
 use crate::store::Status;
 use crate::vcs::{self, Repo};
@@ -185,7 +185,7 @@ pub fn disk_line(repo: &Repo, rows: &[crate::store::ResultRow]) -> String {
         .map(|(d, s)| format!("{d} {}", crate::admit::human(s)))
         .collect();
     let results = du(&repo.root().join(vcs::RESULTS_DIR));
-    let free: u64 = collectable(&state_dir, rows, crate::cli::GC_KEEP_LAST).iter().map(|v| v.2).sum();
+    let free: u64 = collectable(&state_dir, rows, crate::cli::args::GC_KEEP_LAST).iter().map(|v| v.2).sum();
     let mut line = format!("disk: .ratchet {}", crate::admit::human(total));
     if !parts.is_empty() {
         line.push_str(&format!(" ({})", parts.join(", ")));

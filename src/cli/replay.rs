@@ -1,7 +1,7 @@
 //! `ratchet replay [ID...]`: recompute recorded decisions from `runs.jsonl` and
 //! `decisions.jsonl` alone and say, row by row, whether the test decides what the row says.
 
-use crate::cli::ReplayArgs;
+use crate::cli::args::ReplayArgs;
 use crate::error::{Error, Result};
 use crate::replay::{self, Replayed};
 use crate::workspace::Workspace;

@@ -3,7 +3,7 @@
 //! `--pairs N` it runs at once. Unlike `git cherry-pick`, nothing is committed: the change
 //! goes through the ratchet again instead of becoming the incumbent untested.
 
-use crate::cli::RetryArgs;
+use crate::cli::args::RetryArgs;
 use crate::error::{Error, Result};
 use crate::store::Status;
 use crate::vcs::{self};

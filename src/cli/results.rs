@@ -2,7 +2,7 @@
 //! and an order (`--sort`) pick the rows; the table and its footer tell the story of the whole
 //! table (best-so-far, cumulative gain, runs spent), and csv/json/md export the chosen rows.
 
-use crate::cli::{ResultsArgs, SortKey};
+use crate::cli::args::{ResultsArgs, SortKey};
 use crate::error::{Error, Result};
 use crate::report::{self, View};
 use crate::store::{ResultRow, Status};
@@ -13,7 +13,7 @@ pub fn run(ws: &Workspace, args: &ResultsArgs) -> Result<()> {
     let store = &ws.store;
     let rows = store.rows()?;
     let view = select(&rows, args, chrono::Utc::now())?;
-    let opts = report::TableOpts { color: crate::term::color(), width: crate::term::width(), wide: args.wide };
+    let opts = report::TableOpts { color: crate::cli::term::color(), width: crate::cli::term::width(), wide: args.wide };
     println!("{}", report::render_with(&view, args.format, opts).trim_end());
     Ok(())
 }

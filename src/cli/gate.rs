@@ -1,7 +1,7 @@
 //! `ratchet gate`: the CI face of [`crate::gate`]: runs it, prints the Markdown (or one JSON
 //! object) and fails with exit 7 on a regression.
 
-use crate::cli::GateArgs;
+use crate::cli::args::GateArgs;
 use crate::error::Result;
 use crate::gate::{regression_error, run, Options};
 use crate::workspace::{command_line, Workspace};
@@ -15,7 +15,7 @@ pub fn command(dir: &Path, args: &GateArgs) -> Result<()> {
     crate::signals::install()?;
     let mut out = if args.json { super::json::JsonOut::take_stdout() } else { None };
     // The runs' progress is drawn as for an experiment (to stderr under --json).
-    let mut ui = crate::ui::Text::new();
+    let mut ui = crate::cli::ui::Text::new();
     let result = Workspace::discover(dir).and_then(|ws| ws.lock(&command_line(), &mut ui)).and_then(|ws| {
         let mut fx = crate::events::Effects::new(&mut ui, crate::signals::Cancel::signals());
         let opts = Options { base: args.base.clone(), head: args.head.clone(), threshold: args.threshold, pairs: args.pairs };

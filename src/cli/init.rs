@@ -2,7 +2,7 @@
 //! device, the project venv's Python), a starter benchmark when there is none, and the
 //! benchmark helper's output kept out of git.
 
-use crate::cli::InitArgs;
+use crate::cli::args::InitArgs;
 use crate::config;
 use crate::error::{Error, Result, WithPath};
 use std::io::Write;

@@ -1,7 +1,7 @@
 //! `ratchet worker`: the command-line face of [`crate::scale::worker`], run by engines (local
 //! slots, Slurm, a hook) and scripts. Its output is the run directory; its log goes to stderr.
 
-use crate::cli::WorkerArgs;
+use crate::cli::args::WorkerArgs;
 use crate::error::{Error, Result};
 use crate::events::Effects;
 use crate::scale::trial::TrialEnd;
@@ -37,7 +37,7 @@ pub fn run(repo: Option<&Path>, a: &WorkerArgs) -> Result<()> {
         deep: a.deep,
         work: None,
     };
-    let mut ui = crate::ui::Text::new();
+    let mut ui = crate::cli::ui::Text::new();
     let result = worker::run(&opts, &mut crate::bench::executor::ProcessExecutor, &mut Effects::new(&mut ui, Cancel::signals()))?;
     eprintln!(
         "worker: trial {} ended ({:?}) after {} runs; {} written",

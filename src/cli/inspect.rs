@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde::Serialize;
 
-pub use crate::cli::InspectArgs;
+pub use crate::cli::args::InspectArgs;
 use crate::printable::line;
 use crate::trace::locate::{locate, resolve_in_run};
 use crate::trace::{analyze_located_for_inspect, hlo_stats_from_text, AnalyzeOptions, CategoryStat, HloStats, OpStat, TraceReport};
@@ -267,7 +267,7 @@ pub fn run_inspect(args: &InspectArgs) -> anyhow::Result<()> {
         // envelope), so a caller parsing stdout never meets plain text.
         Err(e) if args.json => {
             let err = crate::error::Error::from(e);
-            println!("{}", crate::commands::json::error(&err));
+            println!("{}", crate::cli::json::error(&err));
             return Err(err.into());
         }
         Err(e) => return Err(e),

@@ -62,7 +62,7 @@ pub fn check_message(message: &str, subcommands: &[String]) -> Result<()> {
 /// The subcommand names (and `help`) of the command line.
 pub fn subcommand_names() -> Vec<String> {
     use clap::CommandFactory;
-    let mut v: Vec<String> = crate::cli::Cli::command().get_subcommands().map(|s| s.get_name().to_string()).collect();
+    let mut v: Vec<String> = crate::cli::args::Cli::command().get_subcommands().map(|s| s.get_name().to_string()).collect();
     v.push("help".into());
     v
 }

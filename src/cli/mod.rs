@@ -1,5 +1,12 @@
-//! The command line's face of the library: [`main_with_args`] parses the arguments and dispatches
-//! each subcommand to its file here (one file per command); the core never sees clap types.
+//! The command line's face of the library: [`main_with_args`] parses the arguments ([`args`]) and
+//! dispatches each subcommand to its file here (one file per command), rendering the core's events
+//! as text ([`ui`]) for the terminal ([`term`]); the core never sees clap types.
+
+pub mod args;
+#[doc(hidden)]
+pub mod output;
+pub(crate) mod term;
+pub mod ui;
 
 pub mod completions;
 pub mod detect;
@@ -20,17 +27,17 @@ pub mod status;
 pub mod sweep;
 pub mod worker;
 
-use crate::cli::{self, Cli, Command};
 use crate::error::{self, Error, Result};
 use crate::events::{self, Effects};
 use crate::signals::{self, Cancel};
 use crate::workspace::{command_line, Locked, Workspace};
-use crate::{bench, commands, experiment, term, ui};
+use crate::{bench, experiment};
+use args::{Cli, Command};
 use clap::Parser;
 
 /// Parse the command line and run it; returns the process exit code.
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
-    let args = commands::guard::normalize_args(args.into_iter().collect(), &commands::guard::subcommand_names());
+    let args = guard::normalize_args(args.into_iter().collect(), &guard::subcommand_names());
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
@@ -62,58 +69,63 @@ fn dispatch(cli: Cli) -> Result<()> {
         None => std::env::current_dir()?,
     };
     match cli.command {
-        Some(Command::Init(a)) => commands::init::run(&dir, &a),
-        Some(Command::Results(a)) => commands::results::run(&Workspace::discover(&dir)?, &a),
-        Some(Command::Status(a)) => commands::status::run(&Workspace::discover(&dir)?, a.json),
-        Some(Command::Recover) => commands::recover::run(&lock_repo(&dir, &mut ui::Text::new())?),
+        Some(Command::Init(a)) => init::run(&dir, &a),
+        Some(Command::Results(a)) => results::run(&Workspace::discover(&dir)?, &a),
+        Some(Command::Status(a)) => status::run(&Workspace::discover(&dir)?, a.json),
+        Some(Command::Recover) => recover::run(&lock_repo(&dir, &mut ui::Text::new())?),
         Some(Command::Sweep(a)) => {
             signals::install()?;
-            commands::json::recorded(
+            json::recorded(
                 &dir,
                 a.json,
                 || {
                     let mut ui = ui::Text::new();
                     let ws = lock_repo(&dir, &mut ui)?;
-                    commands::sweep::run(&dir, &ws, &a, &mut Effects::new(&mut ui, Cancel::signals()))
+                    sweep::run(&dir, &ws, &a, &mut Effects::new(&mut ui, Cancel::signals()))
                 },
-                |o, rows| Some(commands::json::sweep(o, rows)),
+                |o, rows| Some(json::sweep(o, rows)),
             )
             .map(|_| ())
         }
-        Some(Command::Show(a)) => commands::show::run(&Workspace::discover(&dir)?, &a),
-        Some(Command::Replay(a)) => commands::replay::run(&Workspace::discover(&dir)?, &a),
-        Some(Command::Plot(a)) => commands::plot::run(&Workspace::discover(&dir)?, &dir, &a),
+        Some(Command::Show(a)) => show::run(&Workspace::discover(&dir)?, &a),
+        Some(Command::Replay(a)) => replay::run(&Workspace::discover(&dir)?, &a),
+        Some(Command::Plot(a)) => plot::run(&Workspace::discover(&dir)?, &dir, &a),
         Some(Command::Inspect(mut a)) => {
             // Inside a ratchet repo, its configured hardware completes the roofline.
             let start = if a.path.is_dir() { a.path.clone() } else { dir.clone() };
             if let Ok(ws) = Workspace::discover(&start) {
                 a.config_hardware = ws.config().ok().and_then(|c| c.hardware());
             }
-            commands::inspect::run_inspect(&a).map_err(Error::from)
+            inspect::run_inspect(&a).map_err(Error::from)
         }
-        Some(Command::Gate(a)) => commands::gate::command(&dir, &a),
-        Some(Command::Worker(a)) => commands::worker::run(cli.experiment.repo.dir.as_deref(), &a),
+        Some(Command::Gate(a)) => gate::command(&dir, &a),
+        Some(Command::Worker(a)) => worker::run(cli.experiment.repo.dir.as_deref(), &a),
         Some(Command::Calibrate(a)) => {
             signals::install()?;
-            commands::json::calibrate(&dir, &a)
+            json::calibrate(&dir, &a)
         }
         Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags, false),
-        Some(Command::Completions { shell }) => commands::completions::completions(shell),
-        Some(Command::Man) => commands::completions::man(),
-        Some(Command::Pythonpath) => commands::pythonpath::run(&Workspace::discover(&dir)?),
+        Some(Command::Completions { shell }) => completions::completions(shell),
+        Some(Command::Man) => completions::man(),
+        Some(Command::Pythonpath) => pythonpath::run(&Workspace::discover(&dir)?),
         Some(Command::Gc(a)) => {
             let ws = lock_repo(&dir, &mut ui::Text::new())?;
-            commands::gc::run(&ws, &a)
+            gc::run(&ws, &a)
         }
         Some(Command::Retry(a)) => {
             let message = {
                 let ws = lock_repo(&dir, &mut ui::Text::new())?;
-                commands::retry::apply(&ws, &a)?
+                retry::apply(&ws, &a)?
             };
             if !(a.run || a.pairs.is_some()) {
                 return Ok(());
             }
-            experiment_cmd(&dir, message, &cli::ExperimentFlags { pairs: a.pairs, allow_large: a.allow_large, ..Default::default() }, false)
+            experiment_cmd(
+                &dir,
+                message,
+                &args::ExperimentFlags { pairs: a.pairs, allow_large: a.allow_large, ..Default::default() },
+                false,
+            )
         }
         None => {
             let e = cli.experiment;
@@ -133,17 +145,17 @@ pub(crate) fn lock_repo(dir: &std::path::Path, events: &mut dyn events::Events) 
 
 /// `guard`: refuse a message that looks like a mistyped subcommand (`ratchet MSG`; an explicit
 /// `ratchet run MSG` means it).
-fn experiment_cmd(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags, guard: bool) -> Result<()> {
+fn experiment_cmd(dir: &std::path::Path, message: String, flags: &args::ExperimentFlags, guard: bool) -> Result<()> {
     let op = || {
         if guard {
-            commands::guard::check_message(&message, &commands::guard::subcommand_names())?;
+            guard::check_message(&message, &guard::subcommand_names())?;
         }
         experiment_cmd_text(dir, message.clone(), flags)
     };
-    commands::json::recorded(dir, flags.json, op, |_, _| None)
+    json::recorded(dir, flags.json, op, |_, _| None)
 }
 
-fn experiment_cmd_text(dir: &std::path::Path, message: String, flags: &cli::ExperimentFlags) -> Result<()> {
+fn experiment_cmd_text(dir: &std::path::Path, message: String, flags: &args::ExperimentFlags) -> Result<()> {
     signals::install()?;
     let mut ui = ui::Text::new();
     let ws = lock_repo(dir, &mut ui)?;

@@ -3,7 +3,7 @@
 //! default the latest experiment that recorded them), and with `--html` a self-contained HTML
 //! report.
 
-use crate::cli::PlotArgs;
+use crate::cli::args::PlotArgs;
 use crate::config::{self, Config};
 use crate::error::{Error, Result};
 use crate::outcome::{read_looks, LooksRecord};
@@ -45,7 +45,7 @@ pub fn run(ws: &Workspace, dir: &Path, args: &PlotArgs) -> Result<()> {
         let exp_runs: Vec<_> = runs.iter().filter(|r| r.experiment == id.to_string()).cloned().collect();
         let kernel = Config::load(&config::path_in(repo.root())).ok().and_then(|c| c.trace.kernel);
         let opts = crate::trace::AnalyzeOptions { kernel, ..Default::default() };
-        let side = |s| crate::commands::show::op_breakdown(&exp_runs, s, &opts).map(|(_, ops)| ops);
+        let side = |s| crate::cli::show::op_breakdown(&exp_runs, s, &opts).map(|(_, ops)| ops);
         let (Some(cand), Some(inc)) = (side(crate::bench::Side::Candidate), side(crate::bench::Side::Incumbent)) else {
             return Err(Error::usage(format!("--ops {id}: experiment {id} has no readable trace on both sides")).hint(
                 "traces are written when [benchmark] profile_iters > 0, and `ratchet gc` removes those of old reverted experiments",
