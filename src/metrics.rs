@@ -94,6 +94,10 @@ pub struct Metrics {
     pub regime: Option<Regime>,
     pub compute_only_ms: Option<f64>,
     pub memory_only_ms: Option<f64>,
+    /// The memory-only time of the minimum bytes (each input read once, each output written
+    /// once): the floor a cache cannot beat. Derived for the physics gate, never written.
+    #[serde(skip)]
+    pub min_memory_ms: Option<f64>,
     /// Actual - max(compute-only, memory-only): time the roofline does not explain.
     pub gap_ms: Option<f64>,
 }
@@ -119,6 +123,7 @@ pub fn roofline(flops: Option<f64>, bytes: Option<f64>, min_bytes: Option<f64>, 
     let regime = intensity.map(|i| if i < ridge_point(hw) { Regime::MemoryBound } else { Regime::ComputeBound });
     let compute_only_ms = flops.map(|f| f / peak_flops * 1e3);
     let memory_only_ms = bytes.map(|b| b / peak_bw * 1e3);
+    let min_memory_ms = min_bytes.map(|b| b / peak_bw * 1e3);
     let floor = match (compute_only_ms, memory_only_ms) {
         (Some(c), Some(m)) => Some(c.max(m)),
         (c, m) => c.or(m),
@@ -136,6 +141,7 @@ pub fn roofline(flops: Option<f64>, bytes: Option<f64>, min_bytes: Option<f64>, 
         regime,
         compute_only_ms,
         memory_only_ms,
+        min_memory_ms,
         gap_ms,
     }
 }

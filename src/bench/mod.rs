@@ -440,12 +440,14 @@ fn read_run(out: &executor::RunOutput, cfg: &Config, ctx: &RunContext, hw: Optio
         rec.error = Some(format!("[trace] latency = \"trace\", but no kernel time could be read from the trace: {why}"));
         return rec;
     }
-    if let Err(msg) = physics_gate(&rec, hw) {
+    // One roofline per run: the physics gate and the deciding metric read the same figures.
+    let roofline = hw.zip(rec.latency_ms).map(|(hw, lat)| crate::metrics::roofline(rec.flops, rec.bytes, rec.min_bytes, lat, hw));
+    if let Err(msg) = physics_gate(&rec, roofline.as_ref(), hw) {
         rec.status = RunStatus::Invalid;
         rec.error = Some(msg);
         return rec;
     }
-    match metric_value(&rec, cfg.score.metric, hw).and_then(|v| usable_value(&rec, cfg.score.metric, v)) {
+    match metric_value(&rec, cfg.score.metric, roofline.as_ref()).and_then(|v| usable_value(&rec, cfg.score.metric, v)) {
         Ok(v) => rec.value = Some(v),
         Err(msg) => {
             rec.status = RunStatus::Invalid;
@@ -464,27 +466,30 @@ fn read_run(out: &executor::RunOutput, cfg: &Config, ctx: &RunContext, hw: Optio
 /// example's K/V re-reads come from L2, and its true 0.37 ms at seq 16384 read as 122% of HBM
 /// bandwidth); `bytes` alone when it is all the benchmark gives. Bytes the compiler estimated
 /// are no claim at all, so only FLOPs bound such a run.
-pub fn physics_gate(rec: &RunRecord, hw: Option<&Hardware>) -> Result<(), String> {
+pub fn physics_gate(rec: &RunRecord, m: Option<&crate::metrics::Metrics>, hw: Option<&Hardware>) -> Result<(), String> {
     let fix = "check that every timed call is waited on (jax.block_until_ready), that \"flops\" and \"bytes\" \
                count one call, and that [hardware] names this chip";
-    if let (Some(hw), Some(lat)) = (hw, rec.latency_ms) {
-        let bytes = match (rec.min_bytes, rec.compiler_bytes) {
+    if let (Some(m), Some(hw)) = (m, hw) {
+        let lat = m.latency_ms;
+        // The memory floor: the minimum bytes' time when given, else the bytes' unless the
+        // compiler estimated them.
+        let memory_ms = match (m.min_memory_ms, rec.compiler_bytes) {
             (Some(floor), _) => Some(floor),
             (None, true) => None,
-            (None, false) => rec.bytes,
+            (None, false) => m.memory_only_ms,
         };
-        let m = crate::metrics::roofline(rec.flops, bytes, None, lat, hw);
-        let floor = match (m.compute_only_ms, m.memory_only_ms) {
+        let floor = match (m.compute_only_ms, memory_ms) {
             (Some(c), Some(b)) => Some(c.max(b)),
             (c, b) => c.or(b),
         };
         if let Some(floor) = floor {
             if lat < floor {
+                // A floor time over the latency is the share of peak the run claims.
                 let mut claims = vec![];
-                if let Some(u) = m.util_pct.filter(|u| *u > 100.0) {
+                if let Some(u) = m.compute_only_ms.map(|c| c / lat * 100.0).filter(|u| *u > 100.0) {
                     claims.push(format!("{u:.0}% of peak FLOP/s"));
                 }
-                if let Some(b) = m.bw_pct.filter(|b| *b > 100.0) {
+                if let Some(b) = memory_ms.map(|b| b / lat * 100.0).filter(|b| *b > 100.0) {
                     claims.push(format!("{b:.0}% of peak bandwidth"));
                 }
                 return Err(format!(
@@ -743,14 +748,11 @@ fn usable_value(rec: &RunRecord, metric: Metric, v: f64) -> Result<f64, String> 
 }
 
 /// The deciding metric of one sample.
-pub fn metric_value(rec: &RunRecord, metric: Metric, hw: Option<&Hardware>) -> Result<f64, String> {
+/// `m` is the run's roofline (`None` without `[hardware]`).
+pub fn metric_value(rec: &RunRecord, metric: Metric, m: Option<&crate::metrics::Metrics>) -> Result<f64, String> {
     let lat = rec.latency_ms.ok_or("no latency")?;
     let reported = rec.reported.as_ref();
-    let computed = |f: fn(&crate::metrics::Metrics) -> Option<f64>| {
-        let hw = hw?;
-        let m = crate::metrics::roofline(rec.flops, rec.bytes, rec.min_bytes, lat, hw);
-        f(&m)
-    };
+    let computed = |f: fn(&crate::metrics::Metrics) -> Option<f64>| m.and_then(f);
     match metric {
         Metric::Latency => Ok(lat),
         Metric::Score => computed(|m| m.score).or_else(|| reported.and_then(|r| r.score)).ok_or_else(|| {
