@@ -1030,7 +1030,7 @@ metric = "score"       # score (util x 100 / latency_ms) | latency | tflops; lat
 # (alpha spent across looks) AND a gain >= min_effect_pct, then an independent confirmation
 # batch in reversed order. Alone (method = "sequential") it holds false keeps at 0.1% on
 # average over calibrations, not for the user whose calibration came out low (one in 250: up
-# to about 0.3%); auto holds it for that user too (docs/decisions.md, "The calibration's own
+# to about 0.3%); auto holds it for that user too (lab/notes/decisions-history.md, "The calibration's own
 # uncertainty"). `ratchet calibrate` suggests min_effect_pct for this machine;
 # docs/decisions.md gives the error rates of these settings, simulated by the project's lab.
 method = "auto"        # auto | sequential | fixed (one test after max_pairs pairs) |

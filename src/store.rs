@@ -205,7 +205,7 @@ pub struct ResultRow {
     pub meta: String,
     /// `p_value` and `p_adjusted` came from a look on the borrowed scale: they are p-values
     /// given that the noise is what the history says (the false-keep bound does not rest on it:
-    /// docs/decisions.md, "Honest numbers").
+    /// docs/decisions.md, "What a row reports").
     #[serde(default)]
     pub p_conditional: bool,
     /// The scale the decision borrowed (sd of one pair's log-ratio before the safety factor, in

@@ -1,5 +1,5 @@
-//! Parallel trials on one serial trunk (the design and its simulation are in
-//! docs/scale-out.md; the simulation is `chain_sim`): engines that run trials on device slots,
+//! Parallel trials on one serial trunk (the design is docs/scale-out.md; its simulation is the
+//! lab's, `lab/src/chain_sim.rs`): engines that run trials on device slots,
 //! and the controller that decides them one at a time against the trunk.
 
 mod assess;

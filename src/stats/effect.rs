@@ -40,10 +40,8 @@ pub fn hodges_lehmann(d: &[f64], level: f64) -> Option<Effect> {
 /// pairs lean toward a gain and its equal-tailed interval misses the truth almost only by lying
 /// above it (99-100% of the misses under no gain). Giving the lower end the smaller tail keeps
 /// the stated level at any fixed number of pairs and lifts the coverage after the stop where the
-/// stop is what bends it (CV 1%, no gain: 92.5% to 96.1%), for intervals 1.14x as wide under a
-/// gain on average (`interval_probe lower=S`; a quarter: 95.0%, 1.06x; a sixteenth: 96.8%,
-/// 1.20x; docs/decisions.md, "Intervals with the stop's side"). A row without a keep gives both
-/// ends this share ([`stopped_interval`]).
+/// stop is what bends it, for intervals a little wider under a gain. A row without a keep gives
+/// both ends this share ([`stopped_interval`]).
 pub const DECISION_LOWER_SHARE: f64 = 0.125;
 
 /// [`hodges_lehmann`] with the interval of a decision that tested `d` for a gain (positive:
@@ -56,15 +54,10 @@ pub fn decision_interval(d: &[f64], level: f64) -> Option<Effect> {
 /// decision's level. A keep's is [`decision_interval`]: its stop came on pairs that looked good,
 /// so its lower end carries the small share. A row without a keep carries the small share at both
 /// ends ([`stopped_interval`]) and its lower end reaches down to no gain. A futility stop comes on
-/// pairs that look bad, which bends the upper end below a real gain (CV 3%, +3%: half of the
-/// likelihood ratio's reverts missed so, 93.9% covered); a decision that ran long without a keep
-/// went on because its first pairs looked like a gain, so its interval leans that way (under no
-/// gain up to 10% of the likelihood ratio's such rows lay wholly above no gain, AR(1) 0.9: 88.1%
-/// covered; the two phases' first experiment at CV 0.5%: 94.1%). A rule that found no gain gives
-/// no grounds for a lower end above none, and each end further out only misses less, so the
-/// stated level holds at any fixed number of pairs (`interval_probe method=auto`;
-/// docs/decisions.md, "Intervals that know the ratio did not keep" and "Intervals with both of
-/// the stop's sides").
+/// pairs that look bad, which bends the upper end below a real gain; a decision that ran long
+/// without a keep went on because its first pairs looked like a gain, so its interval leans that
+/// way. A rule that found no gain gives no grounds for a lower end above none, and each end
+/// further out only misses less, so the stated level holds at any fixed number of pairs.
 pub fn shown_interval(logs: &[f64], d: &super::Decision) -> Option<Effect> {
     if d.verdict == super::Verdict::Keep {
         return decision_interval(logs, d.ci_level);

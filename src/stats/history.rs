@@ -24,7 +24,7 @@ pub const MAX_ENTRIES: usize = 30;
 /// `ratchet calibrate`'s pairs by default: one pair more than `MAX_DF`, so that a calibration
 /// alone fills the pooled history, and at least the `ONE_MODE_TOLD_PAIRS` on which the
 /// likelihood ratio takes one mode at its word (a 16-pair calibration cannot rule out two modes
-/// within the noise, and its decisions pay for that: docs/decisions.md, "The default
+/// within the noise, and its decisions pay for that: lab/notes/decisions-history.md, "The default
 /// calibration").
 pub const CALIBRATION_PAIRS: usize = MAX_DF as usize + 1;
 const _: () = assert!(CALIBRATION_PAIRS >= super::sequential::ONE_MODE_TOLD_PAIRS);
@@ -149,7 +149,7 @@ pub fn entry_runs(time: &str, source: &str, batches: &[(&[f64], &[f64])]) -> Opt
 /// aside may be the modes' mixed pairs (one run in each), not gross outliers: the batches are
 /// trimmed again wide enough for them ([`trim_two_modes`]). A two-mode calibration that
 /// drew few mixed pairs has a robust sd of one mode's pairs, and set them all aside: it lent
-/// 0.07-0.14x the machine's scale (docs/decisions.md, "A mode set aside as outliers").
+/// 0.07-0.14x the machine's scale (lab/notes/decisions-history.md, "A mode set aside as outliers").
 pub fn entry_beside(time: &str, source: &str, batches: &[(&[f64], &[f64])], sd: Option<f64>) -> Option<Entry> {
     let trimmed = spread(batches, sd, |d, _, sd| trim(d, sd));
     let modes = super::modes::session_llr(&trimmed.runs);
@@ -528,7 +528,7 @@ pub fn describe(b: &Benchmark, params: &super::sequential::Params) -> String {
                     ),
                     _ => String::new(),
                 },
-                // Measured for the two phases with their confirmation (docs/decisions.md, "Point 6
+                // Measured for the two phases with their confirmation (lab/notes/decisions-history.md, "Point 6
                 // under `sequential`, at the default calibration").
                 if one_phase == super::sequential::OnePhase::Never && params.confirm && s.df < MAX_DF {
                     format!(

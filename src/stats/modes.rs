@@ -1,7 +1,7 @@
 //! Whether a session's runs fall in two modes (per-process modes: a share of the benchmark's
 //! processes run a few percent slower, from memory placement, clocks or code layout), read from
 //! the pairs a history entry records. The likelihood ratio keeps at a lower level only where the
-//! history shows one mode (docs/decisions.md, "One mode or two").
+//! history shows one mode (lab/notes/decisions-history.md, "One mode or two").
 
 use super::sequential::likelihood::log_mix;
 use super::sequential::{median, MODES_AT, MODES_MIN_PAIRS};

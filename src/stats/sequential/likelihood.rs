@@ -1,7 +1,7 @@
 //! The one-phase likelihood ratio of whole pairs (`[decision] method = "likelihood-ratio"` with
 //! history, or `"auto"` where the history shows no gross outlier): after each pair, the pairs'
 //! likelihood under a gain against their best under no gain; kept at a level, reverted once a gain
-//! has become unlikely. docs/decisions.md, "The likelihood ratio as a method".
+//! has become unlikely. lab/notes/decisions-history.md, "The likelihood ratio as a method".
 
 use super::levels::{
     LR_EARLY_SDS, LR_EARLY_UNTIL, LR_FUTILE_AT, LR_KEEP_AT, LR_KEEP_AT_BEFORE_STREAK, LR_KEEP_AT_ONE_MODE, LR_KEEP_FROM_TWO_MODES,
@@ -126,8 +126,8 @@ impl WholePairLr {
             one_mode_told_pairs: ONE_MODE_TOLD_PAIRS,
             wide: LR_WIDE_WEIGHT,
             mixture: MIXTURE,
-            // Against no gain at the calibrated sd, which a warming or jumped machine fits so
-            // badly that a do-nothing change ran to 20 runs (`floor_probe futile_mixed=0`; 9).
+            // Against no gain over the same scales: no gain at the calibrated sd alone fits a
+            // warming or jumped machine so badly that a do-nothing change would run long.
             futile_mixed: true,
             outlier_k: 0.0,
         }
@@ -676,8 +676,7 @@ mod tests {
     #[test]
     fn the_whole_pair_likelihood_ratio_keeps_three_percent_at_one_percent_noise_in_few_pairs() {
         // The shipped levels after a history of one mode, as a normal machine's shows: +3% at
-        // CV 1% kept about 97% in about 6.9 pairs (floor_probe's cell, with a calibration of its
-        // own); here with the calibration exact.
+        // CV 1% keeps in few pairs; here with the calibration exact.
         let sd = std::f64::consts::SQRT_2 * 0.01;
         let test = WholePairLr::new(1.0, 30).for_history(true, ONE_MODE_TOLD_PAIRS);
         let mut rng = Rng::new(5);

@@ -9,7 +9,7 @@
 //! own spread, so no borrowed scale and no noise jump moves its level. Why it is needed: the two
 //! phases test their pairs apart, and on a machine whose runs are sometimes slow (a second mode)
 //! a real gain fails one of them far more often than a test of all the pairs would
-//! (docs/decisions.md, "Where the bimodal machine's power goes").
+//! (lab/notes/decisions-history.md, "Where the bimodal machine's power goes").
 
 use super::look::Test;
 use super::sample::mean_sd;
