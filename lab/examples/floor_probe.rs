@@ -1,4 +1,4 @@
-//! The probe of the floor (docs/decisions.md, "The floor"): the scale-free sequential test of
+//! The probe of the floor (lab/notes/decisions-history.md, "The floor"): the scale-free sequential test of
 //! `ratchet_lab::floor` on every noise model of `ratchet-lab simulate`, beside the procedure's own cell when
 //! asked, with the information bound it is measured against.
 //!

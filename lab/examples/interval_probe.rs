@@ -1,4 +1,4 @@
-//! The probe of the row's interval under the stop (docs/decisions.md, "Intervals that account
+//! The probe of the row's interval under the stop (lab/notes/decisions-history.md, "Intervals that account
 //! for the stop" and "Intervals with the stop's side"): on `ratchet-lab simulate`'s own cells, how
 //! often an interval over all pairs at 96% covers the true gain: equal-tailed (the row's until
 //! 2026-11-27), with the lower end carrying `lower` of the miss (the row's since, by

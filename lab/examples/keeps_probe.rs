@@ -1,4 +1,4 @@
-//! Where a model's false keeps come from (docs/decisions.md, "The user whose calibration came out
+//! Where a model's false keeps come from (lab/notes/decisions-history.md, "The user whose calibration came out
 //! low"): the do-nothing trials of one `ratchet-lab simulate` cell, drawn exactly as it draws them,
 //! and for each one kept the route that kept it (the likelihood ratio, the two phases, the
 //! rescue), the scale each deciding look read (history or own) and at which look, the gross
@@ -10,7 +10,7 @@
 //! log-ratios too), history (pairs of the calibration in place of the model's), slow_p, slow and cv (the
 //! machine's share of runs in a slow mode, how much slower, and its noise within a mode, in place of the model's), since (the decision
 //! after this many do-nothing experiments since the calibration, each recorded in the history), rules (before-streak: as decided before the streak rules of
-//! docs/decisions.md, "A streak of a second population"; streak-five: before the ratio's first
+//! lab/notes/decisions-history.md, "A streak of a second population"; streak-five: before the ratio's first
 //! keep waited 6 used pairs on two modes shown).
 
 #[path = "common/args.rs"]

@@ -1,4 +1,4 @@
-//! Can short sessions, pooled, tell two modes from one (docs/decisions.md, "Two-mode machines of
+//! Can short sessions, pooled, tell two modes from one (lab/notes/decisions-history.md, "Two-mode machines of
 //! every shape")? Each machine's sessions (2, 2, 3, 3, 4 and 7 pairs in turn, each at its own
 //! level, as experiments of a sweep come) are pooled until they hold `total` pairs, and three
 //! statistics read the pool: the mode screen's (`modes::two_modes_llr`) on each session's runs

@@ -1,4 +1,4 @@
-//! Where a decision's runs go (docs/decisions.md, "Where the runs go"): on `ratchet-lab simulate`'s
+//! Where a decision's runs go (lab/notes/decisions-history.md, "Where the runs go"): on `ratchet-lab simulate`'s
 //! cells, the procedure's runs split by what made a decision go past its least (a keep: one look
 //! in each phase, 2 + 2 pairs), namely the variance guard switching a look to the pairs' own
 //! scale, or a look whose evidence was not yet enough.

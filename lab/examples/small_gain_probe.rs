@@ -1,4 +1,4 @@
-//! Gains between the minimum effect and +3% on quiet machines (docs/decisions.md, "A grid for
+//! Gains between the minimum effect and +3% on quiet machines (lab/notes/decisions-history.md, "A grid for
 //! quiet machines"): on `ratchet-lab simulate`'s quiet normal machine at other CVs, with its own
 //! 16-pair calibration per trial, the share kept and the runs a decision takes, for the methods
 //! asked for.

@@ -1,4 +1,4 @@
-//! The unlucky users of `ratchet-lab simulate` (docs/decisions.md, "The user whose calibration came
+//! The unlucky users of `ratchet-lab simulate` (lab/notes/decisions-history.md, "The user whose calibration came
 //! out low"): for each model whose calibration is drawn from its lowest tail, how low the
 //! borrowed sds are and what else those calibrations saw (a gross outlier, which routes `auto` to
 //! the two phases; one mode; a warm-up). `cargo run --release -p ratchet-lab --example unlucky_probe`.

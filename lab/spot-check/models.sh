@@ -1,5 +1,5 @@
 #!/bin/bash
-# End-to-end spot check of the decision on the binary, model by model (docs/decisions.md, "On
+# End-to-end spot check of the decision on the binary, model by model (lab/notes/decisions-history.md, "On
 # the binary, model by model"): for each noise model of lab/spot-check/noise_bench.py, one
 # throw-away git repo with one `ratchet calibrate` of 16 pairs, copied twice: N_NULL experiments
 # of a do-nothing change in one copy and N_GAIN experiments each +3% faster than the incumbent of

@@ -3,7 +3,7 @@
 //! noise jumps above its calibration (for tests of the log-ratios alone and of whole pairs), and
 //! two probe tests that hold it: a scale-free sequential test of the log-ratios, and a
 //! group-sequential t-test of whole pairs.
-//! `ratchet-lab simulate` prints them under its with-history table; docs/decisions.md, "The floor".
+//! `ratchet-lab simulate` prints them under its with-history table; lab/notes/decisions-history.md, "The floor".
 
 use ratchet::stats::rng::Rng;
 use ratchet::stats::sequential::likelihood::log_mix;
@@ -461,7 +461,7 @@ impl PairTest for ScaleFree {
 /// machine makes the sums noisier than the ratios, which only widens the error; a warm-up ramp
 /// or a step does too (and costs power). Runs from a mixture of modes are not normal, and there
 /// the looks' far tails do not hold: `floor_probe test=pairs` measures 0.41% false keeps on the
-/// bimodal machine (docs/decisions.md, "A test of whole pairs").
+/// bimodal machine (lab/notes/decisions-history.md, "A test of whole pairs").
 ///
 /// Two variants, for the probe of those failures: [`PairT::with_calibration_floor`] never lets
 /// the error's sd fall below the calibration's (a mixture's pairs can agree by chance, and
@@ -595,7 +595,7 @@ pub const CALIBRATION_DF: f64 = 15.0;
 /// log-ratios, the borrowed scale the history's sd pooled with the pairs' own residuals times
 /// the safety factor, with no variance guard, outlier rule, sums, warm-up profile, trimmed
 /// futility reading or rescue. What the design itself costs, against the floors above and the
-/// procedure's own cells (docs/decisions.md, "What the two phases cost").
+/// procedure's own cells (lab/notes/decisions-history.md, "What the two phases cost").
 #[derive(Debug, Clone)]
 pub struct TwoPhases {
     seq: ratchet::stats::sequential::Sequential,

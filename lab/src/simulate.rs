@@ -260,7 +260,7 @@ pub fn scenarios() -> Vec<Scenario> {
             ..Scenario::extra("cv 0.5% bimodal, 60-df history in its lowest 0.4%", 0.005)
         },
         // Two more shapes of the two-mode class for its unlucky user, the nearest to the bound
-        // of the 14 `keeps_probe slow_p= slow= cv=` measured (docs/decisions.md, "Two-mode
+        // of the 14 `keeps_probe slow_p= slow= cv=` measured (lab/notes/decisions-history.md, "Two-mode
         // machines of every shape"): fewer runs further off (its typical user too), and the 50/50
         // machine's gap wider.
         Scenario { slow_mode_prob: 0.3, slow_mode: 0.05, ..Scenario::extra("cv 1% bimodal 30% 5% slower", 0.01) },
@@ -1001,7 +1001,7 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
             ));
         }
         if history {
-            // What no test of the same levels beats on average (docs/decisions.md, "More power
+            // What no test of the same levels beats on average (lab/notes/decisions-history.md, "More power
             // per run"): at least one pair.
             let p = &seq.params;
             let level = p.false_keep_bound();
@@ -1048,7 +1048,7 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
                 safe(1.1f64.ln(), Reads::Ratios)
             ));
             // The same bound over every machine of independent runs the simulator holds
-            // (docs/decisions.md, "The floor over machines of every shape").
+            // (lab/notes/decisions-history.md, "The floor over machines of every shape").
             let family = null_family();
             let over = |mu: f64| {
                 family_floor(mu, sd, level, 0.05, &family).into_iter().max_by(|a, b| a.pairs.total_cmp(&b.pairs)).expect("a family")
