@@ -122,12 +122,42 @@ pub struct Rescue {
     pub before: Verdict,
 }
 
+/// Which procedure gave a decision its verdict (docs/decisions.md, "The rule").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Procedure {
+    /// The group-sequential t-tests: a first phase of looks, then a confirmation batch.
+    #[default]
+    TwoPhases,
+    /// One paired t-test after a fixed number of pairs (`method = "fixed"`, `ratchet gate`).
+    Fixed,
+    /// The one-phase likelihood ratio of whole pairs.
+    LikelihoodRatio,
+    /// The t-test of all pairs that kept a decision the phases or the ratio left without a keep.
+    Rescue,
+}
+
+impl Procedure {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Procedure::TwoPhases => "two-phases",
+            Procedure::Fixed => "fixed",
+            Procedure::LikelihoodRatio => "likelihood-ratio",
+            Procedure::Rescue => "rescue",
+        }
+    }
+}
+
 /// What the procedure concluded and the numbers behind it. Effects are speed-ups in percent
 /// (the deciding metric's log-ratio divided by its elasticity to latency), signed so that
 /// positive is better, whichever the metric and its direction.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub verdict: Verdict,
+    /// The procedure whose test gave the verdict. (Decisions recorded before it was kept read
+    /// as `two-phases`.)
+    #[serde(default)]
+    pub procedure: Procedure,
     /// Estimated speed-up, in percent (positive = better).
     pub effect_pct: f64,
     pub ci_low_pct: f64,

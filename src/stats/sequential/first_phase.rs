@@ -3,7 +3,7 @@
 
 use super::levels::{FUTILITY_TRIM, GUARD};
 use super::look::{Batch, Prior, Test};
-use super::{fmt_p, pct, Decision, Next, Phase, Sequential, Verdict};
+use super::{fmt_p, pct, Decision, Next, Phase, Procedure, Sequential, Verdict};
 
 /// What one look of the first phase concluded.
 pub(super) enum LookOutcome {
@@ -61,6 +61,7 @@ impl Sequential {
             let pv = self.p_value(&t);
             let base = |verdict, reason: String| Decision {
                 verdict,
+                procedure: if p.confirm || looks.len() > 1 { Procedure::TwoPhases } else { Procedure::Fixed },
                 effect_pct: pct(t.mean),
                 ci_low_pct: pct(t.mean - q * t.se),
                 ci_high_pct: pct(t.mean + q * t.se),

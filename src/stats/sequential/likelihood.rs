@@ -478,6 +478,7 @@ impl Sequential {
             .collect();
         Ok(Next::Done(Decision {
             verdict,
+            procedure: super::Procedure::LikelihoodRatio,
             effect_pct: pct(mean),
             ci_low_pct: pct(mean - q * se),
             ci_high_pct: pct(mean + q * se),
@@ -749,6 +750,7 @@ mod tests {
         let all = pairs(0.10, 0.01, 30, 3);
         let d = drive(&seq, &all);
         assert_eq!(d.verdict, Verdict::Keep, "{}", d.reason);
+        assert_eq!(d.procedure, crate::stats::Procedure::LikelihoodRatio);
         // Handed more pairs than it needed, it decides on the same ones and says how many.
         let (r, s): (Vec<f64>, Vec<f64>) = all.iter().copied().unzip();
         assert_eq!(seq.next_runs(&r, &[], &s, &[]), Next::Done(d.clone()));
@@ -913,6 +915,7 @@ mod tests {
         assert_eq!(t.verdict, Verdict::Keep, "{}", t.reason);
         assert!(a.reason.starts_with("pair 2 lay ") && a.reason.ends_with(&t.reason), "{}", a.reason);
         assert_eq!(Decision { reason: t.reason.clone(), ..a.clone() }, t);
+        assert_eq!((clean.procedure, a.procedure), (crate::stats::Procedure::LikelihoodRatio, crate::stats::Procedure::TwoPhases));
         assert_eq!(auto.max_measured_pairs(), two.max_measured_pairs().max(30));
         // `WithoutOutliers` (the rule recorded before) never hands over: the ratio goes on.
         auto.params.likelihood_ratio = OnePhase::WithoutOutliers;

@@ -59,7 +59,7 @@ pub use plan::{OnePhase, Params, Spending};
 pub(crate) use sample::{mean_sd, outlier_band};
 pub use sample::{median, robust_sd};
 
-use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Verdict};
+use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Procedure, Verdict};
 use look::Test;
 use statrs::distribution::{ContinuousCDF, FisherSnedecor, Normal, StudentsT};
 use std::cell::RefCell;

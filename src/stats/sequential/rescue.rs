@@ -13,7 +13,7 @@
 
 use super::look::Test;
 use super::sample::mean_sd;
-use super::{fmt_p, pct, Decision, Next, Phase, Sequential, Verdict};
+use super::{fmt_p, pct, Decision, Next, Phase, Procedure, Sequential, Verdict};
 use crate::stats::{LookPhase, Rescue};
 
 impl Sequential {
@@ -69,6 +69,7 @@ impl Sequential {
         let test = format!("the t-test over all {n} pairs gives {:+.2}% (p = {}", pct(mean), fmt_p(pv));
         if passed {
             d.verdict = Verdict::Keep;
+            d.procedure = Procedure::Rescue;
             d.p_value = pv;
             d.p_threshold = level;
             d.p_adjusted = (pv * p.alpha / level).min(1.0);

@@ -123,7 +123,7 @@ fn fixed_params_reproduce_the_fixed_t_test() {
     // One look at 5 pairs with the whole alpha is the plain one-sided t-test.
     let (mean, _, p) = crate::stats::t_test_greater(&d);
     assert_eq!(seq.verdict, Verdict::Keep);
-    assert_eq!(seq.looks, 1);
+    assert_eq!((seq.looks, seq.procedure), (1, crate::stats::Procedure::Fixed));
     assert!(close(seq.p_value, p, 1e-15) && close(seq.effect_pct, pct(mean), 1e-12));
 }
 fn borrowed(sd: f64) -> Sequential {
@@ -397,6 +397,7 @@ fn an_unconfirmed_decision_measures_on_and_the_t_test_over_all_pairs_keeps_it() 
     assert!(close(dec.p_threshold, 0.001, 1e-15) && dec.p_value <= 0.001);
     assert!(dec.ci_low_pct < dec.effect_pct && dec.effect_pct < dec.ci_high_pct);
     assert!(dec.reason.starts_with("kept by the rescue") && dec.reason.contains("unconfirmed"), "{}", dec.reason);
+    assert_eq!(dec.procedure, crate::stats::Procedure::Rescue);
     // The confirmation's own record is the one the two phases made: its 6 pairs, not passed.
     let c = dec.confirmation.as_ref().expect("the confirmation");
     assert_eq!((c.pairs, c.passed), (6, false));
@@ -432,6 +433,9 @@ fn the_rescue_leaves_keeps_and_futility_reverts_as_they_were() {
                 let r = a.rescue.as_ref().expect("the rescue ran");
                 assert_eq!((r.pairs, r.before), (30, b.verdict));
                 assert_eq!(a.verdict == Verdict::Keep, r.passed);
+                // The procedure is the rescue's only where its test kept; else the phases' verdict stands.
+                let by = if r.passed { crate::stats::Procedure::Rescue } else { crate::stats::Procedure::TwoPhases };
+                assert_eq!(a.procedure, by, "trial {trial}");
             }
         }
     }
