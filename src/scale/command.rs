@@ -248,16 +248,7 @@ mod tests {
         let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
         // The background sleep was in the group: gone (or a zombie awaiting its reaper) once
         // the kernel has delivered the SIGKILL.
-        let dead = || {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            stat.is_empty() || stat.contains(") Z")
-        };
-        // Delivery of the SIGKILL is the kernel's: wait for it, with a guard only against a hang.
-        let guard = Instant::now() + Duration::from_secs(600);
-        while !dead() && Instant::now() < guard {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        assert!(dead(), "{}", std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default());
+        assert!(crate::process::wait_gone(pid), "{}", std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default());
     }
 
     #[test]
