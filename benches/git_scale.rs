@@ -8,6 +8,9 @@
 //!
 //! cargo bench --bench git_scale [-- FILES [ROUNDS]]
 
+#[path = "common/mod.rs"]
+mod common;
+
 use ratchet::vcs::Repo;
 use std::path::Path;
 use std::process::Command;
@@ -162,14 +165,7 @@ fn touch_all(dir: &Path) {
 }
 
 fn main() {
-    // `cargo bench` passes --bench; `cargo test --benches` (or --all-targets) does not, and a
-    // test run must not start a benchmark.
-    if !std::env::args().any(|a| a == "--bench") {
-        eprintln!("git_scale: run it with `cargo bench --bench git_scale` (a benchmark, not a test)");
-        return;
-    }
-    // Flags (`--bench` from cargo) are not ours; keep the counts.
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let Some(args) = common::bench_args("git_scale") else { return };
     let files: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let rounds: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(7);
     let tmp = tempfile::tempdir().unwrap();

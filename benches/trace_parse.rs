@@ -10,6 +10,9 @@
 //! memory (VmHWM, mapped file pages included) against the file size. Each figure is the
 //! median of the runs, with the fastest beside it.
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::io::Read;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -82,14 +85,7 @@ fn time<T>(runs: usize, mut f: impl FnMut() -> anyhow::Result<T>) -> anyhow::Res
 }
 
 fn main() -> anyhow::Result<()> {
-    // `cargo bench` passes --bench; `cargo test --benches` (or --all-targets) does not, and a
-    // test run must not start a benchmark.
-    if !std::env::args().any(|a| a == "--bench") {
-        eprintln!("trace_parse: run it with `cargo bench --bench trace_parse` (a benchmark, not a test)");
-        return Ok(());
-    }
-    // Flags (such as `--bench` from a bench harness) are not ours; keep the paths.
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    let Some(args) = common::bench_args("trace_parse") else { return Ok(()) };
     let path = PathBuf::from(args.first().map(String::as_str).unwrap_or("target/large-capture"));
     let kernel = Some(args.get(1).cloned().unwrap_or_else(|| "kernel".to_string()));
     let pinned = pin_to_one_core();

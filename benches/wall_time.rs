@@ -18,17 +18,16 @@
 //! RATCHET_BENCH_ROUNDS  rounds (default 2; with `aa`, calibration blocks a mode, default 3)
 //! RATCHET_AA_PAIRS      A/A pairs a calibration block (default 20)
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 fn main() {
-    // `cargo bench` passes --bench; `cargo test --benches` (or --all-targets) does not, and a
-    // test run must not start a night of sweeps.
-    if !std::env::args().any(|a| a == "--bench") {
-        eprintln!("wall_time: run it with `cargo bench --bench wall_time` (a benchmark, not a test)");
-        return;
-    }
+    // A test run (`cargo test --benches`) must not start a night of sweeps.
+    let Some(args) = common::bench_args("wall_time") else { return };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let new = PathBuf::from(env!("CARGO_BIN_EXE_ratchet"));
     let python_ok = Command::new("python3").args(["-c", "import jax"]).status().is_ok_and(|s| s.success());
@@ -37,7 +36,7 @@ fn main() {
         std::process::exit(2);
     }
     let env_usize = |k: &str, d: usize| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
-    if std::env::args().any(|a| a == "aa") {
+    if args.iter().any(|a| a == "aa") {
         aa(&root, &new, env_usize("RATCHET_BENCH_ROUNDS", 3), env_usize("RATCHET_AA_PAIRS", 20));
         return;
     }

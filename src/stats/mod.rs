@@ -137,17 +137,6 @@ pub enum Procedure {
     Rescue,
 }
 
-impl Procedure {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Procedure::TwoPhases => "two-phases",
-            Procedure::Fixed => "fixed",
-            Procedure::LikelihoodRatio => "likelihood-ratio",
-            Procedure::Rescue => "rescue",
-        }
-    }
-}
-
 /// What the procedure concluded and the numbers behind it. Effects are speed-ups in percent
 /// (the deciding metric's log-ratio divided by its elasticity to latency), signed so that
 /// positive is better, whichever the metric and its direction.
