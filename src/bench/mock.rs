@@ -32,6 +32,9 @@ pub enum Step {
     Hlo(f64, String),
     /// Exits 0 with a latency (ms) and this FLOP count instead of the executor's.
     Claims(f64, f64),
+    /// Exits 0 with a latency (ms) and a copy of this capture as its trace, whose kernel is the
+    /// module `kernel` names.
+    Trace { ms: f64, capture: std::path::PathBuf, kernel: String },
 }
 
 impl Step {
@@ -159,6 +162,12 @@ impl Executor for MockExecutor {
                 std::fs::write(spec.log_dir.join("kernel.hlo.txt"), text)?;
                 r["hlo"] = "kernel.hlo.txt".into();
             }
+            if let Step::Trace { capture, kernel, .. } = &step {
+                let name = capture.file_name().and_then(|n| n.to_str()).unwrap_or("capture.xplane.pb");
+                std::fs::copy(capture, spec.log_dir.join(name))?;
+                r["trace"] = name.into();
+                r["kernel"] = kernel.as_str().into();
+            }
             std::fs::write(spec.log_dir.join(RESULT_FILE), serde_json::to_vec(&r).map_err(std::io::Error::other)?)
         };
         let exit = match &step {
@@ -167,6 +176,7 @@ impl Executor for MockExecutor {
             Step::BadCheck(ms) => report(*ms, false, false, None, None).map(|_| Exit::Code(0))?,
             Step::Hlo(ms, text) => report(*ms, false, true, Some(text), None).map(|_| Exit::Code(0))?,
             Step::Claims(ms, flops) => report(*ms, false, true, None, Some(*flops)).map(|_| Exit::Code(0))?,
+            Step::Trace { ms, .. } => report(*ms, false, true, None, None).map(|_| Exit::Code(0))?,
             Step::Silent => Exit::Code(0),
             Step::Crash(c) => Exit::Code(*c),
             Step::Signal(s) => Exit::Signal(*s),

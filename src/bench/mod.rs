@@ -642,6 +642,8 @@ fn read_trace(rec: &mut RunRecord, cfg: &Config, roots: &[&Path]) {
     let Some(path) = rec.trace.clone() else { return };
     let opts = kernel_times_only(cfg, rec);
     match safe_read::check_trace_path(&path, roots).map_err(anyhow::Error::from).and_then(|p| crate::trace::analyze(&p, &opts)) {
+        // A trace that contradicts the host's own steps keeps the host's timing.
+        Ok(report) if report.host_contradiction().is_some() => rec.trace_error = report.host_contradiction(),
         Ok(report) => match report.kernel {
             Some(k) if k.executions > 0 && k.median_us > 0.0 => {
                 rec.latency_ms = Some(k.median_us / 1e3);

@@ -174,14 +174,16 @@ pub fn parse_legacy(stdout: &str) -> Result<Option<LegacyResult>, ProtocolError>
     let Some(line) = result_line else { return Ok(None) };
     let mut out = LegacyResult::default();
     let mut latency = None;
-    for (k, v) in key_values(line) {
+    let fields = key_values(line);
+    once_each("RESULT", &fields)?;
+    for (k, v) in &fields {
         match k.as_str() {
             "latency" => {
-                latency = Some(parse_time_ms(&v).ok_or_else(|| perr(format!("RESULT line: latency={v} is not a time (e.g. 2.12ms)")))?)
+                latency = Some(parse_time_ms(v).ok_or_else(|| perr(format!("RESULT line: latency={v} is not a time (e.g. 2.12ms)")))?)
             }
-            "score" => out.score = Some(parse_number(&v, "score")?),
-            "util" => out.util_pct = Some(parse_number(v.trim_end_matches('%'), "util")?),
-            "tflops" => out.tflops = Some(parse_number(&v, "tflops")?),
+            "score" => out.score = Some(non_negative(v, "score")?),
+            "util" => out.util_pct = Some(non_negative(v.trim_end_matches('%'), "util")?),
+            "tflops" => out.tflops = Some(non_negative(v, "tflops")?),
             _ => {} // other figures are the benchmark's own business
         }
     }
@@ -196,18 +198,47 @@ pub fn parse_legacy(stdout: &str) -> Result<Option<LegacyResult>, ProtocolError>
         let mut words = line.split_whitespace();
         if let Some(first) = words.next() {
             if !first.contains('=') {
+                if !REGIME_WORDS.contains(&first) {
+                    return Err(perr(format!("REGIME line: {first:?} is not a regime; write one of {}", REGIME_WORDS.join(", "))));
+                }
                 out.regime = Some(first.to_string());
             }
         }
-        for (k, v) in key_values(line) {
+        let fields = key_values(line);
+        once_each("REGIME", &fields)?;
+        for (k, v) in &fields {
             match k.as_str() {
-                "bw" => out.bw_pct = Some(parse_number(v.trim_end_matches('%'), "BW")?),
-                "intensity" => out.intensity = Some(parse_number(&v, "intensity")?),
+                "bw" => out.bw_pct = Some(non_negative(v.trim_end_matches('%'), "BW")?),
+                "intensity" => out.intensity = Some(non_negative(v, "intensity")?),
                 _ => {}
             }
         }
     }
     Ok(Some(out))
+}
+
+/// The words a REGIME line may start with: the seed's two sides of the roofline, the
+/// latency-bound word every view of ratchet uses (`metrics::regime_word`), and the UNKNOWN
+/// that ratchet_bench.py prints without the chip's peaks.
+const REGIME_WORDS: [&str; 4] = ["COMPUTE-BOUND", "MEMORY-BOUND", "LATENCY-BOUND", "UNKNOWN"];
+
+/// A figure given twice on one line is ambiguous, whichever wins.
+fn once_each(what: &str, fields: &[(String, String)]) -> Result<(), ProtocolError> {
+    for (i, (k, v)) in fields.iter().enumerate() {
+        if let Some((_, w)) = fields[..i].iter().find(|(j, _)| j == k) {
+            return Err(perr(format!("{what} line gives {k} twice ({k}={w} and {k}={v}); give each figure once")));
+        }
+    }
+    Ok(())
+}
+
+/// A figure that cannot be negative (a score, a share of peak, a throughput, an intensity).
+fn non_negative(s: &str, what: &str) -> Result<f64, ProtocolError> {
+    let v = parse_number(s, what)?;
+    if v < 0.0 {
+        return Err(perr(format!("summary line: {what}={s} is negative; it cannot be")));
+    }
+    Ok(v)
 }
 
 /// `key=value` tokens of a summary line, keys lower-cased.
@@ -270,6 +301,23 @@ mod tests {
         assert!(parse_legacy("RESULT: score=3\n").unwrap_err().0.contains("latency"));
         assert!(parse_legacy("RESULT: latency=fast\n").unwrap_err().0.contains("latency=fast"));
         assert!(parse_legacy("RESULT: latency=-1ms\n").is_err());
+    }
+
+    #[test]
+    fn legacy_lines_are_held_to_their_fields() {
+        let err = |out: &str| parse_legacy(out).unwrap_err().0;
+        assert!(err("RESULT: latency=2ms util=-3%\n").contains("util=-3 is negative"));
+        assert!(err("RESULT: latency=2ms tflops=-1\n").contains("tflops=-1 is negative"));
+        assert!(err("RESULT: latency=2ms score=-5\n").contains("score=-5 is negative"));
+        assert!(err("RESULT: latency=2ms latency=3ms\n").contains("gives latency twice (latency=2ms and latency=3ms)"));
+        assert!(err("RESULT: latency=2ms\nREGIME: FAST  BW=3%\n").contains("\"FAST\" is not a regime; write one of COMPUTE-BOUND"));
+        assert!(err("RESULT: latency=2ms\nREGIME: MEMORY-BOUND  BW=-3%\n").contains("BW=-3 is negative"));
+        assert!(err("RESULT: latency=2ms\nREGIME: MEMORY-BOUND  intensity=1 intensity=2\n").contains("gives intensity twice"));
+        // The seed's own lines still read.
+        let r = parse_legacy("RESULT: score=847.3  latency=2.12ms  util=64.8%  tflops=127.4\nREGIME: LATENCY-BOUND  BW=38.2%\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.regime.as_deref(), Some("LATENCY-BOUND"));
     }
 
     #[test]

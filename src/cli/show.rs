@@ -365,14 +365,19 @@ fn last_ok(runs: &[RunRecord], side: Side) -> Option<&RunRecord> {
 /// The op breakdown of one side: from its `--deep` snapshots when it has them (more windows,
 /// averaged), else from its last run's trace. Returns where it came from and the ops.
 pub fn op_breakdown(runs: &[RunRecord], side: Side, opts: &AnalyzeOptions) -> Option<(String, Vec<OpStat>)> {
-    let snaps: Vec<&Path> = runs
+    // A snapshot directory has no result file: the kernel is the one its run named (as the
+    // run itself read its snapshots), unless the config names one.
+    let snaps: Vec<(&Path, AnalyzeOptions)> = runs
         .iter()
         .filter(|r| r.side == side && r.status == RunStatus::Ok)
-        .flat_map(|r| r.snapshots.iter().map(|s| s.path.as_path()))
+        .flat_map(|r| {
+            let opts = AnalyzeOptions { kernel: opts.kernel.clone().or_else(|| r.kernel.clone()), ..opts.clone() };
+            r.snapshots.iter().map(move |s| (s.path.as_path(), opts.clone()))
+        })
         .collect();
     if !snaps.is_empty() {
         let reports: Vec<Vec<OpStat>> =
-            snaps.iter().filter_map(|p| trace::analyze(p, opts).ok().and_then(|r| r.kernel).map(|k| k.op_breakdown)).collect();
+            snaps.iter().filter_map(|(p, o)| trace::analyze(p, o).ok().and_then(|r| r.kernel).map(|k| k.op_breakdown)).collect();
         if !reports.is_empty() {
             return Some((format!("{} snapshots", reports.len()), average_ops(&reports)));
         }

@@ -27,6 +27,27 @@ pub const JSON_EVENT_CAP: usize = 1_000_000;
 struct TraceFile {
     #[serde(rename = "traceEvents", default)]
     trace_events: Vec<Event>,
+    /// Written by PyTorch's profiler (Kineto), never by jax: how such a trace is told apart.
+    #[serde(rename = "schemaVersion", default)]
+    schema_version: Option<serde::de::IgnoredAny>,
+    #[serde(rename = "deviceProperties", default)]
+    device_properties: Option<serde::de::IgnoredAny>,
+}
+
+/// A process or thread id: a number, or a string as some writers use (PyTorch's "Spans"
+/// process), which stands for a number of its own.
+fn lenient_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(match Option::<Lenient>::deserialize(d)? {
+        Some(Lenient::Num(v)) if v.fract() == 0.0 && v >= 0.0 => Some(v as u64),
+        Some(Lenient::Num(v)) => Some(v.to_bits()),
+        Some(Lenient::Str(s)) => Some(s.trim().parse().unwrap_or_else(|_| {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            s.hash(&mut h);
+            h.finish() | 1 << 63
+        })),
+        _ => None,
+    })
 }
 
 /// A number, or a string holding one (jax writes `run_id` and TPU stats as strings); any other
@@ -77,6 +98,7 @@ struct Args {
     hlo_op: Option<Lenient>,
     hlo_module: Option<Lenient>,
     run_id: Option<Lenient>,
+    correlation_id: Option<Lenient>,
     program_id: Option<Lenient>,
     device_duration_ps: Option<Lenient>,
     hlo_category: Option<Lenient>,
@@ -91,13 +113,26 @@ struct Args {
 #[derive(Deserialize)]
 struct Event {
     ph: Option<String>,
+    #[serde(default, deserialize_with = "lenient_id")]
     pid: Option<u64>,
+    #[serde(default, deserialize_with = "lenient_id")]
     tid: Option<u64>,
+    cat: Option<String>,
     ts: Option<f64>,
     dur: Option<f64>,
     name: Option<String>,
     #[serde(default)]
     args: Args,
+}
+
+impl TraceFile {
+    /// PyTorch's profiler writes `schemaVersion` and `deviceProperties` at the top, and events of
+    /// categories jax never uses (`cpu_op`, `cuda_runtime`, `python_function`, ...).
+    fn is_pytorch(&self) -> bool {
+        const TORCH_CATS: [&str; 5] = ["cpu_op", "cuda_runtime", "python_function", "user_annotation", "gpu_memcpy"];
+        self.schema_version.is_some() && self.device_properties.is_some()
+            || self.trace_events.iter().any(|e| e.cat.as_deref().is_some_and(|c| TORCH_CATS.contains(&c)))
+    }
 }
 
 fn us_to_ps(us: f64) -> i64 {
@@ -118,6 +153,13 @@ pub fn analyze_json(path: &Path, opts: &AnalyzeOptions) -> anyhow::Result<TraceR
 pub(crate) fn analyze_json_with(path: &Path, opts: &AnalyzeOptions, require_kernel: bool) -> anyhow::Result<TraceReport> {
     let text = read_trace_text(path)?;
     let trace: TraceFile = serde_json::from_str(&text).with_context(|| format!("{} is not a Chrome trace JSON", path.display()))?;
+    if trace.is_pytorch() {
+        anyhow::bail!(
+            "{} is a PyTorch profiler trace (Kineto), not a JAX capture: ratchet reads what jax.profiler writes \
+             (<host>.xplane.pb, or its <host>.trace.json.gz); profile the kernel with jax.profiler.trace",
+            path.display()
+        );
+    }
     drop(text);
     analyze_events(path, trace, opts, require_kernel)
 }
@@ -215,23 +257,39 @@ fn analyze_events(path: &Path, mut trace: TraceFile, opts: &AnalyzeOptions, requ
         ops.finish(&mut st, device);
     }
 
-    // CPU: op events with `hlo_op` and `hlo_module`, one execution per (module, run_id).
+    // CPU: op events with `hlo_op` and `hlo_module` (a `correlation_id` marks a GPU launch
+    // instead), on any thread, one execution per (module, run_id); without a run_id, split by
+    // the host's dispatches as the xplane reader does.
     let host = st.device("/host:CPU", Mode::Cpu, 0);
     let mut lines: HashMap<(u64, u64), Vec<Rec>> = HashMap::new();
+    let mut dispatch_end: HashMap<(u64, u64), i64> = HashMap::new();
     for e in complete_events() {
         let a = &e.args;
+        let thread = (e.pid.unwrap_or(0), e.tid.unwrap_or(0));
+        let (start, dur) = (us_to_ps(e.ts.unwrap_or(0.0)), us_to_ps(e.dur.unwrap_or(0.0)));
+        if e.name.as_deref().is_some_and(scan::is_dispatch) {
+            let end = dispatch_end.entry(thread).or_insert(i64::MIN);
+            if start >= *end {
+                st.dispatches.push(start);
+                *end = start.saturating_add(dur);
+            }
+        }
+        if a.correlation_id.is_some() {
+            continue;
+        }
         let (Some(op), Some(module)) = (a.hlo_op.as_ref().and_then(Lenient::as_str), a.hlo_module.as_ref().and_then(Lenient::as_str))
         else {
             continue;
         };
         let program = a.program_id.as_ref().and_then(Lenient::as_u64);
-        let run = a.run_id.as_ref().and_then(Lenient::as_i64).unwrap_or(0);
         let slot = st.slot(SlotKey { pallas: false, name: module.to_string(), program });
         let group = st.group(slot, host);
-        let (start, dur) = (us_to_ps(e.ts.unwrap_or(0.0)), us_to_ps(e.dur.unwrap_or(0.0)));
-        st.add_exec(group, run, start, start.saturating_add(dur));
+        match a.run_id.as_ref().and_then(Lenient::as_i64) {
+            Some(run) => st.add_exec(group, run, start, start.saturating_add(dur)),
+            None => st.unnumbered.push((group, start, start.saturating_add(dur))),
+        }
         let op = st.ops.intern(program, op, None, None, None);
-        lines.entry((e.pid.unwrap_or(0), e.tid.unwrap_or(0))).or_default().push(Rec { start, span: dur, time: dur, group, op });
+        lines.entry(thread).or_default().push(Rec { start, span: dur, time: dur, group, op });
     }
     let mut threads: Vec<(u64, u64)> = lines.keys().copied().collect();
     threads.sort_unstable();
@@ -240,11 +298,20 @@ fn analyze_events(path: &Path, mut trace: TraceFile, opts: &AnalyzeOptions, requ
             nest_sorted(recs, &mut st.table);
         }
     }
-    let names: Vec<String> = threads
+    // Named as the xplane reader names its lines: per process, its threads.
+    let mut per_process: Vec<(u64, Vec<String>)> = Vec::new();
+    for k in &threads {
+        let name = thread.get(k).copied().unwrap_or("?").to_string();
+        match per_process.iter_mut().find(|p| p.0 == k.0) {
+            Some(p) => p.1.push(name),
+            None => per_process.push((k.0, vec![name])),
+        }
+    }
+    let names: Vec<String> = per_process
         .iter()
-        .map(|k| format!("{} / {}", process.get(&k.0).copied().unwrap_or("?"), thread.get(k).copied().unwrap_or("?")))
+        .map(|(pid, ts)| format!("{} / {}", process.get(pid).copied().unwrap_or("?"), scan::cpu_line_names(ts)))
         .collect();
-    st.cpu_source = Some(format!("{} (trace.json.gz; op events grouped by hlo_module, run_id)", names.join(", ")));
+    st.cpu_source = Some(names.join("; "));
 
     // The user's `kernel_step` annotations.
     let re = regex::Regex::new(r"^kernel_step(_\d+)?$").expect("static regex");
@@ -253,7 +320,12 @@ fn analyze_events(path: &Path, mut trace: TraceFile, opts: &AnalyzeOptions, requ
         st.steps.push((start, start.saturating_add(us_to_ps(e.dur.unwrap_or(0.0)))));
     }
 
+    warnings.extend(st.split_unnumbered());
+    let dispatch = trace.trace_events.iter().filter_map(|e| e.name.as_deref()).find(|n| scan::is_dispatch(n));
     let collected = scan::finish(st, warnings);
+    if let (true, Some(name)) = (collected.modules.is_empty(), dispatch) {
+        return Err(super::no_op_events(&path.display().to_string(), name));
+    }
     if collected.modules.is_empty() {
         anyhow::bail!(
             "{} holds neither TPU module events (`/device:TPU:N` processes with an `XLA Modules` thread) \
@@ -296,7 +368,7 @@ mod tests {
         let k = r.kernel.unwrap();
         assert_eq!(k.per_execution_us, vec![10.0, 6.0]);
         assert_eq!(k.median_us, 8.0);
-        assert!(r.source.contains("/host:CPU / tf_XLAPjRtCpuClient/1"));
+        assert!(r.source.contains("/host:CPU / tf_XLAPjRtCpuClient/*"), "{}", r.source);
         let dot = k.op_breakdown.iter().find(|o| o.name == "dot.2").unwrap();
         assert_eq!((dot.count, dot.total_us, dot.category.as_str()), (2, 7.0, "dot"));
     }

@@ -267,7 +267,17 @@ fn analyze_xplane_file_with(path: &Path, opts: &AnalyzeOptions, require_kernel: 
         Some(m)
     };
     let data: &[u8] = map.as_deref().unwrap_or(&[]);
+    if len == 0 {
+        anyhow::bail!(
+            "{} is empty (0 bytes): the profiler did not finish writing it (a run killed while profiling, or a full \
+             disk); run the benchmark again",
+            path.display()
+        );
+    }
     let space = xplane::parse_skeleton(data).with_context(|| format!("cannot decode {}", path.display()))?;
+    if space.planes.is_empty() {
+        anyhow::bail!("{} ({len} bytes) holds no planes: it is not a jax.profiler capture (an XSpace)", path.display());
+    }
     report_from_space(&space, &path.display().to_string(), opts, require_kernel)
 }
 
@@ -285,6 +295,17 @@ fn report_from_space(
     let collected = scan::scan(space, !opts.times_only).with_context(|| format!("cannot decode {capture}"))?;
     if collected.modules.is_empty() {
         let planes: Vec<&str> = space.planes.iter().map(|p| p.name).collect();
+        let dispatches = space
+            .planes
+            .iter()
+            .filter(|p| p.name.starts_with("/host:"))
+            .flat_map(|p| p.event_metadata.values())
+            .filter(|m| scan::is_dispatch(m.name))
+            .map(|m| m.name)
+            .next();
+        if let Some(name) = dispatches {
+            return Err(no_op_events(capture, name));
+        }
         anyhow::bail!(
             "{capture}: no executed XLA module found (no TPU `XLA Modules` events, no GPU \
              kernels with `hlo_module`, no CPU op events with `hlo_op`); planes: {}",
@@ -292,6 +313,42 @@ fn report_from_space(
         );
     }
     build_report(collected, capture, CaptureFormat::Xplane, opts, require_kernel, Some(space))
+}
+
+/// The refusal for a CPU capture that records the host's calls but no op ran inside them.
+pub(crate) fn no_op_events(capture: &str, dispatch: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{capture}: this CPU capture records the host's calls (`{dispatch}` events) but no XLA op events, as \
+         jax 0.4.30 and 0.6.x write on CPU: it holds no kernel time to read. Capture with another jax \
+         (0.4.38, 0.5.x, 0.7 and later write op events), or set [trace] latency = \"host\" to time the \
+         kernel from the benchmark alone"
+    )
+}
+
+impl TraceReport {
+    fn with_host_check(mut self) -> TraceReport {
+        self.warnings.extend(self.host_contradiction());
+        self
+    }
+
+    /// A contradiction between the trace and the host, when the capture has `kernel_step`
+    /// annotations: every profiled call waits for the kernel inside its step, so a median
+    /// execution longer than the longest step (the host's median plus its own spread) means
+    /// the executions were not told apart (merged) or the trace's clock is off.
+    pub fn host_contradiction(&self) -> Option<String> {
+        let k = self.kernel.as_ref()?;
+        let longest = self.host_steps_us.iter().copied().fold(f64::NAN, f64::max);
+        (k.median_us > longest).then(|| {
+            format!(
+                "the trace's median execution of {} ({:.1} us) is longer than the longest of the host's {} kernel_step \
+                 annotations ({longest:.1} us), each of which waits for one: the trace's executions are not the calls; \
+                 its time is not used",
+                k.name,
+                k.median_us,
+                self.host_steps_us.len()
+            )
+        })
+    }
 }
 
 /// The report from collected executions: the kernel chosen (by pattern, or the one obvious
@@ -370,5 +427,6 @@ pub(crate) fn build_report(
         host_steps_us: c.steps.iter().map(|&(s, e)| (e - s) as f64 / 1e6).collect(),
         ops_by_module,
         warnings,
-    })
+    }
+    .with_host_check())
 }

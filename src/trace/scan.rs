@@ -31,6 +31,7 @@ const C_DEVICE_DURATION: usize = 6;
 const K_STEP: u8 = 1;
 const K_MODULE_WINDOW: u8 = 2;
 const K_THUNK_WINDOW: u8 = 3;
+const K_DISPATCH: u8 = 4;
 
 /// A module (or Pallas kernel) as met in the pass.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -94,6 +95,13 @@ pub(crate) struct State {
     /// Overrides the CPU source description (the Chrome-trace reader names its threads).
     pub(crate) cpu_source: Option<String>,
     unique: i64,
+    /// Starts of the host's executable dispatches, and the CPU op events (group, start, end)
+    /// that carry no `run_id`, to be split into executions by them.
+    pub(crate) dispatches: Vec<i64>,
+    pub(crate) unnumbered: Vec<(u32, i64, i64)>,
+    split_index: FxMap<(u32, u32), u32>,
+    /// How CPU op events were split into executions, when not by `run_id`.
+    cpu_split: Option<&'static str>,
     /// Per TPU device, the spans (ps) of its compute and DMA rows of a `TRACE_COMPUTE` capture.
     pipeline: HashMap<String, PipelineRows>,
 }
@@ -138,6 +146,44 @@ impl State {
         }
     }
 
+    /// Splits the CPU op events that carry no `run_id` into executions by what the capture
+    /// does carry: each belongs to the latest host dispatch that started before it (a
+    /// benchmark waits for each call, so one dispatch's ops end before the next begins); with
+    /// no dispatch events, the latest step annotation; with neither, the events are one
+    /// execution per module and a warning says so.
+    pub(crate) fn split_unnumbered(&mut self) -> Option<String> {
+        if self.unnumbered.is_empty() {
+            return None;
+        }
+        let mut bounds = std::mem::take(&mut self.dispatches);
+        self.cpu_split = Some("host dispatch (the op events carry no run_id)");
+        if bounds.is_empty() {
+            bounds = self.steps.iter().map(|s| s.0).collect();
+            self.cpu_split = Some("step annotation (the op events carry no run_id, and no dispatch is recorded)");
+        }
+        bounds.sort_unstable();
+        let events = std::mem::take(&mut self.unnumbered);
+        let warning = bounds.is_empty().then(|| {
+            self.cpu_split = Some("module only (no run_id, dispatch or step to split executions by)");
+            format!(
+                "{} op event(s) carry no run_id and the capture records no dispatch or step to tell executions apart: \
+                 each module reads as one execution; capture with jax 0.7 or later, or keep the benchmark's own timing",
+                events.len()
+            )
+        });
+        for (group, start, end) in events {
+            let bound = bounds.partition_point(|&b| b <= start) as u32;
+            let next = self.execs.len() as u32;
+            let i = *self.split_index.entry((group, bound)).or_insert(next);
+            if i == next {
+                self.execs.push((group, Exec::new(start, end)));
+            } else {
+                self.execs[i as usize].1.extend(start, end);
+            }
+        }
+        warning
+    }
+
     pub(crate) fn fresh_key(&mut self) -> i64 {
         self.unique += 1;
         self.unique
@@ -170,9 +216,21 @@ fn codes_for(plane: &XPlane<'_>, wanted: &[(&str, usize)]) -> StatCodes {
     codes
 }
 
-/// Whether a host line is an XLA CPU executor thread.
-pub(crate) fn is_cpu_executor_line(name: &str) -> bool {
-    name.starts_with("tf_XLA") || name.contains("XLAPjRtCpuClient") || name.contains("XLATfrtCpuClient")
+/// The host lines whose op events gave executions, as a reader can find them: the XLA
+/// executor threads (`tf_XLAPjRtCpuClient/<id>`, many) by their prefix, any other thread (the
+/// caller's, for a computation run inline) by its name.
+pub(crate) fn cpu_line_names(lines: &[String]) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for l in lines {
+        let name = match l.split_once('/') {
+            Some((prefix, _)) if prefix.starts_with("tf_XLA") => format!("{prefix}/*"),
+            _ => l.clone(),
+        };
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.join(", ")
 }
 
 fn device_index(name: &str, prefix: &str) -> Option<u32> {
@@ -198,6 +256,7 @@ pub(crate) fn scan(space: &XSpace<'_>, with_ops: bool) -> Result<Collected, Deco
         }
     }
     let mut warnings = resolve_gpu(&mut st, with_ops);
+    warnings.extend(st.split_unnumbered());
     let impossible: usize = space.planes.iter().flat_map(|p| &p.lines).map(|l| l.impossible_durations.get()).sum();
     if impossible > 0 {
         warnings.push(impossible_warning(impossible));
@@ -551,57 +610,72 @@ fn scan_host(st: &mut State, plane: &XPlane<'_>, step_re: &Regex, with_ops: bool
             kinds.set(m.id, K_MODULE_WINDOW);
         } else if is_thunk_window(m.name) {
             kinds.set(m.id, K_THUNK_WINDOW);
+        } else if is_dispatch(m.name) {
+            kinds.set(m.id, K_DISPATCH);
         }
     }
     let mut op_refs = RefCache::default();
     let mut nester = Nester::default();
     let host = st.device(plane.name, Mode::Cpu, 0);
     for line in &plane.lines {
-        let executor = is_cpu_executor_line(line.name);
-        let thread = st.windows.len() as u32;
-        st.windows.push(ThreadWindows::default());
-        if executor {
-            let n = scan_cpu_executor_line(st, plane, line, &codes, &mut op_refs, &mut nester, host, with_ops)?;
-            st.events += n as u64;
-            continue;
-        }
-        let mut tw = ThreadWindows::default();
-        let (steps, launches) = (&mut st.steps, &mut st.launches);
-        st.events += line.scan_events(&codes, |ev| {
-            let start = line.start_ps_of(ev.offset_ps);
-            match kinds.get(ev.metadata_id) {
-                0 => {}
-                K_STEP => steps.push((start, start.saturating_add(ev.duration_ps))),
-                K_MODULE_WINDOW => tw.module.push((start, start.saturating_add(ev.duration_ps))),
-                _ => tw.thunk.push((start, start.saturating_add(ev.duration_ps))),
-            }
-            if let Some(c) = ev.stats[C_CORRELATION].and_then(|v| v.as_i64()) {
-                launches.entry(c).or_insert((thread, start));
-            }
-        })? as u64;
-        st.windows[thread as usize] = tw;
+        let n = scan_host_line(st, plane, line, &codes, &kinds, &mut op_refs, &mut nester, host, with_ops)?;
+        st.events += n as u64;
     }
     Ok(())
 }
 
-/// The CPU executor path, the bulk of a CPU capture: op events grouped by (`hlo_module`,
-/// `program_id`, `run_id`); consecutive events mostly share their module and execution, so
-/// the last lookups are cached.
+/// A host-side dispatch of a compiled executable (`TfrtCpuExecutable::Execute` in jax 0.4.x,
+/// `PjRtCpuExecutable::Execute` later, with an `ExecuteHelper` inside, or alone as in 0.6.x):
+/// where a CPU execution begins when op events carry no `run_id`.
+pub(crate) fn is_dispatch(name: &str) -> bool {
+    name.ends_with("Executable::Execute") || name.ends_with("Executable::ExecuteHelper")
+}
+
+/// One host line, the bulk of a CPU capture: its op events (with `hlo_op` and `hlo_module`,
+/// and no `correlation_id`, which marks a GPU launch instead) grouped by (`hlo_module`,
+/// `program_id`, `run_id`) on whatever thread ran them (the XLA executor threads, or the
+/// caller's own thread for a computation run inline); its steps, GPU module windows, launches
+/// and dispatches. Consecutive op events mostly share their module and execution, so the last
+/// lookups are cached.
 #[allow(clippy::too_many_arguments)]
-fn scan_cpu_executor_line(
+fn scan_host_line(
     st: &mut State,
     plane: &XPlane<'_>,
     line: &XLine<'_>,
     codes: &StatCodes,
+    kinds: &StatCodes,
     op_refs: &mut RefCache,
     nester: &mut Nester,
     host: u32,
     with_ops: bool,
 ) -> Result<usize, DecodeError> {
+    let thread = st.windows.len() as u32;
+    let mut tw = ThreadWindows::default();
     let mut last_module: Option<(StatValue<'_>, Option<u64>, u32)> = None;
     let mut last_exec: Option<(u32, i64, u32)> = None;
+    let mut last_dispatch_end = i64::MIN;
     let mut used = false;
     let n = line.scan_events(codes, |ev| {
+        let start = line.start_ps_of(ev.offset_ps);
+        let end = start.saturating_add(ev.duration_ps);
+        let correlation = ev.stats[C_CORRELATION].and_then(|v| v.as_i64());
+        match kinds.get(ev.metadata_id) {
+            0 => {}
+            K_STEP => st.steps.push((start, end)),
+            K_MODULE_WINDOW => tw.module.push((start, end)),
+            K_THUNK_WINDOW => tw.thunk.push((start, end)),
+            _ => {
+                // Only the outermost of nested dispatch events starts an execution.
+                if start >= last_dispatch_end {
+                    st.dispatches.push(start);
+                    last_dispatch_end = end;
+                }
+            }
+        }
+        if let Some(c) = correlation {
+            st.launches.entry(c).or_insert((thread, start));
+            return;
+        }
         let (Some(op), Some(module)) = (ev.stats[C_HLO_OP], ev.stats[C_HLO_MODULE]) else { return };
         let program = ev.stats[C_PROGRAM_ID].and_then(|v| v.as_u64());
         let group = match last_module {
@@ -630,26 +704,31 @@ fn scan_cpu_executor_line(
             },
         };
         used = true;
-        let start = line.start_ps_of(ev.offset_ps);
-        let end = start.saturating_add(ev.duration_ps);
-        let run = ev.stats[C_RUN_ID].and_then(|v| v.as_i64()).unwrap_or(0);
-        match last_exec {
-            Some((g, r, i)) if g == group && r == run => st.execs[i as usize].1.extend(start, end),
-            _ => {
-                st.add_exec(group, run, start, end);
-                let i = st.exec_index[&(group, run)];
-                last_exec = Some((group, run, i));
-            }
+        match ev.stats[C_RUN_ID].and_then(|v| v.as_i64()) {
+            Some(run) => match last_exec {
+                Some((g, r, i)) if g == group && r == run => st.execs[i as usize].1.extend(start, end),
+                _ => {
+                    st.add_exec(group, run, start, end);
+                    let i = st.exec_index[&(group, run)];
+                    last_exec = Some((group, run, i));
+                }
+            },
+            // No run_id (jax 0.4.x): the execution is found once every dispatch is known.
+            None => st.unnumbered.push((group, start, end)),
         }
         if with_ops {
             nester.push(Rec { start, span: ev.duration_ps, time: ev.duration_ps, group, op: op_id });
         }
     })?;
+    st.windows.push(tw);
     if with_ops && !nester.end_line(&mut st.table) {
         // Out of time order: decode this line again and nest it sorted (rare; costs one more
         // pass over this line only).
         let mut recs: Vec<Rec> = Vec::new();
         line.scan_events(codes, |ev| {
+            if ev.stats[C_CORRELATION].is_some() {
+                return;
+            }
             let (Some(op), Some(module)) = (ev.stats[C_HLO_OP], ev.stats[C_HLO_MODULE]) else { return };
             let program = ev.stats[C_PROGRAM_ID].and_then(|v| v.as_u64());
             let (Some(name), Some(op_name)) = (stat_string(plane, &module), stat_string(plane, &op)) else { return };
@@ -838,9 +917,16 @@ pub(crate) fn finish(st: State, warnings: Vec<String>) -> Collected {
         let key = &st.slots[slot as usize];
         let dev = &st.devices[devs[primary].0 as usize];
         let source = match mode {
-            Mode::Cpu => st.cpu_source.clone().unwrap_or_else(|| {
-                format!("{} / tf_XLAPjRtCpuClient/* ({} line(s); op events grouped by hlo_module, run_id)", st.cpu_plane, st.cpu_lines)
-            }),
+            Mode::Cpu => {
+                let grouping = match st.cpu_split {
+                    Some(by) => format!("op events grouped by hlo_module, split by {by}"),
+                    None => "op events grouped by hlo_module, run_id".to_string(),
+                };
+                match &st.cpu_source {
+                    Some(threads) => format!("{threads} (trace.json.gz; {grouping})"),
+                    None => format!("{} / {} ({} line(s); {grouping})", st.cpu_plane, cpu_line_names(&dev.lines), st.cpu_lines),
+                }
+            }
             Mode::Tpu if key.pallas => format!("{} / XLA Ops (custom call)", dev.name),
             _ => format!("{} / {}", dev.name, dev.lines.join(", ")),
         };
@@ -993,6 +1079,94 @@ mod tests {
         // GPU:1's one execution spans both of its kernels: 110 .. 450 ps.
         assert_eq!(m.devices[1].median_us * 1e6, 340.0);
         assert_eq!(r.kernel.as_ref().unwrap().per_execution_us.iter().map(|u| u * 1e6).collect::<Vec<_>>(), vec![50.0, 50.0]);
+    }
+
+    /// A CPU host plane: a caller line (`python3`) with `events` plus an executor line with
+    /// `executor`; stats 1-4 are hlo_module, hlo_op, run_id, correlation_id; events 1-4 are an
+    /// op, a dispatch (`TfrtCpuExecutable::Execute`), a step (`kernel_step`), a GPU launch.
+    fn cpu_host(caller: &[W], executor: &[W]) -> crate::trace::TraceReport {
+        let md = [
+            stat_md(1, "hlo_module"),
+            stat_md(2, "hlo_op"),
+            stat_md(3, "run_id"),
+            stat_md(4, "correlation_id"),
+            event_md(1, "op", ""),
+            event_md(2, "TfrtCpuExecutable::Execute", ""),
+            event_md(3, "kernel_step", ""),
+            event_md(4, "hipLaunchKernel", ""),
+        ];
+        let lines = [line(1, "python3", caller), line(2, "tf_XLATfrtCpuClient/7", executor)];
+        let data = space(&[plane("/host:CPU", &lines, &md)]);
+        let sp = xplane::parse_skeleton(&data).unwrap();
+        analyze_space(&sp, "t", &AnalyzeOptions { kernel: Some("jit_k".into()), ..Default::default() }).unwrap()
+    }
+
+    fn op(offset: i64, dur: i64, run: Option<&'static str>) -> W {
+        match run {
+            Some(r) => event(1, offset, dur, &[(1, 5, "jit_k"), (2, 5, "add.1"), (3, 4, r)]),
+            None => event(1, offset, dur, &[(1, 5, "jit_k"), (2, 5, "add.1")]),
+        }
+    }
+
+    fn times_ps(r: &crate::trace::TraceReport) -> Vec<f64> {
+        r.kernel.as_ref().unwrap().per_execution_us.iter().map(|u| (u * 1e6).round()).collect()
+    }
+
+    #[test]
+    fn ops_run_inline_on_the_callers_thread_are_executions() {
+        // jax 0.10 runs a cheap computation on the calling thread: its op events sit on the
+        // `python3` line, beside the executor's. A GPU launch there (it carries a
+        // correlation_id) is not a CPU op.
+        let caller = [op(0, 10, Some("1")), op(100, 12, Some("2")), event(4, 200, 5, &[(1, 5, "jit_k"), (2, 5, "add.1"), (4, 4, "9")])];
+        let r = cpu_host(&caller, &[op(300, 20, Some("3"))]);
+        assert_eq!(times_ps(&r), vec![10.0, 12.0, 20.0]);
+        assert_eq!(r.source, "/host:CPU / python3, tf_XLATfrtCpuClient/* (2 line(s); op events grouped by hlo_module, run_id)");
+    }
+
+    #[test]
+    fn ops_without_run_id_are_split_by_the_hosts_dispatches() {
+        // jax 0.4.x: no run_id. Three calls, each dispatched (nested Execute events count once)
+        // and run on the executor, one of them over two ops.
+        let caller = [event(2, 0, 30, &[]), event(2, 1, 20, &[]), event(2, 1000, 30, &[]), event(2, 2000, 30, &[])];
+        let executor = [op(40, 100, None), op(1040, 50, None), op(1100, 30, None), op(2040, 70, None)];
+        let r = cpu_host(&caller, &executor);
+        assert_eq!(times_ps(&r), vec![100.0, 90.0, 70.0]);
+        assert!(r.source.contains("split by host dispatch (the op events carry no run_id)"), "{}", r.source);
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    }
+
+    #[test]
+    fn ops_without_run_id_or_dispatch_are_split_by_steps() {
+        let caller = [event(3, 0, 500, &[]), event(3, 1000, 500, &[])];
+        let r = cpu_host(&caller, &[op(40, 100, None), op(1040, 50, None), op(1100, 30, None)]);
+        assert_eq!(times_ps(&r), vec![100.0, 90.0]);
+        assert!(r.source.contains("split by step annotation"), "{}", r.source);
+    }
+
+    #[test]
+    fn ops_that_cannot_be_split_say_so() {
+        let r = cpu_host(&[], &[op(40, 100, None), op(1040, 50, None)]);
+        assert_eq!(times_ps(&r), vec![1050.0]);
+        assert!(
+            r.warnings.iter().any(|w| w.contains("2 op event(s) carry no run_id") && w.contains("each module reads as one execution")),
+            "{:?}",
+            r.warnings
+        );
+    }
+
+    #[test]
+    fn executions_longer_than_every_host_step_are_a_contradiction() {
+        // One run_id over two calls (a capture whose run ids repeat): the merged execution
+        // (1050 ps) is longer than either step (500 ps) that waited for a call.
+        let caller = [event(3, 0, 500, &[]), event(3, 1000, 500, &[])];
+        let r = cpu_host(&caller, &[op(40, 100, Some("5")), op(1040, 50, Some("5"))]);
+        assert_eq!(times_ps(&r), vec![1050.0]);
+        let w = r.host_contradiction().expect("a contradiction");
+        assert!(w.contains("longer than the longest of the host's 2 kernel_step annotations"), "{w}");
+        assert!(r.warnings.contains(&w));
+        // Split properly, the same capture agrees with its steps.
+        let r = cpu_host(&caller, &[op(40, 100, Some("5")), op(1040, 50, Some("6"))]);
+        assert_eq!(r.host_contradiction(), None);
     }
 
     /// A TPU device plane of one module executed at 0..1000 and 2000..3000 ps, with a

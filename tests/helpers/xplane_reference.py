@@ -10,6 +10,7 @@ reader. Run it from the repository root:
 
 and copy the figures it prints into the constants of tests/traces/shared_captures.rs.
 """
+import glob
 import os
 import re
 import statistics
@@ -289,19 +290,40 @@ def report(path):
                     groups[(p.name, name, exec_key)].append(start_end(l, e))
                     source = "Stream"
     if source is None:
+        # CPU: op events (hlo_op and hlo_module, no correlation_id, which marks a GPU launch)
+        # of every host line, the caller's own thread included. Without a run_id an event
+        # belongs to the latest host dispatch (outermost `...Executable::Execute` or
+        # `...Executable::ExecuteHelper` event of its line) that started at or before it; with
+        # no dispatch, to the latest kernel_step annotation.
+        dispatch_re = re.compile(r".*Executable::Execute(Helper)?")
+        step_re = re.compile(r"kernel_step(_\d+)?")
+        dispatches, step_starts, unnumbered = [], [], []
         for p in space.planes:
             if not p.name.startswith("/host:"):
                 continue
             for l in p.lines:
-                if not l.name.startswith("tf_XLA"):
-                    continue
-                for e in l.events:
+                outer_end = None
+                for e in sorted(l.events, key=lambda e: (start_end(l, e)[0], -e.duration_ps)):
+                    name = p.event_metadata[e.metadata_id].name
+                    s0, s1 = start_end(l, e)
+                    if dispatch_re.fullmatch(name) and (outer_end is None or s0 >= outer_end):
+                        dispatches.append(s0)
+                        outer_end = s1
+                    if step_re.fullmatch(name):
+                        step_starts.append(s0)
                     s = stats_of(p, e.stats)
-                    if "hlo_op" not in s or "hlo_module" not in s:
+                    if "hlo_op" not in s or "hlo_module" not in s or "correlation_id" in s:
                         continue
                     name = f"{s['hlo_module']}({s['program_id']})" if "program_id" in s else s["hlo_module"]
-                    groups[("host", name, s.get("run_id"))].append(start_end(l, e))
-                    source = f"{p.name} / tf_XLA*"
+                    if "run_id" in s:
+                        groups[("host", name, ("run", s["run_id"]))].append((s0, s1))
+                    else:
+                        unnumbered.append((name, s0, s1))
+                    source = f"{p.name} / host lines"
+        bounds = sorted(dispatches) or sorted(step_starts)
+        for name, s0, s1 in unnumbered:
+            n = sum(1 for b in bounds if b <= s0)
+            groups[("host", name, ("split", n))].append((s0, s1))
     print(f"  source: {source}")
     per_module = defaultdict(lambda: defaultdict(list))  # module -> device -> [(start, span, ops)]
     for (dev, mod, key), iv in groups.items():
@@ -344,6 +366,7 @@ if __name__ == "__main__":
         os.path.join(root, "jax-cpu-0.10.2", "flash_attention_5iters.xplane.pb"),
         os.path.join(root, "tpu-v6e-xprof", "tpu_inference_2.xplane.pb"),
         os.path.join(root, "amd-mi300x-jax0.8", "attention.xplane.pb"),
-    ]
+    ] + sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "captures", "*",
+                                      "steps.xplane.pb")))
     for p in paths:
         report(os.path.normpath(p))

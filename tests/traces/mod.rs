@@ -1,6 +1,7 @@
 //! Reading captures and HLO: figures per execution and per op, the roofline, the diagnosis.
 
 mod cost_model;
+mod cpu_layouts;
 mod diagnosis_evidence;
 mod diagnosis_rule_sources;
 mod diagnosis_rules;
