@@ -1017,10 +1017,24 @@ def measure(fn, args, *, flops=None, bytes=None, min_bytes=None, check=None, ker
         result["snapshots"] = snapshots
     result["environment"] = environment()
     result["kernel_calls"] = _CALLS - calls_before
+    peak = peak_memory_bytes()
+    if peak is not None:
+        result["peak_memory_bytes"] = peak
     phases.lap("result_write")
     result["phases_s"] = {k: phases.s[k] for k in PHASES if k in phases.s}
     write_result(s.out_dir, result)
     return result
+
+
+def peak_memory_bytes():
+    """The default device's peak memory in use so far (jax's `memory_stats()`, which GPU and
+    TPU backends give and the CPU one does not), or None."""
+    try:
+        stats = jax.local_devices()[0].memory_stats()
+    except Exception:
+        return None
+    peak = (stats or {}).get("peak_bytes_in_use")
+    return int(peak) if isinstance(peak, (int, float)) and peak > 0 else None
 
 
 # The share of the time the roofline leaves unexplained above which a kernel reaches less than

@@ -37,7 +37,7 @@ import ratchet_bench as rb  # noqa: E402
 ALLOWED_KEYS = {
     "version", "latencies_ms", "flops", "bytes", "min_bytes", "check", "trace", "hlo",
     "kernel", "backend", "device", "throttled", "meta", "snapshots", "kernel_body", "environment",
-    "compiler_figures", "phases_s", "kernel_calls",
+    "compiler_figures", "phases_s", "kernel_calls", "peak_memory_bytes",
 }
 
 BENCH_SCRIPT = textwrap.dedent(
@@ -298,6 +298,32 @@ class FailureRunTest(unittest.TestCase):
         proc = run_bench("ok", self.env, self.tmp.name)
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn("RATCHET_ITERS=0 must be at least 1", proc.stderr)
+
+
+class PeakMemoryTest(unittest.TestCase):
+    """The device's peak memory in use, as `memory_stats()` gives it (GPU, TPU), else none."""
+
+    def device(self, stats):
+        d = mock.Mock()
+        d.memory_stats.return_value = stats
+        return d
+
+    def test_a_device_that_reports_memory(self):
+        with mock.patch.object(rb.jax, "local_devices", return_value=[self.device({"peak_bytes_in_use": 3 << 30})]):
+            self.assertEqual(rb.peak_memory_bytes(), 3 << 30)
+
+    def test_a_device_that_does_not(self):
+        for stats in (None, {}, {"peak_bytes_in_use": 0}):
+            with mock.patch.object(rb.jax, "local_devices", return_value=[self.device(stats)]):
+                self.assertIsNone(rb.peak_memory_bytes())
+        broken = mock.Mock()
+        broken.memory_stats.side_effect = RuntimeError("unimplemented")
+        with mock.patch.object(rb.jax, "local_devices", return_value=[broken]):
+            self.assertIsNone(rb.peak_memory_bytes())
+
+    def test_the_cpu_run_records_none(self):
+        if jax.default_backend() == "cpu":
+            self.assertIsNone(rb.peak_memory_bytes())
 
 
 class SettingsTest(unittest.TestCase):

@@ -155,6 +155,9 @@ pub struct RunRecord {
     /// Kernel calls the process made (the result file's `kernel_calls`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_calls: Option<u64>,
+    /// The device's peak memory in use, bytes (the result file's `peak_memory_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory_bytes: Option<f64>,
     /// Ratchet's own time after the process exited: reading the result file, the HLO, the
     /// kernel bodies and the trace, and the gates, up to the record being complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -384,6 +387,7 @@ fn read_run(out: &executor::RunOutput, cfg: &Config, ctx: &RunContext, hw: Optio
         phase: None,
         phases_s: None,
         kernel_calls: None,
+        peak_memory_bytes: None,
         after_exit_s: None,
         forked: out.forked,
     };
@@ -696,6 +700,7 @@ fn read_report(rec: &mut RunRecord, summary_lines: &[String]) -> Result<(), Stri
         rec.environment = r.environment.clone();
         rec.phases_s = r.phases_s.clone();
         rec.kernel_calls = r.kernel_calls;
+        rec.peak_memory_bytes = r.peak_memory_bytes;
         rec.snapshots = r
             .snapshots
             .iter()

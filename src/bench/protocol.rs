@@ -88,6 +88,10 @@ pub struct ResultFile {
     /// How many times the process called the kernel (warmup, measured, profiled, snapshots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_calls: Option<u64>,
+    /// The device's peak memory in use over the run, bytes (jax's `memory_stats()`
+    /// `peak_bytes_in_use`; GPU and TPU give it, CPU does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_memory_bytes: Option<f64>,
 }
 
 /// The shortest time a run may report: 1 ps. Below it a time is a unit mistake or a denormal
@@ -137,7 +141,7 @@ pub fn parse_result_file(text: &str) -> Result<ResultFile, ProtocolError> {
             "{RESULT_FILE}: latencies_ms[{i}] = {v:e} is not a usable time; each must lie in [{MIN_LATENCY_MS:e}, {MAX_LATENCY_MS:e}] ms"
         )));
     }
-    for (name, v) in [("flops", r.flops), ("bytes", r.bytes), ("min_bytes", r.min_bytes)] {
+    for (name, v) in [("flops", r.flops), ("bytes", r.bytes), ("min_bytes", r.min_bytes), ("peak_memory_bytes", r.peak_memory_bytes)] {
         if let Some(v) = v {
             if !(v.is_finite() && v > 0.0 && v <= MAX_COUNT) {
                 return Err(perr(format!("{RESULT_FILE}: \"{name}\" = {v:e} must be a positive number of at most {MAX_COUNT:e}")));

@@ -332,6 +332,10 @@ pub struct RetryArgs {
 pub struct ShowArgs {
     /// The experiment's id (the `id` column of `ratchet results`).
     pub id: u64,
+    /// Compare with experiment ID instead: the A/B table (step time, MXU util, top hotspot,
+    /// peak HBM, with deltas) of the two experiments' candidates, medians over their runs.
+    #[arg(long, value_name = "ID")]
+    pub vs: Option<u64>,
     /// Print one JSON object (docs/json.md) instead of the report.
     #[arg(long)]
     pub json: bool,

@@ -213,6 +213,7 @@ pub fn show(
     runs: &[RunRecord],
     findings: &[crate::diagnose::Finding],
     cliffs: &[crate::diagnose::cliff::Cliff],
+    ab: &crate::diagnose::compare::AbTable,
 ) -> Value {
     let id = row.id.to_string();
     let parked = crate::vcs::discarded_ref(&id);
@@ -227,6 +228,8 @@ pub fn show(
             "run_time": crate::bench::timing::breakdown(runs),
             "diff_stat": diff_stat,
             "findings": findings,
+            // The seed's A/B table, incumbent against candidate (docs/json.md).
+            "ab": ab,
             "cliffs": cliffs.iter().map(|c| json!({
                 "message": c.message(),
                 "this_experiment": c.ids.contains(&row.id),
@@ -234,6 +237,11 @@ pub fn show(
             })).collect::<Vec<_>>(),
         }),
     )
+}
+
+/// `ratchet show ID --vs OTHER --json`: the A/B table of the two experiments' candidates.
+pub fn compare(baseline: &ResultRow, experiment: &ResultRow, table: &crate::diagnose::compare::AbTable) -> Value {
+    envelope("compare", json!({"baseline": baseline.id, "experiment": experiment.id, "ab": table}))
 }
 
 /// The `sweep` object that ends `ratchet sweep --json`.

@@ -6,6 +6,7 @@
 use crate::bench::{RunRecord, RunStatus, Side};
 use crate::cli::args::ShowArgs;
 use crate::config::{self, Config};
+use crate::diagnose::compare::AbSide;
 use crate::error::{Error, Result};
 use crate::printable::{self, line};
 use crate::report::sig;
@@ -34,10 +35,34 @@ pub fn run(ws: &Workspace, args: &ShowArgs) -> Result<()> {
     let runs: Vec<RunRecord> = all_runs.iter().filter(|r| r.experiment == row.id.to_string()).cloned().collect();
     let cfg = Config::load(&config::path_in(repo.root())).ok();
     let kernel = cfg.as_ref().and_then(|c| c.trace.kernel.clone());
+    if let Some(other) = args.vs {
+        let Some(base) = rows.iter().find(|r| r.id == other) else {
+            return Err(Error::usage(format!("there is no experiment {other} to compare with")).hint("`ratchet results` lists them"));
+        };
+        let base_runs: Vec<RunRecord> = all_runs.iter().filter(|r| r.experiment == other.to_string()).cloned().collect();
+        let table = crate::diagnose::compare::ab_table(
+            &AbSide::of(format!("experiment {other}"), &base_runs, Side::Candidate),
+            &AbSide::of(format!("experiment {}", row.id), &runs, Side::Candidate),
+            cfg.as_ref().and_then(Config::hardware),
+            kernel.as_deref(),
+        );
+        if args.json {
+            println!("{}", super::json::compare(base, row, &table));
+        } else {
+            let mut o = String::new();
+            for r in [base, row] {
+                let _ = writeln!(o, "experiment {}: {} ({})", r.id, line(&r.message), r.status.as_str());
+            }
+            o.push_str(&crate::diagnose::compare::render(&table));
+            print!("{}", printable::block(&fit(&o, crate::cli::term::width())));
+        }
+        return Ok(());
+    }
     if args.json {
-        let findings = crate::diagnose::show::candidate_findings(&runs, cfg.as_ref().and_then(Config::hardware), kernel);
+        let findings = crate::diagnose::show::candidate_findings(&runs, cfg.as_ref().and_then(Config::hardware), kernel.clone());
         let cliffs = crate::diagnose::show::cliffs(&rows, &all_runs);
-        println!("{}", super::json::show(repo, row, &runs, &findings, &cliffs));
+        let ab = crate::diagnose::show::ab_table(&runs, cfg.as_ref().and_then(Config::hardware), kernel.as_deref());
+        println!("{}", super::json::show(repo, row, &runs, &findings, &cliffs, &ab));
         return Ok(());
     }
     let width = crate::cli::term::width();

@@ -13,6 +13,7 @@
 
 pub mod cliff;
 pub mod columns;
+pub mod compare;
 pub mod environment;
 pub mod evidence;
 pub mod show;

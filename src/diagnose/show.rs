@@ -112,6 +112,9 @@ pub fn render(
     let mut o = String::new();
     let inc = side_figures(runs, Side::Incumbent, configured);
     let cand = side_figures(runs, Side::Candidate, configured);
+    if inc.last.is_some() && cand.last.is_some() {
+        o.push_str(&super::compare::render(&ab_table(runs, configured, kernel.as_deref())));
+    }
     if inc.last.is_some() || cand.last.is_some() {
         let _ = writeln!(o, "\nincumbent vs candidate (median latency over each side's ok runs; roofline from it)");
         let _ = writeln!(o, "  {:<22} {:>22} {:>22}", "", "incumbent", "candidate");
@@ -170,6 +173,17 @@ pub fn render(
         }
     }
     o
+}
+
+/// The seed's A/B table of an experiment: its incumbent's runs against its candidate's.
+pub fn ab_table(runs: &[RunRecord], configured: Option<Hardware>, kernel: Option<&str>) -> super::compare::AbTable {
+    use super::compare::AbSide;
+    super::compare::ab_table(
+        &AbSide::of("incumbent", runs, Side::Incumbent),
+        &AbSide::of("candidate", runs, Side::Candidate),
+        configured,
+        kernel,
+    )
 }
 
 /// The candidate's diagnosis: the rules run on its last ok run (figures, trace, HLO, kernel

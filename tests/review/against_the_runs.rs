@@ -565,7 +565,8 @@ fn show_json_links_each_run_to_its_directory() {
     let rows = ws.store.rows().unwrap();
     let runs = ws.store.runs().unwrap();
     let findings = ratchet::diagnose::show::candidate_findings(&runs, None, None);
-    let v = ratchet::cli::json::show(&ws.repo, &rows[0], &runs, &findings, &[]);
+    let ab = ratchet::diagnose::show::ab_table(&runs, None, None);
+    let v = ratchet::cli::json::show(&ws.repo, &rows[0], &runs, &findings, &[], &ab);
     let shown = v["runs"].as_array().unwrap();
     assert_eq!(shown.len(), runs.len());
     for (j, r) in shown.iter().zip(&runs) {
@@ -585,7 +586,8 @@ fn show_json_carries_the_findings_the_text_prints() {
     let (rows, runs) = (ws.store.rows().unwrap(), ws.store.runs().unwrap());
     let hw = ratchet::config::Config::load(&ratchet::config::path_in(repo.path())).ok().and_then(|c| c.hardware());
     let findings = ratchet::diagnose::show::candidate_findings(&runs, hw, None);
-    let v = ratchet::cli::json::show(&ws.repo, &rows[0], &runs, &findings, &[]);
+    let ab = ratchet::diagnose::show::ab_table(&runs, hw, None);
+    let v = ratchet::cli::json::show(&ws.repo, &rows[0], &runs, &findings, &[], &ab);
     let listed = v["findings"].as_array().unwrap();
     assert!(!listed.is_empty(), "the mock's 0.1%-util kernel has a diagnosis");
     assert!(listed.iter().any(|f| f["rule"] == "regime" && f["what"].as_str().unwrap().starts_with("LATENCY-BOUND")), "{listed:?}");

@@ -142,3 +142,49 @@ fn show_breaks_a_runs_seconds_down_as_its_recorded_runs_give_them() {
     // Every run's own record travels with the JSON.
     assert!(v["runs"].as_array().unwrap().iter().all(|r| r["phases_s"].is_object() && r["after_exit_s"].is_number()), "{v}");
 }
+
+#[test]
+fn show_vs_sets_two_experiments_candidates_side_by_side() {
+    let t = TestRepo::new();
+    t.write("fake.env", "FAKE_LATENCY_MS=10\nFAKE_META={\"BQ\": 128}\n");
+    t.git(&["commit", "-qam", "baseline"]);
+    t.write("fake.env", "FAKE_LATENCY_MS=5\n");
+    t.ratchet().arg("experiment: halve it").assert().success();
+    t.write("fake.env", "FAKE_LATENCY_MS=4\n");
+    t.ratchet().arg("experiment: a little more").assert().success();
+    let median_of = |exp: &str| {
+        let mut v: Vec<f64> = t
+            .runs()
+            .iter()
+            .filter(|r| r["experiment"] == exp && r["side"] == "candidate" && r["status"] == "ok")
+            .map(|r| r["latency_ms"].as_f64().unwrap())
+            .collect();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let out = t.ratchet().args(["show", "2", "--vs", "1", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["type"].as_str(), v["baseline"].as_u64(), v["experiment"].as_u64()), (Some("compare"), Some(1), Some(2)));
+    let (a, b) = (median_of("1"), median_of("2"));
+    assert_eq!(v["ab"]["step_time_ms"], serde_json::json!([a, b]));
+    assert!((v["ab"]["step_time_delta_pct"].as_f64().unwrap() - (b / a - 1.0) * 100.0).abs() < 1e-9);
+
+    let out = t.ratchet().args(["show", "2", "--vs", "1"]).output().unwrap();
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert!(s.contains("experiment 1: experiment: halve it (keep)") && s.contains("experiment 2: experiment: a little more"), "{s}");
+    assert!(s.contains("A/B: experiment 2 vs experiment 1"), "{s}");
+    let step = s.lines().find(|l| l.trim_start().starts_with("step time")).unwrap();
+    assert!(step.contains(&format!("{:+.1}%", (b / a - 1.0) * 100.0)), "{step}");
+
+    t.ratchet()
+        .args(["show", "2", "--vs", "9"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("there is no experiment 9 to compare with"));
+}
