@@ -209,6 +209,8 @@ pub fn build_inspect(args: &InspectArgs) -> anyhow::Result<InspectOutput> {
         kernel: kstats,
         peaks: peak_tflops.zip(hbm_gbps),
         sms: kind.and_then(crate::hardware::gpu_sms),
+        devices: kstats.and_then(|k| report.modules.iter().find(|m| m.name == k.name)).map(|m| m.devices.as_slice()).unwrap_or(&[]),
+        host_steps_us: &report.host_steps_us,
     });
     Ok(InspectOutput {
         report,

@@ -72,7 +72,7 @@ fn base(name: &str) -> String {
     name.to_ascii_lowercase()
 }
 
-fn is_collective(name: &str, category: &str) -> bool {
+pub(crate) fn is_collective(name: &str, category: &str) -> bool {
     const KINDS: [&str; 6] = ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute", "collective"];
     let n = base(name);
     KINDS.iter().any(|k| category.starts_with(k) || n.starts_with(k))
@@ -97,7 +97,7 @@ fn is_exp(o: &OpStat) -> bool {
     o.category.starts_with("exponential") || base(&o.name).contains("exponential")
 }
 
-fn is_dot(o: &OpStat) -> bool {
+pub(crate) fn is_dot(o: &OpStat) -> bool {
     let n = base(&o.name);
     o.category == "dot"
         || o.category.contains("convolution")

@@ -218,6 +218,10 @@ pub struct Inputs<'a> {
     /// The GPU's streaming multiprocessors (`hardware::gpu_sms` of the run's device kind), for
     /// how much of the chip the kernel's grid fills.
     pub sms: Option<u32>,
+    /// The kernel's module on each device that ran it (empty on one device).
+    pub devices: &'a [crate::trace::DeviceStats],
+    /// The capture's host-side steps (`kernel_step` annotations), us.
+    pub host_steps_us: &'a [f64],
 }
 
 fn meta_u64(meta: Option<&serde_json::Value>, key: &str) -> Option<u64> {
@@ -248,7 +252,109 @@ pub fn diagnose(inp: &Inputs) -> Vec<Finding> {
     share_findings(inp, &ev, &mut out);
     pipeline_findings(inp, &ev, &mut out);
     op_roofline_findings(inp, &mut out);
+    cost_model_findings(inp, &mut out);
+    balance_findings(inp, &mut out);
+    host_findings(inp, &ev, &mut out);
     out
+}
+
+/// Cross-device spread of step time above which the devices are imbalanced (seed 003, "Load
+/// imbalance: cross-device step time variance >5%").
+pub const LOAD_IMBALANCE: f64 = 0.05;
+/// Share of a step the device may idle before the step is host-bound (seed 001, "GPU idle 30%
+/// of the time: gaps between ops in timeline").
+pub const HOST_IDLE: f64 = 0.30;
+/// A matmul slower than its roofline by more than this factor is a red flag (seed 001's
+/// checklist: "More than 2x roofline: wrong sharding or layout").
+pub const MATMUL_ROOFLINE_RED_FLAG: f64 = 2.0;
+
+/// Custom calls the capture's cost model cannot see into (0 FLOPs, 0 bytes): util and BW
+/// computed from the cost model leave their time out, so they are lower bounds.
+fn cost_model_findings(inp: &Inputs, out: &mut Vec<Finding>) {
+    let Some(k) = inp.kernel.filter(|k| k.cost_model_flops.is_some()) else { return };
+    let total: f64 = k.op_breakdown.iter().map(|o| o.total_us).sum();
+    let blind: Vec<&crate::trace::OpStat> = k
+        .op_breakdown
+        .iter()
+        .filter(|o| o.category == "custom-call" || o.name.starts_with("custom-call"))
+        .filter(|o| o.flops.unwrap_or(0.0) == 0.0 && o.bytes.unwrap_or(0.0) == 0.0)
+        .collect();
+    let share = blind.iter().map(|o| o.total_us).sum::<f64>() / total.max(f64::MIN_POSITIVE);
+    if total > 0.0 && share > CAUSE_SHARE {
+        out.push(Finding::new(
+            "cost-model",
+            Level::Warn,
+            format!(
+                "{} custom call(s) the capture's cost model counts at 0 FLOPs and 0 bytes take {} of the op time: util and BW \
+                 from the cost model leave them out, so they are lower bounds",
+                blind.len(),
+                pct(share)
+            ),
+            Some("give the kernel's own FLOPs and bytes (--flops/--bytes, or a pallas_call cost_estimate)"),
+        ));
+    }
+}
+
+/// The same module's step time on each device (seed 003: a spread above 5% is load imbalance).
+fn balance_findings(inp: &Inputs, out: &mut Vec<Finding>) {
+    if inp.devices.len() < 2 {
+        return;
+    }
+    let med: Vec<f64> = inp.devices.iter().map(|d| d.median_us).collect();
+    let (lo, hi) = med.iter().fold((f64::INFINITY, 0.0_f64), |(a, b), &m| (a.min(m), b.max(m)));
+    let Some(mid) = crate::metrics::median(&med).filter(|m| *m > 0.0) else { return };
+    let spread = (hi - lo) / mid;
+    let slow = inp.devices.iter().max_by(|a, b| a.median_us.total_cmp(&b.median_us)).map(|d| d.device.as_str()).unwrap_or("");
+    let what = format!(
+        "per-device time of the module {} to {} us over {} devices: a spread of {} of the median (slowest {slow})",
+        us1(lo),
+        us1(hi),
+        inp.devices.len(),
+        pct(spread)
+    );
+    if spread > LOAD_IMBALANCE {
+        out.push(Finding::new(
+            "load-imbalance",
+            Level::Warn,
+            format!("{what}: above seed 003's 5%, load imbalance"),
+            Some("balance the work across devices: the sharding, MoE routing or pipeline stages (seed 003)"),
+        ));
+    } else {
+        out.push(Finding::new("load-imbalance", Level::Good, format!("{what}: within seed 003's 5%"), None));
+    }
+}
+
+/// A step the host spends mostly without the device: the kernel's time against the host's
+/// `kernel_step` (seed 001: the device idle 30% of the time is the host's doing).
+fn host_findings(inp: &Inputs, ev: &evidence::Evidence, out: &mut Vec<Finding>) {
+    // On CPU the host is the device: its steps hold dispatch, not idle time.
+    if matches!(ev.backend, evidence::Backend::Cpu) {
+        return;
+    }
+    let (Some(step), Some(k)) = (crate::metrics::median(inp.host_steps_us), inp.kernel) else { return };
+    if step <= 0.0 || k.median_us <= 0.0 {
+        return;
+    }
+    // A step may call the kernel more than once (a Pallas kernel inside a module).
+    let per_step = k.median_us * (k.executions as f64 / inp.host_steps_us.len() as f64).max(1.0);
+    let idle = (1.0 - per_step / step).max(0.0);
+    if idle > HOST_IDLE {
+        out.push(Finding::new(
+            "host-bound",
+            Level::Warn,
+            format!(
+                "the host's step takes {} us per {} us of kernel: the device idles {} of each step, above seed 001's 30%",
+                us1(step),
+                us1(per_step),
+                pct(idle)
+            ),
+            Some("the host sets the pace (dispatch, data, synchronisation): for a benchmark, time more work per call; for a step, prefetch its inputs (seeds 001, 003)"),
+        ));
+    }
+}
+
+fn us1(v: f64) -> String {
+    format!("{v:.1}")
 }
 
 /// The kernel's block tunables from its `meta`: all-caps keys with whole-number values
@@ -343,8 +449,13 @@ pub fn gap_causes(inp: &Inputs, ev: &evidence::Evidence) -> Vec<Cause> {
     }
     let b = inp.bubble_fraction.filter(|b| *b > BUBBLE_EXCELLENT);
     match (idle_kind(inp, ev), b) {
-        (evidence::Backend::Tpu | evidence::Backend::Unknown, Some(b)) => {
+        (evidence::Backend::Tpu | evidence::Backend::Unknown, Some(b))
+            if ev.pallas.is_some() || inp.dma_overlap.is_some() || inp.kernel.is_none() =>
+        {
             add("pipeline bubbles", Some(b), format!("bubble fraction {} (idle inside the executions)", pct(b)))
+        }
+        (evidence::Backend::Tpu | evidence::Backend::Unknown, Some(b)) => {
+            add("device idle", Some(b), format!("no op runs for {} of the executions' span", pct(b)))
         }
         (evidence::Backend::Gpu, Some(b)) => {
             add("launch gaps", Some(b), format!("no kernel runs for {} of the executions' span (between kernel launches)", pct(b)))
@@ -382,7 +493,11 @@ pub fn gap_causes(inp: &Inputs, ev: &evidence::Evidence) -> Vec<Cause> {
             add("layout ops", Some(s.layout), format!("data formatting / transposes take {}{top}", pct(s.layout)));
         }
         if s.collective > CAUSE_SHARE {
-            add("collectives", Some(s.collective), format!("collectives take {} of the op time", pct(s.collective)));
+            add(
+                "collectives",
+                Some(s.collective),
+                format!("collectives take {} of the op time (bounded by the interconnect, not HBM)", pct(s.collective)),
+            );
         }
         if s.reduce > SHARE_WARN {
             add("reductions", Some(s.reduce), format!("reductions take {} of the op time", pct(s.reduce)));
@@ -701,6 +816,12 @@ fn pipeline_findings(inp: &Inputs, ev: &evidence::Evidence, out: &mut Vec<Findin
         out.push(Finding::new("launch-gaps", level, what, rx));
     } else if let (Some(b), evidence::Backend::Cpu) = (inp.bubble_fraction, idle) {
         out.push(Finding::new("idle", Level::Note, format!("{} of the executions' span runs no op (CPU executor idle)", pct(b)), None));
+    } else if let (Some(b), None, Some(_)) = (inp.bubble_fraction, &ev.pallas, inp.kernel) {
+        // No Pallas pipeline here: the device idles between XLA ops (on collectives, the host,
+        // synchronisation), which the article's bubble bands do not describe.
+        let waits = ev.shares.as_ref().is_some_and(|s| s.collective > 0.0);
+        let on = if waits { " (it waits: the module runs collectives)" } else { "" };
+        out.push(Finding::new("idle", Level::Note, format!("{} of the executions' span runs no op{on}", pct(b)), None));
     } else if let Some(b) = inp.bubble_fraction {
         let what = format!("bubble fraction {} (idle time inside the kernel's executions)", pct(b));
         if b > BUBBLE_RED_FLAG {
@@ -823,10 +944,14 @@ fn share_findings(inp: &Inputs, ev: &evidence::Evidence, out: &mut Vec<Finding>)
             "layout",
             Level::Warn,
             format!("layout ops (data formatting, transposes) take {}{top}: above 5% of the time (seed 003)", pct(s.layout)),
-            Some(if ev.backend == evidence::Backend::Tpu {
-                "block shapes that do not align with the 8x128 vreg tile make the compiler rearrange data (section 4.5); check shardings and layouts"
-            } else {
-                "the data arrives in a layout the consumer does not use: produce it in the consumer's layout, or fold the transpose into the kernel"
+            Some(match (ev.backend, ev.layout_top.as_ref().is_some_and(|(n, _)| n.to_ascii_lowercase().contains("transpose"))) {
+                (evidence::Backend::Tpu, _) => {
+                    "block shapes that do not align with the 8x128 vreg tile make the compiler rearrange data (section 4.5); check shardings and layouts"
+                }
+                (_, true) => {
+                    "the data arrives in a layout the consumer does not use: produce it in the consumer's layout, or fold the transpose into the kernel"
+                }
+                _ => "slices, pads and reshapes move data the compute does not use: keep the slicing inside the kernel's block specs, or give the inputs their final shape",
             }),
         ));
     }
@@ -844,7 +969,11 @@ fn share_findings(inp: &Inputs, ev: &evidence::Evidence, out: &mut Vec<Finding>)
         out.push(Finding::new(
             "collectives",
             level,
-            format!("collectives take {} of the op time", pct(s.collective)),
+            format!(
+                "collectives take {} of the op time: the interconnect (ICI, NVLink), not HBM, bounds them, so the HBM roofline \
+                 does not judge them",
+                pct(s.collective)
+            ),
             (s.collective > SHARE_WARN).then_some("overlap communication with compute; check the sharding (seeds 001, 003)"),
         ));
     }
@@ -864,54 +993,99 @@ fn share_findings(inp: &Inputs, ev: &evidence::Evidence, out: &mut Vec<Finding>)
 }
 
 /// Each large op against its own roofline, T = max(FLOPs / peak, bytes / bandwidth) (seed 001:
-/// "Within 10%? Great. Much worse? Investigate."), from the capture's per-op cost model.
+/// "Within 10%? Great. Much worse? Investigate."; a matmul more than 2x its roofline is a red
+/// flag), from the capture's per-op cost model. A module of many small ops (none at 5% of the
+/// time) is judged by category instead, each category's ops summed. Collectives are left out:
+/// the interconnect bounds them, not this roofline.
 fn op_roofline_findings(inp: &Inputs, out: &mut Vec<Finding>) {
     let (Some(k), Some((tflops, gbps))) = (inp.kernel, inp.peaks) else { return };
     if tflops <= 0.0 || gbps <= 0.0 {
         return;
     }
+    // (name, flops, bytes, time per occurrence us, share, is a matmul, host transfer)
+    let judged = |o: &&crate::trace::OpStat| o.count > 0 && !evidence::is_collective(&o.name, &o.category);
+    let mut items: Vec<(String, f64, f64, f64, f64, bool, bool)> = k
+        .op_breakdown
+        .iter()
+        .filter(judged)
+        .filter(|o| o.fraction >= CAUSE_SHARE)
+        .take(6)
+        .filter_map(|o| {
+            Some((
+                o.name.clone(),
+                o.flops?,
+                o.bytes?,
+                o.total_us / o.count as f64,
+                o.fraction,
+                evidence::is_dot(o),
+                k.host_memory_ops.contains(&o.name),
+            ))
+        })
+        .collect();
+    let by_category = items.is_empty();
+    if by_category {
+        for c in k.category_breakdown.iter().filter(|c| c.fraction >= CAUSE_SHARE).take(6) {
+            let ops: Vec<&crate::trace::OpStat> = k.op_breakdown.iter().filter(judged).filter(|o| o.category == c.category).collect();
+            if ops.is_empty() || ops.iter().any(|o| o.flops.is_none() || o.bytes.is_none()) {
+                continue;
+            }
+            let n: u64 = ops.iter().map(|o| o.count).sum();
+            let sum = |f: fn(&crate::trace::OpStat) -> f64| ops.iter().map(|o| f(o) * o.count as f64).sum::<f64>() / n as f64;
+            let time: f64 = ops.iter().map(|o| o.total_us).sum::<f64>() / n as f64;
+            let name = format!("{} ({} ops)", c.category, ops.len());
+            items.push((
+                name,
+                sum(|o| o.flops.unwrap_or(0.0)),
+                sum(|o| o.bytes.unwrap_or(0.0)),
+                time,
+                c.fraction,
+                evidence::is_dot(ops[0]),
+                false,
+            ));
+        }
+    }
     let mut lines = Vec::new();
-    let (mut worst, mut impossible) = (f64::INFINITY, false);
-    for o in k.op_breakdown.iter().filter(|o| o.fraction >= CAUSE_SHARE && o.count > 0).take(6) {
-        let (Some(f), Some(b)) = (o.flops, o.bytes) else { continue };
+    let (mut worst, mut impossible, mut slow_matmul) = (f64::INFINITY, false, false);
+    for (name, f, b, actual_us, share, dot, host) in &items {
         let floor_us = (f / (tflops * 1e12)).max(b / (gbps * 1e9)) * 1e6;
-        let actual_us = o.total_us / o.count as f64;
-        if floor_us <= 0.0 || actual_us <= 0.0 {
+        if floor_us <= 0.0 || *actual_us <= 0.0 {
             continue;
         }
         let eff = floor_us / actual_us;
         worst = worst.min(eff);
-        let host = if k.host_memory_ops.contains(&o.name) { ", a host transfer: its bytes do not go at HBM speed" } else { "" };
+        let host = if *host { ", a host transfer: its bytes do not go at HBM speed" } else { "" };
         let odd = if eff > 1.0 {
             impossible = true;
             " (faster than its roofline: the cost model or the peaks are off)"
+        } else if *dot && eff < 1.0 / MATMUL_ROOFLINE_RED_FLAG {
+            slow_matmul = true;
+            " (a matmul more than 2x its roofline: wrong sharding or layout, seed 001)"
         } else {
             ""
         };
+        let each = if by_category { "us an op" } else { "us each" };
         lines.push(format!(
-            "{}: {} of its roofline ({:.1} us floor, {:.1} us each; {} of the time){odd}{host}",
-            o.name,
+            "{name}: {} of its roofline ({floor_us:.1} us floor, {actual_us:.1} {each}; {} of the time){odd}{host}",
             pct(eff),
-            floor_us,
-            actual_us,
-            pct(o.fraction)
+            pct(*share)
         ));
     }
     if lines.is_empty() {
         return;
     }
-    let level = if impossible {
+    let level = if impossible || slow_matmul {
         Level::Warn
     } else if worst >= OP_ROOFLINE_GREAT {
         Level::Good
     } else {
         Level::Note
     };
+    let what = if by_category { "no op takes 5% of the time; the largest categories, their ops summed," } else { "the largest ops" };
     out.push(Finding::new(
         "op-roofline",
         level,
-        format!("the largest ops against their own roofline (within 10% is great, seed 001):\n{}", lines.join("\n")),
-        None,
+        format!("{what} against their own roofline (within 10% is great, seed 001):\n{}", lines.join("\n")),
+        slow_matmul.then_some("check the operands' sharding and layout: a retiling copy before the dot is the usual cause (seed 001)"),
     ));
 }
 
@@ -939,6 +1113,11 @@ pub fn bubble_fraction(k: &crate::trace::KernelStats) -> Option<f64> {
     // the bubbles (on TPU the op table only has the one custom call covering the whole kernel).
     if let Some(p) = &k.pipeline {
         return Some((1.0 - p.compute_share).clamp(0.0, 1.0));
+    }
+    // One op per execution spans its execution by construction: no idle share to measure.
+    let ops: u64 = k.op_breakdown.iter().map(|o| o.count).sum();
+    if ops <= k.executions as u64 {
+        return None;
     }
     let span: f64 = k.per_execution_us.iter().sum();
     let busy: f64 = k.category_breakdown.iter().map(|c| c.total_us).sum();

@@ -195,8 +195,13 @@ pub fn candidate_findings(runs: &[RunRecord], configured: Option<Hardware>, kern
 /// The rules run on one side's figures (its last ok run's trace, HLO and kernel body).
 fn findings_of(cand: &SideFigures, kernel: Option<String>) -> Vec<Finding> {
     let Some(last) = &cand.last else { return vec![] };
-    let trace =
-        crate::trace::analyze(&last.out_dir, &crate::trace::AnalyzeOptions { kernel, ..Default::default() }).ok().and_then(|r| r.kernel);
+    let report = crate::trace::analyze(&last.out_dir, &crate::trace::AnalyzeOptions { kernel, ..Default::default() }).ok();
+    let trace = report.as_ref().and_then(|r| r.kernel.clone());
+    let devices = match (&report, &trace) {
+        (Some(r), Some(k)) => r.modules.iter().find(|m| m.name == k.name).map(|m| m.devices.clone()).unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let steps = report.as_ref().map(|r| r.host_steps_us.clone()).unwrap_or_default();
     let roof = match (&cand.metrics, &cand.hw) {
         (Some(m), Some(hw)) => view(m, hw),
         _ => None,
@@ -218,6 +223,8 @@ fn findings_of(cand: &SideFigures, kernel: Option<String>) -> Vec<Finding> {
         kernel: trace.as_ref(),
         peaks: cand.hw.as_ref().map(|h| (h.peak_tflops, h.hbm_gbps)),
         sms: last.device.as_deref().and_then(crate::hardware::gpu_sms),
+        devices: &devices,
+        host_steps_us: &steps,
     })
 }
 
