@@ -46,17 +46,60 @@ pub fn check_message(message: &str, subcommands: &[String]) -> Result<()> {
     if !bare {
         return Ok(());
     }
-    let lower = word.to_ascii_lowercase();
-    let best = subcommands.iter().map(|s| (strsim::osa_distance(&lower, s), s)).min_by_key(|(d, _)| *d);
-    let Some((d, name)) = best else { return Ok(()) };
-    // One edit for short names, two from six letters on ("reslts" -> "results").
-    let limit = if name.len() >= 6 { 2 } else { 1 };
-    if d > limit {
-        return Ok(());
-    }
+    let Some((d, name)) = closest(word, subcommands) else { return Ok(()) };
     let what = if d == 0 { "is a subcommand's name" } else { "looks like a mistyped subcommand" };
     Err(Error::usage(format!("the experiment message {word:?} {what}; did you mean `ratchet {name}`? Nothing was committed or run"))
         .hint(format!("to run an experiment, describe it in words: ratchet \"experiment: {word}\"")))
+}
+
+/// The subcommand `word` is closest to, and its distance, when within a typo's reach: one
+/// edit for short names, two from six letters on ("reslts" -> "results").
+fn closest<'a>(word: &str, subcommands: &'a [String]) -> Option<(usize, &'a String)> {
+    let lower = word.to_ascii_lowercase();
+    let (d, name) = subcommands.iter().map(|s| (strsim::osa_distance(&lower, s), s)).min_by_key(|(d, _)| *d)?;
+    let limit = if name.len() >= 6 { 2 } else { 1 };
+    (d <= limit).then_some((d, name))
+}
+
+/// A mistyped subcommand followed by its arguments (`ratchet shwo 2`), which clap reads as an
+/// experiment message and then a stray subcommand: the typo, named, instead of clap's
+/// "the subcommand '2' cannot be used with '[MESSAGE]'".
+pub fn mistyped_subcommand(args: &[OsString], subcommands: &[String]) -> Option<Error> {
+    let word = args.get(1)?.to_str()?;
+    if args.len() < 3 || word.starts_with('-') || subcommands.iter().any(|s| s == word) {
+        return None;
+    }
+    if !word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return None;
+    }
+    let (_, name) = closest(word, subcommands)?;
+    Some(
+        Error::usage(format!("there is no command {word:?}; did you mean `ratchet {name}`? Nothing was committed or run"))
+            .hint("to run an experiment, give its message as one quoted phrase: ratchet \"experiment: ...\""),
+    )
+}
+
+/// The `--color` the command line asks for (`--color WHEN` or `--color=WHEN`, the last one
+/// wins), read before clap parses so that clap's own messages follow it too.
+pub fn color_choice(args: &[OsString]) -> crate::cli::term::ColorChoice {
+    use crate::cli::term::ColorChoice;
+    let mut choice = ColorChoice::Auto;
+    let mut it = args.iter().skip(1).map(|a| a.to_string_lossy());
+    while let Some(a) = it.next() {
+        let value = match a.strip_prefix("--color=") {
+            Some(v) => Some(v.to_string()),
+            None if a == "--color" => it.next().map(|v| v.to_string()),
+            None if a == "--" => break,
+            None => None,
+        };
+        match value.as_deref() {
+            Some("always") => choice = ColorChoice::Always,
+            Some("never") => choice = ColorChoice::Never,
+            Some("auto") => choice = ColorChoice::Auto,
+            _ => {}
+        }
+    }
+    choice
 }
 
 /// The subcommand names (and `help`) of the command line.
@@ -73,6 +116,27 @@ mod tests {
 
     fn os(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn a_mistyped_subcommand_with_arguments_is_named() {
+        let subs = subcommand_names();
+        let e = mistyped_subcommand(&os(&["ratchet", "shwo", "2"]), &subs).expect("a typo");
+        assert!(e.message.contains("there is no command \"shwo\"; did you mean `ratchet show`?"), "{}", e.message);
+        for fine in
+            [&["ratchet", "show", "2"][..], &["ratchet", "experiment: bump BQ"], &["ratchet", "--color", "never"], &["ratchet", "shwo"]]
+        {
+            assert!(mistyped_subcommand(&os(fine), &subs).is_none(), "{fine:?}");
+        }
+    }
+
+    #[test]
+    fn the_color_choice_is_read_before_clap() {
+        use crate::cli::term::ColorChoice::*;
+        assert_eq!(color_choice(&os(&["ratchet", "shwo", "2", "--color", "never"])), Never);
+        assert_eq!(color_choice(&os(&["ratchet", "--color=always", "x"])), Always);
+        assert_eq!(color_choice(&os(&["ratchet", "--color", "never", "--color", "auto"])), Auto);
+        assert_eq!(color_choice(&os(&["ratchet", "--", "--color", "never"])), Auto);
     }
 
     #[test]

@@ -33,14 +33,29 @@ use crate::signals::{self, Cancel};
 use crate::workspace::{command_line, Locked, Workspace};
 use crate::{bench, experiment};
 use args::{Cli, Command};
-use clap::Parser;
 
 /// Parse the command line and run it; returns the process exit code.
 pub fn main_with_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
-    let args = guard::normalize_args(args.into_iter().collect(), &guard::subcommand_names());
-    let cli = match Cli::try_parse_from(args) {
+    let subcommands = guard::subcommand_names();
+    let args = guard::normalize_args(args.into_iter().collect(), &subcommands);
+    let color = match guard::color_choice(&args) {
+        term::ColorChoice::Auto => clap::ColorChoice::Auto,
+        term::ColorChoice::Always => clap::ColorChoice::Always,
+        term::ColorChoice::Never => clap::ColorChoice::Never,
+    };
+    let parsed = {
+        use clap::{CommandFactory, FromArgMatches};
+        Cli::command().color(color).try_get_matches_from(args.clone()).and_then(|m| Cli::from_arg_matches(&m))
+    };
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
+            if e.use_stderr() {
+                if let Some(typo) = guard::mistyped_subcommand(&args, &subcommands) {
+                    eprintln!("error: {}", crate::printable::block(&typo.to_string()));
+                    return error::exit::USAGE;
+                }
+            }
             let _ = e.print();
             return if e.use_stderr() { error::exit::USAGE } else { 0 };
         }

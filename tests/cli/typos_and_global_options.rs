@@ -37,6 +37,12 @@ fn a_mistyped_subcommand_with_uncommitted_edits_runs_nothing() {
     t.ratchet().args(["reslts", "--deep"]).assert().code(2);
     t.ratchet().arg("reslts --deep").assert().code(2);
     untouched(&t, &base);
+    // A typo followed by its arguments is named too, not clap's "cannot be used with [MESSAGE]".
+    t.ratchet().args(["shwo", "2"]).assert().code(2).stderr(
+        predicate::str::contains("there is no command \"shwo\"; did you mean `ratchet show`?")
+            .and(predicate::str::contains("[MESSAGE]").not()),
+    );
+    untouched(&t, &base);
     // `ratchet run` says an experiment is meant: the word is taken as its message.
     t.ratchet().args(["run", "reslts"]).assert().success();
     assert_eq!(t.rows()[0]["message"], "reslts");
@@ -77,4 +83,17 @@ fn the_articles_form_still_runs_an_experiment_with_a_trailing_deep() {
     assert_eq!(rows[0]["message"], "experiment: halve the latency");
     assert_eq!(rows[0]["status"], "keep");
     assert_ne!(t.head(), base);
+}
+
+#[test]
+fn the_color_choice_reaches_clap_s_own_errors() {
+    let t = TestRepo::new();
+    // Piped, clap colours nothing by itself: `always` must come from the command line...
+    let out = t.ratchet().args(["--color", "always", "results", "--bogus"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\u{1b}["), "{}", String::from_utf8_lossy(&out.stderr));
+    // ... and `never` keeps it plain, wherever the option stands.
+    let out = t.ratchet().args(["results", "--bogus", "--color=never"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains('\u{1b}'));
 }
