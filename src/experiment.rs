@@ -182,7 +182,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
     entry.candidate = Some(candidate.to_string());
     journal::write(&state_dir, &entry)?;
     fault::point("after-commit");
-    if let Some(text) = noise_alarm(&hist, &seq.params) {
+    if let Some(text) = noise_alarm(&hist, &seq.params, &cfg) {
         fx.note(text);
     }
     fx.emit(Event::ExperimentStarted {
@@ -536,7 +536,7 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
 /// The noisy-machine warning for a benchmark's noise history (`None` without enough history,
 /// or when the budget can see the minimum effect): shown when an experiment starts and by
 /// `ratchet status`.
-pub fn noise_alarm(hist: &history::Benchmark, params: &crate::stats::sequential::Params) -> Option<String> {
+pub fn noise_alarm(hist: &history::Benchmark, params: &crate::stats::sequential::Params, cfg: &Config) -> Option<String> {
     let b = history::borrowed(&hist.entries)?;
     let s = b.scale;
     crate::stats::noise::alarm(
@@ -544,7 +544,23 @@ pub fn noise_alarm(hist: &history::Benchmark, params: &crate::stats::sequential:
         s.sd,
         &format!("measured over {:.0} degrees of freedom of this benchmark's history on {}", s.df, hist.host),
         params.deciding_ratio(Some(&b)).as_ref(),
+        deciding_calls(cfg, None),
     )
+}
+
+/// The `[benchmark]` key whose calls make a run's time: `profile_iters` when the kernel time
+/// is read from the trace (a run that read it, or the config's default where none ran yet),
+/// else `iters`.
+pub fn deciding_calls(cfg: &Config, run: Option<&crate::bench::RunRecord>) -> &'static str {
+    let traced = match run {
+        Some(r) => r.latency_source.as_deref() == Some("trace"),
+        None => cfg.trace.latency != crate::config::LatencySource::Host && cfg.benchmark.profile_iters > 0,
+    };
+    if traced {
+        "profile_iters"
+    } else {
+        "iters"
+    }
 }
 
 /// A revert whose shown interval still reaches the minimum effect did not show the idea is not
@@ -673,7 +689,7 @@ pub(crate) fn drive(
             sums.extend(crate::stats::sequential::log_sums(&pair, direction, elasticity));
             if alarm_due && main.len() == crate::stats::noise::OWN_ALARM_PAIRS {
                 alarm_due = false;
-                if let Some(text) = crate::stats::noise::own_alarm(&seq.params, &main) {
+                if let Some(text) = crate::stats::noise::own_alarm(&seq.params, &main, deciding_calls(s.cfg, Some(cand))) {
                     s.events.emit(Event::Note { text });
                 }
             }

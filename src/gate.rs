@@ -36,6 +36,9 @@ pub struct GateReport {
     pub speedup_pct: f64,
     pub ci_low_pct: f64,
     pub ci_high_pct: f64,
+    /// The interval's level in percent, as the results rows give theirs (`ci_level_pct`).
+    pub ci_level_pct: f64,
+    /// The same as a fraction, as schema 1 first gave it (kept for its readers).
     pub ci_level: f64,
     /// One-sided p-value for "the base is faster than the head", and the level it was tested at.
     pub p_regression: f64,
@@ -213,6 +216,7 @@ pub fn run(ws: &Locked, args: &Options, exec: &mut dyn Executor, fx: &mut crate:
         speedup_pct: speedup,
         ci_low_pct: lo,
         ci_high_pct: hi,
+        ci_level_pct: ci_level * 100.0,
         ci_level,
         p_regression: d.p_value,
         p_threshold: d.p_threshold,
@@ -375,7 +379,7 @@ fn markdown(r: &GateReport) -> String {
             (_, b, h) => format!("| latency ms (median) | {} | {} |\n", fmt(b), fmt(h)),
         },
         r.speedup_pct,
-        crate::stats::fmt_level(r.ci_level * 100.0),
+        crate::stats::fmt_level(r.ci_level_pct),
         r.ci_low_pct,
         r.ci_high_pct,
         r.pairs,

@@ -19,7 +19,8 @@ pub struct Report {
     pub branch: String,
     /// HEAD's commit (none in a repository without commits).
     pub head: Option<String>,
-    /// What the next experiment measures against: HEAD.
+    /// What the next experiment measures against: HEAD, unless HEAD is an experiment's
+    /// candidate not yet decided (then the remembered incumbent).
     pub incumbent: Option<String>,
     /// The last incumbent ratchet kept or restored on this branch.
     pub remembered_incumbent: Option<String>,
@@ -74,27 +75,30 @@ pub fn report(ws: &Workspace) -> Result<Report> {
     let head = head_ref.as_ref().and_then(|h| h.target()).map(|o| o.to_string());
     let state = crate::store::State::load(&state_dir);
     let remembered = state.incumbents.get(&branch).cloned();
-    let head_moved = matches!((&remembered, &head), (Some(r), Some(h)) if r != h);
+    let in_flight = crate::journal::load(&state_dir);
+    // An experiment's candidate at HEAD (one in flight, or killed before it was recorded) is not
+    // the branch moving: the incumbent is still the remembered one.
+    let candidate_at_head = matches!((&in_flight, &head), (Some(j), Some(h)) if j.candidate.as_deref() == Some(h.as_str()));
+    let head_moved = matches!((&remembered, &head), (Some(r), Some(h)) if r != h) && !candidate_at_head;
     let cfg = crate::config::Config::load(&crate::config::path_in(repo.root())).ok();
     let hist = cfg.as_ref().map(|cfg| crate::stats::history::load(&state_dir, &crate::experiment::history_key(cfg)));
     let noise = cfg.as_ref().zip(hist.as_ref()).map(|(cfg, h)| crate::stats::history::describe(h, &cfg.decision.params(None)));
-    let noise_alarm = cfg.as_ref().zip(hist.as_ref()).and_then(|(cfg, h)| crate::experiment::noise_alarm(h, &cfg.decision.params(None)));
+    let noise_alarm =
+        cfg.as_ref().zip(hist.as_ref()).and_then(|(cfg, h)| crate::experiment::noise_alarm(h, &cfg.decision.params(None), cfg));
     let rows = store.rows()?;
     let running_process = running.as_ref().and_then(|_| crate::lock::holder(&repo.common_state_dir()));
     Ok(Report {
         running,
         running_process,
         branch,
-        incumbent: head.clone(),
+        incumbent: match (&in_flight, candidate_at_head) {
+            (Some(j), true) => Some(j.incumbent.clone()),
+            _ => head.clone(),
+        },
         head,
         remembered_incumbent: remembered,
         head_moved,
-        experiment_in_flight: crate::journal::load(&state_dir).map(|j| InFlight {
-            id: j.id,
-            phase: j.phase,
-            message: j.message,
-            candidate: j.candidate,
-        }),
+        experiment_in_flight: in_flight.map(|j| InFlight { id: j.id, phase: j.phase, message: j.message, candidate: j.candidate }),
         sweep_in_flight: crate::sweep::in_flight(&state_dir),
         parallel_in_flight: crate::scale::controller::in_flight(&state_dir),
         recovery,
@@ -149,7 +153,12 @@ pub fn run(ws: &Workspace, json: bool) -> Result<()> {
             }
         }
     }
+    let candidate = r.experiment_in_flight.as_ref().filter(|j| j.candidate.is_some() && j.candidate == r.head);
+    if let (Some(inc), Some(head), Some(j)) = (&r.incumbent, &r.head, candidate) {
+        println!("incumbent on {}: {} (HEAD {} is experiment {}'s candidate, not yet decided)", branch, short(inc), short(head), j.id);
+    }
     match (&r.remembered_incumbent, &r.head) {
+        _ if candidate.is_some() => {}
         (Some(inc), Some(head)) if r.head_moved => println!(
             "incumbent on {}: HEAD {} ({} moved since ratchet's last incumbent {}; the next experiment measures against HEAD)",
             branch,

@@ -166,7 +166,7 @@ pub fn two_phases_detectable_pct(params: &Params, sd: f64, power: f64) -> f64 {
 /// was measured, the smallest gain the budget keeps with 95% probability is more than twice
 /// the minimum effect. Says what it costs and what to do, in words a person acts on.
 /// `ratio`: the likelihood ratio where it decides ([`Params::deciding_ratio`]), else the two phases.
-pub fn alarm(params: &Params, sd: f64, source: &str, ratio: Option<&WholePairLr>) -> Option<String> {
+pub fn alarm(params: &Params, sd: f64, source: &str, ratio: Option<&WholePairLr>, knob: &str) -> Option<String> {
     let min = params.min_effect_pct;
     let quiet_at = 2.0 * min.max(0.1);
     // The ratio's figure is simulated: ask first whether it keeps twice the minimum effect.
@@ -198,7 +198,7 @@ pub fn alarm(params: &Params, sd: f64, source: &str, ratio: Option<&WholePairLr>
         "this machine is noisy: one pair's speed-up varies by about {:.1}% ({source}), so with {budget} \
          only gains of {gains} are kept reliably, against a minimum effect of {min}%; a real gain smaller than that \
          will mostly spend the whole budget ({runs} runs) and end inconclusive. To fix: run on a quiet machine (nothing else on the \
-         accelerator or its host), raise [benchmark] iters, run `ratchet calibrate` to measure the noise again, or set \
+         accelerator or its host), raise [benchmark] {knob} (the calls whose median is a run's time), run `ratchet calibrate` to measure the noise again, or set \
          {suggest} to match what this machine can see",
         sd * 100.0,
     ))
@@ -212,14 +212,14 @@ pub const OWN_ALARM_PAIRS: usize = 4;
 /// terms): their robust sd (1.4826 MAD about the median, so one wild run does not raise it), or
 /// `None` when that budget can see the minimum effect. A true gain moves every pair alike and
 /// leaves the spread alone.
-pub fn own_alarm(params: &Params, log_ratios: &[f64]) -> Option<String> {
+pub fn own_alarm(params: &Params, log_ratios: &[f64], knob: &str) -> Option<String> {
     let finite: Vec<f64> = log_ratios.iter().copied().filter(|x| x.is_finite()).collect();
     if finite.len() < OWN_ALARM_PAIRS {
         return None;
     }
     let sd = crate::stats::sequential::robust_sd(&finite);
     // Without history the two phases decide.
-    alarm(params, sd, &format!("measured over this experiment's first {} pairs; there is no noise history yet", finite.len()), None)
+    alarm(params, sd, &format!("measured over this experiment's first {} pairs; there is no noise history yet", finite.len()), None, knob)
 }
 
 /// A `level` interval for a standard deviation estimated with `df` degrees of freedom:
@@ -305,13 +305,15 @@ mod tests {
     #[test]
     fn a_noisy_machine_raises_the_alarm_and_a_quiet_one_does_not() {
         let p = params();
-        assert_eq!(alarm(&p, 0.005, "history", None), None);
+        assert_eq!(alarm(&p, 0.005, "history", None, "iters"), None);
         // 45% per pair (the noisy night): only very large gains are kept reliably.
-        let text = alarm(&p, 0.45, "from 3 sessions of history", None).unwrap();
+        let text = alarm(&p, 0.45, "from 3 sessions of history", None, "profile_iters").unwrap();
         let d = detectable_pct(&p, 0.45, 0.95, None);
         assert!(d > 2.0, "{d}");
         assert!(text.contains(&format!("{d:.1}%")) && text.contains("ratchet calibrate") && text.contains("quiet machine"), "{text}");
         assert!(text.contains(&format!("({} runs)", 2 * (16 + 6))), "{text}");
+        // The knob named is the one whose calls make a run's time.
+        assert!(text.contains("raise [benchmark] profile_iters (the calls whose median is a run's time)"), "{text}");
     }
 
     #[test]
@@ -419,9 +421,9 @@ mod tests {
     #[test]
     fn the_alarm_names_the_rule_that_decides() {
         let p = auto();
-        assert_eq!(alarm(&p, 0.005, "history", Some(&p.likelihood_ratio_test(0.005))), None);
+        assert_eq!(alarm(&p, 0.005, "history", Some(&p.likelihood_ratio_test(0.005)), "iters"), None);
         let test = p.likelihood_ratio_test(0.2);
-        let text = alarm(&p, 0.2, "history", Some(&test)).unwrap();
+        let text = alarm(&p, 0.2, "history", Some(&test), "iters").unwrap();
         let d = detectable_pct(&p, 0.2, 0.95, Some(&test));
         assert!(text.contains(&format!("up to {} pairs of the likelihood ratio", test.max_pairs)), "{text}");
         assert!(text.contains(&format!("about {d:.1}% or more")) && text.contains(&format!("({} runs)", 2 * test.max_pairs)), "{text}");

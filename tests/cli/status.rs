@@ -31,8 +31,14 @@ fn status_reports_a_killed_experiment_and_recover_rolls_it_back() {
                 .and(predicate::str::contains("refs/ratchet/discarded/1")),
         );
     }
+    // HEAD is the killed experiment's candidate, not a branch that moved.
+    t.ratchet().arg("status").assert().success().stdout(
+        predicate::str::contains(format!("incumbent on main: {} (HEAD {} is experiment 1's candidate", &base[..12], &candidate[..12]))
+            .and(predicate::str::contains("moved since").not()),
+    );
     let v = status_json(&t);
     assert_eq!(v["type"], "status");
+    assert_eq!((v["head_moved"].as_bool(), v["incumbent"].as_str()), (Some(false), Some(base.as_str())));
     assert_eq!(v["experiment_in_flight"]["id"], 1);
     assert!(v["recovery"].as_array().unwrap().iter().any(|s| s.as_str().unwrap().contains("record it as interrupted")), "{v}");
     // Nothing was changed by looking.

@@ -339,6 +339,8 @@ fn gate(env: &str) -> serde_json::Value {
     // pairs the whole range of the Walsh averages, 1 - 2^(1 - n).
     let n = (v["pairs"].as_u64().unwrap() + v["confirmation_pairs"].as_u64().unwrap()) as i32;
     let level = v["ci_level"].as_f64().unwrap();
+    // In percent beside the rows' `ci_level_pct`, the same level.
+    assert!((v["ci_level_pct"].as_f64().unwrap() - level * 100.0).abs() < 1e-9, "{v}");
     let expected = if n >= 6 { LEVEL } else { 1.0 - 2f64.powi(1 - n) };
     assert!((level - expected).abs() < 1e-9, "{n} pairs: {level}");
     let stated = format!("({}% CI", ratchet::stats::fmt_level(level * 100.0));
