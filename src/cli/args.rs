@@ -123,8 +123,13 @@ pub enum Command {
         /// bash, zsh, fish, elvish or powershell.
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff): ratchet man > ratchet.1
-    Man,
+    /// Print the man page (roff): ratchet man > ratchet.1, or a subcommand's, which the main
+    /// page lists as ratchet-NAME(1): ratchet man show > ratchet-show.1
+    Man {
+        /// The subcommand whose page to print (default: the main page).
+        #[arg(value_name = "SUBCOMMAND")]
+        subcommand: Option<String>,
+    },
     /// Print the directory holding the ratchet_bench helper (written there first), to run
     /// prepare.py by hand: PYTHONPATH=$(ratchet pythonpath) python3 prepare.py
     Pythonpath,

@@ -95,6 +95,14 @@ pub fn run(dir: &Path, args: &InitArgs) -> Result<()> {
     }
     let mut files = vec!["ratchet.toml"];
     files.extend(written.iter().filter(|f| **f != "ratchet.toml"));
+    // Files it found but git does not track yet (a prepare.py written by hand) belong to the
+    // set-up commit too: the incumbent's checkout has only what is committed.
+    for (name, _) in STARTER {
+        let untracked = repo.as_ref().is_some_and(|r| r.status_file(Path::new(name)).is_ok_and(|s| s.is_wt_new()));
+        if untracked && !files.contains(name) {
+            files.push(name);
+        }
+    }
     println!("next: git add {} && git commit -m \"ratchet set-up\"", files.join(" "));
     Ok(())
 }

@@ -121,7 +121,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         }
         Some(Command::Run(a)) => experiment_cmd(&dir, a.message, &a.flags, false),
         Some(Command::Completions { shell }) => completions::completions(shell),
-        Some(Command::Man) => completions::man(),
+        Some(Command::Man { subcommand }) => completions::man(subcommand.as_deref()),
         Some(Command::Pythonpath) => pythonpath::run(&Workspace::discover(&dir)?),
         Some(Command::Gc(a)) => {
             let ws = lock_repo(&dir, &mut ui::Text::new())?;

@@ -18,6 +18,19 @@ fn completions_and_man_page_come_from_the_definitions() {
     }
     t.ratchet().args(["completions", "tcsh"]).assert().code(2);
     t.ratchet().arg("man").assert().success().stdout(predicate::str::contains(".TH ratchet").and(predicate::str::contains("gc")));
+    // Every page the main page lists as ratchet-NAME(1), `ratchet man NAME` makes.
+    let main = String::from_utf8(t.ratchet().arg("man").output().unwrap().stdout).unwrap();
+    let listed: Vec<String> =
+        regex::Regex::new(r"ratchet\\-([a-z]+)\(1\)").unwrap().captures_iter(&main).map(|c| c[1].to_string()).collect();
+    assert!(listed.len() >= 10 && listed.iter().any(|n| n == "show"), "{listed:?}");
+    for name in &listed {
+        t.ratchet()
+            .args(["man", name])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(format!(".TH ratchet-{name} 1")).and(predicate::str::contains(format!("ratchet {name}"))));
+    }
+    t.ratchet().args(["man", "shw"]).assert().code(2).stderr(predicate::str::contains("no subcommand \"shw\" has a page"));
 }
 
 #[test]

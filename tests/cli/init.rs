@@ -69,12 +69,23 @@ fn a_starter_benchmark_is_written_where_there_is_none_and_nothing_is_overwritten
     assert_eq!(t.read("prepare.py"), STARTER_PREPARE);
     assert!(text.contains("point it at your kernel.py"), "{text}");
 
-    // An existing prepare.py: no starter at all, nothing touched.
+    // The user's kernel.py, found untracked, belongs in the set-up commit too.
+    assert!(text.contains("git add ratchet.toml prepare.py .gitignore kernel.py"), "{text}");
+
+    // An existing prepare.py: no starter at all, nothing touched; found untracked, it is in the
+    // next line (the incumbent's checkout has only what is committed); committed, it is not.
     let t = TestRepo::empty();
     t.write("prepare.py", "print('mine')\n");
-    ok(&init(t.path(), &[]));
+    let text = ok(&init(t.path(), &[]));
     assert_eq!(t.read("prepare.py"), "print('mine')\n");
     assert!(!t.path().join("kernel.py").exists());
+    assert!(text.contains("next: git add ratchet.toml .gitignore prepare.py &&"), "{text}");
+    let t = TestRepo::empty();
+    t.write("prepare.py", "print('mine')\n");
+    t.git(&["add", "prepare.py"]);
+    t.git(&["commit", "-qm", "bench"]);
+    let text = ok(&init(t.path(), &[]));
+    assert!(text.contains("next: git add ratchet.toml .gitignore &&"), "{text}");
 
     // A command of the user's own: no starter either.
     let t = TestRepo::empty();
