@@ -411,6 +411,32 @@ pub fn gap_causes(inp: &Inputs, ev: &evidence::Evidence) -> Vec<Cause> {
                 ),
             );
         }
+    } else if let (Some(p), Some(d), evidence::Backend::Tpu) = (&ev.pallas, &ev.dot, ev.backend) {
+        // A TPU's tile is counted in vector registers of 8x128 32-bit values (000 §4.5's vreg
+        // tile; §5.5: S = BQ x BKV x 4 bytes): a tile of one register cannot overflow them, and
+        // only a spill cliff as the block grows shows that a larger one does.
+        let (bq, bkv) = (meta_u64(inp.meta, "BQ"), meta_u64(inp.meta, "BKV"));
+        let get = |k: &str| tiles.iter().find(|(n, _)| n == k).map(|(_, v)| *v);
+        let counted = match (bq, bkv, &ev.exp) {
+            (Some(q), Some(k), Some(e)) => Some((format!("the score tile BQ x BKV = {q}x{k} in f32 ({d}, {e})"), q, k)),
+            _ => get("BM").zip(get("BN")).map(|(m, n)| {
+                let names: Vec<String> = tiles.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                (format!("the tiles ({}): the BM x BN = {m}x{n} f32 accumulator ({d})", names.join(", ")), m, n)
+            }),
+        };
+        if let Some((what, rows, cols)) = counted {
+            let vregs = rows.div_ceil(8) * cols.div_ceil(128);
+            if vregs > 1 {
+                add(
+                    "register spilling",
+                    None,
+                    format!(
+                        "{what} fills {vregs} vector registers of 8x128; a spill cliff as the block grows shows whether they \
+                         overflow [{p}]"
+                    ),
+                );
+            }
+        }
     } else if let (Some(p), Some(d)) = (&ev.pallas, &ev.dot) {
         if !tiles.is_empty() {
             let (bq, bkv) = (meta_u64(inp.meta, "BQ"), meta_u64(inp.meta, "BKV"));

@@ -157,7 +157,9 @@ fn a_matmul_gelu_kernel_gets_its_own_tunables_not_attentions() {
         ..Default::default()
     });
     let gap = &rule(&f, "gap")[0].what;
-    assert!(gap.contains("register spilling: the tiles (BK=512, BM=256, BN=128)"), "{gap}");
+    // 256x128 f32 is 32 x 1 vector registers of 8x128.
+    assert!(gap.contains("register spilling: the tiles (BK=512, BM=256, BN=128): the BM x BN = 256x128 f32 accumulator"), "{gap}");
+    assert!(gap.contains("fills 32 vector registers of 8x128"), "{gap}");
     for wrong in ["score tile", "BQ", "BKV", "VPU", "pipeline bubbles", "defensive copies"] {
         assert!(!gap.contains(wrong), "{wrong:?} in\n{gap}");
     }
@@ -177,7 +179,8 @@ fn an_attention_kernel_gets_the_score_tile_and_its_measured_vpu_share_first() {
     });
     let gap = &rule(&f, "gap")[0].what;
     let vpu = gap.find("1. VPU bottleneck: exp takes 20.0% of the op time").expect(gap);
-    let spill = gap.find("2. register spilling: the score tile BQ x BKV = 128x256").expect(gap);
+    let spill = gap.find("2. register spilling: the score tile BQ x BKV = 128x256 in f32").expect(gap);
+    assert!(gap.contains("fills 32 vector registers of 8x128"), "{gap}");
     assert!(vpu < spill, "{gap}");
     assert!(!gap.contains("pipeline bubbles") && !gap.contains("defensive copies"), "{gap}");
 }
@@ -496,4 +499,27 @@ fn many_small_ops_are_judged_against_the_roofline_by_category() {
     let k = kernel(Some("/device:TPU:0"), &[("all-reduce.1", "all-reduce", 100.0, 1, Some(0.0), Some(1.07e10))], &[]);
     assert!(rule(&diagnose::diagnose(&Inputs { kernel: Some(&k), peaks: Some((100.0, 1000.0)), ..Default::default() }), "op-roofline")
         .is_empty());
+}
+
+#[test]
+fn a_tpu_tile_of_one_vector_register_cannot_spill() {
+    let body = KernelOps { dialect: "mosaic".into(), name: "fa".into(), matmul: 2, exp: 2, reduce: 2, ..Default::default() };
+    let gap_of = |meta: serde_json::Value| {
+        let f = diagnose::diagnose(&Inputs {
+            roofline: Some(big_gap()),
+            meta: Some(&meta),
+            kernel_ops: std::slice::from_ref(&body),
+            backend: Some("tpu"),
+            ..Default::default()
+        });
+        rule(&f, "gap")[0].what.clone()
+    };
+    // 8x128 f32 is exactly one vreg: not a cause.
+    let one = gap_of(serde_json::json!({"BQ": 8, "BKV": 128}));
+    assert!(!one.contains("register spilling:"), "{one}");
+    // 16x128 is two.
+    assert!(gap_of(serde_json::json!({"BQ": 16, "BKV": 128})).contains("fills 2 vector registers"));
+    // Tunables that give no tile to count (no BQ/BKV with an exp, no BM/BN) name nothing on TPU.
+    let other = gap_of(serde_json::json!({"CHUNK": 512}));
+    assert!(!other.contains("register spilling:"), "{other}");
 }
