@@ -364,6 +364,11 @@ pub const MAX_ENGINE_RETRIES: u32 = 100;
 /// restarting), and at most (a day).
 pub const DEFAULT_POLL_GRACE_S: f64 = 600.0;
 pub const MAX_POLL_GRACE_S: f64 = 86_400.0;
+/// How long a job the engine will not start (held, its nodes drained) may wait before it
+/// counts as a lost trial, by default (ours: time for someone to release it at the start of a
+/// night; a real queue wait is never cut) and at most.
+pub const DEFAULT_STUCK_LIMIT_S: f64 = 900.0;
+pub const MAX_STUCK_LIMIT_S: f64 = 86_400.0;
 
 /// `[engine]`: one flat table; which keys apply depends on `kind` (checked in `validate`).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -412,13 +417,17 @@ pub struct EngineConfig {
     /// Any kind: how long polling the engine may keep failing (a scheduler that times out, a
     /// job server restarting) before the sweep stops on it (default 600 s; 0: at once).
     pub poll_grace_s: Option<f64>,
+    /// Any kind: how long a job the engine says it will not start (Slurm: held, nodes drained
+    /// or down) may wait before it counts as a lost trial: retried, then recorded interrupted
+    /// (default 900 s).
+    pub stuck_limit_s: Option<f64>,
 }
 
 impl EngineConfig {
     /// The keys each kind takes (besides `kind`), for the error naming a misplaced one.
     pub const LOCAL_KEYS: &'static [&'static str] = &["retries", "poll_grace_s"];
     pub const SLURM_KEYS: &'static [&'static str] =
-        &["capacity", "partition", "gres", "exclusive", "sbatch_args", "command_timeout_s", "retries", "poll_grace_s"];
+        &["capacity", "partition", "gres", "exclusive", "sbatch_args", "command_timeout_s", "retries", "poll_grace_s", "stuck_limit_s"];
     pub const HOOK_KEYS: &'static [&'static str] = &[
         "capacity",
         "submit",
@@ -431,6 +440,7 @@ impl EngineConfig {
         "retries",
         "poll_interval_s",
         "poll_grace_s",
+        "stuck_limit_s",
     ];
     pub const RAY_KEYS: &'static [&'static str] = &[
         "capacity",
@@ -469,6 +479,7 @@ impl EngineConfig {
             ("submit_args", self.submit_args.is_some()),
             ("ray_bin", self.ray_bin.is_some()),
             ("poll_grace_s", self.poll_grace_s.is_some()),
+            ("stuck_limit_s", self.stuck_limit_s.is_some()),
         ];
         keys.iter().filter(|(_, set)| *set).map(|(k, _)| *k).collect()
     }
@@ -514,6 +525,11 @@ impl EngineConfig {
         if let Some(v) = self.poll_grace_s {
             if !(v.is_finite() && (0.0..=MAX_POLL_GRACE_S).contains(&v)) {
                 return bad("poll_grace_s", format!("must be in [0, {MAX_POLL_GRACE_S}] seconds, got {v}"));
+            }
+        }
+        if let Some(v) = self.stuck_limit_s {
+            if !(v.is_finite() && (0.0..=MAX_STUCK_LIMIT_S).contains(&v)) {
+                return bad("stuck_limit_s", format!("must be in [0, {MAX_STUCK_LIMIT_S}] seconds, got {v}"));
             }
         }
         if let Some(v) = self.poll_interval_s {

@@ -150,6 +150,8 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
         deferred: VecDeque::new(),
         retries: cfg.engine.retries.unwrap_or(DEFAULT_RETRIES),
         poll_grace: Duration::from_secs_f64(cfg.engine.poll_grace_s.unwrap_or(crate::config::DEFAULT_POLL_GRACE_S)),
+        stuck_limit: Duration::from_secs_f64(cfg.engine.stuck_limit_s.unwrap_or(crate::config::DEFAULT_STUCK_LIMIT_S)),
+        stuck: HashMap::new(),
         polls_failing_since: None,
         next_poll: None,
         runs_spent: 0,
@@ -207,6 +209,10 @@ struct Controller<'a> {
     /// How long polling the engine may keep failing before the sweep stops on it, and since
     /// when it has (`None`: the last poll answered).
     poll_grace: Duration,
+    /// How long a job the engine will not start may wait, and the trials waiting so: since
+    /// when, and the reason last shown.
+    stuck_limit: Duration,
+    stuck: HashMap<String, (Instant, String)>,
     polls_failing_since: Option<Instant>,
     /// While polls fail: no poll before this (a failing scheduler is not asked 40 times a second).
     next_poll: Option<Instant>,
@@ -243,7 +249,18 @@ impl<'a> Controller<'a> {
                 }
                 let lost = match &t.handle {
                     Some(h) => match self.poll(engine, h, fx)? {
-                        None | Some(JobState::Queued | JobState::Running) => continue,
+                        None => continue,
+                        Some(JobState::Queued | JobState::Running) => {
+                            self.stuck.remove(&id);
+                            continue;
+                        }
+                        Some(JobState::Stuck(why)) => match self.stuck_past_limit(&t, &why, engine.name(), fx) {
+                            None => continue,
+                            Some(lost) => {
+                                engine.cancel(h)?;
+                                Some(lost)
+                            }
+                        },
                         Some(JobState::Failed(why)) => Some(why),
                         Some(JobState::Finished) => None,
                     },
@@ -695,6 +712,28 @@ impl<'a> Controller<'a> {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// A trial whose job the engine will not start: said at once, and again when the reason
+    /// changes; past `stuck_limit` the reason a lost trial is recorded with (the caller cancels
+    /// the job), else `None` (it waits).
+    fn stuck_past_limit(&mut self, t: &Tracked, why: &str, engine: &str, fx: &mut Effects) -> Option<String> {
+        let limit = self.stuck_limit.as_secs_f64();
+        let entry = self.stuck.entry(t.spec.id.clone()).or_insert_with(|| (Instant::now(), String::new()));
+        if entry.1 != why {
+            entry.1 = why.to_string();
+            fx.note(format!(
+                "trial {} ({}): the {engine} job will not start by itself: {why}; it counts as lost after {limit:.0} s of \
+                 this ([engine] stuck_limit_s) unless it starts",
+                t.spec.id,
+                crate::printable::line(&t.hypothesis)
+            ));
+        }
+        let waited = entry.0.elapsed();
+        (waited >= self.stuck_limit).then(|| {
+            self.stuck.remove(&t.spec.id);
+            format!("{why}, for {:.0} s ([engine] stuck_limit_s = {limit:.0})", waited.as_secs_f64())
+        })
     }
 
     /// Forget a trial that recorded nothing (its hypothesis runs again).

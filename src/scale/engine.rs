@@ -43,6 +43,9 @@ pub enum JobState {
     Finished,
     /// The engine lost it or it was killed (the reason, as the engine reports it).
     Failed(String),
+    /// Queued, but the engine will not start it by itself (held, its nodes drained or down, a
+    /// dependency never met): the reason, as the engine reports it.
+    Stuck(String),
 }
 
 /// A way of running workers: local device slots, Slurm, or a user's submit/poll/cancel hook.

@@ -159,10 +159,15 @@ fn clip(s: &str) -> String {
     }
 }
 
-/// A poll hook's line as a state: `queued`, `running`, `finished`, `failed` or `failed: REASON`.
+/// A poll hook's line as a state: `queued`, `running`, `finished`, `failed` or `failed: REASON`,
+/// `stuck` or `stuck: REASON` (queued, and the scheduler will not start it by itself).
 fn parse_state(line: &str) -> Option<JobState> {
+    if let Some(reason) = line.strip_prefix("stuck:") {
+        return Some(JobState::Stuck(format!("the poll hook says: {}", clip(reason))));
+    }
     match line {
         "queued" => Some(JobState::Queued),
+        "stuck" => Some(JobState::Stuck("the poll hook said stuck".into())),
         "running" => Some(JobState::Running),
         "finished" => Some(JobState::Finished),
         "failed" => Some(JobState::Failed("the poll hook said failed".into())),
@@ -367,6 +372,8 @@ mod tests {
     #[test]
     fn poll_lines_parse_strictly() {
         assert_eq!(parse_state("queued"), Some(JobState::Queued));
+        assert_eq!(parse_state("stuck"), Some(JobState::Stuck("the poll hook said stuck".into())));
+        assert_eq!(parse_state("stuck: held by admin"), Some(JobState::Stuck("the poll hook says: held by admin".into())));
         assert_eq!(parse_state("running"), Some(JobState::Running));
         assert_eq!(parse_state("finished"), Some(JobState::Finished));
         assert_eq!(parse_state("failed: node lost"), Some(JobState::Failed("node lost".into())));

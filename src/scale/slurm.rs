@@ -217,6 +217,25 @@ fn gone(out: &Output) -> bool {
     text.contains("Invalid job id") || text.contains("already completing or completed")
 }
 
+/// Pending reasons (squeue(1), "JOB REASON CODES") under which Slurm will not start the job
+/// until someone acts: a hold, its nodes unavailable (drained, down, reserved), its partition
+/// down or inactive, a dependency that can never be met, a request no node satisfies.
+fn never_starts(reason: &str) -> bool {
+    const REASONS: [&str; 10] = [
+        "JobHeld",
+        "ReqNodeNotAvail",
+        "Nodes_required_for_job_are_DOWN",
+        "NodeDown",
+        "PartitionDown",
+        "PartitionInactive",
+        "DependencyNeverSatisfied",
+        "BadConstraints",
+        "InvalidAccount",
+        "InvalidQOS",
+    ];
+    REASONS.iter().any(|r| reason.starts_with(r))
+}
+
 /// Slurm's job state names (squeue(1), "JOB STATE CODES") as the controller's states: the
 /// worker exited (COMPLETED, or FAILED for a non-zero exit) is Finished, its result read from
 /// the run directory; killed or lost by Slurm is Failed.
@@ -228,7 +247,9 @@ fn map_state(t: &TaskState) -> Result<JobState> {
         r => format!("slurm: {s} ({r})"),
     };
     Ok(match state {
-        "PENDING" | "REQUEUED" | "REQUEUE_HOLD" | "REQUEUE_FED" | "RESV_DEL_HOLD" | "SPECIAL_EXIT" => JobState::Queued,
+        "PENDING" if never_starts(&t.reason) => JobState::Stuck(why(state)),
+        "REQUEUE_HOLD" | "RESV_DEL_HOLD" | "SPECIAL_EXIT" => JobState::Stuck(why(state)),
+        "PENDING" | "REQUEUED" | "REQUEUE_FED" => JobState::Queued,
         "CONFIGURING" | "RUNNING" | "COMPLETING" | "SUSPENDED" | "STOPPED" | "SIGNALING" | "STAGE_OUT" | "RESIZING" => JobState::Running,
         "COMPLETED" | "FAILED" => JobState::Finished,
         "CANCELLED" | "TIMEOUT" | "NODE_FAIL" | "PREEMPTED" | "BOOT_FAIL" | "DEADLINE" | "OUT_OF_MEMORY" | "REVOKED" => {
@@ -350,7 +371,7 @@ impl Engine for SlurmEngine {
             self.listings.remove(&array);
             match self.task_state(&job.engine_id)? {
                 None => return Ok(()),
-                Some(t) if !matches!(map_state(&t), Ok(JobState::Running) | Ok(JobState::Queued)) => return Ok(()),
+                Some(t) if !matches!(map_state(&t), Ok(JobState::Running | JobState::Queued | JobState::Stuck(_))) => return Ok(()),
                 Some(t) if Instant::now() >= deadline => return Err(Error::new(
                     Kind::Infrastructure,
                     format!(
@@ -388,6 +409,15 @@ mod tests {
         assert_eq!(map_state(&ts("CANCELLED+", "None")).unwrap(), JobState::Failed("slurm: CANCELLED".into()));
         assert_eq!(map_state(&ts("TIMEOUT", "TimeLimit")).unwrap(), JobState::Failed("slurm: TIMEOUT (TimeLimit)".into()));
         assert!(map_state(&ts("WEIRD", "x")).unwrap_err().message.contains("WEIRD"));
+        // Pending for a reason only someone's action lifts: stuck, with the reason; a queue
+        // wait (priority, resources, limits) is not.
+        for reason in ["JobHeldUser", "JobHeldAdmin", "ReqNodeNotAvail,_UnavailableNodes:n1", "PartitionDown", "DependencyNeverSatisfied"] {
+            assert_eq!(map_state(&ts("PENDING", reason)).unwrap(), JobState::Stuck(format!("slurm: PENDING ({reason})")));
+        }
+        for reason in ["Priority", "Resources", "QOSMaxJobsPerUserLimit", "BeginTime"] {
+            assert_eq!(map_state(&ts("PENDING", reason)).unwrap(), JobState::Queued, "{reason}");
+        }
+        assert_eq!(map_state(&ts("REQUEUE_HOLD", "None")).unwrap(), JobState::Stuck("slurm: REQUEUE_HOLD".into()));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! scontrol, scancel as shell scripts that run each array task on this host): a job preempted,
 //! failed on its node, out of memory or past its time limit starts again and the sweep goes on;
 //! a controller killed right after `sbatch`, before it journaled the job's id, leaves a job the
-//! next sweep finds by its name and re-attaches to, submitting nothing twice.
+//! next sweep finds by its name and re-attaches to, submitting nothing twice; a job Slurm will
+//! not start (held, its node drained) is shown with Slurm's reason and, past the limit, lost.
 
 use crate::support;
 
@@ -22,6 +23,8 @@ n=$(cat "$st/next" 2>/dev/null || echo 1); echo $((n+1)) > "$st/next"
 job=$((4700+n))
 echo "$name" > "$st/$job.name"
 fate=$(sed -n "${n}p" "$st/fates" 2>/dev/null)
+# "PENDING REASON": Slurm keeps the job pending (held, its node drained) and starts nothing.
+case "$fate" in PENDING*) echo "$fate" > "$st/$job.fate"; echo 0 > "$st/$job.pid"; echo "$job"; exit 0;; esac
 cd "$dir"
 SLURM_ARRAY_TASK_ID=0 SLURM_JOB_ID=$job setsid sh "$script" >"$dir/0/slurm.out" 2>"$dir/0/slurm.err" </dev/null &
 pid=$!
@@ -37,11 +40,13 @@ echo "$job"
 /// The state of job $1's task 0, as `JOB_0|STATE|REASON`.
 const STATE_OF: &str = r#"state_of() {
   job="$1"; pid=$(cat "$FAKE_SLURM/$job.pid" 2>/dev/null) || return 1
+  r=None
   if [ -f "$FAKE_SLURM/$job.cancelled" ]; then s=CANCELLED
+  elif grep -q '^PENDING' "$FAKE_SLURM/$job.fate" 2>/dev/null; then s=PENDING; r=$(cut -d' ' -f2 "$FAKE_SLURM/$job.fate")
   elif [ -r "/proc/$pid/stat" ] && ! grep -q ') Z' "/proc/$pid/stat"; then s=RUNNING
   elif [ -f "$FAKE_SLURM/$job.fate" ]; then s=$(cut -d' ' -f1 "$FAKE_SLURM/$job.fate")
   else s=COMPLETED; fi
-  echo "${job}_0|$s|None"
+  echo "${job}_0|$s|$r"
 }
 "#;
 
@@ -58,7 +63,7 @@ fn scontrol() -> String {
     format!("#!/bin/sh\n{STATE_OF}line=$(state_of \"${{3%_*}}\") || {{ echo 'Invalid job id specified' >&2; exit 1; }}\ns=$(echo \"$line\" | cut -d'|' -f2)\necho \"JobId=$3 JobState=$s Reason=None\"\n")
 }
 
-const SCANCEL: &str = "#!/bin/sh\njob=\"${1%_*}\"\ntouch \"$FAKE_SLURM/$job.cancelled\"\npid=$(cat \"$FAKE_SLURM/$job.pid\")\nkill -TERM \"-$pid\" 2>/dev/null; sleep 0.3; kill -KILL \"-$pid\" 2>/dev/null\nexit 0\n";
+const SCANCEL: &str = "#!/bin/sh\njob=\"${1%_*}\"\ntouch \"$FAKE_SLURM/$job.cancelled\"\npid=$(cat \"$FAKE_SLURM/$job.pid\")\n[ \"$pid\" = 0 ] && exit 0\nkill -TERM \"-$pid\" 2>/dev/null; sleep 0.3; kill -KILL \"-$pid\" 2>/dev/null\nexit 0\n";
 
 /// The stand-in's bin directory and state directory, with `fates` written.
 fn fake_slurm(rig: &Path, fates: &[&str]) -> (PathBuf, PathBuf) {
@@ -162,4 +167,39 @@ fn a_job_submitted_just_before_the_controller_died_is_found_by_name_and_reattach
     assert!(!std::fs::read_dir(&st).unwrap().flatten().any(|e| e.file_name().to_string_lossy().ends_with(".cancelled")));
     assert_eq!(t.rows().len(), 2, "{:?}", t.rows());
     t.check_kept_chain(&base);
+}
+
+#[test]
+fn a_held_job_and_one_on_a_drained_node_are_shown_and_then_lost() {
+    // Held by its user, then pending on a drained node: each is named with Slurm's reason at its
+    // first poll and, past the limit (0 s here: at once), cancelled and started again.
+    let rig = tempfile::tempdir().unwrap();
+    let (bin, st) = fake_slurm(rig.path(), &["PENDING JobHeldUser", "PENDING ReqNodeNotAvail,_UnavailableNodes:n1"]);
+    let t = repo("stuck_limit_s = 0\n");
+    let base = t.head();
+    let out = sweep(&t, &bin, &st, None);
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    for reason in ["slurm: PENDING (JobHeldUser)", "slurm: PENDING (ReqNodeNotAvail,_UnavailableNodes:n1)"] {
+        assert!(all.contains(&format!("job will not start by itself: {reason}")), "{reason}: {all}");
+        assert!(all.contains(&format!("was lost ({reason}, for")), "{reason}: {all}");
+    }
+    for job in [4701, 4702] {
+        assert!(st.join(format!("{job}.cancelled")).exists(), "job {job} was cancelled");
+    }
+    let rows = t.rows();
+    assert_eq!(rows.iter().find(|r| r["hypothesis"].starts_with("01")).unwrap()["status"], "keep", "{rows:?}");
+    t.check_kept_chain(&base);
+    assert_eq!(submissions(&st), 4);
+
+    // Past the retries, the hypothesis is recorded interrupted with the reasons.
+    let rig = tempfile::tempdir().unwrap();
+    let (bin, st) = fake_slurm(rig.path(), &["PENDING JobHeldAdmin", "PENDING JobHeldAdmin"]);
+    let t = repo("stuck_limit_s = 0\nretries = 1\n");
+    let out = sweep(&t, &bin, &st, None);
+    assert!(out.status.success(), "{}", text(&out));
+    let rows = t.rows();
+    let lost = rows.iter().find(|r| r["hypothesis"].starts_with("01")).unwrap();
+    assert_eq!(lost["status"], "interrupted", "{lost:?}");
+    assert!(lost["note"].contains("JobHeldAdmin"), "{lost:?}");
 }
