@@ -216,6 +216,11 @@ fn codes_for(plane: &XPlane<'_>, wanted: &[(&str, usize)]) -> StatCodes {
     codes
 }
 
+/// Whether a host line is an XLA CPU executor thread.
+fn is_cpu_executor_line(name: &str) -> bool {
+    name.starts_with("tf_XLA") || name.contains("XLAPjRtCpuClient") || name.contains("XLATfrtCpuClient")
+}
+
 /// The host lines whose op events gave executions, as a reader can find them: the XLA
 /// executor threads (`tf_XLAPjRtCpuClient/<id>`, many) by their prefix, any other thread (the
 /// caller's, for a computation run inline) by its name.
@@ -618,7 +623,13 @@ fn scan_host(st: &mut State, plane: &XPlane<'_>, step_re: &Regex, with_ops: bool
     let mut nester = Nester::default();
     let host = st.device(plane.name, Mode::Cpu, 0);
     for line in &plane.lines {
-        let n = scan_host_line(st, plane, line, &codes, &kinds, &mut op_refs, &mut nester, host, with_ops)?;
+        // The XLA executor threads hold nothing but op events: their lean pass is the bulk of a
+        // CPU capture's time.
+        let n = if is_cpu_executor_line(line.name) {
+            scan_host_line::<false>(st, plane, line, &codes, &kinds, &mut op_refs, &mut nester, host, with_ops)?
+        } else {
+            scan_host_line::<true>(st, plane, line, &codes, &kinds, &mut op_refs, &mut nester, host, with_ops)?
+        };
         st.events += n as u64;
     }
     Ok(())
@@ -636,9 +647,10 @@ pub(crate) fn is_dispatch(name: &str) -> bool {
 /// `program_id`, `run_id`) on whatever thread ran them (the XLA executor threads, or the
 /// caller's own thread for a computation run inline); its steps, GPU module windows, launches
 /// and dispatches. Consecutive op events mostly share their module and execution, so the last
-/// lookups are cached.
+/// lookups are cached. `MIXED`: a line that may hold steps, windows, launches and dispatches
+/// too (any but an XLA executor thread's).
 #[allow(clippy::too_many_arguments)]
-fn scan_host_line(
+fn scan_host_line<const MIXED: bool>(
     st: &mut State,
     plane: &XPlane<'_>,
     line: &XLine<'_>,
@@ -658,23 +670,24 @@ fn scan_host_line(
     let n = line.scan_events(codes, |ev| {
         let start = line.start_ps_of(ev.offset_ps);
         let end = start.saturating_add(ev.duration_ps);
-        let correlation = ev.stats[C_CORRELATION].and_then(|v| v.as_i64());
-        match kinds.get(ev.metadata_id) {
-            0 => {}
-            K_STEP => st.steps.push((start, end)),
-            K_MODULE_WINDOW => tw.module.push((start, end)),
-            K_THUNK_WINDOW => tw.thunk.push((start, end)),
-            _ => {
-                // Only the outermost of nested dispatch events starts an execution.
-                if start >= last_dispatch_end {
-                    st.dispatches.push(start);
-                    last_dispatch_end = end;
+        if MIXED {
+            match kinds.get(ev.metadata_id) {
+                0 => {}
+                K_STEP => st.steps.push((start, end)),
+                K_MODULE_WINDOW => tw.module.push((start, end)),
+                K_THUNK_WINDOW => tw.thunk.push((start, end)),
+                _ => {
+                    // Only the outermost of nested dispatch events starts an execution.
+                    if start >= last_dispatch_end {
+                        st.dispatches.push(start);
+                        last_dispatch_end = end;
+                    }
                 }
             }
-        }
-        if let Some(c) = correlation {
-            st.launches.entry(c).or_insert((thread, start));
-            return;
+            if let Some(c) = ev.stats[C_CORRELATION].and_then(|v| v.as_i64()) {
+                st.launches.entry(c).or_insert((thread, start));
+                return;
+            }
         }
         let (Some(op), Some(module)) = (ev.stats[C_HLO_OP], ev.stats[C_HLO_MODULE]) else { return };
         let program = ev.stats[C_PROGRAM_ID].and_then(|v| v.as_u64());
