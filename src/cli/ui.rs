@@ -2,6 +2,7 @@
 //! (results on stdout, notes and run-by-run progress on stderr), with a progress bar when
 //! stdout is a terminal.
 
+use crate::cli::term;
 use crate::events::{Event, Events, Question};
 use crate::outcome::{Outcome, SweepOutcome};
 use crate::printable::{self, line};
@@ -164,20 +165,21 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 pb.set_length(max_runs as u64);
                 self.estimate = None;
                 self.label.clear();
-                pb.set_message(bar_message(&self.label, None, self.sweep.as_ref()));
+                pb.set_message(fitted(&bar_message(&self.label, None, self.sweep.as_ref()), term::width(), max_runs as u64));
                 self.pb = Some(pb);
             }
             Event::RunStarted { side, label, .. } => {
                 self.label = format!("{label}: {}", side.as_str());
                 if let Some(pb) = &self.pb {
-                    pb.set_message(bar_message(&self.label, self.estimate.as_ref(), self.sweep.as_ref()));
+                    let len = pb.length().unwrap_or(0);
+                    pb.set_message(fitted(&bar_message(&self.label, self.estimate.as_ref(), self.sweep.as_ref()), term::width(), len));
                 }
             }
             Event::Progress(est) => {
                 let plain = self.pb.as_ref().is_none_or(|pb| pb.is_hidden());
                 if let Some(pb) = &self.pb {
                     pb.set_length(est.total as u64);
-                    pb.set_message(bar_message(&self.label, Some(&est), self.sweep.as_ref()));
+                    pb.set_message(fitted(&bar_message(&self.label, Some(&est), self.sweep.as_ref()), term::width(), est.total as u64));
                 }
                 if !quiet && plain {
                     let before = self.estimate.as_ref().map_or(0.0, |p| p.elapsed_s);
@@ -284,13 +286,16 @@ fn progress_bar(total: u64) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let pb = ProgressBar::new(total);
-    pb.set_style(
-        ProgressStyle::with_template("  {spinner} [{elapsed_precise}] {bar:24.cyan/blue} run {pos}/{len} {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
+    pb.set_style(bar_style());
     pb.enable_steady_tick(std::time::Duration::from_millis(200));
     pb
+}
+
+/// The bar's line; its message is cut by [`fitted`] so that the line never wraps.
+fn bar_style() -> ProgressStyle {
+    ProgressStyle::with_template("  {spinner} [{elapsed_precise}] {bar:24.cyan/blue} run {pos}/{len} {msg}")
+        .expect("valid template")
+        .progress_chars("=> ")
 }
 
 /// A run time: `0.42 s`, `9.1 s`, `75 s`.
@@ -310,6 +315,16 @@ fn total_note(est: Option<&Estimate>) -> String {
         Some(e) if e.decisions > 0 => format!("(likely; at most {})", e.max_runs),
         _ => "(at most)".into(),
     }
+}
+
+/// The bar's message cut to what a terminal `width` columns wide leaves beside the bar's fixed
+/// part (with `len` runs, the position counted at `len`'s digits), one column spare: a wrapped
+/// bar redraws over the lines above it.
+fn fitted(msg: &str, width: usize, len: u64) -> String {
+    let digits = len.max(1).to_string().len();
+    // "  ⠋ [00:00:00] " + 24 + " run " + pos + "/" + len + " "
+    let fixed = 15 + 24 + 5 + 2 * digits + 1 + 1;
+    crate::units::cut(msg, width.saturating_sub(fixed + 1))
 }
 
 /// The text beside the bar: what the total is, the time left, the run in progress and, in a
@@ -680,6 +695,26 @@ mod tests {
         sweep_summary(&mut o, &out, 8, 1.0, None);
         let text = String::from_utf8(o).unwrap();
         assert!(text.contains("4 experiments this sweep (1 kept, 1 reverted, 1 inconclusive, 1 no-op)"), "{text}");
+    }
+
+    #[test]
+    fn the_bar_never_wraps_at_any_width() {
+        use indicatif::{InMemoryTerm, ProgressDrawTarget};
+        // A message as long as a sweep's (about 130 columns), on 80, 110 and 60 columns.
+        let label = "confirmation pair 12: candidate · sweep 3/5 ~2 h 10 min left, wall 1 h 05 min left · (likely; at most 44)";
+        for cols in [60u16, 80, 110] {
+            let term = InMemoryTerm::new(4, cols);
+            let pb = ProgressBar::with_draw_target(Some(44), ProgressDrawTarget::term_like(Box::new(term.clone())));
+            pb.set_style(bar_style());
+            pb.set_position(7);
+            pb.set_message(fitted(&bar_message(label, None, None), cols as usize, 44));
+            pb.tick();
+            let shown = term.contents();
+            let rows: Vec<&str> = shown.lines().filter(|l| !l.trim().is_empty()).collect();
+            assert_eq!(rows.len(), 1, "{cols} columns: the bar took {} rows:\n{shown}", rows.len());
+            assert!(rows[0].contains("run 7/44"), "{shown}");
+            assert!(crate::units::cells(rows[0]) <= cols as usize, "{shown}");
+        }
     }
 
     fn said(v: Verbosity) -> (String, String) {
