@@ -165,21 +165,21 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 pb.set_length(max_runs as u64);
                 self.estimate = None;
                 self.label.clear();
-                pb.set_message(fitted(&bar_message(&self.label, None, self.sweep.as_ref()), term::width(), max_runs as u64));
+                pb.set_message(fitted(&bar_message(&self.label, None, self.sweep.as_ref()), shown_width(&pb), max_runs as u64));
                 self.pb = Some(pb);
             }
             Event::RunStarted { side, label, .. } => {
                 self.label = format!("{label}: {}", side.as_str());
                 if let Some(pb) = &self.pb {
                     let len = pb.length().unwrap_or(0);
-                    pb.set_message(fitted(&bar_message(&self.label, self.estimate.as_ref(), self.sweep.as_ref()), term::width(), len));
+                    pb.set_message(fitted(&bar_message(&self.label, self.estimate.as_ref(), self.sweep.as_ref()), shown_width(pb), len));
                 }
             }
             Event::Progress(est) => {
                 let plain = self.pb.as_ref().is_none_or(|pb| pb.is_hidden());
                 if let Some(pb) = &self.pb {
                     pb.set_length(est.total as u64);
-                    pb.set_message(fitted(&bar_message(&self.label, Some(&est), self.sweep.as_ref()), term::width(), est.total as u64));
+                    pb.set_message(fitted(&bar_message(&self.label, Some(&est), self.sweep.as_ref()), shown_width(pb), est.total as u64));
                 }
                 if !quiet && plain {
                     let before = self.estimate.as_ref().map_or(0.0, |p| p.elapsed_s);
@@ -286,14 +286,33 @@ fn progress_bar(total: u64) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let pb = ProgressBar::new(total);
-    pb.set_style(bar_style());
+    pb.set_style(bar_style(bar_cells(term::width())));
     pb.enable_steady_tick(std::time::Duration::from_millis(200));
     pb
 }
 
+/// The width a bar's message is fitted to: the terminal's for a drawn bar; a hidden one (no
+/// terminal) keeps its whole message.
+fn shown_width(pb: &ProgressBar) -> usize {
+    if pb.is_hidden() {
+        usize::MAX
+    } else {
+        term::width()
+    }
+}
+
+/// The bar's own cells: narrower on a narrow terminal, to leave its message room.
+fn bar_cells(width: usize) -> usize {
+    if width >= 110 {
+        24
+    } else {
+        12
+    }
+}
+
 /// The bar's line; its message is cut by [`fitted`] so that the line never wraps.
-fn bar_style() -> ProgressStyle {
-    ProgressStyle::with_template("  {spinner} [{elapsed_precise}] {bar:24.cyan/blue} run {pos}/{len} {msg}")
+fn bar_style(cells: usize) -> ProgressStyle {
+    ProgressStyle::with_template(&format!("  {{spinner}} [{{elapsed_precise}}] {{bar:{cells}.cyan/blue}} run {{pos}}/{{len}} {{msg}}"))
         .expect("valid template")
         .progress_chars("=> ")
 }
@@ -322,8 +341,8 @@ fn total_note(est: Option<&Estimate>) -> String {
 /// bar redraws over the lines above it.
 fn fitted(msg: &str, width: usize, len: u64) -> String {
     let digits = len.max(1).to_string().len();
-    // "  ⠋ [00:00:00] " + 24 + " run " + pos + "/" + len + " "
-    let fixed = 15 + 24 + 5 + 2 * digits + 1 + 1;
+    // "  ⠋ [00:00:00] " + the bar + " run " + pos + "/" + len + " "
+    let fixed = 15 + bar_cells(width) + 5 + 2 * digits + 1 + 1;
     crate::units::cut(msg, width.saturating_sub(fixed + 1))
 }
 
@@ -705,7 +724,7 @@ mod tests {
         for cols in [60u16, 80, 110] {
             let term = InMemoryTerm::new(4, cols);
             let pb = ProgressBar::with_draw_target(Some(44), ProgressDrawTarget::term_like(Box::new(term.clone())));
-            pb.set_style(bar_style());
+            pb.set_style(bar_style(bar_cells(cols as usize)));
             pb.set_position(7);
             pb.set_message(fitted(&bar_message(label, None, None), cols as usize, 44));
             pb.tick();
