@@ -163,7 +163,10 @@ impl State {
         }
         bounds.sort_unstable();
         let events = std::mem::take(&mut self.unnumbered);
-        let warning = bounds.is_empty().then(|| {
+        // A TPU or GPU capture's executions come from the device: host ops are not read, so
+        // nothing to warn about.
+        let accelerated = self.tpu_module_events > 0 || self.groups.iter().any(|&(_, d)| self.devices[d as usize].mode == Mode::Gpu);
+        let warning = (bounds.is_empty() && !accelerated).then(|| {
             self.cpu_split = Some("module only (no run_id, dispatch or step to split executions by)");
             format!(
                 "{} op event(s) carry no run_id and the capture records no dispatch or step to tell executions apart: \
@@ -1165,6 +1168,24 @@ mod tests {
             "{:?}",
             r.warnings
         );
+    }
+
+    #[test]
+    fn host_ops_without_run_id_beside_a_device_raise_no_warning() {
+        // A TPU capture whose host also ran a few ops of its own, with no run_id, dispatch or
+        // step: the executions are the device's, and the host's ops are not read.
+        let host_md = [stat_md(1, "hlo_module"), stat_md(2, "hlo_op"), event_md(1, "op", "")];
+        let host = plane("/host:CPU", &[line(1, "python3", &[op(0, 10, None), op(50, 10, None)])], &host_md);
+        let tpu = plane(
+            "/device:TPU:0",
+            &[line(1, "XLA Modules", &[event(1, 0, 1000, &[]), event(1, 2000, 1000, &[])])],
+            &[event_md(1, "jit_g(7)", "")],
+        );
+        let data = space(&[host, tpu]);
+        let sp = xplane::parse_skeleton(&data).unwrap();
+        let r = analyze_space(&sp, "t", &AnalyzeOptions::default()).unwrap();
+        assert_eq!(r.source, "/device:TPU:0 / XLA Modules");
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     }
 
     #[test]
