@@ -40,6 +40,12 @@ pub fn run(ws: &Workspace, args: &ShowArgs) -> Result<()> {
             return Err(Error::usage(format!("there is no experiment {other} to compare with")).hint("`ratchet results` lists them"));
         };
         let base_runs: Vec<RunRecord> = all_runs.iter().filter(|r| r.experiment == other.to_string()).cloned().collect();
+        for (id, side) in [(other, &base_runs), (row.id, &runs)] {
+            if AbSide::of("", side, Side::Candidate).runs.is_empty() {
+                return Err(Error::usage(format!("experiment {id} has no ok candidate run in results/runs.jsonl to compare"))
+                    .hint("the A/B table is the median over each experiment's recorded runs; `ratchet show ID` shows what it has"));
+            }
+        }
         let table = crate::diagnose::compare::ab_table(
             &AbSide::of(format!("experiment {other}"), &base_runs, Side::Candidate),
             &AbSide::of(format!("experiment {}", row.id), &runs, Side::Candidate),

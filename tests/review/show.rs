@@ -187,4 +187,11 @@ fn show_vs_sets_two_experiments_candidates_side_by_side() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("there is no experiment 9 to compare with"));
+    // An experiment whose runs are not on record has nothing to take medians of.
+    std::fs::remove_file(t.path().join("results/runs.jsonl")).unwrap();
+    t.ratchet()
+        .args(["show", "2", "--vs", "1"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("experiment 1 has no ok candidate run in results/runs.jsonl to compare"));
 }
