@@ -228,15 +228,17 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
         }
         // The most pairs this experiment may take, confirmation included.
         let pairs = cfg.decision.params(h.pairs.or(opts.pairs)).max_total_pairs() as u64;
-        if let Some(why) = over_budget(opts, started.elapsed(), runs_spent, 2 * pairs, &walls) {
+        let left = hyps[i..].iter().filter(|h| !done.contains_key(&h.key())).count();
+        let wall = opts.max_wall.map(|w| w.as_secs_f64());
+        let eta = crate::progress::sweep_eta(i, hyps.len(), left, started.elapsed().as_secs_f64(), &out.rows, &record, wall);
+        // Before this sweep has a pace of its own, the record's: the one its progress line shows.
+        let record_pace = eta.runs_per_hypothesis.zip(eta.secs_per_run).map(|(r, s)| r * s);
+        if let Some(why) = over_budget(opts, started.elapsed(), runs_spent, 2 * pairs, &walls, record_pace) {
             out.not_started = hyps[i..].iter().filter(|h| !done.contains_key(&h.key())).count();
             out.stopped_by = Some(why);
             break;
         }
         fx.emit(Event::HypothesisStarted { index: i, total: hyps.len(), name: h.name.clone(), elapsed_s: started.elapsed().as_secs_f64() });
-        let left = hyps[i..].iter().filter(|h| !done.contains_key(&h.key())).count();
-        let wall = opts.max_wall.map(|w| w.as_secs_f64());
-        let eta = crate::progress::sweep_eta(i, hyps.len(), left, started.elapsed().as_secs_f64(), &out.rows, &record, wall);
         fx.emit(Event::SweepProgress(eta));
         match run_one(ws, &state_dir, &branch, &cfg, h, opts, exec, fx) {
             Ok((row, None)) => {
@@ -267,15 +269,23 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
 
 /// Why the next experiment must not start, if it must not. The wall budget also refuses an
 /// experiment that, at the sweep's average pace, would end past it: an 8h budget means being
-/// done by morning, not starting a long experiment at 7:59.
-pub(crate) fn over_budget(o: &SweepOptions, elapsed: Duration, runs_spent: u64, next_runs: u64, walls: &[f64]) -> Option<String> {
+/// done by morning, not starting a long experiment at 7:59. Before the sweep has a pace of its
+/// own, `record_pace` (seconds a hypothesis, from the results) stands in for it.
+pub(crate) fn over_budget(
+    o: &SweepOptions,
+    elapsed: Duration,
+    runs_spent: u64,
+    next_runs: u64,
+    walls: &[f64],
+    record_pace: Option<f64>,
+) -> Option<String> {
     if let Some(max) = o.max_runs {
         if runs_spent + next_runs > max {
             return Some(format!("run budget: {runs_spent} of {max} runs spent, the next experiment needs up to {next_runs}"));
         }
     }
     if let Some(max) = o.max_wall {
-        let pace = if walls.is_empty() { 0.0 } else { walls.iter().sum::<f64>() / walls.len() as f64 };
+        let pace = if walls.is_empty() { record_pace.unwrap_or(0.0) } else { walls.iter().sum::<f64>() / walls.len() as f64 };
         if elapsed.as_secs_f64() + pace > max.as_secs_f64() {
             return Some(format!(
                 "wall-time budget: {} of {} spent, an experiment takes about {}",

@@ -128,3 +128,36 @@ fn a_sweeps_progress_is_its_pace_so_far_and_the_wall_left() {
     let median = (recorded[0].runs + recorded[1].runs) as f64 / 2.0;
     assert_eq!(sessions[2].total, 2 * (median / 2.0).ceil() as usize);
 }
+
+#[test]
+fn a_wall_budget_starts_no_experiment_its_record_says_cannot_finish() {
+    let dir = repo();
+    write(
+        dir.path(),
+        "experiments/01-faster.toml",
+        "message = \"exp: faster\"\n[[edit]]\nfile = \"bench.mock\"\nfind = \"latency 10\"\nreplace = \"latency 8\"\n",
+    );
+    support::git_in(dir.path(), &["add", "-A"]);
+    support::git_in(dir.path(), &["commit", "-qm", "queue"]);
+    // On record: decisions of 10 runs at 60 s a run, 10 minutes a hypothesis.
+    let store = Workspace::discover(dir.path()).unwrap().store;
+    for id in 1..=3 {
+        let row = ResultRow {
+            runs: 10,
+            wall_s: 600.0,
+            metric: "latency".into(),
+            ..ResultRow::unmeasured(id, Status::Revert, "old", String::new(), String::new())
+        };
+        store.append_row(&row).unwrap();
+    }
+    let mut events = vec![];
+    let ws = Workspace::discover(dir.path()).unwrap().lock("test", &mut events).unwrap();
+    // A 5-minute budget: the record's pace says a hypothesis takes 10.
+    let opts = SweepOptions { max_wall: Some(std::time::Duration::from_secs(300)), ..Default::default() };
+    let out =
+        sweep::run(&ws, &opts, &mut MockExecutor::from_checkout("bench.mock"), &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    assert_eq!((out.rows.len(), out.not_started), (0, 1), "{out:?}");
+    let why = out.stopped_by.unwrap();
+    assert!(why.starts_with("wall-time budget") && why.contains("an experiment takes about 10m00s"), "{why}");
+    assert!(!events.iter().any(|e| matches!(e, Event::HypothesisStarted { .. })), "nothing started");
+}
