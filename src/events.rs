@@ -54,6 +54,10 @@ pub enum Event {
     Progress(crate::progress::Estimate),
     /// The session's runs are over.
     SessionFinished,
+    /// The procedure asked for this many more runs before its next look (a confirmation's
+    /// whole batch, say): the session's progress counts them as ahead, whatever the record's
+    /// likely total.
+    RunsAhead { runs: usize },
     /// An experiment was decided (or stopped) and its row recorded.
     ExperimentFinished { outcome: Box<Outcome> },
     /// A sweep starts.
@@ -174,11 +178,13 @@ pub struct Tracking<'a> {
     inner: &'a mut dyn Events,
     plan: crate::progress::Plan,
     run_secs: Vec<f64>,
+    /// Runs done plus those the procedure last asked for: the fewest the session will take.
+    floor: usize,
 }
 
 impl<'a> Tracking<'a> {
     pub fn new(inner: &'a mut dyn Events, plan: crate::progress::Plan) -> Tracking<'a> {
-        Tracking { inner, plan, run_secs: vec![] }
+        Tracking { inner, plan, run_secs: vec![], floor: 0 }
     }
 }
 
@@ -187,7 +193,14 @@ impl Events for Tracking<'_> {
         let follow = match &event {
             Event::SessionStarted { .. } => {
                 self.run_secs.clear();
+                self.floor = 0;
                 true
+            }
+            // Counted from the next run's estimate on (one estimate after the start and one
+            // after each run, as before).
+            Event::RunsAhead { runs } => {
+                self.floor = self.floor.max(self.run_secs.len() + runs);
+                false
             }
             Event::RunFinished { wall_s, .. } => {
                 self.run_secs.push(*wall_s);
@@ -197,7 +210,7 @@ impl Events for Tracking<'_> {
         };
         self.inner.emit(event);
         if follow {
-            self.inner.emit(Event::Progress(crate::progress::estimate(&self.plan, &self.run_secs)));
+            self.inner.emit(Event::Progress(crate::progress::estimate(&self.plan, &self.run_secs, self.floor)));
         }
     }
 

@@ -665,7 +665,10 @@ pub(crate) fn drive(
     let ended = 'measure: loop {
         let (phase, pairs) = match seq.next_runs(&main, &confirm, &main_s, &confirm_s) {
             Next::Done(d) => break Ended::Decided(d),
-            Next::Measure { phase, pairs } => (phase, pairs),
+            Next::Measure { phase, pairs } => {
+                s.events.emit(Event::RunsAhead { runs: 2 * pairs });
+                (phase, pairs)
+            }
         };
         let rescue = phase == Phase::Confirm && seq.in_rescue(&main, &confirm, &main_s, &confirm_s);
         for _ in 0..pairs {

@@ -99,9 +99,10 @@ pub struct Estimate {
 
 /// A session's estimate after the runs that took `run_secs` (in order). Its own mean run time
 /// once a pair has run (both sides: they can differ), the record's before that.
-pub fn estimate(plan: &Plan, run_secs: &[f64]) -> Estimate {
+pub fn estimate(plan: &Plan, run_secs: &[f64], floor: usize) -> Estimate {
     let done = run_secs.len();
-    let total = if done < plan.likely_runs { plan.likely_runs } else { done + 2 - done % 2 };
+    // Past the likely total, a pair ahead; never fewer than the runs the procedure asked for.
+    let total = if done < plan.likely_runs { plan.likely_runs } else { done + 2 - done % 2 }.max(floor);
     let elapsed: f64 = run_secs.iter().sum();
     let own = (done > 0).then(|| elapsed / done as f64);
     let (secs, measured) = match (own, plan.record_secs_per_run) {
@@ -219,7 +220,7 @@ mod tests {
         assert!((rec.secs_per_run.unwrap() - 200.0 / 38.0).abs() < 1e-9);
         let plan = Plan::new(80, &rec);
         assert_eq!(plan.likely_runs, 12);
-        let e = estimate(&plan, &[]);
+        let e = estimate(&plan, &[], 0);
         assert_eq!((e.done, e.total, e.max_runs, e.decisions), (0, 12, 80, 3));
         assert!((e.left_s.unwrap() - 12.0 * 200.0 / 38.0).abs() < 1e-9 && !e.measured);
     }
@@ -244,7 +245,7 @@ mod tests {
     #[test]
     fn with_nothing_on_record_the_total_is_the_budget() {
         let plan = Plan::new(38, &Record::default());
-        let e = estimate(&plan, &[]);
+        let e = estimate(&plan, &[], 0);
         assert_eq!((e.total, e.decisions, e.secs_per_run, e.left_s), (38, 0, None, None));
     }
 
@@ -252,22 +253,25 @@ mod tests {
     fn the_time_left_comes_from_this_sessions_runs_once_a_pair_has_run() {
         let plan = Plan::new(40, &Record { decisions: 5, runs_per_decision: Some(10.0), secs_per_run: Some(3.0) });
         // One run: still the record's 3 s a run.
-        let one = estimate(&plan, &[9.0]);
+        let one = estimate(&plan, &[9.0], 0);
         assert_eq!((one.secs_per_run, one.measured, one.left_s), (Some(3.0), false, Some(27.0)));
         // A pair (9 s and 5 s): its own 7 s a run, 8 runs left.
-        let two = estimate(&plan, &[9.0, 5.0]);
+        let two = estimate(&plan, &[9.0, 5.0], 0);
         assert_eq!((two.secs_per_run, two.measured, two.left_s, two.elapsed_s), (Some(7.0), true, Some(56.0), 14.0));
         // Without a record, a single run is all there is.
-        let bare = estimate(&Plan::new(40, &Record::default()), &[4.0]);
+        let bare = estimate(&Plan::new(40, &Record::default()), &[4.0], 0);
         assert_eq!((bare.secs_per_run, bare.left_s), (Some(4.0), Some(156.0)));
     }
 
     #[test]
     fn past_the_likely_total_the_total_grows_a_pair_at_a_time() {
         let plan = Plan::new(40, &Record { decisions: 1, runs_per_decision: Some(4.0), secs_per_run: None });
-        let at = |n: usize| estimate(&plan, &vec![1.0; n]).total;
+        let at = |n: usize| estimate(&plan, &vec![1.0; n], 0).total;
         assert_eq!((at(3), at(4), at(5), at(6)), (4, 6, 6, 8));
-        assert_eq!(estimate(&plan, &[1.0; 4]).left_s, Some(2.0));
+        assert_eq!(estimate(&plan, &[1.0; 4], 0).left_s, Some(2.0));
+        // Runs the procedure asked for (a confirmation's batch) are ahead whatever the record.
+        let asked = estimate(&plan, &[1.0; 9], 16);
+        assert_eq!((asked.total, asked.left_s), (16, Some(7.0)));
     }
 
     #[test]

@@ -225,6 +225,8 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 crashed.as_str(),
                 other.as_str()
             ),
+            // Read by the progress estimate (`events::Tracking`); nothing to print.
+            Event::RunsAhead { .. } => {}
             Event::SessionFinished => {
                 if let Some(pb) = self.pb.take() {
                     pb.finish_and_clear();

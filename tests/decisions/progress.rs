@@ -78,12 +78,19 @@ fn an_experiments_total_is_what_past_decisions_took_not_the_budget() {
     let per_run = r1.wall_s / r1.runs as f64;
     assert!((e[0].secs_per_run.unwrap() - per_run).abs() < 1e-9 && !e[0].measured);
     assert!((e[0].left_s.unwrap() - r1.runs as f64 * per_run).abs() < 1e-9);
-    // The kept one runs on past that total (its confirmation): the total follows, a pair ahead.
+    // The kept one runs on past that total (its confirmation): once the confirmation's batch
+    // is asked for, the total is its end, so the time left counts every run still to come.
     let r2 = rows(dir.path()).last().unwrap().clone();
     assert!(r2.runs > r1.runs, "{} runs after {}", r2.runs, r1.runs);
     let last = e.last().unwrap();
     assert_eq!((last.done, last.total), (r2.runs as usize, r2.runs as usize + 2));
-    assert!(e.iter().all(|p| p.total >= p.done && p.total <= p.done.max(r1.runs as usize) + 2));
+    assert!(e.iter().all(|p| p.total >= p.done && p.total <= p.done.max(r1.runs as usize) + 2 || p.total == r2.runs as usize));
+    let confirming: Vec<&&Estimate> = e.iter().filter(|p| p.done > r1.runs as usize && p.done < r2.runs as usize).collect();
+    assert!(!confirming.is_empty());
+    for p in confirming {
+        assert_eq!(p.total, r2.runs as usize, "{p:?}");
+        assert!((p.left_s.unwrap() - (r2.runs as usize - p.done) as f64 * p.secs_per_run.unwrap()).abs() < 1e-9);
+    }
 }
 
 #[test]
