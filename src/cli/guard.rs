@@ -42,14 +42,18 @@ pub fn normalize_args(args: Vec<OsString>, subcommands: &[String]) -> Vec<OsStri
 pub fn check_message(message: &str, subcommands: &[String]) -> Result<()> {
     let (word, _) = crate::experiment::split_deep_suffix(message);
     let word = word.trim();
-    let bare = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
-    if !bare {
+    if !is_bare_word(word) {
         return Ok(());
     }
     let Some((d, name)) = closest(word, subcommands) else { return Ok(()) };
     let what = if d == 0 { "is a subcommand's name" } else { "looks like a mistyped subcommand" };
     Err(Error::usage(format!("the experiment message {word:?} {what}; did you mean `ratchet {name}`? Nothing was committed or run"))
         .hint(format!("to run an experiment, describe it in words: ratchet \"experiment: {word}\"")))
+}
+
+/// One word as a subcommand's name is spelled (letters, digits, `-`, `_`), not a phrase.
+fn is_bare_word(word: &str) -> bool {
+    !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// The subcommand `word` is closest to, and its distance, when within a typo's reach: one
@@ -66,10 +70,7 @@ fn closest<'a>(word: &str, subcommands: &'a [String]) -> Option<(usize, &'a Stri
 /// "the subcommand '2' cannot be used with '[MESSAGE]'".
 pub fn mistyped_subcommand(args: &[OsString], subcommands: &[String]) -> Option<Error> {
     let word = args.get(1)?.to_str()?;
-    if args.len() < 3 || word.starts_with('-') || subcommands.iter().any(|s| s == word) {
-        return None;
-    }
-    if !word.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+    if args.len() < 3 || word.starts_with('-') || subcommands.iter().any(|s| s == word) || !is_bare_word(word) {
         return None;
     }
     let (_, name) = closest(word, subcommands)?;

@@ -22,12 +22,12 @@ pub struct SideFigures {
     pub last: Option<RunRecord>,
 }
 
-fn ok_runs(runs: &[RunRecord], side: Side) -> Vec<&RunRecord> {
+pub(super) fn ok_runs(runs: &[RunRecord], side: Side) -> Vec<&RunRecord> {
     runs.iter().filter(|r| r.side == side && r.status == RunStatus::Ok && !r.superseded).collect()
 }
 
 /// The hardware to judge a side by: the configured one, else its device kind's preset.
-fn hardware_of(last: &RunRecord, configured: Option<Hardware>) -> Option<Hardware> {
+pub(super) fn hardware_of(last: &RunRecord, configured: Option<Hardware>) -> Option<Hardware> {
     configured.or_else(|| last.device.as_deref().and_then(crate::hardware::for_device_kind).map(|p| p.hw))
 }
 

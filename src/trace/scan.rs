@@ -137,12 +137,17 @@ impl State {
 
     #[inline]
     pub(crate) fn add_exec(&mut self, group: u32, key: i64, start: i64, end: i64) {
-        let next = self.execs.len() as u32;
-        let i = *self.exec_index.entry((group, key)).or_insert(next);
-        if i == next {
-            self.execs.push((group, Exec::new(start, end)));
+        extend_exec(&mut self.exec_index, &mut self.execs, (group, key), group, start, end);
+    }
+
+    /// The timeline the report reads: the TPU's, else the GPU's, else the CPU's.
+    fn mode(&self) -> Mode {
+        if self.tpu_module_events > 0 {
+            Mode::Tpu
+        } else if self.groups.iter().any(|&(_, d)| self.devices[d as usize].mode == Mode::Gpu) {
+            Mode::Gpu
         } else {
-            self.execs[i as usize].1.extend(start, end);
+            Mode::Cpu
         }
     }
 
@@ -165,8 +170,7 @@ impl State {
         let events = std::mem::take(&mut self.unnumbered);
         // A TPU or GPU capture's executions come from the device: host ops are not read, so
         // nothing to warn about.
-        let accelerated = self.tpu_module_events > 0 || self.groups.iter().any(|&(_, d)| self.devices[d as usize].mode == Mode::Gpu);
-        let warning = (bounds.is_empty() && !accelerated).then(|| {
+        let warning = (bounds.is_empty() && self.mode() == Mode::Cpu).then(|| {
             self.cpu_split = Some("module only (no run_id, dispatch or step to split executions by)");
             format!(
                 "{} op event(s) carry no run_id and the capture records no dispatch or step to tell executions apart: \
@@ -176,13 +180,7 @@ impl State {
         });
         for (group, start, end) in events {
             let bound = bounds.partition_point(|&b| b <= start) as u32;
-            let next = self.execs.len() as u32;
-            let i = *self.split_index.entry((group, bound)).or_insert(next);
-            if i == next {
-                self.execs.push((group, Exec::new(start, end)));
-            } else {
-                self.execs[i as usize].1.extend(start, end);
-            }
+            extend_exec(&mut self.split_index, &mut self.execs, (group, bound), group, start, end);
         }
         warning
     }
@@ -217,6 +215,18 @@ fn codes_for(plane: &XPlane<'_>, wanted: &[(&str, usize)]) -> StatCodes {
         }
     }
     codes
+}
+
+/// The execution `key` names grown by [start, end], or made when it is new.
+#[inline]
+fn extend_exec<K: std::hash::Hash + Eq>(index: &mut FxMap<K, u32>, execs: &mut Vec<(u32, Exec)>, key: K, group: u32, start: i64, end: i64) {
+    let next = execs.len() as u32;
+    let i = *index.entry(key).or_insert(next);
+    if i == next {
+        execs.push((group, Exec::new(start, end)));
+    } else {
+        execs[i as usize].1.extend(start, end);
+    }
 }
 
 /// Whether a host line is an XLA CPU executor thread.
@@ -903,13 +913,7 @@ fn resolve_gpu(st: &mut State, with_ops: bool) -> Vec<String> {
 }
 
 pub(crate) fn finish(st: State, warnings: Vec<String>) -> Collected {
-    let mode = if st.tpu_module_events > 0 {
-        Mode::Tpu
-    } else if st.groups.iter().any(|&(_, d)| st.devices[d as usize].mode == Mode::Gpu) {
-        Mode::Gpu
-    } else {
-        Mode::Cpu
-    };
+    let mode = st.mode();
     // Executions per (slot, device) of the chosen kind.
     let mut per_slot: HashMap<u32, Vec<(u32, u32, Vec<Exec>)>> = HashMap::new(); // slot -> (device, group, execs)
     let mut by_group: FxMap<u32, Vec<Exec>> = FxMap::default();

@@ -2,7 +2,7 @@
 //! top hotspot and peak HBM of two sets of runs, each the median over its runs, with deltas;
 //! every cell recomputed here from runs.jsonl and the runs' own captures.
 
-use crate::support;
+use crate::support::{self, median};
 
 use ratchet::bench::mock::{MockExecutor, Step};
 use ratchet::bench::RunRecord;
@@ -15,16 +15,6 @@ use ratchet::workspace::Workspace;
 
 fn capture(dir: &str) -> std::path::PathBuf {
     support::own_fixture(&format!("captures/{dir}/steps.xplane.pb"))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// One experiment whose incumbent runs carry the jax 0.4.38 capture and whose candidate runs

@@ -153,19 +153,13 @@ fn show_vs_sets_two_experiments_candidates_side_by_side() {
     t.write("fake.env", "FAKE_LATENCY_MS=4\n");
     t.ratchet().arg("experiment: a little more").assert().success();
     let median_of = |exp: &str| {
-        let mut v: Vec<f64> = t
-            .runs()
-            .iter()
-            .filter(|r| r["experiment"] == exp && r["side"] == "candidate" && r["status"] == "ok")
-            .map(|r| r["latency_ms"].as_f64().unwrap())
-            .collect();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        }
+        support::median(
+            t.runs()
+                .iter()
+                .filter(|r| r["experiment"] == exp && r["side"] == "candidate" && r["status"] == "ok")
+                .map(|r| r["latency_ms"].as_f64().unwrap())
+                .collect(),
+        )
     };
     let out = t.ratchet().args(["show", "2", "--vs", "1", "--json"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
