@@ -214,13 +214,20 @@ fn controller_down(out: &Output) -> bool {
 /// Whether a failed Slurm command says the job is unknown (finished and purged, or never was).
 fn gone(out: &Output) -> bool {
     let text = format!("{}{}", out.stderr, out.stdout);
-    text.contains("Invalid job id") || text.contains("already completing or completed")
+    // `scontrol show job J_T` of an array task cancelled while pending (held, say) says
+    // "Job J_T not found" (Slurm 22 on the localhost cluster): it is gone too.
+    text.contains("Invalid job id")
+        || text.contains("already completing or completed")
+        || (text.starts_with("Job ") && text.contains(" not found"))
 }
 
 /// Pending reasons (squeue(1), "JOB REASON CODES") under which Slurm will not start the job
 /// until someone acts: a hold, its nodes unavailable (drained, down, reserved), its partition
 /// down or inactive, a dependency that can never be met, a request no node satisfies.
 fn never_starts(reason: &str) -> bool {
+    // squeue spells some reasons with spaces ("Nodes required for job are DOWN, DRAINED ...",
+    // as Slurm 22 on the localhost cluster prints it) where the man page has underscores.
+    let reason = reason.replace(' ', "_");
     const REASONS: [&str; 10] = [
         "JobHeld",
         "ReqNodeNotAvail",
@@ -411,7 +418,14 @@ mod tests {
         assert!(map_state(&ts("WEIRD", "x")).unwrap_err().message.contains("WEIRD"));
         // Pending for a reason only someone's action lifts: stuck, with the reason; a queue
         // wait (priority, resources, limits) is not.
-        for reason in ["JobHeldUser", "JobHeldAdmin", "ReqNodeNotAvail,_UnavailableNodes:n1", "PartitionDown", "DependencyNeverSatisfied"] {
+        for reason in [
+            "JobHeldUser",
+            "JobHeldAdmin",
+            "ReqNodeNotAvail,_UnavailableNodes:n1",
+            "Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions",
+            "PartitionDown",
+            "DependencyNeverSatisfied",
+        ] {
             assert_eq!(map_state(&ts("PENDING", reason)).unwrap(), JobState::Stuck(format!("slurm: PENDING ({reason})")));
         }
         for reason in ["Priority", "Resources", "QOSMaxJobsPerUserLimit", "BeginTime"] {

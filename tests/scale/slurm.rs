@@ -1,5 +1,6 @@
 //! The Slurm engine against a real Slurm: one job array per batch, each task with its
-//! own (fake) GPU, polled to the end, and a cancel that stops the worker's processes. The cluster
+//! own (fake) GPU, polled to the end, a cancel that stops the worker's processes, and jobs Slurm
+//! will not start (held, their node drained) polled as stuck with Slurm's reason. The cluster
 //! is scripts/slurm-localhost.sh's one node; where no Slurm answers these tests say so and skip.
 //! The error paths run everywhere, with stand-in Slurm commands.
 
@@ -114,6 +115,62 @@ fn cancel_stops_the_workers_processes() {
     }
     // Cancelling again (the task is gone) is not an error.
     e.cancel(&jobs[0]).unwrap();
+}
+
+/// Resumes the drained node however the test ends, and waits until Slurm has it back in
+/// service (`idle`, not `idle*` or draining): the next test on the cluster needs it.
+struct Resume(String);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("scontrol").args(["update", &format!("NodeName={}", self.0), "State=RESUME"]).status();
+        support::eventually(|| {
+            let out = std::process::Command::new("sinfo").args(["-h", "-n", &self.0, "-o", "%T"]).output();
+            out.is_ok_and(|o| matches!(String::from_utf8_lossy(&o.stdout).trim(), "idle" | "mixed" | "allocated"))
+        });
+    }
+}
+
+#[test]
+fn a_held_job_and_one_on_a_drained_node_poll_as_stuck_with_slurms_reason() {
+    let Some(_turn) = support::slurm::cluster_turn() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let worker = d.join("worker.sh");
+    write_script(&worker, "#!/bin/sh\necho done > \"$1/result.txt\"\n");
+    let stuck = |e: &mut SlurmEngine, t: &TrialSpec| {
+        let jobs = e.submit(std::slice::from_ref(t), &[vec![worker.to_string_lossy().into(), t.out_dir.to_string_lossy().into()]]).unwrap();
+        // Slurm sets a pending job's reason at its next scheduling pass: wait for it.
+        let mut state = None;
+        assert!(support::eventually(|| {
+            state = Some(e.poll(&jobs[0]).unwrap());
+            matches!(state, Some(JobState::Stuck(_)))
+        }));
+        e.cancel(&jobs[0]).unwrap();
+        match state {
+            Some(JobState::Stuck(why)) => why,
+            other => panic!("{other:?}"),
+        }
+    };
+    // Held by its user (sbatch --hold).
+    let mut o = SlurmOptions::new(d.join("work"));
+    o.command_timeout = Duration::from_secs(30);
+    o.sbatch_args = vec!["--hold".into()];
+    let why = stuck(&mut SlurmEngine::new(o), &trial(d, "held"));
+    assert_eq!(why, "slurm: PENDING (JobHeldUser)");
+    // Its only node drained.
+    let node = String::from_utf8(std::process::Command::new("sinfo").args(["-h", "-o", "%N"]).output().unwrap().stdout).unwrap();
+    let node = node.trim().to_string();
+    assert!(std::process::Command::new("scontrol")
+        .args(["update", &format!("NodeName={node}"), "State=DRAIN", "Reason=ratchet-test"])
+        .status()
+        .unwrap()
+        .success());
+    let _resume = Resume(node);
+    let why = stuck(&mut engine(&d.join("work")), &trial(d, "drained"));
+    // Slurm names it "ReqNodeNotAvail, UnavailableNodes:<node>" for a job asking for a GPU,
+    // "Nodes required for job are DOWN, DRAINED ..." for one asking for none.
+    assert!(why.starts_with("slurm: PENDING (") && (why.contains("ReqNodeNotAvail") || why.contains("DRAINED")), "{why}");
 }
 
 #[test]
