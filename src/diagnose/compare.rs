@@ -7,11 +7,21 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::bench::{RunRecord, Side};
+use crate::bench::{RunRecord, RunStatus, Side};
 use crate::hardware::Hardware;
 use crate::metrics;
 use crate::trace::AnalyzeOptions;
 use crate::units::sig;
+
+/// The ok runs of `side`: successful and not superseded by a re-run, as every view counts them.
+pub(super) fn ok_runs(runs: &[RunRecord], side: Side) -> Vec<&RunRecord> {
+    runs.iter().filter(|r| r.side == side && r.status == RunStatus::Ok && !r.superseded).collect()
+}
+
+/// The hardware to judge a side by: the configured one, else its device kind's preset.
+pub(super) fn hardware_of(last: &RunRecord, configured: Option<Hardware>) -> Option<Hardware> {
+    configured.or_else(|| last.device.as_deref().and_then(crate::hardware::for_device_kind).map(|p| p.hw))
+}
 
 /// One side of the table: a label and its ok runs.
 pub struct AbSide<'a> {
@@ -22,7 +32,7 @@ pub struct AbSide<'a> {
 impl<'a> AbSide<'a> {
     /// The ok runs of `side` among `runs` (superseded runs left out, as every view does).
     pub fn of(label: impl Into<String>, runs: &'a [RunRecord], side: Side) -> AbSide<'a> {
-        AbSide { label: label.into(), runs: super::show::ok_runs(runs, side) }
+        AbSide { label: label.into(), runs: ok_runs(runs, side) }
     }
 }
 
@@ -106,7 +116,7 @@ pub fn ab_table(baseline: &AbSide<'_>, experiment: &AbSide<'_>, configured: Opti
     let step = sides.map(|s| metrics::median(&s.runs.iter().filter_map(|r| r.latency_ms).collect::<Vec<_>>()));
     let util = [0, 1].map(|i| {
         let last = sides[i].runs.last()?;
-        let hw = super::show::hardware_of(last, configured)?;
+        let hw = hardware_of(last, configured)?;
         metrics::roofline(last.flops, last.bytes, last.min_bytes, step[i]?, &hw).util_pct
     });
     let ops = sides.map(|s| op_medians(&s.runs, kernel));

@@ -4,12 +4,13 @@
 
 use std::fmt::Write as _;
 
-use crate::bench::{RunRecord, RunStatus, Side};
+use crate::bench::{RunRecord, Side};
 use crate::hardware::Hardware;
 use crate::metrics::{self, Metrics};
 use crate::store::ResultRow;
 use crate::units::sig;
 
+use super::compare::{hardware_of, ok_runs};
 use super::environment::{self, Environment};
 use super::{cliff, Finding, Inputs, RooflineView};
 
@@ -20,15 +21,6 @@ pub struct SideFigures {
     pub metrics: Option<Metrics>,
     pub hw: Option<Hardware>,
     pub last: Option<RunRecord>,
-}
-
-pub(super) fn ok_runs(runs: &[RunRecord], side: Side) -> Vec<&RunRecord> {
-    runs.iter().filter(|r| r.side == side && r.status == RunStatus::Ok && !r.superseded).collect()
-}
-
-/// The hardware to judge a side by: the configured one, else its device kind's preset.
-pub(super) fn hardware_of(last: &RunRecord, configured: Option<Hardware>) -> Option<Hardware> {
-    configured.or_else(|| last.device.as_deref().and_then(crate::hardware::for_device_kind).map(|p| p.hw))
 }
 
 /// One side's medians and roofline.
