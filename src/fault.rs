@@ -24,6 +24,12 @@ pub const POINTS: &[&str] = &[
 /// Points on the revert path only (a kept hypothesis never reaches them).
 pub const REVERT_ONLY: &[&str] = &["mid-revert", "mid-revert-checkout"];
 
+/// Whether the environment asks to die at `name` (a step that can tear a write makes the tear
+/// first).
+pub fn armed(name: &str) -> bool {
+    std::env::var("RATCHET_FAULT").is_ok_and(|v| v == name)
+}
+
 /// Die here if the environment asks for it. With `RATCHET_FAULT_ONCE=<path>` as well, only the
 /// first process to reach the point dies (the one that creates `<path>`): a parallel sweep's
 /// worker is killed there once, and the trial's retry passes it.

@@ -112,7 +112,7 @@ impl RepoLock {
             file.set_len(0)?;
             file.rewind()?;
             file.write_all(serde_json::to_string(&me).expect("holder serializes").as_bytes())?;
-            file.sync_data()
+            crate::fsutil::sync_data(file)
         };
         write(&mut file).with_path(&path)?;
         Ok(RepoLock { file, stale })

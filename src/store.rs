@@ -357,13 +357,18 @@ impl Store {
         self.dir.join(RUNS_JSONL)
     }
 
-    /// All rows, oldest first. A missing file is an empty table.
+    /// All rows, oldest first. A missing file is an empty table. A last line without its line
+    /// break is a row whose write was cut off (a kill, a power cut): it is not a row, and the
+    /// next append cuts it off.
     pub fn rows(&self) -> Result<Vec<ResultRow>> {
         let path = self.csv_path();
-        if !path.exists() {
-            return Ok(vec![]);
-        }
-        let mut rdr = csv::Reader::from_path(&path).map_err(|e| Error::failure(format!("cannot read {}: {e}", path.display())))?;
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(Error::failure(format!("cannot read {}: {e}", path.display()))),
+        };
+        let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+        let mut rdr = csv::Reader::from_reader(&bytes[..whole]);
         rdr.deserialize::<ResultRow>()
             .enumerate()
             .map(|(i, r)| {
@@ -375,44 +380,111 @@ impl Store {
             .collect()
     }
 
+    /// Whether a row with this id is recorded. Ids only grow down the table, so the last row
+    /// answers for any id above it without reading the rest.
+    pub fn has_row(&self, id: u64) -> Result<bool> {
+        match self.last_row_id()? {
+            None => Ok(false),
+            Some(last) if last < id => Ok(false),
+            Some(last) if last == id => Ok(true),
+            Some(_) => Ok(self.rows()?.iter().any(|r| r.id == id)),
+        }
+    }
+
+    /// The id of the table's last whole row, read from the file's end.
+    pub fn last_row_id(&self) -> Result<Option<u64>> {
+        let path = self.csv_path();
+        let mut f = match std::fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::failure(format!("cannot read {}: {e}", path.display()))),
+        };
+        let Some(line) = last_whole_line(&mut f).with_path(&path)? else { return Ok(None) };
+        // The header is not a row; `id` is the first column.
+        let first = line.split(|&b| b == b',').next().unwrap_or_default();
+        Ok(std::str::from_utf8(first).ok().and_then(|t| t.trim_matches('"').parse().ok()))
+    }
+
     /// The next experiment id.
     pub fn next_id(&self) -> Result<u64> {
         Ok(self.rows()?.iter().map(|r| r.id).max().unwrap_or(0) + 1)
     }
 
-    /// Append a row: the whole file is written to a temporary file and renamed over the old one,
-    /// so readers see the old table or the new one, never half a row.
+    /// Append a row: one line in one write, synced, after cutting a torn last line (see
+    /// [`Store::rows`]), so a row costs the same at any table size and a reader sees the old
+    /// table or the new one. A table whose header is not this version's (written before a column
+    /// was added) is rewritten whole, once, through a temporary file and a rename.
     pub fn append_row(&self, row: &ResultRow) -> Result<()> {
         std::fs::create_dir_all(&self.dir).with_path(&self.dir)?;
-        // Temporary files of an append that was killed before its rename.
+        // Temporary files of a rewrite that was killed before its rename.
         let stale = format!(".{RESULTS_CSV}.tmp.");
         for e in std::fs::read_dir(&self.dir).with_path(&self.dir)?.flatten() {
             if e.file_name().to_string_lossy().starts_with(&stale) {
                 let _ = std::fs::remove_file(e.path());
             }
         }
-        let mut rows = self.rows()?;
-        rows.push(row.clone());
-        let mut w = csv::Writer::from_writer(vec![]);
-        for r in &rows {
-            w.serialize(r.for_csv()).map_err(|e| Error::failure(format!("cannot encode a results row: {e}")))?;
+        let encode = |rows: &[&ResultRow], header: bool| -> Result<Vec<u8>> {
+            let mut w = csv::WriterBuilder::new().has_headers(header).from_writer(vec![]);
+            for r in rows {
+                w.serialize(r.for_csv()).map_err(|e| Error::failure(format!("cannot encode a results row: {e}")))?;
+            }
+            w.into_inner().map_err(|e| Error::failure(format!("cannot encode results: {e}")))
+        };
+        let line = encode(&[row], false)?;
+        let with_header = encode(&[row], true)?;
+        let header = &with_header[..with_header.len() - line.len()];
+        let path = self.csv_path();
+        let mut f = std::fs::OpenOptions::new().read(true).append(true).create(true).open(&path).with_path(&path)?;
+        truncate_torn_tail(&mut f).with_path(&path)?;
+        let len = f.metadata().with_path(&path)?.len();
+        let mut start = vec![0; header.len().min(len as usize)];
+        f.seek(SeekFrom::Start(0)).and_then(|_| f.read_exact(&mut start)).with_path(&path)?;
+        if len > 0 && start != header {
+            drop(f);
+            let mut rows = self.rows()?;
+            rows.push(row.clone());
+            let bytes = encode(&rows.iter().collect::<Vec<_>>(), true)?;
+            return write_atomic_then(&path, &bytes, || crate::fault::point("mid-append"));
         }
-        let bytes = w.into_inner().map_err(|e| Error::failure(format!("cannot encode results: {e}")))?;
-        write_atomic_then(&self.csv_path(), &bytes, || crate::fault::point("mid-append"))
+        let bytes = if len == 0 { with_header } else { line };
+        let mut rest = &bytes[..];
+        if crate::fault::armed("mid-append") {
+            // What a kill in the middle of the write leaves: a torn row.
+            let (first, second) = bytes.split_at(bytes.len() / 2);
+            f.write_all(first).with_path(&path)?;
+            crate::fault::point("mid-append");
+            rest = second;
+        }
+        f.write_all(rest).with_path(&path)?;
+        crate::fsutil::sync_data(&f).with_path(&path)?;
+        Ok(())
     }
 
     /// Append one raw run to runs.jsonl in a single write. A torn last line left by a crash is cut
     /// off first, so the file stays one JSON object per line.
     pub fn append_run(&self, rec: &RunRecord) -> Result<()> {
-        let line = serde_json::to_vec(rec).map_err(|e| Error::failure(format!("cannot encode a run: {e}")))?;
-        self.append_line(&self.runs_path(), line)
+        self.append_runs(std::slice::from_ref(rec))
+    }
+
+    /// Append runs in one write and one fsync (a parallel sweep records a trial's runs at once).
+    pub fn append_runs(&self, recs: &[RunRecord]) -> Result<()> {
+        let mut lines = vec![];
+        for rec in recs {
+            serde_json::to_writer(&mut lines, rec).map_err(|e| Error::failure(format!("cannot encode a run: {e}")))?;
+            lines.push(b'\n');
+        }
+        if lines.is_empty() {
+            return Ok(());
+        }
+        self.append_lines(&self.runs_path(), lines)
     }
 
     /// Append the rule of one decision to decisions.jsonl (before its row: a row never lacks
     /// its record; a record whose row never landed is ignored by its id and commit).
     pub fn append_decision(&self, rec: &impl Serialize) -> Result<()> {
-        let line = serde_json::to_vec(rec).map_err(|e| Error::failure(format!("cannot encode a decision record: {e}")))?;
-        self.append_line(&self.dir.join(DECISIONS_JSONL), line)
+        let mut line = serde_json::to_vec(rec).map_err(|e| Error::failure(format!("cannot encode a decision record: {e}")))?;
+        line.push(b'\n');
+        self.append_lines(&self.dir.join(DECISIONS_JSONL), line)
     }
 
     /// Every decision record (lines that do not parse are skipped). A missing file is none.
@@ -425,36 +497,42 @@ impl Store {
         }
     }
 
-    /// One JSON line appended in a single write and synced, after cutting a torn last line.
-    fn append_line(&self, path: &Path, mut line: Vec<u8>) -> Result<()> {
+    /// Whole lines appended in a single write and synced, after cutting a torn last line.
+    fn append_lines(&self, path: &Path, lines: Vec<u8>) -> Result<()> {
         std::fs::create_dir_all(&self.dir).with_path(&self.dir)?;
-        line.push(b'\n');
         let mut f = std::fs::OpenOptions::new().read(true).append(true).create(true).open(path).with_path(path)?;
-        truncate_torn_tail(&mut f)?;
-        f.write_all(&line).with_path(path)?;
-        f.sync_data().with_path(path)?;
+        truncate_torn_tail(&mut f).with_path(path)?;
+        f.write_all(&lines).with_path(path)?;
+        crate::fsutil::sync_data(&f).with_path(path)?;
         Ok(())
     }
 
     /// Remove the runs of `experiment` (left by one that was killed before it recorded its row,
-    /// and is about to run again under the same id). The file is rewritten atomically.
+    /// and is about to run again under the same id, or given back whole). They are the file's
+    /// last lines: runs are appended under the lock, and an experiment's come after those of
+    /// every row before it. So only the end is read, and cut in place.
     pub fn drop_runs(&self, experiment: &str) -> Result<()> {
         let path = self.runs_path();
-        let text = match std::fs::read_to_string(&path) {
-            Ok(t) => t,
+        let mut f = match std::fs::OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e).with_path(&path),
         };
-        let keep: String = text
-            .lines()
-            .filter(|l| {
-                let v: Option<serde_json::Value> = serde_json::from_str(l).ok();
-                v.is_some_and(|v| v.get("experiment").and_then(|e| e.as_str()) != Some(experiment))
-            })
-            .flat_map(|l| [l, "\n"])
-            .collect();
-        if keep.len() != text.len() {
-            write_atomic(&path, keep.as_bytes())?;
+        truncate_torn_tail(&mut f).with_path(&path)?;
+        let mut end = f.metadata().with_path(&path)?.len();
+        let ours = |line: &[u8]| {
+            let v: Option<serde_json::Value> = serde_json::from_slice(line).ok();
+            v.is_some_and(|v| v.get("experiment").and_then(|e| e.as_str()) == Some(experiment))
+        };
+        while let Some((start, line)) = line_before(&mut f, end).with_path(&path)? {
+            if !ours(&line) {
+                break;
+            }
+            end = start;
+        }
+        if end < f.metadata().with_path(&path)?.len() {
+            f.set_len(end).with_path(&path)?;
+            crate::fsutil::sync_data(&f).with_path(&path)?;
         }
         Ok(())
     }
@@ -471,25 +549,69 @@ impl Store {
     }
 }
 
-fn truncate_torn_tail(f: &mut std::fs::File) -> Result<()> {
+/// Cut a last line that lacks its line break (a write cut off by a crash). Reads one byte when
+/// the file is whole, so an append costs the same at any file size.
+fn truncate_torn_tail(f: &mut std::fs::File) -> std::io::Result<()> {
     let len = f.metadata()?.len();
-    if len == 0 {
+    if len == 0 || byte_at(f, len - 1)? == b'\n' {
         return Ok(());
     }
-    let window = len.min(1 << 20);
-    f.seek(SeekFrom::Start(len - window))?;
-    let mut buf = vec![0; window as usize];
-    f.read_exact(&mut buf)?;
-    if buf.last() == Some(&b'\n') {
-        return Ok(());
-    }
-    let keep = match buf.iter().rposition(|&b| b == b'\n') {
-        Some(p) => len - window + p as u64 + 1,
-        None if window == len => 0,
-        None => return Ok(()), // one enormous line: leave it, readers skip it
+    let keep = match line_before(f, len)? {
+        Some((start, _)) => start,
+        None => 0,
     };
-    f.set_len(keep)?;
-    Ok(())
+    f.set_len(keep)
+}
+
+fn byte_at(f: &mut std::fs::File, at: u64) -> std::io::Result<u8> {
+    let mut b = [0];
+    f.seek(SeekFrom::Start(at))?;
+    f.read_exact(&mut b)?;
+    Ok(b[0])
+}
+
+/// The line that ends at `end` (exclusive; the byte before `end` is its line break, or the
+/// file's end): where it starts, and its bytes without the break. `None` at the file's start.
+fn line_before(f: &mut std::fs::File, end: u64) -> std::io::Result<Option<(u64, Vec<u8>)>> {
+    if end == 0 {
+        return Ok(None);
+    }
+    let stop = if byte_at(f, end - 1)? == b'\n' { end - 1 } else { end };
+    let mut start = stop;
+    let mut line: Vec<u8> = vec![];
+    const CHUNK: u64 = 64 * 1024;
+    while start > 0 {
+        let from = start.saturating_sub(CHUNK);
+        let mut buf = vec![0; (start - from) as usize];
+        f.seek(SeekFrom::Start(from))?;
+        f.read_exact(&mut buf)?;
+        match buf.iter().rposition(|&b| b == b'\n') {
+            Some(p) => {
+                line.splice(0..0, buf[p + 1..].iter().copied());
+                start = from + p as u64 + 1;
+                break;
+            }
+            None => {
+                line.splice(0..0, buf);
+                start = from;
+            }
+        }
+    }
+    Ok(Some((start, line)))
+}
+
+/// The file's last line that ends in a line break, without it.
+fn last_whole_line(f: &mut std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
+    let len = f.metadata()?.len();
+    let mut end = len;
+    if len > 0 && byte_at(f, len - 1)? != b'\n' {
+        // A torn last line is not a line.
+        end = match line_before(f, len)? {
+            Some((start, _)) => start,
+            None => return Ok(None),
+        };
+    }
+    Ok(line_before(f, end)?.map(|(_, l)| l))
 }
 
 /// What ratchet remembers between experiments: the incumbent of each branch.
@@ -635,6 +757,118 @@ mod tests {
         let rows = s.rows().unwrap();
         assert_eq!(rows[0].note, "why");
         assert_eq!((rows[0].p_threshold, rows[0].noise_scale.as_str()), (None, ""));
+        // The next append rewrites it once in today's columns; the one after appends a line.
+        s.append_row(&row(2)).unwrap();
+        assert_eq!(s.rows().unwrap().iter().map(|r| r.id).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(std::fs::read(s.csv_path()).unwrap(), rewritten(&s.rows().unwrap()));
+    }
+
+    /// The table as a whole rewrite writes it.
+    fn rewritten(rows: &[ResultRow]) -> Vec<u8> {
+        let mut w = csv::Writer::from_writer(vec![]);
+        for r in rows {
+            w.serialize(r.for_csv()).unwrap();
+        }
+        w.into_inner().unwrap()
+    }
+
+    #[test]
+    fn an_appended_row_leaves_the_table_a_whole_rewrite_would_write() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(d.path());
+        let mut rows = vec![];
+        for id in 1..=3 {
+            let mut r = row(id);
+            r.message = format!("two\nlines {id}");
+            s.append_row(&r).unwrap();
+            rows.push(r);
+        }
+        assert_eq!(std::fs::read(s.csv_path()).unwrap(), rewritten(&rows));
+        assert_eq!(s.rows().unwrap(), rows);
+        assert_eq!(s.last_row_id().unwrap(), Some(3));
+    }
+
+    #[test]
+    fn a_row_whose_write_was_cut_off_is_no_row_and_the_next_append_cuts_it() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(d.path());
+        s.append_row(&row(1)).unwrap();
+        let whole = std::fs::read(s.csv_path()).unwrap();
+        let line = rewritten(&[row(2)]);
+        let mut torn = whole.clone();
+        // row(2)'s line, without the header before it.
+        let second = &line[line.iter().position(|&b| b == b'\n').unwrap() + 1..];
+        torn.extend_from_slice(&second[..second.len() / 2]);
+        std::fs::write(s.csv_path(), &torn).unwrap();
+        assert_eq!(s.rows().unwrap(), vec![row(1)], "a torn row is not read");
+        assert_eq!(s.last_row_id().unwrap(), Some(1));
+        assert!(!s.has_row(2).unwrap() && s.has_row(1).unwrap());
+        s.append_row(&row(2)).unwrap();
+        assert_eq!(std::fs::read(s.csv_path()).unwrap(), rewritten(&[row(1), row(2)]));
+        // A table torn inside its header reads as empty and starts again with the header.
+        std::fs::write(s.csv_path(), &whole[..10]).unwrap();
+        assert!(s.rows().unwrap().is_empty() && s.last_row_id().unwrap().is_none());
+        s.append_row(&row(3)).unwrap();
+        assert_eq!(s.rows().unwrap(), vec![row(3)]);
+    }
+
+    #[test]
+    fn has_row_answers_for_ids_below_above_and_at_the_last() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(d.path());
+        assert!(!s.has_row(1).unwrap());
+        for id in [1, 2, 5] {
+            s.append_row(&row(id)).unwrap();
+        }
+        let has: Vec<bool> = (1..=6).map(|id| s.has_row(id).unwrap()).collect();
+        assert_eq!(has, [true, true, false, false, true, false]);
+    }
+
+    fn run(experiment: &str, n: usize) -> RunRecord {
+        serde_json::from_str(&format!(
+            r#"{{"experiment":"{experiment}","run":{n},"side":"candidate","commit":"c","time":"t","status":"ok","wall_s":1.0,
+            "latency_ms":1.0,"latency_source":"host","value":1.0,"flops":null,"bytes":null,"min_bytes":null,"out_dir":"/x"}}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn dropping_an_experiments_runs_cuts_its_lines_at_the_end_and_nothing_before() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(d.path());
+        s.drop_runs("1").unwrap();
+        assert!(!s.runs_path().exists(), "no file, nothing to drop");
+        s.append_runs(&[run("1", 1), run("1", 2), run("2", 1), run("3", 1), run("3", 2)]).unwrap();
+        let ids = |s: &Store| s.runs().unwrap().iter().map(|r| format!("{}.{}", r.experiment, r.run)).collect::<Vec<_>>();
+        s.drop_runs("4").unwrap();
+        assert_eq!(ids(&s), ["1.1", "1.2", "2.1", "3.1", "3.2"], "none of 4's");
+        s.drop_runs("3").unwrap();
+        assert_eq!(ids(&s), ["1.1", "1.2", "2.1"]);
+        // A torn line at the end goes with them.
+        let mut text = std::fs::read(s.runs_path()).unwrap();
+        text.extend_from_slice(br#"{"experiment":"2","ru"#);
+        std::fs::write(s.runs_path(), &text).unwrap();
+        s.drop_runs("2").unwrap();
+        assert_eq!(ids(&s), ["1.1", "1.2"]);
+        assert!(std::fs::read(s.runs_path()).unwrap().ends_with(b"\n"));
+        // Lines longer than the chunk the end is read back in.
+        let mut long = run("5", 1);
+        long.iter_latencies_ms = vec![1.234_567_890_123; 20_000];
+        s.append_runs(&[long.clone(), long]).unwrap();
+        s.drop_runs("5").unwrap();
+        assert_eq!(ids(&s), ["1.1", "1.2"]);
+    }
+
+    #[test]
+    fn a_batch_of_runs_is_one_write_and_one_fsync() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(d.path());
+        let before = crate::fsutil::syncs();
+        s.append_runs(&(1..=16).map(|n| run("1", n)).collect::<Vec<_>>()).unwrap();
+        assert_eq!(crate::fsutil::syncs() - before, 1);
+        assert_eq!(s.runs().unwrap().len(), 16);
+        s.append_runs(&[]).unwrap();
+        assert_eq!(crate::fsutil::syncs() - before, 1, "nothing to append, nothing synced");
     }
 
     #[test]

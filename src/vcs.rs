@@ -267,7 +267,7 @@ fn place(workdir: &Path, scratch: &Path, rel: &str) -> Result<()> {
     std::fs::create_dir_all(parent)?;
     let md = std::fs::symlink_metadata(&src)?;
     if md.is_file() {
-        std::fs::File::open(&src)?.sync_all()?;
+        crate::fsutil::sync_all(&std::fs::File::open(&src)?)?;
     }
     if let Ok(old) = std::fs::symlink_metadata(&dst) {
         if old.is_dir() {
@@ -286,7 +286,7 @@ fn place(workdir: &Path, scratch: &Path, rel: &str) -> Result<()> {
                 std::os::unix::fs::symlink(std::fs::read_link(&src)?, &tmp)?;
             } else {
                 std::fs::copy(&src, &tmp)?;
-                std::fs::File::open(&tmp)?.sync_all()?;
+                crate::fsutil::sync_all(&std::fs::File::open(&tmp)?)?;
             }
             std::fs::rename(&tmp, &dst)?;
         }

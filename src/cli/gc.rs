@@ -67,8 +67,8 @@ pub fn collectable(state_dir: &Path, rows: &[crate::store::ResultRow], keep_last
 }
 
 /// The trial directories of parallel sweeps (`.ratchet/trials/<t>`) that `gc` would remove, with
-/// their sizes, under the same retention: a recorded trial (its `experiment` file, or runs whose
-/// traces it holds) goes when none of its experiments is kept or among the last `keep_last`; an
+/// their sizes, under the same retention: a recorded trial (its `experiment` file, runs that
+/// name it, or runs whose traces it holds) goes when none of its experiments is kept or among the last `keep_last`; an
 /// unrecorded one goes when the journal no longer tracks it (a forgotten one). A trial the
 /// journal tracks always stays.
 pub fn collectable_trials(
@@ -96,7 +96,12 @@ pub fn collectable_trials(
             continue;
         }
         let inside = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.starts_with(&dir));
-        let mut owners: Vec<String> = runs.iter().filter(|r| inside(&r.trace) || inside(&r.hlo)).map(|r| r.experiment.clone()).collect();
+        // A recorded trial's runs name it (`trial`); its traces and HLO lie inside it.
+        let mut owners: Vec<String> = runs
+            .iter()
+            .filter(|r| r.trial.as_deref() == Some(name.as_str()) || inside(&r.trace) || inside(&r.hlo))
+            .map(|r| r.experiment.clone())
+            .collect();
         if let Ok(id) = std::fs::read_to_string(dir.join(crate::scale::controller::RECORDED_AS)) {
             owners.push(id.trim().to_string());
         }
@@ -195,4 +200,29 @@ pub fn disk_line(repo: &Repo, rows: &[crate::store::ResultRow]) -> String {
         line.push_str(&format!("; `ratchet gc` would free {}", crate::admit::human(free)));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ResultRow, Status};
+
+    #[test]
+    fn a_recorded_trial_stays_by_the_runs_that_name_it_without_its_experiment_file() {
+        let d = tempfile::tempdir().unwrap();
+        let trials = crate::layout::trials_dir(d.path());
+        for t in ["t1", "t2", "t3"] {
+            std::fs::create_dir_all(trials.join(t)).unwrap();
+        }
+        // t1: kept experiment 1, named by its runs alone; t3: by its file alone; t2: nobody's.
+        std::fs::write(trials.join("t3").join(crate::scale::controller::RECORDED_AS), "1").unwrap();
+        let rows = vec![ResultRow::unmeasured(1, Status::Keep, "m", String::new(), String::new())];
+        let run: crate::bench::RunRecord = serde_json::from_str(
+            r#"{"experiment":"1","trial":"t1","run":1,"side":"candidate","commit":"c","time":"t","status":"ok","wall_s":1.0,
+            "latency_ms":1.0,"latency_source":"host","value":1.0,"flops":null,"bytes":null,"min_bytes":null,"out_dir":"/x"}"#,
+        )
+        .unwrap();
+        let gone: Vec<String> = collectable_trials(d.path(), &rows, &[run], 0).into_iter().map(|(n, _, _)| n).collect();
+        assert_eq!(gone, ["t2"]);
+    }
 }

@@ -47,7 +47,7 @@ fn plan_experiment(repo: &Repo, store: &Store, e: &journal::Entry) -> String {
             e.message
         );
     }
-    let recorded = store.rows().map(|rows| rows.iter().any(|r| r.id == id)).unwrap_or(false);
+    let recorded = store.has_row(id).unwrap_or(false);
     let status = match (e.phase, &e.row) {
         (Phase::Decided, Some(row)) => row.status,
         _ => Status::Interrupted,

@@ -97,7 +97,7 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
         }
         Ok(())
     })?;
-    let crate::sweep::Queue { hyps, branch, cfg, done } = &queue;
+    let crate::sweep::Queue { hyps, branch, cfg, done, rows } = &queue;
     let state_dir = ws.state_dir.clone();
     let mut j = Journal::load(&state_dir)?;
     let python_dir = crate::pyhelper::install(&state_dir)?;
@@ -168,7 +168,8 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
     if result.is_err() || fx.cancel.is_cancelled() {
         c.stop_all(engine);
     }
-    let gain = ws.store.rows().ok().and_then(|all| crate::report::gain_line(&all));
+    // The table now: the rows it had (under the lock, only this sweep writes it) and its own.
+    let gain = crate::report::gain_line(&[&rows[..], &c.out.rows[..]].concat());
     fx.emit(Event::SweepFinished { outcome: c.out.clone(), runs: c.runs_spent, wall_s: started.elapsed().as_secs_f64(), gain });
     result.map(|_| c.out)
 }

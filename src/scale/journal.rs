@@ -303,7 +303,7 @@ pub(super) fn finish_recording(repo: &Repo, store: &Store, j: &mut Journal, rec:
     let row = &rec.row;
     let candidate = git2::Oid::from_str(&row.commit)?;
     let incumbent = git2::Oid::from_str(&row.incumbent)?;
-    let recorded = store.rows()?.iter().any(|r| r.id == row.id);
+    let recorded = store.has_row(row.id)?;
     if rec.merge {
         let head = repo.head_oid()?;
         if head == incumbent {
@@ -340,20 +340,24 @@ pub(super) fn finish_recording(repo: &Repo, store: &Store, j: &mut Journal, rec:
             // A stale winner's row holds two trials' runs, each numbered from 1: the trial tells
             // them apart.
             let trial = d.file_name().map(|n| n.to_string_lossy().into_owned());
-            for mut r in TrialResult::records(d).unwrap_or_default() {
+            let mut runs = TrialResult::records(d).unwrap_or_default();
+            for r in &mut runs {
                 r.experiment = id.clone();
                 r.trial = trial.clone();
-                store.append_run(&r)?;
             }
+            store.append_runs(&runs)?;
             // Which experiment the trial's run directory belongs to, for `ratchet gc`'s retention.
-            let _ = crate::fsutil::write_atomic(&d.join(RECORDED_AS), id.as_bytes());
+            // Unsynced: the runs just appended (synced) name the trial too.
+            let _ = crate::fsutil::write_atomic_lazy(&d.join(RECORDED_AS), id.as_bytes());
         }
         crate::fault::point("scale-before-append");
         store.append_row(row)?;
     }
     j.trials.retain(|t| !rec.trials.contains(&t.spec.id));
     j.recording = None;
-    j.save(&state_dir)?;
+    // Unsynced: should a power cut undo it, recovery redoes this recording, which is idempotent
+    // (the row is found recorded, and nothing is appended twice).
+    crate::journal::SCALE.write_lazy(&state_dir, &*j)?;
     for t in &rec.trials {
         drop_trial_ref(repo, t);
     }

@@ -8,6 +8,7 @@ pub mod controller;
 pub mod engine;
 pub mod from_config;
 pub mod hook;
+pub mod inline;
 mod journal;
 pub mod lane;
 pub mod local;

@@ -128,6 +128,8 @@ pub(crate) struct Queue {
     pub branch: String,
     pub cfg: Config,
     pub done: std::collections::HashMap<String, u64>,
+    /// The results table as the queue opened (read once: it grows all night).
+    pub rows: Vec<ResultRow>,
 }
 
 impl Queue {
@@ -192,14 +194,9 @@ pub(crate) fn open_queue(
         ))
         .hint("commit it in the superproject (git add the submodule && git commit) or undo it (git submodule update), then start the sweep again"));
     }
-    let done = ws
-        .store
-        .rows()?
-        .iter()
-        .filter(|r| !r.hypothesis.is_empty() && is_finished(r.status))
-        .map(|r| (r.hypothesis.clone(), r.id))
-        .collect();
-    Ok(Queue { hyps, branch, cfg, done })
+    let rows = ws.store.rows()?;
+    let done = rows.iter().filter(|r| !r.hypothesis.is_empty() && is_finished(r.status)).map(|r| (r.hypothesis.clone(), r.id)).collect();
+    Ok(Queue { hyps, branch, cfg, done, rows })
 }
 
 /// Run the sweep in the locked workspace.
@@ -210,12 +207,12 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
     let queue = open_queue(ws, opts, fx, |_| Ok(()))?;
     queue.announce(opts, fx);
     let todo = queue.todo();
-    let Queue { hyps, branch, cfg, done } = queue;
+    let Queue { hyps, branch, cfg, done, rows } = queue;
     let mut out = SweepOutcome { rows: vec![], already_done: hyps.len() - todo, not_started: 0, stopped_by: None };
     let mut runs_spent: u64 = 0;
     let mut walls: Vec<f64> = vec![];
     // The pace before this sweep has measured anything: past decisions in results.
-    let record = crate::progress::record(&store.rows().unwrap_or_default(), cfg.score.metric.as_str());
+    let record = crate::progress::record(&rows, cfg.score.metric.as_str());
     let mut result: Result<()> = Ok(());
     for (i, h) in hyps.iter().enumerate() {
         if let Some(id) = done.get(&h.key()) {

@@ -194,21 +194,36 @@ fn ctrl_c_during_the_final_recording_still_records_and_exits_130() {
 }
 
 #[test]
-fn recovery_removes_the_temporary_files_of_killed_writes() {
+fn recovery_finishes_a_row_cut_off_mid_write_and_removes_temporary_files() {
     let t = repo(CONFIG);
     t.write("kernel.py", "BQ = 1\n");
-    // Killed between writing results.csv's temporary file and renaming it.
+    t.ratchet().arg("experiment: first").assert().success();
+    t.write("kernel.py", "BQ = 2\n");
+    // Killed in the middle of writing its row to results.csv.
     let out = t.ratchet().arg("experiment: x").env("RATCHET_FAULT", "mid-append").output().unwrap();
     assert_eq!(out.status.code(), None, "killed by its own SIGKILL");
+    let table = || std::fs::read_to_string(t.path().join("results/results.csv")).unwrap();
+    assert!(!table().ends_with('\n') && table().lines().count() == 3, "the fault left a torn row: {:?}", table());
+    // Readers leave the torn row out.
+    let listed = t.ratchet().args(["results", "--format", "csv"]).output().unwrap();
+    assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&listed.stdout).lines().count(),
+        2,
+        "the header and one row: {}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
     let leftovers = |dir: &str| -> Vec<String> {
         std::fs::read_dir(t.path().join(dir))
             .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.contains(".tmp")).collect())
             .unwrap_or_default()
     };
-    assert!(!leftovers("results").is_empty(), "the fault left a temporary file");
+    // Temporary files of killed rewrites.
     std::fs::write(t.path().join(".ratchet/.state.json.tmp.4242"), "{").unwrap();
+    std::fs::write(t.path().join("results/.results.csv.tmp.4242"), "id,").unwrap();
     t.ratchet().arg("recover").assert().success();
     assert!(leftovers("results").is_empty(), "{:?}", leftovers("results"));
     assert!(leftovers(".ratchet").is_empty(), "{:?}", leftovers(".ratchet"));
-    assert_eq!(t.rows().len(), 1, "and the experiment was finished once");
+    assert_eq!(t.rows().len(), 2, "and the experiment was finished once");
+    assert!(table().ends_with('\n'), "the torn row was cut off: {:?}", table());
 }

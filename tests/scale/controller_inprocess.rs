@@ -5,16 +5,15 @@
 
 use crate::support;
 
-use ratchet::bench::executor::Executor;
 use ratchet::bench::mock::{MockExecutor, Step};
 use ratchet::error::Result;
-use ratchet::events::{Discard, Effects, Event};
+use ratchet::events::{Effects, Event};
 use ratchet::scale::engine::{Engine, JobHandle, JobState, TrialSpec};
-use ratchet::scale::worker::{self, WorkerOptions};
+use ratchet::scale::inline::InlineEngine;
+use ratchet::scale::worker;
 use ratchet::signals::Cancel;
 use ratchet::sweep::SweepOptions;
 use ratchet::workspace::Workspace;
-use std::collections::VecDeque;
 use std::path::Path;
 use support::git_in;
 
@@ -27,76 +26,11 @@ fn executor() -> MockExecutor {
     })
 }
 
-/// Trials finish one per poll, in submission order; each worker runs in this process.
-struct Inline {
-    capacity: usize,
-    pending: VecDeque<(TrialSpec, Vec<String>)>,
-    exec: MockExecutor,
-    /// Every worker command line, in order.
-    argvs: Vec<Vec<String>>,
-    /// Stop the controller (as a kill would) right after this many workers wrote their result,
-    /// before it has seen the last one finish.
-    die_after: Option<(usize, Cancel)>,
-    finished: usize,
-    /// Name this host as the next trial's device (as a local slot does), so trials borrow the
-    /// device's noise history; `false`: a cluster's unknown node, no history.
-    borrows: bool,
-}
+/// The library's in-process engine on this file's executor.
+type Inline = InlineEngine<MockExecutor>;
 
-impl Engine for Inline {
-    fn name(&self) -> &str {
-        "inline"
-    }
-    fn capacity(&self) -> usize {
-        self.capacity
-    }
-    fn next_device(&self) -> Option<String> {
-        self.borrows.then(ratchet::stats::history::host)
-    }
-    fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
-        let mut hs = vec![];
-        for (t, a) in trials.iter().zip(worker) {
-            self.pending.push_back((t.clone(), a.clone()));
-            self.argvs.push(a.clone());
-            hs.push(JobHandle { trial: t.id.clone(), engine_id: t.id.clone(), slot: Some(self.pending.len() - 1) });
-        }
-        Ok(hs)
-    }
-    fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
-        if self.pending.front().map(|(t, _)| &t.id) != Some(&job.trial) {
-            return Ok(if self.pending.iter().any(|(t, _)| t.id == job.trial) { JobState::Running } else { JobState::Finished });
-        }
-        let (t, argv) = self.pending.pop_front().unwrap();
-        let arg = |k: &str| argv.iter().position(|a| a == k).map(|i| argv[i + 1].clone());
-        let o = WorkerOptions {
-            repo: t.repo.clone(),
-            incumbent: t.incumbent.clone(),
-            candidate: t.candidate.clone(),
-            out: t.out_dir.clone(),
-            id: Some(t.id.clone()),
-            config: arg("--config").map(Into::into),
-            pairs: arg("--pairs").map(|p| p.parse().unwrap()),
-            noise_scale: arg("--noise-scale").map(|s| worker::parse_noise(&s).unwrap()),
-            sums_scale: arg("--sums-scale").map(|s| worker::parse_noise(&s).unwrap()),
-            recheck: argv.iter().any(|a| a == "--recheck"),
-            deep: false,
-            work: None,
-        };
-        let exec: &mut dyn Executor = &mut self.exec;
-        worker::run(&o, exec, &mut Effects::new(&mut Discard, Cancel::new()))?;
-        self.finished += 1;
-        if let Some((n, cancel)) = &self.die_after {
-            if self.finished == *n {
-                cancel.cancel();
-                return Ok(JobState::Running);
-            }
-        }
-        Ok(JobState::Finished)
-    }
-    fn cancel(&mut self, job: &JobHandle) -> Result<()> {
-        self.pending.retain(|(t, _)| t.id != job.trial);
-        Ok(())
-    }
+fn inline(capacity: usize) -> Inline {
+    InlineEngine::new(capacity, executor())
 }
 
 fn hypothesis(dir: &Path, name: &str, i: usize, to: f64) {
@@ -135,15 +69,8 @@ fn a_trial_finished_before_the_controller_stopped_is_decided_from_its_run_direct
         let mut events: Vec<Event> = vec![];
         let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
         // 01's worker finishes and is decided; 02's writes its result, then the controller stops.
-        let mut engine = Inline {
-            capacity: 2,
-            pending: VecDeque::new(),
-            exec: executor(),
-            argvs: vec![],
-            die_after: Some((2, cancel.clone())),
-            finished: 0,
-            borrows: false,
-        };
+        let mut engine = inline(2);
+        engine.die_after = Some((2, cancel.clone()));
         let err = ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, cancel))
             .unwrap_err();
         assert_eq!(err.kind, ratchet::error::Kind::Interrupted);
@@ -151,8 +78,7 @@ fn a_trial_finished_before_the_controller_stopped_is_decided_from_its_run_direct
     }
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let mut engine =
-        Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0, borrows: false };
+    let mut engine = inline(2);
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
     // 02's finished trial was not run again: only its recheck against 01 was.
@@ -176,8 +102,7 @@ fn the_second_winner_is_rechecked_against_the_new_head_then_merges_on_top() {
 
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let mut engine =
-        Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0, borrows: false };
+    let mut engine = inline(2);
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
 
@@ -232,8 +157,7 @@ fn a_trial_started_while_a_recheck_runs_is_measured_on_its_candidate_and_merges_
     let base = setup(dir, &[("01-half", 0, 0.5), ("02-faster", 1, 0.8), ("03-faster", 2, 0.8)]);
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let mut engine =
-        Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0, borrows: false };
+    let mut engine = inline(2);
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
     // 01 and 02 win against the base; 01 merges, 02 is rechecked on 01. 03 starts while that
@@ -266,7 +190,7 @@ fn a_recheck_not_kept_sends_the_winners_measured_on_its_candidate_back_to_the_he
     });
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let mut engine = Inline { capacity: 2, pending: VecDeque::new(), exec, argvs: vec![], die_after: None, finished: 0, borrows: false };
+    let mut engine = InlineEngine::new(2, exec);
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
     let row = |m: &str| out.rows.iter().find(|r| r.message == m).unwrap();
@@ -309,8 +233,8 @@ fn trials_borrow_the_devices_history_with_its_log_sums_as_the_serial_loop_does()
     setup(dir, &hyps);
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let mut engine =
-        Inline { capacity: 1, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0, borrows: true };
+    let mut engine = inline(1);
+    engine.borrows = true;
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
     assert_eq!(
@@ -382,8 +306,7 @@ fn flaky_sweep(dir: &Path, grace_s: f64, from: usize, failures: usize) -> (Resul
     git_in(dir, &["commit", "-qam", "poll grace"]);
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
-    let inner =
-        Inline { capacity: 2, pending: VecDeque::new(), exec: executor(), argvs: vec![], die_after: None, finished: 0, borrows: false };
+    let inner = inline(2);
     let mut engine = Flaky { inner, polls: 0, from, failures };
     let out = ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new()));
     (out, events)
@@ -418,4 +341,50 @@ fn polls_failing_past_the_grace_stop_the_sweep_with_the_engines_error() {
     assert!(err.message.contains("Socket timed out") && err.message.contains("polls failed for"), "{err:?}");
     // Nothing half-done: no row, and the trials run again on resume.
     assert!(Workspace::discover(d.path()).unwrap().store.rows().unwrap().is_empty());
+}
+
+#[path = "../../benches/common/history.rs"]
+mod history;
+
+/// The sweep of `dir`'s queue on two in-process slots: the controller's own cost (its workers'
+/// left out) and the rows it recorded.
+fn costed_sweep(dir: &Path) -> (ratchet::scale::inline::Cost, usize) {
+    let mut events: Vec<Event> = vec![];
+    let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+    let mut engine = inline(2);
+    let before = ratchet::scale::inline::Cost::of_this_thread();
+    let out =
+        ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    let spent = ratchet::scale::inline::Cost::of_this_thread().since(before);
+    let w = engine.workers;
+    let own = ratchet::scale::inline::Cost {
+        cpu: spent.cpu.saturating_sub(w.cpu),
+        read_bytes: spent.read_bytes - w.read_bytes,
+        syncs: spent.syncs - w.syncs,
+    };
+    (own, out.rows.len())
+}
+
+#[test]
+fn the_controller_reads_the_history_once_a_sweep_and_syncs_the_same_at_any_size() {
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let hyps = [("01-half", 0, 0.5), ("02-slower", 1, 1.25), ("03-slower", 2, 1.3)];
+    let (small, big) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    setup(small.path(), &hyps);
+    let (fresh, n) = costed_sweep(small.path());
+    assert_eq!(n, 3);
+    // Other files: the history's rows do not mark these done.
+    setup(big.path(), &[("11-half", 0, 0.5), ("12-slower", 1, 1.25), ("13-slower", 2, 1.3)]);
+    let (csv, runs) = history::grow(small.path(), big.path(), 1_500);
+    let (long, n) = costed_sweep(big.path());
+    assert_eq!(n, 3);
+    assert!(runs > 4 * csv && runs > 2_000_000, "a history whose runs outweigh its table: {csv} B, {runs} B");
+    // The table is read when the queue opens; runs.jsonl and the parked refs are never read whole
+    // for a trial (each trial once read the table three times and runs.jsonl once).
+    let extra = long.read_bytes.saturating_sub(fresh.read_bytes);
+    assert!(extra < 2 * csv + 512 * 1024, "{extra} B more read over a history of {csv} B of rows and {runs} B of runs");
+    assert_eq!(long.syncs, fresh.syncs, "fsyncs do not depend on the history");
+    // About 14 for the sweep (its lock, the Python helpers) and 8-10 a trial: journal steps, the
+    // decision, the runs in one append, the row, the noise history (a trial once took 28).
+    assert!(fresh.syncs <= 14 + 10 * 3, "{} fsyncs for 3 trials", fresh.syncs);
 }
