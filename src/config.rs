@@ -421,13 +421,28 @@ pub struct EngineConfig {
     /// or down) may wait before it counts as a lost trial: retried, then recorded interrupted
     /// (default 900 s).
     pub stuck_limit_s: Option<f64>,
+    /// Slurm, Ray, hook: the kind of device every trial runs on (one GPU model: "h100-80gb"),
+    /// whose noise history its trials borrow and feed. Absent: Slurm's and Ray's kind is what
+    /// they ask for (partition, resources, constraints); a hook's trials decide on their own
+    /// spread.
+    pub device_kind: Option<String>,
 }
 
 impl EngineConfig {
     /// The keys each kind takes (besides `kind`), for the error naming a misplaced one.
     pub const LOCAL_KEYS: &'static [&'static str] = &["retries", "poll_grace_s"];
-    pub const SLURM_KEYS: &'static [&'static str] =
-        &["capacity", "partition", "gres", "exclusive", "sbatch_args", "command_timeout_s", "retries", "poll_grace_s", "stuck_limit_s"];
+    pub const SLURM_KEYS: &'static [&'static str] = &[
+        "capacity",
+        "partition",
+        "gres",
+        "exclusive",
+        "sbatch_args",
+        "command_timeout_s",
+        "retries",
+        "poll_grace_s",
+        "stuck_limit_s",
+        "device_kind",
+    ];
     pub const HOOK_KEYS: &'static [&'static str] = &[
         "capacity",
         "submit",
@@ -441,6 +456,7 @@ impl EngineConfig {
         "poll_interval_s",
         "poll_grace_s",
         "stuck_limit_s",
+        "device_kind",
     ];
     pub const RAY_KEYS: &'static [&'static str] = &[
         "capacity",
@@ -453,6 +469,7 @@ impl EngineConfig {
         "poll_interval_s",
         "retries",
         "poll_grace_s",
+        "device_kind",
     ];
 
     /// The keys set in this table, besides `kind`.
@@ -480,6 +497,7 @@ impl EngineConfig {
             ("ray_bin", self.ray_bin.is_some()),
             ("poll_grace_s", self.poll_grace_s.is_some()),
             ("stuck_limit_s", self.stuck_limit_s.is_some()),
+            ("device_kind", self.device_kind.is_some()),
         ];
         keys.iter().filter(|(_, set)| *set).map(|(k, _)| *k).collect()
     }
@@ -535,6 +553,11 @@ impl EngineConfig {
         if let Some(v) = self.poll_interval_s {
             if !(v.is_finite() && (0.0..=MAX_ENGINE_TIMEOUT_S).contains(&v)) {
                 return bad("poll_interval_s", format!("must be in [0, {MAX_ENGINE_TIMEOUT_S}] seconds, got {v}"));
+            }
+        }
+        if let Some(k) = &self.device_kind {
+            if k.trim().is_empty() || k.len() > 100 || k.chars().any(|c| c.is_control()) {
+                return bad("device_kind", format!("must name a kind of device in 1-100 printable characters, got {k:?}"));
             }
         }
         if let Some(p) = &self.partition {

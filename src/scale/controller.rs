@@ -518,12 +518,11 @@ impl<'a> Controller<'a> {
         repo.repo.reference(&format!("{TRIAL_REF_PREFIX}{id}"), candidate, true, "ratchet: trial candidate")?;
         let spec = TrialSpec { id: id.clone(), repo: repo.root().to_path_buf(), incumbent: tip, candidate: candidate.to_string(), out_dir };
         let recheck = first.is_some();
-        // The noise of the device the trial will run on, where the engine can tell it before
-        // the trial starts (a local slot); a cluster's node is not known yet, so its trials
-        // use their own spread only. Never a scale pooled over other devices.
-        let noise = engine
-            .next_device()
-            .and_then(|d| history::borrowed(&history::load(&self.state_dir, &device_history_key(self.cfg, &d)).entries));
+        // The noise of the device the trial will run on (a local slot), or of the kind of device
+        // a cluster's nodes have for its request: never a scale pooled over other kinds.
+        let device = engine.next_device();
+        let noise =
+            device.as_ref().and_then(|d| history::borrowed(&history::load(&self.state_dir, &device_history_key(self.cfg, d)).entries));
         let argv = worker_argv(
             &self.exe,
             &spec,
@@ -540,6 +539,7 @@ impl<'a> Controller<'a> {
             engine: engine.name().to_string(),
             hypothesis: h.key(),
             first,
+            device,
         });
         if recheck {
             self.lane.push(Link { id: id.clone(), incumbent: spec.incumbent.clone(), candidate: spec.candidate.clone() });
@@ -794,7 +794,8 @@ impl<'a> Controller<'a> {
         crate::fault::point("scale-before-record");
         finish_recording(self.repo(), &self.ws.store, &mut self.journal, &rec)?;
         if a.decision.is_some() {
-            let key = device_history_key(self.cfg, &device_of(&a.result));
+            // Where it borrowed from, so the next trial of that device or kind borrows this one.
+            let key = device_history_key(self.cfg, &t.device.clone().unwrap_or_else(|| device_of(&a.result)));
             let r = &a.result;
             let sd = a.decision.as_ref().and_then(|d| d.borrowed.as_ref()).map(|b| b.sd_pct / 100.0);
             let batches = [(&r.main[..], &r.main_sums[..]), (&r.confirm[..], &r.confirm_sums[..])];

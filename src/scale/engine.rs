@@ -60,8 +60,10 @@ pub trait Engine {
     fn poll(&mut self, job: &JobHandle) -> Result<JobState>;
     /// Stop a job and every process it started; a job already gone is not an error.
     fn cancel(&mut self, job: &JobHandle) -> Result<()>;
-    /// The device the next submitted trial will run on, as [`slot_device`] names it, where the
-    /// engine knows it before the trial starts (a local slot); `None` for a cluster.
+    /// The device the next submitted trial will run on, as the noise history names it: a local
+    /// slot's ([`slot_device`]), or on a cluster, whose node is not known before the trial
+    /// starts, the kind of device every node of its request has ([`device_kind`]). The trial
+    /// borrows that history and feeds it. `None`: it decides on its own spread.
     fn next_device(&self) -> Option<String> {
         None
     }
@@ -85,6 +87,16 @@ pub fn slot_device(host: &str, slot: usize, bound: bool) -> String {
         format!("{host} slot {slot}")
     } else {
         host.to_string()
+    }
+}
+
+/// A cluster engine's kind of device as the noise history names it: `[engine] device_kind` when
+/// set (one GPU model, say), else what the engine asks for (`request`; `None`: nothing that
+/// names a kind, so no history).
+pub fn device_kind(engine: &str, configured: Option<&str>, request: Option<String>) -> Option<String> {
+    match configured {
+        Some(k) => Some(format!("{engine} {k}")),
+        None => request.map(|r| format!("{engine} {r}")),
     }
 }
 

@@ -35,6 +35,7 @@ pub fn engine_from_config(cfg: &EngineConfig, root: &Path, work_dir: &Path) -> R
             };
             o.sbatch_args = cfg.sbatch_args.clone().unwrap_or_default();
             o.command_timeout = Duration::from_secs_f64(cfg.command_timeout_s.unwrap_or(DEFAULT_TIMEOUT_S));
+            o.device_kind = cfg.device_kind.clone();
             Some(Box::new(SlurmEngine::new(o)))
         }
         EngineKind::Hook => Some(Box::new(HookEngine::new(HookOptions {
@@ -49,6 +50,7 @@ pub fn engine_from_config(cfg: &EngineConfig, root: &Path, work_dir: &Path) -> R
             timeout: Duration::from_secs_f64(cfg.hook_timeout_s.unwrap_or(DEFAULT_TIMEOUT_S)),
             poll_interval: cfg.poll_interval_s.map(Duration::from_secs_f64).unwrap_or(super::hook::DEFAULT_POLL_INTERVAL),
             dir: root.to_path_buf(),
+            device_kind: cfg.device_kind.clone(),
         }))),
         EngineKind::Ray => {
             let mut o = RayOptions::new(work_dir);
@@ -65,6 +67,7 @@ pub fn engine_from_config(cfg: &EngineConfig, root: &Path, work_dir: &Path) -> R
             if let Some(b) = &cfg.ray_bin {
                 o.ray = if b.contains('/') { root.join(b) } else { b.into() };
             }
+            o.device_kind = cfg.device_kind.clone();
             Some(Box::new(RayEngine::new(o)))
         }
     })

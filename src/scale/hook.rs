@@ -38,6 +38,9 @@ pub struct HookOptions {
     pub poll_interval: Duration,
     /// The repository root: the hooks' working directory.
     pub dir: PathBuf,
+    /// `[engine] device_kind`: the kind of device every trial gets (its noise history's name);
+    /// without it a hook's trials decide on their own spread (a hook's request is its own).
+    pub device_kind: Option<String>,
 }
 
 /// The poll interval when `[engine] poll_interval_s` is not set.
@@ -189,6 +192,10 @@ struct SubmitInput<'a> {
 impl Engine for HookEngine {
     fn name(&self) -> &str {
         "hook"
+    }
+
+    fn next_device(&self) -> Option<String> {
+        super::engine::device_kind("hook", self.opts.device_kind.as_deref(), None)
     }
 
     fn capacity(&self) -> usize {
@@ -399,7 +406,11 @@ mod tests {
             timeout: Duration::from_secs(10),
             poll_interval: Duration::from_millis(200),
             dir: dir.path().to_path_buf(),
+            device_kind: None,
         };
+        assert_eq!(HookEngine::new(opts.clone()).next_device(), None, "a hook names no kind of device by itself");
+        let kind = HookEngine::new(HookOptions { device_kind: Some("tpu-v5e".into()), ..opts.clone() }).next_device();
+        assert_eq!(kind.as_deref(), Some("hook tpu-v5e"));
         let mut e = HookEngine::new(opts);
         let t = TrialSpec {
             id: "t1".into(),

@@ -59,9 +59,9 @@ pub struct InlineEngine<E: Executor> {
     /// before it has seen the last one finish.
     pub die_after: Option<(usize, Cancel)>,
     pub finished: usize,
-    /// Name this host as the next trial's device (as a local slot does), so trials borrow the
-    /// device's noise history; `false`: a cluster's unknown node, no history.
-    pub borrows: bool,
+    /// What [`Engine::next_device`] names: this host (as a local slot does), a cluster's kind of
+    /// device; `None`: no history, the trials decide on their own spread.
+    pub device: Option<String>,
     /// What the workers cost this thread (a worker is its own process in a real sweep).
     pub workers: Cost,
 }
@@ -75,7 +75,7 @@ impl<E: Executor> InlineEngine<E> {
             argvs: vec![],
             die_after: None,
             finished: 0,
-            borrows: false,
+            device: None,
             workers: Cost::default(),
         }
     }
@@ -89,7 +89,7 @@ impl<E: Executor> Engine for InlineEngine<E> {
         self.capacity
     }
     fn next_device(&self) -> Option<String> {
-        self.borrows.then(crate::stats::history::host)
+        self.device.clone()
     }
     fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
         let mut hs = vec![];

@@ -37,6 +37,10 @@ pub(super) struct Tracked {
     pub(super) hypothesis: String,
     /// A stale winner's recheck: the trial it first won.
     pub(super) first: Option<FirstWin>,
+    /// The device (or a cluster's kind of device) whose noise history it borrowed, and feeds
+    /// ([`super::engine::Engine::next_device`]); absent: the device its result names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) device: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -381,6 +385,7 @@ mod tests {
             engine: "local".into(),
             hypothesis: format!("{id}.toml@x"),
             first: None,
+            device: None,
         }
     }
 

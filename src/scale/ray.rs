@@ -43,6 +43,8 @@ pub struct RayOptions {
     pub work_dir: PathBuf,
     /// The `ray` command (a virtual environment's `bin/ray`, say); `ray` on PATH by default.
     pub ray: PathBuf,
+    /// `[engine] device_kind`: the kind of device every trial gets (its noise history's name).
+    pub device_kind: Option<String>,
 }
 
 impl RayOptions {
@@ -57,6 +59,7 @@ impl RayOptions {
             poll_interval: DEFAULT_POLL_INTERVAL,
             work_dir: work_dir.into(),
             ray: "ray".into(),
+            device_kind: None,
         }
     }
 }
@@ -371,6 +374,22 @@ impl Engine for RayEngine {
         "ray"
     }
 
+    /// The cluster and the resources a trial asks for (`--entrypoint-resources` included, which
+    /// is how a Ray cluster names an accelerator type).
+    fn next_device(&self) -> Option<String> {
+        let o = &self.opts;
+        let mut request = format!("{} gpus={}", o.address, o.gpus);
+        let mut args = o.submit_args.iter();
+        while let Some(a) = args.next() {
+            if a == "--entrypoint-resources" {
+                request.push_str(&format!(" resources={}", args.next().map(String::as_str).unwrap_or("")));
+            } else if let Some(v) = a.strip_prefix("--entrypoint-resources=") {
+                request.push_str(&format!(" resources={v}"));
+            }
+        }
+        super::engine::device_kind("ray", o.device_kind.as_deref(), Some(request))
+    }
+
     fn capacity(&self) -> usize {
         self.opts.capacity
     }
@@ -435,6 +454,19 @@ mod tests {
             driver_exit_code: code,
             metadata: None,
         }
+    }
+
+    #[test]
+    fn a_trials_kind_of_device_is_the_cluster_and_resources_unless_the_config_names_one() {
+        let mut o = RayOptions::new("/w");
+        assert_eq!(RayEngine::new(o.clone()).next_device().unwrap(), "ray http://127.0.0.1:8265 gpus=1");
+        o.submit_args = vec!["--entrypoint-resources".into(), r#"{"accelerator_type:H100": 1}"#.into()];
+        assert_eq!(
+            RayEngine::new(o.clone()).next_device().unwrap(),
+            r#"ray http://127.0.0.1:8265 gpus=1 resources={"accelerator_type:H100": 1}"#
+        );
+        o.device_kind = Some("h100".into());
+        assert_eq!(RayEngine::new(o).next_device().unwrap(), "ray h100");
     }
 
     #[test]

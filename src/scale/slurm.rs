@@ -32,6 +32,8 @@ pub struct SlurmOptions {
     pub work_dir: PathBuf,
     /// Where `sbatch`, `squeue`, `scontrol` and `scancel` are, when not on PATH.
     pub bin_dir: Option<PathBuf>,
+    /// `[engine] device_kind`: the kind of device every task gets (its noise history's name).
+    pub device_kind: Option<String>,
 }
 
 impl SlurmOptions {
@@ -45,6 +47,7 @@ impl SlurmOptions {
             command_timeout: Duration::from_secs(60),
             work_dir: work_dir.into(),
             bin_dir: None,
+            device_kind: None,
         }
     }
 }
@@ -269,9 +272,35 @@ fn map_state(t: &TaskState) -> Result<JobState> {
     })
 }
 
+/// What a task asks Slurm for, as a kind of device: its partition and resources, and the node
+/// features and GPU counts its `sbatch_args` ask for (`--constraint`, `-C`, `--gpus*`).
+fn request(o: &SlurmOptions) -> String {
+    let mut parts = vec![format!("partition={}", o.partition.as_deref().unwrap_or("(default)"))];
+    match (&o.gres, o.exclusive) {
+        (_, true) => parts.push("exclusive".into()),
+        (Some(g), false) => parts.push(format!("gres={g}")),
+        (None, false) => {}
+    }
+    let mut args = o.sbatch_args.iter();
+    while let Some(a) = args.next() {
+        if ["--constraint", "-C", "--gpus", "-G", "--gpus-per-task", "--gpus-per-node"].contains(&a.as_str()) {
+            if let Some(v) = args.next() {
+                parts.push(format!("{}={v}", a.trim_start_matches('-')));
+            }
+        } else if a.starts_with("--constraint=") || a.starts_with("--gpus") || a.starts_with("-C") && a.len() > 2 {
+            parts.push(a.trim_start_matches('-').to_string());
+        }
+    }
+    parts.join(" ")
+}
+
 impl Engine for SlurmEngine {
     fn name(&self) -> &str {
         "slurm"
+    }
+
+    fn next_device(&self) -> Option<String> {
+        super::engine::device_kind("slurm", self.opts.device_kind.as_deref(), Some(request(&self.opts)))
     }
 
     fn capacity(&self) -> usize {
@@ -403,6 +432,25 @@ mod tests {
 
     fn ts(state: &str, reason: &str) -> TaskState {
         TaskState { state: state.into(), reason: reason.into() }
+    }
+
+    #[test]
+    fn a_tasks_kind_of_device_is_its_request_unless_the_config_names_one() {
+        let kind = |f: &dyn Fn(&mut SlurmOptions)| {
+            let mut o = SlurmOptions::new("/w");
+            f(&mut o);
+            SlurmEngine::new(o).next_device().unwrap()
+        };
+        assert_eq!(kind(&|_| {}), "slurm partition=(default) gres=gpu:1");
+        assert_eq!(
+            kind(&|o| {
+                o.partition = Some("a100".into());
+                o.sbatch_args = vec!["--time=1:00:00".into(), "-C".into(), "sxm".into(), "--gpus-per-task=1".into()];
+            }),
+            "slurm partition=a100 gres=gpu:1 C=sxm gpus-per-task=1"
+        );
+        assert_eq!(kind(&|o| o.exclusive = true), "slurm partition=(default) exclusive");
+        assert_eq!(kind(&|o| o.device_kind = Some("h100-80gb".into())), "slurm h100-80gb");
     }
 
     #[test]

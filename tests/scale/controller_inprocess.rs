@@ -213,6 +213,19 @@ fn a_recheck_not_kept_sends_the_winners_measured_on_its_candidate_back_to_the_he
 
 #[test]
 fn trials_borrow_the_devices_history_with_its_log_sums_as_the_serial_loop_does() {
+    borrowing_sweep(&ratchet::stats::history::host());
+}
+
+/// A cluster's trials, whose node is not known before they start, borrow and feed the history
+/// of the kind of device their request names, as a local slot's trials do its device's.
+#[test]
+fn cluster_trials_borrow_the_history_of_their_kind_of_device() {
+    borrowing_sweep("slurm partition=gpu gres=gpu:1");
+}
+
+/// A sweep on one slot whose engine names `device` as each trial's: every decided trial enters
+/// that device's history, and once it holds enough the trials borrow it.
+fn borrowing_sweep(device: &str) {
     std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
@@ -234,7 +247,7 @@ fn trials_borrow_the_devices_history_with_its_log_sums_as_the_serial_loop_does()
     let mut events: Vec<Event> = vec![];
     let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
     let mut engine = inline(1);
-    engine.borrows = true;
+    engine.device = Some(device.to_string());
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
     assert_eq!(
@@ -245,8 +258,10 @@ fn trials_borrow_the_devices_history_with_its_log_sums_as_the_serial_loop_does()
     // as the serial loop's experiments do: their spread, and the first phase's first step as its
     // warm-up (a trial of 2 pairs has that step alone).
     let noise: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join(".ratchet/noise.json")).unwrap()).unwrap();
-    let entries: Vec<&serde_json::Value> =
-        noise["benchmarks"].as_array().unwrap().iter().flat_map(|b| b["entries"].as_array().unwrap()).collect();
+    let benchmarks = noise["benchmarks"].as_array().unwrap();
+    assert_eq!(benchmarks.len(), 1, "{noise}");
+    assert!(benchmarks[0]["command"].as_str().unwrap().ends_with(&format!(" on {device}")), "{noise}");
+    let entries: Vec<&serde_json::Value> = benchmarks.iter().flat_map(|b| b["entries"].as_array().unwrap()).collect();
     assert_eq!(entries.len(), hyps.len(), "{noise}");
     assert!(entries.iter().all(|e| e["warmup"].as_array().is_some_and(|w| w.len() == 1)), "{noise}");
     assert!(entries.iter().any(|e| e["sum_df"].as_f64().unwrap_or(0.0) > 0.0), "{noise}");

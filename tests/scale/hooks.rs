@@ -62,6 +62,7 @@ impl Rig {
             // Polled at every ask: these tests watch the hooks themselves, not the rate limit.
             poll_interval: Duration::ZERO,
             dir: self.path().to_path_buf(),
+            device_kind: None,
         }
     }
     fn trial(&self, id: &str) -> TrialSpec {
@@ -335,6 +336,8 @@ fn the_engine_table_is_validated_strictly() {
         ("kind = \"slurm\"\nsbatch_args = [\"gpu\"]\n", &["[engine] sbatch_args: \"gpu\" is not an option"]),
         ("kind = \"slurm\"\npartition = \"a b\"\n", &["[engine] partition: must be a partition name"]),
         ("kind = \"slurm\"\nexclusive = \"yes\"\n", &["line 7", "invalid type"]),
+        ("kind = \"slurm\"\ndevice_kind = \" \"\n", &["line 7", "[engine] device_kind: must name a kind of device"]),
+        ("device_kind = \"h100\"\n", &["[engine] device_kind", "kind = \"local\""]),
     ];
     for (table, wants) in cases {
         let msg = config_error(table);
