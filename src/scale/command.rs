@@ -146,6 +146,40 @@ impl Call {
     }
 }
 
+/// Work (an engine's control commands) on a thread of its own, so the controller never waits
+/// on it: [`Background::try_take`] answers at once, with the result once the work is done.
+pub struct Background<T> {
+    rx: std::sync::mpsc::Receiver<Result<T>>,
+    /// When the work started.
+    pub started: Instant,
+}
+
+impl<T: Send + 'static> Background<T> {
+    pub fn spawn(work: impl FnOnce() -> Result<T> + Send + 'static) -> Background<T> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(work());
+        });
+        Background { rx, started: Instant::now() }
+    }
+
+    /// The result, once the work is done; `None` while it runs.
+    pub fn try_take(&self) -> Option<Result<T>> {
+        match self.rx.try_recv() {
+            Ok(r) => Some(r),
+            Err(std::sync::mpsc::TryRecvError::Empty) => None,
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => {
+                Some(Err(Error::failure("an engine command's thread stopped without an answer")))
+            }
+        }
+    }
+
+    /// Wait for the result (each command in it has its own limit).
+    pub fn wait(self) -> Result<T> {
+        self.rx.recv().unwrap_or_else(|_| Err(Error::failure("an engine command's thread stopped without an answer")))
+    }
+}
+
 /// A stream read into memory by a thread (capped), readable before the stream closes.
 struct Collector {
     buf: Arc<Mutex<(Vec<u8>, bool)>>,

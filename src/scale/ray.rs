@@ -2,7 +2,7 @@
 //! with the CPUs and GPUs of one trial as its entrypoint resources; every job in flight is
 //! polled with one `ray list jobs` per poll interval and stopped with `ray job stop`.
 
-use super::command::{shell_join, shell_quote, Call, Output};
+use super::command::{shell_join, shell_quote, Background, Call, Output};
 use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use crate::error::{Error, Kind, Result, WithPath};
 use serde::Deserialize;
@@ -83,96 +83,55 @@ struct RayJob {
 
 pub struct RayEngine {
     opts: RayOptions,
-    /// The last listing of this repository's jobs by submission id, when it was taken, and
-    /// whether it was complete (fewer jobs than `LIST_LIMIT`).
-    listing: Option<(Instant, bool, HashMap<String, RayJob>)>,
+    /// The latest listing of this repository's jobs.
+    listing: Option<Listing>,
+    /// The listing being taken, on a thread of its own.
+    listing_call: Option<Background<Listing>>,
+    /// Why the last listing failed (message, hint), until one succeeds.
+    listing_failed: Option<(String, Option<String>)>,
+    /// Each submission by submission id: `ray job submit` runs on a thread of its own.
+    submits: HashMap<String, Submission>,
+    /// Jobs taken by their name (a restarted controller's, whose handle was never journaled): the
+    /// candidate commit each must carry to be this trial's.
+    expected: HashMap<String, String>,
+}
+
+/// One `ray list jobs` (and, past `LIST_LIMIT`, the lookups of the jobs in flight it missed).
+struct Listing {
+    /// When it was asked for: a job submitted after that may be missing from it.
+    started: Instant,
+    jobs: HashMap<String, RayJob>,
+}
+
+/// A trial's `ray job submit`.
+struct Submission {
+    args: Vec<String>,
+    state: Submit,
+}
+
+enum Submit {
+    Running(Background<()>),
+    /// Ray took it at this instant.
+    Done(Instant),
+    /// No job server answered: asked again from `again_at`; the controller hears the error at
+    /// each poll (and bears it for `[engine] poll_grace_s`).
+    Unanswered {
+        message: String,
+        hint: Option<String>,
+        again_at: Instant,
+    },
 }
 
 impl RayEngine {
     pub fn new(opts: RayOptions) -> RayEngine {
-        RayEngine { opts, listing: None }
-    }
-
-    fn call(&self, args: &[String]) -> Result<Output> {
-        let mut argv = vec![self.opts.ray.to_string_lossy().into_owned()];
-        argv.extend(args.iter().cloned());
-        Call::new(argv, self.opts.command_timeout).run().map_err(|e| {
-            let hint = e.hint.clone().unwrap_or_default();
-            Error::new(e.kind, format!("ray engine: {}", e.message)).hint(if hint.contains("install") {
-                "install Ray's command line (`pip install \"ray[default]\"`) or set [engine] ray_bin; scripts/ray-localhost.sh starts a one-node cluster here".into()
-            } else {
-                hint
-            })
-        })
-    }
-
-    /// A `ray` call that exited non-zero, as an error naming it and the last line Ray printed
-    /// (its tracebacks end with the server's message).
-    fn failed(&self, call: &str, out: &Output) -> Error {
-        let e = Error::new(Kind::Infrastructure, format!("ray engine: `ray {call}` failed ({}): {}", out.how(), last_line(out)));
-        if unreachable(out) {
-            e.hint(format!(
-                "no Ray job server answers at {}: check that the cluster runs (`ray status`) and that [engine] address names its dashboard; once it answers, run the sweep again to resume it (finished trials are kept)",
-                self.opts.address
-            ))
-        } else {
-            e.hint("check the [engine] settings (cpus, gpus, submit_args) against `ray status` and the cluster's resources")
-        }
+        RayEngine { opts, listing: None, listing_call: None, listing_failed: None, submits: HashMap::new(), expected: HashMap::new() }
     }
 
     /// A trial's submission id: unique to this repository's state and the trial, so that a
     /// restarted controller finds (and `ray job stop` cancels) a job whose handle it never
     /// journaled.
     pub fn submission_id(&self, trial: &str) -> String {
-        format!("{}{}", self.prefix(), url_safe(trial))
-    }
-
-    /// `ratchet-<hash of the work directory>-`: what every job of this repository starts with.
-    fn prefix(&self) -> String {
-        super::engine::job_name(&self.opts.work_dir, "")
-    }
-
-    fn address_args(&self) -> Vec<String> {
-        vec!["--address".into(), self.opts.address.clone()]
-    }
-
-    /// Jobs listed by `ray list jobs` (with `filter`, one `--filter key=value`), by submission id.
-    fn list(&self, filter: Option<&str>) -> Result<(bool, HashMap<String, RayJob>)> {
-        let mut args: Vec<String> = ["list", "jobs"].iter().map(|s| s.to_string()).collect();
-        args.extend(self.address_args());
-        args.extend(["--format", "json", "--detail", "--limit"].iter().map(|s| s.to_string()));
-        args.push(LIST_LIMIT.to_string());
-        if let Some(f) = filter {
-            args.extend(["--filter".to_string(), f.to_string()]);
-        }
-        // A listing that fails (a loaded head timing out) is an Infrastructure error: the
-        // controller asks again for up to `[engine] poll_grace_s` before the sweep hears of it.
-        let out = self.call(&args)?;
-        if !out.success() {
-            return Err(self.failed(&format!("list jobs{}", filter.map(|f| format!(" --filter {f}")).unwrap_or_default()), &out));
-        }
-        let jobs = parse_listing(&out.stdout)?;
-        let complete = jobs.len() < LIST_LIMIT;
-        let prefix = self.prefix();
-        let ours =
-            jobs.into_iter().filter_map(|j| j.submission_id.clone().filter(|id| id.starts_with(&prefix)).map(|id| (id, j))).collect();
-        Ok((complete, ours))
-    }
-
-    /// One job by its submission id, listed alone; `None` when Ray has no such job.
-    fn lookup(&self, id: &str) -> Result<Option<RayJob>> {
-        Ok(self.list(Some(&format!("submission_id={id}")))?.1.remove(id))
-    }
-
-    /// This repository's jobs, listed at most once per poll interval: one `ray list jobs`
-    /// answers every trial in flight.
-    fn listing(&mut self) -> Result<&(Instant, bool, HashMap<String, RayJob>)> {
-        let fresh = self.listing.as_ref().is_some_and(|(at, _, _)| at.elapsed() < self.opts.poll_interval);
-        if !fresh {
-            let (complete, jobs) = self.list(None)?;
-            self.listing = Some((Instant::now(), complete, jobs));
-        }
-        Ok(self.listing.as_ref().expect("just listed"))
+        format!("{}{}", prefix(&self.opts), url_safe(trial))
     }
 
     /// The job script: the controller's environment (as sbatch's `--export=ALL` passes it,
@@ -189,6 +148,7 @@ impl RayEngine {
         s
     }
 
+    /// Write the trial's job script and start its `ray job submit` on a thread of its own.
     fn submit_one(&mut self, trial: &TrialSpec, worker: &[String]) -> Result<JobHandle> {
         let id = self.submission_id(&trial.id);
         let out_dir = super::engine::absolute(&trial.out_dir)?;
@@ -203,7 +163,7 @@ impl RayEngine {
         std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o700)).with_path(&script)?;
         let metadata = serde_json::json!({ CANDIDATE_KEY: trial.candidate, "ratchet_trial": trial.id }).to_string();
         let mut args: Vec<String> = vec!["job".into(), "submit".into()];
-        args.extend(self.address_args());
+        args.extend(address_args(&self.opts));
         args.extend([
             "--no-wait".to_string(),
             format!("--submission-id={id}"),
@@ -213,40 +173,230 @@ impl RayEngine {
         ]);
         args.extend(self.opts.submit_args.iter().cloned());
         args.extend(["--".to_string(), "sh".into(), script.to_string_lossy().into_owned()]);
-        let mut out = self.call(&args)?;
-        if !out.success() && format!("{}{}", out.stderr, out.stdout).contains("already exists") {
-            // A trial id used by an earlier sweep of this repository (trial ids restart): its
-            // job ended long ago and is deleted so the name stays the trial's.
-            match self.lookup(&id)? {
-                Some(old) if is_terminal(&old.status) => {
-                    let mut del = vec!["job".to_string(), "delete".into()];
-                    del.extend(self.address_args());
-                    del.push(id.clone());
-                    let d = self.call(&del)?;
-                    if !d.success() {
-                        return Err(self.failed(&format!("job delete {id}"), &d));
-                    }
-                    out = self.call(&args)?;
-                }
-                Some(old) => {
-                    return Err(Error::new(
-                        Kind::Infrastructure,
-                        format!("ray engine: a job named {id} is still {} on the cluster", old.status),
-                    )
-                    .hint(format!("another controller may be running on this repository; stop it or run `ray job stop {id}`")))
-                }
-                None => {}
-            }
-        }
-        if !out.success() {
-            return Err(self.failed(&format!("job submit {}", shell_join(&args[2..])), &out));
-        }
-        // Known to Ray from here on: queued until the next listing says otherwise.
-        if let Some((_, _, jobs)) = &mut self.listing {
-            jobs.insert(id.clone(), RayJob { submission_id: Some(id.clone()), status: "PENDING".into(), ..RayJob::default() });
-        }
+        // A fresh submission under this name is this trial's, whatever a lookup expected.
+        self.expected.remove(&id);
+        let state = Submit::Running(self.spawn_submit(&id, &args));
+        self.submits.insert(id.clone(), Submission { args, state });
         Ok(JobHandle { trial: trial.id.clone(), engine_id: id, slot: None })
     }
+
+    fn spawn_submit(&self, id: &str, args: &[String]) -> Background<()> {
+        let (o, id, args) = (self.opts.clone(), id.to_string(), args.to_vec());
+        Background::spawn(move || submit_job(&o, &id, &args))
+    }
+
+    /// Where the trial's submission stands: `Some` answers the poll (it is not Ray's yet, or
+    /// Ray could not be reached), `None` once Ray has it. A refused submission is an error that
+    /// stops the sweep, as a settings problem does.
+    fn submission(&mut self, id: &str) -> Option<Result<JobState>> {
+        let sub = self.submits.get_mut(id)?;
+        let retry_pause = self.opts.poll_interval.max(Duration::from_secs(1));
+        match &sub.state {
+            Submit::Done(_) => None,
+            Submit::Running(b) => match b.try_take() {
+                None => Some(Ok(JobState::Queued)),
+                Some(Ok(())) => {
+                    sub.state = Submit::Done(Instant::now());
+                    None
+                }
+                Some(Err(e)) if e.kind == Kind::Infrastructure => {
+                    let (message, hint) = (e.message.clone(), e.hint.clone());
+                    sub.state = Submit::Unanswered { message, hint, again_at: Instant::now() + retry_pause };
+                    Some(Err(e))
+                }
+                Some(Err(e)) => {
+                    self.submits.remove(id);
+                    Some(Err(e))
+                }
+            },
+            Submit::Unanswered { message, hint, again_at } => {
+                let e = Error::new(Kind::Infrastructure, message.clone());
+                let e = match hint {
+                    Some(h) => e.hint(h.clone()),
+                    None => e,
+                };
+                if Instant::now() >= *again_at {
+                    let args = sub.args.clone();
+                    let b = self.spawn_submit(id, &args);
+                    if let Some(sub) = self.submits.get_mut(id) {
+                        sub.state = Submit::Running(b);
+                    }
+                }
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// Collect a listing that finished and start the next one when the last is older than the
+    /// poll interval. A failed listing is every poll's answer until one succeeds (each poll
+    /// after it asks again), so the controller's `[engine] poll_grace_s` measures the outage.
+    fn refresh(&mut self) -> Result<()> {
+        if let Some(b) = &self.listing_call {
+            match b.try_take() {
+                None => {}
+                Some(Ok(l)) => {
+                    self.listing = Some(l);
+                    self.listing_call = None;
+                    self.listing_failed = None;
+                }
+                Some(Err(e)) => {
+                    self.listing_call = None;
+                    self.listing_failed = Some((e.message.clone(), e.hint.clone()));
+                    return Err(e);
+                }
+            }
+        }
+        let due = self.listing_failed.is_some() || self.listing.as_ref().is_none_or(|l| l.started.elapsed() >= self.opts.poll_interval);
+        if self.listing_call.is_none() && due {
+            let o = self.opts.clone();
+            let wanted: Vec<String> = self.submits.keys().chain(self.expected.keys()).cloned().collect();
+            self.listing_call = Some(Background::spawn(move || take_listing(&o, &wanted)));
+        }
+        match &self.listing_failed {
+            Some((message, hint)) => {
+                let e = Error::new(Kind::Infrastructure, message.clone());
+                Err(match hint {
+                    Some(h) => e.hint(h.clone()),
+                    None => e,
+                })
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// The engine's commands end with it: a submission under way lands (or fails) before the
+/// controller exits, so the journal's handle names a job Ray has or never will, and no `ray`
+/// process outlives the sweep. Each waits no longer than its command limit.
+impl Drop for RayEngine {
+    fn drop(&mut self) {
+        for (_, sub) in self.submits.drain() {
+            if let Submit::Running(b) = sub.state {
+                let _ = b.wait();
+            }
+        }
+        if let Some(b) = self.listing_call.take() {
+            let _ = b.wait();
+        }
+    }
+}
+
+/// `ratchet-<hash of the work directory>-`: what every job of this repository starts with.
+fn prefix(o: &RayOptions) -> String {
+    super::engine::job_name(&o.work_dir, "")
+}
+
+fn address_args(o: &RayOptions) -> Vec<String> {
+    vec!["--address".into(), o.address.clone()]
+}
+
+fn call(o: &RayOptions, args: &[String]) -> Result<Output> {
+    let mut argv = vec![o.ray.to_string_lossy().into_owned()];
+    argv.extend(args.iter().cloned());
+    Call::new(argv, o.command_timeout).run().map_err(|e| {
+        let hint = e.hint.clone().unwrap_or_default();
+        if hint.contains("install") {
+            // No `ray` to run: a setting to fix, not a cluster to wait for.
+            Error::new(Kind::Config, format!("ray engine: {}", e.message)).hint(
+                "install Ray's command line (`pip install \"ray[default]\"`) or set [engine] ray_bin; scripts/ray-localhost.sh starts a one-node cluster here",
+            )
+        } else {
+            Error::new(e.kind, format!("ray engine: {}", e.message)).hint(hint)
+        }
+    })
+}
+
+/// A `ray` call that exited non-zero, as an error naming it and the last line Ray printed
+/// (its tracebacks end with the server's message): no job server answering is the machine's
+/// problem (Infrastructure: asked again); a server that answered no is the settings' (Config).
+fn failed(o: &RayOptions, what: &str, out: &Output) -> Error {
+    let message = format!("ray engine: `ray {what}` failed ({}): {}", out.how(), last_line(out));
+    if unreachable(out) {
+        Error::new(Kind::Infrastructure, message).hint(format!(
+            "no Ray job server answers at {}: check that the cluster runs (`ray status`) and that [engine] address names its dashboard; once it answers, run the sweep again to resume it (finished trials are kept)",
+            o.address
+        ))
+    } else {
+        Error::new(Kind::Config, message)
+            .hint("check the [engine] settings (cpus, gpus, submit_args) against `ray status` and the cluster's resources")
+    }
+}
+
+/// Jobs listed by `ray list jobs` (with `filter`, one `--filter key=value`), by submission id,
+/// and whether the listing was complete (fewer jobs than `LIST_LIMIT`).
+fn list(o: &RayOptions, filter: Option<&str>) -> Result<(bool, HashMap<String, RayJob>)> {
+    let mut args: Vec<String> = ["list", "jobs"].iter().map(|s| s.to_string()).collect();
+    args.extend(address_args(o));
+    args.extend(["--format", "json", "--detail", "--limit"].iter().map(|s| s.to_string()));
+    args.push(LIST_LIMIT.to_string());
+    if let Some(f) = filter {
+        args.extend(["--filter".to_string(), f.to_string()]);
+    }
+    // A listing that fails (a loaded head timing out) is an Infrastructure error: the
+    // controller asks again for up to `[engine] poll_grace_s` before the sweep hears of it.
+    let out = call(o, &args)?;
+    if !out.success() {
+        let e = failed(o, &format!("list jobs{}", filter.map(|f| format!(" --filter {f}")).unwrap_or_default()), &out);
+        // Whatever it says, a listing that failed is not a setting to fix.
+        return Err(Error { kind: Kind::Infrastructure, ..e });
+    }
+    let jobs = parse_listing(&out.stdout)?;
+    let complete = jobs.len() < LIST_LIMIT;
+    let prefix = prefix(o);
+    let ours = jobs.into_iter().filter_map(|j| j.submission_id.clone().filter(|id| id.starts_with(&prefix)).map(|id| (id, j))).collect();
+    Ok((complete, ours))
+}
+
+/// One job by its submission id, listed alone; `None` when Ray has no such job.
+fn lookup(o: &RayOptions, id: &str) -> Result<Option<RayJob>> {
+    Ok(list(o, Some(&format!("submission_id={id}")))?.1.remove(id))
+}
+
+/// This repository's jobs: one listing answers every trial in flight; on a cluster with more
+/// jobs than one listing holds, the `wanted` ones it missed are looked up one by one.
+fn take_listing(o: &RayOptions, wanted: &[String]) -> Result<Listing> {
+    let started = Instant::now();
+    let (complete, mut jobs) = list(o, None)?;
+    if !complete {
+        for id in wanted {
+            if !jobs.contains_key(id) {
+                if let Some(j) = lookup(o, id)? {
+                    jobs.insert(id.clone(), j);
+                }
+            }
+        }
+    }
+    Ok(Listing { started, jobs })
+}
+
+/// `ray job submit` (run on a thread of its own). A submission id an earlier sweep of this
+/// repository used (trial ids restart) whose job has ended is deleted, so the name stays the
+/// trial's; one still running is another controller's.
+fn submit_job(o: &RayOptions, id: &str, args: &[String]) -> Result<()> {
+    let mut out = call(o, args)?;
+    if !out.success() && format!("{}{}", out.stderr, out.stdout).contains("already exists") {
+        match lookup(o, id)? {
+            Some(old) if is_terminal(&old.status) => {
+                let mut del = vec!["job".to_string(), "delete".into()];
+                del.extend(address_args(o));
+                del.push(id.to_string());
+                let d = call(o, &del)?;
+                if !d.success() {
+                    return Err(failed(o, &format!("job delete {id}"), &d));
+                }
+                out = call(o, args)?;
+            }
+            Some(old) => {
+                return Err(Error::new(Kind::Config, format!("ray engine: a job named {id} is still {} on the cluster", old.status))
+                    .hint(format!("another controller may be running on this repository; stop it or run `ray job stop {id}`")))
+            }
+            None => {}
+        }
+    }
+    if !out.success() {
+        return Err(failed(o, &format!("job submit {}", shell_join(&args[2..])), &out));
+    }
+    Ok(())
 }
 
 /// Ray's job states (`ray.job_submission.JobStatus`) as the controller's: the worker exited on
@@ -405,37 +555,63 @@ impl Engine for RayEngine {
         trials.iter().zip(worker).map(|(t, w)| self.submit_one(t, w)).collect()
     }
 
+    /// Answered at once: from the trial's submission while Ray has not taken it yet, then from
+    /// the latest listing (taken on a thread of its own, once per poll interval, for every trial
+    /// in flight). A job missing from a listing asked for after Ray took it is gone.
     fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
-        let (_, complete, jobs) = self.listing()?;
-        match (jobs.get(&job.engine_id), *complete) {
+        let id = &job.engine_id;
+        if let Some(answer) = self.submission(id) {
+            // The listing goes on being taken for the other trials.
+            let _ = self.refresh();
+            return answer;
+        }
+        self.refresh()?;
+        let taken = match self.submits.get(id) {
+            Some(Submission { state: Submit::Done(at), .. }) => Some(*at),
+            _ => None,
+        };
+        let Some(l) = &self.listing else { return Ok(JobState::Queued) };
+        if taken.is_some_and(|at| l.started < at) {
+            // Ray said PENDING when it took it; this listing is older than that.
+            return Ok(JobState::Queued);
+        }
+        match (l.jobs.get(id), self.expected.get(id)) {
+            (Some(j), Some(candidate)) if j.metadata.as_ref().and_then(|m| m.get(CANDIDATE_KEY)) != Some(candidate) => {
+                Ok(JobState::Failed("ray: the job of that name is an earlier sweep's, not this trial's".into()))
+            }
             (Some(j), _) => map_state(j),
-            (None, true) => Ok(vanished()),
-            (None, false) => match self.lookup(&job.engine_id)? {
-                Some(j) => map_state(&j),
-                None => Ok(vanished()),
-            },
+            (None, Some(_)) => Ok(JobState::Failed(
+                "ray: no job of this trial on the cluster (the controller stopped before Ray took it, or it was deleted)".into(),
+            )),
+            (None, None) => Ok(vanished()),
         }
     }
 
-    /// A trial's job by its submission id, when it is this trial's (same candidate commit):
-    /// the one a controller submitted just before it died, its handle never journaled.
+    /// A trial's job by its submission id (the name is the trial's): the one a controller
+    /// submitted just before it died, its handle never journaled. Nothing is asked of Ray here
+    /// (a lookup on a loaded head can take a command's whole limit): the polls tell whether the
+    /// job is there and this trial's (its candidate commit), or lost.
     fn find(&mut self, trial: &TrialSpec) -> Result<Option<JobHandle>> {
         let id = self.submission_id(&trial.id);
-        let job = self.lookup(&id)?;
-        let ours = job.is_some_and(|j| j.metadata.as_ref().and_then(|m| m.get(CANDIDATE_KEY)) == Some(&trial.candidate));
-        Ok(ours.then(|| JobHandle { trial: trial.id.clone(), engine_id: id, slot: None }))
+        self.expected.insert(id.clone(), trial.candidate.clone());
+        Ok(Some(JobHandle { trial: trial.id.clone(), engine_id: id, slot: None }))
     }
 
     /// `ray job stop`, which waits until the job has ended: Ray sends SIGTERM to the worker's
-    /// process group and SIGKILL a few seconds later.
+    /// process group and SIGKILL a few seconds later. A submission still under way is waited
+    /// for first, so that no job starts after its trial was stopped.
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
+        if let Some(Submission { state: Submit::Running(b), .. }) = self.submits.remove(&job.engine_id) {
+            let _ = b.wait();
+        }
+        self.expected.remove(&job.engine_id);
         let mut args = vec!["job".to_string(), "stop".into()];
-        args.extend(self.address_args());
+        args.extend(address_args(&self.opts));
         args.push(job.engine_id.clone());
-        let out = self.call(&args)?;
+        let out = call(&self.opts, &args)?;
         self.listing = None;
         if !out.success() && !gone(&out) {
-            return Err(self.failed(&format!("job stop {}", job.engine_id), &out));
+            return Err(failed(&self.opts, &format!("job stop {}", job.engine_id), &out));
         }
         Ok(())
     }

@@ -106,6 +106,18 @@ pub fn alive_pids(pids: &[i32]) -> Vec<i32> {
         .collect()
 }
 
+/// The command lines of the live processes whose command line holds `text`.
+pub fn processes_naming(text: &str) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir("/proc") else { return vec![] };
+    rd.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| alive_pids(&[pid]) == [pid])
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/cmdline")).ok())
+        .map(|c| c.replace('\0', " "))
+        .filter(|c| c.contains(text))
+        .collect()
+}
+
 /// An executable script at `path` (a fake worker or launcher for the engine tests).
 pub fn write_script(path: &Path, body: &str) {
     use std::os::unix::fs::PermissionsExt;
