@@ -69,12 +69,8 @@ fn sweep(dir: &Path) -> (Cost, usize) {
     let before = Cost::of_this_thread();
     let out = ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut sink, Cancel::new()))
         .expect("the sweep runs");
-    let mut spent = Cost::of_this_thread().since(before);
-    spent = Cost {
-        cpu: spent.cpu.saturating_sub(engine.workers.cpu),
-        read_bytes: spent.read_bytes.saturating_sub(engine.workers.read_bytes),
-        syncs: spent.syncs.saturating_sub(engine.workers.syncs),
-    };
+    // What the controller spent: the thread's, less its in-process workers'.
+    let spent = Cost::of_this_thread().since(before).since(engine.workers);
     (spent, out.rows.len())
 }
 

@@ -33,6 +33,7 @@ impl Cost {
         Cost { cpu: Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32), read_bytes, syncs: crate::fsutil::syncs() }
     }
 
+    /// What was spent after `before` (or: this, less `before`; never below zero).
     pub fn since(self, before: Cost) -> Cost {
         Cost {
             cpu: self.cpu.saturating_sub(before.cpu),

@@ -210,11 +210,7 @@ impl RayEngine {
                 }
             },
             Submit::Unanswered { message, hint, again_at } => {
-                let e = Error::new(Kind::Infrastructure, message.clone());
-                let e = match hint {
-                    Some(h) => e.hint(h.clone()),
-                    None => e,
-                };
+                let e = unanswered(message, hint);
                 if Instant::now() >= *again_at {
                     let args = sub.args.clone();
                     let b = self.spawn_submit(id, &args);
@@ -253,13 +249,7 @@ impl RayEngine {
             self.listing_call = Some(Background::spawn(move || take_listing(&o, &wanted)));
         }
         match &self.listing_failed {
-            Some((message, hint)) => {
-                let e = Error::new(Kind::Infrastructure, message.clone());
-                Err(match hint {
-                    Some(h) => e.hint(h.clone()),
-                    None => e,
-                })
-            }
+            Some((message, hint)) => Err(unanswered(message, hint)),
             None => Ok(()),
         }
     }
@@ -278,6 +268,15 @@ impl Drop for RayEngine {
         if let Some(b) = self.listing_call.take() {
             let _ = b.wait();
         }
+    }
+}
+
+/// A failure kept to be said again (at each poll, until Ray answers).
+fn unanswered(message: &str, hint: &Option<String>) -> Error {
+    let e = Error::new(Kind::Infrastructure, message);
+    match hint {
+        Some(h) => e.hint(h.clone()),
+        None => e,
     }
 }
 

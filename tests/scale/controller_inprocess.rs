@@ -370,13 +370,8 @@ fn costed_sweep(dir: &Path) -> (ratchet::scale::inline::Cost, usize) {
     let before = ratchet::scale::inline::Cost::of_this_thread();
     let out =
         ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
-    let spent = ratchet::scale::inline::Cost::of_this_thread().since(before);
-    let w = engine.workers;
-    let own = ratchet::scale::inline::Cost {
-        cpu: spent.cpu.saturating_sub(w.cpu),
-        read_bytes: spent.read_bytes - w.read_bytes,
-        syncs: spent.syncs - w.syncs,
-    };
+    // The thread's, less its in-process workers'.
+    let own = ratchet::scale::inline::Cost::of_this_thread().since(before).since(engine.workers);
     (own, out.rows.len())
 }
 
