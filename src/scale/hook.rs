@@ -2,7 +2,7 @@
 //! launcher (SkyPilot, Kubernetes Jobs, CI runners) through a small line protocol, documented in
 //! docs/scale-out.md ("Hook"); each call is bounded and killed as a process group when it overruns.
 
-use super::command::{shell_join, Call, Output};
+use super::command::{shell_join, Background, Call, Output};
 use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use crate::error::{Error, Kind, Result, WithPath};
 use std::collections::HashMap;
@@ -52,6 +52,9 @@ pub struct HookEngine {
     opts: HookOptions,
     /// Per job token: when it was last polled, what the hook said, and the wait until the next.
     polled: HashMap<String, (Instant, JobState, Duration)>,
+    /// Per job token: the poll hook under way, on a thread of its own (a hook may take seconds:
+    /// a `kubectl`, a REST call), so the controller never waits on it.
+    polling: HashMap<String, Background<JobState>>,
 }
 
 /// Which hook, for messages.
@@ -80,7 +83,7 @@ impl Hook {
 
 impl HookEngine {
     pub fn new(opts: HookOptions) -> HookEngine {
-        HookEngine { opts, polled: HashMap::new() }
+        HookEngine { opts, polled: HashMap::new(), polling: HashMap::new() }
     }
 
     /// A job just submitted counts as polled (queued): its first poll comes an interval later.
@@ -138,6 +141,24 @@ impl HookEngine {
         }
     }
 
+    /// What the poll hook last said of the job (queued before it first answered).
+    fn last_state(&self, id: &str) -> JobState {
+        self.polled.get(id).map(|(_, s, _)| s.clone()).unwrap_or(JobState::Queued)
+    }
+
+    /// Run the poll hook and read its line.
+    fn poll_now(&self, job: &JobHandle) -> Result<JobState> {
+        let out = self.call(Hook::Poll, &job.trial, Self::job_env(job), None)?;
+        let expected = "queued, running, finished, failed or failed: REASON";
+        let line = Self::one_line(Hook::Poll, &job.trial, &out, expected)?;
+        parse_state(&line).ok_or_else(|| {
+            Error::new(
+                Kind::Infrastructure,
+                format!("hook engine: the poll hook for trial {} printed {:?}; expected one of: {expected}", job.trial, clip(&line)),
+            )
+        })
+    }
+
     fn job_env(job: &JobHandle) -> Vec<(String, String)> {
         vec![("RATCHET_JOB".into(), job.engine_id.clone()), ("RATCHET_TRIAL_ID".into(), job.trial.clone())]
     }
@@ -151,6 +172,15 @@ impl HookEngine {
             ("RATCHET_INCUMBENT".into(), t.incumbent.clone()),
             ("RATCHET_CANDIDATE".into(), t.candidate.clone()),
         ]
+    }
+}
+
+/// The poll hooks under way end before the engine does: no hook outlives the sweep.
+impl Drop for HookEngine {
+    fn drop(&mut self) {
+        for (_, b) in self.polling.drain() {
+            let _ = b.wait();
+        }
     }
 }
 
@@ -246,32 +276,38 @@ impl Engine for HookEngine {
     /// At most one poll hook call per job per interval (the controller asks far more often):
     /// in between, the last answer stands. The interval doubles while the answer stays the same,
     /// up to `MAX_BACKOFF` times the configured one, and starts over when it changes.
+    /// Answered at once: the poll hook runs on a thread of its own, at most once per interval
+    /// (backing off while the state does not change), and each poll says what it last said
+    /// (queued before it first answered); a hook that failed is the next poll's error.
     fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
-        if let Some((at, state, wait)) = self.polled.get(&job.engine_id) {
+        let id = &job.engine_id;
+        if let Some(b) = self.polling.get(id) {
+            let Some(answer) = b.try_take() else { return Ok(self.last_state(id)) };
+            self.polling.remove(id);
+            let state = answer?;
+            let base = self.opts.poll_interval;
+            let wait = match self.polled.get(id) {
+                Some((_, last, wait)) if *last == state => (*wait * 2).min(base * MAX_BACKOFF),
+                _ => base,
+            };
+            self.polled.insert(id.clone(), (Instant::now(), state.clone(), wait));
+            return Ok(state);
+        }
+        if let Some((at, state, wait)) = self.polled.get(id) {
             if at.elapsed() < *wait {
                 return Ok(state.clone());
             }
         }
-        let out = self.call(Hook::Poll, &job.trial, Self::job_env(job), None)?;
-        let expected = "queued, running, finished, failed or failed: REASON";
-        let line = Self::one_line(Hook::Poll, &job.trial, &out, expected)?;
-        let state = parse_state(&line).ok_or_else(|| {
-            Error::new(
-                Kind::Infrastructure,
-                format!("hook engine: the poll hook for trial {} printed {:?}; expected one of: {expected}", job.trial, clip(&line)),
-            )
-        })?;
-        let base = self.opts.poll_interval;
-        let wait = match self.polled.get(&job.engine_id) {
-            Some((_, last, wait)) if *last == state => (*wait * 2).min(base * MAX_BACKOFF),
-            _ => base,
-        };
-        self.polled.insert(job.engine_id.clone(), (Instant::now(), state.clone(), wait));
-        Ok(state)
+        let (hooks, job) = (HookEngine::new(self.opts.clone()), job.clone());
+        self.polling.insert(id.clone(), Background::spawn(move || hooks.poll_now(&job)));
+        Ok(self.last_state(id))
     }
 
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
         self.polled.remove(&job.engine_id);
+        if let Some(b) = self.polling.remove(&job.engine_id) {
+            let _ = b.wait();
+        }
         self.call(Hook::Cancel, &job.trial, Self::job_env(job), None).map(|_| ())
     }
 

@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use support::hooks;
 
+/// How long a test waits for a hook's answer.
+const T: Duration = Duration::from_secs(30);
+
 struct Rig {
     dir: tempfile::TempDir,
 }
@@ -116,7 +119,8 @@ fn trials_go_through_submit_and_poll_to_their_results() {
         assert_eq!(j.trial, t.id);
         assert!(j.engine_id.starts_with("local-"), "{}", j.engine_id);
     }
-    assert!(jobs.iter().any(|j| e.poll(j).unwrap() == JobState::Running), "a 0.3 s worker is running right after submit");
+    // Polls answer at once (the hook runs on a thread of the engine's): queued, then running.
+    assert!(jobs.iter().any(|j| support::settled(e.as_mut(), j, T).unwrap() == JobState::Running), "a 0.3 s worker runs after submit");
     assert_eq!(support::final_states(e.as_mut(), &jobs, Duration::from_secs(30)), vec![JobState::Finished; 3]);
     for (t, argv) in trials.iter().zip(&argv) {
         let got = std::fs::read_to_string(t.out_dir.join("result.txt")).unwrap();
@@ -149,10 +153,10 @@ fn cancel_stops_the_worker_and_its_children() {
     }
     let pids: Vec<i32> = std::fs::read_to_string(&pids).unwrap().split_whitespace().map(|p| p.parse().unwrap()).collect();
     assert!(pids.iter().all(|&p| alive(p)));
-    assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Running);
+    assert_eq!(support::settled(&mut e, &jobs[0], T).unwrap(), JobState::Running);
     e.cancel(&jobs[0]).unwrap();
     assert_eq!(wait_dead(&pids), Vec::<i32>::new());
-    match e.poll(&jobs[0]).unwrap() {
+    match support::settled(&mut e, &jobs[0], T).unwrap() {
         JobState::Failed(why) => assert!(why.contains("died without an exit status"), "{why}"),
         other => panic!("a cancelled job polls as {other:?}"),
     }
@@ -202,7 +206,7 @@ fn a_hanging_hook_is_killed_with_its_children_at_the_limit() {
     rig.script("hang.sh", &format!("#!/bin/sh\nsleep 300 &\necho $! > {}\nwait\n", child.display()));
     let mut e = HookEngine::new(HookOptions { poll: rig.hook("hang.sh"), timeout: Duration::from_millis(500), ..rig.options() });
     let job = JobHandle { trial: "x".into(), engine_id: "local-1".into(), slot: None };
-    let err = e.poll(&job).unwrap_err();
+    let err = support::settled(&mut e, &job, T).unwrap_err();
     assert!(err.message.contains("the poll hook") && err.message.contains("did not finish within"), "{}", err.message);
     let pid: i32 = std::fs::read_to_string(&child).unwrap().trim().parse().unwrap();
     assert_eq!(wait_dead(&[pid]), Vec::<i32>::new(), "the hook's child went with it");
@@ -214,19 +218,19 @@ fn a_poll_line_outside_the_protocol_is_an_error() {
     rig.script("odd.sh", "#!/bin/sh\necho done\n");
     let mut e = HookEngine::new(HookOptions { poll: rig.hook("odd.sh"), ..rig.options() });
     let job = JobHandle { trial: "x".into(), engine_id: "t".into(), slot: None };
-    let err = e.poll(&job).unwrap_err();
+    let err = support::settled(&mut e, &job, T).unwrap_err();
     assert!(err.message.contains("printed \"done\"") && err.message.contains("queued, running, finished"), "{}", err.message);
     rig.script("why.sh", "#!/bin/sh\necho 'failed: preempted by the spot market'\n");
     let mut e = HookEngine::new(HookOptions { poll: rig.hook("why.sh"), ..rig.options() });
-    assert_eq!(e.poll(&job).unwrap(), JobState::Failed("preempted by the spot market".into()));
+    assert_eq!(support::settled(&mut e, &job, T).unwrap(), JobState::Failed("preempted by the spot market".into()));
     // Poll and cancel get the token and the trial id, nothing else (a restarted controller has
     // only its journal's handle).
     rig.script(
         "env.sh",
-        "#!/bin/sh\n[ \"$RATCHET_JOB\" = t ] && [ \"$RATCHET_TRIAL_ID\" = x ] && [ -z \"$RATCHET_OUT_DIR\" ] && echo queued\n",
+        "#!/bin/sh\n[ \"$RATCHET_JOB\" = t ] && [ \"$RATCHET_TRIAL_ID\" = x ] && [ -z \"$RATCHET_OUT_DIR\" ] && echo running\n",
     );
     let mut e = HookEngine::new(HookOptions { poll: rig.hook("env.sh"), ..rig.options() });
-    assert_eq!(e.poll(&job).unwrap(), JobState::Queued);
+    assert_eq!(support::settled(&mut e, &job, T).unwrap(), JobState::Running);
 }
 
 #[test]

@@ -63,15 +63,8 @@ fn cluster_turn() -> Option<(std::sync::MutexGuard<'static, ()>, PathBuf)> {
     None
 }
 
-/// Poll until the job is more than queued (its submission runs on a thread of the engine's).
 fn settled(e: &mut RayEngine, job: &JobHandle) -> ratchet::error::Result<JobState> {
-    let since = Instant::now();
-    loop {
-        match e.poll(job) {
-            Ok(JobState::Queued) if since.elapsed() < Duration::from_secs(120) => std::thread::sleep(Duration::from_millis(20)),
-            other => return other,
-        }
-    }
+    support::settled(e, job, Duration::from_secs(120))
 }
 
 fn engine(work: &Path, bin: &Path) -> RayEngine {

@@ -172,6 +172,24 @@ pub fn final_states(
     poll_until_done(e, jobs, limit).into_iter().map(|(s, _)| s).collect()
 }
 
+/// Poll until the job reads as more than queued, or the poll fails: an engine whose commands
+/// run on threads of their own answers `Queued` until they have answered (bounded by `limit`).
+pub fn settled(
+    e: &mut dyn ratchet::scale::engine::Engine,
+    job: &ratchet::scale::engine::JobHandle,
+    limit: std::time::Duration,
+) -> ratchet::error::Result<ratchet::scale::engine::JobState> {
+    let since = std::time::Instant::now();
+    loop {
+        match e.poll(job) {
+            Ok(ratchet::scale::engine::JobState::Queued) if since.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(20))
+            }
+            other => return other,
+        }
+    }
+}
+
 pub fn fake_bench() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/fake_bench.py")
 }
