@@ -30,7 +30,14 @@ fn the_next_sweep_reattaches_to_a_killed_sweeps_jobs() {
     let base = t.head();
     let mut child = t.spawn(&["sweep"], &[("FAKE_SLEEP_S", "0.4")]);
     let deadline = Instant::now() + Duration::from_secs(45);
-    while t.live_workers().len() < 2 {
+    // Both workers run and both handles are journaled (a worker starts before its submit hook
+    // returns the token the journal records: a kill in between leaves a job no hook can find).
+    let journaled = || {
+        let text = std::fs::read_to_string(t.path().join(".ratchet/scale.json")).unwrap_or_default();
+        let j: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        j["trials"].as_array().map_or(0, |ts| ts.iter().filter(|x| !x["handle"].is_null()).count())
+    };
+    while t.live_workers().len() < 2 || journaled() < 2 {
         assert!(Instant::now() < deadline && child.try_wait().unwrap().is_none(), "the workers never started");
         std::thread::sleep(Duration::from_millis(50));
     }
