@@ -446,7 +446,7 @@ fn what_ray_says_reaches_the_error() {
     // No job server: named as such, not as a settings problem (Ray's own words, Ray 2.x), and
     // asked again (the controller bears it for [engine] poll_grace_s).
     let down = d.join("down");
-    write_script(&down, "#!/bin/sh\necho \"$*\" >> calls\necho 'Traceback (most recent call last):' >&2\necho 'ConnectionError: Failed to connect to Ray at address: http://127.0.0.1:8265.' >&2\nexit 1\n");
+    write_script(&down, "#!/bin/sh\necho 'Traceback (most recent call last):' >&2\necho 'ConnectionError: Failed to connect to Ray at address: http://127.0.0.1:8265.' >&2\nexit 1\n");
     let mut e = with(down);
     let job = e.submit(std::slice::from_ref(&t), &w).unwrap().remove(0);
     let err = settled(&mut e, &job).unwrap_err();
