@@ -50,27 +50,33 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 /// but after a power cut the file may read as it was. For what is rebuilt or redone from a
 /// synced record when it is lost (the id counter, a redone recording's journal).
 pub fn write_atomic_lazy(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_path(dir)?;
-    let tmp = dir.join(format!(".{}.tmp.{}", path.file_name().unwrap().to_string_lossy(), std::process::id()));
-    std::fs::write(&tmp, bytes).with_path(&tmp)?;
-    std::fs::rename(&tmp, path).with_path(path)
+    replace(path, bytes, false, || {})
 }
 
 /// [`write_atomic`], calling `before_rename` once the temporary file is complete.
 pub fn write_atomic_then(path: &Path, bytes: &[u8], before_rename: impl FnOnce()) -> Result<()> {
+    replace(path, bytes, true, before_rename)
+}
+
+/// Write through a temporary file in the same directory and a rename; with `sync`, the file
+/// and then the directory are fsynced.
+fn replace(path: &Path, bytes: &[u8], sync: bool, before_rename: impl FnOnce()) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_path(dir)?;
     let tmp = dir.join(format!(".{}.tmp.{}", path.file_name().unwrap().to_string_lossy(), std::process::id()));
     {
         let mut f = std::fs::File::create(&tmp).with_path(&tmp)?;
         f.write_all(bytes).with_path(&tmp)?;
-        sync_all(&f).with_path(&tmp)?;
+        if sync {
+            sync_all(&f).with_path(&tmp)?;
+        }
     }
     before_rename();
     std::fs::rename(&tmp, path).with_path(path)?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = sync_all(&d);
+    if sync {
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = sync_all(&d);
+        }
     }
     Ok(())
 }

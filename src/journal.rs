@@ -69,16 +69,17 @@ impl Journal {
     /// Record `value` atomically (a reader sees the old intent or the new one, never half), making
     /// the state directory if need be.
     pub fn write<T: Serialize>(&self, state_dir: &Path, value: &T) -> Result<()> {
-        std::fs::create_dir_all(state_dir).with_path(state_dir)?;
-        let bytes = serde_json::to_vec_pretty(value).expect("a journal serializes");
-        crate::fsutil::write_atomic(&self.path(state_dir), &bytes)
+        crate::fsutil::write_atomic(&self.path(state_dir), &Self::encode(value))
+    }
+
+    fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+        serde_json::to_vec_pretty(value).expect("a journal serializes")
     }
 
     /// [`Journal::write`] without fsyncs ([`crate::fsutil::write_atomic_lazy`]): for a state
     /// whose loss to a power cut only makes recovery redo an idempotent step.
     pub fn write_lazy<T: Serialize>(&self, state_dir: &Path, value: &T) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(value).expect("a journal serializes");
-        crate::fsutil::write_atomic_lazy(&self.path(state_dir), &bytes)
+        crate::fsutil::write_atomic_lazy(&self.path(state_dir), &Self::encode(value))
     }
 
     /// Remove the journal: what it described is finished (no file is no error).
