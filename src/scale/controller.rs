@@ -294,9 +294,8 @@ impl<'a> Controller<'a> {
                 let Some(&i) = queue.front() else { break };
                 let h = &self.hyps[i];
                 let pairs = self.cfg.decision.params(h.pairs.or(self.opts.pairs)).max_total_pairs() as u64;
-                if let Some(why) =
-                    crate::sweep::over_budget(self.opts, self.started.elapsed(), self.runs_spent, 2 * pairs, &self.walls, None)
-                {
+                let pace = (!self.walls.is_empty()).then(|| self.walls.iter().sum::<f64>() / self.walls.len() as f64);
+                if let Some(why) = crate::sweep::over_budget(self.opts, self.started.elapsed(), self.runs_spent, 2 * pairs, pace) {
                     self.out.not_started = queue.len();
                     self.out.stopped_by = Some(why);
                     queue.clear();

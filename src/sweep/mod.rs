@@ -210,7 +210,6 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
     let Queue { hyps, branch, cfg, done, rows } = queue;
     let mut out = SweepOutcome { rows: vec![], already_done: hyps.len() - todo, not_started: 0, stopped_by: None };
     let mut runs_spent: u64 = 0;
-    let mut walls: Vec<f64> = vec![];
     // The pace before this sweep has measured anything: past decisions in results.
     let record = crate::progress::record(&rows, cfg.score.metric.as_str());
     let mut result: Result<()> = Ok(());
@@ -228,9 +227,10 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
         let left = hyps[i..].iter().filter(|h| !done.contains_key(&h.key())).count();
         let wall = opts.max_wall.map(|w| w.as_secs_f64());
         let eta = crate::progress::sweep_eta(i, hyps.len(), left, started.elapsed().as_secs_f64(), &out.rows, &record, wall);
-        // Before this sweep has a pace of its own, the record's: the one its progress line shows.
-        let record_pace = eta.runs_per_hypothesis.zip(eta.secs_per_run).map(|(r, s)| r * s);
-        if let Some(why) = over_budget(opts, started.elapsed(), runs_spent, 2 * pairs, &walls, record_pace) {
+        // The pace its progress line shows (this sweep's, else the record's) decides the wall
+        // budget too, so the line never says "time for 0 more" over an experiment it starts.
+        let pace = eta.runs_per_hypothesis.zip(eta.secs_per_run).map(|(r, s)| r * s);
+        if let Some(why) = over_budget(opts, started.elapsed(), runs_spent, 2 * pairs, pace) {
             out.not_started = hyps[i..].iter().filter(|h| !done.contains_key(&h.key())).count();
             out.stopped_by = Some(why);
             break;
@@ -240,9 +240,6 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
         match run_one(ws, &state_dir, &branch, &cfg, h, opts, exec, fx) {
             Ok((row, None)) => {
                 runs_spent += row.runs as u64;
-                if row.status != Status::Skipped {
-                    walls.push(row.wall_s);
-                }
                 out.rows.push(row);
             }
             Ok((row, Some(e))) => {
@@ -265,24 +262,17 @@ pub fn run(ws: &Locked, opts: &SweepOptions, exec: &mut dyn Executor, fx: &mut E
 }
 
 /// Why the next experiment must not start, if it must not. The wall budget also refuses an
-/// experiment that, at the sweep's average pace, would end past it: an 8h budget means being
-/// done by morning, not starting a long experiment at 7:59. Before the sweep has a pace of its
-/// own, `record_pace` (seconds a hypothesis, from the results) stands in for it.
-pub(crate) fn over_budget(
-    o: &SweepOptions,
-    elapsed: Duration,
-    runs_spent: u64,
-    next_runs: u64,
-    walls: &[f64],
-    record_pace: Option<f64>,
-) -> Option<String> {
+/// experiment that, at `pace` (seconds a hypothesis, the sweep's estimate; none before it has
+/// one), would end past it: an 8h budget means being done by morning, not starting a long
+/// experiment at 7:59.
+pub(crate) fn over_budget(o: &SweepOptions, elapsed: Duration, runs_spent: u64, next_runs: u64, pace: Option<f64>) -> Option<String> {
     if let Some(max) = o.max_runs {
         if runs_spent + next_runs > max {
             return Some(format!("run budget: {runs_spent} of {max} runs spent, the next experiment needs up to {next_runs}"));
         }
     }
     if let Some(max) = o.max_wall {
-        let pace = if walls.is_empty() { record_pace.unwrap_or(0.0) } else { walls.iter().sum::<f64>() / walls.len() as f64 };
+        let pace = pace.unwrap_or(0.0);
         if elapsed.as_secs_f64() + pace > max.as_secs_f64() {
             return Some(format!(
                 "wall-time budget: {} of {} spent, an experiment takes about {}",
