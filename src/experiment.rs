@@ -542,7 +542,7 @@ pub fn noise_alarm(hist: &history::Benchmark, params: &crate::stats::sequential:
     crate::stats::noise::alarm(
         params,
         s.sd,
-        &format!("measured over {:.0} degrees of freedom of this benchmark's history on {}", s.df, hist.host),
+        &format!("{:.0} df of history on {}", s.df, hist.host),
         params.deciding_ratio(Some(&b)).as_ref(),
         deciding_calls(cfg, None),
     )

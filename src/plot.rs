@@ -996,13 +996,7 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
             StatusClass::NotRun => "notrun",
         };
         let (sx, lat) = match crate::report::speedup(r) {
-            Some((x, ci)) => (
-                match ci {
-                    Some((lo, hi)) => format!("{} [{lo:.2}-{hi:.2}]", crate::report::fmt_x(x)),
-                    None => crate::report::fmt_x(x),
-                },
-                crate::report::pct1(crate::report::latency_change_pct(x)),
-            ),
+            Some((x, ci)) => (crate::report::speedup_cell(x, ci), crate::report::pct1(crate::report::latency_change_pct(x))),
             None => ("-".into(), "-".into()),
         };
         let metric_delta = r.delta_pct.map(|d| format!("{} {}", r.metric, crate::report::pct1(d))).unwrap_or("-".into());

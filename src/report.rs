@@ -176,6 +176,30 @@ pub fn speedup_line(r: &ResultRow) -> Option<String> {
     Some(line)
 }
 
+/// The one other estimate a kept row carries, named for what it is: its confirmation batch's
+/// own speed-up, free of the first phase's selection (`show` and `-v` print it; every other
+/// view shows the row's one estimate).
+pub fn confirmation_line(r: &ResultRow) -> Option<String> {
+    let (c, lo, hi) = (r.confirm_delta_pct?, r.confirm_ci_low_pct?, r.confirm_ci_high_pct?);
+    let sp = |m: f64| factor_from_metric_pct(m, elasticity_of(&r.metric));
+    let level = r.confirm_ci_level_pct.map(|l| format!("{}% CI ", crate::stats::fmt_level(l))).unwrap_or_default();
+    Some(format!(
+        "the confirmation batch alone (free of the first phase's selection): speed-up {} [{level}{:.2}-{:.2}]",
+        fmt_x(sp(c)),
+        sp(lo),
+        sp(hi)
+    ))
+}
+
+/// A speed-up and its interval as every view writes them: "1.25x [1.23-1.27]", or "1.25x" with
+/// no interval recorded.
+pub fn speedup_cell(x: f64, ci: Option<(f64, f64)>) -> String {
+    match ci {
+        Some((lo, hi)) => format!("{} [{lo:.2}-{hi:.2}]", fmt_x(x)),
+        None => fmt_x(x),
+    }
+}
+
 /// "1.23x": two decimals below 10x, one above.
 pub fn fmt_x(x: f64) -> String {
     if x >= 9.995 {
@@ -193,7 +217,7 @@ pub fn overall_factor(metric: &str, first: f64, best: f64) -> f64 {
 
 /// The footer's headline: the kept rows' speed-ups chained, how many rows that is, and the
 /// deciding metric's median at the first baseline and at the latest keep, said to be what it
-/// is (two medians measured at different times). With confirmation batches, their own chain.
+/// is (two medians measured at different times).
 pub fn gain_line(rows: &[ResultRow]) -> Option<String> {
     let metric = rows.iter().rev().find(|r| !r.metric.is_empty())?.metric.clone();
     let x = chain(rows).into_iter().flatten().last()?;
@@ -214,21 +238,7 @@ pub fn gain_line(rows: &[ResultRow]) -> Option<String> {
             figures(last, 3)
         ));
     }
-    Some(match confirmed_gain_pct(rows) {
-        Some(g) => {
-            let cx = factor_from_metric_pct(g, elasticity_of(&metric));
-            format!("{line}; by their confirmation batches alone: {} faster", fmt_x(cx))
-        }
-        None => line,
-    })
-}
-
-/// The kept rows' confirmation-only estimates compounded, in percent of the metric: the
-/// best-so-far story on figures free of the first phase's selection (a kept marginal gain's
-/// pooled estimate overstates it). `None` when no kept row has one.
-pub fn confirmed_gain_pct(rows: &[ResultRow]) -> Option<f64> {
-    let kept: Vec<f64> = rows.iter().filter(|r| r.status == Status::Keep).filter_map(|r| r.confirm_delta_pct).collect();
-    (!kept.is_empty()).then(|| (kept.iter().map(|g| 1.0 + g / 100.0).product::<f64>() - 1.0) * 100.0)
+    Some(line)
 }
 
 /// Counts by status, "3 kept, 2 reverted, 1 crash".
@@ -419,14 +429,7 @@ fn compact_body(view: &View, opts: TableOpts) -> String {
         },
         Col {
             header: "speed-up [CI]".into(),
-            cells: rows
-                .iter()
-                .map(|r| match speedup(r) {
-                    Some((x, Some((lo, hi)))) => format!("{} [{:.2}-{:.2}]", fmt_x(x), lo, hi),
-                    Some((x, None)) => fmt_x(x),
-                    None => "-".into(),
-                })
-                .collect(),
+            cells: rows.iter().map(|r| speedup(r).map(|(x, ci)| speedup_cell(x, ci)).unwrap_or_else(|| "-".into())).collect(),
             right: true,
             priority: 2,
             flex: false,
@@ -565,13 +568,7 @@ fn wide_body(view: &View, color: bool) -> String {
             }
         }
         let (sx, lat) = match speedup(r) {
-            Some((x, ci)) => (
-                match ci {
-                    Some((lo, hi)) => format!("{} [{:.2}-{:.2}]", fmt_x(x), lo, hi),
-                    None => fmt_x(x),
-                },
-                format!("{:+.1}%", latency_change_pct(x)),
-            ),
+            Some((x, ci)) => (speedup_cell(x, ci), format!("{:+.1}%", latency_change_pct(x))),
             None => ("-".into(), "-".into()),
         };
         let commit = if r.commit.is_empty() { "-" } else { short(&r.commit) };

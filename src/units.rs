@@ -95,9 +95,9 @@ mod tests {
         assert_eq!(cut("short", 20), "short");
         assert_eq!(cut("supercalifragilistic", 8), "superca…");
         assert!(cells(&cut("a b c d e f g h", 5)) <= 5);
-        let w = wrap("score 1.23 -> 4.56 over the first baseline; confirmation batches alone: +3%", 30);
+        let w = wrap("score 1.23 -> 4.56 over the first baseline, measured at different times: +3%", 30);
         assert!(w.iter().all(|l| cells(l) <= 30), "{w:?}");
-        assert_eq!(w.join(" "), "score 1.23 -> 4.56 over the first baseline; confirmation batches alone: +3%");
+        assert_eq!(w.join(" "), "score 1.23 -> 4.56 over the first baseline, measured at different times: +3%");
     }
 
     #[test]

@@ -173,6 +173,9 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
     if let Some(line) = crate::report::speedup_line(row) {
         let _ = writeln!(o, "  {line}");
     }
+    if let Some(line) = crate::report::confirmation_line(row) {
+        let _ = writeln!(o, "  other estimate: {line}");
+    }
     let _ = writeln!(
         o,
         "  {}: incumbent {} -> candidate {} (each side's median run, not paired)",

@@ -174,6 +174,8 @@ pub fn run(ws: &Workspace, json: bool) -> Result<()> {
     }
     if let Some(a) = &r.noise_alarm {
         println!("warning: {}", block(a));
+        // The history stays noisy until measured again.
+        println!("  once the machine is quiet, `ratchet calibrate` measures its noise again");
     }
     match &r.last {
         Some(l) => println!("last experiment: {} {} ({}): {}", l.id, l.status.as_str(), line(&l.time), line(&l.message)),

@@ -15,13 +15,15 @@ use crate::vcs::short;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Stderr, Stdout, Write};
 
-/// `writeln!` of a line made printable, dropping an error: output that cannot be written never
+/// `writeln!` of a line made printable and fitted to `width` columns ([`fit`]), dropping an error: output that cannot be written never
 /// fails an experiment (see `output`). `printable::block` here escapes whatever a field lets
 /// through; the fields that must stay on one line (a message, a name) are `printable::line`d
 /// where they are formatted, so they cannot start a line of their own.
 macro_rules! say {
-    ($w:expr, $($arg:tt)*) => {{
-        let _ = writeln!($w, "{}", crate::printable::block(&format!($($arg)*)));
+    ($w:expr, $width:expr; $($arg:tt)*) => {{
+        for l in fit(&crate::printable::block(&format!($($arg)*)), $width) {
+            let _ = writeln!($w, "{l}");
+        }
     }};
 }
 
@@ -66,6 +68,8 @@ pub struct Text<O: Write = Stdout, E: Write = Stderr> {
     label: String,
     estimate: Option<Estimate>,
     sweep: Option<SweepEta>,
+    /// The widest line printed: [`LINE_WIDTH`], or a narrower terminal's width.
+    width: usize,
 }
 
 /// Without a bar, a progress line is printed each time the session's run time passes another
@@ -86,10 +90,39 @@ impl Text {
             label: String::new(),
             estimate: None,
             sweep: None,
+            width: screen_width(),
         }
     }
 }
 
+/// [`LINE_WIDTH`], or less where the terminal (or `COLUMNS`) is narrower; a pipe or a file gets
+/// the full width (nothing wraps it).
+fn screen_width() -> usize {
+    let sized = std::env::var_os("COLUMNS").is_some() || std::io::stdout().is_terminal() || std::io::stderr().is_terminal();
+    if sized {
+        term::width().min(LINE_WIDTH)
+    } else {
+        LINE_WIDTH
+    }
+}
+
+/// `text` as lines of at most `width` cells: as it is when it fits, else wrapped at words with
+/// the continuation indented two more than the line.
+fn fit(text: &str, width: usize) -> Vec<String> {
+    if text.contains('\n') {
+        return text.lines().flat_map(|l| fit(l, width)).collect();
+    }
+    if crate::units::cells(text) <= width {
+        return vec![text.to_string()];
+    }
+    let indent = text.len() - text.trim_start().len();
+    let first = crate::units::wrap(text.trim_start(), width - indent);
+    let (head, rest) = first.split_first().expect("wrap returns a line");
+    let more = crate::units::wrap(&rest.join(" "), width - indent - 2);
+    let mut lines = vec![format!("{:indent$}{head}", "")];
+    lines.extend(more.into_iter().filter(|l| !l.is_empty()).map(|l| format!("{:w$}{l}", "", w = indent + 2)));
+    lines
+}
 impl Default for Text {
     fn default() -> Self {
         Text::new()
@@ -109,7 +142,14 @@ impl<O: Write, E: Write> Text<O, E> {
             label: String::new(),
             estimate: None,
             sweep: None,
+            width: LINE_WIDTH,
         }
+    }
+
+    /// The same, fitting lines to `width` columns (a narrow terminal).
+    pub fn with_width(mut self, width: usize) -> Self {
+        self.width = width.clamp(40, LINE_WIDTH);
+        self
     }
 
     /// The same, at another verbosity.
@@ -146,16 +186,31 @@ impl<O: Write, E: Write> Events for Text<O, E> {
 
     fn emit(&mut self, event: Event) {
         let quiet = self.verbosity == Verbosity::Quiet;
-        if quiet && matches!(event, Event::Note { .. } | Event::Hypothesis { .. } | Event::RunRepeated { .. } | Event::CrossCheck { .. }) {
+        if quiet && matches!(event, Event::Note { .. } | Event::RunRepeated { .. } | Event::CrossCheck { .. }) {
             return;
         }
-        let (o, e) = (&mut self.out, &mut self.err);
+        // What the hypothesis commits is in `ratchet show`'s diff; the default output is short.
+        if self.verbosity != Verbosity::Verbose && matches!(event, Event::Hypothesis { .. }) {
+            return;
+        }
+        let (o, e, width) = (&mut self.out, &mut self.err, self.width);
         match event {
-            Event::Recovered { what } => say!(e, "recovered: {what}"),
-            Event::Note { text } => say!(e, "note: {text}"),
-            Event::Hypothesis { listing } => say!(e, "{}", line(&listing)),
+            Event::Recovered { what } => above_bar(&self.pb, || say!(e, width; "recovered: {what}")),
+            Event::Note { text } => {
+                let text = fit(&format!("note: {text}"), width).join("\n");
+                above_bar(&self.pb, || say!(e, width; "{text}"));
+            }
+            Event::Hypothesis { listing } => say!(e, width; "{}", line(&listing)),
             Event::ExperimentStarted { id, message, branch, candidate, incumbent, metric, params, elasticity, history, one_phase } => {
-                experiment_header(o, id, &message, &branch, &candidate, &incumbent, &metric, (&params, one_phase), elasticity, &history)
+                let verbose = self.verbosity == Verbosity::Verbose;
+                let shape = (&params, one_phase);
+                for l in
+                    experiment_header(id, &message, &branch, &candidate, &incumbent, &metric, shape, elasticity, &history, verbose, width)
+                {
+                    for l in fit(&l, width) {
+                        say!(o, width; "{l}");
+                    }
+                }
             }
             Event::SessionStarted { max_runs } => {
                 if let Some(old) = self.pb.take() {
@@ -189,7 +244,9 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                         (est.elapsed_s / PLAIN_EVERY_S).floor() > (before / PLAIN_EVERY_S).floor()
                     };
                     if due {
-                        say!(e, "  {}", progress_line(&est));
+                        for l in fit(&format!("  {}", progress_line(&est)), width) {
+                            say!(e, width; "{l}");
+                        }
                     }
                 }
                 self.estimate = Some(est);
@@ -207,24 +264,27 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 };
                 let v = latency_ms.map(|l| format!("{l:.3} ms")).unwrap_or_else(|| status.as_str().to_string());
                 let line = format!("  run {} {:<9} {} ({:.1} s) [{label}]", run, side.as_str(), v, wall_s);
-                if !quiet && plain {
-                    say!(e, "{line}");
-                } else if self.verbosity == Verbosity::Verbose {
-                    // Above the bar, which redraws below it.
-                    if let Some(pb) = &self.pb {
-                        pb.println(line);
+                // Every run's line only when asked for (the bar, or a line a minute, says the
+                // progress); above a drawn bar, which redraws below it.
+                if self.verbosity == Verbosity::Verbose {
+                    match &self.pb {
+                        Some(pb) if !plain => pb.println(line),
+                        _ => say!(e, width; "{line}"),
                     }
                 }
             }
-            Event::RunRepeated { run, side, attempt, max } => {
-                say!(e, "  run {} ({}) was throttled; running it again ({attempt}/{max})", run, side.as_str());
-            }
-            Event::CrossCheck { crashed, other } => say!(
-                e,
-                "  the {} crashed; running the {} once to tell a broken set-up from a broken hypothesis",
-                crashed.as_str(),
-                other.as_str()
+            Event::RunRepeated { run, side, attempt, max } => above_bar(
+                &self.pb,
+                || say!(e, width; "  run {} ({}) was throttled; running it again ({attempt}/{max})", run, side.as_str()),
             ),
+            Event::CrossCheck { crashed, other } => above_bar(&self.pb, || {
+                say!(
+                    e, width;
+                    "  the {} crashed; running the {} once to tell a broken set-up from a broken hypothesis",
+                    crashed.as_str(),
+                    other.as_str()
+                )
+            }),
             // Read by the progress estimate (`events::Tracking`); nothing to print.
             Event::RunsAhead { .. } => {}
             Event::SessionFinished => {
@@ -233,53 +293,70 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 }
                 self.estimate = None;
             }
-            Event::ExperimentFinished { outcome } => experiment_summary(o, &outcome),
+            Event::ExperimentFinished { outcome } => {
+                for l in experiment_summary(&outcome, self.verbosity == Verbosity::Verbose, width) {
+                    for l in fit(&l, width) {
+                        say!(o, width; "{l}");
+                    }
+                }
+            }
             Event::SweepStarted { branch, hypotheses, already_done, to_run, max_wall_s, max_runs } => {
                 say!(
-                    o,
+                    o, width;
                     "sweep: {hypotheses} hypotheses on {branch}, {already_done} already done, {to_run} to run{}",
                     budget_text(max_wall_s, max_runs)
                 );
             }
             Event::HypothesisDone { index, total, name, id } => {
-                say!(o, "\n[{}/{total}] {}: already done (experiment {id})", index + 1, line(&name))
+                say!(o, width; "\n[{}/{total}] {}: already done (experiment {id})", index + 1, line(&name))
             }
             Event::HypothesisStarted { index, total, name, elapsed_s } => {
-                say!(o, "\n[{}/{total}] {} ({})", index + 1, line(&name), fmt_duration(elapsed_s))
+                say!(o, width; "\n[{}/{total}] {} ({})", index + 1, line(&name), fmt_duration(elapsed_s))
             }
             Event::SweepProgress(eta) => {
                 if let Some(line) = sweep_line(&eta) {
-                    say!(o, "  {line}");
+                    for l in fit(&format!("  {line}"), width) {
+                        say!(o, width; "{l}");
+                    }
                 }
                 self.sweep = Some(eta);
             }
-            Event::Unmeasured { row } => say!(o, "  {}: {}", row.status.as_str().to_uppercase(), row.note),
+            Event::Unmeasured { row } => say!(o, width; "  {}: {}", row.status.as_str().to_uppercase(), row.note),
             Event::SweepFinished { outcome, runs, wall_s, gain } => {
                 self.sweep = None;
-                sweep_summary(o, &outcome, runs, wall_s, gain.as_deref())
+                sweep_summary(o, width, &outcome, runs, wall_s, gain.as_deref())
             }
             Event::CalibrationStarted { pairs, commit, branch } => {
-                say!(o, "calibrate: {pairs} A/A pairs of {} on {branch}, interleaved as an experiment", &commit[..commit.len().min(8)])
+                say!(o, width; "calibrate: {pairs} A/A pairs of {} on {branch}, interleaved as an experiment", &commit[..commit.len().min(8)])
             }
-            Event::CalibrationFinished { metric, noise, params, path } => calibration_summary(o, &metric, &noise, &params, &path),
-            Event::NoiseHistory { text } => say!(o, "  {text}"),
+            Event::CalibrationFinished { metric, noise, params, path } => calibration_summary(o, width, &metric, &noise, &params, &path),
+            Event::NoiseHistory { text } => say!(o, width; "  {text}"),
             Event::TrialSubmitted { trial, name, slot, device, incumbent, recheck } => {
                 let what = if recheck { "recheck against the head" } else { "trial" };
                 let on = slot.map(|s| format!("slot {s}")).unwrap_or_else(|| "the engine".into());
-                say!(o, "  {}: {what} {trial} on {on} ({}), incumbent {}", line(&name), line(&device), &incumbent[..incumbent.len().min(8)])
+                say!(o, width; "  {}: {what} {trial} on {on} ({}), incumbent {}", line(&name), line(&device), &incumbent[..incumbent.len().min(8)])
             }
             Event::TrialFinished { trial, name, slot, end, wall_s } => {
                 let on = slot.map(|s| format!(" on slot {s}")).unwrap_or_default();
-                say!(o, "  {}: trial {trial}{on} ended ({end}, {})", line(&name), fmt_duration(wall_s))
+                say!(o, width; "  {}: trial {trial}{on} ended ({end}, {})", line(&name), fmt_duration(wall_s))
             }
             Event::StaleWinner { name, won_against, head } => say!(
-                o,
+                o, width;
                 "  {}: won against {}, but the trunk moved to {}; it is measured again against the head before it may merge",
                 line(&name),
                 &won_against[..won_against.len().min(8)],
                 &head[..head.len().min(8)]
             ),
         }
+    }
+}
+
+/// Writes what `write` writes above a drawn bar, never under it: the bar's next redraw would
+/// erase the line it was drawn over.
+fn above_bar(pb: &Option<ProgressBar>, write: impl FnOnce()) {
+    match pb {
+        Some(pb) if !pb.is_hidden() => pb.suspend(write),
+        _ => write(),
     }
 }
 
@@ -382,26 +459,21 @@ fn last_decisions(n: usize) -> String {
     }
 }
 
-/// A plain line of a session's progress (no bar: not a terminal, or a log).
+/// A plain line of a session's progress (no bar: not a terminal, or a log), short enough for
+/// the experiment's output width.
 fn progress_line(e: &Estimate) -> String {
-    let basis = if e.decisions > 0 {
-        format!("likely, from the median of {}; at most {}", last_decisions(e.decisions), e.max_runs)
-    } else {
-        "the budget: nothing decided on record yet".into()
-    };
     let time = match (e.left_s, e.secs_per_run) {
-        (Some(left), Some(per)) => format!(
-            ", about {} left at {} a run ({})",
-            fmt_duration(left),
-            secs(per),
-            if e.measured { "this experiment's runs" } else { "past experiments' runs" }
-        ),
+        (Some(left), Some(per)) => format!(", ~{} left at {} a run", fmt_duration(left), secs(per)),
         _ => String::new(),
     };
+    // With no decisions on record the likely total is the budget: "at most N" says both.
+    let of =
+        if e.total == e.max_runs { format!("at most {} runs", e.max_runs) } else { format!("{} runs (at most {})", e.total, e.max_runs) };
     if e.done == 0 {
-        format!("expecting {} runs ({basis}){time}", e.total)
+        let basis = if e.total == e.max_runs { String::new() } else { format!(", the median of {}", last_decisions(e.decisions)) };
+        format!("expecting {of}{basis}{time}")
     } else {
-        format!("progress: {} of {} runs ({basis}), {} in{time}", e.done, e.total, fmt_duration(e.elapsed_s))
+        format!("progress: {} of {of} in {}{time}", e.done, fmt_duration(e.elapsed_s))
     }
 }
 
@@ -409,37 +481,31 @@ fn progress_line(e: &Estimate) -> String {
 /// pace, and with `--max-wall` the time left before the wall. `None` when there is nothing to
 /// estimate from and no wall budget.
 fn sweep_line(s: &SweepEta) -> Option<String> {
-    let mut text = format!("sweep: {} of {} done, {} in", s.total - s.left, s.total, fmt_duration(s.elapsed_s));
+    let mut text = format!("sweep: {}/{} done in {}", s.total - s.left, s.total, fmt_duration(s.elapsed_s));
     match (s.left_s, s.runs_per_hypothesis, s.secs_per_run) {
         (Some(left), Some(runs), Some(per)) => {
-            let basis = if s.measured > 0 {
-                format!("this sweep's pace over {} experiment{}", s.measured, if s.measured == 1 { "" } else { "s" })
-            } else {
-                format!("{} in results", last_decisions(s.decisions))
-            };
-            text.push_str(&format!(
-                "; about {} left for {} hypothes{} ({runs:.1} runs x {} a run, {basis})",
-                fmt_duration(left),
-                s.left,
-                if s.left == 1 { "is" } else { "es" },
-                secs(per)
-            ));
+            let basis = if s.measured > 0 { "this sweep".to_string() } else { format!("last {} decisions", s.decisions) };
+            text.push_str(&format!("; {} more ~{} ({runs:.1} runs x {}, {basis})", s.left, fmt_duration(left), secs(per)));
         }
         _ if s.wall_left_s.is_none() => return None,
         _ => {}
     }
     if let Some(w) = s.wall_left_s {
-        text.push_str(&format!("; wall budget: {} left", fmt_duration(w)));
+        text.push_str(&format!("; wall {} left", fmt_duration(w)));
         if let Some(n) = s.wall_fits {
-            text.push_str(&format!(", time for about {n} more at this pace"));
+            text.push_str(&format!(", time for {n} more"));
         }
     }
     Some(text)
 }
 
+/// The widest line an experiment's default output prints (its header may be cut to it).
+pub const LINE_WIDTH: usize = 100;
+
+/// An experiment's header: what is measured against what, on which metric, in how many pairs at
+/// most; `-v` adds the plan and where the noise scale comes from.
 #[allow(clippy::too_many_arguments)]
 fn experiment_header(
-    o: &mut impl Write,
     id: u64,
     message: &str,
     branch: &str,
@@ -449,8 +515,25 @@ fn experiment_header(
     (p, one_phase): (&Params, Option<usize>),
     elasticity: f64,
     history: &str,
-) {
-    say!(o, "experiment {id}: {}", line(message));
+    verbose: bool,
+    width: usize,
+) -> Vec<String> {
+    let most = one_phase.unwrap_or_else(|| p.max_total_pairs());
+    let mut lines = vec![
+        crate::units::cut(&format!("experiment {id}: {}", line(message)), width),
+        crate::units::cut(
+            &format!(
+                "  candidate {} vs incumbent {} on {}: {metric}, up to {most} interleaved pairs",
+                short(candidate),
+                short(incumbent),
+                line(branch)
+            ),
+            width,
+        ),
+    ];
+    if !verbose {
+        return lines;
+    }
     let plan = match one_phase {
         // The likelihood ratio decides: the two phases' plan is only its fallback.
         Some(n) => format!(
@@ -479,9 +562,8 @@ fn experiment_header(
             plan
         }
     };
-    say!(o, "  candidate {} vs incumbent {} on {}; {plan}; deciding on {metric}", short(candidate), short(incumbent), line(branch));
-    say!(
-        o,
+    lines.push(format!("  plan: {plan}"));
+    lines.push(format!(
         "  minimum effect {}% speed-up (latency terms{}); {history}",
         p.min_effect_pct,
         if elasticity != 1.0 {
@@ -489,95 +571,97 @@ fn experiment_header(
         } else {
             String::new()
         },
-    );
+    ));
+    lines
 }
 
-/// The lines that close an experiment: the verdict with its figures, what was kept or where
-/// the reverted hypothesis is, and where the runs are.
-fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
-    let (row, elasticity) = (&oc.row, oc.elasticity);
-    let verdict = match row.status {
-        Status::Keep => "KEEP".to_string(),
-        s => s.as_str().to_uppercase(),
-    };
-    // The figures are the row's (the one estimate every view shows); the test's own mean is in
-    // the reason.
-    let pct = |x: f64| (x - 1.0) * 100.0;
-    let (effect, lo, hi) = match crate::report::speedup(row) {
-        Some((x, Some((l, h)))) => (pct(x), pct(l), pct(h)),
-        Some((x, None)) => (pct(x), f64::NAN, f64::NAN),
-        None => (f64::NAN, f64::NAN, f64::NAN),
-    };
+/// A path as the user can type it from here: relative to the working directory when under it.
+fn from_here(p: &std::path::Path) -> String {
+    let rel = std::env::current_dir().ok().and_then(|cwd| p.strip_prefix(cwd).ok().map(|r| r.to_path_buf()));
+    printable::path(rel.as_deref().filter(|r| !r.as_os_str().is_empty()).unwrap_or(p))
+}
+
+/// The lines that close an experiment: the verdict with its one speed-up and interval (the
+/// row's: every view shows the same), the roofline's figures, what was kept or where the
+/// reverted hypothesis is, and where the evidence is. `-v` adds the test's reasoning and the
+/// other estimates, each named.
+fn experiment_summary(oc: &Outcome, verbose: bool, width: usize) -> Vec<String> {
+    let row = &oc.row;
+    let verdict = row.status.as_str().to_uppercase();
+    let mut lines = vec![];
     match &oc.decision {
         Some(d) => {
-            say!(
-                o,
-                "  {verdict}: speed-up {:+.2}% [{}% CI {:+.2}, {:+.2}]{}, p = {} (<= {} to count; {} adjusted for {} look{}) over {} pairs{}{}, {} noise scale ({:.2}% per pair{}): {}",
-                effect,
-                crate::stats::fmt_level(row.ci_level_pct.unwrap_or(d.ci_level * 100.0)),
-                lo,
-                hi,
-                if elasticity != 1.0 {
-                    format!(" = {} {:+.2}%", row.metric, crate::stats::metric_pct(effect, elasticity))
-                } else {
-                    String::new()
-                },
-                crate::stats::fmt_p(d.p_value),
-                crate::stats::fmt_p(d.p_threshold),
-                crate::stats::fmt_p(d.p_adjusted),
-                d.looks,
-                if d.looks == 1 { "" } else { "s" },
-                d.pairs,
-                d.confirmation.as_ref().map(|c| format!(" + {} confirmation pairs", c.pairs)).unwrap_or_default(),
-                match d.rescue_pairs() {
-                    0 => String::new(),
-                    r => format!(" + {r} rescue pairs"),
-                },
-                d.scale,
-                d.noise_sd_pct,
-                match row.borrowed_sd_pct {
-                    // A history was there and the deciding look fell back to the pairs' own scale
-                    // (they were noisier than it): say so, so the two scales the log shows agree.
-                    Some(h) if d.scale == "own" => format!("; the history's {h:.2}% was not used at the deciding look"),
-                    _ => String::new(),
-                },
-                row.note
-            );
-            if let (Some(c), Some(l), Some(h)) = (row.confirm_delta_pct, row.confirm_ci_low_pct, row.confirm_ci_high_pct) {
-                let sp = |m: f64| pct(crate::report::factor_from_metric_pct(m, elasticity));
-                say!(
-                    o,
-                    "  confirmation alone: speed-up {:+.2}% [{}% CI {:+.2}, {:+.2}] (the unbiased figure: the first phase stopped because it looked good)",
-                    sp(c),
-                    crate::stats::fmt_level(row.confirm_ci_level_pct.unwrap_or(d.ci_level * 100.0)),
-                    sp(l),
-                    sp(h)
-                );
+            let effect = match crate::report::speedup(row) {
+                Some((x, ci)) => {
+                    let level = crate::stats::fmt_level(row.ci_level_pct.unwrap_or(d.ci_level * 100.0));
+                    let cell = crate::report::speedup_cell(x, ci);
+                    match cell.split_once(" [") {
+                        Some((x, rest)) => format!("speed-up {x} [{level}% CI {rest}"),
+                        None => format!("speed-up {cell}"),
+                    }
+                }
+                None => "no speed-up measured".into(),
+            };
+            // Every pair the estimate is made of; -v says which phase measured which.
+            let confirming = d.confirmation.as_ref().map_or(0, |c| c.pairs);
+            let total = d.pairs + confirming + d.rescue_pairs();
+            let mut phases = format!("{} pairs", d.pairs);
+            if confirming > 0 {
+                phases += &format!(" + {confirming} confirming");
             }
-            if row.status == Status::Unconfirmed {
-                say!(o, "  to settle it: ratchet retry {} --pairs {}", row.id, 2 * d.pairs.max(8));
+            if d.rescue_pairs() > 0 {
+                phases += &format!(" + {} rescue", d.rescue_pairs());
+            }
+            let noisy = if crate::report::too_noisy(row) { ", too noisy to tell" } else { "" };
+            lines.push(format!("  {verdict}: {effect}, p = {} over {total} pairs{noisy}", crate::stats::fmt_p(d.p_value)));
+            if verbose {
+                lines.push(format!(
+                    "  why: {phases}; p = {} (<= {} to count; {} adjusted for {} look{}), {} noise scale ({:.2}% per pair{}): {}",
+                    crate::stats::fmt_p(d.p_value),
+                    crate::stats::fmt_p(d.p_threshold),
+                    crate::stats::fmt_p(d.p_adjusted),
+                    d.looks,
+                    if d.looks == 1 { "" } else { "s" },
+                    d.scale,
+                    d.noise_sd_pct,
+                    match row.borrowed_sd_pct {
+                        // A history was there and the deciding look fell back to the pairs' own
+                        // scale (they were noisier than it): say so, so the two scales agree.
+                        Some(h) if d.scale == "own" => format!("; the history's {h:.2}% was not used at the deciding look"),
+                        _ => String::new(),
+                    },
+                    row.note
+                ));
+                if let Some(l) = crate::report::confirmation_line(row) {
+                    lines.push(format!("  {l}"));
+                }
             }
         }
-        None => say!(o, "  {verdict}: {}", row.note),
+        None => {
+            lines.push(crate::units::cut(&format!("  {verdict}: {}", line(row.note.lines().next().unwrap_or(""))), width));
+            // The rest (a crash's stderr tail) is `show`'s and -v's.
+            if verbose {
+                lines.extend(row.note.lines().skip(1).map(|l| format!("    {}", line(l))));
+            }
+        }
     }
-    if let (Some(v), Some(iv)) = (row.value, row.incumbent_value) {
-        say!(o, "  {}: incumbent {} -> candidate {}", row.metric, sig(iv, 4), sig(v, 4));
-    }
-    if let Some(line) = crate::report::speedup_line(row) {
-        say!(o, "  {line}");
+    if verbose {
+        if let (Some(v), Some(iv)) = (row.value, row.incumbent_value) {
+            lines.push(format!("  {}: incumbent {} -> candidate {}", row.metric, sig(iv, 4), sig(v, 4)));
+        }
     }
     let mut figs = vec![];
     if let Some(l) = row.latency_ms {
-        figs.push(format!("latency {l:.3} ms ({})", row.latency_source.as_deref().unwrap_or("?")));
+        figs.push(format!("{} ms ({})", crate::report::figures(l, 4), row.latency_source.as_deref().unwrap_or("?")));
     }
     if let Some(u) = row.util_pct {
         figs.push(format!("util {u:.1}%"));
     }
     if let Some(t) = row.tflops {
-        figs.push(format!("{t:.2} TFLOP/s"));
+        figs.push(format!("{} TFLOP/s", crate::report::figures(t, 3)));
     }
     if let Some(i) = row.intensity {
-        figs.push(format!("intensity {i:.0} FLOPs/byte"));
+        figs.push(format!("{} FLOP/B", crate::report::figures(i, 3)));
     }
     if let Some(b) = row.bw_pct {
         figs.push(format!("BW {b:.1}%"));
@@ -586,34 +670,48 @@ fn experiment_summary(o: &mut impl Write, oc: &Outcome) {
         figs.push(r.clone());
     }
     if let Some(g) = row.gap_ms {
-        figs.push(format!("gap {g:.3} ms"));
+        figs.push(format!("gap {} ms", crate::report::figures(g, 3)));
     }
     if !figs.is_empty() {
-        say!(o, "  {}", figs.join(" | "));
+        lines.push(crate::units::cut(&format!("  {}", figs.join(" | ")), width));
     }
-    if let (Some(dot), Some(exp), Some(red), Some(copy)) = (row.hlo_dot, row.hlo_exp, row.hlo_reduce, row.hlo_copy) {
-        // Copies that carry a while loop's state are the loop's, not defensive copies.
-        let loops = row.hlo_loop_copy.unwrap_or(0).min(copy);
-        let warn = if copy > loops { "  (copies: possibly defensive copies from aliasing; see `ratchet inspect`)" } else { "" };
-        let of_loops = if loops > 0 { format!(" ({loops} while-loop state)") } else { String::new() };
-        say!(o, "  HLO: {dot} dot, {exp} exponential, {red} reduce, {copy} copy{of_loops}{warn}");
+    if verbose {
+        if let (Some(dot), Some(exp), Some(red), Some(copy)) = (row.hlo_dot, row.hlo_exp, row.hlo_reduce, row.hlo_copy) {
+            // Copies that carry a while loop's state are the loop's, not defensive copies.
+            let loops = row.hlo_loop_copy.unwrap_or(0).min(copy);
+            let warn = if copy > loops { "  (copies: possibly defensive copies from aliasing; see `ratchet inspect`)" } else { "" };
+            let of_loops = if loops > 0 { format!(" ({loops} while-loop state)") } else { String::new() };
+            lines.push(format!("  HLO: {dot} dot, {exp} exponential, {red} reduce, {copy} copy{of_loops}{warn}"));
+        }
+        if !row.kernel_ops.is_empty() {
+            lines.push(format!("  kernel body: {}", line(&row.kernel_ops.replace(';', ", ").replace('=', " "))));
+        }
     }
-    if !row.kernel_ops.is_empty() {
-        say!(o, "  kernel body: {}", line(&row.kernel_ops.replace(';', ", ").replace('=', " ")));
-    }
-    if let Some(r) = &oc.discarded_ref {
-        say!(
-            o,
-            "  reverted to {}; the hypothesis is kept at {r} (git show {r}; ratchet retry {} re-applies it)",
-            short(&row.incumbent),
-            row.id
-        );
+    let show = format!("ratchet show {}", row.id);
+    let mut end = if let Some(r) = &oc.discarded_ref {
+        if verbose {
+            lines.push(format!("  git show {r} shows the hypothesis; ratchet retry {} re-applies it", row.id));
+        }
+        format!("  reverted to {}; the hypothesis is at {r} · {show}", short(&row.incumbent))
     } else if row.status == Status::Keep {
-        say!(o, "  kept {} as the new incumbent", short(&row.commit));
+        format!("  kept {} as the new incumbent · {show}", short(&row.commit))
+    } else {
+        format!("  evidence: {show}")
+    };
+    // An unconfirmed gain is settled by more pairs than it had: on the line where it fits.
+    if let Some(d) = oc.decision.as_ref().filter(|_| row.status == Status::Unconfirmed) {
+        let total = d.pairs + d.confirmation.as_ref().map_or(0, |c| c.pairs) + d.rescue_pairs();
+        let settle = format!("to settle it: ratchet retry {} --pairs {}", row.id, 2 * total.max(8));
+        // `retry` re-applies the hypothesis from its ref (-v names it).
+        end = format!("  reverted to {} · {show} · {settle}", short(&row.incumbent));
     }
-    if let Some(dir) = &oc.runs_dir {
-        say!(o, "  runs: {} ({} processes, {:.1} s)", printable::path(dir), row.runs, row.wall_s);
-    }
+    // The runs' folder where the line has room for it (always with -v); `show` names it too.
+    let with_runs = oc.runs_dir.as_ref().map(|dir| format!("{end} · runs: {}", from_here(dir)));
+    lines.push(match with_runs {
+        Some(l) if verbose || crate::units::cells(&l) <= width => l,
+        _ => end,
+    });
+    lines
 }
 
 fn budget_text(max_wall_s: Option<f64>, max_runs: Option<u64>) -> String {
@@ -631,8 +729,8 @@ fn budget_text(max_wall_s: Option<f64>, max_runs: Option<u64>) -> String {
     }
 }
 
-fn sweep_summary(o: &mut impl Write, out: &SweepOutcome, runs: u64, wall: f64, gain: Option<&str>) {
-    say!(o, "\nsweep summary");
+fn sweep_summary(o: &mut impl Write, width: usize, out: &SweepOutcome, runs: u64, wall: f64, gain: Option<&str>) {
+    say!(o, width; "\nsweep summary");
     for r in &out.rows {
         // Speed-up first ("+1204% score" reads wrong), the metric's change beside it.
         let effect = match crate::report::speedup_line(r) {
@@ -640,12 +738,14 @@ fn sweep_summary(o: &mut impl Write, out: &SweepOutcome, runs: u64, wall: f64, g
             None => line(r.note.lines().next().unwrap_or("")).chars().take(70).collect(),
         };
         let name = line(r.hypothesis.split('@').next().unwrap_or(""));
-        say!(o, "  {:>4}  {:<11} {:<34} {effect}", r.id, r.status.as_str(), name);
+        // A table's row is cut, not wrapped: its columns stay aligned.
+        let row = format!("  {:>4}  {:<11} {:<28} {effect}", r.id, r.status.as_str(), name);
+        say!(o, width; "{}", crate::units::cut(&row, width));
     }
     // Every status counted (no-op and inconclusive included), so the parts add up to the rows.
     let counts = crate::report::status_counts(&out.rows);
     say!(
-        o,
+        o, width;
         "  {} experiments this sweep ({}); {} already done; {runs} benchmark runs in {}",
         out.rows.len(),
         if counts.is_empty() { "none".to_string() } else { counts },
@@ -653,18 +753,18 @@ fn sweep_summary(o: &mut impl Write, out: &SweepOutcome, runs: u64, wall: f64, g
         fmt_duration(wall)
     );
     if let Some(why) = &out.stopped_by {
-        say!(o, "  stopped by the {why}; {} hypotheses not started (run the sweep again to go on)", out.not_started);
+        say!(o, width; "  stopped by the {why}; {} hypotheses not started (run the sweep again to go on)", out.not_started);
     }
     if let Some(line) = gain {
-        say!(o, "  {line}");
+        say!(o, width; "  {line}");
     }
-    say!(o, "  review: ratchet results | ratchet show ID | ratchet plot");
+    say!(o, width; "  review: ratchet results | ratchet show ID | ratchet plot");
 }
 
-fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params: &Params, out: &std::path::Path) {
+fn calibration_summary(o: &mut impl Write, width: usize, metric: &str, f: &NoiseFloor, params: &Params, out: &std::path::Path) {
     let interval = f.pair_cv_interval_pct.map(|[lo, hi]| format!(" [{lo:.2}, {hi:.2}] (90% interval, {} df)", f.df)).unwrap_or_default();
     say!(
-        o,
+        o, width;
         "  {} runs of {metric}: run-to-run CV {:.2}%{interval} in speed-up terms (from the pairs; {:.2}% over all runs)",
         f.runs,
         f.pair_cv_pct,
@@ -672,7 +772,7 @@ fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params:
     );
     if (f.df as f64) < crate::stats::history::MIN_DF {
         say!(
-            o,
+            o, width;
             "  note: {} pairs give {} df, too few to know the noise: the CV, the detectable gain and the suggestion below are \
              rough, and decisions will not borrow this scale (they need {:.0} df; 16 pairs give 15)",
             f.pairs,
@@ -680,22 +780,22 @@ fn calibration_summary(o: &mut impl Write, metric: &str, f: &NoiseFloor, params:
             crate::stats::history::MIN_DF
         );
     }
-    say!(o, "  drift {:+.3}%/run over the session; A/A difference {:+.2}% (should be near 0)", f.drift_pct_per_run, f.aa_effect_pct);
+    say!(o, width; "  drift {:+.3}%/run over the session; A/A difference {:+.2}% (should be near 0)", f.drift_pct_per_run, f.aa_effect_pct);
     say!(
-        o,
+        o, width;
         "  smallest gain the budget keeps with ~95% probability: {:.2}% ({})",
         f.detectable_pct,
         crate::stats::noise::budget_words(params, f.keep_at)
     );
-    say!(o, "  suggested [decision] min_effect_pct = {:.1}", f.suggested_min_effect_pct);
+    say!(o, width; "  suggested [decision] min_effect_pct = {:.1}", f.suggested_min_effect_pct);
     if f.suggested_min_effect_pct > params.min_effect_pct {
         say!(
-            o,
+            o, width;
             "  note: min_effect_pct {} is below what this budget can see; raise it, or raise max_pairs and confirm_pairs",
             params.min_effect_pct
         );
     }
-    say!(o, "  wrote {}", printable::path(out));
+    say!(o, width; "  wrote {}", printable::path(out));
 }
 
 #[cfg(test)]
@@ -713,7 +813,7 @@ mod tests {
             stopped_by: None,
         };
         let mut o = Vec::new();
-        sweep_summary(&mut o, &out, 8, 1.0, None);
+        sweep_summary(&mut o, LINE_WIDTH, &out, 8, 1.0, None);
         let text = String::from_utf8(o).unwrap();
         assert!(text.contains("4 experiments this sweep (1 kept, 1 reverted, 1 inconclusive, 1 no-op)"), "{text}");
     }
@@ -803,11 +903,7 @@ mod tests {
         assert!(msg.ends_with(" · sweep 3/5 ~7m20s left, wall 49m20s left"), "{msg}");
         let (out, _) = t.into_writers();
         let out = String::from_utf8(out).unwrap();
-        assert_eq!(
-            out,
-            "  sweep: 2 of 5 done, 10m00s in; about 6m00s left for 3 hypotheses (12.0 runs x 10.0 s a run, \
-             the last 5 decisions in results); wall budget: 50m00s left\n"
-        );
+        assert_eq!(out, "  sweep: 2/5 done in 10m00s; 3 more ~6m00s (12.0 runs x 10.0 s, last 5 decisions); wall 50m00s left\n");
     }
 
     #[test]
@@ -820,14 +916,12 @@ mod tests {
         assert_eq!(
             lines,
             [
-                "  expecting 12 runs (likely, from the median of the last 5 decisions; at most 38), about 2m00s left at 10.0 s \
-                 a run (past experiments' runs)",
-                "  progress: 3 of 12 runs (likely, from the median of the last 5 decisions; at most 38), 1m15s in, about 3m45s \
-                 left at 25.0 s a run (this experiment's runs)",
-                "  progress: 5 of 12 runs (likely, from the median of the last 5 decisions; at most 38), 2m05s in, about 2m55s \
-                 left at 25.0 s a run (this experiment's runs)",
+                "  expecting 12 runs (at most 38), the median of the last 5 decisions, ~2m00s left at 10.0 s a run",
+                "  progress: 3 of 12 runs (at most 38) in 1m15s, ~3m45s left at 25.0 s a run",
+                "  progress: 5 of 12 runs (at most 38) in 2m05s, ~2m55s left at 25.0 s a run",
             ]
         );
+        assert!(lines.iter().all(|l| l.chars().count() <= LINE_WIDTH), "{lines:?}");
         // Quiet says none of it.
         let mut q = Text::with_writers(Vec::new(), Vec::new()).with_verbosity(Verbosity::Quiet);
         session(&mut q, &[25.0; 5]);
@@ -837,8 +931,12 @@ mod tests {
     #[test]
     fn quiet_drops_progress_and_notes_but_not_recoveries() {
         let (_, normal) = said(Verbosity::Normal);
+        // The default keeps notes and recoveries; the listing and each run's line are for -v.
+        assert!(normal.contains("note: a note") && normal.contains("recovered:"), "{normal}");
+        assert!(!normal.contains("hypothesis: 1 file") && !normal.contains("run 0 candidate"), "{normal}");
+        let (_, verbose) = said(Verbosity::Verbose);
         // Run 0 is run 0 in runs.jsonl, `show` and its directory too.
-        assert!(normal.contains("note: a note") && normal.contains("hypothesis: 1 file") && normal.contains("run 0 candidate"), "{normal}");
+        assert!(verbose.contains("hypothesis: 1 file") && verbose.contains("run 0 candidate"), "{verbose}");
         let (_, quiet) = said(Verbosity::Quiet);
         assert_eq!(quiet, "recovered: rolled back experiment 3\n");
     }

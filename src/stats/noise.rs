@@ -177,29 +177,20 @@ pub fn alarm(params: &Params, sd: f64, source: &str, ratio: Option<&WholePairLr>
     if d.is_nan() || d <= quiet_at {
         return None;
     }
-    let (budget, runs) = match ratio {
-        Some(t) => (format!("up to {} pairs of the likelihood ratio", t.max_pairs), 2 * t.max_pairs),
-        None => (
-            format!(
-                "up to {} pairs{}",
-                params.max_pairs,
-                if params.confirm { format!(" and {} confirmation pairs", params.confirm_pairs) } else { String::new() }
-            ),
-            2 * params.max_total_pairs(),
-        ),
+    let runs = match ratio {
+        Some(t) => 2 * t.max_pairs,
+        None => 2 * params.max_total_pairs(),
     };
-    let gains = if d.is_finite() { format!("about {d:.1}% or more") } else { "none under 100x".to_string() };
+    let gains = if d.is_finite() { format!("under {d:.1}%") } else { "under 100x".to_string() };
     let suggest = if d.is_finite() {
         format!("[decision] min_effect_pct = {:.1}", (d * 10.0).ceil() / 10.0)
     } else {
         "a larger [decision] min_effect_pct".into()
     };
+    // Two lines at most: what it costs and what to do.
     Some(format!(
-        "this machine is noisy: one pair's speed-up varies by about {:.1}% ({source}), so with {budget} \
-         only gains of {gains} are kept reliably, against a minimum effect of {min}%; a real gain smaller than that \
-         will mostly spend the whole budget ({runs} runs) and end inconclusive. To fix: run on a quiet machine (nothing else on the \
-         accelerator or its host), raise [benchmark] {knob} (the calls whose median is a run's time), run `ratchet calibrate` to measure the noise again, or set \
-         {suggest} to match what this machine can see",
+        "noisy machine: pairs vary {:.1}% ({source}); gains {gains} end inconclusive ({runs} runs). \
+         Quiet the machine, raise [benchmark] {knob}, or set {suggest}",
         sd * 100.0,
     ))
 }
@@ -219,7 +210,7 @@ pub fn own_alarm(params: &Params, log_ratios: &[f64], knob: &str) -> Option<Stri
     }
     let sd = crate::stats::sequential::robust_sd(&finite);
     // Without history the two phases decide.
-    alarm(params, sd, &format!("measured over this experiment's first {} pairs; there is no noise history yet", finite.len()), None, knob)
+    alarm(params, sd, &format!("first {} pairs, no history", finite.len()), None, knob)
 }
 
 /// A `level` interval for a standard deviation estimated with `df` degrees of freedom:
@@ -310,10 +301,11 @@ mod tests {
         let text = alarm(&p, 0.45, "from 3 sessions of history", None, "profile_iters").unwrap();
         let d = detectable_pct(&p, 0.45, 0.95, None);
         assert!(d > 2.0, "{d}");
-        assert!(text.contains(&format!("{d:.1}%")) && text.contains("ratchet calibrate") && text.contains("quiet machine"), "{text}");
+        assert!(text.contains(&format!("gains under {d:.1}%")) && text.contains("Quiet the machine"), "{text}");
         assert!(text.contains(&format!("({} runs)", 2 * (16 + 6))), "{text}");
+        assert!(text.contains(&format!("min_effect_pct = {:.1}", (d * 10.0).ceil() / 10.0)), "{text}");
         // The knob named is the one whose calls make a run's time.
-        assert!(text.contains("raise [benchmark] profile_iters (the calls whose median is a run's time)"), "{text}");
+        assert!(text.contains("raise [benchmark] profile_iters,"), "{text}");
     }
 
     #[test]
@@ -425,8 +417,8 @@ mod tests {
         let test = p.likelihood_ratio_test(0.2);
         let text = alarm(&p, 0.2, "history", Some(&test), "iters").unwrap();
         let d = detectable_pct(&p, 0.2, 0.95, Some(&test));
-        assert!(text.contains(&format!("up to {} pairs of the likelihood ratio", test.max_pairs)), "{text}");
-        assert!(text.contains(&format!("about {d:.1}% or more")) && text.contains(&format!("({} runs)", 2 * test.max_pairs)), "{text}");
+        // The ratio's budget, not the two phases'.
+        assert!(text.contains(&format!("gains under {d:.1}%")) && text.contains(&format!("({} runs)", 2 * test.max_pairs)), "{text}");
         assert!(
             budget_words(&p, Some(5.7)).contains("likelihood ratio of whole pairs, up to 30 pairs, keeping at a ratio of e^5.7")
                 && budget_words(&p, None).contains("max_pairs")

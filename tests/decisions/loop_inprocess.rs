@@ -376,29 +376,32 @@ fn events_serialize_as_json_lines() {
 fn the_text_of_a_kept_experiment() {
     let repo = Repo::new(16);
     let (o, events, _) = run(&repo, Step::Latency(10.0), Step::Latency(8.0));
-    let mut ui = ratchet::cli::ui::Text::with_writers(Vec::new(), Vec::new());
-    for e in events {
-        ratchet::events::Events::emit(&mut ui, e);
-    }
-    let (out, err) = ui.into_writers();
-    let redact = |b: Vec<u8>| {
-        String::from_utf8(b)
-            .unwrap()
-            .replace(&o.row.commit[..8], "[candidate]")
+    let (out, err) = render(&events);
+    // -v: each run, the listing and the reasoning.
+    let (verbose_out, verbose_err) = render_at(&events, ratchet::cli::ui::Verbosity::Verbose);
+    let redact = |b: String| {
+        b.replace(&o.row.commit[..8], "[candidate]")
             .replace(&o.row.incumbent[..8], "[incumbent]")
             .replace(&repo.path().display().to_string(), "[repo]")
             .replace(&format!("df on {})", ratchet::stats::history::host()), "df on [host])")
     };
     // Every wall time (each run's and the experiment's), which depends on the machine's load.
     let redact =
-        |b: Vec<u8>| regex::Regex::new(r"(\(|processes, )[\d.]+ s\)").unwrap().replace_all(&redact(b), "${1}[wall] s)").into_owned();
+        |b: String| regex::Regex::new(r"(\(|processes, )[\d.]+ s\)").unwrap().replace_all(&redact(b), "${1}[wall] s)").into_owned();
     insta::assert_snapshot!("kept_stdout", redact(out));
-    insta::assert_snapshot!("kept_stderr", redact(err));
+    // The default's progress is the bar (none here): nothing else on stderr.
+    assert_eq!(err, "");
+    insta::assert_snapshot!("kept_stdout_verbose", redact(verbose_out));
+    insta::assert_snapshot!("kept_stderr", redact(verbose_err));
 }
 
 /// The command line's text of these events: (stdout, stderr).
 fn render(events: &[Event]) -> (String, String) {
-    let mut ui = ratchet::cli::ui::Text::with_writers(Vec::new(), Vec::new());
+    render_at(events, ratchet::cli::ui::Verbosity::Normal)
+}
+
+fn render_at(events: &[Event], v: ratchet::cli::ui::Verbosity) -> (String, String) {
+    let mut ui = ratchet::cli::ui::Text::with_writers(Vec::new(), Vec::new()).with_verbosity(v);
     for e in events.iter().cloned() {
         ratchet::events::Events::emit(&mut ui, e);
     }
@@ -413,7 +416,8 @@ fn render(events: &[Event]) -> (String, String) {
 fn big_gain_is_kept_early_and_confirmed() {
     let repo = Repo::new(16);
     let (o, events, _) = run(&repo, Step::Latency(10.0), Step::Latency(8.0));
-    assert!(render(&events).0.contains("confirmed by 4 pairs"));
+    // -v says which phase measured which pair.
+    assert!(render_at(&events, ratchet::cli::ui::Verbosity::Verbose).0.contains("why: 4 pairs + 4 confirming;"));
     assert_eq!(o.row.status, Status::Keep, "{:?}", o.row);
     // 4 pairs at the first look, well under the budget of 16, plus 4 confirmation pairs.
     assert_eq!(o.row.runs, 16);
@@ -433,7 +437,7 @@ fn failed_confirmation_is_not_kept_and_says_how_to_settle_it() {
     let o = o.unwrap();
     check_common(&repo, &o, &events, &exec);
     let out = render(&events).0;
-    assert!(out.contains("UNCONFIRMED") && out.contains("to settle it: ratchet retry"), "{out}");
+    assert!(out.contains("UNCONFIRMED") && out.contains("to settle it: ratchet retry 1 --pairs"), "{out}");
     assert_eq!(o.row.status, Status::Unconfirmed, "{:?}", o.row);
     assert!(o.row.note.contains("unconfirmed") && o.row.note.contains("--pairs"), "{}", o.row.note);
     assert!(o.row.confirm_delta_pct.unwrap().abs() < 3.0, "{:?}", o.row);

@@ -13,23 +13,19 @@ fn calibrate_feeds_the_history_that_experiments_borrow() {
     t.ratchet().arg("status").assert().success().stdout(predicate::str::contains("noise scale: no usable history yet"));
     // No history: a first experiment decides as before (its own t-test, 4 pairs at least).
     t.write("fake.env", "FAKE_LATENCY_MS=8\n");
-    // Its header says the plan that decides it: the two phases'.
-    t.ratchet()
-        .arg("experiment: first")
-        .assert()
-        .success()
-        .stdout(predicate::str::contains("a keep confirmed by 4 pairs in reversed order"));
+    // Its header with -v says the plan that decides it: the two phases'.
+    t.ratchet().args(["-v", "experiment: first"]).assert().success().stdout(support::says("a keep confirmed by 4 pairs in reversed order"));
     let r = &t.rows()[0];
     assert_eq!((r["status"].as_str(), r["noise_scale"].as_str()), ("keep", "own"), "{r:?}");
     assert_eq!(r["runs"], "16");
 
     let out = t.ratchet().args(["calibrate", "--pairs", "12"]).assert().success().stdout(
         predicate::str::contains("noise scale")
-            .and(predicate::str::contains("decisions pool it with their own pairs in a likelihood ratio of whole pairs")),
+            .and(support::says("decisions pool it with their own pairs in a likelihood ratio of whole pairs")),
     );
     // The gain it says the budget keeps is the budget of the rule that decides next: the ratio's,
     // the figure the JSON records.
-    let text = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    let text = support::flat(&String::from_utf8_lossy(&out.get_output().stdout));
     let cal: serde_json::Value = serde_json::from_str(&t.read("results/calibration.json")).unwrap();
     assert_eq!(cal["noise"]["detectable_by"], "likelihood-ratio", "{cal}");
     let line = format!(
@@ -49,9 +45,9 @@ fn calibrate_feeds_the_history_that_experiments_borrow() {
     // With history the default method reads the likelihood ratio after every pair: a clear gain
     // is kept in at most 3 pairs, one phase (the first experiment's two phases took 16 runs).
     t.write("fake.env", "FAKE_LATENCY_MS=6\n");
-    t.ratchet().arg("experiment: second").assert().success().stdout(
-        predicate::str::contains("pooled noise scale")
-            .and(predicate::str::contains("a likelihood ratio of whole pairs after every pair, up to 24 pairs (the two phases' 4 to 8 pairs if one of the first 8 is a gross outlier)"))
+    t.ratchet().args(["-v", "experiment: second"]).assert().success().stdout(
+        support::says("pooled noise scale")
+            .and(support::says("a likelihood ratio of whole pairs after every pair, up to 24 pairs (the two phases' 4 to 8 pairs if one of the first 8 is a gross outlier)"))
             .and(predicate::str::contains("a keep confirmed by").not()),
     );
     let r = &t.rows()[1];
@@ -67,8 +63,13 @@ fn calibrate_feeds_the_history_that_experiments_borrow() {
     let (lo, c, hi): (f64, f64, f64) =
         (r["confirm_ci_low_pct"].parse().unwrap(), r["confirm_delta_pct"].parse().unwrap(), r["confirm_ci_high_pct"].parse().unwrap());
     assert!(lo < c && c < hi && c > 10.0, "{r:?}");
-    // The best-so-far story also on the confirmation-only figures.
-    t.ratchet().arg("results").assert().success().stdout(predicate::str::contains("by their confirmation batches alone: "));
+    // The review tells one speed-up a row; the confirmation's own is `show`'s, named as such.
+    t.ratchet().arg("results").assert().success().stdout(predicate::str::contains("confirmation").not());
+    let own = ratchet::report::factor_from_metric_pct(c, ratchet::report::elasticity_of(&r["metric"]));
+    t.ratchet().args(["show", "1"]).assert().success().stdout(support::says(format!(
+        "other estimate: the confirmation batch alone (free of the first phase's selection): speed-up {}",
+        ratchet::report::fmt_x(own)
+    )));
 }
 
 #[test]
@@ -77,10 +78,10 @@ fn the_minimum_effect_is_a_speed_up_whatever_the_metric() {
     let t = TestRepo::new();
     t.write("fake.env", "FAKE_LATENCY_MS=8\n");
     t.ratchet()
-        .arg("experiment: faster")
+        .args(["-v", "experiment: faster"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("minimum effect 1% speed-up (latency terms: 2.01% of score)"));
+        .stdout(support::says("minimum effect 1% speed-up (latency terms: 2.01% of score)"));
     let r = &t.rows()[0];
     let (s, d): (f64, f64) = (r["speedup_pct"].parse().unwrap(), r["delta_pct"].parse().unwrap());
     // delta_pct stays the score's change; speedup_pct is the same estimate in latency terms.
@@ -106,7 +107,7 @@ fn a_decision_records_the_scale_it_borrowed_and_every_run_its_pair_and_phase() {
     let cal = t.ratchet().args(["calibrate", "--pairs", "12"]).assert().success();
     // The two phases alone hold the bound for a low calibration only on a full history: the
     // noise line says so, with the df it has.
-    let said = String::from_utf8(cal.get_output().stdout.clone()).unwrap();
+    let said = support::flat(&String::from_utf8(cal.get_output().stdout.clone()).unwrap());
     assert!(
         said.contains(
             "holds the false-keep bound for a calibration that came out low from 60 df (`ratchet calibrate` gives them), not on 11"

@@ -19,7 +19,7 @@ fn profile_data_stays_out_and_the_commit_is_listed() {
     std::fs::create_dir_all(t.path().join("profile_data/profile")).unwrap();
     std::fs::write(t.path().join("profile_data/profile/host.xplane.pb"), vec![7u8; 5_500_000]).unwrap();
     t.write("profile_data/ratchet-result.json", "{}");
-    t.ratchet().arg("experiment: bigger BQ").assert().success().stderr(
+    t.ratchet().args(["-v", "experiment: bigger BQ"]).assert().success().stderr(
         predicate::str::contains("hypothesis: 1 file, 19 B: kernel.py (19 B)")
             .and(predicate::str::contains("left out of the hypothesis: 2 untracked files in profile_data/")),
     );
@@ -65,7 +65,7 @@ fn large_or_binary_untracked_files_need_allow_large() {
     assert_eq!(head(&t), before);
     assert!(!t.path().join("results/results.csv").exists());
     t.ratchet()
-        .args(["experiment: with weights", "--allow-large"])
+        .args(["-v", "experiment: with weights", "--allow-large"])
         .assert()
         .success()
         .stderr(predicate::str::contains("new weights.bin (5 B)"));

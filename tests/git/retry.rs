@@ -12,9 +12,9 @@ fn retry_reapplies_then_runs_with_more_pairs() {
     let t = TestRepo::new();
     let base = t.git(&["rev-parse", "HEAD"]);
     t.write("fake.env", "FAKE_LATENCY_MS=50\n");
-    // The summary reads as a slow-down in x and in latency terms.
+    // The summary reads as a slow-down in x and in latency terms; -v names the retry.
     t.ratchet()
-        .arg("experiment: slower")
+        .args(["-v", "experiment: slower"])
         .assert()
         .success()
         .stdout(predicate::str::contains("ratchet retry 1 re-applies it").and(predicate::str::contains("speed-up 0.2")));

@@ -204,21 +204,36 @@ fn hl(d: &[f64], level: f64, keep: bool) -> (f64, f64, f64, f64) {
     (est, w[low - 1], w[m - high], 1.0 - cdf(low - 1) - cdf(high - 1))
 }
 
+/// What the terminal face prints for these events (stdout, stderr), at `width` columns.
+fn printed(events: Vec<ratchet::events::Event>, v: ratchet::cli::ui::Verbosity, width: usize) -> (String, String) {
+    let mut ui = ratchet::cli::ui::Text::with_writers(Vec::new(), Vec::new()).with_verbosity(v).with_width(width);
+    for e in events {
+        ratchet::events::Events::emit(&mut ui, e);
+    }
+    let (out, err) = ui.into_writers();
+    (String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+}
+
 #[test]
 fn every_speed_up_in_the_review_is_recomputed_from_the_runs() {
     let repo = Repo::new(8);
+    // What each experiment printed when it ended.
+    let mut said = vec![];
+    let mut run = |n: usize, exec: &mut MockExecutor| {
+        said.push(printed(repo.experiment_with_events(n, exec).1, Default::default(), 100).0);
+    };
     // A kept 2x with a wild run, a kept 1.25x, a clear loss, a noisy stop.
-    repo.experiment(1, &mut wild(10.0, 5.0, &[2]));
-    repo.experiment(2, &mut wild(5.0, 4.0, &[]));
-    repo.experiment(3, &mut wild(4.0, 5.0, &[]));
+    run(1, &mut wild(10.0, 5.0, &[2]));
+    run(2, &mut wild(5.0, 4.0, &[]));
+    run(3, &mut wild(4.0, 5.0, &[]));
     let mut noisy = MockExecutor::sides(Step::Latency(4.0), Step::Latency(4.0));
     noisy.cv = 0.3;
-    repo.experiment(4, &mut noisy);
+    run(4, &mut noisy);
     // A gain of about 2% swinging from -2% to +6% pair to pair: the budget ends it without a
     // keep, over enough pairs that the row's upper end (at the small share, as on every row
     // without a keep) is not the one a keep's row would show.
     const GAINS: [f64; 8] = [0.06, 0.01, 0.05, -0.02, 0.04, 0.0, -0.01, 0.03];
-    repo.experiment(
+    run(
         5,
         &mut MockExecutor::new(|c| match c.side {
             Side::Incumbent => Step::Latency(4.0),
@@ -228,7 +243,7 @@ fn every_speed_up_in_the_review_is_recomputed_from_the_runs() {
     // Gains of 0.2-1.5% a pair, 0.8% on average, under the 1% minimum effect: reverted by the
     // two phases with every pair above no gain, yet the row's lower end is at most no gain.
     const SMALL: [f64; 8] = [0.015, 0.002, 0.012, 0.003, 0.01, 0.004, 0.014, 0.002];
-    repo.experiment(
+    run(
         6,
         &mut MockExecutor::new(|c| match c.side {
             Side::Incumbent => Step::Latency(4.0),
@@ -262,6 +277,13 @@ fn every_speed_up_in_the_review_is_recomputed_from_the_runs() {
         expected_best.push(chain);
         // The table's cell for this row: the estimate and its interval.
         let cell = format!("{} [{:.2}-{:.2}]", report::fmt_x(est.exp()), lo.exp(), hi.exp());
+        // The decision line the experiment printed: the same estimate, interval and level.
+        let decided =
+            said[r.id as usize - 1].lines().find(|l| l.starts_with(&format!("  {}: ", r.status.as_str().to_uppercase()))).unwrap();
+        let printed =
+            format!("speed-up {} [{}% CI {:.2}-{:.2}]", report::fmt_x(est.exp()), ratchet::stats::fmt_level(level), lo.exp(), hi.exp());
+        assert!(decided.contains(&printed), "row {}: {printed} not in {decided}", r.id);
+        assert!(decided.contains(&format!("over {} pairs", p.len())), "{decided}");
         let table = report::render_with(&View::all(&rows), Format::Table, TableOpts { color: false, width: 200, wide: false });
         let line = table.lines().find(|l| l.trim_start().starts_with(&format!("{} ", r.id))).unwrap();
         assert!(line.contains(&cell), "row {}: {cell} not in {line}", r.id);
@@ -285,6 +307,35 @@ fn every_speed_up_in_the_review_is_recomputed_from_the_runs() {
     for (r, b) in rows.iter().zip(&expected_best) {
         let line = md.lines().find(|l| l.starts_with(&format!("| {} |", r.id))).unwrap();
         assert!(line.contains(&format!("| {} |", report::fmt_x(*b))), "{line}");
+    }
+}
+
+#[test]
+fn an_experiments_default_report_is_six_lines_that_fit_the_terminal() {
+    let repo = Repo::new(8);
+    let mut unconfirmed = MockExecutor::new(|c| match (c.side, c.n) {
+        // A clear gain in the first phase that the confirmation batch does not repeat.
+        (Side::Candidate, n) if n < 4 => Step::Latency(4.0),
+        _ => Step::Latency(5.0),
+    });
+    let cases: Vec<(&str, MockExecutor)> = vec![
+        ("KEEP", wild(10.0, 5.0, &[])),
+        ("REVERT", wild(4.0, 5.0, &[])),
+        ("CRASH", MockExecutor::sides(Step::Latency(5.0), Step::Crash(3))),
+        ("UNCONFIRMED", std::mem::replace(&mut unconfirmed, MockExecutor::sides(Step::Timeout, Step::Timeout))),
+    ];
+    for (n, (verdict, mut exec)) in cases.into_iter().enumerate() {
+        let (o, events) = repo.experiment_with_events(n + 1, &mut exec);
+        for width in [100, 80, 60] {
+            let (out, err) = printed(events.clone(), Default::default(), width);
+            let lines: Vec<&str> = out.lines().chain(err.lines()).collect();
+            assert!(lines.iter().all(|l| l.chars().count() <= width), "{verdict} at {width}:\n{out}{err}");
+            if width == 100 {
+                assert!(lines.len() <= 6, "{verdict}: {} lines:\n{out}{err}", lines.len());
+                assert!(out.contains(&format!("  {verdict}: ")), "{verdict} ({:?}):\n{out}", o.row.status);
+                assert!(out.lines().last().unwrap().contains(&format!("ratchet show {}", n + 1)), "{out}");
+            }
+        }
     }
 }
 
@@ -394,7 +445,7 @@ fn a_noisy_machine_is_said_plainly_at_the_start_and_in_status() {
     noisy_history(&repo, 0.45, 4);
     let ws = Workspace::discover(repo.path()).unwrap();
     let alarm = ratchet::cli::status::report(&ws).unwrap().noise_alarm.expect("a 45% per-pair noise raises the alarm");
-    for words in ["this machine is noisy", "min_effect_pct", "ratchet calibrate", "quiet machine", "iters"] {
+    for words in ["noisy machine", "min_effect_pct", "Quiet the machine", "iters"] {
         assert!(alarm.contains(words), "{words}: {alarm}");
     }
     // The experiment says the same before it measures.
@@ -437,12 +488,14 @@ fn a_noisy_machine_without_history_is_named_after_the_first_pairs() {
     let repo = Repo::new(16);
     // No history: nothing to warn about at the start.
     let notes = notes_of(&repo, 1, &mut noisy_machine());
-    let alarms: Vec<&(usize, String)> = notes.iter().filter(|(_, t)| t.contains("this machine is noisy")).collect();
+    let alarms: Vec<&(usize, String)> = notes.iter().filter(|(_, t)| t.contains("noisy machine")).collect();
     assert_eq!(alarms.len(), 1, "{notes:?}");
     let (after, text) = alarms[0];
     assert_eq!(*after, 8, "the alarm comes right after the 4th pair: {notes:?}");
-    assert!(text.contains("first 4 pairs") && text.contains("no noise history"), "{text}");
-    for words in ["min_effect_pct", "ratchet calibrate", "quiet machine", "iters"] {
+    assert!(text.contains("first 4 pairs, no history"), "{text}");
+    // Two lines as the terminal shows it ("note: " and the rest).
+    assert!(text.len() + 6 <= 2 * 98, "{text}");
+    for words in ["min_effect_pct", "Quiet the machine", "iters"] {
         assert!(text.contains(words), "{words}: {text}");
     }
 }
@@ -451,7 +504,7 @@ fn a_noisy_machine_without_history_is_named_after_the_first_pairs() {
 fn a_quiet_machine_with_one_wild_run_raises_no_alarm() {
     let repo = Repo::new(16);
     let notes = notes_of(&repo, 1, &mut wild(5.0, 5.0, &[1]));
-    assert!(!notes.iter().any(|(_, t)| t.contains("this machine is noisy")), "{notes:?}");
+    assert!(!notes.iter().any(|(_, t)| t.contains("noisy machine")), "{notes:?}");
 }
 
 #[test]
@@ -466,15 +519,12 @@ fn a_decision_on_its_own_scale_says_the_history_was_not_used() {
     let (o, events) = repo.experiment_with_events(1, &mut noisy_machine());
     let d = o.decision.as_ref().unwrap();
     assert_eq!(d.scale, "own", "{d:?}");
-    let mut ui = ratchet::cli::ui::Text::with_writers(Vec::new(), Vec::new());
-    for e in events {
-        ratchet::events::Events::emit(&mut ui, e);
-    }
-    let (out, _) = ui.into_writers();
-    let out = String::from_utf8(out).unwrap();
+    // The reasoning is -v's.
+    let (out, _) = printed(events, ratchet::cli::ui::Verbosity::Verbose, 100);
+    let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
     let h = o.row.borrowed_sd_pct.expect("the history was there");
     assert!(
-        out.contains(&format!(
+        flat.contains(&format!(
             "own noise scale ({:.2}% per pair; the history's {h:.2}% was not used at the deciding look)",
             d.noise_sd_pct
         )),

@@ -29,7 +29,11 @@ fn show_sets_incumbent_beside_candidate_and_diagnoses() {
             body()
         ),
     );
-    t.ratchet().arg("experiment: BQ 128 -> 256").assert().success().stdout(predicate::str::contains("kernel body: matmul 2, exp 2"));
+    t.ratchet()
+        .args(["-v", "experiment: BQ 128 -> 256"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("kernel body: matmul 2, exp 2"));
     let r = &t.rows()[0];
     assert_eq!(r["kernel_ops"], "matmul=2;exp=2;reduce=2;dma=0;copy=0", "{r:?}");
     assert_eq!(r["meta"], "BKV=128;BQ=256;grid_steps=16", "{r:?}");

@@ -50,7 +50,7 @@ fn jobs_two_decides_on_one_trunk_and_rechecks_the_stale_winner() {
     let t = repo();
     let base = t.head();
     let out = t.ratchet().args(["sweep", "--jobs", "2"]).assert().success().get_output().stdout.clone();
-    let out = String::from_utf8(out).unwrap();
+    let out = crate::support::flat(&String::from_utf8(out).unwrap());
     check_trunk(&t, &base);
     let rows = t.rows();
     let by = |n: &str| rows.iter().find(|r| r["hypothesis"].starts_with(n)).unwrap().clone();

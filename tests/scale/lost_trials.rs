@@ -55,7 +55,7 @@ fn preempted_and_failed_jobs_start_again_and_the_sweep_goes_on() {
     let t = lossy_hooks(rig.path(), &["slurm: TIMEOUT (TimeLimit)", "slurm: OUT_OF_MEMORY"], "");
     let base = t.head();
     let out = t.ratchet().arg("sweep").output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{text}");
     assert!(text.contains("was lost (slurm: TIMEOUT (TimeLimit))") && text.contains("it starts again (1 of 2 retries)"), "{text}");
     assert_eq!(names(&t), QUEUE, "{:?}", t.rows());
@@ -71,7 +71,7 @@ fn a_trial_lost_past_its_retries_is_recorded_as_lost_with_the_reasons() {
     let t = lossy_hooks(rig.path(), &["slurm: PREEMPTED", "slurm: NODE_FAIL"], "retries = 1\n");
     let base = t.head();
     let out = t.ratchet().arg("sweep").output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "one lost hypothesis does not end the sweep: {text}");
     assert_eq!(names(&t), QUEUE, "{:?}", t.rows());
     let rows = t.rows();
@@ -134,7 +134,7 @@ fn a_local_worker_killed_at_any_step_of_its_trial_is_run_again() {
         let base = t.head();
         let once = t.path().join(".ratchet-fault-once");
         let out = t.ratchet().args(["sweep", "--jobs", "2"]).env("RATCHET_FAULT", point).env("RATCHET_FAULT_ONCE", &once).output().unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
         assert!(out.status.success(), "{point}: {text}\n{}", worker_logs(&t));
         assert!(once.exists(), "{point}: no worker reached the fault point");
         let killed = text.contains("was lost (its worker was killed by signal 9 (SIGKILL)");
@@ -173,7 +173,7 @@ fn a_slot_git_directory_left_half_made_is_made_again() {
         std::fs::write(work.join(".ratchet-worker-dir"), "").unwrap();
     }
     let out = t.ratchet().args(["sweep", "--jobs", "2"]).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{text}\n{}", worker_logs(&t));
     assert!(!text.contains("was lost"), "{text}\n{}", worker_logs(&t));
     assert_eq!(names(&t), QUEUE, "{:?}", t.rows());

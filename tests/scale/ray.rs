@@ -98,7 +98,7 @@ fn our_jobs(bin: &Path, t: &TestRepo) -> Vec<(String, String)> {
             .args(["list", "jobs", "--address", ADDRESS, "--format", "json", "--detail", "--limit", "10000"])
             .output()
             .unwrap();
-        last = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        last = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
         let text = String::from_utf8_lossy(&out.stdout);
         let Some(start) = text.find('[').filter(|_| out.status.success()) else {
             std::thread::sleep(Duration::from_secs(2));
@@ -236,7 +236,7 @@ fn a_sweep_through_ray_runs_each_trial_as_a_job_with_its_own_gpu() {
         .output()
         .unwrap();
     let wall = started.elapsed();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{text}");
     check_trunk(&t, &base);
     let results = trial_results(&t);
@@ -278,7 +278,7 @@ fn a_ray_job_stopped_from_outside_runs_again_and_the_sweep_goes_on() {
     let stop = Command::new(&bin).args(["job", "stop", "--address", ADDRESS, &id]).output().unwrap();
     assert!(stop.status.success(), "ray job stop: {}", String::from_utf8_lossy(&stop.stderr));
     let out = child.join().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{text}");
     let trial = id.rsplit('-').next().unwrap();
     assert!(text.contains(&format!("trial {trial} of")) && text.contains("was lost (ray: STOPPED"), "{text}");
@@ -326,7 +326,7 @@ fn a_ray_head_that_dies_mid_sweep_loses_no_hypothesis_and_leaks_no_job() {
     let down = restart_head(&bin);
     assert_eq!(support::alive_pids(&workers), Vec::<i32>::new(), "the workers died with the head");
     let out = child.join().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "head down for {down:?}: {text}");
     assert!(text.contains("polling ray failed") && text.contains("ray answers again"), "{text}");
     assert!(
@@ -353,7 +353,7 @@ fn a_ray_head_down_past_the_poll_grace_stops_the_sweep_and_the_next_one_resumes(
     t.wait_for_workers(2, 120);
     let stop = Command::new(&bin).args(["stop", "--force"]).output().unwrap();
     let out = child.join().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     let restarted = restart_head(&bin);
     assert!(stop.status.success(), "ray stop: {}", String::from_utf8_lossy(&stop.stderr));
     assert!(!out.status.success(), "{text}");
@@ -361,7 +361,7 @@ fn a_ray_head_down_past_the_poll_grace_stops_the_sweep_and_the_next_one_resumes(
     assert!(t.rows().is_empty(), "no trial in flight was recorded: {:?}", t.rows());
     assert_eq!(t.processes_in_tree(), Vec::<String>::new());
     let out = t.ratchet().args(["sweep", "--jobs", "2"]).env("FAKE_SLEEP_S", "0.05").timeout(Duration::from_secs(300)).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "head back after {restarted:?}: {text}");
     assert!(text.contains("0 already done, 3 to run"), "{text}");
     check_trunk(&t, &base);
@@ -382,7 +382,7 @@ fn a_killed_controller_leaves_ray_jobs_that_the_next_sweep_reattaches_to() {
     let left: Vec<String> = our_jobs(&bin, &t).into_iter().filter(|(_, s)| s == "RUNNING").map(|(id, _)| id).collect();
     assert_eq!(left.len(), 2, "the jobs outlive a SIGKILLed controller: {left:?}");
     let out = t.ratchet().arg("sweep").env("FAKE_SLEEP_S", "0.5").timeout(Duration::from_secs(400)).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{text}");
     assert!(text.contains("re-attached the jobs a stopped parallel sweep left queued or running on the ray engine"), "{text}");
     check_trunk(&t, &base);
@@ -565,7 +565,7 @@ fn a_ray_job_whose_id_was_never_journaled_is_found_by_name_and_reattached() {
     let Some((_turn, bin)) = cluster_turn() else { return };
     let (t, base, first) = killed_after_submit(&bin);
     let out = t.ratchet().arg("sweep").env("FAKE_SLEEP_S", "0.05").timeout(Duration::from_secs(300)).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{text}");
     assert!(text.contains("re-attached the jobs a stopped parallel sweep left queued or running on the ray engine"), "{text}");
     check_trunk(&t, &base);
@@ -581,7 +581,7 @@ fn recover_stops_by_name_a_ray_job_whose_id_was_never_journaled() {
     let Some((_turn, bin)) = cluster_turn() else { return };
     let (t, base, first) = killed_after_submit(&bin);
     let out = t.ratchet().arg("recover").output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{text}");
     assert!(text.contains("cancelled the jobs a stopped parallel sweep left queued or running") && text.contains(&first), "{text}");
     assert_eq!(our_jobs(&bin, &t), vec![(first, "STOPPED".to_string())], "no job leaks");

@@ -48,7 +48,7 @@ fn the_next_sweep_reattaches_to_a_killed_sweeps_jobs() {
     let running = t.live_workers();
     assert_eq!(running.len(), 2, "the jobs outlive a SIGKILLed controller");
     let out = t.ratchet().arg("sweep").env("FAKE_SLEEP_S", "0.4").output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{text}");
     assert!(text.contains("re-attached the jobs a stopped parallel sweep left"), "{text}");
     assert!(!state.join("cancelled").exists(), "nothing was cancelled: {:?}", std::fs::read_to_string(state.join("cancelled")));
@@ -77,7 +77,7 @@ fn the_next_local_sweep_waits_on_the_workers_a_killed_controller_left_running() 
     let running = t.live_workers();
     assert_eq!(running.len(), 2, "the workers outlive a SIGKILLed controller");
     let out = t.ratchet().args(["sweep", "--jobs", "2"]).env("FAKE_SLEEP_S", "0.6").output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{text}");
     assert!(text.contains("re-attached the jobs a stopped parallel sweep left queued or running on the local engine (t1, t2)"), "{text}");
     assert!(!text.contains("stopped the workers"), "{text}");

@@ -18,7 +18,7 @@ fn sweep_where_01_wins(t: &TestRepo) -> (String, HashMap<String, String>) {
     t.git(&["commit", "-qm", "queue"]);
     let base = t.head();
     let out = t.ratchet().args(["sweep", "--jobs", "2"]).output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{text}");
     let rows = t.rows();
     let by = |n: &str| rows.iter().find(|r| r["hypothesis"].starts_with(n)).unwrap().clone();

@@ -108,7 +108,7 @@ fn sweep(t: &TestRepo, bin: &Path, st: &Path, fault: Option<&str>) -> std::proce
 }
 
 fn text(out: &std::process::Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
 fn submissions(st: &Path) -> usize {

@@ -58,7 +58,7 @@ fn a_sweep_through_slurm_runs_each_trial_as_a_job_with_its_own_gpu() {
     // The controller's environment reaches the workers through sbatch (--export=ALL, its default).
     let out = t.ratchet().arg("sweep").env("FAKE_SLEEP_S", "0.05").env("FAKE_META", r#"{"via": "sbatch"}"#).output().unwrap();
     let wall = started.elapsed();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = crate::support::flat(&format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
     assert!(out.status.success(), "{text}");
     eprintln!("slurm sweep of {} hypotheses: {:.1} s wall", QUEUE.len(), wall.as_secs_f64());
     check_trunk(&t, &base);

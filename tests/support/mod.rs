@@ -202,6 +202,18 @@ pub struct TestRepo {
 pub const DEFAULT_CONFIG: &str = "[benchmark]\ncommand = \"python3 {bench}\"\ntimeout_s = 20\nkill_grace_s = 0.5\n\
 warmup = 0\niters = 5\nprofile_iters = 0\n[hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = 8\nconfirm_pairs = 4\n";
 
+/// `text` with each run of whitespace as one space: what it says, however the terminal face
+/// wrapped its lines to fit the width.
+pub fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A predicate on output that says `words`, wherever the terminal face broke its lines.
+pub fn says(words: impl Into<String>) -> impl predicates::Predicate<str> {
+    let words = flat(&words.into());
+    predicates::function::function(move |s: &str| flat(s).contains(&words))
+}
+
 /// The middle value, or the mean of the two middle ones: the tests' own median, to recompute
 /// what ratchet prints without its code.
 pub fn median(mut v: Vec<f64>) -> f64 {
@@ -281,6 +293,7 @@ impl TestRepo {
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .env_remove("FAKE_MODE")
             .env_remove("FAKE_LATENCY_MS")
+            .env_remove("COLUMNS")
             .env_remove("FAKE_HLO")
             // A guard against a hang, not a speed limit: on a loaded machine a debug-built
             // `simulate` alone took more than 120 s.
