@@ -45,10 +45,16 @@ cp "$DEMO/results/report.html" "$OUT/"
     echo "reference run of the embedded example (scripts/reference-run.sh)"
     echo "demo finished: $(date -u -r "$DEMO/results/report.html" '+%Y-%m-%d %H:%M UTC')"
     echo "ratchet: $("$RATCHET" --version), built from commit $(cat "$COMMIT_FILE" 2>/dev/null || echo unknown)"
-    # The demo's own first lines name the Python, jax and backend it used.
-    { grep -m1 "^==> python:" "$LOG" 2>/dev/null || true; } | sed "s/^==> //"
+    # The demo's own first lines name the Python, jax and backend it used (the interpreter by
+    # its name: this file names no machine's paths).
+    { grep -m1 "^==> python:" "$LOG" 2>/dev/null || true; } | sed -E "s/^==> //; s#^python: [^ ]*/#python: #"
     echo "host: $(uname -sm), $(nproc) CPUs"
     echo "experiments: $(ls "$ROOT"/experiments/*.toml | wc -l) hypotheses in experiments/, in name order"
+    # The first experiment as the sweep printed it (stdout and stderr, as a log shows them): the
+    # README's sample of what an experiment prints is this block (tests/review/reference_results.rs).
+    echo
+    echo "what the first experiment printed:"
+    awk '/^experiment [0-9]+: /{on=1} on && /^$/{exit} on' "$LOG"
 } > "$OUT/run.txt"
 echo "wrote $OUT:"
 ls -l "$OUT"

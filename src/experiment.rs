@@ -424,9 +424,6 @@ pub(crate) struct RowContext<'a> {
 /// The experiment's row and decision from its runs and how the measuring ended: pure (no I/O,
 /// the time stamp aside), so what a row says is decided in one place.
 pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> (ResultRow, Option<Decision>) {
-    let used = |side| records.iter().filter(move |r: &&RunRecord| r.side == side && r.status == RunStatus::Ok && !r.superseded);
-    let cand_runs: Vec<&RunRecord> = used(Side::Candidate).collect();
-    let inc_runs: Vec<&RunRecord> = used(Side::Incumbent).collect();
     let (status, decision, note) = match ended {
         Ended::Stopped(Stop::Candidate(status, why)) => (status, None, why),
         Ended::Stopped(Stop::Incumbent(why)) => {
@@ -447,6 +444,13 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
         }
     };
 
+    // An experiment stopped before anything was decided about the kernel (interrupted, an
+    // error) has no figures: its runs so far are in runs.jsonl, but a roofline point or a
+    // latency from half an experiment would read as a result in one view and not another.
+    let decided = status.class() != crate::store::StatusClass::NotRun;
+    let used = |side| records.iter().filter(move |r: &&RunRecord| decided && r.side == side && r.status == RunStatus::Ok && !r.superseded);
+    let cand_runs: Vec<&RunRecord> = used(Side::Candidate).collect();
+    let inc_runs: Vec<&RunRecord> = used(Side::Incumbent).collect();
     let conf = decision.as_ref().and_then(|d| d.confirmation.as_ref());
     let borrowed = decision.as_ref().and_then(|d| d.borrowed.as_ref());
     let m = summary_metrics(&cand_runs, c.cfg.hardware().as_ref());

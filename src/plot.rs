@@ -18,6 +18,8 @@ use crate::store::{ResultRow, Status, StatusClass};
 use crate::trace::OpStat;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
 pub const SIZE: (u32, u32) = (960, 540);
@@ -215,7 +217,12 @@ fn staircase<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rows: &[ResultRo
     chart
         .configure_mesh()
         .x_desc("experiment id")
-        .y_desc(if lower_better { "latency (ms)".to_string() } else { metric.clone() })
+        // The points are paired estimates chained from the first baseline, not medians.
+        .y_desc(if lower_better {
+            "latency (ms): first baseline / chained paired speed-ups".to_string()
+        } else {
+            format!("{metric}: first baseline x chained paired ratios")
+        })
         .x_labels(rows.len().clamp(2, 20) + 1)
         .x_label_formatter(&|x| {
             let i = x.round() as i64;
@@ -900,15 +907,63 @@ fn esc(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
-/// A self-contained HTML report: the story line, the charts inline as SVG, and the table.
-/// No scripts, no stylesheets or images from elsewhere: it opens the same offline. It reads on a
-/// phone too (a viewport tag; the charts scale, the table scrolls sideways in its own box).
-pub fn html(night: &Night, title: &str) -> DrawResult<String> {
-    html_with(night, title, &[])
+/// What the HTML report's rows link to: each commit's diff (in the page), its runs, traces and
+/// HLO (files of the workspace), with every path relative to the report's folder so that the
+/// report and its workspace can move together and name no machine's paths.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    /// The folder the report is written to.
+    pub report_dir: PathBuf,
+    /// The workspace's root: the commands the report gives run from there.
+    pub root: PathBuf,
+    /// Each experiment's diff against its incumbent, by id (`Repo::patch`).
+    pub diffs: BTreeMap<u64, String>,
+}
+
+/// Lines of a diff the report shows at most; `git show` has the rest.
+const DIFF_LINES: usize = 400;
+
+impl Evidence {
+    /// The report's evidence for these rows, read from the workspace's repository.
+    pub fn gather(repo: &crate::vcs::Repo, rows: &[ResultRow], report_dir: &Path) -> Evidence {
+        let diffs = rows
+            .iter()
+            .filter_map(|r| {
+                let oid = git2::Oid::from_str(&r.commit).ok()?;
+                Some((r.id, repo.patch(oid).ok()?))
+            })
+            .collect();
+        Evidence { report_dir: report_dir.to_path_buf(), root: repo.root().to_path_buf(), diffs }
+    }
+
+    /// `path` as a link from the report: relative to its folder, percent-encoded.
+    fn href(&self, path: &Path) -> String {
+        let rel = pathdiff::diff_paths(path, &self.report_dir).unwrap_or_else(|| path.to_path_buf());
+        let text = rel.to_string_lossy().replace('\\', "/");
+        esc(&percent_encoding::utf8_percent_encode(&text, HREF).to_string())
+    }
+
+    /// `path` as a command line names it from the workspace's root.
+    fn from_root(&self, path: &Path) -> String {
+        crate::printable::path(path.strip_prefix(&self.root).unwrap_or(path))
+    }
+}
+
+/// What a path in an `href` must escape: controls, space and the characters with a meaning in
+/// a URL (`/` and `.` stay as they are).
+const HREF: &percent_encoding::AsciiSet =
+    &percent_encoding::CONTROLS.add(b' ').add(b'"').add(b'#').add(b'%').add(b'?').add(b'<').add(b'>').add(b'`').add(b'\'');
+
+/// A self-contained HTML report: the story line, the charts inline as SVG, the table and each
+/// row's evidence. No scripts, no stylesheets or images from elsewhere: it opens the same
+/// offline. It reads on a phone too (a viewport tag; the charts scale, the table scrolls
+/// sideways in its own box).
+pub fn html(night: &Night, title: &str, ev: &Evidence) -> DrawResult<String> {
+    html_with(night, title, &[], ev)
 }
 
 /// [`html`] with extra inline SVG charts (per-op charts) after the others.
-pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResult<String> {
+pub fn html_with(night: &Night, title: &str, extra_svgs: &[String], ev: &Evidence) -> DrawResult<String> {
     let rows = night.rows;
     let mut o = String::new();
     o.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
@@ -1022,33 +1077,104 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String]) -> DrawResul
         for (text, cls) in cells {
             o.push_str(&format!("<td{}>{}</td>", if cls.is_empty() { String::new() } else { format!(" class=\"{cls}\"") }, esc(&text)));
         }
-        o.push_str(&format!("<td class=\"l\">{}</td>", evidence(r, night.runs)));
+        o.push_str(&format!("<td class=\"l\">{}</td>", evidence_links(r, night.runs, ev)));
         o.push_str("</tr>\n");
     }
-    o.push_str("</table></div>\n</body></html>\n");
+    o.push_str("</table></div>\n<h2>Evidence</h2>\n");
+    for r in rows {
+        evidence_section(&mut o, r, night.runs, ev);
+    }
+    o.push_str("</body></html>\n");
     Ok(o)
 }
 
-/// Where a row's figures come from: the directory of its runs (logs, result files), its trace
-/// (to open in XProf) and the commands that print all of it. As text to copy, not links: the
-/// report stays self-contained (no `href` at all).
-fn evidence(r: &ResultRow, runs: &[RunRecord]) -> String {
+/// Where a row's figures come from, as the files of its workspace: its runs' folder, a
+/// candidate's trace and HLO, the first of its runs that has each.
+struct RowFiles {
+    runs: Option<PathBuf>,
+    /// (side, trace file, the XProf log directory above it).
+    traces: Vec<(Side, PathBuf, PathBuf)>,
+    hlo: Option<PathBuf>,
+}
+
+fn row_files(r: &ResultRow, runs: &[RunRecord]) -> RowFiles {
     let id = r.id.to_string();
     let own: Vec<&RunRecord> = runs.iter().filter(|x| x.experiment == id).collect();
-    let link = |path: &std::path::Path, text: &str| format!("{} <code>{}</code>", esc(text), esc(&path.display().to_string()));
+    // A run's trace and HLO paths may be relative to its run's directory.
+    let trace = |side: Side| {
+        own.iter().filter(|x| x.side == side).find_map(|x| x.trace.as_ref().map(|t| x.out_dir.join(t))).map(|t| {
+            // XProf opens the folder above `plugins/profile/<session>/` (the layout jax writes).
+            let plugins = t.ancestors().find(|a| a.file_name().is_some_and(|n| n == "plugins"));
+            let logdir = plugins.and_then(Path::parent).or(t.parent()).unwrap_or(&t).to_path_buf();
+            (side, t, logdir)
+        })
+    };
+    RowFiles {
+        runs: own.first().and_then(|x| x.out_dir.parent()).map(Path::to_path_buf),
+        traces: [Side::Candidate, Side::Incumbent].into_iter().filter_map(trace).collect(),
+        hlo: own.iter().filter(|x| x.side == Side::Candidate).find_map(|x| x.hlo.as_ref().map(|h| x.out_dir.join(h))),
+    }
+}
+
+/// The row's cell of links: its diff (in this page), runs, candidate trace and HLO.
+fn evidence_links(r: &ResultRow, runs: &[RunRecord], ev: &Evidence) -> String {
+    let f = row_files(r, runs);
     let mut parts = vec![];
-    if let Some(dir) = own.first().and_then(|x| x.out_dir.parent()) {
-        parts.push(link(dir, "runs"));
+    if ev.diffs.contains_key(&r.id) {
+        parts.push(format!("<a href=\"#exp-{}\">diff</a>", r.id));
     }
-    // A trace path may be relative to its run's directory.
-    if let Some(trace) = own.iter().find_map(|x| x.trace.as_ref().map(|t| x.out_dir.join(t))) {
-        parts.push(link(&trace, "trace"));
+    if let Some(d) = &f.runs {
+        parts.push(format!("<a href=\"{}/\">runs</a>", ev.href(d)));
     }
-    parts.push(format!("<code>ratchet show {id}</code>"));
-    if !r.commit.is_empty() {
-        parts.push(format!("<code>git show {}</code>", esc(&r.commit[..r.commit.len().min(12)])));
+    if let Some((_, t, _)) = f.traces.first() {
+        parts.push(format!("<a href=\"{}\">trace</a>", ev.href(t)));
     }
+    if let Some(h) = &f.hlo {
+        parts.push(format!("<a href=\"{}\">HLO</a>", ev.href(h)));
+    }
+    parts.push(format!("<a href=\"#exp-{}\">more</a>", r.id));
     parts.join(" · ")
+}
+
+/// A row's evidence in full: the commands that print it, its files, how to open its traces in
+/// XProf (as the profiling guide's `xprof --port=8791 <logdir>`), and its diff.
+fn evidence_section(o: &mut String, r: &ResultRow, runs: &[RunRecord], ev: &Evidence) {
+    let f = row_files(r, runs);
+    o.push_str(&format!(
+        "<details id=\"exp-{0}\"><summary>{0} · {1} · {2}</summary>\n<p><code>ratchet show {0}</code>",
+        r.id,
+        esc(r.status.as_str()),
+        esc(&crate::report::one_line(&r.message))
+    ));
+    if !r.commit.is_empty() {
+        o.push_str(&format!(" · <code>git show {}</code>", esc(&r.commit[..r.commit.len().min(12)])));
+    }
+    o.push_str("</p>\n<ul>\n");
+    if let Some(d) = &f.runs {
+        o.push_str(&format!("<li>runs: <a href=\"{}/\">{}</a></li>\n", ev.href(d), esc(&ev.from_root(d))));
+    }
+    for (side, t, logdir) in &f.traces {
+        o.push_str(&format!(
+            "<li>{} trace: <a href=\"{}\">{}</a>; in XProf: <code>xprof --port=8791 {}</code></li>\n",
+            side.as_str(),
+            ev.href(t),
+            esc(&t.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
+            esc(&ev.from_root(logdir))
+        ));
+    }
+    if let Some(h) = &f.hlo {
+        o.push_str(&format!("<li>candidate HLO: <a href=\"{}\">{}</a></li>\n", ev.href(h), esc(&ev.from_root(h))));
+    }
+    o.push_str("</ul>\n");
+    if let Some(diff) = ev.diffs.get(&r.id) {
+        let lines: Vec<&str> = diff.lines().collect();
+        let shown = lines[..lines.len().min(DIFF_LINES)].join("\n");
+        o.push_str(&format!("<pre class=\"diff\">{}</pre>\n", esc(&crate::printable::block(&shown))));
+        if lines.len() > DIFF_LINES {
+            o.push_str(&format!("<p>{} more lines: <code>git show {}</code></p>\n", lines.len() - DIFF_LINES, esc(&r.commit)));
+        }
+    }
+    o.push_str("</details>\n");
 }
 
 /// Append an SVG to an HTML page without its XML prolog: inline SVG must start at `<svg` (its

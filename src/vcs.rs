@@ -1458,6 +1458,23 @@ impl Repo {
         Ok(())
     }
 
+    /// `commit`'s patch against its first parent, as `git show` prints it (binary files named,
+    /// not shown); invalid UTF-8 replaced.
+    pub fn patch(&self, commit: Oid) -> Result<String> {
+        let c = self.repo.find_commit(commit)?;
+        let parent = c.parent(0).ok().map(|p| p.tree()).transpose()?;
+        let diff = self.repo.diff_tree_to_tree(parent.as_ref(), Some(&c.tree()?), None)?;
+        let mut out = Vec::new();
+        diff.print(git2::DiffFormat::Patch, |_, _, l| {
+            if matches!(l.origin(), '+' | '-' | ' ') {
+                out.push(l.origin() as u8);
+            }
+            out.extend_from_slice(l.content());
+            true
+        })?;
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
     /// `git diff --stat`-like summary of `commit` against its first parent.
     pub fn diff_stat(&self, commit: Oid) -> Result<String> {
         let c = self.repo.find_commit(commit)?;

@@ -77,7 +77,8 @@ pub fn run(ws: &Workspace, dir: &Path, args: &PlotArgs) -> Result<()> {
     if let Some(h) = &args.html {
         let path = if h.is_absolute() { h.clone() } else { dir.join(h) };
         let title = format!("ratchet results: {}", repo.root().file_name().map(|n| n.to_string_lossy()).unwrap_or_default());
-        let text = plot::html_with(&night, &title, &extra).map_err(|e| fail("html", e))?;
+        let ev = plot::Evidence::gather(repo, &rows, path.parent().unwrap_or(Path::new(".")));
+        let text = plot::html_with(&night, &title, &extra, &ev).map_err(|e| fail("html", e))?;
         write_atomic(&path, text.as_bytes())?;
         println!("wrote {}", crate::printable::path(&path));
     }

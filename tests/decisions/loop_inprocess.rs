@@ -288,6 +288,15 @@ fn a_cancelled_experiment_is_rolled_back_recorded_and_exits_interrupted() {
     assert_eq!(o.error().map(|e| e.kind), Some(Kind::Interrupted));
     assert_eq!(repo.head(), base);
     assert_eq!(repo.statuses(), [Status::Interrupted]);
+    // Its runs so far are kept, but no view shows a half experiment's figures as a result: no
+    // latency, roofline point or regime in the row any view reads.
+    let r = &o.row;
+    assert!(exec.runs(Side::Candidate) >= 1);
+    assert_eq!((r.value, r.latency_ms, r.tflops, r.intensity, r.regime.as_deref()), (None, None, None, None, None), "{r:?}");
+    let roofline = |rows: &[ratchet::store::ResultRow]| {
+        ratchet::plot::svg(ratchet::plot::Chart::Roofline, &ratchet::plot::Night { rows, runs: &[], hw: None }).unwrap()
+    };
+    assert_eq!(roofline(&[r.clone()]), roofline(&[]), "the roofline draws nothing of it");
 }
 
 #[test]

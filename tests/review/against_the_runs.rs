@@ -99,7 +99,7 @@ fn views(repo: &Repo) -> Vec<(&'static str, String)> {
         ("table at 200 columns", report::render_with(&view, Format::Table, opts(200, false))),
         ("wide table", report::render_with(&view, Format::Table, opts(80, true))),
         ("markdown", report::render_with(&view, Format::Md, opts(80, false))),
-        ("html", ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review").unwrap()),
+        ("html", ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review", &Default::default()).unwrap()),
     ];
     for r in &rows {
         let own: Vec<_> = runs.iter().filter(|x| x.experiment == r.id.to_string()).cloned().collect();
@@ -547,7 +547,7 @@ fn a_kernel_far_below_both_roofs_is_latency_bound_in_every_view() {
     let wide = report::render_with(&View::all(&rows), Format::Table, TableOpts { color: false, width: 80, wide: true });
     let show = ratchet::cli::show::render(&ws.repo, &rows[0], &runs, None);
     let md = report::markdown(&View::all(&rows));
-    let html = ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review").unwrap();
+    let html = ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review", &Default::default()).unwrap();
     for (name, text) in [("wide", &wide), ("show", &show), ("md", &md), ("html", &html)] {
         assert!(text.contains("LATENCY-BOUND") && !text.contains("MEMORY-BOUND") && !text.contains("COMPUTE-BOUND"), "{name}:\n{text}");
     }
@@ -651,16 +651,41 @@ fn show_json_carries_the_findings_the_text_prints() {
 }
 
 #[test]
-fn the_html_links_each_row_to_its_evidence() {
+fn the_html_links_each_row_to_its_evidence_relative_to_the_report() {
     let repo = Repo::new(8);
     repo.experiment(1, &mut wild(10.0, 5.0, &[]));
+    repo.experiment(2, &mut wild(5.0, 6.0, &[]));
     let ws = Workspace::discover(repo.path()).unwrap();
     let rows = ws.store.rows().unwrap();
-    let runs = ws.store.runs().unwrap();
-    let html = ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review").unwrap();
-    let dir = runs[0].out_dir.parent().unwrap();
-    assert!(dir.is_dir());
-    assert!(html.contains(&format!("runs <code>{}</code>", dir.display())), "{html}");
-    assert!(!html.contains("href="), "the report stays self-contained");
+    let mut runs = ws.store.runs().unwrap();
+    // A candidate run with a trace in jax's layout and an HLO dump, as a real benchmark leaves.
+    let cand = runs.iter_mut().find(|r| r.experiment == "1" && r.side == Side::Candidate).unwrap();
+    let trace = std::path::PathBuf::from("profile/plugins/profile/2026_12_03/host.xplane.pb");
+    std::fs::create_dir_all(cand.out_dir.join(trace.parent().unwrap())).unwrap();
+    std::fs::write(cand.out_dir.join(&trace), b"").unwrap();
+    std::fs::write(cand.out_dir.join("kernel.hlo.txt"), b"HloModule m\n").unwrap();
+    (cand.trace, cand.hlo) = (Some(trace), Some("kernel.hlo.txt".into()));
+    let report_dir = repo.path().join("results");
+    let ev = ratchet::plot::Evidence::gather(&ws.repo, &rows, &report_dir);
+    let html = ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review", &ev).unwrap();
+    // Every link resolves from the report's folder, and no path names this machine.
+    let links: Vec<&str> = html.split("href=\"").skip(1).map(|l| &l[..l.find('"').unwrap()]).collect();
+    for l in &links {
+        match l.strip_prefix('#') {
+            Some(anchor) => assert!(html.contains(&format!("id=\"{anchor}\"")), "{l}"),
+            None => assert!(report_dir.join(l).exists() && !l.starts_with('/'), "{l} does not resolve from results/"),
+        }
+    }
+    assert!(!html.contains(&repo.path().display().to_string()), "a machine's path in the report");
+    for id in [1, 2] {
+        assert!(links.contains(&format!("../.ratchet/experiments/{id}/runs/").as_str()), "{links:?}");
+        assert!(links.contains(&format!("#exp-{id}").as_str()), "{links:?}");
+    }
+    assert!(links.iter().any(|l| l.ends_with("/profile/plugins/profile/2026_12_03/host.xplane.pb")), "{links:?}");
+    assert!(links.iter().any(|l| l.ends_with("/kernel.hlo.txt")), "{links:?}");
+    // XProf opens the folder above plugins/, named from the workspace's root.
+    assert!(html.contains("<code>xprof --port=8791 .ratchet/experiments/1/runs/"), "{html}");
+    // The diff is the commit's, in the page.
+    assert!(html.contains("-BQ = 0") && html.contains("+BQ = 1"), "{html}");
     assert!(html.contains("<code>ratchet show 1</code>") && html.contains(&format!("<code>git show {}</code>", &rows[0].commit[..12])));
 }

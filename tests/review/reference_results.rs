@@ -135,3 +135,44 @@ fn the_readme_and_the_report_say_the_reference_runs_figures() {
         assert!(root().join("experiments").join(file).is_file(), "row {} names {file:?}, not in experiments/", r.id);
     }
 }
+
+/// The lines of a fenced block that follows `heading` in `text`.
+fn block_after<'a>(text: &'a str, heading: &str) -> Vec<&'a str> {
+    let start = text.find(heading).unwrap_or_else(|| panic!("no {heading:?}"));
+    let rest = &text[start + heading.len()..];
+    let rest = &rest[rest.find("```\n").expect("a fenced block") + 4..];
+    rest[..rest.find("```").expect("the block's end")].lines().collect()
+}
+
+#[test]
+fn the_readmes_sample_is_what_the_reference_runs_first_experiment_printed() {
+    let run = read(&root().join("results/run.txt"));
+    let printed: Vec<&str> =
+        run.split("what the first experiment printed:\n").nth(1).expect("run.txt keeps the first experiment's output").lines().collect();
+    let readme = read(&root().join("README.md"));
+    assert_eq!(block_after(&readme, "What an experiment prints"), printed, "the README's sample is results/run.txt's");
+    // A short report that fits: at most six lines of at most 100 columns.
+    assert!(printed.len() <= 6 && printed.iter().all(|l| l.chars().count() <= 100), "{printed:#?}");
+    // Its decision is row 1's: the speed-up, interval and level that results.csv records.
+    let r = &rows()[0];
+    let (x, ci) = ratchet::report::speedup(r).expect("row 1 has its speed-up");
+    let cell = ratchet::report::speedup_cell(x, ci);
+    let (x, rest) = cell.split_once(" [").unwrap();
+    let level = ratchet::stats::fmt_level(r.ci_level_pct.expect("its level"));
+    let decided = format!("  {}: speed-up {x} [{level}% CI {rest}", r.status.as_str().to_uppercase());
+    assert!(printed.iter().any(|l| l.starts_with(&decided)), "{decided}\n{printed:#?}");
+}
+
+#[test]
+fn the_reference_review_names_no_machines_paths() {
+    for f in ["run.txt", "report.html", "table.txt"] {
+        let text = read(&root().join("results").join(f));
+        for p in ["/work/", "/home/", "/tmp/", "/Users/", "/root/"] {
+            assert!(!text.contains(p), "results/{f} names a machine's path ({p})");
+        }
+    }
+    // The report's links are relative to it.
+    let html = read(&root().join("results/report.html"));
+    assert!(html.contains("href=\"../.ratchet/experiments/1/runs/\""), "the report links row 1's runs");
+    assert!(!html.contains("href=\"/"), "an absolute link in the report");
+}
