@@ -1071,7 +1071,7 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String], ev: &Evidenc
             (r.regime.clone().unwrap_or_default(), "l"),
             (r.runs.to_string(), ""),
             // The note on one line, cut between words; `ratchet show ID` has all of it.
-            (crate::units::cut(&crate::report::one_line(&r.note), 100), "l msg"),
+            (crate::units::cut(&crate::report::table_note(r), 100), "l msg"),
         ];
         o.push_str(&format!("<tr class=\"{class}\">"));
         for (text, cls) in cells {

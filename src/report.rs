@@ -191,6 +191,17 @@ pub fn confirmation_line(r: &ResultRow) -> Option<String> {
     ))
 }
 
+/// What a table's note column says of a row: why nothing was measured or decided (a crash's
+/// reason, a skip's), on one line; nothing for a row with a speed-up, whose one estimate is in
+/// its own column (the test's reasoning, with its own figures, is `show`'s).
+pub fn table_note(r: &ResultRow) -> String {
+    if speedup(r).is_some() {
+        String::new()
+    } else {
+        one_line(&r.note)
+    }
+}
+
 /// A speed-up and its interval as every view writes them: "1.25x [1.23-1.27]", or "1.25x" with
 /// no interval recorded.
 pub fn speedup_cell(x: f64, ci: Option<(f64, f64)>) -> String {
@@ -587,7 +598,7 @@ fn wide_body(view: &View, color: bool) -> String {
             Cell::new(num(r.util_pct, 1)).set_alignment(CellAlignment::Right),
             Cell::new(line(r.regime.as_deref().unwrap_or("-"))),
             Cell::new(r.runs).set_alignment(CellAlignment::Right),
-            Cell::new(crate::units::cut(&line(&one_line(&r.note)), 80)),
+            Cell::new(crate::units::cut(&line(&table_note(r)), 80)),
         ]);
     }
     t.to_string()

@@ -119,7 +119,10 @@ fn a_true_2x_reads_2x_everywhere_despite_two_wild_incumbent_runs() {
     let d = o.decision.as_ref().unwrap();
     assert!(1.0 + d.effect_pct / 100.0 > 2.3, "the mean is {:.2}x: the case does not test anything", 1.0 + d.effect_pct / 100.0);
     let shown = report::fmt_x(x);
+    // The test's mean is `show`'s, named there; no other view prints it.
+    let mean = format!("{:+.2}%", d.effect_pct);
     for (name, text) in views(&repo) {
+        assert!(name == "show" || !text.contains(&mean), "{name} shows the test's mean {mean}:\n{text}");
         let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
         assert!(flat.contains(&shown), "{name} does not show {shown}:\n{text}");
         // No other speed-up factor in the view (the best-so-far and the footer's chain agree).
