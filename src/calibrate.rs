@@ -86,7 +86,11 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
     // The pairs' log-sums too: the variance guard's second look at the noise (A with A, B with B).
     let sums = crate::stats::sequential::log_sums(&pair_values, cfg.score.direction(), el);
     let key = crate::experiment::history_key(&cfg);
-    if let Some(entry) = crate::stats::history::entry_runs(&crate::fsutil::now(), crate::stats::history::CALIBRATE_SOURCE, &[(&d, &sums)]) {
+    let entry = crate::stats::history::entry_runs(&crate::fsutil::now(), crate::stats::history::CALIBRATE_SOURCE, &[(&d, &sums)]);
+    // This session's spread with its gross outliers set aside, as the history keeps it: the
+    // scale a decision would use where the history is too short to borrow from.
+    let trimmed_sd = entry.as_ref().map(|e| e.sd());
+    if let Some(entry) = entry {
         crate::stats::history::record(&state_dir, &key, entry)?;
     }
     let hist = crate::stats::history::load(&state_dir, &key);
@@ -97,6 +101,7 @@ pub fn run(ws: &Locked, args: &CalibrateOptions, exec: &mut dyn Executor, fx: &m
         &pair_values.iter().map(|&(a, b)| (lat_terms(a), lat_terms(b))).collect::<Vec<_>>(),
         &params,
         history.as_ref(),
+        trimmed_sd,
     );
     let metric = cfg.score.metric.as_str();
     let out = repo.root().join(vcs::RESULTS_DIR).join("calibration.json");

@@ -783,9 +783,11 @@ fn calibration_summary(o: &mut impl Write, width: usize, metric: &str, f: &Noise
     say!(o, width; "  drift {:+.3}%/run over the session; A/A difference {:+.2}% (should be near 0)", f.drift_pct_per_run, f.aa_effect_pct);
     say!(
         o, width;
-        "  smallest gain the budget keeps with ~95% probability: {:.2}% ({})",
+        "  smallest gain the budget keeps with ~95% probability: {:.2}% ({}; at the decisions' scale, {:.2}% a pair, \
+         gross outliers set aside)",
         f.detectable_pct,
-        crate::stats::noise::budget_words(params, f.keep_at)
+        crate::stats::noise::budget_words(params, f.keep_at),
+        f.deciding_sd_pct
     );
     say!(o, width; "  suggested [decision] min_effect_pct = {:.1}", f.suggested_min_effect_pct);
     if f.suggested_min_effect_pct > params.min_effect_pct {

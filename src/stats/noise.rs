@@ -38,6 +38,10 @@ pub struct NoiseFloor {
     pub keep_at: Option<f64>,
     /// A minimum effect that the budget can actually see: the detectable gain, rounded up.
     pub suggested_min_effect_pct: f64,
+    /// The sd of one pair's log-ratio (speed-up terms, percent) behind the detectable gain and
+    /// the suggestion: the scale decisions use (the history's, gross outliers set aside), not
+    /// the plain sd of these pairs, which one 3x run can multiply.
+    pub deciding_sd_pct: f64,
 }
 
 /// Least-squares slope of `y` over 0, 1, 2, ...
@@ -228,18 +232,25 @@ pub fn sd_interval(sd: f64, df: usize, level: f64) -> Option<[f64; 2]> {
 
 /// The noise floor from A/A values in run order, with pairs as (incumbent-side, candidate-side);
 /// `history`: the history this calibration joins (`None`: too little to borrow), whose gross
-/// outliers and modes with `params` say the rule that decides next ([`Params::deciding_ratio`]),
-/// here at the calibration's own sd.
-pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, history: Option<&Borrowed>) -> NoiseFloor {
+/// outliers and modes with `params` say the rule that decides next ([`Params::deciding_ratio`]).
+/// The detectable gain and the suggestion are at the scale decisions use: the history's sd, or
+/// without one the pairs' own with gross outliers set aside (`trimmed_sd`).
+pub fn noise_floor(
+    run_values: &[f64],
+    pairs: &[(f64, f64)],
+    params: &Params,
+    history: Option<&Borrowed>,
+    trimmed_sd: Option<f64>,
+) -> NoiseFloor {
     let logs: Vec<f64> = run_values.iter().map(|v| v.ln()).collect();
     let d: Vec<f64> = pairs.iter().map(|(a, b)| (b / a).ln()).collect();
     let (dm, dsd) = crate::stats::sequential::mean_sd(&d);
     let (m, sd) = crate::stats::sequential::mean_sd(run_values);
-    let own = history.map(|b| Borrowed { scale: NoiseScale { sd: dsd, ..b.scale }, ..b.clone() });
-    let ratio = params.deciding_ratio(own.as_ref());
+    let deciding = history.map(|b| b.scale.sd).or(trimmed_sd).unwrap_or(dsd);
+    let ratio = params.deciding_ratio(history);
     let with_min = Params { min_effect_pct: 0.0, ..params.clone() };
-    let floor_ratio = with_min.deciding_ratio(own.as_ref());
-    let floor = detectable_pct(&with_min, dsd, 0.95, floor_ratio.as_ref());
+    let floor_ratio = with_min.deciding_ratio(history);
+    let floor = detectable_pct(&with_min, deciding, 0.95, floor_ratio.as_ref());
     NoiseFloor {
         runs: run_values.len(),
         pairs: pairs.len(),
@@ -249,10 +260,11 @@ pub fn noise_floor(run_values: &[f64], pairs: &[(f64, f64)], params: &Params, hi
         run_cv_pct: sd / m * 100.0,
         drift_pct_per_run: slope(&logs) * 100.0,
         aa_effect_pct: (dm.exp() - 1.0) * 100.0,
-        detectable_pct: detectable_pct(params, dsd, 0.95, ratio.as_ref()),
+        detectable_pct: detectable_pct(params, deciding, 0.95, ratio.as_ref()),
         detectable_by: if ratio.is_some() { Rule::LikelihoodRatio } else { Rule::TwoPhases },
         keep_at: ratio.map(|r| r.keep_at),
         suggested_min_effect_pct: (floor * 10.0).ceil() / 10.0,
+        deciding_sd_pct: deciding * 100.0,
     }
 }
 
@@ -287,7 +299,7 @@ mod tests {
         // Values rising 1% per run, pairs alternating around a 0.5% spread.
         let vals: Vec<f64> = (0..16).map(|i| 10.0 * (0.01 * i as f64).exp() * if i % 3 == 0 { 1.005 } else { 0.995 }).collect();
         let pairs: Vec<(f64, f64)> = vals.chunks(2).map(|c| (c[0], c[1])).collect();
-        let f = noise_floor(&vals, &pairs, &params(), None);
+        let f = noise_floor(&vals, &pairs, &params(), None, None);
         assert!((f.drift_pct_per_run - 1.0).abs() < 0.1, "{}", f.drift_pct_per_run);
         assert!(f.run_cv_pct > f.pair_cv_pct, "drift inflates the plain CV: {f:?}");
         assert!(f.detectable_pct >= 1.0 && f.suggested_min_effect_pct > 0.0, "{f:?}");

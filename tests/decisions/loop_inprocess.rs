@@ -497,6 +497,30 @@ fn an_io_error_names_its_file() {
     assert!(e.message.contains(&blocker.display().to_string()), "{e}");
 }
 
+/// `ratchet calibrate` of `pairs` A/A pairs on `exec`: its calibration.json's noise figures.
+fn calibrated(repo: &Repo, pairs: u32, exec: &mut MockExecutor) -> serde_json::Value {
+    let mut events = vec![];
+    let ws = Workspace::discover(repo.path()).unwrap().lock("test", &mut events).unwrap();
+    let mut fx = Effects::new(&mut events, Cancel::new());
+    sweep::recover(&ws, &mut fx).unwrap();
+    ratchet::calibrate::run(&ws, &ratchet::calibrate::CalibrateOptions { pairs: Some(pairs) }, exec, &mut fx).unwrap();
+    let cal: serde_json::Value = serde_json::from_str(&repo.read("results/calibration.json")).unwrap();
+    cal["noise"].clone()
+}
+
+#[test]
+fn calibrates_suggestion_sets_a_rare_wild_run_aside_as_decisions_do() {
+    // 1 run in 24 four times slower: its pair alone multiplies the plain sd of 12 pairs.
+    let wild = |c: &ratchet::bench::mock::Call| Step::Latency(if c.side == Side::Incumbent && c.n == 5 { 40.0 } else { 10.0 });
+    let noisy = calibrated(&Repo::new(16), 12, &mut MockExecutor::new(wild));
+    let quiet = calibrated(&Repo::new(16), 12, &mut MockExecutor::sides(Step::Latency(10.0), Step::Latency(10.0)));
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    assert!(f(&noisy, "pair_cv_pct") > 10.0 * f(&quiet, "pair_cv_pct"), "the case bites: {noisy} {quiet}");
+    // The scale the suggestion is made at is the trimmed one decisions read: the wild pair is out.
+    assert!(f(&noisy, "deciding_sd_pct") < 1.5 * f(&quiet, "deciding_sd_pct"), "{noisy} {quiet}");
+    assert!(f(&noisy, "suggested_min_effect_pct") < 1.5 * f(&quiet, "suggested_min_effect_pct") + 0.2, "{noisy} {quiet}");
+}
+
 #[test]
 fn calibrate_runs_a_a_pairs_on_the_mock_and_records_no_row() {
     let repo = Repo::new(16);
