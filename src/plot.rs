@@ -944,7 +944,7 @@ impl Evidence {
     }
 
     /// `path` as a command line names it from the workspace's root.
-    fn from_root(&self, path: &Path) -> String {
+    fn named_from_root(&self, path: &Path) -> String {
         crate::printable::path(path.strip_prefix(&self.root).unwrap_or(path))
     }
 }
@@ -1151,7 +1151,7 @@ fn evidence_section(o: &mut String, r: &ResultRow, runs: &[RunRecord], ev: &Evid
     }
     o.push_str("</p>\n<ul>\n");
     if let Some(d) = &f.runs {
-        o.push_str(&format!("<li>runs: <a href=\"{}/\">{}</a></li>\n", ev.href(d), esc(&ev.from_root(d))));
+        o.push_str(&format!("<li>runs: <a href=\"{}/\">{}</a></li>\n", ev.href(d), esc(&ev.named_from_root(d))));
     }
     for (side, t, logdir) in &f.traces {
         o.push_str(&format!(
@@ -1159,11 +1159,11 @@ fn evidence_section(o: &mut String, r: &ResultRow, runs: &[RunRecord], ev: &Evid
             side.as_str(),
             ev.href(t),
             esc(&t.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()),
-            esc(&ev.from_root(logdir))
+            esc(&ev.named_from_root(logdir))
         ));
     }
     if let Some(h) = &f.hlo {
-        o.push_str(&format!("<li>candidate HLO: <a href=\"{}\">{}</a></li>\n", ev.href(h), esc(&ev.from_root(h))));
+        o.push_str(&format!("<li>candidate HLO: <a href=\"{}\">{}</a></li>\n", ev.href(h), esc(&ev.named_from_root(h))));
     }
     o.push_str("</ul>\n");
     if let Some(diff) = ev.diffs.get(&r.id) {

@@ -3,7 +3,7 @@
 
 use super::rng::Rng;
 use super::sequential::likelihood::{Stop, WholePairLr};
-use super::sequential::{Borrowed, NoiseScale, Params};
+use super::sequential::{Borrowed, Params};
 use super::t_quantile;
 use serde::Serialize;
 
@@ -271,6 +271,7 @@ pub fn noise_floor(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::stats::sequential::NoiseScale;
 
     #[test]
     fn the_sd_interval_is_the_chi_square_one_and_narrows_with_df() {
