@@ -296,7 +296,7 @@ fn a_cancelled_experiment_is_rolled_back_recorded_and_exits_interrupted() {
     let roofline = |rows: &[ratchet::store::ResultRow]| {
         ratchet::plot::svg(ratchet::plot::Chart::Roofline, &ratchet::plot::Night { rows, runs: &[], hw: None }).unwrap()
     };
-    assert_eq!(roofline(&[r.clone()]), roofline(&[]), "the roofline draws nothing of it");
+    assert_eq!(roofline(std::slice::from_ref(r)), roofline(&[]), "the roofline draws nothing of it");
 }
 
 #[test]
