@@ -197,7 +197,10 @@ impl<O: Write, E: Write> Events for Text<O, E> {
         match event {
             Event::Recovered { what } => above_bar(&self.pb, || say!(e, width; "recovered: {what}")),
             Event::Note { text } => {
-                let text = fit(&format!("note: {text}"), width).join("\n");
+                // A note's later lines (its own, then the wrapped) sit under its first.
+                let indented: Vec<String> =
+                    text.lines().enumerate().map(|(i, l)| if i == 0 { format!("note: {l}") } else { format!("  {l}") }).collect();
+                let text = fit(&indented.join("\n"), width).join("\n");
                 above_bar(&self.pb, || say!(e, width; "{text}"));
             }
             Event::Hypothesis { listing } => say!(e, width; "{}", line(&listing)),
@@ -650,30 +653,42 @@ fn experiment_summary(oc: &Outcome, verbose: bool, width: usize) -> Vec<String> 
             lines.push(format!("  {}: incumbent {} -> candidate {}", row.metric, sig(iv, 4), sig(v, 4)));
         }
     }
-    let mut figs = vec![];
+    // The roofline's figures, each with the rank it keeps on a narrow line: the latency, the
+    // regime and the gap say the most; the intensity and bandwidth share go first.
+    let mut figs: Vec<(u8, String)> = vec![];
     if let Some(l) = row.latency_ms {
-        figs.push(format!("{} ms ({})", crate::report::figures(l, 4), row.latency_source.as_deref().unwrap_or("?")));
+        figs.push((0, format!("{} ms ({})", crate::report::figures(l, 4), row.latency_source.as_deref().unwrap_or("?"))));
     }
     if let Some(u) = row.util_pct {
-        figs.push(format!("util {u:.1}%"));
+        figs.push((3, format!("util {u:.1}%")));
     }
     if let Some(t) = row.tflops {
-        figs.push(format!("{} TFLOP/s", crate::report::figures(t, 3)));
+        figs.push((4, format!("{} TFLOP/s", crate::report::figures(t, 3))));
     }
     if let Some(i) = row.intensity {
-        figs.push(format!("{} FLOP/B", crate::report::figures(i, 3)));
+        figs.push((6, format!("{} FLOP/B", crate::report::figures(i, 3))));
     }
     if let Some(b) = row.bw_pct {
-        figs.push(format!("BW {b:.1}%"));
+        figs.push((5, format!("BW {b:.1}%")));
     }
     if let Some(r) = &row.regime {
-        figs.push(r.clone());
+        figs.push((1, r.clone()));
     }
     if let Some(g) = row.gap_ms {
-        figs.push(format!("gap {} ms", crate::report::figures(g, 3)));
+        figs.push((2, format!("gap {} ms", crate::report::figures(g, 3))));
     }
-    if !figs.is_empty() {
-        lines.push(crate::units::cut(&format!("  {}", figs.join(" | ")), width));
+    // Whole figures only (a cut one reads as another number): the lowest-ranked go until the
+    // line fits; `show` has them all.
+    let join = |figs: &[(u8, String)]| format!("  {}", figs.iter().map(|(_, f)| f.as_str()).collect::<Vec<_>>().join(" | "));
+    let mut roof = join(&figs);
+    while crate::units::cells(&roof) > width && figs.len() > 1 {
+        let last = figs.iter().enumerate().max_by_key(|(_, (rank, _))| *rank).map(|(i, _)| i).expect("figures");
+        figs.remove(last);
+        roof = join(&figs);
+    }
+    let roof = if figs.is_empty() { String::new() } else { crate::units::cut(&roof, width) };
+    if !roof.is_empty() {
+        lines.push(roof);
     }
     if verbose {
         if let (Some(dot), Some(exp), Some(red), Some(copy)) = (row.hlo_dot, row.hlo_exp, row.hlo_reduce, row.hlo_copy) {

@@ -292,7 +292,10 @@ mod tests {
         // with an error, instead.
         let dir = tempfile::tempdir().unwrap();
         let release = dir.path().join("release");
-        let script = format!("(while [ ! -e '{}' ]; do sleep 0.05; done) & echo token-1", release.display());
+        // It also ends once the directory is gone: the test's end removes `release` with it, at
+        // once, and a child that missed it between two looks would poll forever.
+        let script =
+            format!("(while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done) & echo token-1", release.display(), dir.path().display());
         let out = sh(&script, 600_000).run();
         std::fs::write(&release, "").unwrap();
         assert_eq!(out.unwrap().stdout.trim(), "token-1");

@@ -151,8 +151,11 @@ fn the_readmes_sample_is_what_the_reference_runs_first_experiment_printed() {
         run.split("what the first experiment printed:\n").nth(1).expect("run.txt keeps the first experiment's output").lines().collect();
     let readme = read(&root().join("README.md"));
     assert_eq!(block_after(&readme, "What an experiment prints"), printed, "the README's sample is results/run.txt's");
-    // A short report that fits: at most six lines of at most 100 columns.
-    assert!(printed.len() <= 6 && printed.iter().all(|l| l.chars().count() <= 100), "{printed:#?}");
+    // A short report that fits: at most six lines of at most 100 columns, besides a noisy
+    // machine's two-line note (what it costs, then the fix).
+    let report = printed.iter().filter(|l| !l.starts_with("note: ") && !l.starts_with("  fix: ")).count();
+    assert!(report <= 6 && printed.len() - report <= 2, "{printed:#?}");
+    assert!(printed.iter().all(|l| l.chars().count() <= 100), "{printed:#?}");
     // Its decision is row 1's: the speed-up, interval and level that results.csv records.
     let r = &rows()[0];
     let (x, ci) = ratchet::report::speedup(r).expect("row 1 has its speed-up");
