@@ -1,8 +1,9 @@
 //! The Slurm engine: a batch of trials becomes one job array (`sbatch --array`), task i running
 //! trial i's worker with its own GPU (`--gres=gpu:1`) or node (`--exclusive`), its output in
-//! the trial's run directory on the shared filesystem; polled with `squeue`, stopped with `scancel`.
+//! the trial's run directory on the shared filesystem; polled with `squeue` (on a thread of its
+//! own: a slow slurmctld never holds the controller), stopped with `scancel`.
 
-use super::command::{shell_join, Call, Output};
+use super::command::{shell_join, Background, Call, Output};
 use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use crate::error::{Error, Kind, Result, WithPath};
 use std::collections::HashMap;
@@ -61,11 +62,29 @@ struct TaskState {
 
 pub struct SlurmEngine {
     opts: SlurmOptions,
-    /// Per array job id: when it was listed, and each task's state by `job_task` id.
-    listings: HashMap<String, (Instant, HashMap<String, TaskState>)>,
-    /// Per array job id: when the controller last asked about it. The arrays asked about within
-    /// `WATCHED` are listed together, one `squeue` for all of them.
+    /// Per array job id: when the listing that answered it started, and each task's state by
+    /// `job_task` id (`None`: Slurm has forgotten the task).
+    listings: HashMap<String, (Instant, Tasks)>,
+    /// Per task (`job_task` id): when the controller last polled it. The arrays of the tasks
+    /// polled within `WATCHED` are listed together, one `squeue` for all of them.
     asked: HashMap<String, Instant>,
+    /// The listing being taken, on a thread of its own.
+    call: Option<ListingCall>,
+    /// Why the last listing failed (message, hint), until one succeeds: every poll's answer.
+    failed: Option<(String, Option<String>)>,
+    /// When the engine last changed each array (submitted it, cancelled a task and saw it end):
+    /// a listing started before that says nothing of it.
+    changed: HashMap<String, Instant>,
+}
+
+/// Tasks' states by `job_task` id; `None`: Slurm has forgotten the task.
+type Tasks = HashMap<String, Option<TaskState>>;
+
+/// A listing under way: the arrays and tasks it asks about, and when it started.
+struct ListingCall {
+    jobs: Vec<String>,
+    started: Instant,
+    call: Background<Tasks>,
 }
 
 /// How long an array counts as watched after the controller last polled one of its tasks.
@@ -73,26 +92,11 @@ const WATCHED: Duration = Duration::from_secs(10);
 
 impl SlurmEngine {
     pub fn new(opts: SlurmOptions) -> SlurmEngine {
-        SlurmEngine { opts, listings: HashMap::new(), asked: HashMap::new() }
+        SlurmEngine { opts, listings: HashMap::new(), asked: HashMap::new(), call: None, failed: None, changed: HashMap::new() }
     }
 
     fn call(&self, program: &str, args: &[String]) -> Result<Output> {
-        let exe = match &self.opts.bin_dir {
-            Some(d) => d.join(program).to_string_lossy().into_owned(),
-            None => program.to_string(),
-        };
-        let mut argv = vec![exe];
-        argv.extend(args.iter().cloned());
-        // No working directory of its own: sbatch gets --chdir, and the others need none.
-        Call::new(argv, self.opts.command_timeout)
-            .run().map_err(|e| {
-            let hint = e.hint.clone().unwrap_or_default();
-            Error::new(e.kind, format!("slurm engine: {}", e.message)).hint(if hint.contains("install") {
-                "install Slurm's client commands (Debian: slurm-client) or set the engine's bin_dir; scripts/slurm-localhost.sh starts a one-node cluster here".into()
-            } else {
-                hint
-            })
-        })
+        call(&self.opts, program, args)
     }
 
     /// A Slurm command that exited non-zero, as an error naming it and its stderr; the hint
@@ -124,75 +128,166 @@ impl SlurmEngine {
         s
     }
 
-    /// Each task's state in the array `job`, listed once per `LISTING_TTL`: with every other
-    /// watched array in the same `squeue` call (the controller submits one array per trial, so
-    /// N trials in flight cost one call a second, not N).
-    fn listing(&mut self, job: &str) -> Result<&HashMap<String, TaskState>> {
-        self.asked.insert(job.to_string(), Instant::now());
-        let fresh = self.listings.get(job).is_some_and(|(at, _)| at.elapsed() < LISTING_TTL);
-        if !fresh {
-            self.asked.retain(|_, at| at.elapsed() < WATCHED);
-            let mut jobs: Vec<String> = self.asked.keys().cloned().collect();
-            jobs.sort();
-            let listed = match self.list(&jobs)? {
-                Some(l) => l,
-                // One of them is gone and Slurm refused the whole list: this one alone.
-                None => {
-                    jobs = vec![job.to_string()];
-                    self.list(&jobs)?.unwrap_or_default()
+    /// Collect a listing that finished, and start the next when a task polled within
+    /// `WATCHED` has no fresh answer (its array's listing is older than `LISTING_TTL`, began
+    /// before the engine last changed its array, or did not ask about it). One `squeue` lists every such
+    /// array (the controller submits one array per trial, so N trials in flight cost one call a
+    /// second, not N), on a thread of its own. A failed listing is every poll's answer until one
+    /// succeeds (each poll after it asks again), so `[engine] poll_grace_s` measures the outage.
+    fn refresh(&mut self) -> Result<()> {
+        if let Some(done) = self.call.as_ref().and_then(|c| c.call.try_take()) {
+            let c = self.call.take().expect("a listing under way");
+            match done {
+                Ok(tasks) => {
+                    for j in &c.jobs {
+                        let mine: Tasks = tasks.iter().filter(|(id, _)| array_of(id) == j).map(|(k, v)| (k.clone(), v.clone())).collect();
+                        self.listings.insert(j.clone(), (c.started, mine));
+                    }
+                    self.failed = None;
                 }
-            };
-            let now = Instant::now();
-            for j in &jobs {
-                let tasks: HashMap<String, TaskState> =
-                    listed.iter().filter(|(id, _)| id.split('_').next() == Some(j.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
-                self.listings.insert(j.clone(), (now, tasks));
+                Err(e) => self.failed = Some((e.message.clone(), e.hint.clone())),
             }
         }
-        Ok(&self.listings[job].1)
+        self.asked.retain(|_, at| at.elapsed() < WATCHED);
+        let answered = |task: &String| {
+            let job = array_of(task);
+            self.listings.get(job).is_some_and(|(started, tasks)| {
+                started.elapsed() < LISTING_TTL && self.changed.get(job).is_none_or(|s| started >= s) && tasks.contains_key(task)
+            })
+        };
+        let due = self.failed.is_some() || self.asked.keys().any(|t| !answered(t));
+        if self.call.is_none() && due {
+            let mut tasks: Vec<String> = self.asked.keys().cloned().collect();
+            tasks.sort();
+            let mut jobs: Vec<String> = tasks.iter().map(|t| array_of(t).to_string()).collect();
+            jobs.dedup();
+            let (o, t, j) = (self.opts.clone(), tasks, jobs.clone());
+            self.call = Some(ListingCall { jobs, started: Instant::now(), call: Background::spawn(move || take_listing(&o, &j, &t)) });
+        }
+        match &self.failed {
+            Some((message, hint)) => {
+                let e = Error::new(Kind::Infrastructure, message.clone());
+                Err(match hint {
+                    Some(h) => e.hint(h.clone()),
+                    None => e,
+                })
+            }
+            None => Ok(()),
+        }
     }
 
-    /// One `squeue` of these arrays' tasks by `job_task` id; `None` when Slurm says a job id is
-    /// unknown (a purged job), an error for any other failure.
-    fn list(&self, jobs: &[String]) -> Result<Option<HashMap<String, TaskState>>> {
-        // -r: one line per array task (pending ones too); -t all: finished ones while the
-        // controller still remembers them (MinJobAge).
-        let ids = jobs.join(",");
-        let args: Vec<String> = ["-h", "-r", "-t", "all", "-j", &ids, "-o", "%i|%T|%r"].iter().map(|s| s.to_string()).collect();
-        let out = self.call("squeue", &args)?;
-        if !out.success() {
-            if gone(&out) {
-                return Ok(if jobs.len() > 1 { None } else { Some(HashMap::new()) });
-            }
-            return Err(Self::failed(&format!("squeue -j {ids}"), &out));
+    /// A task's state from the latest listing that can speak for it (`None` where none can
+    /// yet: the listing under way will).
+    fn listed(&self, engine_id: &str) -> Option<Option<TaskState>> {
+        let job = array_of(engine_id);
+        let (started, tasks) = self.listings.get(job)?;
+        if self.changed.get(job).is_some_and(|s| started < s) {
+            return None;
         }
-        let mut tasks = HashMap::new();
-        for line in out.stdout.lines() {
-            let mut f = line.trim().splitn(3, '|');
-            if let (Some(id), Some(state), Some(reason)) = (f.next(), f.next(), f.next()) {
-                tasks.insert(id.to_string(), TaskState { state: state.to_string(), reason: reason.to_string() });
-            }
-        }
-        Ok(Some(tasks))
+        tasks.get(engine_id).cloned()
     }
+}
 
-    /// A task's state: from the array's listing, else from `scontrol` (a task squeue no longer
-    /// lists); `None` when Slurm has forgotten it.
-    fn task_state(&mut self, engine_id: &str) -> Result<Option<TaskState>> {
-        let (job, _) = split_id(engine_id)?;
-        if let Some(t) = self.listing(&job)?.get(engine_id) {
-            return Ok(Some(t.clone()));
-        }
-        let out = self.call("scontrol", &["show".into(), "job".into(), engine_id.into()])?;
-        if !out.success() {
-            if gone(&out) {
-                return Ok(None);
+/// The array job id of a `job_task` id.
+fn array_of(engine_id: &str) -> &str {
+    engine_id.split('_').next().unwrap_or(engine_id)
+}
+
+/// The state of each of `tasks` and of every task `squeue` lists of the arrays `jobs`: one
+/// `squeue` for all the arrays (each on its own when Slurm refuses the list because one is
+/// gone), then `scontrol` for a task squeue no longer lists; `None` for a task Slurm has
+/// forgotten.
+fn take_listing(o: &SlurmOptions, jobs: &[String], tasks: &[String]) -> Result<Tasks> {
+    let listed = match list(o, jobs)? {
+        Some(l) => l,
+        None => {
+            let mut all = HashMap::new();
+            for j in jobs {
+                all.extend(list(o, std::slice::from_ref(j))?.unwrap_or_default());
             }
-            return Err(Self::failed(&format!("scontrol show job {engine_id}"), &out));
+            all
         }
-        let field = |name: &str| out.stdout.split_whitespace().find_map(|w| w.strip_prefix(name).map(str::to_string)).unwrap_or_default();
-        Ok(Some(TaskState { state: field("JobState="), reason: field("Reason=") }))
+    };
+    let mut out: Tasks = listed.into_iter().map(|(k, v)| (k, Some(v))).collect();
+    for t in tasks {
+        if !out.contains_key(t) {
+            out.insert(t.clone(), scontrol_state(o, t)?);
+        }
     }
+    Ok(out)
+}
+
+/// One `squeue` of these arrays' tasks by `job_task` id; `None` when Slurm says a job id is
+/// unknown (a purged job) among several, an error for any other failure.
+fn list(o: &SlurmOptions, jobs: &[String]) -> Result<Option<HashMap<String, TaskState>>> {
+    // -r: one line per array task (pending ones too); -t all: finished ones while the
+    // controller still remembers them (MinJobAge).
+    let ids = jobs.join(",");
+    let args: Vec<String> = ["-h", "-r", "-t", "all", "-j", &ids, "-o", "%i|%T|%r"].iter().map(|s| s.to_string()).collect();
+    let out = call(o, "squeue", &args)?;
+    if !out.success() {
+        if gone(&out) {
+            return Ok(if jobs.len() > 1 { None } else { Some(HashMap::new()) });
+        }
+        return Err(SlurmEngine::failed(&format!("squeue -j {ids}"), &out));
+    }
+    let mut tasks = HashMap::new();
+    for line in out.stdout.lines() {
+        let mut f = line.trim().splitn(3, '|');
+        if let (Some(id), Some(state), Some(reason)) = (f.next(), f.next(), f.next()) {
+            tasks.insert(id.to_string(), TaskState { state: state.to_string(), reason: reason.to_string() });
+        }
+    }
+    Ok(Some(tasks))
+}
+
+/// A task's state from `scontrol` (a task squeue no longer lists); `None` when Slurm has
+/// forgotten it.
+fn scontrol_state(o: &SlurmOptions, engine_id: &str) -> Result<Option<TaskState>> {
+    let out = call(o, "scontrol", &["show".into(), "job".into(), engine_id.into()])?;
+    if !out.success() {
+        if gone(&out) {
+            return Ok(None);
+        }
+        return Err(SlurmEngine::failed(&format!("scontrol show job {engine_id}"), &out));
+    }
+    let field = |name: &str| out.stdout.split_whitespace().find_map(|w| w.strip_prefix(name).map(str::to_string)).unwrap_or_default();
+    Ok(Some(TaskState { state: field("JobState="), reason: field("Reason=") }))
+}
+
+/// A task's state now, asked of Slurm on this thread (a cancel waits for its task to end).
+fn task_state_now(o: &SlurmOptions, engine_id: &str) -> Result<Option<TaskState>> {
+    let job = array_of(engine_id).to_string();
+    Ok(take_listing(o, &[job], &[engine_id.to_string()])?.remove(engine_id).flatten())
+}
+
+/// The engine's listing ends with it: no `squeue` outlives the sweep.
+impl Drop for SlurmEngine {
+    fn drop(&mut self) {
+        if let Some(c) = self.call.take() {
+            let _ = c.call.wait();
+        }
+    }
+}
+
+/// One Slurm command (`sbatch`, `squeue`, ...) under the engine's command limit.
+fn call(opts: &SlurmOptions, program: &str, args: &[String]) -> Result<Output> {
+    let exe = match &opts.bin_dir {
+        Some(d) => d.join(program).to_string_lossy().into_owned(),
+        None => program.to_string(),
+    };
+    let mut argv = vec![exe];
+    argv.extend(args.iter().cloned());
+    // No working directory of its own: sbatch gets --chdir, and the others need none.
+    Call::new(argv, opts.command_timeout)
+        .run().map_err(|e| {
+        let hint = e.hint.clone().unwrap_or_default();
+        Error::new(e.kind, format!("slurm engine: {}", e.message)).hint(if hint.contains("install") {
+            "install Slurm's client commands (Debian: slurm-client) or set the engine's bin_dir; scripts/slurm-localhost.sh starts a one-node cluster here".into()
+        } else {
+            hint
+        })
+    })
 }
 
 /// `jobid_taskid` split into its parts.
@@ -369,14 +464,21 @@ impl Engine for SlurmEngine {
             ));
         }
         self.listings.remove(job);
+        self.changed.insert(job.to_string(), Instant::now());
         Ok(trials.iter().enumerate().map(|(i, t)| JobHandle { trial: t.id.clone(), engine_id: format!("{job}_{i}"), slot: None }).collect())
     }
 
+    /// Answered at once from the latest listing (taken on a thread of its own, at most once a
+    /// `LISTING_TTL`, for every task in flight); `Queued` until a listing can speak for the task.
     fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
-        match self.task_state(&job.engine_id)? {
-            Some(t) => map_state(&t),
+        split_id(&job.engine_id)?;
+        self.asked.insert(job.engine_id.clone(), Instant::now());
+        self.refresh()?;
+        match self.listed(&job.engine_id) {
+            Some(Some(t)) => map_state(&t),
             // Purged after MinJobAge: it ended long ago; the run directory tells how.
-            None => Ok(JobState::Finished),
+            Some(None) => Ok(JobState::Finished),
+            None => Ok(JobState::Queued),
         }
     }
 
@@ -403,11 +505,16 @@ impl Engine for SlurmEngine {
         // scancel only asks; the task's processes get SIGTERM, then SIGKILL after the cluster's
         // KillWait. Wait until Slurm says they are gone (not running nor completing).
         let deadline = Instant::now() + self.opts.command_timeout;
+        // A listing taken before the task ended would still call it running.
+        let ended = |e: &mut SlurmEngine| {
+            e.listings.remove(&array);
+            e.changed.insert(array.clone(), Instant::now());
+            Ok(())
+        };
         loop {
-            self.listings.remove(&array);
-            match self.task_state(&job.engine_id)? {
-                None => return Ok(()),
-                Some(t) if !matches!(map_state(&t), Ok(JobState::Running | JobState::Queued | JobState::Stuck(_))) => return Ok(()),
+            match task_state_now(&self.opts, &job.engine_id)? {
+                None => return ended(self),
+                Some(t) if !matches!(map_state(&t), Ok(JobState::Running | JobState::Queued | JobState::Stuck(_))) => return ended(self),
                 Some(t) if Instant::now() >= deadline => return Err(Error::new(
                     Kind::Infrastructure,
                     format!(
@@ -536,40 +643,103 @@ mod tests {
         assert!(!hint.contains("partition"), "{hint}");
     }
 
+    /// An engine whose `squeue` is `body` (a shell script's), logging each call's arguments.
+    fn with_squeue(dir: &std::path::Path, body: &str) -> (SlurmEngine, PathBuf) {
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let log = dir.join("calls");
+        let p = bin.join("squeue");
+        std::fs::write(&p, format!("#!/bin/sh\necho \"$*\" >> {}\n{body}", log.display())).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let mut o = SlurmOptions::new(dir.join("work"));
+        o.bin_dir = Some(bin);
+        (SlurmEngine::new(o), log)
+    }
+
+    /// Lists task 0 of every job id given with -j, as running.
+    const RUNNING: &str =
+        "while [ $# -gt 0 ]; do [ \"$1\" = -j ] && ids=\"$2\"; shift; done\nfor j in $(echo \"$ids\" | tr , ' '); do echo \"${j}_0|RUNNING|None\"; done\n";
+
+    fn handle(id: &str) -> JobHandle {
+        JobHandle { trial: id.to_string(), engine_id: id.to_string(), slot: None }
+    }
+
+    /// Polls `job` until it is no longer `Queued` (the listing under way has landed).
+    fn settled(e: &mut SlurmEngine, job: &JobHandle) -> JobState {
+        loop {
+            match e.poll(job).unwrap() {
+                JobState::Queued => std::thread::sleep(Duration::from_millis(20)),
+                s => return s,
+            }
+        }
+    }
+
     #[test]
     fn the_tasks_of_every_watched_array_are_listed_in_one_squeue() {
         let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        let log = dir.path().join("calls");
-        // Lists task 0 of every job id given with -j, as running.
-        let squeue = format!(
-            "#!/bin/sh\necho \"$*\" >> {}\nwhile [ $# -gt 0 ]; do [ \"$1\" = -j ] && ids=\"$2\"; shift; done\nfor j in $(echo \"$ids\" | tr , ' '); do echo \"${{j}}_0|RUNNING|None\"; done\n",
-            log.display()
-        );
-        let p = bin.join("squeue");
-        std::fs::write(&p, squeue).unwrap();
-        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-        let mut o = SlurmOptions::new(dir.path().join("work"));
-        o.bin_dir = Some(bin);
-        let mut e = SlurmEngine::new(o);
-        let jobs: Vec<JobHandle> = ["101_0", "102_0", "103_0"]
-            .iter()
-            .map(|id| JobHandle { trial: id.to_string(), engine_id: id.to_string(), slot: None })
-            .collect();
-        // The first round learns the arrays one by one; after that, one call answers all three.
+        let (mut e, log) = with_squeue(dir.path(), RUNNING);
+        let jobs: Vec<JobHandle> = ["101_0", "102_0", "103_0"].iter().map(|id| handle(id)).collect();
         for j in &jobs {
-            assert_eq!(e.poll(j).unwrap(), JobState::Running);
+            e.poll(j).unwrap();
         }
+        for j in &jobs {
+            assert_eq!(settled(&mut e, j), JobState::Running);
+        }
+        // Once the three are watched, one call answers all of them.
         std::thread::sleep(LISTING_TTL);
         let before = std::fs::read_to_string(&log).unwrap().lines().count();
-        for _ in 0..3 {
-            for j in &jobs {
-                assert_eq!(e.poll(j).unwrap(), JobState::Running);
-            }
+        for j in &jobs {
+            e.poll(j).unwrap();
         }
+        drop(e);
         let calls: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().skip(before).map(str::to_string).collect();
         assert_eq!(calls.len(), 1, "{calls:?}");
         assert!(calls[0].contains("-j 101,102,103"), "{calls:?}");
+    }
+
+    #[test]
+    fn a_poll_answers_at_once_while_squeue_has_not() {
+        // squeue answers only once `release` exists, which the test makes after the polls: a
+        // poll that waited for it would never come back.
+        let dir = tempfile::tempdir().unwrap();
+        let release = dir.path().join("release");
+        let wait = format!("while [ ! -e '{}' ] && [ -d '{}' ]; do sleep 0.05; done\n", release.display(), dir.path().display());
+        let (mut e, _) = with_squeue(dir.path(), &format!("{wait}{RUNNING}"));
+        let job = handle("201_0");
+        for _ in 0..3 {
+            assert_eq!(e.poll(&job).unwrap(), JobState::Queued, "no listing has answered yet");
+        }
+        std::fs::write(&release, "").unwrap();
+        assert_eq!(settled(&mut e, &job), JobState::Running);
+    }
+
+    #[test]
+    fn a_failed_listing_is_every_polls_error_until_one_succeeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = dir.path().join("ok");
+        let body = format!(
+            "[ -e '{}' ] || {{ echo 'squeue: error: Unable to contact slurm controller (connect failure)' >&2; exit 1; }}\n{RUNNING}",
+            ok.display()
+        );
+        let (mut e, _) = with_squeue(dir.path(), &body);
+        let job = handle("301_0");
+        let err = loop {
+            match e.poll(&job) {
+                Ok(JobState::Queued) => std::thread::sleep(Duration::from_millis(20)),
+                Ok(s) => panic!("{s:?} from a listing that failed"),
+                Err(err) => break err,
+            }
+        };
+        assert_eq!(err.kind, Kind::Infrastructure);
+        assert!(err.hint.unwrap_or_default().contains("slurmctld"));
+        assert!(e.poll(&job).is_err(), "said again at the next poll");
+        std::fs::write(&ok, "").unwrap();
+        let state = loop {
+            match e.poll(&job) {
+                Ok(JobState::Queued) | Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                Ok(s) => break s,
+            }
+        };
+        assert_eq!(state, JobState::Running);
     }
 }

@@ -100,7 +100,8 @@ fn cancel_stops_the_workers_processes() {
         assert!(Instant::now() < deadline, "the worker never started: {:?}", e.poll(&jobs[0]));
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Running);
+    // A poll answers from the latest listing, taken beside it: Running once one has landed.
+    assert_eq!(support::settled(&mut e, &jobs[0], Duration::from_secs(60)).unwrap(), JobState::Running);
     let read = |f: &str| std::fs::read_to_string(t.out_dir.join(f)).unwrap().trim().parse::<i32>().unwrap();
     let pids = [read("worker.pid"), read("child.pid")];
     assert_eq!(support::alive_pids(&pids), pids.to_vec());
@@ -109,7 +110,7 @@ fn cancel_stops_the_workers_processes() {
     support::eventually(|| support::alive_pids(&pids).is_empty());
     assert_eq!(support::alive_pids(&pids), Vec::<i32>::new(), "the worker and its child are gone");
     assert!(!t.out_dir.join("result.txt").exists());
-    match e.poll(&jobs[0]).unwrap() {
+    match support::settled(&mut e, &jobs[0], Duration::from_secs(60)).unwrap() {
         JobState::Failed(why) => assert!(why.contains("CANCELLED"), "{why}"),
         other => panic!("a cancelled task polls as {other:?}"),
     }
@@ -249,11 +250,11 @@ fn what_sbatch_and_squeue_say_reaches_the_error() {
     let mut e = with(fake_bin(&d.join("c"), "echo '41;cluster'", "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1"));
     let jobs = e.submit(std::slice::from_ref(&t), &w).unwrap();
     assert_eq!(jobs[0].engine_id, "41_0");
-    assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Finished);
+    assert_eq!(support::settled(&mut e, &jobs[0], Duration::from_secs(60)).unwrap(), JobState::Finished);
 
     let mut e = with(fake_bin(&d.join("d"), "echo 7", "echo 'squeue: error: Unable to contact slurm controller' >&2; exit 1"));
     let jobs = e.submit(std::slice::from_ref(&t), &w).unwrap();
-    let err = e.poll(&jobs[0]).unwrap_err();
+    let err = support::settled(&mut e, &jobs[0], Duration::from_secs(60)).unwrap_err();
     assert!(err.message.contains("squeue -j 7") && err.message.contains("Unable to contact"), "{}", err.message);
 
     let mut o = SlurmOptions::new(d.join("work"));
