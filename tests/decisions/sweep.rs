@@ -116,8 +116,12 @@ fn sweep_compounds_kept_gains_and_goes_on_past_failures() {
     // Staircase, roofline, runs, and the latest experiment's sequential test (its looks).
     assert!(html.starts_with("<!DOCTYPE html>") && html.matches("<svg").count() == 4 && html.contains("exp: 5 -&gt; 2.5 ms"));
     assert!(html.contains("the sequential test&apos;s statistic"));
-    for external in ["src=", "href=", "<script", "<link", "url("] {
+    for external in ["src=", "<script", "<link", "url("] {
         assert!(!html.contains(external), "the report must be self-contained, found {external}");
+    }
+    // Its links go to this page's sections or to the workspace's files, relative to the report.
+    for link in html.split("href=\"").skip(1).map(|l| &l[..l.find('"').unwrap()]) {
+        assert!(link.starts_with('#') || (!link.contains(':') && t.path().join(link).exists()), "{link}");
     }
 }
 
