@@ -503,3 +503,27 @@ pub fn undo_stopped_sweep(repo: &Repo, store: &Store) -> Result<Option<String>> 
     SweepState::default().save(&state_dir)?;
     Ok(said)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::progress::{sweep_eta, Record};
+
+    #[test]
+    fn the_wall_budget_starts_nothing_its_progress_line_says_does_not_fit() {
+        // A measured experiment of 10 runs in 100 s, and one that ended before any run (an
+        // error): the pace is 100 s a hypothesis, whatever the short row's wall.
+        let measured = ResultRow { runs: 10, wall_s: 100.0, ..ResultRow::unmeasured(1, Status::Keep, "a", String::new(), String::new()) };
+        let early = ResultRow { runs: 0, wall_s: 0.1, ..ResultRow::unmeasured(2, Status::Error, "b", String::new(), String::new()) };
+        let rows = [measured, early];
+        let opts = SweepOptions { max_wall: Some(Duration::from_secs(300)), ..Default::default() };
+        let none = Record { decisions: 0, runs_per_decision: None, secs_per_run: None };
+        for elapsed in [100.0, 150.0, 199.0, 201.0, 240.0, 290.0] {
+            let eta = sweep_eta(2, 5, 3, elapsed, &rows, &none, Some(300.0));
+            let pace = eta.runs_per_hypothesis.zip(eta.secs_per_run).map(|(r, s)| r * s);
+            let refused = over_budget(&opts, Duration::from_secs_f64(elapsed), 10, 40, pace).is_some();
+            // The line's "time for N more" and the budget agree: none fits exactly when refused.
+            assert_eq!(eta.wall_fits == Some(0), refused, "at {elapsed} s: {eta:?}");
+        }
+    }
+}
