@@ -1104,8 +1104,7 @@ fn row_files(r: &ResultRow, runs: &[RunRecord]) -> RowFiles {
     let trace = |side: Side| {
         own.iter().filter(|x| x.side == side).find_map(|x| x.trace.as_ref().map(|t| x.out_dir.join(t))).map(|t| {
             // XProf opens the folder above `plugins/profile/<session>/` (the layout jax writes).
-            let plugins = t.ancestors().find(|a| a.file_name().is_some_and(|n| n == "plugins"));
-            let logdir = plugins.and_then(Path::parent).or(t.parent()).unwrap_or(&t).to_path_buf();
+            let logdir = crate::cli::show::logdir_of(&t).or_else(|| t.parent().map(Path::to_path_buf)).unwrap_or_else(|| t.clone());
             (side, t, logdir)
         })
     };

@@ -384,8 +384,9 @@ fn diff_stat(repo: &Repo, commit: &str) -> Option<Vec<String>> {
     Some(out)
 }
 
-/// The directory XProf takes: the one holding `plugins/profile/<session>/`.
-fn logdir_of(trace: &Path) -> Option<PathBuf> {
+/// The directory XProf takes: the one holding `plugins/profile/<session>/` (a run's `trace` is
+/// that directory, or a trace file under it).
+pub(crate) fn logdir_of(trace: &Path) -> Option<PathBuf> {
     if trace.is_dir() {
         return Some(trace.to_path_buf());
     }

@@ -671,6 +671,11 @@ fn the_html_links_each_row_to_its_evidence_relative_to_the_report() {
     std::fs::write(cand.out_dir.join(&trace), b"").unwrap();
     std::fs::write(cand.out_dir.join("kernel.hlo.txt"), b"HloModule m\n").unwrap();
     (cand.trace, cand.hlo) = (Some(trace), Some("kernel.hlo.txt".into()));
+    // The other's trace as the Python helper names it: the log directory itself.
+    let cand2 = runs.iter_mut().find(|r| r.experiment == "2" && r.side == Side::Candidate).unwrap();
+    std::fs::create_dir_all(cand2.out_dir.join("profile/plugins/profile/s")).unwrap();
+    cand2.trace = Some("profile".into());
+    let logdir2 = cand2.out_dir.join("profile").strip_prefix(repo.path()).unwrap().display().to_string();
     let report_dir = repo.path().join("results");
     let ev = ratchet::plot::Evidence::gather(&ws.repo, &rows, &report_dir);
     let html = ratchet::plot::html(&ratchet::plot::Night { rows: &rows, runs: &runs, hw: None }, "review", &ev).unwrap();
@@ -691,6 +696,7 @@ fn the_html_links_each_row_to_its_evidence_relative_to_the_report() {
     assert!(links.iter().any(|l| l.ends_with("/kernel.hlo.txt")), "{links:?}");
     // XProf opens the folder above plugins/, named from the workspace's root.
     assert!(html.contains("<code>xprof --port=8791 .ratchet/experiments/1/runs/"), "{html}");
+    assert!(html.contains(&format!("<code>xprof --port=8791 {logdir2}</code>")), "{logdir2}: {html}");
     // The diff is the commit's, in the page.
     assert!(html.contains("-BQ = 0") && html.contains("+BQ = 1"), "{html}");
     assert!(html.contains("<code>ratchet show 1</code>") && html.contains(&format!("<code>git show {}</code>", &rows[0].commit[..12])));
