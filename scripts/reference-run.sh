@@ -43,7 +43,8 @@ cp "$DEMO"/results/plots/*.svg "$OUT/"
 cp "$DEMO/results/report.html" "$OUT/"
 {
     echo "reference run of the embedded example (scripts/reference-run.sh)"
-    echo "demo finished: $(date -u -r "$DEMO/results/report.html" '+%Y-%m-%d %H:%M UTC')"
+    # When its last row was written (a --from-demo run renders the report again later).
+    echo "demo finished: $(date -u -r "$DEMO/results/results.csv" '+%Y-%m-%d %H:%M UTC')"
     echo "ratchet: $("$RATCHET" --version), built from commit $(cat "$COMMIT_FILE" 2>/dev/null || echo unknown)"
     # The demo's own first lines name the Python, jax and backend it used (the interpreter by
     # its name: this file names no machine's paths).
