@@ -100,11 +100,46 @@ pub struct Finding {
     pub what: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prescription: Option<String>,
+    /// Where the rule's threshold comes from ([`source`]).
+    pub source: &'static str,
 }
 
 impl Finding {
     fn new(rule: &'static str, level: Level, what: String, prescription: Option<&str>) -> Finding {
-        Finding { rule, level, what, prescription: prescription.map(str::to_string) }
+        Finding { rule, level, what, prescription: prescription.map(str::to_string), source: source(rule) }
+    }
+}
+
+/// The source of a rule's threshold, short: the seed and its section (000 is the profiling
+/// article, 001 the profiling book, 003 the A/B comparison), "ours" where ratchet set the
+/// number, "no threshold" where the finding is a fact of the capture. docs/diagnosis.md's rule
+/// table says each in full (a test holds the two together).
+pub fn source(rule: &str) -> &'static str {
+    match rule {
+        "gap" => "000 §6 step 2",
+        "regime" => "003 \"Bound Type\"",
+        "impossible" => "no threshold: physics",
+        "data-movement" => "ours",
+        "layout" => "003 \"data formatting\"",
+        "reduce" => "ours",
+        "collectives" => "001 chapter 3",
+        "waits" => "003 communication overlap",
+        "op-roofline" => "001 chapter 6",
+        "cost-model" => "ours",
+        "load-imbalance" => "003 \"Load imbalance\"",
+        "host-bound" => "001 chapter 7",
+        "vendor" => "no threshold",
+        "re-reads" => "000 §3.4",
+        "copies" => "000 §5.3",
+        "op-counts" => "000 §5.3",
+        "bubbles" => "000 §4.4 step 4",
+        "launch-gaps" => "000 §4.4",
+        "idle" => "no threshold",
+        "overlap" => "ours",
+        "vpu" => "000 §6 step 5",
+        "cost-estimate" => "ours",
+        "grid" => "000 §4.4 step 3",
+        _ => "ours",
     }
 }
 
@@ -1119,8 +1154,16 @@ fn op_roofline_findings(inp: &Inputs, out: &mut Vec<Finding>) {
 pub fn render(findings: &[Finding]) -> String {
     let mut s = String::new();
     for f in findings {
+        // The rule and the source of its threshold close the finding's first line.
         let mut lines = f.what.lines();
-        let _ = writeln!(s, "  [{}] {}", f.level.mark(), lines.next().unwrap_or(""));
+        let first = lines.next().unwrap_or("");
+        let tag = format!("({}: {})", f.rule, f.source);
+        // Before a closing colon, which introduces the lines under it.
+        let first = match first.strip_suffix(':') {
+            Some(head) => format!("{head} {tag}:"),
+            None => format!("{first} {tag}"),
+        };
+        let _ = writeln!(s, "  [{}] {first}", f.level.mark());
         for l in lines {
             let _ = writeln!(s, "           {l}");
         }

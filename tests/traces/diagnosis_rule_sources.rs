@@ -92,3 +92,72 @@ fn every_threshold_constant_says_where_it_comes_from() {
     }
     assert!(checked >= 15, "{checked} constants checked");
 }
+
+#[test]
+fn every_findings_source_is_its_rows() {
+    let cited = regex::Regex::new(r"00[0-4]|§[0-9.]+|chapter [0-9]+|step [0-9]+").unwrap();
+    for (ids, threshold) in documented_rows() {
+        for id in ids.iter().filter(|id| *id != "ratchet") {
+            let source = ratchet::diagnose::source(id);
+            if source == "ours" {
+                assert!(threshold.contains("**ours**"), "{id}: the code says ours, the row: {threshold}");
+            } else if source.starts_with("no threshold") {
+                assert!(threshold.starts_with("no threshold"), "{id}: the code says no threshold, the row: {threshold}");
+            } else {
+                for c in cited.find_iter(source) {
+                    assert!(
+                        threshold.contains(c.as_str()),
+                        "{id}: the code cites {source:?}, the row does not say {:?}: {threshold}",
+                        c.as_str()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Every capture kept as a fixture (the project's own and, where present, the shared ones) and
+/// every run directory (a result file with the kernel's figures, its HLO and body).
+fn captures() -> Vec<std::path::PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p.join("ratchet-result.json").is_file() {
+                    out.push(p.clone());
+                }
+                walk(&p, out);
+            } else if p.to_string_lossy().ends_with(".xplane.pb") {
+                out.push(p);
+            }
+        }
+    }
+    let mut out = vec![];
+    walk(&root().join("tests/fixtures"), &mut out);
+    walk(&root().join("../shared/fixtures"), &mut out);
+    out.sort();
+    out
+}
+
+#[test]
+fn every_finding_on_every_capture_prints_its_figure_and_its_source() {
+    if !root().join("../shared/fixtures").is_dir() {
+        eprintln!("note: ../shared/fixtures is absent: only the project's own captures are read");
+    }
+    let mut read = 0;
+    let mut bad = vec![];
+    for p in captures() {
+        let Ok(out) = ratchet::cli::inspect::build_inspect(&ratchet::cli::inspect::InspectArgs::of(p.clone())) else { continue };
+        read += 1;
+        let text = ratchet::diagnose::render(&out.findings);
+        for f in &out.findings {
+            // A threshold rule says the figure of this capture that crossed (or kept within) it.
+            if !f.source.starts_with("no threshold") && !f.what.chars().any(|c| c.is_ascii_digit()) {
+                bad.push(format!("{}: [{}] {}", p.display(), f.rule, f.what));
+            }
+            assert!(text.contains(&format!("({}: {})", f.rule, f.source)), "{text}");
+        }
+    }
+    assert!(read >= 3, "{read} captures read");
+    assert!(bad.is_empty(), "findings without their figure:\n{}", bad.join("\n"));
+}
