@@ -713,11 +713,11 @@ fn experiment_summary(oc: &Outcome, verbose: bool, width: usize) -> Vec<String> 
     } else {
         format!("  evidence: {show}")
     };
-    // An unconfirmed gain is settled by more pairs than it had: on the line where it fits.
+    // An unconfirmed gain is settled by twice the pairs it had: the retry takes the place of
+    // the ref it re-applies the hypothesis from (-v names the ref).
     if let Some(d) = oc.decision.as_ref().filter(|_| row.status == Status::Unconfirmed) {
         let total = d.pairs + d.confirmation.as_ref().map_or(0, |c| c.pairs) + d.rescue_pairs();
         let settle = format!("to settle it: ratchet retry {} --pairs {}", row.id, 2 * total.max(8));
-        // `retry` re-applies the hypothesis from its ref (-v names it).
         end = format!("  reverted to {} · {show} · {settle}", short(&row.incumbent));
     }
     // The runs' folder where the line has room for it (always with -v); `show` names it too.
