@@ -362,14 +362,15 @@ fn run_processes(pgid: i32, token: &str) -> Vec<(i32, ProcStat)> {
         .filter(|&pid| pid != me)
         .filter_map(|pid| Some((pid, proc_stat(pid)?)))
         .collect();
-    let parent: std::collections::HashMap<i32, i32> = all.iter().map(|(p, s)| (*p, s.ppid)).collect();
+    let parent: std::collections::HashMap<i32, (i32, i32)> = all.iter().map(|(p, s)| (*p, (s.ppid, s.pgrp))).collect();
+    // The leader is the process `pgid` still leading its group: a dead leader's pid reused by
+    // an unrelated process (pids wrap at 32768 on many hosts) leads another group, and neither
+    // it nor its children are the run's.
     let descends = |mut pid: i32| {
         for _ in 0..64 {
-            if pid == pgid {
-                return true;
-            }
             match parent.get(&pid) {
-                Some(&pp) if pp > 1 => pid = pp,
+                _ if pid == pgid => return parent.get(&pid).is_some_and(|&(_, g)| g == pgid),
+                Some(&(pp, _)) if pp > 1 => pid = pp,
                 _ => return false,
             }
         }
@@ -832,6 +833,34 @@ mod tests {
             let (a, b) = ring.parts();
             assert_eq!([a, b].concat(), &data[data.len() - 300..], "pieces of {piece}");
             assert_eq!(ring.total, data.len() as u64);
+        }
+    }
+
+    #[test]
+    fn a_reused_leader_pid_in_another_group_is_not_the_runs() {
+        // A process whose pid is the group a dead run led, now in another group (the pid was
+        // reused), and its child: neither is the run's.
+        let mut reused = Command::new("sh").args(["-c", "sleep 30 & wait"]).spawn().unwrap();
+        let pid = reused.id() as i32;
+        let child = support_wait_child(pid);
+        assert_eq!(kill_run(pid, &new_token()), 0, "an unrelated process was killed");
+        assert!(alive(pid) && alive(child), "an unrelated process was killed");
+        let _ = reused.kill();
+        let _ = reused.wait();
+        // SAFETY: killing the sleep this test started.
+        unsafe {
+            libc::kill(child, libc::SIGKILL);
+        }
+    }
+
+    /// The first child of `pid`, once it has one.
+    fn support_wait_child(pid: i32) -> i32 {
+        loop {
+            let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+            if let Some(c) = kids.split_whitespace().next().and_then(|c| c.parse().ok()) {
+                return c;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 
