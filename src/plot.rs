@@ -1104,7 +1104,7 @@ fn row_files(r: &ResultRow, runs: &[RunRecord]) -> RowFiles {
     let trace = |side: Side| {
         own.iter().filter(|x| x.side == side).find_map(|x| x.trace.as_ref().map(|t| x.out_dir.join(t))).map(|t| {
             // XProf opens the folder above `plugins/profile/<session>/` (the layout jax writes).
-            let logdir = crate::cli::show::logdir_of(&t).or_else(|| t.parent().map(Path::to_path_buf)).unwrap_or_else(|| t.clone());
+            let logdir = crate::trace::locate::xprof_logdir(&t).or_else(|| t.parent().map(Path::to_path_buf)).unwrap_or_else(|| t.clone());
             (side, t, logdir)
         })
     };

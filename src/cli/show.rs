@@ -328,7 +328,11 @@ pub fn render(repo: &Repo, row: &ResultRow, runs: &[RunRecord], kernel: Option<S
         }
         let logdir = traces[0].1.parent().map(Path::to_path_buf).unwrap_or_else(|| traces[0].1.clone());
         let _ = writeln!(o, "  every run's trace is under {}", printable::path(runs[0].out_dir.parent().unwrap_or(Path::new("."))));
-        let _ = writeln!(o, "  open in XProf: xprof --port=8791 {}", printable::path(&logdir_of(&traces[0].1).unwrap_or(logdir)));
+        let _ = writeln!(
+            o,
+            "  open in XProf: xprof --port=8791 {}",
+            printable::path(&crate::trace::locate::xprof_logdir(&traces[0].1).unwrap_or(logdir))
+        );
         let _ = writeln!(
             o,
             "  read here:     ratchet inspect {}",
@@ -382,15 +386,6 @@ fn diff_stat(repo: &Repo, commit: &str) -> Option<Vec<String>> {
     }
     out.push(total);
     Some(out)
-}
-
-/// The directory XProf takes: the one holding `plugins/profile/<session>/` (a run's `trace` is
-/// that directory, or a trace file under it).
-pub(crate) fn logdir_of(trace: &Path) -> Option<PathBuf> {
-    if trace.is_dir() {
-        return Some(trace.to_path_buf());
-    }
-    trace.ancestors().find(|a| a.file_name().is_some_and(|n| n == "plugins")).and_then(|p| p.parent()).map(Path::to_path_buf)
 }
 
 fn last_ok(runs: &[RunRecord], side: Side) -> Option<&RunRecord> {

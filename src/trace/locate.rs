@@ -7,6 +7,15 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde::Deserialize;
 
+/// The directory XProf opens (`xprof --port=8791 LOGDIR`): the one holding
+/// `plugins/profile/<session>/`. A run's `trace` is that directory, or a trace file under it.
+pub fn xprof_logdir(trace: &Path) -> Option<PathBuf> {
+    if trace.is_dir() {
+        return Some(trace.to_path_buf());
+    }
+    trace.ancestors().find(|a| a.file_name().is_some_and(|n| n == "plugins")).and_then(|p| p.parent()).map(Path::to_path_buf)
+}
+
 /// The result file a benchmark writes into its run directory (see docs/protocol.md).
 pub const RESULT_FILE: &str = "ratchet-result.json";
 
