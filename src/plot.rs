@@ -1042,7 +1042,14 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String], ev: &Evidenc
     o.push_str("</tr>\n");
     let best = crate::report::chain(rows);
     let f = |v: Option<f64>, d: usize| v.map(|x| sig(x, d)).unwrap_or_else(|| "-".into());
-    for (r, b) in rows.iter().zip(best) {
+    // Each row's files, from its own runs (the run log read once, grouped by experiment).
+    let mut by_experiment: BTreeMap<&str, Vec<&RunRecord>> = BTreeMap::new();
+    for x in night.runs {
+        by_experiment.entry(x.experiment.as_str()).or_default().push(x);
+    }
+    let files: Vec<RowFiles> =
+        rows.iter().map(|r| row_files(by_experiment.get(r.id.to_string().as_str()).map_or(&[][..], Vec::as_slice))).collect();
+    for ((r, b), rf) in rows.iter().zip(best).zip(&files) {
         let class = match r.status.class() {
             StatusClass::Kept => "kept",
             StatusClass::NotKept if crate::report::worth_rerun(r) => "unsure",
@@ -1077,12 +1084,12 @@ pub fn html_with(night: &Night, title: &str, extra_svgs: &[String], ev: &Evidenc
         for (text, cls) in cells {
             o.push_str(&format!("<td{}>{}</td>", if cls.is_empty() { String::new() } else { format!(" class=\"{cls}\"") }, esc(&text)));
         }
-        o.push_str(&format!("<td class=\"l\">{}</td>", evidence_links(r, night.runs, ev)));
+        o.push_str(&format!("<td class=\"l\">{}</td>", evidence_links(r, rf, ev)));
         o.push_str("</tr>\n");
     }
     o.push_str("</table></div>\n<h2>Evidence</h2>\n");
-    for r in rows {
-        evidence_section(&mut o, r, night.runs, ev);
+    for (r, rf) in rows.iter().zip(&files) {
+        evidence_section(&mut o, r, rf, ev);
     }
     o.push_str("</body></html>\n");
     Ok(o)
@@ -1097,9 +1104,7 @@ struct RowFiles {
     hlo: Option<PathBuf>,
 }
 
-fn row_files(r: &ResultRow, runs: &[RunRecord]) -> RowFiles {
-    let id = r.id.to_string();
-    let own: Vec<&RunRecord> = runs.iter().filter(|x| x.experiment == id).collect();
+fn row_files(own: &[&RunRecord]) -> RowFiles {
     // A run's trace and HLO paths may be relative to its run's directory.
     let trace = |side: Side| {
         own.iter().filter(|x| x.side == side).find_map(|x| x.trace.as_ref().map(|t| x.out_dir.join(t))).map(|t| {
@@ -1116,8 +1121,7 @@ fn row_files(r: &ResultRow, runs: &[RunRecord]) -> RowFiles {
 }
 
 /// The row's cell of links: its diff (in this page), runs, candidate trace and HLO.
-fn evidence_links(r: &ResultRow, runs: &[RunRecord], ev: &Evidence) -> String {
-    let f = row_files(r, runs);
+fn evidence_links(r: &ResultRow, f: &RowFiles, ev: &Evidence) -> String {
     let mut parts = vec![];
     if ev.diffs.contains_key(&r.id) {
         parts.push(format!("<a href=\"#exp-{}\">diff</a>", r.id));
@@ -1137,8 +1141,7 @@ fn evidence_links(r: &ResultRow, runs: &[RunRecord], ev: &Evidence) -> String {
 
 /// A row's evidence in full: the commands that print it, its files, how to open its traces in
 /// XProf (as the profiling guide's `xprof --port=8791 <logdir>`), and its diff.
-fn evidence_section(o: &mut String, r: &ResultRow, runs: &[RunRecord], ev: &Evidence) {
-    let f = row_files(r, runs);
+fn evidence_section(o: &mut String, r: &ResultRow, f: &RowFiles, ev: &Evidence) {
     o.push_str(&format!(
         "<details id=\"exp-{0}\"><summary>{0} · {1} · {2}</summary>\n<p><code>ratchet show {0}</code>",
         r.id,

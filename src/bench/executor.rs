@@ -368,8 +368,10 @@ fn run_processes(pgid: i32, token: &str) -> Vec<(i32, ProcStat)> {
     // it nor its children are the run's.
     let descends = |mut pid: i32| {
         for _ in 0..64 {
+            if pid == pgid {
+                return parent.get(&pid).is_some_and(|&(_, g)| g == pgid);
+            }
             match parent.get(&pid) {
-                _ if pid == pgid => return parent.get(&pid).is_some_and(|&(_, g)| g == pgid),
                 Some(&(pp, _)) if pp > 1 => pid = pp,
                 _ => return false,
             }

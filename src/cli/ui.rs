@@ -15,8 +15,8 @@ use crate::vcs::short;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::{IsTerminal, Stderr, Stdout, Write};
 
-/// `writeln!` of a line made printable and fitted to `width` columns ([`fit`]), dropping an error: output that cannot be written never
-/// fails an experiment (see `output`). `printable::block` here escapes whatever a field lets
+/// `writeln!` of a line made printable and fitted to `width` columns ([`fit`]), dropping an
+/// error: output that cannot be written never fails an experiment (see `output`). `printable::block` here escapes whatever a field lets
 /// through; the fields that must stay on one line (a message, a name) are `printable::line`d
 /// where they are formatted, so they cannot start a line of their own.
 macro_rules! say {
@@ -200,8 +200,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 // A note's later lines (its own, then the wrapped) sit under its first.
                 let indented: Vec<String> =
                     text.lines().enumerate().map(|(i, l)| if i == 0 { format!("note: {l}") } else { format!("  {l}") }).collect();
-                let text = fit(&indented.join("\n"), width).join("\n");
-                above_bar(&self.pb, || say!(e, width; "{text}"));
+                above_bar(&self.pb, || say!(e, width; "{}", indented.join("\n")));
             }
             Event::Hypothesis { listing } => say!(e, width; "{}", line(&listing)),
             Event::ExperimentStarted { id, message, branch, candidate, incumbent, metric, params, elasticity, history, one_phase } => {
@@ -210,9 +209,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                 for l in
                     experiment_header(id, &message, &branch, &candidate, &incumbent, &metric, shape, elasticity, &history, verbose, width)
                 {
-                    for l in fit(&l, width) {
-                        say!(o, width; "{l}");
-                    }
+                    say!(o, width; "{l}");
                 }
             }
             Event::SessionStarted { max_runs } => {
@@ -247,9 +244,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
                         (est.elapsed_s / PLAIN_EVERY_S).floor() > (before / PLAIN_EVERY_S).floor()
                     };
                     if due {
-                        for l in fit(&format!("  {}", progress_line(&est)), width) {
-                            say!(e, width; "{l}");
-                        }
+                        say!(e, width; "  {}", progress_line(&est));
                     }
                 }
                 self.estimate = Some(est);
@@ -298,9 +293,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
             }
             Event::ExperimentFinished { outcome } => {
                 for l in experiment_summary(&outcome, self.verbosity == Verbosity::Verbose, width) {
-                    for l in fit(&l, width) {
-                        say!(o, width; "{l}");
-                    }
+                    say!(o, width; "{l}");
                 }
             }
             Event::SweepStarted { branch, hypotheses, already_done, to_run, max_wall_s, max_runs } => {
@@ -318,9 +311,7 @@ impl<O: Write, E: Write> Events for Text<O, E> {
             }
             Event::SweepProgress(eta) => {
                 if let Some(line) = sweep_line(&eta) {
-                    for l in fit(&format!("  {line}"), width) {
-                        say!(o, width; "{l}");
-                    }
+                    say!(o, width; "  {line}");
                 }
                 self.sweep = Some(eta);
             }
@@ -594,20 +585,15 @@ fn experiment_summary(oc: &Outcome, verbose: bool, width: usize) -> Vec<String> 
     let mut lines = vec![];
     match &oc.decision {
         Some(d) => {
+            let level = crate::stats::fmt_level(row.ci_level_pct.unwrap_or(d.ci_level * 100.0));
             let effect = match crate::report::speedup(row) {
-                Some((x, ci)) => {
-                    let level = crate::stats::fmt_level(row.ci_level_pct.unwrap_or(d.ci_level * 100.0));
-                    let cell = crate::report::speedup_cell(x, ci);
-                    match cell.split_once(" [") {
-                        Some((x, rest)) => format!("speed-up {x} [{level}% CI {rest}"),
-                        None => format!("speed-up {cell}"),
-                    }
-                }
+                Some((x, Some((lo, hi)))) => format!("speed-up {} [{level}% CI {lo:.2}-{hi:.2}]", crate::report::fmt_x(x)),
+                Some((x, None)) => format!("speed-up {}", crate::report::fmt_x(x)),
                 None => "no speed-up measured".into(),
             };
             // Every pair the estimate is made of; -v says which phase measured which.
             let confirming = d.confirmation.as_ref().map_or(0, |c| c.pairs);
-            let total = d.pairs + confirming + d.rescue_pairs();
+            let total = d.total_pairs();
             let mut phases = format!("{} pairs", d.pairs);
             if confirming > 0 {
                 phases += &format!(" + {confirming} confirming");
@@ -686,9 +672,8 @@ fn experiment_summary(oc: &Outcome, verbose: bool, width: usize) -> Vec<String> 
         figs.remove(last);
         roof = join(&figs);
     }
-    let roof = if figs.is_empty() { String::new() } else { crate::units::cut(&roof, width) };
-    if !roof.is_empty() {
-        lines.push(roof);
+    if !figs.is_empty() {
+        lines.push(crate::units::cut(&roof, width));
     }
     if verbose {
         if let (Some(dot), Some(exp), Some(red), Some(copy)) = (row.hlo_dot, row.hlo_exp, row.hlo_reduce, row.hlo_copy) {
@@ -716,8 +701,7 @@ fn experiment_summary(oc: &Outcome, verbose: bool, width: usize) -> Vec<String> 
     // An unconfirmed gain is settled by twice the pairs it had: the retry takes the place of
     // the ref it re-applies the hypothesis from (-v names the ref).
     if let Some(d) = oc.decision.as_ref().filter(|_| row.status == Status::Unconfirmed) {
-        let total = d.pairs + d.confirmation.as_ref().map_or(0, |c| c.pairs) + d.rescue_pairs();
-        let settle = format!("to settle it: ratchet retry {} --pairs {}", row.id, 2 * total.max(8));
+        let settle = format!("to settle it: ratchet retry {} --pairs {}", row.id, 2 * d.total_pairs().max(8));
         end = format!("  reverted to {} · {show} · {settle}", short(&row.incumbent));
     }
     // The runs' folder where the line has room for it (always with -v); `show` names it too.

@@ -146,6 +146,16 @@ impl Call {
     }
 }
 
+/// A failure an engine keeps to say again (at each poll, until the engine answers), as the
+/// error it was: an engine that does not answer is Infrastructure, whatever its message.
+pub fn unanswered(message: &str, hint: &Option<String>) -> Error {
+    let e = Error::new(Kind::Infrastructure, message);
+    match hint {
+        Some(h) => e.hint(h.clone()),
+        None => e,
+    }
+}
+
 /// Work (an engine's control commands) on a thread of its own, so the controller never waits
 /// on it: [`Background::try_take`] answers at once, with the result once the work is done.
 pub struct Background<T> {

@@ -2,7 +2,7 @@
 //! with the CPUs and GPUs of one trial as its entrypoint resources; every job in flight is
 //! polled with one `ray list jobs` per poll interval and stopped with `ray job stop`.
 
-use super::command::{shell_join, shell_quote, Background, Call, Output};
+use super::command::{shell_join, shell_quote, unanswered, Background, Call, Output};
 use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use crate::error::{Error, Kind, Result, WithPath};
 use serde::Deserialize;
@@ -268,15 +268,6 @@ impl Drop for RayEngine {
         if let Some(b) = self.listing_call.take() {
             let _ = b.wait();
         }
-    }
-}
-
-/// A failure kept to be said again (at each poll, until Ray answers).
-fn unanswered(message: &str, hint: &Option<String>) -> Error {
-    let e = Error::new(Kind::Infrastructure, message);
-    match hint {
-        Some(h) => e.hint(h.clone()),
-        None => e,
     }
 }
 

@@ -3,7 +3,7 @@
 //! the trial's run directory on the shared filesystem; polled with `squeue` (on a thread of its
 //! own: a slow slurmctld never holds the controller), stopped with `scancel`.
 
-use super::command::{shell_join, Background, Call, Output};
+use super::command::{shell_join, unanswered, Background, Call, Output};
 use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use crate::error::{Error, Kind, Result, WithPath};
 use std::collections::HashMap;
@@ -150,10 +150,7 @@ impl SlurmEngine {
         }
         self.asked.retain(|_, at| at.elapsed() < WATCHED);
         let answered = |task: &String| {
-            let job = array_of(task);
-            self.listings.get(job).is_some_and(|(started, tasks)| {
-                started.elapsed() < LISTING_TTL && self.changed.get(job).is_none_or(|s| started >= s) && tasks.contains_key(task)
-            })
+            self.listed(task).is_some() && self.listings.get(array_of(task)).is_some_and(|(started, _)| started.elapsed() < LISTING_TTL)
         };
         let due = self.failed.is_some() || self.asked.keys().any(|t| !answered(t));
         if self.call.is_none() && due {
@@ -165,13 +162,7 @@ impl SlurmEngine {
             self.call = Some(ListingCall { jobs, started: Instant::now(), call: Background::spawn(move || take_listing(&o, &j, &t)) });
         }
         match &self.failed {
-            Some((message, hint)) => {
-                let e = Error::new(Kind::Infrastructure, message.clone());
-                Err(match hint {
-                    Some(h) => e.hint(h.clone()),
-                    None => e,
-                })
-            }
+            Some((message, hint)) => Err(unanswered(message, hint)),
             None => Ok(()),
         }
     }

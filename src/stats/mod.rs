@@ -201,6 +201,11 @@ impl Decision {
         let phases = self.pairs + self.confirmation.as_ref().map_or(0, |c| c.pairs);
         self.rescue.as_ref().map_or(0, |r| r.pairs.saturating_sub(phases))
     }
+
+    /// Every pair the decision read: the first phase's, the confirmation's and the rescue's.
+    pub fn total_pairs(&self) -> usize {
+        self.pairs + self.confirmation.as_ref().map_or(0, |c| c.pairs) + self.rescue_pairs()
+    }
 }
 
 /// A decision's borrowed noise scale, as the results row records it.
