@@ -264,14 +264,7 @@ impl DecisionConfig {
                     Method::Auto => OnePhase::UntilOutlier,
                     Method::Sequential | Method::Fixed => OnePhase::Never,
                 },
-                likelihood_ratio_wide: true,
-                likelihood_ratio_scaled: true,
-                likelihood_ratio_one_mode: true,
-                likelihood_ratio_streak: true,
-                outlier_first_look: true,
-                likelihood_ratio_told: true,
-                outlier_first_look_later: true,
-                likelihood_ratio_streak_shown: true,
+                levels: crate::stats::sequential::Levels::current(),
             },
         };
         Params { confirm: self.confirm, confirm_pairs: self.confirm_pairs as usize, confirm_alpha: self.confirm_alpha, ..base }

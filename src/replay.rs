@@ -39,7 +39,7 @@ pub struct DecisionRecord {
     pub modes: Option<usize>,
     /// Pairs of the kept sessions that showed one mode, none two (`Borrowed::modes_pairs`): below
     /// `ONE_MODE_TOLD_PAIRS` the ratio does not keep at its one-mode level. 0 in records written
-    /// before it, whose rules (`Params::likelihood_ratio_told` false) do not read it.
+    /// before it, whose rules (`Levels::ratio_one_mode_told_pairs` 0) do not read it.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub modes_pairs: usize,
     /// Whether the pairs' log-sums entered the variance guard (they do, except in a parallel

@@ -50,12 +50,14 @@ fn main() {
     let mut params = DecisionConfig { method, ..DecisionConfig::default() }.params(None);
     if kv.get("rules").is_some_and(|r| r == "streak-five") {
         // As decided before the ratio's first keep waited 6 used pairs where two modes were shown.
-        params.likelihood_ratio_streak_shown = false;
+        params.levels.ratio_keep_from_two_modes_shown = 0;
     }
     if kv.get("rules").is_some_and(|r| r == "before-streak") {
         // As decided before the first look and the first keep waited out a streak of a second
-        // population of runs (`Params::outlier_first_look`, `likelihood_ratio_streak`).
-        (params.outlier_first_look, params.likelihood_ratio_streak) = (false, false);
+        // population of runs (the switches `outlier_first_look` and `likelihood_ratio_streak` off).
+        let switches =
+            ratchet::stats::sequential::Switches { outlier_first_look: false, streak: false, ..ratchet::stats::sequential::Switches::ALL };
+        params.levels = ratchet::stats::sequential::Levels::from_switches(switches);
     }
     let seq = Sequential::new(params);
     let positions = cell_positions(&seq);

@@ -166,10 +166,10 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
             t.max_pairs,
             ratchet::stats::sequential::MIXTURE.iter().map(|(m, w)| format!("{m}:{w}")).collect::<Vec<_>>().join(","),
             ratchet::stats::pct(t.mu1),
-            if p.likelihood_ratio_scaled {
+            if p.levels.ratio_powered_for_sds > 0.0 {
                 format!(
                     " or {} calibrated sds of one pair where smaller (never under the minimum effect)",
-                    ratchet::stats::sequential::LR_POWERED_FOR_SDS
+                    p.levels.ratio_powered_for_sds
                 )
             } else {
                 String::new()
@@ -196,8 +196,8 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
                         format!(
                             "; elsewhere no keep before {} used pairs{}",
                             t.keep_from_two_modes,
-                            if p.likelihood_ratio_streak_shown {
-                                format!(", {} where a session showed two modes", ratchet::stats::sequential::LR_KEEP_FROM_TWO_MODES_SHOWN)
+                            if p.levels.ratio_keep_from_two_modes_shown > 0 {
+                                format!(", {} where a session showed two modes", p.levels.ratio_keep_from_two_modes_shown)
                             } else {
                                 String::new()
                             }
@@ -224,8 +224,8 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         },
         b.first_look,
         ratchet::stats::sequential::Borrowed { outliers: 1, modes: Some(0), ..b.clone() }
-            .main_first_look(p.outlier_first_look, p.outlier_first_look_later),
-        ratchet::stats::sequential::Borrowed { modes: Some(1), ..b.clone() }.main_first_look(p.outlier_first_look, p.outlier_first_look_later),
+            .main_first_look(&p.levels),
+        ratchet::stats::sequential::Borrowed { modes: Some(1), ..b.clone() }.main_first_look(&p.levels),
         b.first_share,
         b.safety,
         b.guard,

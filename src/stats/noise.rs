@@ -328,6 +328,19 @@ mod tests {
     }
 
     /// The default rule's parameters (`method = "auto"`).
+    use crate::stats::sequential::{Levels, Switches};
+
+    /// Every switch a rule recorded before its levels were numbers, on.
+    fn recorded(s: Switches) -> Levels {
+        Levels::from_switches(s)
+    }
+
+    #[test]
+    fn every_switch_on_means_the_current_levels() {
+        assert_eq!(Levels::from_switches(Switches::ALL), Levels::current());
+        assert_eq!(Levels::from_switches(Switches::default()), Levels::first());
+    }
+
     fn auto() -> Params {
         crate::config::DecisionConfig::default().params(None)
     }
@@ -356,7 +369,7 @@ mod tests {
         assert_eq!((unchecked.keep_from, two.keep_from), (LR_KEEP_FROM_TWO_MODES, LR_KEEP_FROM_TWO_MODES_SHOWN));
         assert_eq!(two, WholePairLr { keep_from: LR_KEEP_FROM_TWO_MODES_SHOWN, ..unchecked }, "only the first keep moves");
         // Rules recorded before it waited as long on both.
-        let streak_five = Params { likelihood_ratio_streak_shown: false, ..p.clone() };
+        let streak_five = Params { levels: Levels { ratio_keep_from_two_modes_shown: 0, ..p.levels }, ..p.clone() };
         assert_eq!(streak_five.deciding_ratio(Some(&h(0, Some(1)))).unwrap().keep_from, LR_KEEP_FROM_TWO_MODES);
         let one = p.deciding_ratio(Some(&h(0, Some(0)))).unwrap();
         assert_eq!(one.keep_at, crate::stats::sequential::LR_KEEP_AT_ONE_MODE);
@@ -378,19 +391,19 @@ mod tests {
         assert_eq!(p.deciding_ratio(Some(&h(1, Some(0)))), None, "a gross outlier pooled: the two phases");
         let sequential = Params { likelihood_ratio: crate::stats::sequential::OnePhase::Never, ..p.clone() };
         assert_eq!(sequential.deciding_ratio(Some(&h(0, Some(0)))), None);
-        let recorded_before = Params { likelihood_ratio_one_mode: false, likelihood_ratio_streak: false, ..p.clone() };
+        let recorded_before = Params { levels: recorded(Switches { one_mode: false, streak: false, ..Switches::ALL }), ..p.clone() };
         let before = crate::stats::sequential::LR_KEEP_AT_BEFORE_STREAK;
         assert_eq!(recorded_before.deciding_ratio(Some(&h(0, Some(0)))).unwrap().keep_at, before);
         assert_eq!(recorded_before.deciding_ratio(Some(&h(0, None))).unwrap().keep_from, 0);
         // Recorded between the one-mode level and the streak rule: one mode at its level, the rest
         // at the level before the streak rule, from the second pair.
-        let one_mode_only = Params { likelihood_ratio_streak: false, ..p };
+        let one_mode_only = Params { levels: recorded(Switches { streak: false, ..Switches::ALL }), ..p };
         let two = one_mode_only.deciding_ratio(Some(&h(0, Some(1)))).unwrap();
         assert_eq!((two.keep_at, two.keep_from), (before, 0));
         assert_eq!(one_mode_only.deciding_ratio(Some(&h(0, Some(0)))).unwrap().keep_at, crate::stats::sequential::LR_KEEP_AT_ONE_MODE);
         // Recorded before one mode needed enough pairs: a 16-pair calibration's one mode at its
         // level, no early keep's mean.
-        let untold = Params { likelihood_ratio_told: false, ..auto() };
+        let untold = Params { levels: recorded(Switches { told: false, ..Switches::ALL }), ..auto() };
         let short = untold.deciding_ratio(Some(&Borrowed { modes_pairs: 16, ..h(0, Some(0)) })).unwrap();
         assert_eq!((short.keep_at, short.early_sds), (crate::stats::sequential::LR_KEEP_AT_ONE_MODE, 0.0));
     }

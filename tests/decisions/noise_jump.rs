@@ -24,14 +24,7 @@ fn params() -> Params {
         rescue_pairs: 0,
         rescue_alpha: 0.0,
         likelihood_ratio: OnePhase::Never,
-        likelihood_ratio_wide: false,
-        likelihood_ratio_scaled: false,
-        likelihood_ratio_one_mode: false,
-        likelihood_ratio_streak: false,
-        outlier_first_look: false,
-        likelihood_ratio_told: false,
-        outlier_first_look_later: false,
-        likelihood_ratio_streak_shown: false,
+        levels: ratchet::stats::sequential::Levels::first(),
     }
 }
 

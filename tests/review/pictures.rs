@@ -246,14 +246,7 @@ fn demo_looks(id: u64) -> ratchet::outcome::LooksRecord {
         rescue_pairs: 0,
         rescue_alpha: 0.0,
         likelihood_ratio: OnePhase::Never,
-        likelihood_ratio_wide: false,
-        likelihood_ratio_scaled: false,
-        likelihood_ratio_one_mode: false,
-        likelihood_ratio_streak: false,
-        outlier_first_look: false,
-        likelihood_ratio_told: false,
-        outlier_first_look_later: false,
-        likelihood_ratio_streak_shown: false,
+        levels: ratchet::stats::sequential::Levels::first(),
     };
     // A fixed, zero-mean noise pattern (no generator: the picture is the same every run).
     let noise = [0.04, -0.05, 0.01, -0.03, 0.05, -0.02, 0.03, -0.04, 0.02, -0.01, 0.04, -0.05];

@@ -161,24 +161,26 @@ impl Borrowed {
         self.outliers > 0 || !self.one_mode()
     }
 
-    /// Whether the first look waits `OUTLIER_FIRST_LOOK`, past `min_pairs` too: under the rule
-    /// that does (`later`), where a pooled session showed its runs in two modes. A slow mode's
-    /// streak is what the wait is for; a history that saw gross outliers alone (spikes, 3x
-    /// runs, which the outlier rule sets aside in the decision too) or whose sessions were too
-    /// short to tell keeps the shorter wait, at most `min_pairs`.
-    pub fn waits_longer(&self, later: bool) -> bool {
-        later && self.modes.is_some_and(|m| m > 0)
+    /// Whether a pooled session showed its runs in two modes: there the first look waits
+    /// `Levels::first_look_two_modes` (past `min_pairs` too) and the ratio's first keep
+    /// `Levels::ratio_keep_from_two_modes_shown`. A slow mode's streak is what the wait is for; a
+    /// history that saw gross outliers alone (spikes, 3x runs, which the outlier rule sets aside
+    /// in the decision too) or whose sessions were too short to tell keeps the shorter wait.
+    pub fn waits_longer(&self) -> bool {
+        self.modes.is_some_and(|m| m > 0)
     }
 
-    /// Pairs before the first phase's first look: `first_look`, or at least
-    /// `OUTLIER_FIRST_LOOK_BEFORE` where the history shows a second population and the rule
-    /// waits for it (`Params::outlier_first_look`), `OUTLIER_FIRST_LOOK` where it showed two
-    /// modes and the rule is `Params::outlier_first_look_later`'s ([`Self::waits_longer`]).
-    pub fn main_first_look(&self, outlier_first_look: bool, later: bool) -> usize {
-        if outlier_first_look && self.second_population() {
-            self.first_look.max(if self.waits_longer(later) { OUTLIER_FIRST_LOOK } else { OUTLIER_FIRST_LOOK_BEFORE })
-        } else {
+    /// Pairs before the first phase's first look: `first_look`, or at least the levels' wait
+    /// where the history shows a second population ([`Self::second_population`]), the longer
+    /// one where it showed two modes ([`Self::waits_longer`]).
+    pub fn main_first_look(&self, levels: &super::Levels) -> usize {
+        let (second, two) = (levels.first_look_second_population, levels.first_look_two_modes);
+        if second == 0 || !self.second_population() {
             self.first_look
+        } else if two > 0 && self.waits_longer() {
+            self.first_look.max(two)
+        } else {
+            self.first_look.max(second)
         }
     }
 

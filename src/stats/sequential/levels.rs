@@ -2,6 +2,8 @@
 //! the constants docs/decisions.md's table of levels names, each with its reason. The probes that
 //! chose them, and their figures, are the lab's (lab/notes/decisions-history.md).
 
+use serde::{Deserialize, Serialize};
+
 /// The borrowed sd's safety factor: the history's sd is multiplied by this before use, so noise
 /// a little above history stays covered by the bound.
 pub const SAFETY: f64 = 1.25;
@@ -61,7 +63,7 @@ pub const WARMUP_Z: f64 = 2.0;
 /// first look waits [`OUTLIER_FIRST_LOOK_BEFORE`] pairs, never past `min_pairs`.
 pub const OUTLIER_FIRST_LOOK: usize = 6;
 /// The first look where the history shows a second population of runs but not two modes
-/// (`Borrowed::second_population`), and in rules recorded before `Params::outlier_first_look_later`.
+/// (`Borrowed::second_population`).
 pub const OUTLIER_FIRST_LOOK_BEFORE: usize = 4;
 /// The fewest pairs any look reads: one pair has no spread and no sum difference.
 pub const MIN_LOOK: usize = 2;
@@ -90,8 +92,8 @@ pub const LR_POWERED_FOR_SDS: f64 = 3.0;
 /// two modes, whose streaks of pairs in one mode's pattern look like a gain to a normal
 /// likelihood, and this level holds its do-nothing changes under 0.1% in simulation.
 pub const LR_KEEP_AT: f64 = 6.5;
-/// The same level in rules recorded before `LR_KEEP_FROM_TWO_MODES` (`Params::
-/// likelihood_ratio_streak` false), from the second pair.
+/// The same level in rules recorded before `LR_KEEP_FROM_TWO_MODES` as switches
+/// ([`Levels::from_switches`]), from the second pair.
 pub const LR_KEEP_AT_BEFORE_STREAK: f64 = 6.0;
 /// Its keep level where the history's runs show one mode (`stats::modes`: every pooled session
 /// of at least `MODES_MIN_PAIRS` pairs below `MODES_AT`) on `ONE_MODE_TOLD_PAIRS`: the two-mode
@@ -104,7 +106,7 @@ pub const LR_KEEP_AT_ONE_MODE: f64 = 5.7;
 /// to a normal likelihood: five in a row come up at most 1/4^5 = 0.098% of the time.
 pub const LR_KEEP_FROM_TWO_MODES: usize = 5;
 /// ... and from this many where a pooled session of the history showed two modes
-/// (`Borrowed::waits_longer`, `Params::likelihood_ratio_streak_shown`): where the modes lie far
+/// (`Borrowed::waits_longer`): where the modes lie far
 /// apart for the noise within them, a near-streak of mixed pairs also reads as a clean gain.
 pub const LR_KEEP_FROM_TWO_MODES_SHOWN: usize = 8;
 /// A session shows two modes when the two-mode mixture fits its runs this many nats better than
@@ -138,3 +140,215 @@ pub const LR_SKIP: usize = 1;
 /// their prior weights: a noise jump since the calibration costs ln 10 once instead of a
 /// too-narrow likelihood at every pair.
 pub const LR_SCALES: [(f64, f64); 3] = [(1.0, 0.8), (1.7, 0.1), (3.0, 0.1)];
+
+/// The levels of the likelihood ratio and of the first look that a rule records with each
+/// decision, as numbers: a decision replays by the levels it was made with, read from its
+/// record, and no code asks which version wrote it. Rules recorded before the numbers were
+/// written named their levels by switches; [`Levels::from_switches`] reads those (the one place
+/// that knows what each switch meant).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Levels {
+    /// The wide component's weight beside the grid's gains (0: none).
+    pub ratio_wide: f64,
+    /// The grid is powered for at most this many calibrated sds of one pair, never under the
+    /// minimum effect (0: for `LR_POWERED_FOR_PCT` alone).
+    pub ratio_powered_for_sds: f64,
+    /// The ratio's keep level (ln LR), and the level where the history shows one mode.
+    pub ratio_keep_at: f64,
+    pub ratio_keep_at_one_mode: f64,
+    /// No keep before this many used pairs where the history does not show one mode (0: from
+    /// the second), and before this many where a session of it showed two modes (0: as many).
+    pub ratio_keep_from_two_modes: usize,
+    pub ratio_keep_from_two_modes_shown: usize,
+    /// Unless one mode is shown on `ratio_one_mode_told_pairs` pairs, a keep before
+    /// `LR_EARLY_UNTIL` used pairs needs a mean of this many calibrated sds (0: none, and one
+    /// mode on any pairs keeps at the one-mode level).
+    pub ratio_early_sds: f64,
+    pub ratio_one_mode_told_pairs: usize,
+    /// With a borrowed scale, the first phase's first look waits for this many pairs (at most
+    /// `min_pairs`) where the history shows a second population of runs (0: no wait), and for
+    /// this many, past `min_pairs` too, where a session showed two modes (0: as for a second
+    /// population).
+    pub first_look_second_population: usize,
+    pub first_look_two_modes: usize,
+}
+
+impl Levels {
+    /// The levels new decisions use: the constants above.
+    pub const fn current() -> Levels {
+        Levels {
+            ratio_wide: LR_WIDE_WEIGHT,
+            ratio_powered_for_sds: LR_POWERED_FOR_SDS,
+            ratio_keep_at: LR_KEEP_AT,
+            ratio_keep_at_one_mode: LR_KEEP_AT_ONE_MODE,
+            ratio_keep_from_two_modes: LR_KEEP_FROM_TWO_MODES,
+            ratio_keep_from_two_modes_shown: LR_KEEP_FROM_TWO_MODES_SHOWN,
+            ratio_early_sds: LR_EARLY_SDS,
+            ratio_one_mode_told_pairs: ONE_MODE_TOLD_PAIRS,
+            first_look_second_population: OUTLIER_FIRST_LOOK_BEFORE,
+            first_look_two_modes: OUTLIER_FIRST_LOOK,
+        }
+    }
+
+    /// The levels of a rule recorded with none of the switches on: the ratio at one level from
+    /// the second pair, no wide component, no first-look wait.
+    pub const fn first() -> Levels {
+        Levels::from_switches(Switches {
+            wide: false,
+            scaled: false,
+            one_mode: false,
+            streak: false,
+            outlier_first_look: false,
+            told: false,
+            outlier_first_look_later: false,
+            streak_shown: false,
+        })
+    }
+
+    /// The levels a rule recorded as switches meant (each switch turned one rule on).
+    pub const fn from_switches(s: Switches) -> Levels {
+        let (keep_at, keep_from_two_modes) = if s.streak { (LR_KEEP_AT, LR_KEEP_FROM_TWO_MODES) } else { (LR_KEEP_AT_BEFORE_STREAK, 0) };
+        let (early_sds, told_pairs) = if s.told { (LR_EARLY_SDS, ONE_MODE_TOLD_PAIRS) } else { (0.0, 0) };
+        Levels {
+            ratio_wide: if s.wide { LR_WIDE_WEIGHT } else { 0.0 },
+            ratio_powered_for_sds: if s.scaled { LR_POWERED_FOR_SDS } else { 0.0 },
+            ratio_keep_at: keep_at,
+            ratio_keep_at_one_mode: if s.one_mode { LR_KEEP_AT_ONE_MODE } else { keep_at },
+            ratio_keep_from_two_modes: keep_from_two_modes,
+            ratio_keep_from_two_modes_shown: if s.streak && s.streak_shown { LR_KEEP_FROM_TWO_MODES_SHOWN } else { 0 },
+            ratio_early_sds: early_sds,
+            ratio_one_mode_told_pairs: told_pairs,
+            first_look_second_population: if s.outlier_first_look { OUTLIER_FIRST_LOOK_BEFORE } else { 0 },
+            first_look_two_modes: if s.outlier_first_look && s.outlier_first_look_later { OUTLIER_FIRST_LOOK } else { 0 },
+        }
+    }
+}
+
+/// The switches rules recorded before their levels were written as numbers (absent: off).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct Switches {
+    #[serde(default, rename = "likelihood_ratio_wide")]
+    pub wide: bool,
+    #[serde(default, rename = "likelihood_ratio_scaled")]
+    pub scaled: bool,
+    #[serde(default, rename = "likelihood_ratio_one_mode")]
+    pub one_mode: bool,
+    #[serde(default, rename = "likelihood_ratio_streak")]
+    pub streak: bool,
+    #[serde(default)]
+    pub outlier_first_look: bool,
+    #[serde(default, rename = "likelihood_ratio_told")]
+    pub told: bool,
+    #[serde(default)]
+    pub outlier_first_look_later: bool,
+    #[serde(default, rename = "likelihood_ratio_streak_shown")]
+    pub streak_shown: bool,
+}
+
+impl Switches {
+    /// Every switch on: what the last rule recorded as switches wrote.
+    pub const ALL: Switches = Switches {
+        wide: true,
+        scaled: true,
+        one_mode: true,
+        streak: true,
+        outlier_first_look: true,
+        told: true,
+        outlier_first_look_later: true,
+        streak_shown: true,
+    };
+}
+
+/// A record's levels: the numbers where it wrote them, else what its switches meant.
+#[derive(Deserialize)]
+struct Recorded {
+    ratio_wide: Option<f64>,
+    ratio_powered_for_sds: Option<f64>,
+    ratio_keep_at: Option<f64>,
+    ratio_keep_at_one_mode: Option<f64>,
+    ratio_keep_from_two_modes: Option<usize>,
+    ratio_keep_from_two_modes_shown: Option<usize>,
+    ratio_early_sds: Option<f64>,
+    ratio_one_mode_told_pairs: Option<usize>,
+    first_look_second_population: Option<usize>,
+    first_look_two_modes: Option<usize>,
+    #[serde(flatten)]
+    switches: Switches,
+}
+
+impl<'de> Deserialize<'de> for Levels {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Levels, D::Error> {
+        let r = Recorded::deserialize(d)?;
+        let numbers = (
+            r.ratio_wide,
+            r.ratio_powered_for_sds,
+            r.ratio_keep_at,
+            r.ratio_keep_at_one_mode,
+            r.ratio_keep_from_two_modes,
+            r.ratio_keep_from_two_modes_shown,
+            r.ratio_early_sds,
+            r.ratio_one_mode_told_pairs,
+            r.first_look_second_population,
+            r.first_look_two_modes,
+        );
+        match numbers {
+            (None, None, None, None, None, None, None, None, None, None) => Ok(Levels::from_switches(r.switches)),
+            (Some(a), Some(b), Some(c), Some(e), Some(f), Some(g), Some(h), Some(i), Some(j), Some(k)) => Ok(Levels {
+                ratio_wide: a,
+                ratio_powered_for_sds: b,
+                ratio_keep_at: c,
+                ratio_keep_at_one_mode: e,
+                ratio_keep_from_two_modes: f,
+                ratio_keep_from_two_modes_shown: g,
+                ratio_early_sds: h,
+                ratio_one_mode_told_pairs: i,
+                first_look_second_population: j,
+                first_look_two_modes: k,
+            }),
+            _ => Err(serde::de::Error::custom("a rule's levels are recorded in part: every ratio_* and first_look_* level or none")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_with_numbers_reads_back_its_numbers() {
+        let odd = Levels { ratio_keep_at: 6.91, ratio_keep_from_two_modes: 7, first_look_two_modes: 0, ..Levels::current() };
+        for levels in [Levels::current(), Levels::first(), odd] {
+            let json = serde_json::to_string(&levels).unwrap();
+            assert!(!json.contains("likelihood_ratio_"), "no switch is written: {json}");
+            assert_eq!(serde_json::from_str::<Levels>(&json).unwrap(), levels);
+        }
+    }
+
+    #[test]
+    fn a_record_with_switches_reads_as_what_they_meant() {
+        let none: Levels = serde_json::from_str("{}").unwrap();
+        assert_eq!(none, Levels::first());
+        let all: Levels = serde_json::from_str(
+            r#"{"likelihood_ratio_wide":true,"likelihood_ratio_scaled":true,"likelihood_ratio_one_mode":true,
+                "likelihood_ratio_streak":true,"outlier_first_look":true,"likelihood_ratio_told":true,
+                "outlier_first_look_later":true,"likelihood_ratio_streak_shown":true}"#,
+        )
+        .unwrap();
+        assert_eq!(all, Levels::current());
+        // One switch on its own: before the streak rule the ratio kept at its older level from the
+        // second pair, and the shown-modes wait needs the streak rule under it.
+        let streak_shown: Levels = serde_json::from_str(r#"{"likelihood_ratio_streak_shown":true}"#).unwrap();
+        assert_eq!((streak_shown.ratio_keep_at, streak_shown.ratio_keep_from_two_modes_shown), (LR_KEEP_AT_BEFORE_STREAK, 0));
+        let streak: Levels = serde_json::from_str(r#"{"likelihood_ratio_streak":true}"#).unwrap();
+        assert_eq!((streak.ratio_keep_at, streak.ratio_keep_from_two_modes), (LR_KEEP_AT, LR_KEEP_FROM_TWO_MODES));
+        assert_eq!(streak.ratio_keep_at_one_mode, LR_KEEP_AT, "no one-mode level without its switch");
+    }
+
+    #[test]
+    fn a_record_with_some_numbers_is_refused() {
+        let mut v = serde_json::to_value(Levels::current()).unwrap();
+        v.as_object_mut().unwrap().remove("ratio_keep_at");
+        let err = serde_json::from_value::<Levels>(v).unwrap_err().to_string();
+        assert!(err.contains("recorded in part"), "{err}");
+    }
+}

@@ -4,9 +4,8 @@
 //! has become unlikely. lab/notes/decisions-history.md, "The likelihood ratio as a method".
 
 use super::levels::{
-    LR_EARLY_SDS, LR_EARLY_UNTIL, LR_FUTILE_AT, LR_KEEP_AT, LR_KEEP_AT_BEFORE_STREAK, LR_KEEP_AT_ONE_MODE, LR_KEEP_FROM_TWO_MODES,
-    LR_KEEP_FROM_TWO_MODES_SHOWN, LR_POWERED_FOR_PCT, LR_POWERED_FOR_SDS, LR_RATIO_DF, LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD,
-    LR_WIDE_WEIGHT, MIXTURE, ONE_MODE_TOLD_PAIRS, OUTLIER_K,
+    LR_EARLY_SDS, LR_EARLY_UNTIL, LR_FUTILE_AT, LR_KEEP_AT, LR_KEEP_AT_ONE_MODE, LR_KEEP_FROM_TWO_MODES, LR_POWERED_FOR_PCT, LR_RATIO_DF,
+    LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE, ONE_MODE_TOLD_PAIRS, OUTLIER_K,
 };
 use super::plan::OnePhase;
 use super::{fmt_p, median, outlier_band, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
@@ -337,27 +336,20 @@ impl super::Params {
     /// wide component and the grid's scaling to the noise as recorded.
     pub fn likelihood_ratio_test(&self, sd: f64) -> WholePairLr {
         let test = WholePairLr::new(self.min_effect_pct, self.max_total_pairs());
-        // Rules recorded before the streak rule kept every history that does not show one mode
-        // at the level before it, from the second pair.
-        let (keep_at, keep_from_two_modes) =
-            if self.likelihood_ratio_streak { (test.keep_at, test.keep_from_two_modes) } else { (LR_KEEP_AT_BEFORE_STREAK, 0) };
-        let keep_at_one_mode = if self.likelihood_ratio_one_mode { test.keep_at_one_mode } else { keep_at };
-        // Rules recorded before it took one mode at its word on any pairs.
-        let (early_sds, one_mode_told_pairs) =
-            if self.likelihood_ratio_told { (test.early_sds, test.one_mode_told_pairs) } else { (0.0, 0) };
-        let mu1 = if self.likelihood_ratio_scaled && sd.is_finite() {
-            (LR_POWERED_FOR_SDS * sd).clamp(test.min_mean, test.mu1)
+        let l = &self.levels;
+        let mu1 = if l.ratio_powered_for_sds > 0.0 && sd.is_finite() {
+            (l.ratio_powered_for_sds * sd).clamp(test.min_mean, test.mu1)
         } else {
             test.mu1
         };
         WholePairLr {
-            wide: if self.likelihood_ratio_wide { test.wide } else { 0.0 },
+            wide: l.ratio_wide,
             mu1,
-            keep_at,
-            keep_at_one_mode,
-            keep_from_two_modes,
-            early_sds,
-            one_mode_told_pairs,
+            keep_at: l.ratio_keep_at,
+            keep_at_one_mode: l.ratio_keep_at_one_mode,
+            keep_from_two_modes: l.ratio_keep_from_two_modes,
+            early_sds: l.ratio_early_sds,
+            one_mode_told_pairs: l.ratio_one_mode_told_pairs,
             ..test
         }
     }
@@ -369,8 +361,8 @@ impl super::Params {
     pub fn deciding_ratio(&self, history: Option<&Borrowed>) -> Option<WholePairLr> {
         let b = history.filter(|b| self.likelihood_ratio.decides(b.outliers))?;
         let test = self.likelihood_ratio_test(b.scale.sd).for_history(b.one_mode(), b.modes_pairs);
-        Some(if self.likelihood_ratio_streak && self.likelihood_ratio_streak_shown && b.waits_longer(true) {
-            WholePairLr { keep_from: test.keep_from.max(LR_KEEP_FROM_TWO_MODES_SHOWN), ..test }
+        Some(if b.waits_longer() {
+            WholePairLr { keep_from: test.keep_from.max(self.levels.ratio_keep_from_two_modes_shown), ..test }
         } else {
             test
         })
@@ -705,7 +697,7 @@ mod tests {
             rescue_pairs: 30,
             rescue_alpha: 0.0001,
             likelihood_ratio: OnePhase::WithHistory,
-            likelihood_ratio_wide: true,
+            levels: crate::stats::sequential::Levels { ratio_wide: LR_WIDE_WEIGHT, ..crate::stats::sequential::Levels::first() },
             ..Params::for_tests(16)
         };
         Sequential::new(params).with_history(history.then(|| Borrowed::new(NoiseScale { sd, df: 15.0 })))
@@ -792,7 +784,7 @@ mod tests {
         // A rule recorded before the wide component replays without it: the 2x speed-up to the
         // budget, as it was decided then.
         let mut before = seq.clone();
-        before.params.likelihood_ratio_wide = false;
+        before.params.levels.ratio_wide = 0.0;
         let d = drive(&before, &pairs(1.0, 0.01, 30, 4));
         assert!(d.verdict == Verdict::Inconclusive && d.pairs == 30, "{} pairs: {}", d.pairs, d.reason);
     }
@@ -800,7 +792,7 @@ mod tests {
     #[test]
     fn on_a_quiet_machine_the_grid_is_powered_for_three_sds_never_under_the_minimum_effect() {
         let mut seq = rule(0.005, true);
-        seq.params.likelihood_ratio_scaled = true;
+        seq.params.levels.ratio_powered_for_sds = crate::stats::sequential::LR_POWERED_FOR_SDS;
         let p = &seq.params;
         // CV 1% (pair sd 1.41%): 3 sds is over +3%, the grid as before.
         assert_eq!(p.likelihood_ratio_test(0.0141).mu1, 0.03f64.ln_1p());
@@ -810,7 +802,7 @@ mod tests {
         // A +1.5% gain on pairs of sd 0.5%: a +3% grid reads it as worse than no gain and leaves
         // it to the wide component; the scaled grid keeps it more often, in fewer pairs.
         let mut before = seq.clone();
-        before.params.likelihood_ratio_scaled = false;
+        before.params.levels.ratio_powered_for_sds = 0.0;
         let tally = |seq: &Sequential| {
             (0..200u64).fold((0, 0), |(k, n), seed| {
                 let d = drive(seq, &pairs(0.015, 0.005 / std::f64::consts::SQRT_2, 30, seed));

@@ -1,7 +1,7 @@
 //! The stopping rule: where the looks fall, the level each is tested at (alpha spent across
 //! them), the futility level, the confirmation's plan and the pair budget.
 
-use super::levels::{MIN_LOOK, OUTLIER_SHARE};
+use super::levels::{Levels, MIN_LOOK, OUTLIER_SHARE};
 use super::look::Test;
 use super::Sequential;
 use serde::{Deserialize, Serialize};
@@ -69,45 +69,10 @@ pub struct Params {
     /// phases always do.
     #[serde(default, skip_serializing_if = "OnePhase::is_never")]
     pub likelihood_ratio: OnePhase,
-    /// Whether that ratio's gain side weighs the wide component (`LR_WIDE_WEIGHT`) beside its
-    /// grid; false in rules recorded before it, which replay without.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub likelihood_ratio_wide: bool,
-    /// Whether that ratio's grid is powered for at most `LR_POWERED_FOR_SDS` calibrated sds of
-    /// one pair (a quiet machine's gains); false in rules recorded before it.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub likelihood_ratio_scaled: bool,
-    /// Whether that ratio keeps at `LR_KEEP_AT_ONE_MODE` where the history shows its runs in one
-    /// mode (`Borrowed::one_mode`); false in rules recorded before it, which keep at
-    /// `LR_KEEP_AT_BEFORE_STREAK` everywhere.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub likelihood_ratio_one_mode: bool,
-    /// Whether that ratio keeps from `LR_KEEP_FROM_TWO_MODES` used pairs where the history does
-    /// not show its runs in one mode; false in rules recorded before it, which keep from the
-    /// second pair everywhere.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub likelihood_ratio_streak: bool,
-    /// Whether the first phase's first look on a borrowed scale waits for `OUTLIER_FIRST_LOOK`
-    /// pairs where the history shows a second population of runs (a gross outlier, or not one
-    /// mode); false in rules recorded before it.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub outlier_first_look: bool,
-    /// Whether that ratio keeps at `LR_KEEP_AT_ONE_MODE` only where one mode is shown on
-    /// `ONE_MODE_TOLD_PAIRS` pairs (on fewer: `LR_KEEP_AT`, an early keep needing
-    /// `LR_EARLY_SDS`); false in rules recorded before it, which took one mode on any pairs.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub likelihood_ratio_told: bool,
-    /// Whether that wait is `OUTLIER_FIRST_LOOK` pairs, even past `min_pairs`, where a session of
-    /// the history showed two modes (`Borrowed::waits_longer`); false in rules recorded before
-    /// it, which waited `OUTLIER_FIRST_LOOK_BEFORE` pairs, at most `min_pairs`, everywhere.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub outlier_first_look_later: bool,
-    /// Whether that ratio's first keep waits for `LR_KEEP_FROM_TWO_MODES_SHOWN` used pairs where
-    /// a pooled session of the history showed two modes (`Borrowed::waits_longer`); false in
-    /// rules recorded before it, which waited `LR_KEEP_FROM_TWO_MODES` there too. Read only with
-    /// `likelihood_ratio_streak`, which it extends.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub likelihood_ratio_streak_shown: bool,
+    /// The likelihood ratio's and the first look's levels, as numbers (`Levels`): recorded in
+    /// the rule's own object, so a decision replays by them.
+    #[serde(flatten)]
+    pub levels: Levels,
 }
 
 /// Where the likelihood ratio decides ([`Params::likelihood_ratio`]).
@@ -162,14 +127,7 @@ impl Params {
             rescue_pairs: 0,
             rescue_alpha: 0.0,
             likelihood_ratio: OnePhase::Never,
-            likelihood_ratio_wide: false,
-            likelihood_ratio_scaled: false,
-            likelihood_ratio_one_mode: false,
-            likelihood_ratio_streak: false,
-            outlier_first_look: false,
-            likelihood_ratio_told: false,
-            outlier_first_look_later: false,
-            likelihood_ratio_streak_shown: false,
+            levels: Levels::first(),
         }
     }
 }
@@ -191,14 +149,7 @@ impl Params {
             rescue_pairs: 0,
             rescue_alpha: 0.0,
             likelihood_ratio: OnePhase::Never,
-            likelihood_ratio_wide: false,
-            likelihood_ratio_scaled: false,
-            likelihood_ratio_one_mode: false,
-            likelihood_ratio_streak: false,
-            outlier_first_look: false,
-            likelihood_ratio_told: false,
-            outlier_first_look_later: false,
-            likelihood_ratio_streak_shown: false,
+            levels: Levels::first(),
         }
     }
 
@@ -286,11 +237,10 @@ impl Sequential {
         match &self.borrowed {
             Some(b) if self.params.min_pairs < self.params.max_pairs => {
                 let p = &self.params;
-                let first = b.main_first_look(p.outlier_first_look, p.outlier_first_look_later);
+                let first = b.main_first_look(&p.levels);
                 // No history looks later than none would (`min_pairs`), except for the wait for a
-                // slow mode's streak, which a later rule keeps whole.
-                let cap =
-                    if p.outlier_first_look && b.waits_longer(p.outlier_first_look_later) { p.min_pairs.max(first) } else { p.min_pairs };
+                // slow mode's streak, which is kept whole.
+                let cap = if p.levels.first_look_two_modes > 0 && b.waits_longer() { p.min_pairs.max(first) } else { p.min_pairs };
                 Params { min_pairs: first.max(MIN_LOOK).min(cap), ..p.clone() }
             }
             _ => self.params.clone(),

@@ -153,7 +153,7 @@ fn after_a_history_showing_two_modes_the_first_phase_looks_first_at_six_pairs() 
     // runs have a slow mode, the pattern of the incumbent's run in it again and again.
     let slow_mode = [0.040, 0.041, 0.039, 0.040, 0.041, 0.040];
     let mut s = borrowed(0.004);
-    (s.params.outlier_first_look, s.params.outlier_first_look_later) = (true, true);
+    (s.params.levels.first_look_second_population, s.params.levels.first_look_two_modes) = (OUTLIER_FIRST_LOOK_BEFORE, OUTLIER_FIRST_LOOK);
     assert!(s.params.min_pairs < OUTLIER_FIRST_LOOK, "the wait outlasts the configured first look");
     s.borrowed.as_mut().unwrap().modes = Some(0);
     assert_eq!(s.next(&slow_mode[..2], &[]), Next::Measure { phase: Phase::Confirm, pairs: 2 }, "one mode, no outlier");
@@ -175,13 +175,12 @@ fn after_a_history_showing_two_modes_the_first_phase_looks_first_at_six_pairs() 
         assert_eq!(s.next(&slow_mode, &[]), Next::Measure { phase: Phase::Confirm, pairs: 2 }, "the confirmation keeps its first look");
         assert_eq!(s.main_alphas(&s.main_params()).len(), s.main_params().looks().len());
     }
-    // Rules recorded before replay as they decided: 4 pairs, never past min_pairs; before that,
-    // no wait at all.
-    s.params.outlier_first_look_later = false;
+    // Without the longer wait: 4 pairs, never past min_pairs; without either, no wait at all.
+    s.params.levels.first_look_two_modes = 0;
     assert_eq!(s.next(&[], &[]), Next::Measure { phase: Phase::Main, pairs: OUTLIER_FIRST_LOOK_BEFORE.min(s.params.min_pairs) });
     assert_eq!(s.next(&slow_mode[..4], &[]), Next::Measure { phase: Phase::Confirm, pairs: 2 });
-    s.params.outlier_first_look = false;
-    assert_eq!(s.next(&[], &[]), Next::Measure { phase: Phase::Main, pairs: 2 }, "a rule recorded before it replays as it decided");
+    s.params.levels.first_look_second_population = 0;
+    assert_eq!(s.next(&[], &[]), Next::Measure { phase: Phase::Main, pairs: 2 }, "no wait");
 }
 
 #[test]
