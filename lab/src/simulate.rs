@@ -52,9 +52,24 @@ pub struct Scenario {
     /// Periodic throttling: every `throttle_period` runs (random phase), one run `throttle` slower.
     pub throttle_period: usize,
     pub throttle: f64,
-    /// Probability that a run is a gross outlier, `outlier` times slower.
+    /// Probability that a run is a gross outlier, `outlier` times slower (uniform between
+    /// `outlier` and `outlier_max` times when that is larger).
     pub outlier_prob: f64,
     pub outlier: f64,
+    pub outlier_max: f64,
+    /// The slow mode comes in streaks of this many runs on average (0: each run draws its mode
+    /// alone): a process that lands slow stays slow for a while, as a neighbour's job does.
+    pub slow_streak: f64,
+    /// From the step's position on, the latency drifts by this fraction per run (a drift that
+    /// starts mid-experiment; the step itself may be 0).
+    pub step_drift: f64,
+    /// The candidate's run-level noise is this multiple of the machine's (the incumbent's): a
+    /// change that makes the kernel noisier (a tiling that thrashes a cache, contention), with
+    /// the same median. The calibration (HEAD against itself) sees the incumbent's noise.
+    pub candidate_noise: f64,
+    /// The incumbent's noise is this multiple of the machine's, in the calibration too (HEAD
+    /// against itself): the candidate is the quieter side.
+    pub incumbent_noise: f64,
     /// The experiment's noise (cv and tails) is this multiple of the history's.
     pub jump: f64,
     /// The experiment's noise grows by this fraction of its start per run (a gradual drift
@@ -113,6 +128,11 @@ impl Scenario {
             throttle: 0.0,
             outlier_prob: 0.0,
             outlier: 1.0,
+            outlier_max: 0.0,
+            slow_streak: 0.0,
+            step_drift: 0.0,
+            candidate_noise: 1.0,
+            incumbent_noise: 1.0,
             jump: 1.0,
             noise_growth: 0.0,
             jump_at_confirm: false,
@@ -137,6 +157,17 @@ impl Scenario {
             .map(|(p, f)| p * (1.0 - p) * f.ln().powi(2))
             .sum::<f64>();
         (self.cv * self.cv + slow).sqrt()
+    }
+
+    /// The sd of the noise a side `k` times as noisy as the machine adds to each of its runs.
+    pub fn side_sd(&self, k: f64) -> f64 {
+        self.cv * (k * k - 1.0).max(0.0).sqrt()
+    }
+
+    /// Whether one side runs noisier than the other ([`Scenario::candidate_noise`],
+    /// [`Scenario::incumbent_noise`]).
+    pub fn sides_differ(&self) -> bool {
+        self.candidate_noise != 1.0 || self.incumbent_noise != 1.0
     }
 }
 
@@ -324,6 +355,64 @@ pub fn scenarios() -> Vec<Scenario> {
             experiments_since: 10,
             ..Scenario::extra("cv 1%, 60-df history, 11th experiment", 0.01)
         },
+        // The two sides unlike: a candidate whose runs are noisier than the incumbent's at the
+        // same median (its tiling thrashes a cache, its schedule contends), and the reverse,
+        // after the default calibration (HEAD against itself, so at the incumbent's noise).
+        Scenario {
+            candidate_noise: 1.5,
+            history_pairs: history::CALIBRATION_PAIRS,
+            ..Scenario::extra("cv 1%, candidate 1.5x noisier", 0.01)
+        },
+        Scenario {
+            candidate_noise: 2.0,
+            history_pairs: history::CALIBRATION_PAIRS,
+            ..Scenario::extra("cv 1%, candidate 2x noisier", 0.01)
+        },
+        Scenario {
+            candidate_noise: 3.0,
+            history_pairs: history::CALIBRATION_PAIRS,
+            ..Scenario::extra("cv 1%, candidate 3x noisier", 0.01)
+        },
+        Scenario {
+            incumbent_noise: 2.0,
+            history_pairs: history::CALIBRATION_PAIRS,
+            ..Scenario::extra("cv 1%, incumbent 2x noisier", 0.01)
+        },
+        Scenario {
+            candidate_noise: 2.0,
+            tail_df: Some(3.0),
+            history_pairs: history::CALIBRATION_PAIRS,
+            ..Scenario::extra("t(3) tails, cv 1%, candidate 2x noisier", 0.01)
+        },
+        Scenario { candidate_noise: 2.0, ..Scenario::extra("cv 1%, candidate 2x noisier, 16-pair calibration", 0.01) },
+        // Interference and tails of other shapes: every 7th process 15% slower, 1% of runs 2-5x
+        // slower, a slow mode in streaks, a drift that starts mid-experiment, a very quiet machine.
+        Scenario {
+            throttle_period: 7,
+            throttle: 0.15,
+            history_pairs: history::CALIBRATION_PAIRS,
+            ..Scenario::extra("cv 1%, every 7th run 15% slower", 0.01)
+        },
+        Scenario {
+            outlier_prob: 0.01,
+            outlier: 2.0,
+            outlier_max: 5.0,
+            history_pairs: history::CALIBRATION_PAIRS,
+            ..Scenario::extra("cv 1%, 1% of runs 2-5x slower", 0.01)
+        },
+        Scenario {
+            slow_mode_prob: 0.3,
+            slow_mode: 0.04,
+            slow_streak: 8.0,
+            history_pairs: history::CALIBRATION_PAIRS,
+            ..Scenario::extra("cv 1%, slow mode 4% in streaks of 8 runs", 0.01)
+        },
+        Scenario {
+            step_drift: 0.003,
+            history_pairs: history::CALIBRATION_PAIRS,
+            ..Scenario::extra("cv 1%, 0.3%/run drift from mid-experiment", 0.01)
+        },
+        Scenario { history_pairs: history::CALIBRATION_PAIRS, ..Scenario::extra("cv 0.2%", 0.002) },
     ]
 }
 
@@ -346,6 +435,11 @@ pub fn null_family() -> Vec<NullRuns> {
             && s.ramp == 0.0
             && s.step == 0.0
             && s.throttle_period == 0
+            // Models the floor's family has no form for.
+            && !s.sides_differ()
+            && s.slow_streak == 0.0
+            && s.step_drift == 0.0
+            && s.outlier_max <= s.outlier
             && s.noise_growth == 0.0
             && !s.jump_at_confirm
             && s.calibration_at == 0.0
@@ -418,10 +512,11 @@ pub fn session(s: &Scenario, len: usize, noise: f64, rng: &mut Rng) -> Vec<f64> 
 /// [`session`] with the noise growing by `growth` of its start per run.
 fn session_with(s: &Scenario, len: usize, noise: f64, growth: f64, rng: &mut Rng) -> Vec<f64> {
     let cv0 = s.cv / s.jump * noise;
-    let step_at = if s.step != 0.0 { (rng.uniform() * len as f64) as usize } else { usize::MAX };
+    let step_at = if s.step != 0.0 || s.step_drift != 0.0 { (rng.uniform() * len as f64) as usize } else { usize::MAX };
     let phase = if s.throttle_period > 0 { (rng.uniform() * s.throttle_period as f64) as usize } else { 0 };
     let innov = (1.0 - s.rho * s.rho).sqrt();
     let mut e = 0.0;
+    let mut slow = false;
     (0..len)
         .map(|i| {
             let z = match s.tail_df {
@@ -437,14 +532,25 @@ fn session_with(s: &Scenario, len: usize, noise: f64, growth: f64, rng: &mut Rng
             if u1 < s.spike_prob {
                 f *= 1.0 + s.spike;
             }
-            if u2 < s.slow_mode_prob {
+            slow = if s.slow_streak > 0.0 && i > 0 {
+                // A two-state chain whose stationary share of slow runs is `slow_mode_prob`.
+                let leave = 1.0 / s.slow_streak;
+                if slow {
+                    u2 >= leave
+                } else {
+                    u2 < s.slow_mode_prob / (1.0 - s.slow_mode_prob) * leave
+                }
+            } else {
+                u2 < s.slow_mode_prob
+            };
+            if slow {
                 f *= 1.0 + s.slow_mode;
             }
             if u3 < s.outlier_prob {
-                f *= s.outlier;
+                f *= if s.outlier_max > s.outlier { s.outlier + (s.outlier_max - s.outlier) * rng.uniform() } else { s.outlier };
             }
             if i >= step_at {
-                f *= 1.0 + s.step;
+                f *= 1.0 + s.step + s.step_drift * (i - step_at) as f64;
             }
             if s.throttle_period > 0 && (i + phase) % s.throttle_period == 0 {
                 f *= 1.0 + s.throttle;
@@ -472,7 +578,12 @@ fn calibration_pairs(s: &Scenario, rng: &mut Rng) -> (Vec<f64>, Vec<f64>) {
     let hp = if s.history_pairs > 0 { s.history_pairs } else { HISTORY_PAIRS };
     // The machine as it was when calibrated: without the slow mode that came after.
     let before = s.modes_after_calibration.then(|| Scenario { slow_mode_prob: 0.0, ..s.clone() });
-    let cal = session_with(before.as_ref().unwrap_or(s), 2 * hp, 1.0, 0.0, rng);
+    let mut cal = session_with(before.as_ref().unwrap_or(s), 2 * hp, 1.0, 0.0, rng);
+    // HEAD against itself: both sides run at the incumbent's noise.
+    if s.incumbent_noise != 1.0 {
+        let extra = s.side_sd(s.incumbent_noise) / s.jump;
+        cal.iter_mut().for_each(|x| *x *= (extra * rng.normal()).exp());
+    }
     (0..hp)
         .map(|i| {
             let (a, b) = (cal[2 * i], cal[2 * i + 1]);
@@ -529,7 +640,18 @@ pub fn decide_pairs(
     confirm_states: Option<&[f64]>,
     effect: f64,
 ) -> (ratchet::stats::Decision, usize, Vec<f64>) {
-    let (d, pos, pairs) = measured_pairs(seq, states, confirm_states, effect);
+    decide_sides(seq, states, confirm_states, &[], effect)
+}
+
+/// [`decide_pairs`] with each position's side noise (`Draw::sides`; empty: none).
+pub fn decide_sides(
+    seq: &Sequential,
+    states: &[f64],
+    confirm_states: Option<&[f64]>,
+    sides: &[(f64, f64)],
+    effect: f64,
+) -> (ratchet::stats::Decision, usize, Vec<f64>) {
+    let (d, pos, pairs) = measured_pairs(seq, states, confirm_states, sides, effect);
     (d, pos, pairs.iter().map(|p| p.1).collect())
 }
 
@@ -539,6 +661,7 @@ fn measured_pairs(
     seq: &Sequential,
     states: &[f64],
     confirm_states: Option<&[f64]>,
+    sides: &[(f64, f64)],
     effect: f64,
 ) -> (ratchet::stats::Decision, usize, Vec<(Phase, f64, f64)>) {
     let cand = 1.0 / (1.0 + effect);
@@ -550,8 +673,13 @@ fn measured_pairs(
             _ => states,
         };
         let (a, b) = (st[pos], st[pos + 1]);
+        let side = |p: usize, candidate: bool| sides.get(p).map_or(1.0, |f| if candidate { f.1 } else { f.0 });
+        let (inc, cnd) = if incumbent_first(phase, i) {
+            (a * side(pos, false), b * cand * side(pos + 1, true))
+        } else {
+            (b * side(pos + 1, false), a * cand * side(pos, true))
+        };
         pos += 2;
-        let (inc, cnd) = if incumbent_first(phase, i) { (a, b * cand) } else { (b, a * cand) };
         let (r, sum) = ((inc / cnd).ln(), (inc * cnd).ln());
         all.push((phase, r, sum));
         (r, Some(sum))
@@ -621,6 +749,9 @@ pub struct Draw {
     pub borrowed: Option<Borrowed>,
     pub states: Vec<f64>,
     pub confirm_states: Option<Vec<f64>>,
+    /// Each position's own noise, (incumbent's, candidate's) factor, for a side that runs
+    /// noisier than the machine (empty where the sides are alike).
+    pub sides: Vec<(f64, f64)>,
 }
 
 /// [`Draw`] for one trial of `s`, a model without experiments before the decision (those need
@@ -658,7 +789,18 @@ pub fn draw_trial_by(seq: Option<&Sequential>, s: &Scenario, positions: usize, c
     } else {
         (session(s, positions, s.jump, rng), None)
     };
-    Draw { borrowed, states, confirm_states }
+    let sides = if s.sides_differ() {
+        let (i, c) = (s.side_sd(s.incumbent_noise), s.side_sd(s.candidate_noise));
+        (0..positions)
+            .map(|_| {
+                let z = rng.normal();
+                ((i * z).exp(), (c * z).exp())
+            })
+            .collect()
+    } else {
+        vec![]
+    };
+    Draw { borrowed, states, confirm_states, sides }
 }
 
 /// The scale a history lends after a calibration of `s` and [`Scenario::experiments_since`]
@@ -672,7 +814,7 @@ pub fn history_since(seq: &Sequential, s: &Scenario, positions: usize, rng: &mut
         let borrowed = history::borrowed(&entries);
         let sd = borrowed.as_ref().map(|b| b.scale.sd);
         let states = session(s, positions, s.jump, rng);
-        let (_, _, pairs) = measured_pairs(&seq.clone().with_history(borrowed), &states, None, 0.0);
+        let (_, _, pairs) = measured_pairs(&seq.clone().with_history(borrowed), &states, None, &[], 0.0);
         let batch = |phase: Phase| -> (Vec<f64>, Vec<f64>) { pairs.iter().filter(|p| p.0 == phase).map(|p| (p.1, p.2)).unzip() };
         let (main, confirm) = (batch(Phase::Main), batch(Phase::Confirm));
         let batches = [(&main.0[..], &main.1[..]), (&confirm.0[..], &confirm.1[..])];
@@ -760,7 +902,7 @@ pub fn probe_trial(seq: &Sequential, s: &Scenario, positions: usize, effect: f64
     let mut rng = trial_rng(seed, t);
     let draw = draw_trial_by(Some(seq), s, positions, Some(0.0), &mut rng);
     let trial_seq = seq.clone().with_history(draw.borrowed.clone());
-    let (decision, runs, ratios) = decide_pairs(&trial_seq, &draw.states, draw.confirm_states.as_deref(), effect);
+    let (decision, runs, ratios) = decide_sides(&trial_seq, &draw.states, draw.confirm_states.as_deref(), &draw.sides, effect);
     ProbeTrial { decision, runs, ratios, borrowed: draw.borrowed }
 }
 
@@ -772,14 +914,14 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
     let huber_k = seq.borrowed.as_ref().map_or(0.0, |b| b.huber_k);
     for t in 0..trials {
         let mut rng = trial_rng(seed, t);
-        let Draw { borrowed, states, confirm_states } = draw_trial_by(Some(seq), s, positions, history.then_some(huber_k), &mut rng);
+        let Draw { borrowed, states, confirm_states, sides } = draw_trial_by(Some(seq), s, positions, history.then_some(huber_k), &mut rng);
         let trial_seq = if history {
             cell.with_history += borrowed.is_some() as usize;
             seq.clone().with_history(with_knobs(borrowed, seq.borrowed.as_ref()))
         } else {
             seq.clone()
         };
-        let (d, pos, ratios) = decide_pairs(&trial_seq, &states, confirm_states.as_deref(), effect);
+        let (d, pos, ratios) = decide_sides(&trial_seq, &states, confirm_states.as_deref(), &sides, effect);
         let level = 1.0 - 2.0 * seq.params.alpha;
         if let Some(e) = ratchet::stats::effect::shown_interval(&ratios, &d).filter(|e| e.coverage >= level - 1e-9) {
             let truth = (1.0 + effect).ln();
@@ -798,8 +940,9 @@ pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize,
             Verdict::Revert => {}
         }
         // The baseline on the same positions: incumbent block, then candidate block.
-        let inc: Vec<f64> = states[..BASELINE_RUNS].to_vec();
-        let cnd: Vec<f64> = states[BASELINE_RUNS..2 * BASELINE_RUNS].iter().map(|x| x * cand).collect();
+        let side = |p: usize, candidate: bool| sides.get(p).map_or(1.0, |f| if candidate { f.1 } else { f.0 });
+        let inc: Vec<f64> = (0..BASELINE_RUNS).map(|p| states[p] * side(p, false)).collect();
+        let cnd: Vec<f64> = (BASELINE_RUNS..2 * BASELINE_RUNS).map(|p| states[p] * cand * side(p, true)).collect();
         let (u, p) = mann_whitney_u(&cnd, &inc);
         // U of the candidate below n1 n2 / 2: its latencies rank lower, i.e. it is faster.
         if p < 0.05 && u < (BASELINE_RUNS * BASELINE_RUNS) as f64 / 2.0 {
