@@ -68,6 +68,10 @@ pub struct SimulateArgs {
     /// lists them).
     #[arg(long, value_name = "NAME", long_help = ratchet_lab::simulate::models_help())]
     pub only: Vec<String>,
+    /// The rule at other levels than today's: a JSON object of `Levels` fields to replace, e.g.
+    /// '{"ratio_keep_at": 6.91}' (the field names `results/decisions.jsonl` records).
+    #[arg(long, value_name = "JSON")]
+    pub levels: Option<String>,
     /// Simulate a night on a serial trunk with this many device slots running trials at once
     /// (a comma-separated list, e.g. 1,2,4,8) instead of the per-scenario tables.
     #[arg(long, value_name = "K,...", value_delimiter = ',')]
@@ -82,6 +86,26 @@ pub struct SimulateArgs {
     /// of them small) or win30 (30% of the hypotheses win: +3% and +10%).
     #[arg(long, value_name = "QUEUE", default_value = "mix")]
     pub queue: ratchet_lab::parallel::Queue,
+}
+
+/// `levels` with the fields `json` names replaced.
+fn other_levels(levels: ratchet::stats::sequential::Levels, json: &str) -> Result<ratchet::stats::sequential::Levels> {
+    let bad = |e: serde_json::Error| {
+        Error::usage(format!("--levels {json}: {e}"))
+            .hint("give a JSON object of level names and numbers, e.g. '{\"ratio_keep_at\": 6.91}'")
+    };
+    let mut all = serde_json::to_value(levels).expect("levels");
+    let serde_json::Value::Object(changes) = serde_json::from_str(json).map_err(bad)? else {
+        return Err(Error::usage(format!("--levels {json}: not a JSON object")).hint("e.g. '{\"ratio_keep_at\": 6.91}'"));
+    };
+    for (k, v) in changes {
+        if all.get(&k).is_none() {
+            return Err(Error::usage(format!("--levels: no level {k}"))
+                .hint(format!("the levels: {}", all.as_object().expect("object").keys().cloned().collect::<Vec<_>>().join(", "))));
+        }
+        all[&k] = v;
+    }
+    serde_json::from_value(all).map_err(bad)
 }
 
 /// `ratchet-lab simulate`: the decision procedure of this repo's `[decision]` (or the defaults)
@@ -101,7 +125,11 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         }
     };
     let decision = config::DecisionConfig { method: args.method.unwrap_or(decision.method), ..decision };
-    let params = decision.params(None);
+    let mut params = decision.params(None);
+    if let Some(json) = &args.levels {
+        params.levels = other_levels(params.levels, json)?;
+        println!("levels {}", serde_json::to_string(&params.levels).expect("levels"));
+    }
     let seq = Sequential::new(params);
     let p = &seq.params;
     println!(
@@ -280,6 +308,17 @@ fn run_parallel(seq: &ratchet::stats::sequential::Sequential, args: &SimulateArg
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ratchet::stats::sequential::Levels;
+
+    #[test]
+    fn other_levels_replace_the_named_levels_and_name_a_wrong_one() {
+        let l = other_levels(Levels::current(), r#"{"ratio_keep_at": 6.91, "ratio_early_sds": 0}"#).unwrap();
+        assert_eq!(l, Levels { ratio_keep_at: 6.91, ratio_early_sds: 0.0, ..Levels::current() });
+        let e = other_levels(Levels::current(), r#"{"keep_at": 6.91}"#).unwrap_err().to_string();
+        assert!(e.contains("no level keep_at"), "{e}");
+        assert!(other_levels(Levels::current(), "[1]").is_err());
+        assert!(other_levels(Levels::current(), r#"{"ratio_keep_from_two_modes": -1}"#).is_err());
+    }
 
     #[test]
     fn simulate_args_parse_counts_and_methods() {
