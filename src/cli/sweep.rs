@@ -61,6 +61,12 @@ impl Engine for Capped {
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
         self.engine.cancel(job)
     }
+    fn stop(&mut self, job: &JobHandle) -> Result<()> {
+        self.engine.stop(job)
+    }
+    fn stopped(&mut self, job: &JobHandle) -> Result<bool> {
+        self.engine.stopped(job)
+    }
     fn fetch(&mut self, job: &JobHandle, trial: &TrialSpec) -> Result<()> {
         self.engine.fetch(job, trial)
     }

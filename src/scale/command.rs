@@ -190,6 +190,40 @@ impl<T: Send + 'static> Background<T> {
     }
 }
 
+/// Jobs being stopped, each by work on a thread of its own (a cancel that waits for its job to
+/// end can take the cluster's kill wait), by engine id: the controller asks whether each has
+/// ended instead of waiting on it.
+#[derive(Default)]
+pub struct Stops(std::collections::HashMap<String, Background<()>>);
+
+impl Stops {
+    /// Start stopping `id` unless a stop of it is under way.
+    pub fn start(&mut self, id: &str, work: impl FnOnce() -> Result<()> + Send + 'static) {
+        self.0.entry(id.to_string()).or_insert_with(|| Background::spawn(work));
+    }
+
+    /// Whether the stop of `id` has ended (a job never stopped here has): `Ok(false)` while it
+    /// runs, its error once it failed.
+    pub fn ended(&mut self, id: &str) -> Result<bool> {
+        let Some(b) = self.0.get(id) else { return Ok(true) };
+        let Some(r) = b.try_take() else { return Ok(false) };
+        self.0.remove(id);
+        r.map(|()| true)
+    }
+
+    /// Wait for the stop of `id`, where one is under way.
+    pub fn wait(&mut self, id: &str) -> Result<()> {
+        self.0.remove(id).map_or(Ok(()), Background::wait)
+    }
+
+    /// Wait for every stop under way (each command in them has its own limit).
+    pub fn wait_all(&mut self) {
+        for (_, b) in self.0.drain() {
+            let _ = b.wait();
+        }
+    }
+}
+
 /// A stream read into memory by a thread (capped), readable before the stream closes.
 struct Collector {
     buf: Arc<Mutex<(Vec<u8>, bool)>>,

@@ -153,6 +153,7 @@ pub fn run(ws: &Locked, opts: &SweepOptions, engine: &mut dyn Engine, fx: &mut E
         stuck_limit: Duration::from_secs_f64(cfg.engine.stuck_limit_s.unwrap_or(crate::config::DEFAULT_STUCK_LIMIT_S)),
         stuck: HashMap::new(),
         polls_failing_since: None,
+        stop_failed: vec![],
         next_poll: None,
         runs_spent: 0,
         walls: vec![],
@@ -215,6 +216,8 @@ struct Controller<'a> {
     stuck_limit: Duration,
     stuck: HashMap<String, (Instant, String)>,
     polls_failing_since: Option<Instant>,
+    /// Trials whose stop failed (journaled as stopping, for recovery): not asked again.
+    stop_failed: Vec<String>,
     /// While polls fail: no poll before this (a failing scheduler is not asked 40 times a second).
     next_poll: Option<Instant>,
     runs_spent: u64,
@@ -258,7 +261,7 @@ impl<'a> Controller<'a> {
                         Some(JobState::Stuck(why)) => match self.stuck_past_limit(&t, &why, engine.name(), fx) {
                             None => continue,
                             Some(lost) => {
-                                engine.cancel(h)?;
+                                self.stop(engine, &t)?;
                                 Some(lost)
                             }
                         },
@@ -274,6 +277,9 @@ impl<'a> Controller<'a> {
                 if let Err(e) = self.finished(engine, t, lost, fx) {
                     stopping.get_or_insert(e);
                 }
+            }
+            if let Err(e) = self.reap_stops(engine) {
+                stopping.get_or_insert(e);
             }
             if let Some(e) = stopping {
                 // As a serial sweep stops on an error: nothing new starts, trials in flight stop
@@ -316,6 +322,7 @@ impl<'a> Controller<'a> {
                 && queue.is_empty()
                 && self.requeue.is_empty()
                 && self.deferred.is_empty()
+                && self.journal.stopping.is_empty()
             {
                 return Ok(());
             }
@@ -323,9 +330,54 @@ impl<'a> Controller<'a> {
         }
     }
 
-    /// Trials the engine is running (journaled, not waiting in the winners' FIFO).
+    /// Trials the engine is running (journaled, not waiting in the winners' FIFO), and those it
+    /// is stopping: they hold a device until they end.
     fn running(&self) -> usize {
-        self.journal.trials.iter().filter(|t| !self.winners.iter().any(|(w, _)| w.spec.id == t.spec.id)).count()
+        let live = self.journal.trials.iter().filter(|t| !self.winners.iter().any(|(w, _)| w.spec.id == t.spec.id)).count();
+        live + self.journal.stopping.len()
+    }
+
+    /// Start stopping a trial's job (the engine's cancel runs beside the controller); it is
+    /// journaled as stopping, with the next save, until the engine says the job has ended.
+    fn stop(&mut self, engine: &mut dyn Engine, t: &Tracked) -> Result<()> {
+        if let Some(h) = &t.handle {
+            engine.stop(h)?;
+            self.journal.stopping.push(t.clone());
+        }
+        Ok(())
+    }
+
+    /// Forget the stopped jobs that have ended. A stop that failed is the sweep's error, as a
+    /// failed cancel was; its trial stays journaled as stopping, so recovery cancels it again.
+    fn reap_stops(&mut self, engine: &mut dyn Engine) -> Result<()> {
+        let mut failed = None;
+        let mut changed = false;
+        let mut keep = vec![];
+        for t in std::mem::take(&mut self.journal.stopping) {
+            let Some(h) = t.handle.clone() else {
+                changed = true;
+                continue;
+            };
+            if self.stop_failed.contains(&t.spec.id) {
+                keep.push(t);
+                continue;
+            }
+            match engine.stopped(&h) {
+                Ok(true) => changed = true,
+                Ok(false) => keep.push(t),
+                Err(e) => {
+                    let hint = format!("job {} (trial {}) may still run; {}", h.engine_id, h.trial, e.hint.clone().unwrap_or_default());
+                    failed.get_or_insert(e.hint(hint));
+                    self.stop_failed.push(t.spec.id.clone());
+                    keep.push(t);
+                }
+            }
+        }
+        self.journal.stopping = keep;
+        if changed {
+            self.journal.save(&self.state_dir)?;
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     /// Whether `commit` is the head or one of its ancestors.
@@ -446,9 +498,7 @@ impl<'a> Controller<'a> {
                 continue;
             }
             if !won {
-                if let Some(h) = &t.handle {
-                    engine.cancel(h)?;
-                }
+                self.stop(engine, &t)?;
             }
             self.winners.retain(|(w, _)| w.spec.id != l.id);
             self.forget(&l.id)?;
@@ -828,13 +878,21 @@ impl<'a> Controller<'a> {
             // Read before the cancel: a result written while the worker is being stopped (its
             // benchmark killed by the same signal reads as a crash) must not count.
             let finished = has_result(&t.spec.out_dir);
-            if let Some(h) = &t.handle {
-                let _ = engine.cancel(h);
+            if t.handle.is_some() && self.stop(engine, &t).is_err() {
+                // Journaled as stopping all the same: recovery cancels it again.
+                self.journal.stopping.push(t.clone());
+                self.stop_failed.push(t.spec.id.clone());
             }
             if !finished {
                 let _ = self.forget(&t.spec.id);
             }
         }
+        // The stops run side by side, each within its engine's command limit.
+        while self.journal.stopping.iter().any(|t| !self.stop_failed.contains(&t.spec.id)) {
+            let _ = self.reap_stops(engine);
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        let _ = self.journal.save(&self.state_dir);
     }
 }
 

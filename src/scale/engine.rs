@@ -58,8 +58,18 @@ pub trait Engine {
     /// (same order), to be run with the engine's device binding. Slurm submits one job array.
     fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>>;
     fn poll(&mut self, job: &JobHandle) -> Result<JobState>;
-    /// Stop a job and every process it started; a job already gone is not an error.
+    /// Stop a job and every process it started, and wait until it has ended; a job already
+    /// gone is not an error.
     fn cancel(&mut self, job: &JobHandle) -> Result<()>;
+    /// Start stopping a job as [`Engine::cancel`] does, without waiting for it to end: the
+    /// controller asks [`Engine::stopped`] until it has. By default the stop is the cancel.
+    fn stop(&mut self, job: &JobHandle) -> Result<()> {
+        self.cancel(job)
+    }
+    /// Whether a job [`Engine::stop`] was asked for has ended (the error of a stop that failed).
+    fn stopped(&mut self, _job: &JobHandle) -> Result<bool> {
+        Ok(true)
+    }
     /// The device the next submitted trial will run on, as the noise history names it: a local
     /// slot's ([`slot_device`]), or on a cluster, whose node is not known before the trial
     /// starts, the kind of device every node of its request has ([`device_kind`]). The trial

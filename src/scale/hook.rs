@@ -2,7 +2,7 @@
 //! launcher (SkyPilot, Kubernetes Jobs, CI runners) through a small line protocol, documented in
 //! docs/scale-out.md ("Hook"); each call is bounded and killed as a process group when it overruns.
 
-use super::command::{shell_join, Background, Call, Output};
+use super::command::{shell_join, Background, Call, Output, Stops};
 use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use crate::error::{Error, Kind, Result, WithPath};
 use std::collections::HashMap;
@@ -55,6 +55,8 @@ pub struct HookEngine {
     /// Per job token: the poll hook under way, on a thread of its own (a hook may take seconds:
     /// a `kubectl`, a REST call), so the controller never waits on it.
     polling: HashMap<String, Background<JobState>>,
+    /// The cancel hooks under way, each on a thread of its own.
+    stops: Stops,
 }
 
 /// Which hook, for messages.
@@ -83,7 +85,21 @@ impl Hook {
 
 impl HookEngine {
     pub fn new(opts: HookOptions) -> HookEngine {
-        HookEngine { opts, polled: HashMap::new(), polling: HashMap::new() }
+        HookEngine { opts, polled: HashMap::new(), polling: HashMap::new(), stops: Stops::default() }
+    }
+
+    /// Stop polling a job being cancelled: its poll hook under way, to wait for first.
+    fn forget(&mut self, job: &JobHandle) -> Option<Background<JobState>> {
+        self.polled.remove(&job.engine_id);
+        self.polling.remove(&job.engine_id)
+    }
+
+    /// The cancel hook, once a poll hook under way for the job has ended.
+    fn cancel_now(&self, job: &JobHandle, polling: Option<Background<JobState>>) -> Result<()> {
+        if let Some(b) = polling {
+            let _ = b.wait();
+        }
+        self.call(Hook::Cancel, &job.trial, Self::job_env(job), None).map(|_| ())
     }
 
     /// A job just submitted counts as polled (queued): its first poll comes an interval later.
@@ -175,12 +191,13 @@ impl HookEngine {
     }
 }
 
-/// The poll hooks under way end before the engine does: no hook outlives the sweep.
+/// The poll and cancel hooks under way end before the engine does: no hook outlives the sweep.
 impl Drop for HookEngine {
     fn drop(&mut self) {
         for (_, b) in self.polling.drain() {
             let _ = b.wait();
         }
+        self.stops.wait_all();
     }
 }
 
@@ -304,11 +321,21 @@ impl Engine for HookEngine {
     }
 
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
-        self.polled.remove(&job.engine_id);
-        if let Some(b) = self.polling.remove(&job.engine_id) {
-            let _ = b.wait();
-        }
-        self.call(Hook::Cancel, &job.trial, Self::job_env(job), None).map(|_| ())
+        let _ = self.stops.wait(&job.engine_id);
+        let polling = self.forget(job);
+        HookEngine::new(self.opts.clone()).cancel_now(job, polling)
+    }
+
+    /// The cancel hook (after a poll hook under way for the job), on a thread of its own.
+    fn stop(&mut self, job: &JobHandle) -> Result<()> {
+        let polling = self.forget(job);
+        let (hooks, j) = (HookEngine::new(self.opts.clone()), job.clone());
+        self.stops.start(&job.engine_id, move || hooks.cancel_now(&j, polling));
+        Ok(())
+    }
+
+    fn stopped(&mut self, job: &JobHandle) -> Result<bool> {
+        self.stops.ended(&job.engine_id)
     }
 
     fn fetch(&mut self, job: &JobHandle, trial: &TrialSpec) -> Result<()> {

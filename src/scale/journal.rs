@@ -84,6 +84,10 @@ pub(super) struct Journal {
     /// since it was last recorded; at `[engine] retries` + 1 losses it is recorded as lost.
     #[serde(default)]
     pub(super) lost: std::collections::BTreeMap<String, Vec<String>>,
+    /// Trials whose jobs the controller stopped (a lost, stuck or cut trial) and the engine has
+    /// not yet seen end: a recovery cancels them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) stopping: Vec<Tracked>,
 }
 
 impl Journal {
@@ -171,6 +175,8 @@ pub(super) fn recover_with(repo: &Repo, store: &Store, mut engine: Option<&mut d
         finish_recording(repo, store, &mut j, &rec)?;
         said.push(format!("finished recording experiment {} of a stopped parallel sweep", rec.row.id));
     }
+    // Their cancels were asked for again above.
+    j.stopping.clear();
     let before = j.trials.len();
     let mut dropped = vec![];
     j.trials.retain(|t| {
@@ -234,6 +240,7 @@ fn cancel_unfinished(repo: &Repo, j: &Journal, engine: Option<&mut dyn Engine>, 
     let unfinished: Vec<&Tracked> = j
         .trials
         .iter()
+        .chain(&j.stopping)
         .filter(|t| !t.engine.is_empty() && (t.engine != "local" || local))
         .filter(|t| !has_result(&t.spec.out_dir) && !spare.contains(&t.spec.id))
         .filter(|t| t.handle.is_some() || t.engine != "local")
@@ -294,7 +301,7 @@ pub fn journaled_trials(state_dir: &Path) -> Vec<String> {
 /// trials kept for the next parallel sweep are not pending work, so they are not named.
 pub fn in_flight(state_dir: &Path) -> Option<String> {
     let j = Journal::load(state_dir).ok()?;
-    let open = j.trials.iter().filter(|t| !has_result(&t.spec.out_dir)).count();
+    let open = j.trials.iter().filter(|t| !has_result(&t.spec.out_dir)).count() + j.stopping.len();
     let recording = j.recording.as_ref().map(|r| format!(" and the recording of experiment {}", r.row.id));
     (open > 0 || recording.is_some())
         .then(|| format!("{open} unfinished trial(s){} of a parallel sweep journaled in {JOURNAL}", recording.unwrap_or_default()))

@@ -2,7 +2,7 @@
 //! with the CPUs and GPUs of one trial as its entrypoint resources; every job in flight is
 //! polled with one `ray list jobs` per poll interval and stopped with `ray job stop`.
 
-use super::command::{shell_join, shell_quote, unanswered, Background, Call, Output};
+use super::command::{shell_join, shell_quote, unanswered, Background, Call, Output, Stops};
 use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use crate::error::{Error, Kind, Result, WithPath};
 use serde::Deserialize;
@@ -94,6 +94,8 @@ pub struct RayEngine {
     /// Jobs taken by their name (a restarted controller's, whose handle was never journaled): the
     /// candidate commit each must carry to be this trial's.
     expected: HashMap<String, String>,
+    /// The stops under way, each on a thread of its own.
+    stops: Stops,
 }
 
 /// One `ray list jobs` (and, past `LIST_LIMIT`, the lookups of the jobs in flight it missed).
@@ -124,7 +126,15 @@ enum Submit {
 
 impl RayEngine {
     pub fn new(opts: RayOptions) -> RayEngine {
-        RayEngine { opts, listing: None, listing_call: None, listing_failed: None, submits: HashMap::new(), expected: HashMap::new() }
+        RayEngine {
+            opts,
+            listing: None,
+            listing_call: None,
+            listing_failed: None,
+            submits: HashMap::new(),
+            expected: HashMap::new(),
+            stops: Stops::default(),
+        }
     }
 
     /// A trial's submission id: unique to this repository's state and the trial, so that a
@@ -268,6 +278,7 @@ impl Drop for RayEngine {
         if let Some(b) = self.listing_call.take() {
             let _ = b.wait();
         }
+        self.stops.wait_all();
     }
 }
 
@@ -591,20 +602,52 @@ impl Engine for RayEngine {
     /// process group and SIGKILL a few seconds later. A submission still under way is waited
     /// for first, so that no job starts after its trial was stopped.
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
-        if let Some(Submission { state: Submit::Running(b), .. }) = self.submits.remove(&job.engine_id) {
-            let _ = b.wait();
-        }
-        self.expected.remove(&job.engine_id);
-        let mut args = vec!["job".to_string(), "stop".into()];
-        args.extend(address_args(&self.opts));
-        args.push(job.engine_id.clone());
-        let out = call(&self.opts, &args)?;
-        self.listing = None;
-        if !out.success() && !gone(&out) {
-            return Err(failed(&self.opts, &format!("job stop {}", job.engine_id), &out));
-        }
+        let _ = self.stops.wait(&job.engine_id);
+        let submit = self.take_submit(&job.engine_id);
+        stop_job(&self.opts, &job.engine_id, submit)
+    }
+
+    /// [`Engine::cancel`]'s wait for the submission and its `ray job stop`, on a thread of
+    /// their own.
+    fn stop(&mut self, job: &JobHandle) -> Result<()> {
+        let submit = self.take_submit(&job.engine_id);
+        let (o, id) = (self.opts.clone(), job.engine_id.clone());
+        self.stops.start(&job.engine_id, move || stop_job(&o, &id, submit));
         Ok(())
     }
+
+    fn stopped(&mut self, job: &JobHandle) -> Result<bool> {
+        self.stops.ended(&job.engine_id)
+    }
+}
+
+impl RayEngine {
+    /// Forget a job being stopped: its submission under way (to wait for before the stop), and
+    /// the listing, which may still call it running.
+    fn take_submit(&mut self, id: &str) -> Option<Background<()>> {
+        self.expected.remove(id);
+        self.listing = None;
+        match self.submits.remove(id) {
+            Some(Submission { state: Submit::Running(b), .. }) => Some(b),
+            _ => None,
+        }
+    }
+}
+
+/// `ray job stop ID` once its submission (if one is under way) has landed; a job Ray does not
+/// have is not an error.
+fn stop_job(o: &RayOptions, id: &str, submit: Option<Background<()>>) -> Result<()> {
+    if let Some(b) = submit {
+        let _ = b.wait();
+    }
+    let mut args = vec!["job".to_string(), "stop".into()];
+    args.extend(address_args(o));
+    args.push(id.to_string());
+    let out = call(o, &args)?;
+    if !out.success() && !gone(&out) {
+        return Err(failed(o, &format!("job stop {id}"), &out));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

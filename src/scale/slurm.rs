@@ -1,9 +1,10 @@
 //! The Slurm engine: a batch of trials becomes one job array (`sbatch --array`), task i running
 //! trial i's worker with its own GPU (`--gres=gpu:1`) or node (`--exclusive`), its output in
-//! the trial's run directory on the shared filesystem; polled with `squeue` (on a thread of its
-//! own: a slow slurmctld never holds the controller), stopped with `scancel`.
+//! the trial's run directory on the shared filesystem; submitted with `sbatch`, polled with
+//! `squeue`, stopped with `scancel`, each on a thread of its own (a slow slurmctld never holds
+//! the controller). A trial's handle is its array's job name, known before `sbatch` answers.
 
-use super::command::{shell_join, unanswered, Background, Call, Output};
+use super::command::{shell_join, unanswered, Background, Call, Output, Stops};
 use super::engine::{Engine, JobHandle, JobState, TrialSpec};
 use crate::error::{Error, Kind, Result, WithPath};
 use std::collections::HashMap;
@@ -75,6 +76,22 @@ pub struct SlurmEngine {
     /// When the engine last changed each array (submitted it, cancelled a task and saw it end):
     /// a listing started before that says nothing of it.
     changed: HashMap<String, Instant>,
+    /// The cancels under way, each on a thread of its own.
+    stops: Stops,
+    /// Per array job name: its `sbatch` (on a thread of its own) or the lookup of its job id by
+    /// the name (a restarted controller's), and the job id once known.
+    arrays: HashMap<String, Array>,
+}
+
+/// What the engine knows of a job array it named.
+enum Array {
+    /// `sbatch` under way: it answers with the job id.
+    Submitting(Background<String>),
+    /// `squeue -n NAME` under way: the job id of the newest array of that name, if Slurm has one.
+    LookingUp(Background<Option<String>>),
+    Known(String),
+    /// Slurm has no job of that name (never submitted, or purged long after it ended).
+    Absent,
 }
 
 /// Tasks' states by `job_task` id; `None`: Slurm has forgotten the task.
@@ -92,11 +109,16 @@ const WATCHED: Duration = Duration::from_secs(10);
 
 impl SlurmEngine {
     pub fn new(opts: SlurmOptions) -> SlurmEngine {
-        SlurmEngine { opts, listings: HashMap::new(), asked: HashMap::new(), call: None, failed: None, changed: HashMap::new() }
-    }
-
-    fn call(&self, program: &str, args: &[String]) -> Result<Output> {
-        call(&self.opts, program, args)
+        SlurmEngine {
+            opts,
+            listings: HashMap::new(),
+            asked: HashMap::new(),
+            call: None,
+            failed: None,
+            changed: HashMap::new(),
+            stops: Stops::default(),
+            arrays: HashMap::new(),
+        }
     }
 
     /// A Slurm command that exited non-zero, as an error naming it and its stderr; the hint
@@ -165,6 +187,20 @@ impl SlurmEngine {
             Some((message, hint)) => Err(unanswered(message, hint)),
             None => Ok(()),
         }
+    }
+
+    /// A task that ended by a cancel: a listing taken before that would still call it running.
+    fn ended(&mut self, engine_id: &str) {
+        let array = match parse_handle(engine_id) {
+            Ok(Handle::Id(id)) => array_of(&id).to_string(),
+            Ok(Handle::Named(name, _)) => match self.arrays.get(&name) {
+                Some(Array::Known(job)) => job.clone(),
+                _ => return,
+            },
+            Err(_) => return,
+        };
+        self.listings.remove(&array);
+        self.changed.insert(array, Instant::now());
     }
 
     /// A task's state from the latest listing that can speak for it (`None` where none can
@@ -252,9 +288,19 @@ fn task_state_now(o: &SlurmOptions, engine_id: &str) -> Result<Option<TaskState>
     Ok(take_listing(o, &[job], &[engine_id.to_string()])?.remove(engine_id).flatten())
 }
 
-/// The engine's listing ends with it: no `squeue` outlives the sweep.
+/// The engine's commands end with it: no `sbatch`, `squeue` or `scancel` outlives the sweep, and
+/// a submission under way lands (or fails) before the controller exits, so the job its journaled
+/// name stands for exists or never will.
 impl Drop for SlurmEngine {
     fn drop(&mut self) {
+        self.stops.wait_all();
+        for (_, a) in self.arrays.drain() {
+            match a {
+                Array::Submitting(b) => drop(b.wait()),
+                Array::LookingUp(b) => drop(b.wait()),
+                Array::Known(_) | Array::Absent => {}
+            }
+        }
         if let Some(c) = self.call.take() {
             let _ = c.call.wait();
         }
@@ -441,31 +487,26 @@ impl Engine for SlurmEngine {
         }
         args.extend(self.opts.sbatch_args.iter().cloned());
         args.push(script.to_string_lossy().into_owned());
-        let out = self.call("sbatch", &args)?;
-        if !out.success() {
-            return Err(Self::failed(&format!("sbatch {}", shell_join(&args)), &out));
-        }
-        let first = out.stdout.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-        // --parsable prints "jobid" or "jobid;cluster".
-        let job = first.split(';').next().unwrap_or("");
-        if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(Error::new(
-                Kind::Infrastructure,
-                format!("slurm engine: sbatch printed {:?}, not a job id (it was run with --parsable)", out.stdout.trim()),
-            ));
-        }
-        self.listings.remove(job);
-        self.changed.insert(job.to_string(), Instant::now());
-        Ok(trials.iter().enumerate().map(|(i, t)| JobHandle { trial: t.id.clone(), engine_id: format!("{job}_{i}"), slot: None }).collect())
+        let (o, name) = (self.opts.clone(), self.job_name(&trials[0].id));
+        let sbatch = Background::spawn(move || sbatch(&o, &args));
+        self.arrays.insert(name.clone(), Array::Submitting(sbatch));
+        Ok(trials.iter().enumerate().map(|(i, t)| JobHandle { trial: t.id.clone(), engine_id: named(&name, i), slot: None }).collect())
     }
 
-    /// Answered at once from the latest listing (taken on a thread of its own, at most once a
-    /// `LISTING_TTL`, for every task in flight); `Queued` until a listing can speak for the task.
+    /// Answered at once: `queued` while its `sbatch` (or the lookup of its name) runs, then
+    /// from the latest listing (taken on a thread of its own, at most once a `LISTING_TTL`, for
+    /// every task in flight), `queued` until a listing can speak for the task. A failed sbatch
+    /// is the poll's error.
     fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
-        split_id(&job.engine_id)?;
-        self.asked.insert(job.engine_id.clone(), Instant::now());
+        let task = match self.task_id(&job.engine_id)? {
+            Resolved::Task(t) => t,
+            Resolved::Pending => return Ok(JobState::Queued),
+            // Never submitted, or purged after MinJobAge: the run directory tells.
+            Resolved::Absent => return Ok(JobState::Finished),
+        };
+        self.asked.insert(task.clone(), Instant::now());
         self.refresh()?;
-        match self.listed(&job.engine_id) {
+        match self.listed(&task) {
             Some(Some(t)) => map_state(&t),
             // Purged after MinJobAge: it ended long ago; the run directory tells how.
             Some(None) => Ok(JobState::Finished),
@@ -473,53 +514,213 @@ impl Engine for SlurmEngine {
         }
     }
 
-    /// A trial's job by its name (`squeue -n`): the one a controller submitted just before it
-    /// died, its id never journaled.
+    /// A trial's job by its name: the one a controller submitted just before it died, its
+    /// handle never journaled. Nothing is asked of Slurm here: the polls look the name up.
     fn find(&mut self, trial: &TrialSpec) -> Result<Option<JobHandle>> {
-        let name = self.job_name(&trial.id);
-        let args: Vec<String> = ["-h", "-r", "-t", "all", "-n", &name, "-o", "%i|%T"].iter().map(|s| s.to_string()).collect();
-        let out = self.call("squeue", &args)?;
-        if !out.success() {
-            return Err(Self::failed(&format!("squeue -n {name}"), &out));
-        }
-        // The first task of the array (a trial's job has one task: `JOBID_0`).
-        let id = out.stdout.lines().filter_map(|l| l.trim().split('|').next()).find(|id| split_id(id).is_ok_and(|(_, t)| t == 0));
-        Ok(id.map(|id| JobHandle { trial: trial.id.clone(), engine_id: id.to_string(), slot: None }))
+        Ok(Some(JobHandle { trial: trial.id.clone(), engine_id: named(&self.job_name(&trial.id), 0), slot: None }))
     }
 
     fn cancel(&mut self, job: &JobHandle) -> Result<()> {
-        let (array, _) = split_id(&job.engine_id)?;
-        let out = self.call("scancel", std::slice::from_ref(&job.engine_id))?;
-        if !out.success() && !gone(&out) {
-            return Err(Self::failed(&format!("scancel {}", job.engine_id), &out));
+        // A stop of it under way ends first: the cancel then finds the task gone.
+        let _ = self.stops.wait(&job.engine_id);
+        let task = self.stop_target(&job.engine_id)?;
+        stop_task(&self.opts, task)?;
+        self.ended(&job.engine_id);
+        Ok(())
+    }
+
+    /// The wait for its `sbatch` (or its lookup), `scancel` and the wait for the task's end, on
+    /// a thread of their own.
+    fn stop(&mut self, job: &JobHandle) -> Result<()> {
+        let task = self.stop_target(&job.engine_id)?;
+        let o = self.opts.clone();
+        self.stops.start(&job.engine_id, move || stop_task(&o, task));
+        Ok(())
+    }
+
+    fn stopped(&mut self, job: &JobHandle) -> Result<bool> {
+        let ended = self.stops.ended(&job.engine_id)?;
+        if ended {
+            self.ended(&job.engine_id);
         }
-        // scancel only asks; the task's processes get SIGTERM, then SIGKILL after the cluster's
-        // KillWait. Wait until Slurm says they are gone (not running nor completing).
-        let deadline = Instant::now() + self.opts.command_timeout;
-        // A listing taken before the task ended would still call it running.
-        let ended = |e: &mut SlurmEngine| {
-            e.listings.remove(&array);
-            e.changed.insert(array.clone(), Instant::now());
-            Ok(())
+        Ok(ended)
+    }
+}
+
+/// A handle's task: Slurm's `JOBID_TASK` (handles journaled before submissions ran beside the
+/// controller), or the array's job name and the task's index.
+#[derive(Debug, Clone, PartialEq)]
+enum Handle {
+    Id(String),
+    Named(String, u32),
+}
+
+/// A named task's handle: `NAME[i]`.
+fn named(name: &str, task: usize) -> String {
+    format!("{name}[{task}]")
+}
+
+fn parse_handle(engine_id: &str) -> Result<Handle> {
+    if let Some((name, task)) = engine_id.strip_suffix(']').and_then(|s| s.rsplit_once('[')) {
+        if let (false, Ok(i)) = (name.is_empty(), task.parse::<u32>()) {
+            return Ok(Handle::Named(name.to_string(), i));
+        }
+    }
+    split_id(engine_id).map(|_| Handle::Id(engine_id.to_string()))
+}
+
+/// Where a handle's task stands.
+enum Resolved {
+    /// Its `JOBID_TASK`.
+    Task(String),
+    /// Its sbatch or the lookup of its name has not answered yet.
+    Pending,
+    Absent,
+}
+
+/// What a stop cancels: a task by its id, or by its array's name once that array's sbatch (or
+/// a lookup of the name) has answered, on the stop's own thread.
+enum StopTarget {
+    Task(String),
+    Submitting(Background<String>, u32),
+    ByName(String, u32),
+}
+
+impl SlurmEngine {
+    /// The task behind a handle, as far as Slurm has answered: a named array's sbatch that
+    /// finished gives its id; a name the engine did not submit (a restarted controller's) is
+    /// looked up with `squeue -n` on a thread of its own.
+    fn task_id(&mut self, engine_id: &str) -> Result<Resolved> {
+        let (name, task) = match parse_handle(engine_id)? {
+            Handle::Id(id) => return Ok(Resolved::Task(id)),
+            Handle::Named(name, task) => (name, task),
         };
-        loop {
-            match task_state_now(&self.opts, &job.engine_id)? {
-                None => return ended(self),
-                Some(t) if !matches!(map_state(&t), Ok(JobState::Running | JobState::Queued | JobState::Stuck(_))) => return ended(self),
-                Some(t) if Instant::now() >= deadline => return Err(Error::new(
+        let array = match self.arrays.remove(&name) {
+            None => {
+                let o = self.opts.clone();
+                let n = name.clone();
+                Array::LookingUp(Background::spawn(move || lookup(&o, &n)))
+            }
+            Some(Array::Submitting(b)) => match b.try_take() {
+                None => Array::Submitting(b),
+                Some(Ok(job)) => {
+                    self.listings.remove(&job);
+                    self.changed.insert(job.clone(), Instant::now());
+                    Array::Known(job)
+                }
+                // Not asked again (a second sbatch could start a second job): the sweep stops
+                // on it, as on a refused submission; a resumed sweep finds the job by its name.
+                Some(Err(e)) => return Err(e),
+            },
+            Some(Array::LookingUp(b)) => match b.try_take() {
+                None => Array::LookingUp(b),
+                Some(Ok(Some(job))) => Array::Known(job),
+                Some(Ok(None)) => Array::Absent,
+                Some(Err(e)) => return Err(e),
+            },
+            Some(a) => a,
+        };
+        let out = match &array {
+            Array::Known(job) => Resolved::Task(format!("{job}_{task}")),
+            Array::Absent => Resolved::Absent,
+            Array::Submitting(_) | Array::LookingUp(_) => Resolved::Pending,
+        };
+        self.arrays.insert(name, array);
+        Ok(out)
+    }
+
+    /// What a stop of `engine_id` cancels; the engine forgets a named array's sbatch under way
+    /// (the stop waits for it).
+    fn stop_target(&mut self, engine_id: &str) -> Result<StopTarget> {
+        let (name, task) = match parse_handle(engine_id)? {
+            Handle::Id(id) => return Ok(StopTarget::Task(id)),
+            Handle::Named(name, task) => (name, task),
+        };
+        Ok(match self.arrays.remove(&name) {
+            Some(Array::Known(job)) => {
+                let target = StopTarget::Task(format!("{job}_{task}"));
+                self.arrays.insert(name, Array::Known(job));
+                target
+            }
+            Some(Array::Submitting(b)) => StopTarget::Submitting(b, task),
+            _ => StopTarget::ByName(name, task),
+        })
+    }
+}
+
+/// `sbatch ARGS`: the new array's job id.
+fn sbatch(o: &SlurmOptions, args: &[String]) -> Result<String> {
+    let out = call(o, "sbatch", args)?;
+    if !out.success() {
+        let e = SlurmEngine::failed(&format!("sbatch {}", shell_join(args)), &out);
+        // Refused (a partition, account or limit): a setting to fix, so the sweep stops at once.
+        return Err(if controller_down(&out) { e } else { Error { kind: Kind::Config, ..e } });
+    }
+    let first = out.stdout.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    // --parsable prints "jobid" or "jobid;cluster".
+    let job = first.split(';').next().unwrap_or("");
+    if job.is_empty() || !job.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Error::new(
+            Kind::Infrastructure,
+            format!("slurm engine: sbatch printed {:?}, not a job id (it was run with --parsable)", out.stdout.trim()),
+        ));
+    }
+    crate::fault::point("slurm-after-sbatch");
+    Ok(job.to_string())
+}
+
+/// The job id of the newest array named `name` (`squeue -n`), if Slurm has one.
+fn lookup(o: &SlurmOptions, name: &str) -> Result<Option<String>> {
+    let args: Vec<String> = ["-h", "-r", "-t", "all", "-n", name, "-o", "%i|%T"].iter().map(|s| s.to_string()).collect();
+    let out = call(o, "squeue", &args)?;
+    if !out.success() {
+        return Err(SlurmEngine::failed(&format!("squeue -n {name}"), &out));
+    }
+    let newest = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.trim().split('|').next())
+        .filter_map(|id| split_id(id).ok())
+        .max_by_key(|(job, _)| job.parse::<u64>().unwrap_or(0));
+    Ok(newest.map(|(job, _)| job))
+}
+
+/// Cancel a task and wait until Slurm says its processes are gone (not running nor
+/// completing): scancel only asks, and the task's processes get SIGTERM, then SIGKILL after
+/// the cluster's KillWait. A task already gone is not an error.
+fn stop_task(o: &SlurmOptions, target: StopTarget) -> Result<()> {
+    let engine_id = match target {
+        StopTarget::Task(id) => id,
+        StopTarget::Submitting(b, task) => match b.wait() {
+            Ok(job) => format!("{job}_{task}"),
+            // No job was made.
+            Err(_) => return Ok(()),
+        },
+        StopTarget::ByName(name, task) => match lookup(o, &name)? {
+            Some(job) => format!("{job}_{task}"),
+            None => return Ok(()),
+        },
+    };
+    let engine_id = engine_id.as_str();
+    let out = call(o, "scancel", &[engine_id.to_string()])?;
+    if !out.success() && !gone(&out) {
+        return Err(SlurmEngine::failed(&format!("scancel {engine_id}"), &out));
+    }
+    let deadline = Instant::now() + o.command_timeout;
+    loop {
+        match task_state_now(o, engine_id)? {
+            None => return Ok(()),
+            Some(t) if !matches!(map_state(&t), Ok(JobState::Running | JobState::Queued | JobState::Stuck(_))) => return Ok(()),
+            Some(t) if Instant::now() >= deadline => {
+                return Err(Error::new(
                     Kind::Infrastructure,
-                    format!(
-                        "slurm engine: task {} is still {} {:.0} s after scancel",
-                        job.engine_id,
-                        t.state,
-                        self.opts.command_timeout.as_secs_f64()
-                    ),
+                    format!("slurm engine: task {engine_id} is still {} {:.0} s after scancel", t.state, o.command_timeout.as_secs_f64()),
                 )
                 .hint(
                     "check the node with `scontrol show node` and the task's processes; the controller will not reuse its run directory",
-                )),
-                Some(_) => std::thread::sleep(Duration::from_millis(200)),
+                ))
             }
+            Some(_) => std::thread::sleep(Duration::from_millis(200)),
         }
     }
 }

@@ -398,3 +398,150 @@ fn the_controller_reads_the_history_once_a_sweep_and_syncs_the_same_at_any_size(
     // decision, the runs in one append, the row, the noise history (a trial once took 28).
     assert!(fresh.syncs <= 14 + 10 * 3, "{} fsyncs for 3 trials", fresh.syncs);
 }
+
+/// An engine whose first trial polls as stuck, and whose stop of that job ends only after the
+/// controller has asked after it `hold` times: what the controller did meanwhile is counted.
+struct SlowStop {
+    inner: Inline,
+    state: std::path::PathBuf,
+    stuck: Option<String>,
+    hold: usize,
+    /// Polls of other jobs while the stop was under way, and whether the journal named the
+    /// stopped trial then.
+    polls_while_stopping: usize,
+    journaled_while_stopping: bool,
+    stop_ended: bool,
+    /// Jobs submitted and not yet over (finished, failed or their stop ended), at each submit.
+    live: std::collections::HashSet<String>,
+    most_live: usize,
+}
+
+impl Engine for SlowStop {
+    fn name(&self) -> &str {
+        "slow-stop"
+    }
+    fn capacity(&self) -> usize {
+        self.inner.capacity()
+    }
+    fn submit(&mut self, trials: &[TrialSpec], worker: &[Vec<String>]) -> Result<Vec<JobHandle>> {
+        let handles = self.inner.submit(trials, worker)?;
+        self.stuck.get_or_insert_with(|| handles[0].engine_id.clone());
+        self.live.extend(handles.iter().map(|h| h.engine_id.clone()));
+        self.most_live = self.most_live.max(self.live.len());
+        Ok(handles)
+    }
+    fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
+        if self.stuck.as_ref() == Some(&job.engine_id) {
+            return Ok(JobState::Stuck("held by the test".into()));
+        }
+        if self.hold > 0 && !self.stop_ended && self.live.contains(self.stuck.as_ref().unwrap()) {
+            self.polls_while_stopping += 1;
+        }
+        let state = self.inner.poll(job)?;
+        if matches!(state, JobState::Finished | JobState::Failed(_)) {
+            self.live.remove(&job.engine_id);
+        }
+        Ok(state)
+    }
+    fn cancel(&mut self, job: &JobHandle) -> Result<()> {
+        self.inner.cancel(job)
+    }
+    /// Asked at once (the in-process engine runs its trials in turn, so it must drop this
+    /// one); only its end is held.
+    fn stop(&mut self, job: &JobHandle) -> Result<()> {
+        self.inner.cancel(job)
+    }
+    fn stopped(&mut self, job: &JobHandle) -> Result<bool> {
+        if self.hold > 0 {
+            self.hold -= 1;
+            let journal = std::fs::read_to_string(self.state.join("scale.json")).unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_str(&journal).unwrap_or_default();
+            let named = v["stopping"].as_array().is_some_and(|s| s.iter().any(|t| t["handle"]["engine_id"] == job.engine_id.as_str()));
+            self.journaled_while_stopping = named;
+            return Ok(false);
+        }
+        self.stop_ended = true;
+        self.live.remove(&job.engine_id);
+        Ok(true)
+    }
+}
+
+#[test]
+fn a_stuck_trials_stop_runs_beside_the_controller_and_holds_its_slot_until_it_ends() {
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    setup(dir, &[("01-half", 0, 0.5), ("02-slower", 1, 1.25), ("03-faster", 2, 0.8)]);
+    // A cluster's settings (the engine itself is this file's: the hook commands never run).
+    let cfg = std::fs::read_to_string(dir.join("ratchet.toml")).unwrap();
+    std::fs::write(
+        dir.join("ratchet.toml"),
+        format!("{cfg}[engine]\nkind = \"hook\"\nsubmit = \"false\"\npoll = \"false\"\ncancel = \"false\"\nstuck_limit_s = 0\n"),
+    )
+    .unwrap();
+    git_in(dir, &["commit", "-qam", "stuck limit"]);
+    let mut events: Vec<Event> = vec![];
+    let ws = Workspace::discover(dir).unwrap().lock("test", &mut events).unwrap();
+    let mut engine = SlowStop {
+        inner: inline(2),
+        state: ws.state_dir.clone(),
+        stuck: None,
+        hold: 50,
+        polls_while_stopping: 0,
+        journaled_while_stopping: false,
+        stop_ended: false,
+        live: Default::default(),
+        most_live: 0,
+    };
+    let out =
+        ratchet::scale::controller::run(&ws, &SweepOptions::default(), &mut engine, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    // The stuck trial was lost and started again; every hypothesis was decided.
+    let mut decided: Vec<_> = out.rows.iter().map(|r| r.message.as_str()).collect();
+    decided.sort();
+    assert_eq!(decided, ["01-half", "02-slower", "03-faster"], "{:?}", notes(&events));
+    assert!(notes(&events).iter().any(|n| n.contains("was lost") && n.contains("held by the test")), "{:?}", notes(&events));
+    // While its stop was under way the controller polled the other trials, the journal named
+    // the stopped trial, and the stopped job kept its slot: never more than two jobs at once.
+    assert!(engine.stop_ended);
+    assert!(engine.polls_while_stopping > 0, "the controller waited on the stop");
+    assert!(engine.journaled_while_stopping, "the journal did not name the trial being stopped");
+    assert_eq!(engine.most_live, 2);
+    let journal = std::fs::read_to_string(ws.state_dir.join("scale.json")).unwrap_or_default();
+    assert!(!journal.contains("\"stopping\""), "{journal}");
+}
+
+#[test]
+fn recovery_cancels_again_a_job_the_journal_left_stopping() {
+    std::env::set_var("GIT_CONFIG_NOSYSTEM", "1");
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    setup(dir, &[("01-half", 0, 0.5)]);
+    let log = dir.join("cancelled");
+    let cfg = std::fs::read_to_string(dir.join("ratchet.toml")).unwrap();
+    let cancel = format!("echo \\\"$RATCHET_JOB\\\" >> {}", log.display());
+    std::fs::write(
+        dir.join("ratchet.toml"),
+        format!("{cfg}[engine]\nkind = \"hook\"\nsubmit = \"false\"\npoll = \"false\"\ncancel = \"{cancel}\"\n"),
+    )
+    .unwrap();
+    git_in(dir, &["commit", "-qam", "hook engine"]);
+    // A controller killed while a stop it asked for was under way.
+    let ws = Workspace::discover(dir).unwrap();
+    let out = dir.join("runs-t9");
+    let trial = serde_json::json!({
+        "spec": { "id": "t9", "repo": dir, "incumbent": "1".repeat(40), "candidate": "2".repeat(40), "out_dir": out },
+        "handle": { "trial": "t9", "engine_id": "job-9", "slot": null },
+        "engine": "hook",
+        "hypothesis": "01-half.toml@x",
+        "first": null
+    });
+    std::fs::create_dir_all(&ws.state_dir).unwrap();
+    std::fs::write(ws.state_dir.join("scale.json"), serde_json::json!({ "next_trial": 10, "stopping": [trial] }).to_string()).unwrap();
+    assert!(ratchet::scale::controller::in_flight(&ws.state_dir).is_some_and(|s| s.starts_with("1 unfinished")));
+    let mut events: Vec<Event> = vec![];
+    ratchet::scale::controller::recover(&ws, &mut Effects::new(&mut events, Cancel::new())).unwrap();
+    assert_eq!(std::fs::read_to_string(&log).unwrap().trim(), "job-9");
+    let journal = std::fs::read_to_string(ws.state_dir.join("scale.json")).unwrap();
+    assert!(!journal.contains("job-9"), "{journal}");
+    assert_eq!(ratchet::scale::controller::in_flight(&ws.state_dir), None);
+}

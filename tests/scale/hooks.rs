@@ -386,3 +386,39 @@ fn a_job_whose_token_was_never_journaled_is_found_by_its_name_and_cancelled() {
     let expected = format!("name-{}", ratchet::scale::engine::job_name(&rig.path().join(".ratchet"), "t1"));
     assert!(names.into_iter().any(|n| n == expected), "{expected}");
 }
+
+#[test]
+fn a_stop_runs_the_cancel_hook_beside_the_caller_and_says_when_it_ended() {
+    let rig = Rig::new();
+    // The cancel hook waits until `go` exists (a scheduler slow to kill), then records its job.
+    let go = rig.path().join("go");
+    let log = rig.path().join("cancelled");
+    rig.script(
+        "slow-cancel.sh",
+        &format!("while [ ! -e {} ]; do sleep 0.02; done\necho \"$RATCHET_JOB\" >> {}\n", go.display(), log.display()),
+    );
+    let mut e = HookEngine::new(HookOptions { cancel: rig.hook("slow-cancel.sh"), timeout: Duration::from_secs(600), ..rig.options() });
+    let t = rig.trial("held");
+    let jobs = e.submit(std::slice::from_ref(&t), &[vec!["true".into()]]).unwrap();
+    e.stop(&jobs[0]).unwrap();
+    assert!(!e.stopped(&jobs[0]).unwrap(), "the stop ended before its hook could");
+    assert!(!log.exists());
+    std::fs::write(&go, "").unwrap();
+    assert!(support::eventually(|| e.stopped(&jobs[0]).unwrap()));
+    assert_eq!(std::fs::read_to_string(&log).unwrap().trim(), jobs[0].engine_id);
+    // A cancel hook that fails is the stop's error.
+    rig.script("bad-cancel.sh", "echo 'no such job' >&2; exit 3\n");
+    let mut e = HookEngine::new(HookOptions { cancel: rig.hook("bad-cancel.sh"), ..rig.options() });
+    let jobs = e.submit(std::slice::from_ref(&rig.trial("bad")), &[vec!["true".into()]]).unwrap();
+    e.stop(&jobs[0]).unwrap();
+    let mut failed = None;
+    support::eventually(|| match e.stopped(&jobs[0]) {
+        Ok(done) => done,
+        Err(err) => {
+            failed = Some(err);
+            true
+        }
+    });
+    let err = failed.expect("a failed cancel hook read as stopped");
+    assert!(err.message.contains("cancel hook") && err.message.contains("no such job"), "{}", err.message);
+}

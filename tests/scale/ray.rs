@@ -588,3 +588,44 @@ fn recover_stops_by_name_a_ray_job_whose_id_was_never_journaled() {
     assert_eq!(t.live_workers(), Vec::<i32>::new());
     assert_eq!(t.head(), base);
 }
+
+#[test]
+fn a_stop_runs_ray_job_stop_beside_the_caller_and_says_when_it_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (go, log) = (d.join("go"), d.join("calls"));
+    // Takes every submission at once; `job stop` waits until `go` exists (a loaded head), and
+    // fails for a job named `bad`.
+    let fake = d.join("ray");
+    write_script(
+        &fake,
+        &format!(
+            "#!/bin/sh\ncase \"$1 $2\" in\n  'job stop') while [ ! -e {go} ]; do sleep 0.02; done\n    for a in \"$@\"; do last=$a; done\n    case \"$last\" in *-bad) echo 'RuntimeError: the job server said no' >&2; exit 1;; esac\n    echo \"stop $last\" >> {log} ;;\n  'list jobs') echo '[]' ;;\nesac\n",
+            go = go.display(),
+            log = log.display()
+        ),
+    );
+    let mut o = RayOptions::new(d.join("work"));
+    o.ray = fake;
+    o.command_timeout = Duration::from_secs(600);
+    let mut e = RayEngine::new(o);
+    let trials = [trial(d, "held"), trial(d, "bad")];
+    let jobs = e.submit(&trials, &[vec!["true".to_string()], vec!["true".to_string()]]).unwrap();
+    for j in &jobs {
+        e.stop(j).unwrap();
+    }
+    assert!(!e.stopped(&jobs[0]).unwrap(), "the stop ended before `ray job stop` did");
+    std::fs::write(&go, "").unwrap();
+    assert!(support::eventually(|| e.stopped(&jobs[0]).unwrap()));
+    assert_eq!(std::fs::read_to_string(&log).unwrap().trim(), format!("stop {}", jobs[0].engine_id));
+    let mut failed = None;
+    support::eventually(|| match e.stopped(&jobs[1]) {
+        Ok(done) => done,
+        Err(err) => {
+            failed = Some(err);
+            true
+        }
+    });
+    let err = failed.expect("a failed `ray job stop` read as stopped");
+    assert!(err.message.contains("job stop") && err.message.contains("the job server said no"), "{}", err.message);
+}

@@ -53,12 +53,15 @@ mv "$out/result.tmp" "$out/result.txt"
     assert_eq!(e.name(), "slurm");
     let jobs = e.submit(&trials, &argv).unwrap();
     assert_eq!(jobs.len(), n);
-    let array = jobs[0].engine_id.split('_').next().unwrap().to_string();
+    // Named before sbatch answers: the array's job name and the task's index.
+    let name = jobs[0].engine_id.strip_suffix("[0]").unwrap().to_string();
     for (i, j) in jobs.iter().enumerate() {
-        assert_eq!(j.engine_id, format!("{array}_{i}"), "one array, task i for trial i");
+        assert_eq!(j.engine_id, format!("{name}[{i}]"), "one array, task i for trial i");
         assert_eq!(j.trial, trials[i].id);
     }
     let done = support::poll_until_done(&mut e, &jobs, Duration::from_secs(90));
+    let array = std::fs::read_to_string(trials[0].out_dir.join("result.txt")).unwrap();
+    let array = array.lines().find_map(|l| l.strip_prefix("job=")).unwrap().to_string();
     let mut gpus = vec![];
     for (i, ((state, seen), t)) in done.iter().zip(&trials).enumerate() {
         assert_eq!(*state, JobState::Finished, "trial {i}: went through {seen:?}");
@@ -210,7 +213,11 @@ fn sbatch_refusing_names_the_command_and_its_message() {
     o.partition = Some("no-such-partition".into());
     let mut e = SlurmEngine::new(o);
     let t = trial(dir.path(), "x");
-    let err = e.submit(&[t], &[vec!["true".into()]]).unwrap_err();
+    // sbatch runs beside the caller: its refusal is the first poll's error after it answered,
+    // a setting to fix (the sweep stops at once).
+    let jobs = e.submit(&[t], &[vec!["true".into()]]).unwrap();
+    let err = support::settled(&mut e, &jobs[0], Duration::from_secs(600)).unwrap_err();
+    assert_eq!(err.kind, ratchet::error::Kind::Config);
     assert!(err.message.contains("`sbatch ") && err.message.contains("--partition=no-such-partition"), "{}", err.message);
     assert!(err.message.to_lowercase().contains("invalid partition"), "{}", err.message);
 }
@@ -237,19 +244,23 @@ fn what_sbatch_and_squeue_say_reaches_the_error() {
         o.command_timeout = Duration::from_secs(5);
         SlurmEngine::new(o)
     };
+    // What sbatch said is the first poll's error once it has answered.
+    let submit_error = |e: &mut SlurmEngine| {
+        let jobs = e.submit(std::slice::from_ref(&t), &w).unwrap();
+        support::settled(e, &jobs[0], Duration::from_secs(600)).unwrap_err()
+    };
     let mut e = with(fake_bin(&d.join("a"), "echo 'sbatch: error: Batch job submission failed: Invalid account' >&2; exit 1", "exit 0"));
-    let err = e.submit(std::slice::from_ref(&t), &w).unwrap_err();
+    let err = submit_error(&mut e);
     assert!(err.message.contains("`sbatch --parsable --array=0-0"), "{}", err.message);
     assert!(err.message.contains("Invalid account") && err.message.contains("exit code 1"), "{}", err.message);
 
     let mut e = with(fake_bin(&d.join("b"), "echo 'Submitted batch job 12'", "exit 0"));
-    let err = e.submit(std::slice::from_ref(&t), &w).unwrap_err();
+    let err = submit_error(&mut e);
     assert!(err.message.contains("not a job id"), "{}", err.message);
 
     // A job that squeue and scontrol no longer know finished long ago (purged after MinJobAge).
     let mut e = with(fake_bin(&d.join("c"), "echo '41;cluster'", "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1"));
     let jobs = e.submit(std::slice::from_ref(&t), &w).unwrap();
-    assert_eq!(jobs[0].engine_id, "41_0");
     assert_eq!(support::settled(&mut e, &jobs[0], Duration::from_secs(60)).unwrap(), JobState::Finished);
 
     let mut e = with(fake_bin(&d.join("d"), "echo 7", "echo 'squeue: error: Unable to contact slurm controller' >&2; exit 1"));
@@ -261,11 +272,11 @@ fn what_sbatch_and_squeue_say_reaches_the_error() {
     // A submit that waited for the sleep instead of killing it would not end with this error.
     o.bin_dir = Some(fake_bin(&d.join("e"), "sleep 3000", "exit 0"));
     o.command_timeout = Duration::from_secs(1);
-    let err = SlurmEngine::new(o).submit(std::slice::from_ref(&t), &w).unwrap_err();
+    let err = submit_error(&mut SlurmEngine::new(o));
     assert!(err.message.contains("did not finish within 1 s"), "{}", err.message);
 
     let mut e = with(d.join("nowhere"));
-    let err = e.submit(std::slice::from_ref(&t), &w).unwrap_err();
+    let err = submit_error(&mut e);
     assert!(err.message.contains("sbatch") && err.hint.as_deref().unwrap_or("").contains("slurm-client"), "{err}");
 }
 
@@ -280,4 +291,63 @@ fn the_engine_table_builds_a_slurm_engine() {
     assert_eq!((e.name(), e.capacity()), ("slurm", 6));
     let local = Config::parse("[benchmark]\ncommand = \"python3 b.py\"\n[score]\nmetric = \"latency\"\n").unwrap();
     assert!(ratchet::scale::engine_from_config(&local.engine, dir.path(), dir.path()).unwrap().is_none());
+}
+
+#[test]
+fn a_stop_runs_scancel_beside_the_caller_and_says_when_the_task_ended() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // scancel waits until `go` exists (a node slow to kill), then the task reads as cancelled.
+    let (go, gone) = (d.join("go"), d.join("gone"));
+    let bin = fake_bin(
+        d,
+        "echo 41",
+        &format!("if [ -e {gone} ]; then echo '41_0|CANCELLED|None'; else echo '41_0|RUNNING|None'; fi", gone = gone.display()),
+    );
+    write_script(
+        &bin.join("scancel"),
+        &format!("#!/bin/sh\nwhile [ ! -e {go} ]; do sleep 0.02; done\ntouch {gone}\n", go = go.display(), gone = gone.display()),
+    );
+    let mut o = SlurmOptions::new(d.join("work"));
+    o.bin_dir = Some(bin);
+    o.command_timeout = Duration::from_secs(600);
+    let mut e = SlurmEngine::new(o);
+    let t = trial(d, "held");
+    let jobs = e.submit(std::slice::from_ref(&t), &[vec!["true".to_string()]]).unwrap();
+    e.stop(&jobs[0]).unwrap();
+    assert!(!e.stopped(&jobs[0]).unwrap(), "the stop ended before scancel did");
+    std::fs::write(&go, "").unwrap();
+    assert!(support::eventually(|| e.stopped(&jobs[0]).unwrap()));
+    // A listing taken while the task ran no longer answers for it.
+    match support::settled(&mut e, &jobs[0], Duration::from_secs(600)).unwrap() {
+        JobState::Failed(why) => assert!(why.contains("CANCELLED"), "{why}"),
+        other => panic!("a stopped task polls as {other:?}"),
+    }
+}
+
+#[test]
+fn sbatch_runs_beside_the_caller_and_a_new_engine_finds_the_array_by_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // sbatch waits until `go` exists (a slurmctld slow to answer); squeue lists task 41_0 running.
+    let go = d.join("go");
+    let bin = fake_bin(d, &format!("while [ ! -e {} ]; do sleep 0.02; done\necho 41", go.display()), "echo '41_0|RUNNING|None'");
+    let engine = || {
+        let mut o = SlurmOptions::new(d.join("work"));
+        o.bin_dir = Some(bin.clone());
+        o.command_timeout = Duration::from_secs(600);
+        SlurmEngine::new(o)
+    };
+    let mut e = engine();
+    let t = trial(d, "slow");
+    let jobs = e.submit(std::slice::from_ref(&t), &[vec!["true".to_string()]]).unwrap();
+    assert!(jobs[0].engine_id.ends_with(&format!("-{}[0]", t.id)), "{}", jobs[0].engine_id);
+    assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Queued, "a poll while sbatch has not answered");
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(support::settled(&mut e, &jobs[0], Duration::from_secs(600)).unwrap(), JobState::Running);
+    // A restarted controller's engine has only the journaled name: it looks the array up.
+    let mut again = engine();
+    assert_eq!(support::settled(&mut again, &jobs[0], Duration::from_secs(600)).unwrap(), JobState::Running);
+    let found = again.find(&t).unwrap().unwrap();
+    assert_eq!(found, jobs[0]);
 }
