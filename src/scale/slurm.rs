@@ -829,7 +829,17 @@ mod tests {
         let mut e = SlurmEngine::new(o);
         let t =
             TrialSpec { id: "t1".into(), repo: "/r".into(), incumbent: "a".into(), candidate: "b".into(), out_dir: dir.path().join("t1") };
-        let err = e.submit(&[t], &[vec!["true".into()]]).unwrap_err();
+        // sbatch runs beside the caller: its failure is a poll's error once it has answered, the
+        // machine's (polls are asked again), not a setting's.
+        let jobs = e.submit(&[t], &[vec!["true".into()]]).unwrap();
+        let err = loop {
+            match e.poll(&jobs[0]) {
+                Ok(JobState::Queued) => std::thread::sleep(Duration::from_millis(10)),
+                Ok(other) => panic!("a failed sbatch polls as {other:?}"),
+                Err(err) => break err,
+            }
+        };
+        assert_eq!(err.kind, Kind::Infrastructure);
         let hint = err.hint.unwrap_or_default();
         assert!(hint.contains("slurmctld") && hint.contains("does not answer"), "{hint}");
         assert!(!hint.contains("partition"), "{hint}");

@@ -411,14 +411,6 @@ fn a_stop_runs_the_cancel_hook_beside_the_caller_and_says_when_it_ended() {
     let mut e = HookEngine::new(HookOptions { cancel: rig.hook("bad-cancel.sh"), ..rig.options() });
     let jobs = e.submit(std::slice::from_ref(&rig.trial("bad")), &[vec!["true".into()]]).unwrap();
     e.stop(&jobs[0]).unwrap();
-    let mut failed = None;
-    support::eventually(|| match e.stopped(&jobs[0]) {
-        Ok(done) => done,
-        Err(err) => {
-            failed = Some(err);
-            true
-        }
-    });
-    let err = failed.expect("a failed cancel hook read as stopped");
+    let err = support::stop_error(&mut e, &jobs[0]);
     assert!(err.message.contains("cancel hook") && err.message.contains("no such job"), "{}", err.message);
 }

@@ -618,14 +618,6 @@ fn a_stop_runs_ray_job_stop_beside_the_caller_and_says_when_it_ended() {
     std::fs::write(&go, "").unwrap();
     assert!(support::eventually(|| e.stopped(&jobs[0]).unwrap()));
     assert_eq!(std::fs::read_to_string(&log).unwrap().trim(), format!("stop {}", jobs[0].engine_id));
-    let mut failed = None;
-    support::eventually(|| match e.stopped(&jobs[1]) {
-        Ok(done) => done,
-        Err(err) => {
-            failed = Some(err);
-            true
-        }
-    });
-    let err = failed.expect("a failed `ray job stop` read as stopped");
+    let err = support::stop_error(&mut e, &jobs[1]);
     assert!(err.message.contains("job stop") && err.message.contains("the job server said no"), "{}", err.message);
 }

@@ -172,6 +172,19 @@ pub fn final_states(
     poll_until_done(e, jobs, limit).into_iter().map(|(s, _)| s).collect()
 }
 
+/// Ask after a stop until it fails, and return its error (a stop that ends well is a panic).
+pub fn stop_error(e: &mut dyn ratchet::scale::engine::Engine, job: &ratchet::scale::engine::JobHandle) -> ratchet::error::Error {
+    let mut failed = None;
+    eventually(|| match e.stopped(job) {
+        Ok(done) => done,
+        Err(err) => {
+            failed = Some(err);
+            true
+        }
+    });
+    failed.expect("a stop that should fail read as ended")
+}
+
 /// Poll until the job reads as more than queued, or the poll fails: an engine whose commands
 /// run on threads of their own answers `Queued` until they have answered (bounded by `limit`).
 pub fn settled(
