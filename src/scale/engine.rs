@@ -124,6 +124,21 @@ pub fn job_name(work_dir: &std::path::Path, trial: &str) -> String {
     format!("ratchet-{:08x}-{trial}", h as u32)
 }
 
+/// The handle of a job an engine named before its launcher answered: the job's name and its task
+/// (`NAME[i]`; an array's task i, else 0), journaled at once while the submission runs beside
+/// the controller.
+pub fn named_handle(name: &str, task: usize) -> String {
+    format!("{name}[{task}]")
+}
+
+/// The name and task of a [`named_handle`]; `None` for any other engine id (a launcher's own id
+/// or token, as handles were journaled before submissions ran beside the controller).
+pub fn parse_named_handle(engine_id: &str) -> Option<(String, u32)> {
+    let (name, task) = engine_id.strip_suffix(']')?.rsplit_once('[')?;
+    let task = task.parse::<u32>().ok()?;
+    (name.starts_with("ratchet-") && !name.is_empty()).then(|| (name.to_string(), task))
+}
+
 /// `p` made absolute against the current directory (an engine's files are named to processes
 /// that run elsewhere).
 pub(super) fn absolute(p: &std::path::Path) -> Result<std::path::PathBuf> {

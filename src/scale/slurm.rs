@@ -555,16 +555,13 @@ enum Handle {
     Named(String, u32),
 }
 
-/// A named task's handle: `NAME[i]`.
 fn named(name: &str, task: usize) -> String {
-    format!("{name}[{task}]")
+    super::engine::named_handle(name, task)
 }
 
 fn parse_handle(engine_id: &str) -> Result<Handle> {
-    if let Some((name, task)) = engine_id.strip_suffix(']').and_then(|s| s.rsplit_once('[')) {
-        if let (false, Ok(i)) = (name.is_empty(), task.parse::<u32>()) {
-            return Ok(Handle::Named(name.to_string(), i));
-        }
+    if let Some((name, task)) = super::engine::parse_named_handle(engine_id) {
+        return Ok(Handle::Named(name, task));
     }
     split_id(engine_id).map(|_| Handle::Id(engine_id.to_string()))
 }

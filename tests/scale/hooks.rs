@@ -115,9 +115,11 @@ fn trials_go_through_submit_and_poll_to_their_results() {
         .collect();
     let jobs = e.submit(&trials, &argv).unwrap();
     assert_eq!(jobs.len(), 3);
+    // Each handle is the job's name, known before the submit hook answers (it runs beside the
+    // caller); the hooks are given the token it printed.
     for (j, t) in jobs.iter().zip(&trials) {
         assert_eq!(j.trial, t.id);
-        assert!(j.engine_id.starts_with("local-"), "{}", j.engine_id);
+        assert!(j.engine_id.ends_with(&format!("-{}[0]", t.id)), "{}", j.engine_id);
     }
     // Polls answer at once (the hook runs on a thread of the engine's): queued, then running.
     assert!(jobs.iter().any(|j| support::settled(e.as_mut(), j, T).unwrap() == JobState::Running), "a 0.3 s worker runs after submit");
@@ -182,21 +184,32 @@ fn with_submit(rig: &Rig, body: &str) -> HookEngine {
     HookEngine::new(HookOptions { submit: rig.hook("bad_submit.sh"), ..rig.options() })
 }
 
+/// Submit `trials` and return why the `i`-th polls as failed: a submit hook that failed is its
+/// trials' loss, with the hook's message (the submission runs beside the caller).
+fn refused(e: &mut HookEngine, trials: &[TrialSpec], worker: &[Vec<String>], i: usize) -> String {
+    let jobs = e.submit(trials, worker).unwrap();
+    match support::settled(e, &jobs[i], T).unwrap() {
+        JobState::Failed(why) => why,
+        other => panic!("a refused submission polls as {other:?}"),
+    }
+}
+
 #[test]
 fn a_misbehaving_submit_hook_is_a_clear_error() {
     let rig = Rig::new();
     let t = rig.trial("x");
     let w = vec![vec!["true".to_string()]];
-    let err = with_submit(&rig, "#!/bin/sh\necho one\necho two\n").submit(std::slice::from_ref(&t), &w).unwrap_err();
-    assert!(err.message.contains("submit hook for trial x printed 2 lines") && err.message.contains("exactly one"), "{}", err.message);
-    assert!(err.hint.unwrap().contains(">&2"));
-    let err = with_submit(&rig, "#!/bin/sh\necho 'only on stderr' >&2\n").submit(std::slice::from_ref(&t), &w).unwrap_err();
-    assert!(err.message.contains("printed 0 lines"), "{}", err.message);
-    let err = with_submit(&rig, "#!/bin/sh\necho 'quota exceeded' >&2\nexit 3\n").submit(std::slice::from_ref(&t), &w).unwrap_err();
-    assert!(err.message.contains("the submit hook") && err.message.contains("bad_submit.sh"), "{}", err.message);
-    assert!(err.message.contains("exit code 3") && err.message.contains("quota exceeded"), "{}", err.message);
-    let err = with_submit(&rig, "#!/bin/sh\nprintf 'tab\\there\\n'\n").submit(std::slice::from_ref(&t), &w).unwrap_err();
-    assert!(err.message.contains("control characters"), "{}", err.message);
+    let t = std::slice::from_ref(&t);
+    let why = refused(&mut with_submit(&rig, "#!/bin/sh\necho one\necho two\n"), t, &w, 0);
+    assert!(why.contains("submit hook for trial x printed 2 lines") && why.contains("exactly one"), "{why}");
+    assert!(why.contains(">&2"), "{why}");
+    let why = refused(&mut with_submit(&rig, "#!/bin/sh\necho 'only on stderr' >&2\n"), t, &w, 0);
+    assert!(why.contains("printed 0 lines"), "{why}");
+    let why = refused(&mut with_submit(&rig, "#!/bin/sh\necho 'quota exceeded' >&2\nexit 3\n"), t, &w, 0);
+    assert!(why.contains("the submit hook") && why.contains("bad_submit.sh"), "{why}");
+    assert!(why.contains("exit code 3") && why.contains("quota exceeded"), "{why}");
+    let why = refused(&mut with_submit(&rig, "#!/bin/sh\nprintf 'tab\\there\\n'\n"), t, &w, 0);
+    assert!(why.contains("control characters"), "{why}");
 }
 
 #[test]
@@ -242,8 +255,8 @@ fn a_failed_submit_cancels_the_trials_already_submitted() {
     let (a, b) = (rig.trial("first"), rig.trial("second"));
     let pidfile = a.out_dir.join("pid");
     let long = |p: &Path| vec!["sh".into(), "-c".into(), "echo $$ > \"$0\"; exec sleep 300".into(), p.to_string_lossy().into_owned()];
-    let err = e.submit(&[a.clone(), b], &[long(&pidfile), long(Path::new("/dev/null"))]).unwrap_err();
-    assert!(err.message.contains("trial second") && err.message.contains("no capacity"), "{}", err.message);
+    let why = refused(&mut e, &[a.clone(), b], &[long(&pidfile), long(Path::new("/dev/null"))], 1);
+    assert!(why.contains("trial second") && why.contains("no capacity"), "{why}");
     let cancelled = std::fs::read_to_string(rig.state().join("cancelled")).unwrap();
     assert_eq!(cancelled.lines().count(), 1, "{cancelled}");
     assert!(cancelled.starts_with("local-"));
@@ -297,16 +310,16 @@ fn a_batch_goes_to_submit_batch_in_one_call() {
         })
         .collect();
     let jobs = e.submit(&trials, &argv).unwrap();
-    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1, "one call for the batch");
     assert_eq!(support::final_states(e.as_mut(), &jobs, Duration::from_secs(30)), vec![JobState::Finished; 3]);
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().lines().count(), 1, "one call for the batch");
     for t in &trials {
         assert_eq!(std::fs::read_to_string(t.out_dir.join("r.txt")).unwrap(), format!("{} it's\n", t.id));
     }
     // A batch hook that answers for fewer trials than it was given.
     rig.script("short.sh", "#!/bin/sh\ncat >/dev/null\necho only-one\n");
     let mut e = HookEngine::new(HookOptions { submit: rig.hook("short.sh"), batch: true, ..rig.options() });
-    let err = e.submit(&trials, &argv).unwrap_err();
-    assert!(err.message.contains("submit_batch hook for 3 trials printed 1 token lines"), "{}", err.message);
+    let why = refused(&mut e, &trials, &argv, 2);
+    assert!(why.contains("submit_batch hook for 3 trials printed 1 token lines"), "{why}");
 }
 
 const BASE: &str = "[benchmark]\ncommand = \"python3 b.py\"\n[score]\nmetric = \"latency\"\n";
@@ -368,19 +381,28 @@ fn a_job_whose_token_was_never_journaled_is_found_by_its_name_and_cancelled() {
     let rig = Rig::new();
     let trial = rig.trial("t1");
     let argv = vec!["sh".to_string(), "-c".into(), "sleep 30".into()];
-    // One controller submits, then dies before journaling the token.
-    let token = HookEngine::new(rig.options()).submit(std::slice::from_ref(&trial), &[argv]).unwrap()[0].engine_id.clone();
-    // The next one finds the job by the name the trial gives it, and can cancel it.
-    let mut next = HookEngine::new(rig.options());
-    let found = next.find(&trial).unwrap().expect("found by name");
-    assert_eq!((found.engine_id.as_str(), found.trial.as_str()), (token.as_str(), "t1"));
+    // One controller submits; the token its submit hook printed is kept beside the handle.
+    let handle = HookEngine::new(rig.options()).submit(std::slice::from_ref(&trial), &[argv]).unwrap()[0].clone();
+    let kept = rig.path().join(".ratchet/hook").join(format!("{}.token", handle.engine_id));
+    let token = std::fs::read_to_string(&kept).unwrap();
     let pid: i32 = token.trim_start_matches("local-").parse().unwrap();
     assert!(alive(pid));
+    // A controller that died before the hook answered has neither: the next one finds the
+    // job through the find hook by the name the trial gives it, and can cancel it.
+    std::fs::remove_file(&kept).unwrap();
+    let mut next = HookEngine::new(rig.options());
+    let found = next.find(&trial).unwrap().expect("a handle by name");
+    assert_eq!(found, handle);
+    assert_eq!(support::settled(&mut next, &found, T).unwrap(), JobState::Running);
     next.cancel(&found).unwrap();
     assert_eq!(wait_dead(&[pid]), Vec::<i32>::new(), "the found job was cancelled");
-    // Another trial's name finds nothing; without a find hook nothing is found either.
-    assert!(next.find(&rig.trial("t2")).unwrap().is_none());
-    assert!(HookEngine::new(HookOptions { find: None, ..rig.options() }).find(&trial).unwrap().is_none());
+    // Another trial's name finds nothing, with or without a find hook: its run directory says
+    // whether it ran.
+    let other = next.find(&rig.trial("t2")).unwrap().unwrap();
+    assert_eq!(support::settled(&mut next, &other, T).unwrap(), JobState::Finished);
+    let mut blind = HookEngine::new(HookOptions { find: None, ..rig.options() });
+    let h = blind.find(&rig.trial("t3")).unwrap().unwrap();
+    assert_eq!(support::settled(&mut blind, &h, T).unwrap(), JobState::Finished);
     // The name is the one Slurm and Ray give a trial's job for the same work directory.
     let names = std::fs::read_dir(rig.state()).unwrap().filter_map(|e| e.ok()?.file_name().into_string().ok());
     let expected = format!("name-{}", ratchet::scale::engine::job_name(&rig.path().join(".ratchet"), "t1"));
@@ -405,7 +427,8 @@ fn a_stop_runs_the_cancel_hook_beside_the_caller_and_says_when_it_ended() {
     assert!(!log.exists());
     std::fs::write(&go, "").unwrap();
     assert!(support::eventually(|| e.stopped(&jobs[0]).unwrap()));
-    assert_eq!(std::fs::read_to_string(&log).unwrap().trim(), jobs[0].engine_id);
+    // The hook is given the job's token, which the submit hook printed.
+    assert!(std::fs::read_to_string(&log).unwrap().trim().starts_with("local-"));
     // A cancel hook that fails is the stop's error.
     rig.script("bad-cancel.sh", "echo 'no such job' >&2; exit 3\n");
     let mut e = HookEngine::new(HookOptions { cancel: rig.hook("bad-cancel.sh"), ..rig.options() });
@@ -413,4 +436,20 @@ fn a_stop_runs_the_cancel_hook_beside_the_caller_and_says_when_it_ended() {
     e.stop(&jobs[0]).unwrap();
     let err = support::stop_error(&mut e, &jobs[0]);
     assert!(err.message.contains("cancel hook") && err.message.contains("no such job"), "{}", err.message);
+}
+
+#[test]
+fn the_submit_hook_runs_beside_the_caller() {
+    let rig = Rig::new();
+    // The submit hook waits until `go` exists (a launcher's API slow to answer), then submits.
+    let go = rig.path().join("go");
+    let slow =
+        rig.script("slow-submit.sh", &format!("while [ ! -e {} ]; do sleep 0.02; done\nexec {}\n", go.display(), rig.hook("submit.sh")));
+    let mut e =
+        HookEngine::new(HookOptions { submit: format!("sh {}", slow.display()), timeout: Duration::from_secs(600), ..rig.options() });
+    let t = rig.trial("slow");
+    let jobs = e.submit(std::slice::from_ref(&t), &[vec!["sleep".into(), "0.3".into()]]).unwrap();
+    assert_eq!(e.poll(&jobs[0]).unwrap(), JobState::Queued, "a poll while the submit hook has not answered");
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(support::final_states(&mut e, &jobs, Duration::from_secs(600)), vec![JobState::Finished]);
 }
