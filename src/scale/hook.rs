@@ -326,7 +326,7 @@ impl Engine for HookEngine {
     /// (backing off while the state does not change), and each poll says what it last said
     /// (queued before it first answered); a hook that failed is the next poll's error.
     fn poll(&mut self, job: &JobHandle) -> Result<JobState> {
-        let job = &match self.resolve(&job.engine_id)? {
+        let job = &match self.resolve(&job.engine_id, &job.trial)? {
             Resolved::Token(token) => JobHandle { engine_id: token, ..job.clone() },
             Resolved::Pending => return Ok(JobState::Queued),
             Resolved::Gone(Gone::Refused(why)) => return Ok(JobState::Failed(why)),
@@ -361,7 +361,7 @@ impl Engine for HookEngine {
         self.stop_wanted.remove(&job.engine_id);
         // The one call that waits: for the job's submission or lookup, then the cancel hook.
         loop {
-            match self.resolve(&job.engine_id)? {
+            match self.resolve(&job.engine_id, &job.trial)? {
                 Resolved::Token(token) => {
                     let job = JobHandle { engine_id: token, ..job.clone() };
                     let polling = self.forget(&job);
@@ -376,7 +376,7 @@ impl Engine for HookEngine {
     /// The cancel hook (after a poll hook under way for the job), on a thread of its own; for a
     /// job whose submission has not answered, once it has.
     fn stop(&mut self, job: &JobHandle) -> Result<()> {
-        match self.resolve(&job.engine_id)? {
+        match self.resolve(&job.engine_id, &job.trial)? {
             Resolved::Token(token) => {
                 let j = JobHandle { engine_id: token, ..job.clone() };
                 let (polling, hooks) = (self.forget(&j), HookEngine::new(self.opts.clone()));
@@ -392,7 +392,7 @@ impl Engine for HookEngine {
 
     fn stopped(&mut self, job: &JobHandle) -> Result<bool> {
         if self.stop_wanted.contains_key(&job.engine_id) {
-            if matches!(self.resolve(&job.engine_id)?, Resolved::Pending) {
+            if matches!(self.resolve(&job.engine_id, &job.trial)?, Resolved::Pending) {
                 return Ok(false);
             }
             self.stop_wanted.remove(&job.engine_id);
@@ -407,7 +407,7 @@ impl Engine for HookEngine {
         }
         let cwd = std::env::current_dir()?;
         let trial = &TrialSpec { repo: cwd.join(&trial.repo), out_dir: cwd.join(&trial.out_dir), ..trial.clone() };
-        let token = match self.resolve(&job.engine_id)? {
+        let token = match self.resolve(&job.engine_id, &job.trial)? {
             Resolved::Token(t) => t,
             _ => job.engine_id.clone(),
         };
@@ -439,7 +439,7 @@ impl HookEngine {
     /// it has answered), the token it left under the work directory, or the `find` hook (on a
     /// thread of its own). A handle journaled before submissions ran beside the controller is
     /// the token itself.
-    fn resolve(&mut self, handle: &str) -> Result<Resolved> {
+    fn resolve(&mut self, handle: &str, trial: &str) -> Result<Resolved> {
         if super::engine::parse_named_handle(handle).is_none() {
             return Ok(Resolved::Token(handle.to_string()));
         }
@@ -484,8 +484,8 @@ impl HookEngine {
         let b = match self.finding.remove(handle) {
             Some(b) => b,
             None => {
-                let hooks = HookEngine::new(self.opts.clone());
-                Background::spawn(move || hooks.find_now(&name))
+                let (hooks, trial) = (HookEngine::new(self.opts.clone()), trial.to_string());
+                Background::spawn(move || hooks.find_now(&name, &trial))
             }
         };
         match b.try_take() {
@@ -544,9 +544,9 @@ impl HookEngine {
         Ok(tokens)
     }
 
-    /// The `find` hook's token for the job named `name`, where there is one.
-    fn find_now(&self, name: &str) -> Result<Option<String>> {
-        let env = vec![("RATCHET_JOB_NAME".to_string(), name.to_string())];
+    /// The `find` hook's token for trial `trial`'s job named `name`, where there is one.
+    fn find_now(&self, name: &str, trial: &str) -> Result<Option<String>> {
+        let env = vec![("RATCHET_JOB_NAME".to_string(), name.to_string()), ("RATCHET_TRIAL_ID".to_string(), trial.to_string())];
         let out = self.call(Hook::Find, name, env, None)?;
         if out.stdout.trim().is_empty() {
             return Ok(None);

@@ -605,8 +605,9 @@ impl SlurmEngine {
                     self.changed.insert(job.clone(), Instant::now());
                     Array::Known(job)
                 }
-                // Not asked again (a second sbatch could start a second job): the sweep stops
-                // on it, as on a refused submission; a resumed sweep finds the job by its name.
+                // Never sent again (a second sbatch could start a second job): a refused one
+                // stops the sweep; after one slurmctld did not answer, the next poll looks the
+                // name up (a job it took is found; none: the trial is lost, and starts again).
                 Some(Err(e)) => return Err(e),
             },
             Some(Array::LookingUp(b)) => match b.try_take() {
