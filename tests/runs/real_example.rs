@@ -23,7 +23,7 @@ fn edit(path: &Path, find: &str, replace: &str) {
 }
 
 #[test]
-fn real_jax_example_keeps_the_better_and_reverts_the_worse() {
+fn real_jax_example_keeps_the_better_and_never_the_worse() {
     if std::env::var_os("RATCHET_SKIP_JAX_E2E").is_some() {
         eprintln!("RATCHET_SKIP_JAX_E2E is set: skipping the real-JAX end-to-end test");
         return;
@@ -55,7 +55,9 @@ fn real_jax_example_keeps_the_better_and_reverts_the_worse() {
     let rows = t.rows();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["status"], "keep", "{:?}", rows[0]);
-    assert_eq!(rows[1]["status"], "revert", "{:?}", rows[1]);
+    // Reverted either way: on a machine so loaded that pairs vary by more than the loss (66%
+    // with three test suites beside it), the rule ends inconclusive instead, and keeps nothing.
+    assert!(["revert", "inconclusive"].contains(&rows[1]["status"].as_str()), "{:?}", rows[1]);
     assert!(rows[0]["delta_pct"].parse::<f64>().unwrap() > 50.0);
     assert!(rows[1]["delta_pct"].parse::<f64>().unwrap() < -20.0);
     for r in &rows {
