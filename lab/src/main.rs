@@ -65,7 +65,7 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "METHOD", value_parser = parse_method)]
     pub method: Option<ratchet::config::Method>,
     /// Only the noise models whose names contain this (any case; repeat for several; --help
-    /// lists them).
+    /// lists them); `=NAME`: that model alone.
     #[arg(long, value_name = "NAME", long_help = ratchet_lab::simulate::models_help())]
     pub only: Vec<String>,
     /// The rule at other levels than today's: a JSON object of `Levels` fields to replace, e.g.

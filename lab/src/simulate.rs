@@ -474,7 +474,8 @@ pub fn null_family() -> Vec<NullRuns> {
 /// line, so the list cannot fall behind the simulator.
 pub fn models_help() -> String {
     let mut out = String::from(
-        "Only the noise models whose names contain this (any case; repeat for several). The models \
+        "Only the noise models whose names contain this (any case; repeat for several; `=NAME`: that \
+         model alone, where other names contain it). The models \
          (cv: the run-to-run noise; \"Nx history\": the experiment's noise N times the calibration's \
          it borrows from; \"at the confirmation\": the jump comes exactly at the phase boundary):",
     );
@@ -1076,7 +1077,12 @@ pub struct Plan {
 
 impl Plan {
     fn wants(&self, s: &Scenario) -> bool {
-        self.only.is_empty() || self.only.iter().any(|o| s.name.to_lowercase().contains(&o.to_lowercase()))
+        // `=name`: that model alone (a name that others' contain).
+        self.only.is_empty()
+            || self.only.iter().any(|o| match o.strip_prefix('=') {
+                Some(exact) => s.name.eq_ignore_ascii_case(exact),
+                None => s.name.to_lowercase().contains(&o.to_lowercase()),
+            })
     }
 }
 
