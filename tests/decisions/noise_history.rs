@@ -43,7 +43,9 @@ fn calibrate_feeds_the_history_that_experiments_borrow() {
     t.ratchet().arg("status").assert().success().stdout(predicate::str::contains("decisions pool it with their own pairs"));
 
     // With history the default method reads the likelihood ratio after every pair: a clear gain
-    // is kept in at most 3 pairs, one phase (the first experiment's two phases took 16 runs).
+    // is kept in at most 4 pairs, one phase (the first experiment's two phases took 16 runs; no
+    // gain's fit may take a correlation of log-ratios with log-sums, which on a 12-pair
+    // calibration costs a 1.33x gain about one pair).
     t.write("fake.env", "FAKE_LATENCY_MS=6\n");
     t.ratchet().args(["-v", "experiment: second"]).assert().success().stdout(
         support::says("pooled noise scale")
@@ -52,7 +54,7 @@ fn calibrate_feeds_the_history_that_experiments_borrow() {
     );
     let r = &t.rows()[1];
     assert_eq!((r["status"].as_str(), r["noise_scale"].as_str(), r["p_conditional"].as_str()), ("keep", "pooled", "false"), "{r:?}");
-    assert!(r["runs"].parse::<u32>().unwrap() <= 6, "{r:?}");
+    assert!(r["runs"].parse::<u32>().unwrap() <= 8, "{r:?}");
     let (p, thr, adj): (f64, f64, f64) =
         (r["p_value"].parse().unwrap(), r["p_threshold"].parse().unwrap(), r["p_adjusted"].parse().unwrap());
     assert!(p <= thr && adj >= p && adj <= 1.0, "{r:?}");

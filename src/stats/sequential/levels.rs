@@ -140,6 +140,15 @@ pub const LR_SKIP: usize = 1;
 /// their prior weights: a noise jump since the calibration costs ln 10 once instead of a
 /// too-narrow likelihood at every pair.
 pub const LR_SCALES: [(f64, f64); 3] = [(1.0, 0.8), (1.7, 0.1), (3.0, 0.1)];
+/// The gain side's correlations of a pair's log-ratio with its log-sum (the sides' variance
+/// difference over their sum: 0 for equal sides, -0.6 for a candidate twice as noisy), with
+/// their prior weights.
+pub const LR_RHOS: [(f64, f64); 5] = [(0.0, 0.6), (-0.4, 0.1), (0.4, 0.1), (-0.75, 0.1), (0.75, 0.1)];
+/// The largest correlation of a pair's log-ratio with its log-sum that no gain's best fit may
+/// take: (k^2 - 1) / (k^2 + 1) for sides k times apart in noise, 0.6 for k = 2.
+pub const LR_NULL_RHO_MAX: f64 = 0.6;
+/// The gain side's correlations of the rules recorded before them: none.
+pub const LR_RHOS_NONE: [(f64, f64); 5] = [(0.0, 1.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)];
 
 /// The levels of the likelihood ratio and of the first look that a rule records with each
 /// decision, as numbers: a decision replays by the levels it was made with, read from its
@@ -171,6 +180,11 @@ pub struct Levels {
     /// population).
     pub first_look_second_population: usize,
     pub first_look_two_modes: usize,
+    /// The largest correlation of a log-ratio with its log-sum no gain's fit may take (0: none,
+    /// as records written before this level), and the gain side's correlations with their
+    /// weights.
+    pub ratio_null_rho_max: f64,
+    pub ratio_rhos: [(f64, f64); LR_RHOS.len()],
 }
 
 impl Levels {
@@ -187,6 +201,8 @@ impl Levels {
             ratio_one_mode_told_pairs: ONE_MODE_TOLD_PAIRS,
             first_look_second_population: OUTLIER_FIRST_LOOK_BEFORE,
             first_look_two_modes: OUTLIER_FIRST_LOOK,
+            ratio_null_rho_max: LR_NULL_RHO_MAX,
+            ratio_rhos: LR_RHOS,
         }
     }
 
@@ -220,6 +236,8 @@ impl Levels {
             ratio_one_mode_told_pairs: told_pairs,
             first_look_second_population: if s.outlier_first_look { OUTLIER_FIRST_LOOK_BEFORE } else { 0 },
             first_look_two_modes: if s.outlier_first_look && s.outlier_first_look_later { OUTLIER_FIRST_LOOK } else { 0 },
+            ratio_null_rho_max: 0.0,
+            ratio_rhos: LR_RHOS_NONE,
         }
     }
 }
@@ -272,6 +290,8 @@ struct Recorded {
     ratio_one_mode_told_pairs: Option<usize>,
     first_look_second_population: Option<usize>,
     first_look_two_modes: Option<usize>,
+    ratio_null_rho_max: Option<f64>,
+    ratio_rhos: Option<[(f64, f64); LR_RHOS.len()]>,
     #[serde(flatten)]
     switches: Switches,
 }
@@ -291,9 +311,15 @@ impl<'de> Deserialize<'de> for Levels {
             r.first_look_second_population,
             r.first_look_two_modes,
         );
+        // The correlations came after the other numbers: absent, as the rule was before them.
+        let later = |l: Levels| Levels {
+            ratio_null_rho_max: r.ratio_null_rho_max.unwrap_or(0.0),
+            ratio_rhos: r.ratio_rhos.unwrap_or(LR_RHOS_NONE),
+            ..l
+        };
         match numbers {
-            (None, None, None, None, None, None, None, None, None, None) => Ok(Levels::from_switches(r.switches)),
-            (Some(a), Some(b), Some(c), Some(e), Some(f), Some(g), Some(h), Some(i), Some(j), Some(k)) => Ok(Levels {
+            (None, None, None, None, None, None, None, None, None, None) => Ok(later(Levels::from_switches(r.switches))),
+            (Some(a), Some(b), Some(c), Some(e), Some(f), Some(g), Some(h), Some(i), Some(j), Some(k)) => Ok(later(Levels {
                 ratio_wide: a,
                 ratio_powered_for_sds: b,
                 ratio_keep_at: c,
@@ -304,7 +330,9 @@ impl<'de> Deserialize<'de> for Levels {
                 ratio_one_mode_told_pairs: i,
                 first_look_second_population: j,
                 first_look_two_modes: k,
-            }),
+                ratio_null_rho_max: 0.0,
+                ratio_rhos: LR_RHOS_NONE,
+            })),
             _ => Err(serde::de::Error::custom("a rule's levels are recorded in part: every ratio_* and first_look_* level or none")),
         }
     }
@@ -316,7 +344,14 @@ mod tests {
 
     #[test]
     fn a_record_with_numbers_reads_back_its_numbers() {
-        let odd = Levels { ratio_keep_at: 6.91, ratio_keep_from_two_modes: 7, first_look_two_modes: 0, ..Levels::current() };
+        let odd = Levels {
+            ratio_keep_at: 6.91,
+            ratio_keep_from_two_modes: 7,
+            first_look_two_modes: 0,
+            ratio_null_rho_max: 0.8,
+            ratio_rhos: [(0.0, 0.5), (0.3, 0.5), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)],
+            ..Levels::current()
+        };
         for levels in [Levels::current(), Levels::first(), odd] {
             let json = serde_json::to_string(&levels).unwrap();
             assert!(!json.contains("likelihood_ratio_"), "no switch is written: {json}");
@@ -334,7 +369,7 @@ mod tests {
                 "outlier_first_look_later":true,"likelihood_ratio_streak_shown":true}"#,
         )
         .unwrap();
-        assert_eq!(all, Levels::current());
+        assert_eq!(all, Levels { ratio_null_rho_max: 0.0, ratio_rhos: LR_RHOS_NONE, ..Levels::current() });
         // One switch on its own: before the streak rule the ratio kept at its older level from the
         // second pair, and the shown-modes wait needs the streak rule under it.
         let streak_shown: Levels = serde_json::from_str(r#"{"likelihood_ratio_streak_shown":true}"#).unwrap();
@@ -342,6 +377,15 @@ mod tests {
         let streak: Levels = serde_json::from_str(r#"{"likelihood_ratio_streak":true}"#).unwrap();
         assert_eq!((streak.ratio_keep_at, streak.ratio_keep_from_two_modes), (LR_KEEP_AT, LR_KEEP_FROM_TWO_MODES));
         assert_eq!(streak.ratio_keep_at_one_mode, LR_KEEP_AT, "no one-mode level without its switch");
+    }
+
+    #[test]
+    fn a_record_written_before_the_correlations_reads_as_no_correlation() {
+        let mut v = serde_json::to_value(Levels { ratio_keep_at: 6.91, ..Levels::current() }).unwrap();
+        v.as_object_mut().unwrap().remove("ratio_null_rho_max");
+        v.as_object_mut().unwrap().remove("ratio_rhos");
+        let l = serde_json::from_value::<Levels>(v).unwrap();
+        assert_eq!(l, Levels { ratio_keep_at: 6.91, ratio_null_rho_max: 0.0, ratio_rhos: LR_RHOS_NONE, ..Levels::current() });
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! has become unlikely. lab/notes/decisions-history.md, "The likelihood ratio as a method".
 
 use super::levels::{
-    LR_EARLY_SDS, LR_EARLY_UNTIL, LR_FUTILE_AT, LR_KEEP_AT, LR_KEEP_AT_ONE_MODE, LR_KEEP_FROM_TWO_MODES, LR_POWERED_FOR_PCT, LR_RATIO_DF,
-    LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE, ONE_MODE_TOLD_PAIRS, OUTLIER_K,
+    LR_EARLY_SDS, LR_EARLY_UNTIL, LR_FUTILE_AT, LR_KEEP_AT, LR_KEEP_AT_ONE_MODE, LR_KEEP_FROM_TWO_MODES, LR_NULL_RHO_MAX,
+    LR_POWERED_FOR_PCT, LR_RATIO_DF, LR_RHOS, LR_SCALES, LR_SKIP, LR_SUM_DF, LR_WIDE_SD, LR_WIDE_WEIGHT, MIXTURE, ONE_MODE_TOLD_PAIRS,
+    OUTLIER_K,
 };
 use super::plan::OnePhase;
 use super::{fmt_p, median, outlier_band, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
@@ -80,6 +81,13 @@ pub struct WholePairLr {
     /// the pairs' own robust sd when larger) from the pairs' median is set aside, as the
     /// procedure's outlier rule does (0: none; a probe knob).
     pub outlier_k: f64,
+    /// No gain's best fit lets a pair's log-ratio and log-sum correlate up to this (0: not at
+    /// all): a candidate noisier than the incumbent correlates them, and a fit that cannot reads
+    /// too little noise.
+    pub null_rho_max: f64,
+    /// The gain side's correlations of a log-ratio with its log-sum, with their prior weights
+    /// (0: not read; the weights of the rest are as given).
+    pub rhos: [(f64, f64); LR_RHOS.len()],
 }
 
 /// What the test read after one pair it used.
@@ -129,6 +137,8 @@ impl WholePairLr {
             // warming or jumped machine so badly that a do-nothing change would run long.
             futile_mixed: true,
             outlier_k: 0.0,
+            null_rho_max: LR_NULL_RHO_MAX,
+            rhos: LR_RHOS,
         }
     }
 
@@ -200,18 +210,20 @@ struct Running<'a> {
     measured: usize,
     /// Per scale of [`WholePairLr::scales`]: each gain's log-likelihood of the log-ratios, and
     /// the sums' contrasts'.
-    gains: [[f64; MIXTURE.len()]; LR_SCALES.len()],
+    gains: [[[f64; MIXTURE.len()]; LR_RHOS.len()]; LR_SCALES.len()],
     sums_ll: [f64; LR_SCALES.len()],
     /// Per scale: no gain's log-likelihood of the log-ratios (mean 0, the gain side's sd).
-    none_ll: [f64; LR_SCALES.len()],
+    none_ll: [[f64; LR_RHOS.len()]; LR_SCALES.len()],
     /// Per scale: the wide component's log-likelihood of the log-ratios (each pair's predictive
     /// density given the pairs before it) and its posterior mean and variance of the mean.
-    wide: [(f64, f64, f64); LR_SCALES.len()],
+    wide: [[(f64, f64, f64); LR_RHOS.len()]; LR_SCALES.len()],
     /// The used log-ratios' running mean and squared deviations (Welford), the sums' likewise.
     mr: f64,
     qr: f64,
     ms: f64,
     qs: f64,
+    /// The used log-ratios' and log-sums' co-moment about their means.
+    crs: f64,
     rs: Vec<f64>,
     ss: Vec<f64>,
 }
@@ -224,14 +236,15 @@ impl<'a> Running<'a> {
             skip: if warm { test.skip } else { 0 },
             with_sums,
             measured: 0,
-            gains: [[0.0; MIXTURE.len()]; LR_SCALES.len()],
+            gains: [[[0.0; MIXTURE.len()]; LR_RHOS.len()]; LR_SCALES.len()],
             sums_ll: [0.0; LR_SCALES.len()],
-            none_ll: [0.0; LR_SCALES.len()],
-            wide: [(0.0, 0.0, LR_WIDE_SD * LR_WIDE_SD); LR_SCALES.len()],
+            none_ll: [[0.0; LR_RHOS.len()]; LR_SCALES.len()],
+            wide: [[(0.0, 0.0, LR_WIDE_SD * LR_WIDE_SD); LR_RHOS.len()]; LR_SCALES.len()],
             mr: 0.0,
             qr: 0.0,
             ms: 0.0,
             qs: 0.0,
+            crs: 0.0,
             rs: vec![],
             ss: vec![],
         }
@@ -272,22 +285,30 @@ impl<'a> Running<'a> {
         let n = k + 1.0;
         for (j, &(c, _)) in t.scales.iter().enumerate() {
             let sd_r = self.pooled(c, t.ratio_df, self.qr, (k - 1.0).max(0.0));
-            for (g, (times, _)) in self.gains[j].iter_mut().zip(t.mixture) {
-                *g += -(r - times * t.mu1).powi(2) / (2.0 * sd_r * sd_r) - sd_r.ln();
+            let sd_s = self.pooled(c, t.sum_df, self.qs, (k - 1.0).max(0.0));
+            // The sum's contrast with the sums before it (Helmert): variance sd^2 n / k.
+            let d = s - self.ms;
+            let with_d = k > 0.0 && self.with_sums;
+            for (q, &(rho, _)) in t.rhos.iter().enumerate() {
+                // Each correlation reads the log-ratio given the sum's contrast: shifted by its
+                // regression on it, with the variance it leaves.
+                let (shift, share) = if with_d { (rho * sd_r / sd_s * k / n * d, 1.0 - rho * rho * k / n) } else { (0.0, 1.0) };
+                let (r, sd_r) = (r - shift, sd_r * share.sqrt());
+                for (g, (times, _)) in self.gains[j][q].iter_mut().zip(t.mixture) {
+                    *g += -(r - times * t.mu1).powi(2) / (2.0 * sd_r * sd_r) - sd_r.ln();
+                }
+                self.none_ll[j][q] += -r * r / (2.0 * sd_r * sd_r) - sd_r.ln();
+                // The wide component: a normal prior over the mean, updated pair by pair, so that
+                // its product of predictive densities is a joint density of the pairs.
+                let (ll, m, v) = &mut self.wide[j][q];
+                let pv = sd_r * sd_r + *v;
+                *ll += -(r - *m).powi(2) / (2.0 * pv) - 0.5 * pv.ln();
+                let post = 1.0 / (1.0 / *v + 1.0 / (sd_r * sd_r));
+                *m = post * (*m / *v + r / (sd_r * sd_r));
+                *v = post;
             }
-            self.none_ll[j] += -r * r / (2.0 * sd_r * sd_r) - sd_r.ln();
-            // The wide component: a normal prior over the mean, updated pair by pair, so that its
-            // product of predictive densities is a joint density of the pairs.
-            let (ll, m, v) = &mut self.wide[j];
-            let pv = sd_r * sd_r + *v;
-            *ll += -(r - *m).powi(2) / (2.0 * pv) - 0.5 * pv.ln();
-            let post = 1.0 / (1.0 / *v + 1.0 / (sd_r * sd_r));
-            *m = post * (*m / *v + r / (sd_r * sd_r));
-            *v = post;
-            if k > 0.0 && self.with_sums {
-                // The sum's contrast with the sums before it (Helmert): variance sd^2 n / k.
-                let sd_s = self.pooled(c, t.sum_df, self.qs, (k - 1.0).max(0.0));
-                self.sums_ll[j] += -(s - self.ms).powi(2) * k / (n * 2.0 * sd_s * sd_s) - sd_s.ln();
+            if with_d {
+                self.sums_ll[j] += -d * d * k / (n * 2.0 * sd_s * sd_s) - sd_s.ln();
             }
         }
         let dr = r - self.mr;
@@ -296,6 +317,7 @@ impl<'a> Running<'a> {
         let ds = s - self.ms;
         self.ms += ds / n;
         self.qs += ds * (s - self.ms);
+        self.crs += dr * (s - self.ms);
         if k == 0.0 {
             return None;
         }
@@ -308,15 +330,26 @@ impl<'a> Running<'a> {
         // The gain side: the mixture over the scales (each with its own sums) of the mixture over
         // the gains, a joint density of the pairs whatever its weights.
         let gain = log_mix((0..t.scales.len()).map(|j| {
-            let grid = (1.0 - t.wide).ln() + log_mix(t.mixture.iter().zip(self.gains[j]).map(|(&(_, w), g)| w.ln() + g));
-            // The prior is the half of N(0, LR_WIDE_SD^2) above no gain: its marginal is the
-            // whole normal's times P(mean > 0 | pairs) / P(mean > 0), with the posterior normal.
-            let (ll, m, v) = self.wide[j];
-            let wide = ll + ln_normal_cdf(m / v.sqrt()) + std::f64::consts::LN_2;
-            t.scales[j].1.ln() + log_mix([grid, t.wide.ln() + wide].into_iter()) + self.sums_ll[j]
+            let rhos = log_mix((0..t.rhos.len()).map(|q| {
+                let grid = (1.0 - t.wide).ln() + log_mix(t.mixture.iter().zip(self.gains[j][q]).map(|(&(_, w), g)| w.ln() + g));
+                // The prior is the half of N(0, LR_WIDE_SD^2) above no gain: its marginal is the
+                // whole normal's times P(mean > 0 | pairs) / P(mean > 0), with the posterior
+                // normal.
+                let (ll, m, v) = self.wide[j][q];
+                let wide = ll + ln_normal_cdf(m / v.sqrt()) + std::f64::consts::LN_2;
+                t.rhos[q].1.ln() + log_mix([grid, t.wide.ln() + wide].into_iter())
+            }));
+            t.scales[j].1.ln() + rhos + self.sums_ll[j]
         }));
-        let none_mixed = log_mix((0..t.scales.len()).map(|j| t.scales[j].1.ln() + self.none_ll[j] + self.sums_ll[j]));
-        let none = -0.5 * m * ((ratios + self.qs) / m).ln() - 0.5 * m;
+        let none_mixed = log_mix((0..t.scales.len()).map(|j| {
+            let rhos = log_mix((0..t.rhos.len()).map(|q| t.rhos[q].1.ln() + self.none_ll[j][q]));
+            t.scales[j].1.ln() + rhos + self.sums_ll[j]
+        }));
+        let none = if self.with_sums && t.null_rho_max > 0.0 {
+            none_correlated(ratios - self.qr, self.qr, self.qs, self.crs, n, t.null_rho_max)
+        } else {
+            -0.5 * m * ((ratios + self.qs) / m).ln() - 0.5 * m
+        };
         let none_calibrated = -(ratios + self.qs) / (2.0 * self.sd * self.sd) - m * self.sd.ln();
         Some(LrLook {
             measured: self.measured,
@@ -328,6 +361,44 @@ impl<'a> Running<'a> {
             calibrated_sd: self.sd,
         })
     }
+}
+
+/// No gain's largest log-likelihood (up to a constant) of `n` pairs whose log-ratios lie `qr`
+/// (squares), log-sums `qs` and `crs` (cross products) about their means, with `z2` = n times
+/// the squared distance of the log-ratios' mean above no gain: one sd `tau` for a log-ratio and a
+/// log-sum and any correlation `rho` between them. Under independent runs the two share a
+/// variance whatever each side's noise, and correlate by (cand - inc variance) / their sum, so
+/// this family holds every such pair of sides. For fixed `rho` the best `tau^2` is `c(rho) / m`
+/// with m = 2n - 1 values; the profile in `rho` is maximized by a grid and golden-section steps.
+fn none_correlated(z2: f64, qr: f64, qs: f64, crs: f64, n: f64, rho_max: f64) -> f64 {
+    let m = 2.0 * n - 1.0;
+    let profile = |rho: f64| {
+        let one = 1.0 - rho * rho;
+        let c = (qr + qs - 2.0 * rho * crs) / one + z2;
+        -0.5 * m * (c / m).ln() - 0.5 * (n - 1.0) * one.ln() - 0.5 * m
+    };
+    let edge = rho_max.min(1.0 - 1e-9);
+    let steps = 40;
+    let (mut best, mut at) = (profile(0.0), 0.0);
+    for i in 0..=steps {
+        let rho = -edge + 2.0 * edge * i as f64 / steps as f64;
+        let v = profile(rho);
+        if v > best {
+            (best, at) = (v, rho);
+        }
+    }
+    let h = 2.0 * edge / steps as f64;
+    let (mut lo, mut hi) = ((at - h).max(-edge), (at + h).min(edge));
+    let g = (5f64.sqrt() - 1.0) / 2.0;
+    for _ in 0..40 {
+        let (a, b) = (hi - g * (hi - lo), lo + g * (hi - lo));
+        if profile(a) > profile(b) {
+            hi = b;
+        } else {
+            lo = a;
+        }
+    }
+    best.max(profile(0.5 * (lo + hi)))
 }
 
 impl super::Params {
@@ -350,6 +421,8 @@ impl super::Params {
             keep_from_two_modes: l.ratio_keep_from_two_modes,
             early_sds: l.ratio_early_sds,
             one_mode_told_pairs: l.ratio_one_mode_told_pairs,
+            null_rho_max: l.ratio_null_rho_max,
+            rhos: l.ratio_rhos,
             ..test
         }
     }
@@ -564,6 +637,7 @@ fn test_pairs(last: Option<&LrLook>) -> String {
 mod tests {
     use super::*;
     use crate::stats::rng::Rng;
+    use crate::stats::sequential::levels::{LR_NULL_RHO_MAX, LR_RHOS, LR_RHOS_NONE};
     use crate::stats::sequential::LR_SCALES;
     use crate::stats::sequential::{NoiseScale, Params};
 
@@ -575,32 +649,48 @@ mod tests {
     }
 
     /// The two sums of the test's closed form at 2 pairs with the sd fixed (no pooling): the gain
-    /// side, the mixture over the scales of the mixture over the gains of the two log-ratios,
-    /// times the sums' one contrast (s2 - s1, variance 2 (c sd)^2); no gain at its best fit (the
-    /// one sd of the log-ratios, mean at most 0, and the contrast), and no gain over the scales.
-    fn closed_form(pairs: &[(f64, f64); 2], sd: f64, mu1: f64) -> (f64, f64) {
+    /// side, the mixture over the scales and the correlations `rhos` of the mixture over the gains
+    /// of the two log-ratios (the second given the sums' one contrast e = s2 - s1, variance
+    /// 2 (c sd)^2: shifted by rho e / 2, its variance times 1 - rho^2 / 2), times that contrast;
+    /// no gain at its best fit (one sd of the log-ratios and the contrast, mean at most 0, a
+    /// correlation up to `rho_max`, by a grid), and no gain over the scales and correlations.
+    fn closed_form(pairs: &[(f64, f64); 2], sd: f64, mu1: f64, rhos: &[(f64, f64)], rho_max: f64) -> (f64, f64) {
         let e = pairs[1].1 - pairs[0].1;
         let normal = |x: f64, s: f64| (-x * x / (2.0 * s * s)).exp() / s;
         let (mut gain, mut none_mixed) = (0.0, 0.0);
         for (c, wc) in LR_SCALES {
             let s = c * sd;
             let sums = (-e * e / (4.0 * s * s)).exp() / s;
-            let gains: f64 = MIXTURE.iter().map(|(j, w)| w * pairs.iter().map(|p| normal(p.0 - j * mu1, s)).product::<f64>()).sum();
-            // The wide component: the two log-ratios jointly normal, variance s^2 + tau^2 each and
-            // covariance tau^2 (a shared mean drawn from N(0, tau^2)).
-            let (t2, (a, b)) = (LR_WIDE_SD * LR_WIDE_SD, (pairs[0].0, pairs[1].0));
-            let det = s * s * (s * s + 2.0 * t2);
-            let q = ((s * s + t2) * (a * a + b * b) - 2.0 * t2 * a * b) / det;
-            // Its prior the half above no gain: times twice the posterior's mass there.
-            let post_v = 1.0 / (1.0 / t2 + 2.0 / (s * s));
-            let post_m = post_v * (a + b) / (s * s);
-            let above = 0.5 * statrs::function::erf::erfc(-post_m / (2.0 * post_v).sqrt());
-            let wide = 2.0 * above * (-q / 2.0).exp() / det.sqrt();
-            gain += wc * ((1.0 - LR_WIDE_WEIGHT) * gains + LR_WIDE_WEIGHT * wide) * sums;
-            none_mixed += wc * pairs.iter().map(|p| normal(p.0, s)).product::<f64>() * sums;
+            for &(rho, wq) in rhos.iter().filter(|q| q.1 > 0.0) {
+                let (a, b) = (pairs[0].0, pairs[1].0 - rho * e / 2.0);
+                let (s1, s2) = (s, s * (1.0 - rho * rho / 2.0).sqrt());
+                let gains: f64 = MIXTURE.iter().map(|(j, w)| w * normal(a - j * mu1, s1) * normal(b - j * mu1, s2)).sum();
+                // The wide component: the two log-ratios jointly normal, variances s_i^2 + tau^2
+                // and covariance tau^2 (a shared mean drawn from N(0, tau^2)).
+                let t2 = LR_WIDE_SD * LR_WIDE_SD;
+                let det = (s1 * s1 + t2) * (s2 * s2 + t2) - t2 * t2;
+                let q = ((s2 * s2 + t2) * a * a + (s1 * s1 + t2) * b * b - 2.0 * t2 * a * b) / det;
+                // Its prior the half above no gain: times twice the posterior's mass there.
+                let post_v = 1.0 / (1.0 / t2 + 1.0 / (s1 * s1) + 1.0 / (s2 * s2));
+                let post_m = post_v * (a / (s1 * s1) + b / (s2 * s2));
+                let above = 0.5 * statrs::function::erf::erfc(-post_m / (2.0 * post_v).sqrt());
+                let wide = 2.0 * above * (-q / 2.0).exp() / det.sqrt();
+                gain += wc * wq * ((1.0 - LR_WIDE_WEIGHT) * gains + LR_WIDE_WEIGHT * wide) * sums;
+                none_mixed += wc * wq * normal(a, s1) * normal(b, s2) * sums;
+            }
         }
-        let ratios = pairs.iter().map(|p| p.0 * p.0).sum::<f64>();
-        let none = -1.5 * ((ratios + e * e / 2.0) / 3.0).ln() - 1.5;
+        // No gain: the log-ratios' mean at most 0 (z2 its squared distance above, times n), and
+        // the contrasts of the log-ratios and the sums (q: squares and cross product).
+        let mean = (pairs[0].0 + pairs[1].0) / 2.0;
+        let (hr, hs) = ((pairs[1].0 - pairs[0].0) / 2f64.sqrt(), e / 2f64.sqrt());
+        let z2 = 2.0 * mean.max(0.0).powi(2);
+        let none = (0..=20000)
+            .map(|i| {
+                let rho = -rho_max + 2.0 * rho_max * i as f64 / 20000.0;
+                let c = (hr * hr + hs * hs - 2.0 * rho * hr * hs) / (1.0 - rho * rho) + z2;
+                -1.5 * (c / 3.0).ln() - 0.5 * (1.0 - rho * rho).ln() - 1.5
+            })
+            .fold(f64::NEG_INFINITY, f64::max);
         (gain.ln() - none, gain.ln() - none_mixed.ln())
     }
 
@@ -621,27 +711,82 @@ mod tests {
     }
 
     #[test]
+    fn no_gain_s_correlated_fit_is_its_best_over_the_allowed_correlations() {
+        let mut rng = Rng::new(7);
+        for case in 0..200 {
+            let n = 2 + case % 12;
+            let (noisy, rho_max) = (1.0 + (case % 4) as f64, [0.3, 0.6, 0.8][case % 3]);
+            let (mut qr, mut qs, mut crs, mut mr, mut ms) = (0.0, 0.0, 0.0, 0.0, 0.0);
+            for i in 0..n {
+                let (a, b) = (0.01 * rng.normal(), 0.01 * noisy * rng.normal());
+                let (r, s, k) = (a - b, a + b, (i + 1) as f64);
+                let (dr, ds) = (r - mr, s - ms);
+                mr += dr / k;
+                ms += ds / k;
+                qr += dr * (r - mr);
+                qs += ds * (s - ms);
+                crs += dr * (s - ms);
+            }
+            let z2 = n as f64 * mr.max(0.0).powi(2);
+            let m = 2.0 * n as f64 - 1.0;
+            let brute = (0..=20000)
+                .map(|i| {
+                    let rho = -rho_max + 2.0 * rho_max * i as f64 / 20000.0;
+                    let c = (qr + qs - 2.0 * rho * crs) / (1.0 - rho * rho) + z2;
+                    -0.5 * m * (c / m).ln() - 0.5 * (n as f64 - 1.0) * (1.0 - rho * rho).ln() - 0.5 * m
+                })
+                .fold(f64::NEG_INFINITY, f64::max);
+            let fit = none_correlated(z2, qr, qs, crs, n as f64, rho_max);
+            assert!(fit >= brute - 1e-9 && fit <= brute + 1e-6, "case {case}: {fit} against {brute}");
+        }
+    }
+
+    #[test]
+    fn pairs_whose_log_ratios_mirror_their_log_sums_are_not_kept_on_the_incumbent_s_calibration() {
+        // A do-nothing change whose candidate is 3x as noisy as the incumbent (a draw of the
+        // simulator's model): its own noise moves each log-ratio and log-sum by opposite amounts,
+        // and four pairs of a fast candidate read as a clean gain to a fit that cannot see that.
+        let pairs = [(0.0467, -0.0336), (0.0414, -0.0497), (0.0633, -0.0550), (0.0421, -0.0492)].map(|(r, s)| (r, Some(s)));
+        let sd = std::f64::consts::SQRT_2 * 0.01;
+        let test = WholePairLr::new(1.0, 30).for_history(true, ONE_MODE_TOLD_PAIRS);
+        let blind = WholePairLr { null_rho_max: 0.0, rhos: LR_RHOS_NONE, ..test };
+        assert_eq!(blind.looks(sd, false, &pairs).1, Some(Stop::Keep), "a fit without the correlation keeps them");
+        let (looks, stop) = test.looks(sd, false, &pairs);
+        assert_eq!(stop, None, "{looks:?}");
+        assert!(looks.last().unwrap().log_lr < test.keep_at - 0.5, "{looks:?}");
+    }
+
+    #[test]
     fn the_whole_pair_likelihood_ratio_at_two_pairs_matches_its_closed_form() {
         let (sd, mu1) = (0.014, 1.03f64.ln());
-        let pairs = [(0.021, 0.003), (0.034, -0.011)];
-        let (lambda, futility) = closed_form(&pairs, sd, mu1);
-        let fixed = |keep_at: f64| WholePairLr {
-            ratio_df: f64::INFINITY,
-            sum_df: f64::INFINITY,
-            futile_at: f64::NEG_INFINITY,
-            max_pairs: 2,
-            ..whole_pair_lr(keep_at)
-        };
-        let at = |keep_at: f64| fixed(keep_at).decide(sd, false, |i| pairs[i]);
-        assert_eq!(at(lambda - 1e-9), (Stop::Keep, 2), "lambda {lambda}");
-        assert_eq!(at(lambda + 1e-9), (Stop::Budget, 2), "lambda {lambda}");
-        // The futility statistic: the same gain against no gain over the same scales.
-        let look = fixed(f64::INFINITY).looks(sd, false, &[(pairs[0].0, Some(pairs[0].1)), (pairs[1].0, Some(pairs[1].1))]).0[0];
-        assert!((look.log_lr - lambda).abs() < 1e-9 && (look.log_lr_futility - futility).abs() < 1e-9, "{look:?} {futility}");
-        // A warm history sets the first pair aside: the same two pairs, read from the second.
-        let shifted = [(9.0, 9.0), pairs[0], pairs[1]];
-        let warm = WholePairLr { max_pairs: 3, ..fixed(lambda - 1e-9) };
-        assert_eq!(warm.decide(sd, true, |i| shifted[i]), (Stop::Keep, 3));
+        // Sums that move against the ratios (a noisier candidate's) and with them.
+        for pairs in [[(0.021, 0.003), (0.034, -0.011)], [(0.012, 0.020), (0.041, -0.017)], [(0.030, -0.010), (0.010, -0.031)]] {
+            for (rhos, rho_max) in [(LR_RHOS_NONE, 0.0), (LR_RHOS, LR_NULL_RHO_MAX)] {
+                let (lambda, futility) = closed_form(&pairs, sd, mu1, &rhos, rho_max);
+                let fixed = |keep_at: f64| WholePairLr {
+                    ratio_df: f64::INFINITY,
+                    sum_df: f64::INFINITY,
+                    futile_at: f64::NEG_INFINITY,
+                    max_pairs: 2,
+                    rhos,
+                    null_rho_max: rho_max,
+                    ..whole_pair_lr(keep_at)
+                };
+                let at = |keep_at: f64| fixed(keep_at).decide(sd, false, |i| pairs[i]);
+                assert_eq!(at(lambda - 1e-6), (Stop::Keep, 2), "lambda {lambda}");
+                assert_eq!(at(lambda + 1e-6), (Stop::Budget, 2), "lambda {lambda}");
+                // The futility statistic: the same gain against no gain over the same scales.
+                let look = fixed(f64::INFINITY).looks(sd, false, &pairs.map(|(r, s)| (r, Some(s)))).0[0];
+                assert!(
+                    (look.log_lr - lambda).abs() < 1e-6 && (look.log_lr_futility - futility).abs() < 1e-9,
+                    "{look:?} {lambda} {futility}"
+                );
+                // A warm history sets the first pair aside: the same two pairs, read from the second.
+                let shifted = [(9.0, 9.0), pairs[0], pairs[1]];
+                let warm = WholePairLr { max_pairs: 3, ..fixed(lambda - 1e-6) };
+                assert_eq!(warm.decide(sd, true, |i| shifted[i]), (Stop::Keep, 3));
+            }
+        }
     }
 
     #[test]
@@ -669,7 +814,7 @@ mod tests {
     #[test]
     fn the_whole_pair_likelihood_ratio_keeps_three_percent_at_one_percent_noise_in_few_pairs() {
         // The shipped levels after a history of one mode, as a normal machine's shows: +3% at
-        // CV 1% keeps in few pairs; here with the calibration exact.
+        // CV 1% keeps in few pairs (under 7.5 on average, 15 runs); here with the calibration exact.
         let sd = std::f64::consts::SQRT_2 * 0.01;
         let test = WholePairLr::new(1.0, 30).for_history(true, ONE_MODE_TOLD_PAIRS);
         let mut rng = Rng::new(5);
@@ -682,7 +827,7 @@ mod tests {
             keeps += (stop == Stop::Keep) as usize;
             pairs += n;
         }
-        assert!(keeps >= 3800 && pairs <= 4000 * 7, "{keeps} kept in {pairs} pairs");
+        assert!(keeps >= 3800 && pairs <= 4000 * 15 / 2, "{keeps} kept in {pairs} pairs");
     }
 
     /// The rule with `[decision] method = "likelihood-ratio"`'s defaults (16 + 5 pairs, rescue
