@@ -147,9 +147,17 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         p.confirm_alpha,
         if p.rescues() {
             format!(
-                ", rescue: an unconfirmed or inconclusive decision measures on to {} pairs in all and keeps when their t-test passes at {}",
+                ", rescue: an unconfirmed or inconclusive decision measures on to {} pairs in all and keeps when their t-test passes at {}{}",
                 p.max_total_pairs(),
-                p.rescue_alpha
+                p.rescue_alpha,
+                match (p.levels.rescue_outlier_k, p.levels.ratio_rescued) {
+                    (k, ratio) if k > 0.0 => format!(
+                        " (pairs over {k} sds from their median set aside){}",
+                        if ratio { ", the likelihood ratio's inconclusive end too" } else { "" }
+                    ),
+                    (_, true) => ", the likelihood ratio's inconclusive end too".to_string(),
+                    _ => String::new(),
+                }
             )
         } else {
             String::new()

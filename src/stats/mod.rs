@@ -107,12 +107,16 @@ pub struct Confirmation {
 }
 
 /// The rescue of an unconfirmed or inconclusive decision: the one-sided t-test over all its
-/// pairs (both phases and the pairs measured on to `rescue_pairs`), at its own level. Their
+/// pairs (both phases and the pairs measured on to `rescue_pairs`) less gross outliers, at its
+/// own level. Their
 /// mean and interval are the decision's own `effect_pct` and interval.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rescue {
     /// Pairs read: every pair measured, in the order measured.
     pub pairs: usize,
+    /// Of those, the gross outliers its t-test set aside (`Levels::rescue_outlier_k`).
+    #[serde(default)]
+    pub set_aside: usize,
     /// One-sided p-value of the t-test for "the candidate is better", and its level.
     pub p_value: f64,
     pub alpha: f64,

@@ -337,10 +337,8 @@ mod tests {
 
     #[test]
     fn every_switch_on_means_the_current_levels() {
-        // Records from before the pairs' correlation was modelled read it as absent.
-        let before_correlation =
-            Levels { ratio_null_rho_max: 0.0, ratio_rhos: crate::stats::sequential::LR_RHOS_NONE, ..Levels::current() };
-        assert_eq!(Levels::from_switches(Switches::ALL), before_correlation);
+        // Records from before the pairs' correlation and the rescue's outliers read them as absent.
+        assert_eq!(Levels::from_switches(Switches::ALL), Levels::before_correlations());
         assert_eq!(Levels::from_switches(Switches::default()), Levels::first());
     }
 

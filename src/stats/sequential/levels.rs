@@ -142,8 +142,9 @@ pub const LR_SKIP: usize = 1;
 pub const LR_SCALES: [(f64, f64); 3] = [(1.0, 0.8), (1.7, 0.1), (3.0, 0.1)];
 /// The gain side's correlations of a pair's log-ratio with its log-sum (the sides' variance
 /// difference over their sum: 0 for equal sides, -0.6 for a candidate twice as noisy), with
-/// their prior weights.
-pub const LR_RHOS: [(f64, f64); 5] = [(0.0, 0.6), (-0.4, 0.1), (0.4, 0.1), (-0.75, 0.1), (0.75, 0.1)];
+/// their prior weights; none beyond [`LR_NULL_RHO_MAX`], so that a correlation alone, which no
+/// gain fits as well, is never evidence of a gain.
+pub const LR_RHOS: [(f64, f64); 5] = [(0.0, 0.6), (-0.3, 0.1), (0.3, 0.1), (-0.6, 0.1), (0.6, 0.1)];
 /// The largest correlation of a pair's log-ratio with its log-sum that no gain's best fit may
 /// take: (k^2 - 1) / (k^2 + 1) for sides k times apart in noise, 0.6 for k = 2.
 pub const LR_NULL_RHO_MAX: f64 = 0.6;
@@ -185,6 +186,12 @@ pub struct Levels {
     /// weights.
     pub ratio_null_rho_max: f64,
     pub ratio_rhos: [(f64, f64); LR_RHOS.len()],
+    /// The rescue's t-test sets aside the pairs further than this many sds (the history's, or
+    /// the pairs' robust sd when larger) from their median (0: none), and a ratio that ends at
+    /// its budget goes on to the rescue too (`ratio_rescued`): a few wild pairs cost their own
+    /// pairs, not the decision.
+    pub rescue_outlier_k: f64,
+    pub ratio_rescued: bool,
 }
 
 impl Levels {
@@ -203,7 +210,16 @@ impl Levels {
             first_look_two_modes: OUTLIER_FIRST_LOOK,
             ratio_null_rho_max: LR_NULL_RHO_MAX,
             ratio_rhos: LR_RHOS,
+            rescue_outlier_k: OUTLIER_K,
+            ratio_rescued: true,
         }
+    }
+
+    /// The current levels less those that came after the last rule recorded as switches: no
+    /// correlation of log-ratios with log-sums, a rescue that reads every pair and only after
+    /// the two phases.
+    pub const fn before_correlations() -> Levels {
+        Levels { ratio_null_rho_max: 0.0, ratio_rhos: LR_RHOS_NONE, rescue_outlier_k: 0.0, ratio_rescued: false, ..Levels::current() }
     }
 
     /// The levels of a rule recorded with none of the switches on: the ratio at one level from
@@ -238,6 +254,8 @@ impl Levels {
             first_look_two_modes: if s.outlier_first_look && s.outlier_first_look_later { OUTLIER_FIRST_LOOK } else { 0 },
             ratio_null_rho_max: 0.0,
             ratio_rhos: LR_RHOS_NONE,
+            rescue_outlier_k: 0.0,
+            ratio_rescued: false,
         }
     }
 }
@@ -292,6 +310,8 @@ struct Recorded {
     first_look_two_modes: Option<usize>,
     ratio_null_rho_max: Option<f64>,
     ratio_rhos: Option<[(f64, f64); LR_RHOS.len()]>,
+    rescue_outlier_k: Option<f64>,
+    ratio_rescued: Option<bool>,
     #[serde(flatten)]
     switches: Switches,
 }
@@ -311,10 +331,13 @@ impl<'de> Deserialize<'de> for Levels {
             r.first_look_second_population,
             r.first_look_two_modes,
         );
-        // The correlations came after the other numbers: absent, as the rule was before them.
+        // The correlations and the rescue's outliers came after the other numbers: absent, as the
+        // rule was before them.
         let later = |l: Levels| Levels {
             ratio_null_rho_max: r.ratio_null_rho_max.unwrap_or(0.0),
             ratio_rhos: r.ratio_rhos.unwrap_or(LR_RHOS_NONE),
+            rescue_outlier_k: r.rescue_outlier_k.unwrap_or(0.0),
+            ratio_rescued: r.ratio_rescued.unwrap_or(false),
             ..l
         };
         match numbers {
@@ -332,6 +355,8 @@ impl<'de> Deserialize<'de> for Levels {
                 first_look_two_modes: k,
                 ratio_null_rho_max: 0.0,
                 ratio_rhos: LR_RHOS_NONE,
+                rescue_outlier_k: 0.0,
+                ratio_rescued: false,
             })),
             _ => Err(serde::de::Error::custom("a rule's levels are recorded in part: every ratio_* and first_look_* level or none")),
         }
@@ -350,6 +375,8 @@ mod tests {
             first_look_two_modes: 0,
             ratio_null_rho_max: 0.8,
             ratio_rhos: [(0.0, 0.5), (0.3, 0.5), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)],
+            rescue_outlier_k: 4.5,
+            ratio_rescued: false,
             ..Levels::current()
         };
         for levels in [Levels::current(), Levels::first(), odd] {
@@ -369,7 +396,7 @@ mod tests {
                 "outlier_first_look_later":true,"likelihood_ratio_streak_shown":true}"#,
         )
         .unwrap();
-        assert_eq!(all, Levels { ratio_null_rho_max: 0.0, ratio_rhos: LR_RHOS_NONE, ..Levels::current() });
+        assert_eq!(all, Levels::before_correlations());
         // One switch on its own: before the streak rule the ratio kept at its older level from the
         // second pair, and the shown-modes wait needs the streak rule under it.
         let streak_shown: Levels = serde_json::from_str(r#"{"likelihood_ratio_streak_shown":true}"#).unwrap();
@@ -380,12 +407,17 @@ mod tests {
     }
 
     #[test]
-    fn a_record_written_before_the_correlations_reads_as_no_correlation() {
+    fn a_record_written_before_the_correlations_and_the_rescue_s_outliers_reads_without_them() {
         let mut v = serde_json::to_value(Levels { ratio_keep_at: 6.91, ..Levels::current() }).unwrap();
-        v.as_object_mut().unwrap().remove("ratio_null_rho_max");
-        v.as_object_mut().unwrap().remove("ratio_rhos");
+        for later in ["ratio_null_rho_max", "ratio_rhos", "rescue_outlier_k", "ratio_rescued"] {
+            v.as_object_mut().unwrap().remove(later);
+        }
         let l = serde_json::from_value::<Levels>(v).unwrap();
-        assert_eq!(l, Levels { ratio_keep_at: 6.91, ratio_null_rho_max: 0.0, ratio_rhos: LR_RHOS_NONE, ..Levels::current() });
+        assert_eq!(l, Levels { ratio_keep_at: 6.91, ..Levels::before_correlations() });
+        // Each of them read on its own.
+        let mut v = serde_json::to_value(Levels::current()).unwrap();
+        v.as_object_mut().unwrap().remove("ratio_rescued");
+        assert_eq!(serde_json::from_value::<Levels>(v).unwrap(), Levels { ratio_rescued: false, ..Levels::current() });
     }
 
     #[test]

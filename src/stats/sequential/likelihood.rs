@@ -1014,6 +1014,56 @@ mod tests {
         assert_eq!(auto.max_measured_pairs(), two.max_measured_pairs());
     }
 
+    /// A clear gain on a loaded machine (1.6x, each run's noise 20%) under a small budget (8
+    /// pairs, 4 to confirm: 24 pairs in all) whose pairs 10 and 15 are wild (an incumbent run
+    /// 23x slow, a candidate run 12x slow), after the pairs where the ratio hands a wild pair to
+    /// the two phases.
+    fn wild_after_the_first_phase(seed: u64) -> (Sequential, Vec<(f64, f64)>) {
+        let sd = std::f64::consts::SQRT_2 * 0.2;
+        let mut seq = rule(sd, true);
+        seq.params.max_pairs = 8;
+        seq.params.confirm_pairs = 4;
+        seq.params.likelihood_ratio = OnePhase::UntilOutlier;
+        seq.params.levels = crate::stats::sequential::Levels::current();
+        let mut p = pairs(0.6, 0.2, 24, seed);
+        p[9] = (p[9].0 + 23f64.ln(), p[9].1 + 23f64.ln());
+        p[14] = (p[14].0 - 12.5f64.ln(), p[14].1 + 12.5f64.ln());
+        (seq, p)
+    }
+
+    #[test]
+    fn wild_pairs_past_the_first_phase_cost_their_own_pairs_not_a_clear_gain() {
+        let (seq, p) = wild_after_the_first_phase(7);
+        assert_eq!(seq.params.max_total_pairs(), 24);
+        let d = drive(&seq, &p);
+        // The ratio, whose no-gain fit widens its sd to take in the wild pairs, runs its budget;
+        // the rescue's t-test reads the 22 others.
+        assert_eq!((d.verdict, d.procedure, d.pairs), (Verdict::Keep, crate::stats::Procedure::Rescue, 24), "{}", d.reason);
+        assert!(d.reason.contains("the t-test over 22 of 24 pairs (2 set aside, over 6 sds from their median)"), "{}", d.reason);
+        let clean: Vec<f64> = p.iter().enumerate().filter(|(i, _)| ![9, 14].contains(i)).map(|(_, x)| x.0).collect();
+        let mean = clean.iter().sum::<f64>() / 22.0;
+        assert!((d.effect_pct - pct(mean)).abs() < 1e-9, "{} {}", d.effect_pct, pct(mean));
+        let rescue = d.rescue.clone().expect("the rescue's record");
+        assert_eq!((rescue.pairs, rescue.set_aside, rescue.before, rescue.passed), (24, 2, Verdict::Inconclusive, true));
+        assert_eq!(d.total_pairs(), 24, "no pair measured past the ratio's budget");
+        // The rule recorded before: the ratio's budget ends it, inconclusive.
+        let mut before = seq.clone();
+        before.params.levels.rescue_outlier_k = 0.0;
+        before.params.levels.ratio_rescued = false;
+        let b = drive(&before, &p);
+        assert_eq!(
+            (b.verdict, b.procedure, b.pairs),
+            (Verdict::Inconclusive, crate::stats::Procedure::LikelihoodRatio, 24),
+            "{}",
+            b.reason
+        );
+        // The rescue reading every pair, wild ones included, cannot keep it either.
+        before.params.levels.ratio_rescued = true;
+        let all = drive(&before, &p);
+        assert_eq!(all.verdict, Verdict::Inconclusive, "{}", all.reason);
+        assert!(all.reason.contains("the t-test over all 24 pairs"), "{}", all.reason);
+    }
+
     #[test]
     fn a_gross_outlier_among_the_first_phase_s_pairs_hands_auto_s_decision_to_the_two_phases() {
         let sd = std::f64::consts::SQRT_2 * 0.01;

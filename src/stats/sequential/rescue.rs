@@ -1,6 +1,7 @@
 //! The rescue: a decision the two phases left unconfirmed or inconclusive measures on to a fixed
-//! number of pairs in all, and is kept when the one-sided t-test over every pair passes at its
-//! own small level with an estimate of at least the minimum effect.
+//! number of pairs in all (the likelihood ratio's inconclusive end has measured them), and is
+//! kept when the one-sided t-test over those pairs, gross outliers set aside, passes at its own
+//! small level with an estimate of at least the minimum effect.
 //!
 //! Why it is sound. The test reads the first `rescue_total` pairs measured, a number fixed by the
 //! rule, so the event "the rescue keeps" lies inside the event "the fixed-sample t-test of those
@@ -11,9 +12,10 @@
 //! a real gain fails one of them far more often than a test of all the pairs would
 //! (lab/notes/decisions-history.md, "Where the bimodal machine's power goes").
 
+use super::levels::ROBUST_BAND_PAIRS;
 use super::look::Test;
-use super::sample::mean_sd;
-use super::{fmt_p, pct, Decision, Next, Phase, Procedure, Sequential, Verdict};
+use super::sample::{mean_sd, outlier_band};
+use super::{fmt_p, median, pct, Decision, Next, Phase, Procedure, Sequential, Verdict};
 use crate::stats::{LookPhase, Rescue};
 
 impl Sequential {
@@ -45,12 +47,13 @@ impl Sequential {
     /// with a mean of at least the minimum effect; else `d`'s verdict stands. Either way the
     /// estimate and interval become those of all the pairs (the two phases' estimate after an
     /// early stop is the selected one).
-    fn rescue(&self, all: &[f64], mut d: Decision) -> Decision {
+    pub(super) fn rescue(&self, all: &[f64], mut d: Decision) -> Decision {
         let p = &self.params;
-        let n = all.len();
-        let (mean, sd) = mean_sd(all);
+        let read = self.rescue_pairs_read(all);
+        let (n, excluded) = (read.len(), all.len() - read.len());
+        let (mean, sd) = mean_sd(&read);
         let df = n.saturating_sub(1).max(1) as f64;
-        let t = Test { n, measured: n, excluded: 0, mean, se: sd / (n as f64).sqrt(), df, borrowed: false, ratio: None };
+        let t = Test { n, measured: all.len(), excluded, mean, se: sd / (n as f64).sqrt(), df, borrowed: false, ratio: None };
         let level = p.rescue_alpha;
         let min_log = (1.0 + p.min_effect_pct / 100.0).ln();
         let crit = self.tq(1.0 - level, df);
@@ -62,11 +65,15 @@ impl Sequential {
         let (low, high) = (pct(mean - q * t.se), pct(mean + q * t.se));
         d.trail.push(self.record(&t, LookPhase::Rescue, 1, level, keep_at, Some(keep_at)));
         let before = d.verdict;
-        d.rescue = Some(Rescue { pairs: n, p_value: pv, alpha: level, passed, before });
+        d.rescue = Some(Rescue { pairs: all.len(), set_aside: excluded, p_value: pv, alpha: level, passed, before });
         d.effect_pct = pct(mean);
         d.ci_low_pct = low;
         d.ci_high_pct = high;
-        let test = format!("the t-test over all {n} pairs gives {:+.2}% (p = {}", pct(mean), fmt_p(pv));
+        let over = match excluded {
+            0 => format!("all {n} pairs"),
+            k => format!("{n} of {} pairs ({k} set aside, over {} sds from their median)", all.len(), p.levels.rescue_outlier_k),
+        };
+        let test = format!("the t-test over {over} gives {:+.2}% (p = {}", pct(mean), fmt_p(pv));
         if passed {
             d.verdict = Verdict::Keep;
             d.procedure = Procedure::Rescue;
@@ -91,5 +98,19 @@ impl Sequential {
             d.reason = format!("{}; {why}, so the rescue does not keep it either", d.reason);
         }
         d
+    }
+
+    /// The pairs the rescue's t-test reads: all of them, less those further than
+    /// `rescue_outlier_k` sds (the history's, or their robust sd when larger) from their median.
+    /// The band is symmetric about the median, so under no gain it sets aside as many pairs on
+    /// each side in expectation; a normal pair lies that far once in 5e8.
+    fn rescue_pairs_read(&self, all: &[f64]) -> Vec<f64> {
+        let k = self.params.levels.rescue_outlier_k;
+        if k <= 0.0 || all.len() < ROBUST_BAND_PAIRS {
+            return all.to_vec();
+        }
+        let band = outlier_band(k, self.borrowed.as_ref().map_or(0.0, |b| b.scale.sd), all);
+        let m = median(all);
+        all.iter().copied().filter(|r| (r - m).abs() <= band).collect()
     }
 }
