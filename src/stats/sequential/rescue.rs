@@ -43,10 +43,11 @@ impl Sequential {
         self.rescue_total() > 0 && matches!(self.two_phases(main, confirm, main_s, confirm_s), Next::Done(_))
     }
 
-    /// The t-test over `all` pairs, deciding `d` again: kept when significant at `rescue_alpha`
-    /// with a mean of at least the minimum effect; else `d`'s verdict stands. Either way the
-    /// estimate and interval become those of all the pairs (the two phases' estimate after an
-    /// early stop is the selected one).
+    /// The t-test over `all` pairs less their gross outliers, deciding `d` again: kept when
+    /// significant at `rescue_alpha` with a mean of at least the minimum effect; else `d`'s
+    /// verdict stands. Either way the
+    /// estimate and interval become those of the pairs it read (the two phases' estimate after
+    /// an early stop is the selected one).
     pub(super) fn rescue(&self, all: &[f64], mut d: Decision) -> Decision {
         let p = &self.params;
         let read = self.rescue_pairs_read(all);
