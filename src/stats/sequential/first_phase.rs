@@ -28,12 +28,9 @@ impl Sequential {
         let mut handed = None;
         if let Some((b, test)) = self.likelihood_ratio() {
             match self.likelihood_ratio_next(b, &test, main, main_s) {
-                // A ratio that ran its budget (the rescue's pairs) without a stop: the rescue's
-                // t-test of those pairs decides again, as after the two phases.
-                Ok(Next::Done(d)) if d.verdict == Verdict::Inconclusive && self.params.levels.ratio_rescued && self.rescue_total() > 0 => {
-                    let total = self.rescue_total().min(main.len());
-                    return Next::Done(self.rescue(&main[..total], d));
-                }
+                // A ratio that ran its budget (the rescue's pairs) without a stop goes on to the
+                // rescue as the two phases' undecided end does.
+                Ok(next @ Next::Done(_)) if self.params.levels.ratio_rescued => return self.rescued(main, &[], next),
                 Ok(next) => return next,
                 Err(wild) => handed = Some(wild),
             }

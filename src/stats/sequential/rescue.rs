@@ -48,7 +48,7 @@ impl Sequential {
     /// verdict stands. Either way the
     /// estimate and interval become those of the pairs it read (the two phases' estimate after
     /// an early stop is the selected one).
-    pub(super) fn rescue(&self, all: &[f64], mut d: Decision) -> Decision {
+    fn rescue(&self, all: &[f64], mut d: Decision) -> Decision {
         let p = &self.params;
         let read = self.rescue_pairs_read(all);
         let (n, excluded) = (read.len(), all.len() - read.len());
