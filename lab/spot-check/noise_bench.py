@@ -20,12 +20,18 @@ iteration noise. The models are those of
              first run
   rising     CV 1% at each experiment's first run, growing by 5% of that per run
   trend      cv1 x a throttling trend: 0.3% slower per run of the experiment
+  period7    cv1, every 7th process on the machine 15% slower (a counter in $SPOT_STATE.period,
+             its phase drawn at the first run)
+  rare       cv1, 1% of runs 2-5x slower (uniform)
+  cand2x     cv1, the candidate's runs twice as noisy as the incumbent's (the calibration's
+             runs as the incumbent's)
 
 SPOT_STAGE=calibrate marks the calibration's runs (the history's noise)."""
 import importlib.util, math, os, random, sys
 
 JUMPS = {"jump15": 1.5, "jump3": 3.0, "jump10": 10.0, "t3jump3": 3.0, "warmup4x": 4.0, "warmup6x": 6.0}
-MODELS = {"cv1", "cv3", "warmup", "bimodal", "ar05", "ar08", "t3", "rising", "trend", "boundary3"} | set(JUMPS)
+MODELS = {"cv1", "cv3", "warmup", "bimodal", "ar05", "ar08", "t3", "rising", "trend", "boundary3", "period7", "rare", "cand2x"}
+MODELS |= set(JUMPS)
 model = os.environ.get("SPOT_MODEL", "cv1")
 if model not in MODELS:
     sys.exit("noise_bench.py: unknown SPOT_MODEL " + model)
@@ -77,6 +83,19 @@ if model.startswith("warmup"):
     factor *= 1 + 0.10 * math.exp(-run / 3.0)
 if model == "bimodal" and rng.random() < 0.1:
     factor *= 1.05
+if model == "period7":
+    # The machine's process count, so the period runs on across the calibration and the
+    # experiments, whichever side or phase.
+    counter = os.environ["SPOT_STATE"] + ".period"
+    n = int(open(counter).read()) if os.path.exists(counter) else rng.randrange(7)
+    with open(counter, "w") as f:
+        f.write(str(n + 1))
+    if n % 7 == 0:
+        factor *= 1.15
+if model == "rare" and rng.random() < 0.01:
+    factor *= rng.uniform(2.0, 5.0)
+if model == "cand2x" and not calibrating and os.environ.get("RATCHET_SIDE") == "candidate":
+    z *= 2.0
 lat = base * factor * math.exp(cv * z)
 os.environ.update(FAKE_LATENCY_MS=repr(lat), FAKE_NOISE_CV="0")
 # fake_bench.py in this process: a second interpreter would double each run's cost.

@@ -152,7 +152,8 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
                 p.rescue_alpha,
                 match (p.levels.rescue_outlier_k, p.levels.ratio_rescued) {
                     (k, ratio) if k > 0.0 => format!(
-                        " (pairs over {k} sds from their median set aside){}",
+                        " (pairs over {k} {} from their median set aside){}",
+                        if p.levels.rescue_band_floor > 0.0 { "sds" } else { "of their robust sds" },
                         if ratio { ", the likelihood ratio's inconclusive end too" } else { "" }
                     ),
                     (_, true) => ", the likelihood ratio's inconclusive end too".to_string(),
@@ -252,7 +253,7 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     }
     if p.likelihood_ratio != OnePhase::WithHistory {
         println!(
-        "{}: first look at {} pairs ({} where the history saw a gross outlier or does not show one mode, {} where it showed two modes; at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
+        "{}: first look at {} pairs ({} where the history saw a gross outlier or does not show one mode, {} where it showed two modes; at {} of its alpha increment), scale x{} safety pooled with the pairs' own, variance guard on the log-ratios and the runs' sums at F level {} ({} in the confirmation; at {} the first phase is re-read on the pairs' own scale), outliers beyond {} sds (the history's, or the batch's robust sd when larger) set aside, futility beta {} ({} before min_pairs, {} in the confirmation; it must hold by the mean and without {} of the pairs at each end), confirmation of {} pairs looking every {} (O'Brien-Fleming spending)",
         match p.likelihood_ratio {
             OnePhase::WithoutOutliers => "with a gross outlier in the history",
             OnePhase::UntilOutlier => "with a gross outlier in the history or the first phase's pairs",
@@ -271,6 +272,7 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
         b.futility_beta,
         b.early_beta,
         b.confirm_beta,
+        if p.levels.futility_trim_share > 0.0 { format!("{} (at least one)", p.levels.futility_trim_share) } else { "one".to_string() },
             p.confirm_pairs + b.confirm_extra,
             p.look_every
         );

@@ -143,7 +143,9 @@ impl Sequential {
             let upper = t.mean + margin;
             // Read twice: a worthwhile gain must be implausible by the mean and by the trimmed
             // mean (the futility stop only reverts, so reading it twice adds no false keep).
-            if upper < min_log && trimmed_mean(&self.kept(measured), FUTILITY_TRIM).is_none_or(|m| m + margin < min_log) {
+            let kept = self.kept(measured);
+            let trim = FUTILITY_TRIM.max((p.levels.futility_trim_share * kept.len() as f64) as usize);
+            if upper < min_log && trimmed_mean(&kept, trim).is_none_or(|m| m + margin < min_log) {
                 return LookOutcome::Futile(format!(
                     "no worthwhile gain: the test's mean {effect:+.2}% with a {:.0}% upper bound {:+.2}% below the minimum effect {}% (look {look}, {} pairs, {} scale)",
                     (1.0 - beta) * 100.0,

@@ -35,10 +35,18 @@ pub const EARLY_BETA: f64 = 0.35;
 pub const FIRST_SHARE: f64 = 0.2;
 /// Pairs before a batch's first look on a borrowed scale (the scale need not come from them).
 pub const FIRST_LOOK: usize = 2;
-/// Pairs dropped from each end of a look's pairs for the futility stop's second reading: a
-/// first-phase look stops for futility only when the bound is below the minimum effect by the
-/// mean and by this trimmed mean (0: by the mean alone), so one slow pair does not revert a gain.
+/// The least number of pairs dropped from each end of a look's kept pairs for the futility
+/// stop's second reading: a first-phase look stops for futility only when the bound is below the
+/// minimum effect by the mean and by the trimmed mean, so one slow pair does not revert a gain.
 pub const FUTILITY_TRIM: usize = 1;
+/// The share of a look's kept pairs dropped from each end for that reading (at least
+/// [`FUTILITY_TRIM`]): the middle half's mean. On a machine where one run in seven is slow a
+/// quarter of the pairs hold one slow run, and a mean without them is the gain's.
+pub const FUTILITY_TRIM_SHARE: f64 = 0.25;
+/// The rescue's gross-outlier band, in the pairs' own robust sds (1.4826 MAD) from their median:
+/// a normal pair lies that far once in 16,000; a pair with one run in a 15% slower mode, at CV
+/// 1%, ten sds out.
+pub const RESCUE_OUTLIER_K: f64 = 4.0;
 /// The confirmation's futility level (its 70% upper bound below the minimum effect).
 pub const CONFIRM_BETA: f64 = 0.3;
 /// Huber-type clipping of the log-ratios the borrowed look reads, in robust sds (0: off): it
@@ -192,6 +200,13 @@ pub struct Levels {
     /// pairs, not the decision.
     pub rescue_outlier_k: f64,
     pub ratio_rescued: bool,
+    /// The rescue's band is never narrower than this many of the history's sds times
+    /// `rescue_outlier_k` (0: the pairs' robust sd alone; a slow mode the calibration took in
+    /// would widen it past the slow pairs).
+    pub rescue_band_floor: f64,
+    /// The share of a first-phase look's kept pairs the futility stop's second reading drops from
+    /// each end (at least [`FUTILITY_TRIM`]; 0: that one pair).
+    pub futility_trim_share: f64,
 }
 
 impl Levels {
@@ -210,8 +225,10 @@ impl Levels {
             first_look_two_modes: OUTLIER_FIRST_LOOK,
             ratio_null_rho_max: LR_NULL_RHO_MAX,
             ratio_rhos: LR_RHOS,
-            rescue_outlier_k: OUTLIER_K,
+            rescue_outlier_k: RESCUE_OUTLIER_K,
             ratio_rescued: true,
+            rescue_band_floor: 0.0,
+            futility_trim_share: FUTILITY_TRIM_SHARE,
         }
     }
 
@@ -219,7 +236,20 @@ impl Levels {
     /// correlation of log-ratios with log-sums, a rescue that reads every pair and only after
     /// the two phases.
     pub const fn before_correlations() -> Levels {
-        Levels { ratio_null_rho_max: 0.0, ratio_rhos: LR_RHOS_NONE, rescue_outlier_k: 0.0, ratio_rescued: false, ..Levels::current() }
+        Levels {
+            ratio_null_rho_max: 0.0,
+            ratio_rhos: LR_RHOS_NONE,
+            rescue_outlier_k: 0.0,
+            ratio_rescued: false,
+            ..Levels::before_robust_rescue()
+        }
+    }
+
+    /// The current levels less the rescue's band in the pairs' robust sds and the futility
+    /// stop's middle half: a band of 6 sds, the history's or the pairs' robust sd when larger,
+    /// and a second reading without one pair at each end.
+    pub const fn before_robust_rescue() -> Levels {
+        Levels { rescue_outlier_k: OUTLIER_K, rescue_band_floor: 1.0, futility_trim_share: 0.0, ..Levels::current() }
     }
 
     /// The levels of a rule recorded with none of the switches on: the ratio at one level from
@@ -256,6 +286,8 @@ impl Levels {
             ratio_rhos: LR_RHOS_NONE,
             rescue_outlier_k: 0.0,
             ratio_rescued: false,
+            rescue_band_floor: 1.0,
+            futility_trim_share: 0.0,
         }
     }
 }
@@ -312,6 +344,8 @@ struct Recorded {
     ratio_rhos: Option<[(f64, f64); LR_RHOS.len()]>,
     rescue_outlier_k: Option<f64>,
     ratio_rescued: Option<bool>,
+    rescue_band_floor: Option<f64>,
+    futility_trim_share: Option<f64>,
     #[serde(flatten)]
     switches: Switches,
 }
@@ -331,13 +365,15 @@ impl<'de> Deserialize<'de> for Levels {
             r.first_look_second_population,
             r.first_look_two_modes,
         );
-        // The correlations and the rescue's outliers came after the other numbers: absent, as the
-        // rule was before them.
+        // The correlations, the rescue's outliers and the futility's middle half came after the
+        // other numbers: absent, as the rule was before them.
         let later = |l: Levels| Levels {
             ratio_null_rho_max: r.ratio_null_rho_max.unwrap_or(0.0),
             ratio_rhos: r.ratio_rhos.unwrap_or(LR_RHOS_NONE),
             rescue_outlier_k: r.rescue_outlier_k.unwrap_or(0.0),
             ratio_rescued: r.ratio_rescued.unwrap_or(false),
+            rescue_band_floor: r.rescue_band_floor.unwrap_or(1.0),
+            futility_trim_share: r.futility_trim_share.unwrap_or(0.0),
             ..l
         };
         match numbers {
@@ -357,6 +393,8 @@ impl<'de> Deserialize<'de> for Levels {
                 ratio_rhos: LR_RHOS_NONE,
                 rescue_outlier_k: 0.0,
                 ratio_rescued: false,
+                rescue_band_floor: 1.0,
+                futility_trim_share: 0.0,
             })),
             _ => Err(serde::de::Error::custom("a rule's levels are recorded in part: every ratio_* and first_look_* level or none")),
         }
@@ -377,6 +415,8 @@ mod tests {
             ratio_rhos: [(0.0, 0.5), (0.3, 0.5), (0.0, 0.0), (0.0, 0.0), (0.0, 0.0)],
             rescue_outlier_k: 4.5,
             ratio_rescued: false,
+            rescue_band_floor: 0.5,
+            futility_trim_share: 0.1,
             ..Levels::current()
         };
         for levels in [Levels::current(), Levels::first(), odd] {
@@ -409,7 +449,7 @@ mod tests {
     #[test]
     fn a_record_written_before_the_correlations_and_the_rescue_s_outliers_reads_without_them() {
         let mut v = serde_json::to_value(Levels { ratio_keep_at: 6.91, ..Levels::current() }).unwrap();
-        for later in ["ratio_null_rho_max", "ratio_rhos", "rescue_outlier_k", "ratio_rescued"] {
+        for later in ["ratio_null_rho_max", "ratio_rhos", "rescue_outlier_k", "ratio_rescued", "rescue_band_floor", "futility_trim_share"] {
             v.as_object_mut().unwrap().remove(later);
         }
         let l = serde_json::from_value::<Levels>(v).unwrap();
@@ -418,6 +458,16 @@ mod tests {
         let mut v = serde_json::to_value(Levels::current()).unwrap();
         v.as_object_mut().unwrap().remove("ratio_rescued");
         assert_eq!(serde_json::from_value::<Levels>(v).unwrap(), Levels { ratio_rescued: false, ..Levels::current() });
+    }
+
+    #[test]
+    fn a_record_written_before_the_robust_rescue_reads_with_its_band_and_one_pair_trimmed() {
+        let mut v = serde_json::to_value(Levels { rescue_outlier_k: OUTLIER_K, ..Levels::current() }).unwrap();
+        for later in ["rescue_band_floor", "futility_trim_share"] {
+            v.as_object_mut().unwrap().remove(later);
+        }
+        assert_eq!(serde_json::from_value::<Levels>(v).unwrap(), Levels::before_robust_rescue());
+        assert_ne!(Levels::before_robust_rescue(), Levels::current());
     }
 
     #[test]

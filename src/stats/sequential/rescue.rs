@@ -72,9 +72,13 @@ impl Sequential {
         d.ci_high_pct = high;
         let over = match excluded {
             0 => format!("all {n} pairs"),
-            k => format!("{n} of {} pairs ({k} set aside, over {} sds from their median)", all.len(), p.levels.rescue_outlier_k),
+            k => {
+                let sds = if p.levels.rescue_band_floor > 0.0 { "sds" } else { "of their robust sds" };
+                format!("{n} of {} pairs ({k} set aside, over {} {sds} from their median)", all.len(), p.levels.rescue_outlier_k)
+            }
         };
         let test = format!("the t-test over {over} gives {:+.2}% (p = {}", pct(mean), fmt_p(pv));
+        let by = if d.procedure == Procedure::LikelihoodRatio { "the likelihood ratio" } else { "the two phases" };
         if passed {
             d.verdict = Verdict::Keep;
             d.procedure = Procedure::Rescue;
@@ -84,9 +88,10 @@ impl Sequential {
             d.scale = t.scale_name().to_string();
             d.noise_sd_pct = Self::sd_pct(&t);
             d.reason = format!(
-                "kept by the rescue: {test} <= {}, at least the minimum effect {}%), after the two phases left it {}: {}",
+                "kept by the rescue: {test} <= {}, at least the minimum effect {}%), after {} left it {}: {}",
                 fmt_p(level),
                 p.min_effect_pct,
+                by,
                 before.as_str(),
                 d.reason
             );
@@ -102,15 +107,17 @@ impl Sequential {
     }
 
     /// The pairs the rescue's t-test reads: all of them, less those further than
-    /// `rescue_outlier_k` sds (the history's, or their robust sd when larger) from their median.
-    /// The band is symmetric about the median, so under no gain it sets aside as many pairs on
-    /// each side in expectation; a normal pair lies that far once in 5e8.
+    /// `rescue_outlier_k` of their robust sds from their median (never nearer than
+    /// `rescue_band_floor` of the history's sds). The band is symmetric about the median, so
+    /// under no gain it sets aside as many pairs on each side in expectation.
     fn rescue_pairs_read(&self, all: &[f64]) -> Vec<f64> {
-        let k = self.params.levels.rescue_outlier_k;
+        let l = &self.params.levels;
+        let k = l.rescue_outlier_k;
         if k <= 0.0 || all.len() < ROBUST_BAND_PAIRS {
             return all.to_vec();
         }
-        let band = outlier_band(k, self.borrowed.as_ref().map_or(0.0, |b| b.scale.sd), all);
+        let floor = l.rescue_band_floor * self.borrowed.as_ref().map_or(0.0, |b| b.scale.sd);
+        let band = outlier_band(k, floor, all);
         let m = median(all);
         all.iter().copied().filter(|r| (r - m).abs() <= band).collect()
     }

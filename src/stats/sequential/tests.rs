@@ -534,3 +534,24 @@ fn the_sums_read_around_a_warm_up_count_its_uncertainty() {
     assert_eq!(w.used(2, WARMUP_Z), vec![-0.03, 0.0]);
     assert_eq!(w.used(0, WARMUP_Z), Vec::<f64>::new());
 }
+
+#[test]
+fn a_quarter_of_slow_pairs_does_not_revert_a_gain_for_futility() {
+    // Eight pairs of a +3% gain on a 3% history, the last two each holding one 15% slower run of
+    // the candidate: the mean is -1.3%, but the middle half is +3%.
+    let mut main = ratios(0.03, 0.002, 6);
+    main.extend([-0.13, -0.15]);
+    let rule = |levels: Levels| {
+        let s = borrowed(0.03);
+        Sequential { params: Params { levels, ..s.params.clone() }, ..s }
+    };
+    assert_eq!(rule(Levels::current()).next(&main, &[]), Next::Measure { phase: Phase::Main, pairs: 2 });
+    // Read without one pair at each end, it was reverted.
+    let Next::Done(d) = rule(Levels::before_robust_rescue()).next(&main, &[]) else { panic!("decided") };
+    assert_eq!((d.verdict, d.pairs), (Verdict::Revert, 8), "{}", d.reason);
+    assert!(d.reason.contains("no worthwhile gain"), "{}", d.reason);
+    // A change that is no gain all through is still reverted there.
+    let none: Vec<f64> = ratios(-0.01, 0.002, 6).into_iter().chain([-0.13, 0.12]).collect();
+    let Next::Done(d) = rule(Levels::current()).next(&none, &[]) else { panic!("decided") };
+    assert_eq!(d.verdict, Verdict::Revert, "{}", d.reason);
+}
