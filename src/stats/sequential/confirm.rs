@@ -2,8 +2,8 @@
 //! phase must pass before it is kept (re-reading the first phase when the noise jumped).
 
 use super::levels::GUARD;
-use super::look::{Batch, Prior};
 use super::sample::mean_sd;
+use super::stat::{Batch, Prior};
 use super::{fmt_p, pct, Confirmation, Decision, Next, Phase, Sequential, Verdict};
 
 impl Sequential {

@@ -2,7 +2,7 @@
 //! a promising look hands its pairs to the confirmation. The entry point, [`Sequential::next_runs`].
 
 use super::levels::{FUTILITY_TRIM, GUARD};
-use super::look::{Batch, Prior, Test};
+use super::stat::{Batch, Prior, Test};
 use super::{fmt_p, pct, Decision, Next, Phase, Procedure, Sequential, Verdict};
 
 /// What one look of the first phase concluded.

@@ -36,7 +36,10 @@
 //! looks, their levels, futility, the confirmation's plan, the budget), [`borrowed`] (the scale
 //! borrowed from history), `look` (which pairs a look reads, outliers set aside), `own` (the
 //! test without history), `with_history` (the borrowed scale and its guards), `first_phase`,
-//! `confirm`, `rescue` (the t-test over all pairs after an unconfirmed or inconclusive end), `record` (the looks' trail) and [`sample`] (mean, median, robust sd).
+//! `confirm`, `rescue` (the t-test over all pairs after an unconfirmed or inconclusive end),
+//! `record` (the looks' trail), `stat` (what a look reads and what its test found: plain data
+//! every file names, so no two files reach into each other) and [`sample`] (mean, median,
+//! robust sd).
 
 mod borrowed;
 mod confirm;
@@ -49,6 +52,7 @@ pub mod plan;
 mod record;
 mod rescue;
 pub mod sample;
+mod stat;
 #[cfg(test)]
 mod tests;
 mod with_history;
@@ -60,7 +64,7 @@ pub(crate) use sample::{mean_sd, outlier_band};
 pub use sample::{median, robust_sd};
 
 use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Procedure, Verdict};
-use look::Test;
+use stat::Test;
 use statrs::distribution::{ContinuousCDF, FisherSnedecor, Normal, StudentsT};
 use std::cell::RefCell;
 use std::collections::HashMap;

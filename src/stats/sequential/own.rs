@@ -2,8 +2,8 @@
 //! the summary of the kept pairs every test starts from.
 
 use super::levels::NO_SPREAD;
-use super::look::Test;
 use super::sample::mean_sd;
+use super::stat::Test;
 
 /// A look's kept pairs, summarized: their count and mean, their residual sum of squares and df,
 /// and the measured prefix they come from.

@@ -2,7 +2,7 @@
 //! them), the futility level, the confirmation's plan and the pair budget.
 
 use super::levels::{Levels, MIN_LOOK, OUTLIER_SHARE};
-use super::look::Test;
+use super::stat::Test;
 use super::Sequential;
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, Normal};

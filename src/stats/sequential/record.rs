@@ -1,7 +1,7 @@
 //! The look records of a decision's trail ([`Look`]): each boundary on the statistic's scale
 //! (estimate / se), as the first phase and the confirmation apply it.
 
-use super::look::Test;
+use super::stat::Test;
 use super::{pct, Look, LookPhase, Sequential};
 
 impl Sequential {

@@ -13,8 +13,8 @@
 //! (lab/notes/decisions-history.md, "Where the bimodal machine's power goes").
 
 use super::levels::ROBUST_BAND_PAIRS;
-use super::look::Test;
 use super::sample::{mean_sd, outlier_band};
+use super::stat::Test;
 use super::{fmt_p, median, pct, Decision, Next, Phase, Procedure, Sequential, Verdict};
 use crate::stats::{LookPhase, Rescue};
 

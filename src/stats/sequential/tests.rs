@@ -2,7 +2,7 @@
 //! with-history tests, the guard, outliers, the confirmation and its re-read.
 
 use super::borrowed::sum_spread_profiled;
-use super::look::{Batch, Prior};
+use super::stat::{Batch, Prior};
 use super::*;
 use crate::stats::LookPhase;
 

@@ -3,8 +3,8 @@
 //! t-test (never looser than the borrowed look), and the confirmation's re-read on a jump.
 
 use super::borrowed::{sum_spread, Borrowed};
-use super::look::{Batch, Prior, Test};
 use super::own::{spread_sd, Kept};
+use super::stat::{Batch, Prior, Test};
 use super::Sequential;
 
 impl Sequential {
