@@ -462,7 +462,15 @@ pub(crate) fn summarize(c: &RowContext, records: &[RunRecord], ended: Ended) -> 
     let shown = decision.as_ref().and_then(|d| {
         let logs = effect::speedup_logs(&crate::bench::pairs_of(records), c.cfg.score.direction(), c.elasticity);
         let split = d.pairs.min(logs.len());
-        let all = effect::shown_interval(&logs, d)?;
+        // A rescue's keep rests on its pairs less the wild ones it set aside: the row shows theirs.
+        let all = match d.rescue.as_ref().filter(|r| d.procedure == crate::stats::Procedure::Rescue && !r.set_aside_pairs.is_empty()) {
+            Some(r) => {
+                let read: Vec<f64> =
+                    logs.iter().take(r.pairs).enumerate().filter(|(i, _)| !r.set_aside_pairs.contains(i)).map(|(_, &x)| x).collect();
+                effect::shown_interval(&read, d)?
+            }
+            None => effect::shown_interval(&logs, d)?,
+        };
         // The confirmation's own pairs: the rescue's, measured after them, are not its.
         let end = conf.map_or(logs.len(), |c| (split + c.pairs).min(logs.len()));
         let confirm = conf.and_then(|_| effect::decision_interval(&logs[split..end], d.ci_level));

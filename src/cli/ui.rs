@@ -602,7 +602,18 @@ fn experiment_summary(oc: &Outcome, verbose: bool, width: usize) -> Vec<String> 
                 phases += &format!(" + {} rescue", d.rescue_pairs());
             }
             let noisy = if crate::report::too_noisy(row) { ", too noisy to tell" } else { "" };
-            lines.push(format!("  {verdict}: {effect}, p = {} over {total} pairs{noisy}", crate::stats::fmt_p(d.p_value)));
+            // A rescue's keep: its estimate, interval and p read the pairs it did not set aside.
+            let over = match d.rescue.as_ref().filter(|r| d.procedure == crate::stats::Procedure::Rescue && r.set_aside > 0) {
+                Some(r) => format!(
+                    "{} of {} pairs ({} outlier{} set aside)",
+                    r.pairs - r.set_aside,
+                    r.pairs,
+                    r.set_aside,
+                    if r.set_aside == 1 { "" } else { "s" }
+                ),
+                None => format!("{total} pairs"),
+            };
+            lines.push(format!("  {verdict}: {effect}, p = {} over {over}{noisy}", crate::stats::fmt_p(d.p_value)));
             if verbose {
                 lines.push(format!(
                     "  why: {phases}; p = {} (<= {} to count; {} adjusted for {} look{}), {} noise scale ({:.2}% per pair{}): {}",

@@ -117,6 +117,10 @@ pub struct Rescue {
     /// Of those, the gross outliers its t-test set aside (`Levels::rescue_outlier_k`).
     #[serde(default)]
     pub set_aside: usize,
+    /// Which pairs those were (0-based, in the order measured): a rescue's keep shows the
+    /// estimate and interval of the others. Empty in records written before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside_pairs: Vec<usize>,
     /// One-sided p-value of the t-test for "the candidate is better", and its level.
     pub p_value: f64,
     pub alpha: f64,

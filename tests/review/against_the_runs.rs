@@ -314,6 +314,50 @@ fn every_speed_up_in_the_review_is_recomputed_from_the_runs() {
 }
 
 #[test]
+fn a_rescue_s_keep_shows_the_estimate_of_the_pairs_it_read() {
+    let repo = Repo::new(8);
+    // A 4% gain on a first experiment (no history) where every 4th incumbent run and every 8th
+    // candidate run is 1.5x slow: the two phases' t-tests read the wild pairs' spread and end
+    // without a keep, and the rescue's t-test over 24 pairs keeps it on the others.
+    let mut exec = MockExecutor::new(|c| {
+        let slow = match c.side {
+            Side::Incumbent => c.n % 4 == 1,
+            Side::Candidate => c.n % 8 == 3,
+        };
+        let base = if c.side == Side::Incumbent { 10.0 } else { 9.6 };
+        Step::Latency(if slow { 1.5 * base } else { base })
+    });
+    let (o, events) = repo.experiment_with_events(1, &mut exec);
+    let said = printed(events, Default::default(), 100).0;
+    let d = o.decision.expect("decided");
+    assert_eq!((o.row.status, d.procedure), (Status::Keep, ratchet::stats::Procedure::Rescue), "{}", d.reason);
+    let rescue = d.rescue.expect("the rescue's record");
+    // The pairs it set aside, recomputed from the runs alone: over 4 robust sds (1.4826 MAD) from
+    // the median of the log-ratios.
+    let pairs = &pairs_from_log(&std::fs::read_to_string(repo.path().join("results/runs.jsonl")).unwrap())[&1];
+    let logs: Vec<f64> = pairs.iter().map(|(i, c)| (i / c).ln()).collect();
+    assert_eq!(logs.len(), rescue.pairs);
+    let med = support::median(logs.clone());
+    let mad = 1.4826 * support::median(logs.iter().map(|x| (x - med).abs()).collect());
+    let wild: Vec<usize> = (0..logs.len()).filter(|&i| (logs[i] - med).abs() > 4.0 * mad).collect();
+    assert_eq!(rescue.set_aside_pairs, wild);
+    assert!(wild.len() >= 6, "{wild:?}");
+    // The row's estimate and interval are those of the pairs it read, recomputed by enumeration.
+    let read: Vec<f64> = (0..logs.len()).filter(|i| !wild.contains(i)).map(|i| logs[i]).collect();
+    let (est, lo, hi, _) = hl(&read, LEVEL, true);
+    let pct = |x: f64| (x.exp() - 1.0) * 100.0;
+    let r = &o.row;
+    assert!((r.speedup_pct.unwrap() - pct(est)).abs() < 1e-9, "{:?} vs {}", r.speedup_pct, pct(est));
+    assert!((r.ci_low_pct.unwrap() - pct(lo)).abs() < 1e-9 && (r.ci_high_pct.unwrap() - pct(hi)).abs() < 1e-9, "{r:?}");
+    assert!(lo > 0.0, "the kept interval lies above no gain");
+    // The decision line says what it read.
+    let line = said.lines().find(|l| l.starts_with("  KEEP: ")).unwrap();
+    let over = format!("over {} of {} pairs ({} outliers set aside)", read.len(), logs.len(), wild.len());
+    assert!(line.contains(&over), "{over} not in {line}");
+    assert!(line.contains(&format!("[96% CI {:.2}-{:.2}]", lo.exp(), hi.exp())), "{line}");
+}
+
+#[test]
 fn an_experiments_default_report_is_six_lines_that_fit_the_terminal() {
     let repo = Repo::new(8);
     let mut unconfirmed = MockExecutor::new(|c| match (c.side, c.n) {

@@ -50,8 +50,9 @@ impl Sequential {
     /// an early stop is the selected one).
     fn rescue(&self, all: &[f64], mut d: Decision) -> Decision {
         let p = &self.params;
-        let read = self.rescue_pairs_read(all);
-        let (n, excluded) = (read.len(), all.len() - read.len());
+        let set_aside = self.rescue_set_aside(all);
+        let read: Vec<f64> = all.iter().enumerate().filter(|(i, _)| !set_aside.contains(i)).map(|(_, &x)| x).collect();
+        let (n, excluded) = (read.len(), set_aside.len());
         let (mean, sd) = mean_sd(&read);
         let df = n.saturating_sub(1).max(1) as f64;
         let t = Test { n, measured: all.len(), excluded, mean, se: sd / (n as f64).sqrt(), df, borrowed: false, ratio: None };
@@ -66,7 +67,8 @@ impl Sequential {
         let (low, high) = (pct(mean - q * t.se), pct(mean + q * t.se));
         d.trail.push(self.record(&t, LookPhase::Rescue, 1, level, keep_at, Some(keep_at)));
         let before = d.verdict;
-        d.rescue = Some(Rescue { pairs: all.len(), set_aside: excluded, p_value: pv, alpha: level, passed, before });
+        d.rescue =
+            Some(Rescue { pairs: all.len(), set_aside: excluded, set_aside_pairs: set_aside, p_value: pv, alpha: level, passed, before });
         d.effect_pct = pct(mean);
         d.ci_low_pct = low;
         d.ci_high_pct = high;
@@ -106,19 +108,19 @@ impl Sequential {
         d
     }
 
-    /// The pairs the rescue's t-test reads: all of them, less those further than
+    /// The pairs the rescue's t-test sets aside (indices into `all`): those further than
     /// `rescue_outlier_k` of their robust sds from their median (never nearer than
     /// `rescue_band_floor` of the history's sds). The band is symmetric about the median, so
     /// under no gain it sets aside as many pairs on each side in expectation.
-    fn rescue_pairs_read(&self, all: &[f64]) -> Vec<f64> {
+    fn rescue_set_aside(&self, all: &[f64]) -> Vec<usize> {
         let l = &self.params.levels;
         let k = l.rescue_outlier_k;
         if k <= 0.0 || all.len() < ROBUST_BAND_PAIRS {
-            return all.to_vec();
+            return vec![];
         }
         let floor = l.rescue_band_floor * self.borrowed.as_ref().map_or(0.0, |b| b.scale.sd);
         let band = outlier_band(k, floor, all);
         let m = median(all);
-        all.iter().copied().filter(|r| (r - m).abs() <= band).collect()
+        (0..all.len()).filter(|&i| (all[i] - m).abs() > band).collect()
     }
 }
