@@ -259,8 +259,10 @@ fn sibling_graphs() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     let mut out: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     let all = sources();
     for (rel, code) in &all {
+        // A module's files at any depth: `trace/scan.rs`, `stats/sequential/look.rs`.
         let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().to_string()).collect();
-        let [dir, file] = parts.as_slice() else { continue };
+        let Some((file, dirs)) = parts.split_last().filter(|(_, d)| !d.is_empty()) else { continue };
+        let (dir, path) = (dirs.join("/"), dirs.join("::"));
         let me = file.trim_end_matches(".rs").to_string();
         if me == "mod" {
             continue;
@@ -269,14 +271,15 @@ fn sibling_graphs() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
             .iter()
             .filter_map(|(r, _)| {
                 let p: Vec<String> = r.components().map(|c| c.as_os_str().to_string_lossy().to_string()).collect();
-                (p.len() == 2 && p[0] == *dir && p[1] != "mod.rs").then(|| p[1].trim_end_matches(".rs").to_string())
+                let (f, d) = p.split_last()?;
+                (d.join("/") == dir && f != "mod.rs").then(|| f.trim_end_matches(".rs").to_string())
             })
             .collect();
         let named: BTreeSet<String> = siblings
             .iter()
             .filter(|s| {
                 **s != me
-                    && (code.contains(&format!("super::{s}::")) || code.contains(&format!("crate::{dir}::{s}::")) || {
+                    && (code.contains(&format!("super::{s}::")) || code.contains(&format!("crate::{path}::{s}::")) || {
                         let group = super_use_groups(code);
                         group.contains(*s)
                     })
@@ -297,6 +300,8 @@ fn super_use_groups(code: &str) -> BTreeSet<String> {
 fn sibling_files_of_a_module_import_no_circle() {
     let graphs = sibling_graphs();
     assert!(graphs.contains_key("trace") && graphs["trace"].contains_key("scan"), "{:?}", graphs.keys());
+    // Nested modules too: the decision core's files.
+    assert!(graphs.get("stats/sequential").is_some_and(|g| g.contains_key("look")), "{:?}", graphs.keys());
     let found: Vec<String> = graphs.iter().flat_map(|(dir, g)| cycles(g).into_iter().map(move |c| format!("{dir}: {c:?}"))).collect();
     assert!(found.is_empty(), "import circles between the files of a module: {found:?}");
 }
