@@ -198,14 +198,23 @@ fn the_html_reads_on_a_phone_and_in_a_real_browser() {
     for (w, h) in [(420u32, 1800u32), (1280, 2800)] {
         let shot = keep_dir().join(format!("report-{w}.png"));
         let _ = std::fs::remove_file(&shot);
-        let status = std::process::Command::new(browser)
-            .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
-            .arg(format!("--screenshot={}", shot.display()))
-            .arg(format!("--window-size={w},{h}"))
-            .arg(format!("file://{}", out.join("report.html").display()))
-            .output()
-            .unwrap();
-        assert!(shot.exists(), "{browser} took no screenshot: {}", String::from_utf8_lossy(&status.stderr));
+        // On a machine short of processes the browser itself can crash before it draws (its
+        // zygote cannot fork): that says nothing of the page, so it gets three tries.
+        let mut stderr = String::new();
+        for _ in 0..3 {
+            let status = std::process::Command::new(browser)
+                .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+                .arg(format!("--screenshot={}", shot.display()))
+                .arg(format!("--window-size={w},{h}"))
+                .arg(format!("file://{}", out.join("report.html").display()))
+                .output()
+                .unwrap();
+            if shot.exists() {
+                break;
+            }
+            stderr += &String::from_utf8_lossy(&status.stderr);
+        }
+        assert!(shot.exists(), "{browser} took no screenshot in three tries: {stderr}");
         let dec = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
         let mut reader = dec.read_info().unwrap();
         let mut buf = vec![0; reader.output_buffer_size()];
