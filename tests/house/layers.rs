@@ -252,56 +252,81 @@ fn process_groups_are_made_and_signalled_in_one_module() {
     assert!(offenders.is_empty(), "process groups handled outside src/process.rs: {offenders:?}");
 }
 
-/// The files of each module directory (`src/trace/scan.rs` is `trace`'s `scan`) and the sibling
-/// files each names (`super::x`, `crate::trace::x`); `mod.rs`, the parent every child may
-/// read, is left out.
+/// The files of each module directory (`src/trace/scan.rs` is `trace`'s `scan`), its
+/// subdirectories as one node each (`stats/sequential/two_phases/` is `stats/sequential`'s
+/// `two_phases`, every file in it reading for it), and the siblings each names (`super::x`,
+/// `super::super::x` from a subdirectory's file, `crate::trace::x`); `mod.rs`, the parent every
+/// child may read, is left out of its own directory.
 fn sibling_graphs() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
     let mut out: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
     let all = sources();
-    for (rel, code) in &all {
-        // A module's files at any depth: `trace/scan.rs`, `stats/sequential/look.rs`.
-        let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().to_string()).collect();
-        let Some((file, dirs)) = parts.split_last().filter(|(_, d)| !d.is_empty()) else { continue };
-        let (dir, path) = (dirs.join("/"), dirs.join("::"));
-        let me = file.trim_end_matches(".rs").to_string();
-        if me == "mod" {
-            continue;
-        }
-        let siblings: BTreeSet<String> = all
-            .iter()
+    let parts = |r: &Path| -> Vec<String> { r.components().map(|c| c.as_os_str().to_string_lossy().to_string()).collect() };
+    // The nodes of a directory: its files but mod.rs, and its subdirectories.
+    let nodes = |dir: &[String]| -> BTreeSet<String> {
+        all.iter()
             .filter_map(|(r, _)| {
-                let p: Vec<String> = r.components().map(|c| c.as_os_str().to_string_lossy().to_string()).collect();
+                let p = parts(r);
                 let (f, d) = p.split_last()?;
-                (d.join("/") == dir && f != "mod.rs").then(|| f.trim_end_matches(".rs").to_string())
+                if d == dir {
+                    (f != "mod.rs").then(|| f.trim_end_matches(".rs").to_string())
+                } else {
+                    (d.len() > dir.len() && d.starts_with(dir)).then(|| d[dir.len()].clone())
+                }
             })
-            .collect();
-        let named: BTreeSet<String> = siblings
-            .iter()
-            .filter(|s| {
-                **s != me
-                    && (code.contains(&format!("super::{s}::")) || code.contains(&format!("crate::{path}::{s}::")) || {
-                        let group = super_use_groups(code);
-                        group.contains(*s)
-                    })
-            })
-            .cloned()
-            .collect();
-        out.entry(dir.clone()).or_default().insert(me, named);
+            .collect()
+    };
+    for (rel, code) in &all {
+        let p = parts(rel);
+        let Some((file, dirs)) = p.split_last().filter(|(_, d)| !d.is_empty()) else { continue };
+        for depth in 1..=dirs.len() {
+            let dir = &dirs[..depth];
+            let me = if depth == dirs.len() { file.trim_end_matches(".rs").to_string() } else { dirs[depth].clone() };
+            if me == "mod" {
+                continue;
+            }
+            // `super::` as often as it takes from this file to `dir`.
+            let up = "super::".repeat(dirs.len() - depth + usize::from(file != "mod.rs"));
+            let path = dir.join("::");
+            let groups = use_groups(code, &up);
+            let named: BTreeSet<String> = nodes(dir)
+                .into_iter()
+                .filter(|s| {
+                    *s != me
+                        && (names(code, &format!("{up}{s}::")) || code.contains(&format!("crate::{path}::{s}::")) || groups.contains(s))
+                })
+                .collect();
+            out.entry(dir.join("/")).or_default().entry(me).or_default().extend(named);
+        }
     }
     out
 }
 
-/// The first names of `use super::{a::..., b}` groups.
-fn super_use_groups(code: &str) -> BTreeSet<String> {
-    code.match_indices("super::{").flat_map(|(at, _)| uses(&format!("crate::{}", &code[at + "super::".len()..]))).collect()
+/// Whether `code` holds `path` not as the tail of a longer path (`super::x::` within
+/// `super::super::x::`).
+fn names(code: &str, path: &str) -> bool {
+    code.match_indices(path).any(|(at, _)| !code[..at].ends_with("::"))
+}
+
+/// The first names of `use {up}{a::..., b}` groups (`up`: `super::`, `super::super::`).
+fn use_groups(code: &str, up: &str) -> BTreeSet<String> {
+    let open = format!("{up}{{");
+    code.match_indices(&open)
+        .filter(|(at, _)| !code[..*at].ends_with("::"))
+        .flat_map(|(at, _)| uses(&format!("crate::{}", &code[at + up.len()..])))
+        .collect()
 }
 
 #[test]
 fn sibling_files_of_a_module_import_no_circle() {
     let graphs = sibling_graphs();
     assert!(graphs.contains_key("trace") && graphs["trace"].contains_key("scan"), "{:?}", graphs.keys());
-    // Nested modules too: the decision core's files.
-    assert!(graphs.get("stats/sequential").is_some_and(|g| g.contains_key("look")), "{:?}", graphs.keys());
+    // Nested modules too: the decision core's files, and its two phases' folder as one node.
+    assert!(
+        graphs.get("stats/sequential").is_some_and(|g| g.contains_key("rescue") && g.contains_key("two_phases")),
+        "{:?}",
+        graphs.keys()
+    );
+    assert!(graphs.get("stats/sequential/two_phases").is_some_and(|g| g.contains_key("look")), "{:?}", graphs.keys());
     let found: Vec<String> = graphs.iter().flat_map(|(dir, g)| cycles(g).into_iter().map(move |c| format!("{dir}: {c:?}"))).collect();
     assert!(found.is_empty(), "import circles between the files of a module: {found:?}");
 }

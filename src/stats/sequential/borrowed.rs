@@ -110,6 +110,17 @@ impl Warmup {
 }
 
 impl Borrowed {
+    /// The scale as the decision records it.
+    pub fn record(&self) -> crate::stats::BorrowedScale {
+        crate::stats::BorrowedScale {
+            sd_pct: self.scale.sd * 100.0,
+            df: self.scale.df,
+            sums_sd_pct: self.sums.map(|s| s.sd * 100.0),
+            sums_df: self.sums.map(|s| s.df),
+            source: self.source.clone(),
+        }
+    }
+
     /// The defaults documented in docs/decisions.md (chosen with `ratchet-lab simulate`).
     pub fn new(scale: NoiseScale) -> Borrowed {
         Borrowed {

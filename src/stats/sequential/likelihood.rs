@@ -565,7 +565,7 @@ impl Sequential {
             rescue: None,
             reason,
             trail,
-            borrowed: Some(Box::new(self.borrowed_record(b))),
+            borrowed: Some(Box::new(b.record())),
         }))
     }
 }

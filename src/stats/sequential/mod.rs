@@ -32,22 +32,18 @@
 //! robust sd, so that a jump is not trimmed away as outliers. The
 //! argument, its assumptions and the measured cost when they fail are in docs/decisions.md.
 //!
-//! Where each concern lives: [`levels`] (every deciding constant), [`plan`] (the stopping rule:
-//! looks, their levels, futility, the confirmation's plan, the budget), [`borrowed`] (the scale
-//! borrowed from history), `look` (which pairs a look reads, outliers set aside), `own` (the
-//! test without history), `with_history` (the borrowed scale and its guards), `first_phase`,
-//! `confirm`, `rescue` (the t-test over all pairs after an unconfirmed or inconclusive end),
-//! `record` (the looks' trail), `stat` (what a look reads and what its test found: plain data
-//! every file names, so no two files reach into each other) and [`sample`] (mean, median,
-//! robust sd).
+//! What decides a keep, by file: [`Sequential::next_runs`] here applies the three procedures in
+//! turn; [`likelihood`] is the likelihood ratio of whole pairs (with history), `two_phases` the
+//! group-sequential t-test and its confirmation (without history, or after a wild pair), `rescue`
+//! the t-test over a fixed number of pairs at an undecided end. Beside them: [`levels`] (every
+//! deciding constant, and the levels a decision records), [`plan`] (the looks, their alpha, the
+//! budget), [`borrowed`] (the noise scale borrowed from history), `record` (the looks' trail),
+//! `stat` (what a look reads and what its test found: plain data every file names, so no two
+//! files reach into each other) and [`sample`] (mean, median, robust sd).
 
 mod borrowed;
-mod confirm;
-mod first_phase;
 pub mod levels;
 pub mod likelihood;
-mod look;
-mod own;
 pub mod plan;
 mod record;
 mod rescue;
@@ -55,7 +51,7 @@ pub mod sample;
 mod stat;
 #[cfg(test)]
 mod tests;
-mod with_history;
+mod two_phases;
 
 pub use borrowed::{sum_spread, Borrowed, NoiseScale, Warmup};
 pub use levels::*;
@@ -140,6 +136,45 @@ impl Sequential {
     pub fn with_history(mut self, borrowed: Option<Borrowed>) -> Self {
         self.borrowed = borrowed;
         self
+    }
+
+    /// What to do next, given the log-ratios of each phase (without the runs' sums: the guard
+    /// sees the log-ratios alone). See [`Sequential::next_runs`].
+    pub fn next(&self, main: &[f64], confirm: &[f64]) -> Next {
+        self.next_runs(main, confirm, &[], &[])
+    }
+
+    /// What to do next, given each phase's log-ratios and the pairs' log-sums (ln incumbent +
+    /// ln candidate, in speed-up terms: [`log_sums`]), one per pair; sums shorter than the
+    /// log-ratios are not used. The rule, in the order it applies (the README's step 4):
+    /// 1. With history whose sessions saw no gross outlier (`Params::deciding_ratio`), the
+    ///    likelihood ratio of whole pairs decides ([`likelihood`]): keep, revert, or its budget.
+    /// 2. Without history, or once one of the ratio's pairs lies over `OUTLIER_K` sds out
+    ///    ([`likelihood::first_wild`]), the two phases decide on every pair (`two_phases`): a
+    ///    group-sequential t-test whose keep a second batch in reversed order must confirm.
+    /// 3. An end that is neither keep nor revert (unconfirmed, inconclusive) goes to the rescue
+    ///    (`rescue`): one t-test over a fixed number of pairs, gross outliers set aside.
+    ///
+    /// Which of them decided is the decision's `procedure`.
+    pub fn next_runs(&self, main: &[f64], confirm: &[f64], main_s: &[f64], confirm_s: &[f64]) -> Next {
+        let mut handed = None;
+        if let Some((b, test)) = self.likelihood_ratio() {
+            match self.likelihood_ratio_next(b, &test, main, main_s) {
+                // A ratio that ran its budget (the rescue's pairs) without a stop goes on to the
+                // rescue as the two phases' undecided end does.
+                Ok(next @ Next::Done(_)) if self.params.levels.ratio_rescued => return self.rescued(main, &[], next),
+                Ok(next) => return next,
+                Err(wild) => handed = Some(wild),
+            }
+        }
+        let next = self.rescued(main, confirm, self.two_phases(main, confirm, main_s, confirm_s));
+        match (handed, next) {
+            (Some(w), Next::Done(mut d)) => {
+                d.reason = format!("{}; {}", w.reason(), d.reason);
+                Next::Done(d)
+            }
+            (_, next) => next,
+        }
     }
 
     /// Quantile `p` of Student's t with `df` degrees of freedom (normal when infinite), memoized:

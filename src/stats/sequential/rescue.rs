@@ -88,7 +88,7 @@ impl Sequential {
             d.p_threshold = level;
             d.p_adjusted = (pv * p.alpha / level).min(1.0);
             d.scale = t.scale_name().to_string();
-            d.noise_sd_pct = Self::sd_pct(&t);
+            d.noise_sd_pct = t.sd_pct();
             d.reason = format!(
                 "kept by the rescue: {test} <= {}, at least the minimum effect {}%), after {} left it {}: {}",
                 fmt_p(level),

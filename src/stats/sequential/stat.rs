@@ -20,6 +20,10 @@ pub(super) struct Test {
 }
 
 impl Test {
+    /// The noise sd behind the test, as a percent of one pair's log-ratio.
+    pub(super) fn sd_pct(&self) -> f64 {
+        self.se * (self.n as f64).sqrt() * 100.0
+    }
     pub(super) fn t(&self) -> f64 {
         if self.se > 0.0 {
             self.mean / self.se

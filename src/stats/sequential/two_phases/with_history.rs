@@ -2,10 +2,10 @@
 //! residuals, times the safety factor), the variance guard that hands a noisier batch to its own
 //! t-test (never looser than the borrowed look), and the confirmation's re-read on a jump.
 
-use super::borrowed::{sum_spread, Borrowed};
 use super::own::{spread_sd, Kept};
-use super::stat::{Batch, Prior, Test};
-use super::Sequential;
+use crate::stats::sequential::borrowed::{sum_spread, Borrowed};
+use crate::stats::sequential::stat::{Batch, Prior, Test};
+use crate::stats::sequential::Sequential;
 
 impl Sequential {
     /// The look on a borrowed scale of the pairs `idx` of `batch` (summarized in `kept`), with

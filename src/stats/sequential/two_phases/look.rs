@@ -2,14 +2,14 @@
 //! and which test reads them: the pairs' own t-test without history ([`super::own`]), the
 //! borrowed scale with its guard with history ([`super::with_history`]).
 
-#[cfg(test)]
-use super::levels::GUARD;
-use super::levels::ROBUST_BAND_PAIRS;
 use super::own::Kept;
-use super::plan::allowed_outliers;
-use super::sample::{mean_sd, median, outlier_band, robust_sd};
-use super::stat::{Batch, Prior, Test};
-use super::Sequential;
+#[cfg(test)]
+use crate::stats::sequential::levels::GUARD;
+use crate::stats::sequential::levels::ROBUST_BAND_PAIRS;
+use crate::stats::sequential::plan::allowed_outliers;
+use crate::stats::sequential::sample::{mean_sd, median, outlier_band, robust_sd};
+use crate::stats::sequential::stat::{Batch, Prior, Test};
+use crate::stats::sequential::Sequential;
 
 impl Sequential {
     /// The pairs of `d` kept for a test: all of them, or with a borrowed scale those within
@@ -20,7 +20,7 @@ impl Sequential {
     }
 
     /// [`Sequential::kept`] as indices into `d` (in order).
-    pub(super) fn kept_idx(&self, d: &[f64]) -> Vec<usize> {
+    pub(in crate::stats::sequential) fn kept_idx(&self, d: &[f64]) -> Vec<usize> {
         let all = (0..d.len()).collect();
         let Some(b) = &self.borrowed else { return all };
         // From 3 pairs in the batch's own robust sd when larger: under a jump the spread left
@@ -43,7 +43,7 @@ impl Sequential {
     /// The own spread a batch hands to the next one (the confirmation): its kept pairs'
     /// residual sum of squares and df, and (with the history's sum spread) the guard's
     /// statistic of its sums in units of the history's variance.
-    pub(super) fn prior_of(&self, d: &[f64], s: &[f64]) -> Prior {
+    pub(in crate::stats::sequential) fn prior_of(&self, d: &[f64], s: &[f64]) -> Prior {
         let idx = self.kept_idx(d);
         let kept: Vec<f64> = idx.iter().map(|&i| d[i]).collect();
         let (_, sd) = mean_sd(&kept);
@@ -70,13 +70,13 @@ impl Sequential {
     /// is significantly above the history's (the guard): then, as without history, with its own
     /// t-test.
     #[cfg(test)]
-    pub(super) fn test(&self, d: &[f64], n: usize, prior: (f64, f64)) -> Option<Test> {
+    pub(in crate::stats::sequential) fn test(&self, d: &[f64], n: usize, prior: (f64, f64)) -> Option<Test> {
         let prior = Prior { ss: prior.0, df: prior.1, ..Prior::default() };
         self.test_at(Batch { d, s: &[] }, n, prior, self.borrowed.as_ref().map_or(GUARD, |b| b.guard))
     }
 
     /// [`Sequential::test`] with the variance guard at F level `guard` (with history).
-    pub(super) fn test_at(&self, batch: Batch, n: usize, prior: Prior, guard: f64) -> Option<Test> {
+    pub(in crate::stats::sequential) fn test_at(&self, batch: Batch, n: usize, prior: Prior, guard: f64) -> Option<Test> {
         let (idx, m) = self.select(batch.d, n)?;
         let v: Vec<f64> = idx.iter().map(|&i| batch.d[i]).collect();
         let kept = Kept::of(&v, m);
@@ -120,10 +120,5 @@ impl Sequential {
             }
             m += 1;
         }
-    }
-
-    /// The noise sd behind a test, as a percent of one pair's log-ratio.
-    pub(super) fn sd_pct(t: &Test) -> f64 {
-        t.se * (t.n as f64).sqrt() * 100.0
     }
 }

@@ -1,9 +1,9 @@
 //! The test without history: the kept pairs' own one-sided t-test of their mean log-ratio, and
 //! the summary of the kept pairs every test starts from.
 
-use super::levels::NO_SPREAD;
-use super::sample::mean_sd;
-use super::stat::Test;
+use crate::stats::sequential::levels::NO_SPREAD;
+use crate::stats::sequential::sample::mean_sd;
+use crate::stats::sequential::stat::Test;
 
 /// A look's kept pairs, summarized: their count and mean, their residual sum of squares and df,
 /// and the measured prefix they come from.

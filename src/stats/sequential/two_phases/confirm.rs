@@ -1,10 +1,10 @@
 //! The confirmation: an independent batch in the complementary order that a promising first
 //! phase must pass before it is kept (re-reading the first phase when the noise jumped).
 
-use super::levels::GUARD;
-use super::sample::mean_sd;
-use super::stat::{Batch, Prior};
-use super::{fmt_p, pct, Confirmation, Decision, Next, Phase, Sequential, Verdict};
+use crate::stats::sequential::levels::GUARD;
+use crate::stats::sequential::sample::mean_sd;
+use crate::stats::sequential::stat::{Batch, Prior};
+use crate::stats::sequential::{fmt_p, pct, Confirmation, Decision, Next, Phase, Sequential, Verdict};
 
 impl Sequential {
     /// The confirmation decides whether a promising first phase becomes a keep: the batch

@@ -1,5 +1,13 @@
-//! The first phase: each look in turn, keep-worthy, futile, out of budget or on to the next;
-//! a promising look hands its pairs to the confirmation. The entry point, [`Sequential::next_runs`].
+//! The two phases: a group-sequential one-sided t-test of the pairs' mean log-ratio, then a
+//! confirmation batch in the complementary order. This file is the first phase, each look in
+//! turn (keep-worthy, futile, out of budget or on to the next); `look` picks the pairs a look
+//! reads, `own` tests them without history, `with_history` on the borrowed scale with its
+//! guards, `confirm` decides a promising first phase.
+
+mod confirm;
+mod look;
+mod own;
+mod with_history;
 
 use super::levels::{FUTILITY_TRIM, GUARD};
 use super::stat::{Batch, Prior, Test};
@@ -14,37 +22,6 @@ pub(super) enum LookOutcome {
 }
 
 impl Sequential {
-    /// What to do next, given the log-ratios of each phase (without the runs' sums: the guard
-    /// sees the log-ratios alone). See [`Sequential::next_runs`].
-    pub fn next(&self, main: &[f64], confirm: &[f64]) -> Next {
-        self.next_runs(main, confirm, &[], &[])
-    }
-
-    /// What to do next, given each phase's log-ratios and the pairs' log-sums (ln incumbent +
-    /// ln candidate, in speed-up terms: [`log_sums`]), one per pair; sums shorter than the
-    /// log-ratios are not used. An unconfirmed or inconclusive decision of the two phases goes
-    /// on to the rescue ([`Sequential::rescued`]), whose pairs follow the confirmation's.
-    pub fn next_runs(&self, main: &[f64], confirm: &[f64], main_s: &[f64], confirm_s: &[f64]) -> Next {
-        let mut handed = None;
-        if let Some((b, test)) = self.likelihood_ratio() {
-            match self.likelihood_ratio_next(b, &test, main, main_s) {
-                // A ratio that ran its budget (the rescue's pairs) without a stop goes on to the
-                // rescue as the two phases' undecided end does.
-                Ok(next @ Next::Done(_)) if self.params.levels.ratio_rescued => return self.rescued(main, &[], next),
-                Ok(next) => return next,
-                Err(wild) => handed = Some(wild),
-            }
-        }
-        let next = self.rescued(main, confirm, self.two_phases(main, confirm, main_s, confirm_s));
-        match (handed, next) {
-            (Some(w), Next::Done(mut d)) => {
-                d.reason = format!("{}; {}", w.reason(), d.reason);
-                Next::Done(d)
-            }
-            (_, next) => next,
-        }
-    }
-
     /// What the first phase and the confirmation do next, or decide.
     pub(super) fn two_phases(&self, main: &[f64], confirm: &[f64], main_s: &[f64], confirm_s: &[f64]) -> Next {
         let guard = self.borrowed.as_ref().map_or(GUARD, |b| b.guard);
@@ -75,12 +52,12 @@ impl Sequential {
                 p_threshold: a_k,
                 p_adjusted: (pv * p.alpha / a_k).min(1.0),
                 scale: t.scale_name().to_string(),
-                noise_sd_pct: Self::sd_pct(&t),
+                noise_sd_pct: t.sd_pct(),
                 excluded: t.excluded,
                 confirmation: None,
                 rescue: None,
                 trail: trail.clone(),
-                borrowed: self.borrowed.as_ref().map(|b| Box::new(self.borrowed_record(b))),
+                borrowed: self.borrowed.as_ref().map(|b| Box::new(b.record())),
                 reason: if t.excluded > 0 {
                     format!("{reason} ({} gross outlier pair{} set aside and replaced)", t.excluded, if t.excluded == 1 { "" } else { "s" })
                 } else {
@@ -113,17 +90,6 @@ impl Sequential {
             }
         }
         unreachable!("the last look always ends the first phase")
-    }
-
-    /// The borrowed scale as the decision records it.
-    pub(super) fn borrowed_record(&self, b: &super::Borrowed) -> crate::stats::BorrowedScale {
-        crate::stats::BorrowedScale {
-            sd_pct: b.scale.sd * 100.0,
-            df: b.scale.df,
-            sums_sd_pct: b.sums.map(|s| s.sd * 100.0),
-            sums_df: b.sums.map(|s| s.df),
-            source: b.source.clone(),
-        }
     }
 
     /// One look's outcome; `measured` is the prefix of the batch the look read (its kept pairs
