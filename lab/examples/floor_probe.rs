@@ -11,12 +11,11 @@
 //! `sequential::likelihood::WholePairLr` at the levels `[decision] method = "likelihood-ratio"`
 //! ships (`levels::LR_*`; 30 pairs unless `pairs` is given), each replaced where given: keep_at,
 //! keep_at_one_mode (where the trial's calibration shows its runs in one mode),
-//! futile_at (it stops once the ratio falls to e^-futile_at), futile_mixed (0: futility against
-//! no gain at the calibrated sd), ratio_df and sum_df (the calibration's weight in the gain side's
+//! futile_at (it stops once the ratio falls to e^-futile_at), ratio_df and sum_df (the calibration's weight in the gain side's
 //! sds; 0: the calibrated sd as it is), skip (pairs set aside where the history shows a warm-up),
-//! futile_from, keep_from (no keep before this many used pairs), keep_from_two_modes (the same
+//! keep_from (no keep before this many used pairs), keep_from_two_modes (the same
 //! where the calibration does not show its runs in one mode), early_sds and early_until (where it shows one mode
-//! on fewer than one_mode_told pairs, a keep before early_until used pairs needs a mean of this many calibrated sds), outlier_k, min_effect (a keep's
+//! on fewer than one_mode_told pairs, a keep before early_until used pairs needs a mean of this many calibrated sds), min_effect (a keep's
 //! least mean, in percent) and scales (the gain
 //! side's scales and weights, `c:w,c:w,c:w`), mixture (the grid's multiples of the gain and weights,
 //! `m:w,m:w,m:w,m:w`)),
@@ -101,14 +100,11 @@ fn main() {
             ratio_df: df("ratio_df", base.ratio_df),
             sum_df: df("sum_df", base.sum_df),
             skip: num("skip", base.skip as f64) as usize,
-            futile_from: num("futile_from", base.futile_from as f64) as usize,
             keep_from: num("keep_from", base.keep_from as f64) as usize,
             keep_from_two_modes: num("keep_from_two_modes", base.keep_from_two_modes as f64) as usize,
             early_sds: num("early_sds", base.early_sds),
             early_until: num("early_until", base.early_until as f64) as usize,
             one_mode_told_pairs: num("one_mode_told", base.one_mode_told_pairs as f64) as usize,
-            futile_mixed: num("futile_mixed", base.futile_mixed as u8 as f64) != 0.0,
-            outlier_k: num("outlier_k", base.outlier_k),
             mixture: kv.get("mixture").map_or(base.mixture, |v| {
                 let mut out = base.mixture;
                 for (o, mw) in out.iter_mut().zip(v.split(',')) {
@@ -263,7 +259,7 @@ fn rescued_cell(
     let (mut keeps, mut rescued, mut runs, mut added) = (0, 0, 0, 0);
     for t in 0..trials {
         let mut rng = trial_rng(seed, t);
-        let draw = draw_trial(s, positions, Some(0.0), &mut rng);
+        let draw = draw_trial(s, positions, true, &mut rng);
         let trial_seq = seq.clone().with_history(draw.borrowed);
         let (states, confirm_states) = (draw.states, draw.confirm_states);
         let (d, pos, mut ratios) = decide_pairs(&trial_seq, &states, confirm_states.as_deref(), effect);

@@ -6,7 +6,7 @@
 //! null cell), grid (trials per grid cell), power (trials per power cell), stationary (1: also
 //! the worst stationary null cells), detail (1: each grid cell), sums (0/1: the guard also sees
 //! the runs' sums), safety, guard, confirm_guard, retest_guard (0: off), confirm_extra,
-//! first_look, first_share, beta, early_beta, confirm_beta, huber (the clipped look's K; 0: off),
+//! first_look, first_share, beta, early_beta, confirm_beta,
 //! bimodal (1: also +10% at CV 1%, the bimodal and warm-up +3% cells and the bimodal and t(3)
 //! null cells), warmup (the first sum differences the guard may read around the history's
 //! warm-up profile; 0: none), warmup_z (how far from zero a profile's step must be), look_every,
@@ -47,7 +47,6 @@ fn main() {
             early_beta: num("early_beta", b.early_beta),
             confirm_beta: num("confirm_beta", b.confirm_beta),
             first_share: num("first_share", b.first_share),
-            huber_k: num("huber", b.huber_k),
             warmup_positions: num("warmup", b.warmup_positions as f64) as usize,
             warmup_z: num("warmup_z", b.warmup_z),
             ..b

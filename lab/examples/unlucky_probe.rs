@@ -7,7 +7,7 @@ use ratchet_lab::simulate::{scenarios, unlucky_calibrations};
 fn main() {
     for s in scenarios().into_iter().filter(|s| s.calibration_tail > 0.0) {
         let truth = std::f64::consts::SQRT_2 * s.run_sd();
-        let pool = unlucky_calibrations(&s, 0.0);
+        let pool = unlucky_calibrations(&s);
         let mut r: Vec<f64> = pool.iter().map(|b| b.scale.sd / truth).collect();
         r.sort_by(f64::total_cmp);
         let out = pool.iter().filter(|b| b.outliers > 0).count();

@@ -190,7 +190,7 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     let b = ratchet::stats::sequential::Borrowed::new(ratchet::stats::sequential::NoiseScale { sd: f64::INFINITY, df: 0.0 });
     if let Some((_, t)) = Sequential::new(p.clone()).with_history(Some(b.clone())).likelihood_ratio() {
         println!(
-            "with history{}: the likelihood ratio of whole pairs after every pair from the second, one phase, at most {} pairs: a gain (mixture of {} x {:+.1}%{} at weight {}, and a wide half-normal of sd {} over larger gains at {}; gain-side scales {}) against no gain's best fit; keep at ln LR >= {}{} with a mean of at least the minimum effect, futile at a ratio <= e^{} against no gain {}; the first {} pair set aside where the history shows a warm-up",
+            "with history{}: the likelihood ratio of whole pairs after every pair from the second, one phase, at most {} pairs: a gain (mixture of {} x {:+.1}%{} at weight {}, and a wide half-normal of sd {} over larger gains at {}; gain-side scales {}) against no gain's best fit; keep at ln LR >= {}{} with a mean of at least the minimum effect, futile at a ratio <= e^{} against no gain over the same scales; the first {} pair set aside where the history shows a warm-up",
             match p.likelihood_ratio {
                 OnePhase::WithoutOutliers => " and no gross outlier in it (else the two phases)".to_string(),
                 OnePhase::UntilOutlier => format!(
@@ -247,7 +247,6 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
                 String::new()
             },
             t.futile_at,
-            if t.futile_mixed { "over the same scales" } else { "at the history's sd" },
             t.skip
         );
     }

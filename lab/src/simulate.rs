@@ -564,14 +564,8 @@ fn session_with(s: &Scenario, len: usize, noise: f64, growth: f64, rng: &mut Rng
 /// The noise scale a simulated `ratchet calibrate` of `HISTORY_PAIRS` A/A pairs on `s` (at the
 /// history's noise) lends to later decisions, as `stats::history` estimates it.
 pub fn calibrated_scale(s: &Scenario, rng: &mut Rng) -> Option<Borrowed> {
-    calibrated_scale_clipped(s, rng, 0.0)
-}
-
-/// [`calibrated_scale`] of log-ratios clipped to their median +- `huber_k` robust sds (0: as
-/// they are), recording their robust sd: the history a look that clips as much reads.
-pub fn calibrated_scale_clipped(s: &Scenario, rng: &mut Rng, huber_k: f64) -> Option<Borrowed> {
     let (d, sums) = calibration_pairs(s, rng);
-    borrow_from(&d, &sums, huber_k)
+    borrow_from(&d, &sums)
 }
 
 /// A calibration's pairs on `s`: [`Scenario::history_pairs`] log-ratios and log-sums.
@@ -594,16 +588,9 @@ fn calibration_pairs(s: &Scenario, rng: &mut Rng) -> (Vec<f64>, Vec<f64>) {
         .unzip()
 }
 
-/// The scale a calibration of pairs `d`, `sums` lends ([`calibrated_scale_clipped`]).
-fn borrow_from(d: &[f64], sums: &[f64], huber_k: f64) -> Option<Borrowed> {
-    let borrowed = history::entry_runs("", history::CALIBRATE_SOURCE, &[(d, sums)]).and_then(|e| history::borrowed(&[e]));
-    if huber_k > 0.0 {
-        let (med, r) = (ratchet::stats::sequential::median(d), ratchet::stats::sequential::robust_sd(d));
-        let c: Vec<f64> = d.iter().map(|x| x.clamp(med - huber_k * r, med + huber_k * r)).collect();
-        let clipped = history::entry("", history::CALIBRATE_SOURCE, &[&c]).and_then(|e| history::estimate(&[e]));
-        return borrowed.map(|b| Borrowed { robust_sd: Some(r), clipped, ..b });
-    }
-    borrowed
+/// The scale a calibration of pairs `d`, `sums` lends ([`calibrated_scale`]).
+fn borrow_from(d: &[f64], sums: &[f64]) -> Option<Borrowed> {
+    history::entry_runs("", history::CALIBRATE_SOURCE, &[(d, sums)]).and_then(|e| history::borrowed(&[e]))
 }
 
 /// A history's borrowed scale with the knobs of a `template`, if any (and, by the template's
@@ -614,8 +601,6 @@ pub fn with_knobs(borrowed: Option<Borrowed>, template: Option<&Borrowed>) -> Op
         Some(t) => borrowed.map(|b| Borrowed {
             scale: b.scale,
             sums: t.sums.and(b.sums),
-            robust_sd: b.robust_sd,
-            clipped: b.clipped,
             warmup: b.warmup,
             outliers: b.outliers,
             modes: b.modes,
@@ -743,7 +728,7 @@ pub fn cell_positions(seq: &Sequential) -> usize {
 }
 
 /// What one trial draws from its source, in this order: the scale its calibration lends (when
-/// `calibration` gives the clip, `huber_k`, of a trial with history; a user's fixed calibration
+/// `history`; a user's fixed calibration
 /// where the model says so), then the machine's `positions` states, and the confirmation's own
 /// session where the jump comes at the phase boundary.
 pub struct Draw {
@@ -757,23 +742,23 @@ pub struct Draw {
 
 /// [`Draw`] for one trial of `s`, a model without experiments before the decision (those need
 /// the procedure that decided them: [`draw_trial_by`]).
-pub fn draw_trial(s: &Scenario, positions: usize, calibration: Option<f64>, rng: &mut Rng) -> Draw {
+pub fn draw_trial(s: &Scenario, positions: usize, history: bool, rng: &mut Rng) -> Draw {
     assert_eq!(s.experiments_since, 0, "{}: its experiments since the calibration need a procedure (draw_trial_by)", s.name);
-    draw_trial_by(None, s, positions, calibration, rng)
+    draw_trial_by(None, s, positions, history, rng)
 }
 
 /// [`draw_trial`] whose experiments before it, if any, are decided by `seq` (`None`: a model
 /// with some borrows its calibration alone).
-pub fn draw_trial_by(seq: Option<&Sequential>, s: &Scenario, positions: usize, calibration: Option<f64>, rng: &mut Rng) -> Draw {
-    let borrowed = calibration.and_then(|huber_k| {
+pub fn draw_trial_by(seq: Option<&Sequential>, s: &Scenario, positions: usize, history: bool, rng: &mut Rng) -> Draw {
+    let borrowed = history.then_some(()).and_then(|()| {
         if let Some(seq) = seq.filter(|_| s.experiments_since > 0) {
             return history_since(seq, s, positions, rng);
         }
         if s.calibration_tail > 0.0 {
-            let pool = unlucky_calibrations(s, huber_k);
+            let pool = unlucky_calibrations(s);
             return pool.get(((rng.uniform() * pool.len() as f64) as usize).min(pool.len().saturating_sub(1))).cloned();
         }
-        let borrowed = calibrated_scale_clipped(s, rng, huber_k);
+        let borrowed = calibrated_scale(s, rng);
         if s.calibration_at > 0.0 {
             // One pair's log-ratio (and log-sum) of the history's noise has sd sqrt(2) times a
             // run's.
@@ -831,20 +816,17 @@ pub const UNLUCKY_TAIL: f64 = 0.004;
 /// their intervals).
 pub const UNLUCKY_DRAWS: usize = 25_000;
 
-/// The calibrations of `s` (clipped at `huber_k`) whose borrowed sd lies in its lowest
-/// `calibration_tail` of [`UNLUCKY_DRAWS`], drawn once per model, clip and calibration length
+/// The calibrations of `s` whose borrowed sd lies in its lowest
+/// `calibration_tail` of [`UNLUCKY_DRAWS`], drawn once per model and calibration length
 /// from a seed of the model's name (the same users for every cell, method and seed) and kept for
 /// the process.
-pub fn unlucky_calibrations(s: &Scenario, huber_k: f64) -> std::sync::Arc<Vec<Borrowed>> {
+pub fn unlucky_calibrations(s: &Scenario) -> std::sync::Arc<Vec<Borrowed>> {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock};
-    type Pools = Mutex<HashMap<(&'static str, u64, usize), Arc<Vec<Borrowed>>>>;
+    type Pools = Mutex<HashMap<(&'static str, usize), Arc<Vec<Borrowed>>>>;
     static POOLS: OnceLock<Pools> = OnceLock::new();
     let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    pools
-        .entry((s.name, huber_k.to_bits(), s.history_pairs))
-        .or_insert_with(|| Arc::new(lowest_calibrations(s, huber_k, UNLUCKY_DRAWS)))
-        .clone()
+    pools.entry((s.name, s.history_pairs)).or_insert_with(|| Arc::new(lowest_calibrations(s, UNLUCKY_DRAWS))).clone()
 }
 
 /// A model's own seed: FNV-1a of its name.
@@ -854,7 +836,7 @@ fn name_seed(name: &str) -> u64 {
 
 /// The lowest `calibration_tail` of `draws` calibrations of `s` by borrowed sd (at least one
 /// where any lent a scale), lowest first, from a seed of the model's name.
-pub fn lowest_calibrations(s: &Scenario, huber_k: f64, draws: usize) -> Vec<Borrowed> {
+pub fn lowest_calibrations(s: &Scenario, draws: usize) -> Vec<Borrowed> {
     let mut rng = Rng::new(name_seed(s.name));
     // Ranked by the sd alone (the whole entry, its modes' fit above all, costs 20x more), then
     // built whole for the few kept.
@@ -866,7 +848,7 @@ pub fn lowest_calibrations(s: &Scenario, huber_k: f64, draws: usize) -> Vec<Borr
         .collect();
     drawn.sort_by(|a, b| a.0.total_cmp(&b.0));
     drawn.truncate(((s.calibration_tail * draws as f64).round() as usize).max(1));
-    drawn.iter().filter_map(|(_, d, sums)| borrow_from(d, sums, huber_k)).collect()
+    drawn.iter().filter_map(|(_, d, sums)| borrow_from(d, sums)).collect()
 }
 
 /// Of `draws` calibrations of `s` (seeded by `seed`), the share whose borrowed sd is at most
@@ -881,7 +863,7 @@ pub fn calibrations_reading(s: &Scenario, sd: f64, draws: usize, seed: u64) -> (
         // The sd alone first: the whole entry (its modes' fit) only for the few that read low.
         if history::session_sd(&d, &sums).is_some_and(|x| x <= sd) {
             below += 1;
-            hidden += borrow_from(&d, &sums, 0.0).is_some_and(|b| b.one_mode()) as usize;
+            hidden += borrow_from(&d, &sums).is_some_and(|b| b.one_mode()) as usize;
         }
     }
     (below as f64 / draws as f64, hidden as f64 / draws as f64)
@@ -901,7 +883,7 @@ pub struct ProbeTrial {
 /// [`ProbeTrial`] `t` of `s` at a true gain `effect`, on `positions` machine states.
 pub fn probe_trial(seq: &Sequential, s: &Scenario, positions: usize, effect: f64, seed: u64, t: usize) -> ProbeTrial {
     let mut rng = trial_rng(seed, t);
-    let draw = draw_trial_by(Some(seq), s, positions, Some(0.0), &mut rng);
+    let draw = draw_trial_by(Some(seq), s, positions, true, &mut rng);
     let trial_seq = seq.clone().with_history(draw.borrowed.clone());
     let (decision, runs, ratios) = decide_sides(&trial_seq, &draw.states, draw.confirm_states.as_deref(), &draw.sides, effect);
     ProbeTrial { decision, runs, ratios, borrowed: draw.borrowed }
@@ -912,10 +894,9 @@ pub fn probe_trial(seq: &Sequential, s: &Scenario, positions: usize, effect: f64
 pub fn simulate_cell(seq: &Sequential, s: &Scenario, effect: f64, trials: usize, seed: u64, history: bool) -> Cell {
     let mut cell = Cell { trials, ..Default::default() };
     let positions = cell_positions(seq);
-    let huber_k = seq.borrowed.as_ref().map_or(0.0, |b| b.huber_k);
     for t in 0..trials {
         let mut rng = trial_rng(seed, t);
-        let Draw { borrowed, states, confirm_states, sides } = draw_trial_by(Some(seq), s, positions, history.then_some(huber_k), &mut rng);
+        let Draw { borrowed, states, confirm_states, sides } = draw_trial_by(Some(seq), s, positions, history, &mut rng);
         let trial_seq = if history {
             cell.with_history += borrowed.is_some() as usize;
             seq.clone().with_history(with_knobs(borrowed, seq.borrowed.as_ref()))
@@ -983,7 +964,7 @@ pub fn probe_cell(s: &Scenario, effect: f64, trials: usize, seed: u64, test: &dy
     let positions = 2 * test.max_pairs();
     for t in 0..trials {
         let mut rng = trial_rng(seed, t);
-        let draw = draw_trial(s, positions, Some(0.0), &mut rng);
+        let draw = draw_trial(s, positions, true, &mut rng);
         // One pair's log-ratio of the history's noise has sd sqrt(2) cv.
         let sd = draw.borrowed.as_ref().map_or(std::f64::consts::SQRT_2 * s.cv / s.jump, |b| b.scale.sd);
         let states: Vec<f64> = match draw.confirm_states {
@@ -1500,7 +1481,7 @@ mod tests {
         assert!((s.run_sd() - 0.0178446).abs() < 1e-6, "{}", s.run_sd());
         assert_eq!(scenario("cv 1%").run_sd(), 0.01);
         let mut rng = Rng::new(5);
-        let b = draw_trial(&s, 8, Some(0.0), &mut rng).borrowed.expect("a calibration");
+        let b = draw_trial(&s, 8, true, &mut rng).borrowed.expect("a calibration");
         let truth = std::f64::consts::SQRT_2 * s.run_sd();
         assert!((b.scale.sd - 0.56 * truth).abs() < 1e-12, "{} against {}", b.scale.sd, 0.56 * truth);
         assert_eq!(b.sums.map(|x| x.sd), Some(b.scale.sd));
@@ -1509,19 +1490,19 @@ mod tests {
     #[test]
     fn an_unlucky_user_borrows_a_whole_calibration_from_the_machines_lowest_tail() {
         let s = scenario("cv 1% bimodal 50/50, calibration in its lowest 0.4%");
-        let low = lowest_calibrations(&s, 0.0, 5000);
+        let low = lowest_calibrations(&s, 5000);
         assert_eq!(low.len(), 20);
         assert!(low.windows(2).all(|w| w[0].scale.sd <= w[1].scale.sd));
         // Below the 1st percentile of the machine's calibrations drawn afresh.
         let mut rng = Rng::new(11);
-        let mut fresh: Vec<f64> = (0..2000).filter_map(|_| calibrated_scale_clipped(&s, &mut rng, 0.0)).map(|b| b.scale.sd).collect();
+        let mut fresh: Vec<f64> = (0..2000).filter_map(|_| calibrated_scale(&s, &mut rng)).map(|b| b.scale.sd).collect();
         fresh.sort_by(f64::total_cmp);
         assert!(low.last().unwrap().scale.sd < fresh[20], "{} against {}", low.last().unwrap().scale.sd, fresh[20]);
         // Drawn once from the model's name: the same users whatever the trial's seed.
-        assert_eq!(lowest_calibrations(&s, 0.0, 5000), low);
+        assert_eq!(lowest_calibrations(&s, 5000), low);
         // Ranked by the sd alone, they are the lowest of the whole calibrations drawn alike.
         let mut rng = Rng::new(name_seed(s.name));
-        let mut whole: Vec<Borrowed> = (0..5000).filter_map(|_| calibrated_scale_clipped(&s, &mut rng, 0.0)).collect();
+        let mut whole: Vec<Borrowed> = (0..5000).filter_map(|_| calibrated_scale(&s, &mut rng)).collect();
         whole.sort_by(|a, b| a.scale.sd.total_cmp(&b.scale.sd));
         whole.truncate(20);
         assert_eq!(whole, low);
@@ -1549,7 +1530,7 @@ mod tests {
     fn a_full_history_lends_its_whole_df_and_a_narrower_tail() {
         let full = scenario("cv 1% bimodal 50/50, 60-df history in its lowest 0.4%");
         let short = scenario("cv 1% bimodal 50/50, calibration in its lowest 0.4%");
-        let (f, s) = (lowest_calibrations(&full, 0.0, 2000), lowest_calibrations(&short, 0.0, 2000));
+        let (f, s) = (lowest_calibrations(&full, 2000), lowest_calibrations(&short, 2000));
         assert!(f.iter().all(|b| b.scale.df <= history::MAX_DF && b.scale.df >= history::MAX_DF - 2.0), "{:?}", f[0].scale);
         assert!(s.iter().all(|b| b.scale.df <= (HISTORY_PAIRS - 1) as f64));
         // The lowest 0.4% of 60 df lies nearer the truth than that of 15.
@@ -1567,14 +1548,14 @@ mod tests {
         let one_mode = |s: &Scenario, seed: u64| {
             (0..200)
                 .filter(|&t| {
-                    let b = draw_trial_by(Some(&seq), s, positions, Some(0.0), &mut trial_rng(seed, t)).borrowed.unwrap();
+                    let b = draw_trial_by(Some(&seq), s, positions, true, &mut trial_rng(seed, t)).borrowed.unwrap();
                     b.one_mode() && b.modes_pairs >= ratchet::stats::sequential::ONE_MODE_TOLD_PAIRS
                 })
                 .count()
         };
         let before = one_mode(&base, 3);
         let truth = std::f64::consts::SQRT_2 * base.run_sd();
-        let lent = draw_trial(&base, positions, Some(0.0), &mut trial_rng(3, 0)).borrowed.unwrap().scale.sd;
+        let lent = draw_trial(&base, positions, true, &mut trial_rng(3, 0)).borrowed.unwrap().scale.sd;
         assert!(before >= 195 && lent < 0.35 * truth, "{before} of 200 one mode; lent {lent} of {truth}");
         // Three experiments on the changed machine, in the history, ran noisier than the
         // calibration: most histories no longer take its one mode at its word.

@@ -53,17 +53,6 @@ pub struct Borrowed {
     /// The noise-history sessions the scale was pooled from (`source@time;...`, newest first),
     /// recorded with each decision.
     pub source: String,
-    /// Huber-type clipping of the log-ratios a look reads (a probe knob; 0: off): each is
-    /// clipped to the batch's median +- this many robust sds (the history's `robust_sd`, or the
-    /// batch's own when larger), so that a slow mode hit by a few runs does not inflate the scale.
-    /// The history must then be of clipped log-ratios too (`simulate::calibrated_scale`).
-    pub huber_k: f64,
-    /// The history's robust sd of one pair's log-ratio (1.4826 MAD), where known.
-    pub robust_sd: Option<f64>,
-    /// The history's scale of clipped log-ratios (clipped as `huber_k` says), where known: the
-    /// borrowed look's scale when clipping. The guard and the own t-test read the log-ratios as
-    /// they are (against `scale`), so a noise jump is seen as without clipping.
-    pub clipped: Option<NoiseScale>,
     /// The warm-up profile the history lends ([`Warmup`]); `None`: the guard reads the first
     /// phase's sums as they are.
     pub warmup: Option<Warmup>,
@@ -138,9 +127,6 @@ impl Borrowed {
             confirm_extra: CONFIRM_EXTRA,
             first_share: FIRST_SHARE,
             source: String::new(),
-            huber_k: HUBER_K,
-            robust_sd: None,
-            clipped: None,
             warmup: None,
             warmup_positions: WARMUP_STEPS,
             warmup_z: WARMUP_Z,

@@ -49,10 +49,6 @@ pub const FUTILITY_TRIM_SHARE: f64 = 0.25;
 pub const RESCUE_OUTLIER_K: f64 = 4.0;
 /// The confirmation's futility level (its 70% upper bound below the minimum effect).
 pub const CONFIRM_BETA: f64 = 0.3;
-/// Huber-type clipping of the log-ratios the borrowed look reads, in robust sds (0: off): it
-/// kept more gains on a two-mode machine but let more do-nothing changes through under noise
-/// jumps, so it stays off (a lab knob).
-pub const HUBER_K: f64 = 0.0;
 /// The first successive differences of a session's first batch's log-sums that are its
 /// warm-up: the history records them apart (`history::Entry::warmup`) and leaves them out of its
 /// sum spread, and the guard reads the experiment's first phase's around their mean. A session

@@ -9,7 +9,7 @@ use super::levels::{
     OUTLIER_K,
 };
 use super::plan::OnePhase;
-use super::{fmt_p, median, outlier_band, pct, robust_sd, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
+use super::{fmt_p, median, outlier_band, pct, Borrowed, Decision, Look, LookPhase, Next, Phase, Sequential, Verdict};
 
 /// How a decision of one of the one-phase tests ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,8 +31,8 @@ pub enum Stop {
 /// bounds its false keeps by alpha at every noise level and calibration; a lower `keep_at` is a
 /// level read off simulation over the noise's ratio to the calibration. A keep also needs a mean
 /// of at least `min_mean` (only fewer keeps). It stops for futility when the gain is at most
-/// `exp(futile_at)` (`futile_at` negative) times as likely as no gain (over the same scales, or
-/// at the calibrated sd: `futile_mixed`); a futility stop only reverts.
+/// `exp(futile_at)` (`futile_at` negative) times as likely as no gain, both weighed over the same
+/// scales; a futility stop only reverts.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WholePairLr {
     pub mu1: f64,
@@ -54,8 +54,6 @@ pub struct WholePairLr {
     pub sum_df: f64,
     /// Pairs left out at the start where the history shows a warm-up.
     pub skip: usize,
-    /// No futility stop before this many pairs.
-    pub futile_from: usize,
     /// No keep before this many used pairs.
     pub keep_from: usize,
     /// No keep before this many used pairs where the history does not show its runs in one
@@ -74,13 +72,6 @@ pub struct WholePairLr {
     pub wide: f64,
     /// The grid: multiples of `mu1` and their prior weights ([`MIXTURE`]; a probe knob).
     pub mixture: [(f64, f64); MIXTURE.len()],
-    /// Futility against no gain weighed over the same scales as the gain (a Bayes factor), in
-    /// place of no gain at the calibrated sd.
-    pub futile_mixed: bool,
-    /// A pair whose log-ratio or log-sum lies further than this many sds (the calibration's, or
-    /// the pairs' own robust sd when larger) from the pairs' median is set aside, as the
-    /// procedure's outlier rule does (0: none; a probe knob).
-    pub outlier_k: f64,
     /// No gain's best fit lets a pair's log-ratio and log-sum correlate up to this (0: not at
     /// all): a candidate noisier than the incumbent correlates them, and a fit that cannot reads
     /// too little noise.
@@ -101,8 +92,9 @@ pub struct LrLook {
     pub sd: f64,
     /// ln(gain's likelihood / no gain's best): keep at `keep_at`.
     pub log_lr: f64,
-    /// ln(gain's likelihood / no gain's, over the scales or at the calibrated sd as
-    /// `futile_mixed` says): futile at `futile_at`.
+    /// ln(gain's likelihood / no gain's, both over the gain side's scales): futile at
+    /// `futile_at`. No gain at the calibrated sd alone fits a warming or jumped machine so badly
+    /// that a do-nothing change would run long.
     pub log_lr_futility: f64,
     /// The calibrated sd of one pair the test was given.
     pub calibrated_sd: f64,
@@ -125,7 +117,6 @@ impl WholePairLr {
             ratio_df: LR_RATIO_DF,
             sum_df: LR_SUM_DF,
             skip: LR_SKIP,
-            futile_from: 0,
             keep_from: 0,
             keep_from_two_modes: LR_KEEP_FROM_TWO_MODES,
             early_sds: LR_EARLY_SDS,
@@ -133,10 +124,6 @@ impl WholePairLr {
             one_mode_told_pairs: ONE_MODE_TOLD_PAIRS,
             wide: LR_WIDE_WEIGHT,
             mixture: MIXTURE,
-            // Against no gain over the same scales: no gain at the calibrated sd alone fits a
-            // warming or jumped machine so badly that a do-nothing change would run long.
-            futile_mixed: true,
-            outlier_k: 0.0,
             null_rho_max: LR_NULL_RHO_MAX,
             rhos: LR_RHOS,
         }
@@ -160,7 +147,7 @@ impl WholePairLr {
         let early = self.early_sds > 0.0 && look.used < self.early_until && look.mean < self.early_sds * look.calibrated_sd;
         if look.log_lr >= self.keep_at && look.mean >= self.min_mean && look.used >= self.keep_from && !early {
             Some(Stop::Keep)
-        } else if look.measured >= self.futile_from && look.log_lr_futility <= self.futile_at {
+        } else if look.log_lr_futility <= self.futile_at {
             Some(Stop::Futile)
         } else {
             None
@@ -271,11 +258,7 @@ impl<'a> Running<'a> {
         }
         let s = if self.with_sums { s } else { 0.0 };
         // A failed run leaves no pair to read.
-        let mut aside = !r.is_finite() || !s.is_finite();
-        if !aside && t.outlier_k > 0.0 && self.rs.len() >= 2 {
-            let ((mdr, sdr), (mds, sds)) = ((median(&self.rs), robust_sd(&self.rs)), (median(&self.ss), robust_sd(&self.ss)));
-            aside = (r - mdr).abs() > t.outlier_k * sdr.max(self.sd) || (s - mds).abs() > t.outlier_k * sds.max(self.sd);
-        }
+        let aside = !r.is_finite() || !s.is_finite();
         if aside {
             return None;
         }
@@ -350,14 +333,13 @@ impl<'a> Running<'a> {
         } else {
             -0.5 * m * ((ratios + self.qs) / m).ln() - 0.5 * m
         };
-        let none_calibrated = -(ratios + self.qs) / (2.0 * self.sd * self.sd) - m * self.sd.ln();
         Some(LrLook {
             measured: self.measured,
             used: self.rs.len(),
             mean,
             sd: self.pooled(1.0, t.ratio_df, self.qr, k),
             log_lr: gain - none,
-            log_lr_futility: if t.futile_mixed { gain - none_mixed } else { gain - none_calibrated },
+            log_lr_futility: gain - none_mixed,
             calibrated_sd: self.sd,
         })
     }
@@ -501,10 +483,9 @@ impl Sequential {
             Stop::Futile => (
                 Verdict::Revert,
                 format!(
-                    "no worthwhile gain: a +{}% gain is at most {:.2} times as likely as no gain {} after {} pairs (mean {:+.2}%)",
+                    "no worthwhile gain: a +{}% gain is at most {:.2} times as likely as no gain (both weighed over the history's noise and above it) after {} pairs (mean {:+.2}%)",
                     (pct(test.mu1) * 10.0).round() / 10.0,
                     test.futile_at.exp(),
-                    if test.futile_mixed { "(both weighed over the history's noise and above it)" } else { "at the history's noise" },
                     test_pairs(last),
                     pct(mean)
                 ),

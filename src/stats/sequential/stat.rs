@@ -51,8 +51,6 @@ pub(super) struct Prior {
     /// The sums' successive-difference sum of squares over the history's sum variance, and df.
     pub(super) sum_q: f64,
     pub(super) sum_df: f64,
-    /// The residual sum of squares of the clipped log-ratios (`huber_k`; 0 without), over `df`.
-    pub(super) clip_ss: f64,
 }
 
 /// One batch's pairs: log-ratios `d` and log-sums `s` (empty when not known).

@@ -249,7 +249,7 @@ fn a_fallback_is_never_looser_than_the_borrowed_look() {
         let (jd, js) = (0.5 + 3.0 * rng.uniform(), 0.5 + 3.0 * rng.uniform());
         let d: Vec<f64> = (0..n).map(|_| 0.01 * jd * rng.normal()).collect();
         let sums: Vec<f64> = (0..n).map(|_| 0.01 * js * rng.normal()).collect();
-        let prior = Prior { ss: 0.0004 * rng.uniform(), df: 1.0, sum_q: 3.0 * rng.uniform(), sum_df: 1.0, ..Prior::default() };
+        let prior = Prior { ss: 0.0004 * rng.uniform(), df: 1.0, sum_q: 3.0 * rng.uniform(), sum_df: 1.0 };
         for guard in [GUARD, CONFIRM_GUARD] {
             // (None: two pairs far apart, one of them an outlier a third pair must tell.)
             let Some(t) = s.test_at(Batch { d: &d, s: &sums }, n, prior, guard) else { continue };
@@ -345,28 +345,6 @@ fn log_sums_are_the_runs_sum_in_speed_up_terms() {
     let higher = log_sums(&pairs, Direction::Higher, 2.0);
     assert!((higher[1] + (50f64.ln() + 40f64.ln()) / 2.0).abs() < 1e-12);
     assert_eq!(sum_spread(&[1.0, 3.0, 2.0]), ((4.0 + 1.0) / 2.0, 2.0));
-}
-
-#[test]
-fn clipping_reads_a_slow_mode_s_pairs_at_the_clipped_history_s_scale_and_is_off_by_default() {
-    // Eight pairs at +3% with a pair sd of about 1.4%, two of them hit by a run 5% slower.
-    let d = [0.03, 0.045, 0.015, 0.08, 0.025, 0.035, -0.02, 0.03];
-    let raw = NoiseScale { sd: 0.025, df: 15.0 };
-    let b = Borrowed { robust_sd: Some(0.014), clipped: Some(NoiseScale { sd: 0.018, df: 15.0 }), ..Borrowed::new(raw) };
-    let off = borrowed(0.025).with_history(Some(b.clone()));
-    assert_eq!(HUBER_K, 0.0);
-    let t0 = off.test(&d, 8, (0.0, 0.0)).unwrap();
-    assert!(t0.borrowed && (t0.mean - d.iter().sum::<f64>() / 8.0).abs() < 1e-15);
-    let on = off.clone().with_history(Some(Borrowed { huber_k: 2.0, ..b }));
-    let t = on.test(&d, 8, (0.0, 0.0)).unwrap();
-    // The two slow-mode pairs are pulled to within 2 robust sds of the median (0.03): the mean
-    // moves, and the scale is the clipped history's pooled with the clipped spread.
-    assert!(t.borrowed && t.se < t0.se, "{} vs {}", t.se, t0.se);
-    let s = 0.014f64.max(robust_sd(&d));
-    let c: Vec<f64> = d.iter().map(|x| x.clamp(0.03 - 2.0 * s, 0.03 + 2.0 * s)).collect();
-    assert!((t.mean - c.iter().sum::<f64>() / 8.0).abs() < 1e-15);
-    // Below 3 pairs nothing is clipped.
-    assert_eq!(on.test(&d[..2], 2, (0.0, 0.0)).unwrap().se, off.test(&d[..2], 2, (0.0, 0.0)).unwrap().se);
 }
 
 /// The unit tests' rule with the rescue on: `total` pairs in all at `level`.

@@ -7,7 +7,7 @@ use super::own::Kept;
 use crate::stats::sequential::levels::GUARD;
 use crate::stats::sequential::levels::ROBUST_BAND_PAIRS;
 use crate::stats::sequential::plan::allowed_outliers;
-use crate::stats::sequential::sample::{mean_sd, median, outlier_band, robust_sd};
+use crate::stats::sequential::sample::{mean_sd, median, outlier_band};
 use crate::stats::sequential::stat::{Batch, Prior, Test};
 use crate::stats::sequential::Sequential;
 
@@ -48,11 +48,7 @@ impl Sequential {
         let kept: Vec<f64> = idx.iter().map(|&i| d[i]).collect();
         let (_, sd) = mean_sd(&kept);
         let df = kept.len().saturating_sub(1) as f64;
-        let clip_ss = self.clipped(kept.clone()).map_or(0.0, |c| {
-            let (_, sd) = mean_sd(&c);
-            sd * sd * df
-        });
-        let mut prior = Prior { ss: sd * sd * df, df, clip_ss, ..Prior::default() };
+        let mut prior = Prior { ss: sd * sd * df, df, ..Prior::default() };
         if let Some((b, hs)) = self.borrowed.as_ref().and_then(|b| b.sums.map(|hs| (b, hs))) {
             if s.len() >= d.len() {
                 let v: Vec<f64> = idx.iter().map(|&i| s[i]).collect();
@@ -82,26 +78,8 @@ impl Sequential {
         let kept = Kept::of(&v, m);
         Some(match &self.borrowed {
             None => kept.own_test(),
-            Some(b) => {
-                let clipped = self.clipped(v).map(|c| Kept::of(&c, m));
-                self.borrowed_test(b, batch, &idx, (&kept, clipped.as_ref()), prior, guard)
-            }
+            Some(b) => self.borrowed_test(b, batch, &idx, &kept, prior, guard),
         })
-    }
-
-    /// The kept log-ratios `v` as the borrowed look reads them with a borrowed scale's `huber_k`
-    /// and a history of clipped log-ratios: each clipped to the median +- `huber_k` robust sds
-    /// (the history's, or the batch's own when larger), from 3 pairs; `None` without clipping.
-    fn clipped(&self, mut v: Vec<f64>) -> Option<Vec<f64>> {
-        // Below 3 pairs the batch cannot say which pair is out, and clipping would shrink the
-        // spread of a noise jump but not its mean: read as they are.
-        let b = self.borrowed.as_ref().filter(|b| b.huber_k > 0.0 && b.clipped.is_some() && v.len() >= ROBUST_BAND_PAIRS)?;
-        let s = b.robust_sd.unwrap_or(b.scale.sd).max(robust_sd(&v));
-        let med = median(&v);
-        for x in &mut v {
-            *x = x.clamp(med - b.huber_k * s, med + b.huber_k * s);
-        }
-        Some(v)
     }
 
     /// The pairs a look at `n` pairs reads: the shortest prefix of `d` whose kept pairs number

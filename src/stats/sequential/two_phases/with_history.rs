@@ -13,17 +13,7 @@ impl Sequential {
     /// the variance guard at F level `guard`. With the history's sum spread and the batch's
     /// sums, the guard tests the log-ratios' and the sums' spread together (each in units of its
     /// history's variance): twice the df at the first looks.
-    /// With `clipped` (the same pairs clipped, `huber_k`), the borrowed look reads those against
-    /// the history's clipped scale; the guard and the own t-test read the pairs as they are.
-    pub(super) fn borrowed_test(
-        &self,
-        b: &Borrowed,
-        batch: Batch,
-        idx: &[usize],
-        (kept, clipped): (&Kept, Option<&Kept>),
-        prior: Prior,
-        guard: f64,
-    ) -> Test {
+    pub(super) fn borrowed_test(&self, b: &Borrowed, batch: Batch, idx: &[usize], kept: &Kept, prior: Prior, guard: f64) -> Test {
         let (k, m) = (kept.n, kept.measured);
         let (batch_ss, batch_df) = (kept.ss, kept.df);
         // The experiment's own spread: this batch's residuals pooled with `prior`.
@@ -41,14 +31,8 @@ impl Sequential {
         // The history's variance pooled with the experiment's own residuals (independent of the
         // batch mean under normal noise, so the t distribution with the summed df holds).
         let pooled = ((b.scale.df * h * h + ss) / (b.scale.df + df)).sqrt();
-        let borrowed_look = |df: f64, ratio| match (clipped, b.clipped) {
-            (Some(c), Some(hc)) => {
-                let (css, cdf) = (c.ss + prior.clip_ss, c.df + prior.df);
-                let pooled = ((hc.df * hc.sd * hc.sd + css) / (hc.df + cdf)).sqrt();
-                Test { se: b.safety * pooled / (k as f64).sqrt(), df: hc.df + cdf, borrowed: true, ratio, ..c.test(0.0, 1.0) }
-            }
-            _ => Test { se: b.safety * pooled / (k as f64).sqrt(), df, borrowed: true, ratio, ..kept.test(0.0, 1.0) },
-        };
+        let borrowed_look =
+            |df: f64, ratio| Test { se: b.safety * pooled / (k as f64).sqrt(), df, borrowed: true, ratio, ..kept.test(0.0, 1.0) };
         let Some((hs, bsum_q, bsum_df)) = sums else {
             let noisier = df >= 1.0 && own_sd * own_sd > h * h * self.fq(guard, df, b.scale.df);
             if noisier {
