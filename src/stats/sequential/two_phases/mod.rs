@@ -3,6 +3,35 @@
 //! turn (keep-worthy, futile, out of budget or on to the next); `look` picks the pairs a look
 //! reads, `own` tests them without history, `with_history` on the borrowed scale with its
 //! guards, `confirm` decides a promising first phase.
+//!
+//! Why this method. Each look tests the pairs so far with a one-sided test at the increment of
+//! an alpha-spending function (Lan & DeMets 1983, Biometrika 70(3):659-663; Pocock- or
+//! O'Brien-Fleming-type). Testing each look at its own increment bounds the false-keep
+//! probability across all looks by the union bound (Bonferroni): the sum of the increments,
+//! `alpha`, whatever the correlation between looks or the stopping; slightly conservative and
+//! exactly valid. Futility stops never raise the false-keep rate (they only revert). The keep
+//! must then survive an independent batch in the complementary order, tested alone at
+//! `confirm_alpha`: under no gain the two phases are independent, so a false keep has
+//! probability at most `alpha * confirm_alpha`. A decision the two phases (or the likelihood
+//! ratio, `likelihood`) leave unconfirmed or inconclusive goes on to the rescue (`rescue`), a
+//! fixed-sample t-test of its pairs, gross outliers set aside, at `rescue_alpha`: by the union bound the rule's false keeps are at most
+//! `alpha * confirm_alpha + rescue_alpha` (0.02 x 0.045 + 0.0001 = 0.001 by default).
+//!
+//! Without history every look is the pairs' own t-test. With a noise scale borrowed from history
+//! ([`Borrowed`](super::Borrowed)) a look uses the history's sd pooled with the pairs' own residuals,
+//! times a safety factor, so the first look can come after 2 pairs; a variance guard hands a
+//! look whose pairs are noisier than history to their own t-test (its critical mean never below
+//! the borrowed one, so the guard adds no false keeps), and gross outliers are set aside and
+//! replaced. The guard reads the pairs' log-sums beside their log-ratios (each against its own
+//! history): under independent runs they carry n - 1 more df about the current noise, twice
+//! what the first looks have otherwise. The confirmation's guard pools the first phase's spread
+//! with its own, for a second chance to see a jump the first phase missed, but its own t-test
+//! reads its own pairs alone (the first phase stopped because its pairs, spread included, looked
+//! good); when the confirmation finds the noise well above history, the first phase's deciding
+//! look must also hold on that scale. The first look, with the fewest df to check the scale on,
+//! spends a fifth of its alpha increment, and the outlier band widens with the batch's own
+//! robust sd, so that a jump is not trimmed away as outliers. The
+//! argument, its assumptions and the measured cost when they fail are in docs/decisions.md.
 
 mod confirm;
 mod look;
