@@ -747,26 +747,30 @@ pub fn draw_trial(s: &Scenario, positions: usize, history: bool, rng: &mut Rng) 
     draw_trial_by(None, s, positions, history, rng)
 }
 
+/// The scale one trial's calibration lends: the history `seq` recorded since it, one of the
+/// model's unlucky calibrations, or a fresh one (at a fixed sd where the model says so).
+fn trial_calibration(seq: Option<&Sequential>, s: &Scenario, positions: usize, rng: &mut Rng) -> Option<Borrowed> {
+    if let Some(seq) = seq.filter(|_| s.experiments_since > 0) {
+        return history_since(seq, s, positions, rng);
+    }
+    if s.calibration_tail > 0.0 {
+        let pool = unlucky_calibrations(s);
+        return pool.get(((rng.uniform() * pool.len() as f64) as usize).min(pool.len().saturating_sub(1))).cloned();
+    }
+    let borrowed = calibrated_scale(s, rng);
+    if s.calibration_at > 0.0 {
+        // One pair's log-ratio (and log-sum) of the history's noise has sd sqrt(2) times a
+        // run's.
+        let sd = std::f64::consts::SQRT_2 * s.run_sd() / s.jump * s.calibration_at;
+        return borrowed.map(|b| Borrowed { scale: NoiseScale { sd, ..b.scale }, sums: b.sums.map(|x| NoiseScale { sd, ..x }), ..b });
+    }
+    borrowed
+}
+
 /// [`draw_trial`] whose experiments before it, if any, are decided by `seq` (`None`: a model
 /// with some borrows its calibration alone).
 pub fn draw_trial_by(seq: Option<&Sequential>, s: &Scenario, positions: usize, history: bool, rng: &mut Rng) -> Draw {
-    let borrowed = history.then_some(()).and_then(|()| {
-        if let Some(seq) = seq.filter(|_| s.experiments_since > 0) {
-            return history_since(seq, s, positions, rng);
-        }
-        if s.calibration_tail > 0.0 {
-            let pool = unlucky_calibrations(s);
-            return pool.get(((rng.uniform() * pool.len() as f64) as usize).min(pool.len().saturating_sub(1))).cloned();
-        }
-        let borrowed = calibrated_scale(s, rng);
-        if s.calibration_at > 0.0 {
-            // One pair's log-ratio (and log-sum) of the history's noise has sd sqrt(2) times a
-            // run's.
-            let sd = std::f64::consts::SQRT_2 * s.run_sd() / s.jump * s.calibration_at;
-            return borrowed.map(|b| Borrowed { scale: NoiseScale { sd, ..b.scale }, sums: b.sums.map(|x| NoiseScale { sd, ..x }), ..b });
-        }
-        borrowed
-    });
+    let borrowed = if history { trial_calibration(seq, s, positions, rng) } else { None };
     // A jump at the phase boundary: the first phase at the history's noise, the confirmation on
     // a session at the jumped one.
     let (states, confirm_states) = if s.jump_at_confirm {

@@ -211,8 +211,8 @@ struct Running<'a> {
     qs: f64,
     /// The used log-ratios' and log-sums' co-moment about their means.
     crs: f64,
-    rs: Vec<f64>,
-    ss: Vec<f64>,
+    /// Pairs used so far.
+    used: usize,
 }
 
 impl<'a> Running<'a> {
@@ -232,8 +232,7 @@ impl<'a> Running<'a> {
             ms: 0.0,
             qs: 0.0,
             crs: 0.0,
-            rs: vec![],
-            ss: vec![],
+            used: 0,
         }
     }
 
@@ -258,13 +257,11 @@ impl<'a> Running<'a> {
         }
         let s = if self.with_sums { s } else { 0.0 };
         // A failed run leaves no pair to read.
-        let aside = !r.is_finite() || !s.is_finite();
-        if aside {
+        if !r.is_finite() || !s.is_finite() {
             return None;
         }
-        self.rs.push(r);
-        self.ss.push(s);
-        let k = (self.rs.len() - 1) as f64;
+        self.used += 1;
+        let k = (self.used - 1) as f64;
         let n = k + 1.0;
         for (j, &(c, _)) in t.scales.iter().enumerate() {
             let sd_r = self.pooled(c, t.ratio_df, self.qr, (k - 1.0).max(0.0));
@@ -335,7 +332,7 @@ impl<'a> Running<'a> {
         };
         Some(LrLook {
             measured: self.measured,
-            used: self.rs.len(),
+            used: self.used,
             mean,
             sd: self.pooled(1.0, t.ratio_df, self.qr, k),
             log_lr: gain - none,

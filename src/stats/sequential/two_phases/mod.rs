@@ -12,10 +12,7 @@
 //! exactly valid. Futility stops never raise the false-keep rate (they only revert). The keep
 //! must then survive an independent batch in the complementary order, tested alone at
 //! `confirm_alpha`: under no gain the two phases are independent, so a false keep has
-//! probability at most `alpha * confirm_alpha`. A decision the two phases (or the likelihood
-//! ratio, `likelihood`) leave unconfirmed or inconclusive goes on to the rescue (`rescue`), a
-//! fixed-sample t-test of its pairs, gross outliers set aside, at `rescue_alpha`: by the union bound the rule's false keeps are at most
-//! `alpha * confirm_alpha + rescue_alpha` (0.02 x 0.045 + 0.0001 = 0.001 by default).
+//! probability at most `alpha * confirm_alpha` (the rescue's share of the bound: `super`).
 //!
 //! Without history every look is the pairs' own t-test. With a noise scale borrowed from history
 //! ([`Borrowed`](super::Borrowed)) a look uses the history's sd pooled with the pairs' own residuals,
