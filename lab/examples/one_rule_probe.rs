@@ -1,0 +1,327 @@
+//! A probe of one procedure in place of the three the rule chains (the likelihood ratio, the two
+//! phases, the rescue): a likelihood ratio of whole pairs whose per-pair density is a contaminated
+//! normal, so a wild pair costs both sides alike, and whose gain side reads its scale from the
+//! history pooled with the pairs' own robust spread (a vague scale where no history is).
+//!
+//! Each model's trials are drawn exactly as `ratchet-lab simulate` draws them (same seeds, the same
+//! calibration, the same sides), and the shipped rule decides the same draws beside it.
+//!
+//! `cargo run --release -p ratchet-lab --example one_rule_probe -- [key=value ...]`, keys: model
+//! (part of a name, or `=NAME` exactly; all by default), gain (0.03), trials (500), seed
+//! (20260522), history_pairs (61, where a model sets none), history (1; 0: no trial borrows a
+//! scale), shipped (1: the shipped rule decides the same draws too), keep (ln LR to keep; ln 1000),
+//! futile (-2), min_pairs (0: no least number of pairs to keep), eps (the outlier component's
+//! share, 0.1), k (its shape: a normal k times as wide, 0 a Cauchy of the same scale, -k half
+//! each; 8), sums (1: read the log-sums' contrasts), d_mean (1: contrast each sum with the mean
+//! of those before, not their median), sum_scale (1: the gain side's own scale for the sums),
+//! df and sum_df (the history's weight, in pairs, in the gain side's scales; -1: the history's
+//! own df; 8 and 4), own_sd (1: the pairs' plain sd in place of their MAD's), rho_max (0; above:
+//! no gain fits a correlation of log-ratio and log-sum up to it) and gain_rho (1: the gain side
+//! mixes over correlations too). lab/notes/decisions-history.md, "One procedure in place of
+//! three" has what it measured.
+
+#[path = "common/args.rs"]
+mod args;
+
+use ratchet::config::DecisionConfig;
+use ratchet::stats::sequential::likelihood::{log_mix, Stop};
+use ratchet::stats::sequential::{incumbent_first, median, Phase, Sequential};
+use ratchet::stats::Verdict;
+use ratchet_lab::simulate::{cell_positions, decide_sides, draw_trial_by, scenarios, trial_rng, with_knobs, Draw};
+
+const LN_2PI_HALF: f64 = 0.918_938_533_204_672_7;
+
+/// The gain side's multiples of `mu1` and their weights.
+const GAINS: [(f64, f64); 5] = [(1.0, 0.65), (2.0, 0.1), (3.0, 0.1), (6.0, 0.1), (15.0, 0.05)];
+
+#[derive(Clone, Copy)]
+struct One {
+    keep_at: f64,
+    futile_at: f64,
+    max_pairs: usize,
+    min_mean: f64,
+    eps: f64,
+    k: f64,
+    sums: bool,
+    df: f64,
+    sum_scale: bool,
+    sum_df: f64,
+    rho_max: f64,
+    gain_rho: bool,
+    min_pairs: usize,
+}
+
+/// The outlier component: `k` > 0 a normal `k` times as wide, `k` = 0 a (bivariate) Cauchy of the
+/// same scale, whose cost grows only with the log of how far out a pair lies.
+fn ln_f(x: f64, sd: f64, eps: f64, k: f64) -> f64 {
+    let a = (1.0 - eps).ln() - x * x / (2.0 * sd * sd) - sd.ln() - LN_2PI_HALF;
+    let wide = |k: f64| -x * x / (2.0 * k * k * sd * sd) - (k * sd).ln() - LN_2PI_HALF;
+    let cauchy = -(1.0 + x * x / (sd * sd)).ln() - sd.ln() - std::f64::consts::PI.ln();
+    let b = if k > 0.0 {
+        eps.ln() + wide(k)
+    } else if k < 0.0 {
+        eps.ln() + log_mix([wide(-k), cauchy].into_iter()) - std::f64::consts::LN_2
+    } else {
+        eps.ln() + cauchy
+    };
+    log_mix([a, b].into_iter())
+}
+
+/// The pair's joint density (log-ratio off `mu` at sd `sd`, sum contrast `d` at sd `sd_d`): both
+/// from one component.
+/// [`ln_pair`] with a correlation `rho` between the log-ratio and the sum's contrast (a side
+/// noisier than the other: (var incumbent - var candidate) / their sum).
+fn ln_pair_rho(r: f64, d: Option<f64>, sd: f64, sd_d: f64, rho: f64, eps: f64, k: f64) -> f64 {
+    match d {
+        None => ln_f(r, sd, eps, k),
+        Some(d) => {
+            let (zr, zd) = (r / sd, d / sd_d);
+            let one = 1.0 - rho * rho;
+            let q = (zr * zr - 2.0 * rho * zr * zd + zd * zd) / one;
+            let (sd, sd_d) = (sd * one.sqrt(), sd_d);
+            let a = (1.0 - eps).ln() - q / 2.0 - sd.ln() - sd_d.ln() - 2.0 * LN_2PI_HALF;
+            let wide = |k: f64| -q / (2.0 * k * k) - (k * sd).ln() - (k * sd_d).ln() - 2.0 * LN_2PI_HALF;
+            let cauchy = -1.5 * (1.0 + q).ln() - sd.ln() - sd_d.ln() - (2.0 * std::f64::consts::PI).ln();
+            let b = if k > 0.0 {
+                eps.ln() + wide(k)
+            } else if k < 0.0 {
+                eps.ln() + log_mix([wide(-k), cauchy].into_iter()) - std::f64::consts::LN_2
+            } else {
+                eps.ln() + cauchy
+            };
+            log_mix([a, b].into_iter())
+        }
+    }
+}
+
+/// The pairs' own scale the gain side pools: the MAD's sd, or (`OWN_SD`) the plain sd.
+static OWN_SD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static D_MEAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+fn own_sd(x: &[f64]) -> f64 {
+    if OWN_SD.load(std::sync::atomic::Ordering::Relaxed) {
+        let m = x.iter().sum::<f64>() / x.len() as f64;
+        (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
+    } else {
+        robust_sd(x)
+    }
+}
+
+fn robust_sd(x: &[f64]) -> f64 {
+    let m = median(x);
+    let dev: Vec<f64> = x.iter().map(|v| (v - m).abs()).collect();
+    1.4826 * median(&dev)
+}
+
+impl One {
+    /// Decide on pairs drawn one at a time (log-ratio, log-sum) with the history's sd of one
+    /// pair (`None`: no history).
+    fn decide(&self, hist: Option<(f64, f64)>, warm: bool, mut pair: impl FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
+        // Without history: a vague scale, 1% of a run's log (0.0141 a pair) over a wide grid.
+        // `df` < 0: the history weighs as its own df.
+        let (sd0, df0, scales): (f64, f64, Vec<(f64, f64)>) = match hist {
+            Some((sd, hdf)) => (sd, if self.df < 0.0 { hdf } else { self.df }, vec![(1.0, 0.8), (1.7, 0.1), (3.0, 0.1)]),
+            None => (
+                0.0141,
+                1.0,
+                vec![(0.25, 1.0 / 6.0), (0.5, 1.0 / 6.0), (1.0, 1.0 / 6.0), (2.0, 1.0 / 6.0), (4.0, 1.0 / 6.0), (8.0, 1.0 / 6.0)],
+            ),
+        };
+        let sum_df = if self.sum_df < 0.0 { df0 } else { self.sum_df };
+        let mu1 = match hist {
+            Some((sd, _)) => (3.0 * sd).clamp(self.min_mean, 0.03f64.ln_1p()),
+            None => 0.03f64.ln_1p(),
+        };
+        let (eps, k) = (self.eps, self.k);
+        let rhos: Vec<(f64, f64)> = if self.rho_max > 0.0 && self.gain_rho {
+            let r = self.rho_max;
+            vec![(0.0, 0.6), (-r / 2.0, 0.1), (r / 2.0, 0.1), (-r, 0.1), (r, 0.1)]
+        } else {
+            vec![(0.0, 1.0)]
+        };
+        let mut gains = vec![vec![[0.0f64; GAINS.len()]; rhos.len()]; scales.len()];
+        let mut nones = vec![vec![0.0f64; rhos.len()]; scales.len()];
+        let (mut rs, mut ss, mut ds): (Vec<f64>, Vec<f64>, Vec<Option<f64>>) = (vec![], vec![], vec![]);
+        // Where the history shows a warm-up, its first pair is set aside.
+        let skip = warm as usize;
+        for i in 0..self.max_pairs {
+            let (r, s) = pair(i);
+            if i < skip {
+                continue;
+            }
+            let i = i - skip;
+            // The sum's contrast with the median of the sums before it, scaled to a pair's sd.
+            let d = (self.sums && i > 0).then(|| {
+                let kk = i as f64;
+                if D_MEAN.load(std::sync::atomic::Ordering::Relaxed) {
+                    return (s - ss.iter().sum::<f64>() / kk) / (1.0 + 1.0 / kk).sqrt();
+                }
+                let f = if i <= 2 { 1.0 } else { std::f64::consts::FRAC_PI_2 };
+                (s - median(&ss)) / (1.0 + f / kk).sqrt()
+            });
+            // The gain side's predictive scale: the history pooled with the pairs before.
+            let own = if rs.len() >= 3 { Some(own_sd(&rs)) } else { None };
+            let sd_hat = match own {
+                Some(o) => {
+                    let kk = (rs.len() - 1) as f64;
+                    ((df0 * sd0 * sd0 + kk * o * o) / (df0 + kk)).sqrt()
+                }
+                None => sd0,
+            };
+            // The sums' own scale on the gain side (a level that wanders is no gain's to explain).
+            let own_d: Vec<f64> = ds.iter().flatten().copied().collect();
+            let sd_d_hat = if self.sum_scale && own_d.len() >= 3 {
+                let o = own_sd(&own_d);
+                let kk = (own_d.len() - 1) as f64;
+                ((sum_df * sd0 * sd0 + kk * o * o) / (sum_df + kk)).sqrt()
+            } else {
+                sd_hat
+            };
+            for (j, &(c, _)) in scales.iter().enumerate() {
+                let sd = (c * sd_hat).max(1e-6);
+                let sd_d = (c * sd_d_hat).max(1e-6);
+                for (q, &(rho, _)) in rhos.iter().enumerate() {
+                    for (g, &(m, _)) in gains[j][q].iter_mut().zip(&GAINS) {
+                        *g += ln_pair_rho(r - m * mu1, d, sd, sd_d, rho, eps, k);
+                    }
+                    nones[j][q] += ln_pair_rho(r, d, sd, sd_d, rho, eps, k);
+                }
+            }
+            rs.push(r);
+            ss.push(s);
+            ds.push(d);
+            let n = rs.len();
+            if n < 2 {
+                continue;
+            }
+            let gain = log_mix(scales.iter().zip(&gains).map(|(&(_, w), gq)| {
+                w.ln()
+                    + log_mix(
+                        rhos.iter().zip(gq).map(|(&(_, rw), g)| rw.ln() + log_mix(GAINS.iter().zip(g).map(|(&(_, gw), v)| gw.ln() + v))),
+                    )
+            }));
+            let none_mixed = log_mix(
+                scales.iter().zip(&nones).map(|(&(_, w), vq)| w.ln() + log_mix(rhos.iter().zip(vq).map(|(&(_, rw), v)| rw.ln() + v))),
+            );
+            // No gain at its best: a mean of at most 0 (the median's, or 0), the sd that fits best.
+            let m0 = median(&rs).min(0.0);
+            let spread = rs.iter().map(|x| (x - m0).abs()).fold(0.0f64, f64::max).max(1e-6);
+            let mut best = f64::NEG_INFINITY;
+            let mut sd = spread / 400.0;
+            let steps = if self.rho_max > 0.0 { 12 } else { 0 };
+            while sd <= spread * 2.0 {
+                for q in 0..=steps {
+                    let rho = if steps > 0 { -self.rho_max + 2.0 * self.rho_max * q as f64 / steps as f64 } else { 0.0 };
+                    let ll: f64 = rs.iter().zip(&ds).map(|(&x, &d)| ln_pair_rho(x - m0, d, sd, sd, rho, eps, k)).sum();
+                    best = best.max(ll);
+                }
+                sd *= 1.06;
+            }
+            let log_lr = gain - best;
+            let mean = robust_mean(&rs);
+            if log_lr >= self.keep_at && mean >= self.min_mean && n >= self.min_pairs {
+                return (Stop::Keep, n);
+            }
+            if gain - none_mixed <= self.futile_at {
+                return (Stop::Futile, n);
+            }
+        }
+        (Stop::Budget, self.max_pairs)
+    }
+}
+
+/// The mean of the pairs within 4 robust sds of their median (all below 4 pairs).
+fn robust_mean(x: &[f64]) -> f64 {
+    if x.len() < 4 {
+        return x.iter().sum::<f64>() / x.len() as f64;
+    }
+    let (m, sd) = (median(x), robust_sd(x));
+    let kept: Vec<f64> = x.iter().copied().filter(|v| (v - m).abs() <= 4.0 * sd.max(1e-9)).collect();
+    kept.iter().sum::<f64>() / kept.len().max(1) as f64
+}
+
+fn main() {
+    let kv = args::Args::from_env();
+    let gain = kv.num("gain", 0.03);
+    let trials = kv.num("trials", 500.0) as usize;
+    let seed = kv.num("seed", 20260522.0) as u64;
+    let shipped = kv.num("shipped", 1.0) > 0.0;
+    let history = kv.num("history", 1.0) > 0.0;
+    let want = kv.get("model").cloned().unwrap_or_default();
+    let cfg = DecisionConfig::default();
+    let seq = Sequential::new(cfg.params(None));
+    let one = One {
+        keep_at: kv.num("keep", 1000f64.ln()),
+        futile_at: kv.num("futile", -2.0),
+        max_pairs: 30,
+        min_mean: 0.01f64.ln_1p(),
+        eps: kv.num("eps", 0.1),
+        k: kv.num("k", 8.0),
+        sums: kv.num("sums", 1.0) > 0.0,
+        df: kv.num("df", 8.0),
+        sum_scale: kv.num("sum_scale", 1.0) > 0.0,
+        sum_df: kv.num("sum_df", 4.0),
+        rho_max: kv.num("rho_max", 0.0),
+        gain_rho: kv.num("gain_rho", 1.0) > 0.0,
+        min_pairs: kv.num("min_pairs", 0.0) as usize,
+    };
+    OWN_SD.store(kv.num("own_sd", 0.0) > 0.0, std::sync::atomic::Ordering::Relaxed);
+    D_MEAN.store(kv.num("d_mean", 0.0) > 0.0, std::sync::atomic::Ordering::Relaxed);
+    let positions = cell_positions(&seq);
+    let cand = 1.0 / (1.0 + gain);
+    println!("| model | gain | one: kept | runs | shipped: kept | runs |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let (mut sum_one, mut sum_ship, mut cells) = (0.0, 0.0, 0usize);
+    let hp = kv.num("history_pairs", 61.0) as usize;
+    let exact = want.strip_prefix('=');
+    for s in scenarios().into_iter().filter(|s| exact.map_or(s.name.contains(want.as_str()), |e| s.name == e)) {
+        // As `simulate --history-pairs 61` runs them.
+        let s = ratchet_lab::simulate::Scenario { history_pairs: if s.history_pairs > 0 { s.history_pairs } else { hp }, ..s };
+        let (mut keeps, mut runs, mut skeeps, mut sruns) = (0usize, 0usize, 0usize, 0usize);
+        for t in 0..trials {
+            let mut rng = trial_rng(seed, t);
+            let Draw { borrowed, states, confirm_states, sides } = draw_trial_by(Some(&seq), &s, positions, history, &mut rng);
+            let hist = borrowed.as_ref().map(|b| (b.scale.sd, b.scale.df));
+            // One phase: a jump "at the confirmation" comes after the first phase's 2 pairs.
+            let st: Vec<f64> = match &confirm_states {
+                Some(c) => states[..4].iter().chain(&c[4..]).copied().collect(),
+                None => states.clone(),
+            };
+            let side = |p: usize, candidate: bool| sides.get(p).map_or(1.0, |f| if candidate { f.1 } else { f.0 });
+            let warm = borrowed.as_ref().is_some_and(|b| b.shows_warmup());
+            let (stop, pairs) = one.decide(hist, warm, |i| {
+                let pos = 2 * i;
+                let (a, b) = (st[pos], st[pos + 1]);
+                let (inc, cnd) = if incumbent_first(Phase::Main, i) {
+                    (a * side(pos, false), b * cand * side(pos + 1, true))
+                } else {
+                    (b * side(pos + 1, false), a * cand * side(pos, true))
+                };
+                ((inc / cnd).ln(), (inc * cnd).ln())
+            });
+            keeps += (stop == Stop::Keep) as usize;
+            runs += 2 * pairs;
+            if shipped {
+                let trial_seq = seq.clone().with_history(with_knobs(borrowed, seq.borrowed.as_ref()));
+                let (d, pos, _) = decide_sides(&trial_seq, &states, confirm_states.as_deref(), &sides, gain);
+                skeeps += (d.verdict == Verdict::Keep) as usize;
+                sruns += pos;
+            }
+        }
+        let pct = |k: usize| 100.0 * k as f64 / trials as f64;
+        let mean = |r: usize| r as f64 / trials as f64;
+        println!(
+            "| {} | {:+.0}% | {:.2}% | {:.1} | {:.2}% | {:.1} |",
+            s.name,
+            100.0 * gain,
+            pct(keeps),
+            mean(runs),
+            pct(skeeps),
+            mean(sruns)
+        );
+        sum_one += mean(runs);
+        sum_ship += mean(sruns);
+        cells += 1;
+    }
+    println!("mean runs over {cells} models: one {:.2}, shipped {:.2}", sum_one / cells as f64, sum_ship / cells as f64);
+}
