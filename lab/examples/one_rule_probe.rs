@@ -17,7 +17,8 @@
 //! df and sum_df (the history's weight, in pairs, in the gain side's scales; -1: the history's
 //! own df; 8 and 4), own_sd (1: the pairs' plain sd in place of their MAD's), rho_max (0; above:
 //! no gain fits a correlation of log-ratio and log-sum up to it) and gain_rho (1: the gain side
-//! mixes over correlations too). lab/notes/decisions-history.md, "One procedure in place of
+//! mixes over correlations too), distrust (0; above: the history's weight falls as the pairs'
+//! own spread s above its sd s0, divided by (s / s0)^distrust). lab/notes/decisions-history.md, "One procedure in place of
 //! three" has what it measured.
 
 #[path = "common/args.rs"]
@@ -49,6 +50,7 @@ struct One {
     rho_max: f64,
     gain_rho: bool,
     min_pairs: usize,
+    distrust: f64,
 }
 
 /// The outlier component: `k` > 0 a normal `k` times as wide, `k` = 0 a (bivariate) Cauchy of the
@@ -164,6 +166,8 @@ impl One {
             let sd_hat = match own {
                 Some(o) => {
                     let kk = (rs.len() - 1) as f64;
+                    // The history weighs less as the pairs' own spread departs from it.
+                    let df0 = df0 / (o / sd0).max(1.0).powf(self.distrust);
                     ((df0 * sd0 * sd0 + kk * o * o) / (df0 + kk)).sqrt()
                 }
                 None => sd0,
@@ -264,6 +268,7 @@ fn main() {
         rho_max: kv.num("rho_max", 0.0),
         gain_rho: kv.num("gain_rho", 1.0) > 0.0,
         min_pairs: kv.num("min_pairs", 0.0) as usize,
+        distrust: kv.num("distrust", 0.0),
     };
     OWN_SD.store(kv.num("own_sd", 0.0) > 0.0, std::sync::atomic::Ordering::Relaxed);
     D_MEAN.store(kv.num("d_mean", 0.0) > 0.0, std::sync::atomic::Ordering::Relaxed);
