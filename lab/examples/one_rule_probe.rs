@@ -26,7 +26,7 @@ mod args;
 
 use ratchet::config::DecisionConfig;
 use ratchet::stats::sequential::likelihood::{log_mix, Stop};
-use ratchet::stats::sequential::{incumbent_first, median, Phase, Sequential};
+use ratchet::stats::sequential::{incumbent_first, median, robust_sd, Phase, Sequential};
 use ratchet::stats::Verdict;
 use ratchet_lab::simulate::{cell_positions, decide_sides, draw_trial_by, scenarios, trial_rng, with_knobs, Draw};
 
@@ -51,71 +51,57 @@ struct One {
     gain_rho: bool,
     min_pairs: usize,
     distrust: f64,
+    own_sd: bool,
+    d_mean: bool,
 }
 
-/// The outlier component: `k` > 0 a normal `k` times as wide, `k` = 0 a (bivariate) Cauchy of the
-/// same scale, whose cost grows only with the log of how far out a pair lies.
+/// The clean component (ln density `clean`) mixed with the outlier component at share `eps`:
+/// `k` > 0 a normal `k` times as wide (ln density `wide(k)`), `k` = 0 a Cauchy of the same scale
+/// (`cauchy`), whose cost grows only with the log of how far out a pair lies; `k` < 0 half each.
+fn with_outliers(clean: f64, wide: impl Fn(f64) -> f64, cauchy: f64, eps: f64, k: f64) -> f64 {
+    let tail = if k > 0.0 {
+        wide(k)
+    } else if k < 0.0 {
+        log_mix([wide(-k), cauchy].into_iter()) - std::f64::consts::LN_2
+    } else {
+        cauchy
+    };
+    log_mix([(1.0 - eps).ln() + clean, eps.ln() + tail].into_iter())
+}
+
+/// ln of one log-ratio's density at `x` off its mean, sd `sd`.
 fn ln_f(x: f64, sd: f64, eps: f64, k: f64) -> f64 {
-    let a = (1.0 - eps).ln() - x * x / (2.0 * sd * sd) - sd.ln() - LN_2PI_HALF;
+    let clean = -x * x / (2.0 * sd * sd) - sd.ln() - LN_2PI_HALF;
     let wide = |k: f64| -x * x / (2.0 * k * k * sd * sd) - (k * sd).ln() - LN_2PI_HALF;
     let cauchy = -(1.0 + x * x / (sd * sd)).ln() - sd.ln() - std::f64::consts::PI.ln();
-    let b = if k > 0.0 {
-        eps.ln() + wide(k)
-    } else if k < 0.0 {
-        eps.ln() + log_mix([wide(-k), cauchy].into_iter()) - std::f64::consts::LN_2
-    } else {
-        eps.ln() + cauchy
-    };
-    log_mix([a, b].into_iter())
+    with_outliers(clean, wide, cauchy, eps, k)
 }
 
-/// The pair's joint density (log-ratio off `mu` at sd `sd`, sum contrast `d` at sd `sd_d`): both
-/// from one component.
-/// [`ln_pair`] with a correlation `rho` between the log-ratio and the sum's contrast (a side
-/// noisier than the other: (var incumbent - var candidate) / their sum).
+/// The pair's joint density (log-ratio off its mean at sd `sd`, sum contrast `d` at sd `sd_d`,
+/// correlated by `rho`: a side noisier than the other gives (var incumbent - var candidate) /
+/// their sum), both from one component; the log-ratio's alone without a contrast.
 fn ln_pair_rho(r: f64, d: Option<f64>, sd: f64, sd_d: f64, rho: f64, eps: f64, k: f64) -> f64 {
-    match d {
-        None => ln_f(r, sd, eps, k),
-        Some(d) => {
-            let (zr, zd) = (r / sd, d / sd_d);
-            let one = 1.0 - rho * rho;
-            let q = (zr * zr - 2.0 * rho * zr * zd + zd * zd) / one;
-            let (sd, sd_d) = (sd * one.sqrt(), sd_d);
-            let a = (1.0 - eps).ln() - q / 2.0 - sd.ln() - sd_d.ln() - 2.0 * LN_2PI_HALF;
-            let wide = |k: f64| -q / (2.0 * k * k) - (k * sd).ln() - (k * sd_d).ln() - 2.0 * LN_2PI_HALF;
-            let cauchy = -1.5 * (1.0 + q).ln() - sd.ln() - sd_d.ln() - (2.0 * std::f64::consts::PI).ln();
-            let b = if k > 0.0 {
-                eps.ln() + wide(k)
-            } else if k < 0.0 {
-                eps.ln() + log_mix([wide(-k), cauchy].into_iter()) - std::f64::consts::LN_2
-            } else {
-                eps.ln() + cauchy
-            };
-            log_mix([a, b].into_iter())
-        }
-    }
-}
-
-/// The pairs' own scale the gain side pools: the MAD's sd, or (`OWN_SD`) the plain sd.
-static OWN_SD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-static D_MEAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-fn own_sd(x: &[f64]) -> f64 {
-    if OWN_SD.load(std::sync::atomic::Ordering::Relaxed) {
-        let m = x.iter().sum::<f64>() / x.len() as f64;
-        (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
-    } else {
-        robust_sd(x)
-    }
-}
-
-fn robust_sd(x: &[f64]) -> f64 {
-    let m = median(x);
-    let dev: Vec<f64> = x.iter().map(|v| (v - m).abs()).collect();
-    1.4826 * median(&dev)
+    let Some(d) = d else { return ln_f(r, sd, eps, k) };
+    let (zr, zd) = (r / sd, d / sd_d);
+    let one = 1.0 - rho * rho;
+    let q = (zr * zr - 2.0 * rho * zr * zd + zd * zd) / one;
+    let sd = sd * one.sqrt();
+    let clean = -q / 2.0 - sd.ln() - sd_d.ln() - 2.0 * LN_2PI_HALF;
+    let wide = |k: f64| -q / (2.0 * k * k) - (k * sd).ln() - (k * sd_d).ln() - 2.0 * LN_2PI_HALF;
+    let cauchy = -1.5 * (1.0 + q).ln() - sd.ln() - sd_d.ln() - (2.0 * std::f64::consts::PI).ln();
+    with_outliers(clean, wide, cauchy, eps, k)
 }
 
 impl One {
+    /// The pairs' own scale the gain side pools: the MAD's sd, or (`own_sd`) the plain sd.
+    fn own_sd(&self, x: &[f64]) -> f64 {
+        if self.own_sd {
+            let m = x.iter().sum::<f64>() / x.len() as f64;
+            (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
+        } else {
+            robust_sd(x)
+        }
+    }
     /// Decide on pairs drawn one at a time (log-ratio, log-sum) with the history's sd of one
     /// pair (`None`: no history).
     fn decide(&self, hist: Option<(f64, f64)>, warm: bool, mut pair: impl FnMut(usize) -> (f64, f64)) -> (Stop, usize) {
@@ -155,14 +141,14 @@ impl One {
             // The sum's contrast with the median of the sums before it, scaled to a pair's sd.
             let d = (self.sums && i > 0).then(|| {
                 let kk = i as f64;
-                if D_MEAN.load(std::sync::atomic::Ordering::Relaxed) {
+                if self.d_mean {
                     return (s - ss.iter().sum::<f64>() / kk) / (1.0 + 1.0 / kk).sqrt();
                 }
                 let f = if i <= 2 { 1.0 } else { std::f64::consts::FRAC_PI_2 };
                 (s - median(&ss)) / (1.0 + f / kk).sqrt()
             });
             // The gain side's predictive scale: the history pooled with the pairs before.
-            let own = if rs.len() >= 3 { Some(own_sd(&rs)) } else { None };
+            let own = if rs.len() >= 3 { Some(self.own_sd(&rs)) } else { None };
             let sd_hat = match own {
                 Some(o) => {
                     let kk = (rs.len() - 1) as f64;
@@ -175,7 +161,7 @@ impl One {
             // The sums' own scale on the gain side (a level that wanders is no gain's to explain).
             let own_d: Vec<f64> = ds.iter().flatten().copied().collect();
             let sd_d_hat = if self.sum_scale && own_d.len() >= 3 {
-                let o = own_sd(&own_d);
+                let o = self.own_sd(&own_d);
                 let kk = (own_d.len() - 1) as f64;
                 ((sum_df * sd0 * sd0 + kk * o * o) / (sum_df + kk)).sqrt()
             } else {
@@ -269,9 +255,9 @@ fn main() {
         gain_rho: kv.num("gain_rho", 1.0) > 0.0,
         min_pairs: kv.num("min_pairs", 0.0) as usize,
         distrust: kv.num("distrust", 0.0),
+        own_sd: kv.num("own_sd", 0.0) > 0.0,
+        d_mean: kv.num("d_mean", 0.0) > 0.0,
     };
-    OWN_SD.store(kv.num("own_sd", 0.0) > 0.0, std::sync::atomic::Ordering::Relaxed);
-    D_MEAN.store(kv.num("d_mean", 0.0) > 0.0, std::sync::atomic::Ordering::Relaxed);
     let positions = cell_positions(&seq);
     let cand = 1.0 / (1.0 + gain);
     println!("| model | gain | one: kept | runs | shipped: kept | runs |");
@@ -281,7 +267,7 @@ fn main() {
     let exact = want.strip_prefix('=');
     for s in scenarios().into_iter().filter(|s| exact.map_or(s.name.contains(want.as_str()), |e| s.name == e)) {
         // As `simulate --history-pairs 61` runs them.
-        let s = ratchet_lab::simulate::Scenario { history_pairs: if s.history_pairs > 0 { s.history_pairs } else { hp }, ..s };
+        let s = s.with_history_pairs(hp);
         let (mut keeps, mut runs, mut skeeps, mut sruns) = (0usize, 0usize, 0usize, 0usize);
         for t in 0..trials {
             let mut rng = trial_rng(seed, t);

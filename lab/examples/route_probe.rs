@@ -29,7 +29,7 @@ fn main() {
     let (gain, trials, seed) = (kv.num("gain", 0.03), kv.num("trials", 1000.0) as usize, kv.num("seed", 20260522.0) as u64);
     // The calibration's pairs where a model does not fix its own (0: the simulator's default).
     let hp = kv.num("history_pairs", 0.0) as usize;
-    let with_pairs = |s: Scenario| if s.history_pairs == 0 && hp > 0 { Scenario { history_pairs: hp, ..s } } else { s };
+    let with_pairs = |s: Scenario| s.with_history_pairs(hp);
     if want == "all" {
         println!("| model | gain | trials | likelihood ratio | two phases (history saw an outlier) | two phases (after a wild pair) | two phases (no history) | rescue | kept |");
         println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");

@@ -148,6 +148,16 @@ impl Scenario {
         Scenario { grid: false, ..Scenario::quiet(name, cv) }
     }
 
+    /// The model with a calibration of `pairs` pairs where it fixes none of its own (`pairs` 0:
+    /// as it is).
+    pub fn with_history_pairs(self, pairs: usize) -> Scenario {
+        if self.history_pairs == 0 && pairs > 0 {
+            Scenario { history_pairs: pairs, ..self }
+        } else {
+            self
+        }
+    }
+
     /// The sd of one run's log-latency at the history's noise: the noise and the independent
     /// slowdowns' share (p (1 - p) ln(factor)^2 each), what a calibration estimates.
     pub fn run_sd(&self) -> f64 {
@@ -1089,7 +1099,7 @@ pub fn table(seq: &Sequential, plan: &Plan) -> String {
             if !s.grid && (!history || plan.grid_only) || !plan.wants(s) {
                 continue;
             }
-            let s = &Scenario { history_pairs: if s.history_pairs > 0 { s.history_pairs } else { hp }, ..s.clone() };
+            let s = &s.clone().with_history_pairs(hp);
             let effects: &[f64] = if s.grid { &EFFECTS } else { &EXTRA_EFFECTS };
             for (ei, &e) in effects.iter().enumerate() {
                 let trials = if e == 0.0 { plan.null_trials } else { plan.trials };
