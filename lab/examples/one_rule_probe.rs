@@ -18,8 +18,18 @@
 //! own df; 8 and 4), own_sd (1: the pairs' plain sd in place of their MAD's), rho_max (0; above:
 //! no gain fits a correlation of log-ratio and log-sum up to it) and gain_rho (1: the gain side
 //! mixes over correlations too), distrust (0; above: the history's weight falls as the pairs'
-//! own spread s above its sd s0, divided by (s / s0)^distrust). lab/notes/decisions-history.md, "One procedure in place of
-//! three" has what it measured.
+//! own spread s above its sd s0, divided by (s / s0)^distrust).
+//!
+//! The no-gain family and the gain side's prior (lab/notes/decisions-history.md, "A no-gain fit
+//! that holds the noise"): null_eps (1: pure normals are fitted too, beside the outlier share),
+//! modes (1: a share up to modes_q of pairs +-2-6 sds out, two modes of runs), null0 (1: a mean of
+//! 0 is fitted too below a negative median), bayes (1: the gain side's sds are a fixed grid of
+//! step bayes_step weighed by the history's chi-square posterior, a log-uniform share vague
+//! beside it; log-uniform alone without history), rescue (a level above 0: a t-test over the
+//! pairs at the budget, beyond 4 robust sds set aside), sd_step (the no-gain fit's sd grid),
+//! rho_steps (its correlation grid), refine (1: golden sections refine the best grid point), fast
+//! (1: no sd under a quarter of the pairs' robust sd), trace (1: each keep's pairs on stderr).
+//! lab/notes/decisions-history.md, "One procedure in place of three", has what it measured.
 
 #[path = "common/args.rs"]
 mod args;
@@ -53,6 +63,19 @@ struct One {
     distrust: f64,
     own_sd: bool,
     d_mean: bool,
+    trace: bool,
+    null_eps: bool,
+    modes: bool,
+    sd_step: f64,
+    modes_q: f64,
+    bayes: bool,
+    bayes_step: f64,
+    vague: f64,
+    rescue: f64,
+    fast: bool,
+    null0: bool,
+    rho_steps: usize,
+    refine: bool,
 }
 
 /// The clean component (ln density `clean`) mixed with the outlier component at share `eps`:
@@ -93,6 +116,26 @@ fn ln_pair_rho(r: f64, d: Option<f64>, sd: f64, sd_d: f64, rho: f64, eps: f64, k
 }
 
 impl One {
+    /// The gain side's sds and their prior weights where `bayes` is set: around the history's sd
+    /// by its chi-square posterior (df `hdf`), with a log-uniform share `vague` from a quarter of
+    /// it to 16x; without history log-uniform from 0.05% to 30% of a pair.
+    fn bayes_scales(&self, hist: Option<(f64, f64)>) -> Vec<(f64, f64)> {
+        let step: f64 = self.bayes_step;
+        match hist {
+            Some((sd0, hdf)) => {
+                let grid: Vec<f64> = (-15..=30).map(|k| sd0 * step.powi(k)).collect();
+                let ln_post: Vec<f64> = grid.iter().map(|&s| hdf * (sd0 / s).ln() - hdf * (sd0 / s).powi(2) / 2.0).collect();
+                let top = log_mix(ln_post.iter().copied());
+                let n = grid.len() as f64;
+                grid.iter().zip(&ln_post).map(|(&s, &l)| (s, (1.0 - self.vague) * (l - top).exp() + self.vague / n)).collect()
+            }
+            None => {
+                let grid: Vec<f64> = (0..).map(|k| 0.0005 * step.powi(k)).take_while(|&s| s <= 0.3).collect();
+                let n = grid.len() as f64;
+                grid.into_iter().map(|s| (s, 1.0 / n)).collect()
+            }
+        }
+    }
     /// The pairs' own scale the gain side pools: the MAD's sd, or (`own_sd`) the plain sd.
     fn own_sd(&self, x: &[f64]) -> f64 {
         if self.own_sd {
@@ -115,6 +158,10 @@ impl One {
                 vec![(0.25, 1.0 / 6.0), (0.5, 1.0 / 6.0), (1.0, 1.0 / 6.0), (2.0, 1.0 / 6.0), (4.0, 1.0 / 6.0), (8.0, 1.0 / 6.0)],
             ),
         };
+        // `bayes`: the gain side's scales are fixed sds with prior weights (the history's chi-square
+        // posterior, 1 - vague of it, beside a log-uniform share `vague`), not multiples of a
+        // predictive sd; the gain's likelihood is then the marginal over them.
+        let scales = if self.bayes { self.bayes_scales(hist) } else { scales };
         let sum_df = if self.sum_df < 0.0 { df0 } else { self.sum_df };
         let mu1 = match hist {
             Some((sd, _)) => (3.0 * sd).clamp(self.min_mean, 0.03f64.ln_1p()),
@@ -168,8 +215,7 @@ impl One {
                 sd_hat
             };
             for (j, &(c, _)) in scales.iter().enumerate() {
-                let sd = (c * sd_hat).max(1e-6);
-                let sd_d = (c * sd_d_hat).max(1e-6);
+                let (sd, sd_d) = if self.bayes { (c, c) } else { ((c * sd_hat).max(1e-6), (c * sd_d_hat).max(1e-6)) };
                 for (q, &(rho, _)) in rhos.iter().enumerate() {
                     for (g, &(m, _)) in gains[j][q].iter_mut().zip(&GAINS) {
                         *g += ln_pair_rho(r - m * mu1, d, sd, sd_d, rho, eps, k);
@@ -197,27 +243,122 @@ impl One {
             let m0 = median(&rs).min(0.0);
             let spread = rs.iter().map(|x| (x - m0).abs()).fold(0.0f64, f64::max).max(1e-6);
             let mut best = f64::NEG_INFINITY;
-            let mut sd = spread / 400.0;
-            let steps = if self.rho_max > 0.0 { 12 } else { 0 };
+            // `fast`: no sd below a quarter of the pairs' robust sd is tried (none fits better).
+            let mut sd = if self.fast && n >= 3 { (spread / 400.0).max(robust_sd(&rs) / 4.0) } else { spread / 400.0 };
+            // `null0`: below a median under 0, no gain is fitted at a mean of 0 as well.
+            let means: &[f64] = if self.null0 && m0 < 0.0 { &[m0, 0.0] } else { &[m0] };
+            let steps = if self.rho_max > 0.0 { self.rho_steps } else { 0 };
+            // The no-gain family: each eps of `null_eps`, and where `modes` is set a share q of
+            // pairs whose log-ratio lies +-delta out (two modes of runs: one side slow, the other not).
+            let epss: &[f64] = if self.null_eps { &[0.0, eps] } else { &[eps] };
+            let mut mode_grid: Vec<(f64, f64)> = vec![(0.0, 0.0)];
+            if self.modes {
+                for q in [self.modes_q / 2.0, self.modes_q] {
+                    for dz in [2.0, 3.0, 4.0, 6.0] {
+                        mode_grid.push((q, dz));
+                    }
+                }
+            }
+            // ln likelihood of no gain at (sd, rho, eps, mean, mode share, mode distance in sds).
+            let ll = |sd: f64, rho: f64, e: f64, m0n: f64, mq: f64, dz: f64| -> f64 {
+                rs.iter()
+                    .zip(&ds)
+                    .map(|(&x, &d)| {
+                        let c = ln_pair_rho(x - m0n, d, sd, sd, rho, e, k);
+                        if mq == 0.0 {
+                            return c;
+                        }
+                        let delta = dz * sd;
+                        log_mix(
+                            [
+                                (1.0 - mq).ln() + c,
+                                (mq / 2.0).ln() + ln_pair_rho(x - m0n - delta, d, sd, sd, rho, e, k),
+                                (mq / 2.0).ln() + ln_pair_rho(x - m0n + delta, d, sd, sd, rho, e, k),
+                            ]
+                            .into_iter(),
+                        )
+                    })
+                    .sum()
+            };
+            let mut at = (sd, 0.0, eps, m0, 0.0, 0.0);
             while sd <= spread * 2.0 {
                 for q in 0..=steps {
                     let rho = if steps > 0 { -self.rho_max + 2.0 * self.rho_max * q as f64 / steps as f64 } else { 0.0 };
-                    let ll: f64 = rs.iter().zip(&ds).map(|(&x, &d)| ln_pair_rho(x - m0, d, sd, sd, rho, eps, k)).sum();
-                    best = best.max(ll);
+                    for (&e, &m0n) in epss.iter().flat_map(|e| means.iter().map(move |m| (e, m))) {
+                        // The pure normal (eps 0) without modes only: the modes come with outliers.
+                        for &(mq, dz) in mode_grid.iter().filter(|m| e > 0.0 || m.0 == 0.0) {
+                            let v = ll(sd, rho, e, m0n, mq, dz);
+                            if v > best {
+                                best = v;
+                                at = (sd, rho, e, m0n, mq, dz);
+                            }
+                        }
+                    }
                 }
-                sd *= 1.06;
+                sd *= self.sd_step;
+            }
+            // `refine`: the best grid point's sd (and correlation) refined by golden sections, so
+            // a coarse grid never under-fits no gain.
+            if self.refine {
+                let golden = |lo: f64, hi: f64, f: &dyn Fn(f64) -> f64| -> (f64, f64) {
+                    let g = 0.618_033_988_75;
+                    let (mut a, mut b) = (lo, hi);
+                    for _ in 0..14 {
+                        let (c, d) = (b - g * (b - a), a + g * (b - a));
+                        if f(c) > f(d) {
+                            b = d
+                        } else {
+                            a = c
+                        }
+                    }
+                    let x = (a + b) / 2.0;
+                    (x, f(x))
+                };
+                let (sd0b, rho0, e, m0n, mq, dz) = at;
+                let w = self.sd_step.ln();
+                let (lsd, v) = golden(sd0b.ln() - w, sd0b.ln() + w, &|l| ll(l.exp(), rho0, e, m0n, mq, dz));
+                best = best.max(v);
+                if steps > 0 {
+                    let r = self.rho_max / steps as f64 * 2.0;
+                    let (rho, v) = golden((rho0 - r).max(-0.99), (rho0 + r).min(0.99), &|x| ll(lsd.exp(), x, e, m0n, mq, dz));
+                    best = best.max(v);
+                    let (_, v) = golden(lsd - w / 2.0, lsd + w / 2.0, &|l| ll(l.exp(), rho, e, m0n, mq, dz));
+                    best = best.max(v);
+                }
             }
             let log_lr = gain - best;
             let mean = robust_mean(&rs);
             if log_lr >= self.keep_at && mean >= self.min_mean && n >= self.min_pairs {
+                if self.trace {
+                    let z: Vec<String> = rs.iter().map(|x| format!("{:.1}", x / sd0)).collect();
+                    let zd: Vec<String> = ds.iter().map(|x| x.map_or("-".into(), |x| format!("{:.1}", x / sd0))).collect();
+                    eprintln!("keep n={n} lr={log_lr:.2} gain={gain:.2} best={best:.2} z=[{}] d=[{}]", z.join(" "), zd.join(" "));
+                }
                 return (Stop::Keep, n);
             }
             if gain - none_mixed <= self.futile_at {
                 return (Stop::Futile, n);
             }
         }
+        if self.rescue > 0.0 && rescue_keeps(&rs, self.rescue, self.min_mean) {
+            return (Stop::Keep, self.max_pairs);
+        }
         (Stop::Budget, self.max_pairs)
     }
+}
+
+/// The budget's last look (`rescue` = its level): a one-sided t-test over the pairs, those over 4
+/// robust sds from their median set aside, with a mean of at least `min_mean`.
+fn rescue_keeps(x: &[f64], level: f64, min_mean: f64) -> bool {
+    let (m, sd) = (median(x), robust_sd(x));
+    let kept: Vec<f64> = x.iter().copied().filter(|v| (v - m).abs() <= 4.0 * sd.max(1e-12)).collect();
+    let n = kept.len();
+    if n < 3 {
+        return false;
+    }
+    let mean = kept.iter().sum::<f64>() / n as f64;
+    let s = (kept.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+    mean >= min_mean && mean / (s / (n as f64).sqrt()) >= ratchet::stats::t_quantile(1.0 - level, (n - 1) as f64)
 }
 
 /// The mean of the pairs within 4 robust sds of their median (all below 4 pairs).
@@ -257,6 +398,19 @@ fn main() {
         distrust: kv.num("distrust", 0.0),
         own_sd: kv.num("own_sd", 0.0) > 0.0,
         d_mean: kv.num("d_mean", 0.0) > 0.0,
+        trace: kv.num("trace", 0.0) > 0.0,
+        null_eps: kv.num("null_eps", 0.0) > 0.0,
+        modes: kv.num("modes", 0.0) > 0.0,
+        sd_step: kv.num("sd_step", 1.06),
+        modes_q: kv.num("modes_q", 0.5),
+        bayes: kv.num("bayes", 0.0) > 0.0,
+        bayes_step: kv.num("bayes_step", 1.1),
+        vague: kv.num("vague", 0.2),
+        rescue: kv.num("rescue", 0.0),
+        fast: kv.num("fast", 0.0) > 0.0,
+        null0: kv.num("null0", 0.0) > 0.0,
+        rho_steps: kv.num("rho_steps", 12.0) as usize,
+        refine: kv.num("refine", 0.0) > 0.0,
     };
     let positions = cell_positions(&seq);
     let cand = 1.0 / (1.0 + gain);
