@@ -28,7 +28,8 @@
 //! beside it; log-uniform alone without history), rescue (a level above 0: a t-test over the
 //! pairs at the budget, beyond 4 robust sds set aside), sd_step (the no-gain fit's sd grid),
 //! rho_steps (its correlation grid), refine (1: golden sections refine the best grid point), fast
-//! (1: no sd under a quarter of the pairs' robust sd), trace (1: each keep's pairs on stderr).
+//! (1: no sd under a quarter of the pairs' robust sd), sum_fit (1: no gain reads each sum but the
+//! first off the level that fits them best), trace (1: each keep's pairs on stderr).
 //! lab/notes/decisions-history.md, "One procedure in place of three", has what it measured.
 
 #[path = "common/args.rs"]
@@ -76,6 +77,7 @@ struct One {
     null0: bool,
     rho_steps: usize,
     refine: bool,
+    sum_fit: bool,
 }
 
 /// The clean component (ln density `clean`) mixed with the outlier component at share `eps`:
@@ -260,10 +262,18 @@ impl One {
                 }
             }
             // ln likelihood of no gain at (sd, rho, eps, mean, mode share, mode distance in sds).
+            // `sum_fit`: no gain reads each sum (but the first, which both sides take as given)
+            // off the level that fits them best, where the gain side predicts it from those before.
+            let with_sums: Vec<usize> = (0..rs.len()).filter(|&i| ds[i].is_some()).collect();
+            let s_bar = with_sums.iter().map(|&i| ss[i]).sum::<f64>() / with_sums.len().max(1) as f64;
+            let r_bar = with_sums.iter().map(|&i| rs[i]).sum::<f64>() / with_sums.len().max(1) as f64;
             let ll = |sd: f64, rho: f64, e: f64, m0n: f64, mq: f64, dz: f64| -> f64 {
+                let level = s_bar - rho * (r_bar - m0n);
                 rs.iter()
                     .zip(&ds)
-                    .map(|(&x, &d)| {
+                    .zip(&ss)
+                    .map(|((&x, &d), &sum)| {
+                        let d = if self.sum_fit { d.map(|_| sum - level) } else { d };
                         let c = ln_pair_rho(x - m0n, d, sd, sd, rho, e, k);
                         if mq == 0.0 {
                             return c;
@@ -411,6 +421,7 @@ fn main() {
         null0: kv.num("null0", 0.0) > 0.0,
         rho_steps: kv.num("rho_steps", 12.0) as usize,
         refine: kv.num("refine", 0.0) > 0.0,
+        sum_fit: kv.num("sum_fit", 0.0) > 0.0,
     };
     let positions = cell_positions(&seq);
     let cand = 1.0 / (1.0 + gain);
