@@ -37,7 +37,7 @@ mod args;
 
 use ratchet::config::DecisionConfig;
 use ratchet::stats::sequential::likelihood::{log_mix, Stop};
-use ratchet::stats::sequential::{incumbent_first, median, robust_sd, Phase, Sequential};
+use ratchet::stats::sequential::{incumbent_first, mean_sd, median, robust_sd, Phase, Sequential};
 use ratchet::stats::Verdict;
 use ratchet_lab::simulate::{cell_positions, decide_sides, draw_trial_by, scenarios, trial_rng, with_knobs, Draw};
 
@@ -141,8 +141,7 @@ impl One {
     /// The pairs' own scale the gain side pools: the MAD's sd, or (`own_sd`) the plain sd.
     fn own_sd(&self, x: &[f64]) -> f64 {
         if self.own_sd {
-            let m = x.iter().sum::<f64>() / x.len() as f64;
-            (x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
+            mean_sd(x).1
         } else {
             robust_sd(x)
         }
@@ -176,6 +175,17 @@ impl One {
         } else {
             vec![(0.0, 1.0)]
         };
+        // The no-gain family: each eps of `null_eps`, and where `modes` is set a share q of pairs
+        // whose log-ratio lies +-delta out (two modes of runs: one side slow, the other not).
+        let epss: &[f64] = if self.null_eps { &[0.0, eps] } else { &[eps] };
+        let mut mode_grid: Vec<(f64, f64)> = vec![(0.0, 0.0)];
+        if self.modes {
+            for q in [self.modes_q / 2.0, self.modes_q] {
+                for dz in [2.0, 3.0, 4.0, 6.0] {
+                    mode_grid.push((q, dz));
+                }
+            }
+        }
         let mut gains = vec![vec![[0.0f64; GAINS.len()]; rhos.len()]; scales.len()];
         let mut nones = vec![vec![0.0f64; rhos.len()]; scales.len()];
         let (mut rs, mut ss, mut ds): (Vec<f64>, Vec<f64>, Vec<Option<f64>>) = (vec![], vec![], vec![]);
@@ -250,17 +260,6 @@ impl One {
             // `null0`: below a median under 0, no gain is fitted at a mean of 0 as well.
             let means: &[f64] = if self.null0 && m0 < 0.0 { &[m0, 0.0] } else { &[m0] };
             let steps = if self.rho_max > 0.0 { self.rho_steps } else { 0 };
-            // The no-gain family: each eps of `null_eps`, and where `modes` is set a share q of
-            // pairs whose log-ratio lies +-delta out (two modes of runs: one side slow, the other not).
-            let epss: &[f64] = if self.null_eps { &[0.0, eps] } else { &[eps] };
-            let mut mode_grid: Vec<(f64, f64)> = vec![(0.0, 0.0)];
-            if self.modes {
-                for q in [self.modes_q / 2.0, self.modes_q] {
-                    for dz in [2.0, 3.0, 4.0, 6.0] {
-                        mode_grid.push((q, dz));
-                    }
-                }
-            }
             // ln likelihood of no gain at (sd, rho, eps, mean, mode share, mode distance in sds).
             // `sum_fit`: no gain reads each sum (but the first, which both sides take as given)
             // off the level that fits them best, where the gain side predicts it from those before.
@@ -310,20 +309,6 @@ impl One {
             // `refine`: the best grid point's sd (and correlation) refined by golden sections, so
             // a coarse grid never under-fits no gain.
             if self.refine {
-                let golden = |lo: f64, hi: f64, f: &dyn Fn(f64) -> f64| -> (f64, f64) {
-                    let g = 0.618_033_988_75;
-                    let (mut a, mut b) = (lo, hi);
-                    for _ in 0..14 {
-                        let (c, d) = (b - g * (b - a), a + g * (b - a));
-                        if f(c) > f(d) {
-                            b = d
-                        } else {
-                            a = c
-                        }
-                    }
-                    let x = (a + b) / 2.0;
-                    (x, f(x))
-                };
                 let (sd0b, rho0, e, m0n, mq, dz) = at;
                 let w = self.sd_step.ln();
                 let (lsd, v) = golden(sd0b.ln() - w, sd0b.ln() + w, &|l| ll(l.exp(), rho0, e, m0n, mq, dz));
@@ -357,17 +342,31 @@ impl One {
     }
 }
 
+/// The maximum of a unimodal `f` on [lo, hi] by 14 golden-section steps: (where, value).
+fn golden(lo: f64, hi: f64, f: &dyn Fn(f64) -> f64) -> (f64, f64) {
+    let g = 0.618_033_988_75;
+    let (mut a, mut b) = (lo, hi);
+    for _ in 0..14 {
+        let (c, d) = (b - g * (b - a), a + g * (b - a));
+        if f(c) > f(d) {
+            b = d
+        } else {
+            a = c
+        }
+    }
+    let x = (a + b) / 2.0;
+    (x, f(x))
+}
+
 /// The budget's last look (`rescue` = its level): a one-sided t-test over the pairs, those over 4
 /// robust sds from their median set aside, with a mean of at least `min_mean`.
 fn rescue_keeps(x: &[f64], level: f64, min_mean: f64) -> bool {
-    let (m, sd) = (median(x), robust_sd(x));
-    let kept: Vec<f64> = x.iter().copied().filter(|v| (v - m).abs() <= 4.0 * sd.max(1e-12)).collect();
+    let kept = within_band(x, 1e-12);
     let n = kept.len();
     if n < 3 {
         return false;
     }
-    let mean = kept.iter().sum::<f64>() / n as f64;
-    let s = (kept.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt();
+    let (mean, s) = mean_sd(&kept);
     mean >= min_mean && mean / (s / (n as f64).sqrt()) >= ratchet::stats::t_quantile(1.0 - level, (n - 1) as f64)
 }
 
@@ -376,9 +375,14 @@ fn robust_mean(x: &[f64]) -> f64 {
     if x.len() < 4 {
         return x.iter().sum::<f64>() / x.len() as f64;
     }
-    let (m, sd) = (median(x), robust_sd(x));
-    let kept: Vec<f64> = x.iter().copied().filter(|v| (v - m).abs() <= 4.0 * sd.max(1e-9)).collect();
+    let kept = within_band(x, 1e-9);
     kept.iter().sum::<f64>() / kept.len().max(1) as f64
+}
+
+/// The values within 4 robust sds (never under `floor`) of their median.
+fn within_band(x: &[f64], floor: f64) -> Vec<f64> {
+    let (m, sd) = (median(x), robust_sd(x));
+    x.iter().copied().filter(|v| (v - m).abs() <= 4.0 * sd.max(floor)).collect()
 }
 
 fn main() {

@@ -32,8 +32,8 @@ mod two_phases;
 pub use borrowed::{sum_spread, Borrowed, NoiseScale, Warmup};
 pub use levels::*;
 pub use plan::{OnePhase, Params, Spending};
-pub(crate) use sample::{mean_sd, outlier_band};
-pub use sample::{median, robust_sd};
+pub(crate) use sample::outlier_band;
+pub use sample::{mean_sd, median, robust_sd};
 
 use super::{fmt_p, pct, Confirmation, Decision, Look, LookPhase, Procedure, Verdict};
 use stat::Test;

@@ -6,7 +6,7 @@
 pub const MAD_TO_SD: f64 = 1.4826;
 
 /// The sample mean and sd (n - 1) of `d`; sd 0 for fewer than two values.
-pub(crate) fn mean_sd(d: &[f64]) -> (f64, f64) {
+pub fn mean_sd(d: &[f64]) -> (f64, f64) {
     let n = d.len() as f64;
     let mean = d.iter().sum::<f64>() / n;
     let var = if d.len() > 1 { d.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
