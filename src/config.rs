@@ -155,13 +155,16 @@ impl ScoreConfig {
 /// pairs up to `max_pairs`, and a confirmation), `fixed` (one test after `max_pairs` pairs),
 /// `likelihood-ratio` (with history: a look after every pair, one phase, up to `rescue_pairs`
 /// pairs; without history as `sequential`) or `auto`, the default (`likelihood-ratio` where the
-/// history saw no gross outlier, `sequential` elsewhere).
+/// history saw no gross outlier, `sequential` elsewhere) or `robust-ratio` (one likelihood ratio
+/// whose no-gain fit allows outlier pairs and two modes of runs, with or without history, up to
+/// `rescue_pairs` pairs: `stats::sequential::robust`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     Sequential,
     Fixed,
     LikelihoodRatio,
+    RobustRatio,
     #[default]
     Auto,
 }
@@ -172,7 +175,7 @@ impl std::str::FromStr for Method {
     /// A method as the config spells it (`--method`, the probes' `method=`).
     fn from_str(s: &str) -> Result<Method, String> {
         Deserialize::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(s))
-            .map_err(|_| format!("{s:?}: one of sequential, fixed, likelihood-ratio, auto"))
+            .map_err(|_| format!("{s:?}: one of sequential, fixed, likelihood-ratio, robust-ratio, auto"))
     }
 }
 
@@ -246,7 +249,7 @@ impl DecisionConfig {
         let max = max_pairs.unwrap_or(self.max_pairs) as usize;
         let base = match self.method {
             Method::Fixed => Params::fixed(max, self.alpha, self.min_effect_pct),
-            Method::Sequential | Method::LikelihoodRatio | Method::Auto => Params {
+            Method::Sequential | Method::LikelihoodRatio | Method::RobustRatio | Method::Auto => Params {
                 min_pairs: (self.min_pairs as usize).min(max),
                 max_pairs: max,
                 look_every: self.look_every as usize,
@@ -262,9 +265,10 @@ impl DecisionConfig {
                 likelihood_ratio: match self.method {
                     Method::LikelihoodRatio => OnePhase::WithHistory,
                     Method::Auto => OnePhase::UntilOutlier,
-                    Method::Sequential | Method::Fixed => OnePhase::Never,
+                    Method::Sequential | Method::Fixed | Method::RobustRatio => OnePhase::Never,
                 },
                 levels: crate::stats::sequential::Levels::current(),
+                robust: (self.method == Method::RobustRatio).then_some(crate::stats::sequential::RobustLevels::CURRENT),
             },
         };
         Params { confirm: self.confirm, confirm_pairs: self.confirm_pairs as usize, confirm_alpha: self.confirm_alpha, ..base }

@@ -29,7 +29,9 @@
 //! pairs at the budget, beyond 4 robust sds set aside), sd_step (the no-gain fit's sd grid),
 //! rho_steps (its correlation grid), refine (1: golden sections refine the best grid point), fast
 //! (1: no sd under a quarter of the pairs' robust sd), sum_fit (1: no gain reads each sum but the
-//! first off the level that fits them best), trace (1: each keep's pairs on stderr).
+//! first off the level that fits them best), trace (1: each keep's pairs on stderr), product (1:
+//! the product's robust ratio, `stats::sequential::robust`, decides in place of the probe's own:
+//! the same verdicts as c1's keys on every model, gain 0 and +3%).
 //! lab/notes/decisions-history.md, "One procedure in place of three", has what it measured.
 
 #[path = "common/args.rs"]
@@ -37,7 +39,7 @@ mod args;
 
 use ratchet::config::DecisionConfig;
 use ratchet::stats::sequential::likelihood::{log_mix, Stop};
-use ratchet::stats::sequential::{incumbent_first, mean_sd, median, robust_sd, Phase, Sequential};
+use ratchet::stats::sequential::{incumbent_first, mean_sd, median, robust_sd, Phase, RobustLevels, RobustRatio, Sequential};
 use ratchet::stats::Verdict;
 use ratchet_lab::simulate::{cell_positions, decide_sides, draw_trial_by, scenarios, trial_rng, with_knobs, Draw};
 
@@ -385,8 +387,20 @@ fn within_band(x: &[f64], floor: f64) -> Vec<f64> {
     x.iter().copied().filter(|v| (v - m).abs() <= 4.0 * sd.max(floor)).collect()
 }
 
+/// The product's robust ratio (`stats::sequential::robust`) on the same pairs: (stop, pairs read).
+fn robust_decide(hist: Option<(f64, f64)>, warm: bool, pair: &dyn Fn(usize) -> (f64, f64)) -> (Stop, usize) {
+    let test = RobustRatio { levels: RobustLevels::CURRENT, max_pairs: 30, min_mean: 0.01f64.ln_1p(), history: hist, skip_first: warm };
+    let pairs: Vec<(f64, Option<f64>)> = (0..30).map(pair).map(|(r, s)| (r, Some(s))).collect();
+    match test.looks(&pairs) {
+        (looks, Some(stop @ (Stop::Keep | Stop::Futile))) => (stop, looks.last().map_or(0, |l| l.used)),
+        _ if test.rescue_keeps(&pairs[warm as usize..].iter().map(|p| p.0).collect::<Vec<_>>()) => (Stop::Keep, 30),
+        _ => (Stop::Budget, 30),
+    }
+}
+
 fn main() {
     let kv = args::Args::from_env();
+    let product = kv.num("product", 0.0) > 0.0;
     let gain = kv.num("gain", 0.03);
     let trials = kv.num("trials", 500.0) as usize;
     let seed = kv.num("seed", 20260522.0) as u64;
@@ -449,7 +463,7 @@ fn main() {
             };
             let side = |p: usize, candidate: bool| sides.get(p).map_or(1.0, |f| if candidate { f.1 } else { f.0 });
             let warm = borrowed.as_ref().is_some_and(|b| b.shows_warmup());
-            let (stop, pairs) = one.decide(hist, warm, |i| {
+            let pair = |i: usize| {
                 let pos = 2 * i;
                 let (a, b) = (st[pos], st[pos + 1]);
                 let (inc, cnd) = if incumbent_first(Phase::Main, i) {
@@ -458,7 +472,8 @@ fn main() {
                     (b * side(pos + 1, false), a * cand * side(pos, true))
                 };
                 ((inc / cnd).ln(), (inc * cnd).ln())
-            });
+            };
+            let (stop, pairs) = if product { robust_decide(hist, warm, &pair) } else { one.decide(hist, warm, pair) };
             keeps += (stop == Stop::Keep) as usize;
             runs += 2 * pairs;
             if shipped {

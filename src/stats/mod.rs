@@ -143,6 +143,8 @@ pub enum Procedure {
     LikelihoodRatio,
     /// The t-test of all pairs that kept a decision the phases or the ratio left without a keep.
     Rescue,
+    /// The robust ratio (`method = "robust-ratio"`), its budget's t-test included.
+    RobustRatio,
 }
 
 /// What the procedure concluded and the numbers behind it. Effects are speed-ups in percent

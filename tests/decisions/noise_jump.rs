@@ -25,6 +25,7 @@ fn params() -> Params {
         rescue_alpha: 0.0,
         likelihood_ratio: OnePhase::Never,
         levels: ratchet::stats::sequential::Levels::first(),
+        robust: None,
     }
 }
 

@@ -95,6 +95,26 @@ fn likelihood_ratio_decisions_replay_exactly_and_say_so_in_their_row() {
 }
 
 #[test]
+fn robust_ratio_decisions_replay_exactly_from_the_levels_they_record() {
+    let config = CONFIG.replace("method = \"sequential\"", "method = \"robust-ratio\"");
+    let dir = support::committed_repo(&[("ratchet.toml", &config), ("kernel.py", "BQ = 0\n")]);
+    let gains = [0.10, 0.0, 0.03, -0.02, 0.0, 0.05, 0.005, 0.03];
+    let statuses: Vec<Status> =
+        gains.iter().enumerate().map(|(i, &g)| experiment(dir.path(), i + 1, g, 0.01, 53 + i as u64 * 29)).collect();
+    let r = replay_all(dir.path());
+    assert_eq!((r.differ, r.cannot, r.same), (0, 0, gains.len()), "{}", r.body);
+    let ws = Workspace::discover(dir.path()).unwrap();
+    let rows = ws.store.rows().unwrap();
+    // One phase with and without history: no confirmation, no conditional p.
+    assert!(rows.iter().all(|r| r.noise_scale == "robust" && !r.p_conditional && r.confirm_delta_pct.is_none()), "{rows:?}");
+    assert!(rows[0].borrowed_sd_pct.is_none() && rows.iter().any(|r| r.borrowed_sd_pct.is_some()), "{rows:?}");
+    assert!(statuses.contains(&Status::Keep) && statuses.contains(&Status::Revert), "{statuses:?}");
+    let rules = replay::records(&ws.store).unwrap();
+    let current = Some(ratchet::stats::sequential::RobustLevels::CURRENT);
+    assert!(rules.iter().all(|r| r.params.robust == current), "{rules:?}");
+}
+
+#[test]
 fn auto_hands_a_decision_and_a_history_with_a_gross_outlier_to_the_two_phases_and_all_replay() {
     // The default method.
     let config = CONFIG.replace("method = \"sequential\"\n", "");

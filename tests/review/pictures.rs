@@ -256,6 +256,7 @@ fn demo_looks(id: u64) -> ratchet::outcome::LooksRecord {
         rescue_alpha: 0.0,
         likelihood_ratio: OnePhase::Never,
         levels: ratchet::stats::sequential::Levels::first(),
+        robust: None,
     };
     // A fixed, zero-mean noise pattern (no generator: the picture is the same every run).
     let noise = [0.04, -0.05, 0.01, -0.03, 0.05, -0.02, 0.03, -0.04, 0.02, -0.01, 0.04, -0.05];

@@ -23,6 +23,7 @@ pub mod likelihood;
 pub mod plan;
 mod record;
 mod rescue;
+pub mod robust;
 pub mod sample;
 mod stat;
 #[cfg(test)]
@@ -32,6 +33,7 @@ mod two_phases;
 pub use borrowed::{sum_spread, Borrowed, NoiseScale, Warmup};
 pub use levels::*;
 pub use plan::{OnePhase, Params, Spending};
+pub use robust::{RobustLevels, RobustRatio};
 pub(crate) use sample::outlier_band;
 pub use sample::{mean_sd, median, robust_sd};
 
@@ -133,6 +135,9 @@ impl Sequential {
     ///
     /// Which of them decided is the decision's `procedure`.
     pub fn next_runs(&self, main: &[f64], confirm: &[f64], main_s: &[f64], confirm_s: &[f64]) -> Next {
+        if let Some(levels) = self.params.robust {
+            return self.robust_next(levels, main, main_s);
+        }
         let mut handed = None;
         if let Some((b, test)) = self.likelihood_ratio() {
             match self.likelihood_ratio_next(b, &test, main, main_s) {

@@ -73,6 +73,10 @@ pub struct Params {
     /// the rule's own object, so a decision replays by them.
     #[serde(flatten)]
     pub levels: Levels,
+    /// Where set, the robust ratio decides alone at these levels (`method = "robust-ratio"`),
+    /// with or without history, over up to [`Params::max_total_pairs`] pairs of one phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub robust: Option<super::RobustLevels>,
 }
 
 /// Where the likelihood ratio decides ([`Params::likelihood_ratio`]).
@@ -128,6 +132,7 @@ impl Params {
             rescue_alpha: 0.0,
             likelihood_ratio: OnePhase::Never,
             levels: Levels::first(),
+            robust: None,
         }
     }
 }
@@ -150,6 +155,7 @@ impl Params {
             rescue_alpha: 0.0,
             likelihood_ratio: OnePhase::Never,
             levels: Levels::first(),
+            robust: None,
         }
     }
 

@@ -1,0 +1,550 @@
+//! The robust ratio: one likelihood ratio of whole pairs that decides alone, with or without
+//! history (`method = "robust-ratio"`). No gain is fitted at its best over a family wide enough
+//! to hold the noise of real machines (outlier pairs, two modes of runs), so a wild pair costs
+//! its own pair on both sides instead of handing the decision to another test.
+//!
+//! The rule, after every pair (docs/decisions.md, "The robust ratio"):
+//! - **keep** when a gain of at least the minimum effect is `e^keep_at` times as likely as no gain
+//!   at its best, and the pairs' robust mean is at least the minimum effect;
+//! - **revert** when a gain is `e^-futile_at` times less likely than no gain, both weighed over
+//!   the same noise;
+//! - at the budget, **keep** if the t-test of the pairs, those over `band` robust sds from their
+//!   median set aside, passes at `rescue_alpha`, else **inconclusive**.
+//!
+//! The bound: where the no-gain family holds the true noise law, the ratio against its best
+//! fit is at most the ratio against the truth, which Ville's inequality holds above `e^keep_at`
+//! with probability at most `e^-keep_at` (1/1111 = 0.09%); the rescue adds `rescue_alpha` by the
+//! union bound: 0.1% in all.
+
+use super::likelihood::{log_mix, Stop};
+use super::sample::{mean_sd, median, robust_sd};
+use super::{Borrowed, Next, Phase, Sequential};
+use crate::stats::{fmt_p, pct, Decision, Look, LookPhase, Procedure, Verdict};
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+const LN_2PI_HALF: f64 = 0.918_938_533_204_672_7;
+
+/// The gain side's gains, as multiples of the one it is powered for, with their prior weights:
+/// most on the minimum, the rest spread so that a large gain is not read as noise (15x: a
+/// 1.5x speed-up on a +3% grid).
+const GAINS: [(f64, f64); 5] = [(1.0, 0.65), (2.0, 0.1), (3.0, 0.1), (6.0, 0.1), (15.0, 0.05)];
+/// The no-gain fit's sd grid: a step of 12%, from a quarter of the pairs' robust sd (none
+/// below fits better) to twice their widest distance from the fitted mean.
+const FIT_SD_STEP: f64 = 1.12;
+/// The second mode's distances from the first, in the fitted sd: a pair with one run in a
+/// mode 2-6 sds away. Each at half `modes_share` and at all of it.
+const MODE_SDS: [f64; 4] = [2.0, 3.0, 4.0, 6.0];
+/// The gain side's sd grid: a step of 10% from a 0.05% pair (no history) or from a quarter of
+/// the history's sd (15 steps down, 30 up: 16x).
+const GAIN_SD_STEP: f64 = 1.1;
+/// Without history, the gain side's sds run from 0.05% to 30% of a pair, log-uniform.
+const VAGUE_SDS: (f64, f64) = (0.0005, 0.3);
+
+/// The levels of the robust ratio, recorded with every decision it makes (replay reads them).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RobustLevels {
+    /// ln of the likelihood ratio at which it keeps: ln 1111, so that with the rescue's
+    /// 0.0001 the bound is 0.1%.
+    pub keep_at: f64,
+    /// ln of the ratio (gain against no gain, both weighed over the same sds) at which it
+    /// reverts.
+    pub futile_at: f64,
+    /// The gain it is powered for, in percent (never under the minimum effect), and at most
+    /// this many of the history's sds of a pair on a quiet machine.
+    pub powered_for_pct: f64,
+    pub powered_for_sds: f64,
+    /// The share of outlier pairs both sides allow, and the outliers' law: half a normal this
+    /// many times as wide, half a Cauchy of the clean sd.
+    pub outlier_share: f64,
+    pub outlier_width: f64,
+    /// The largest share of pairs the no-gain fit may put in a second mode.
+    pub modes_share: f64,
+    /// The share of the gain side's prior on its sd that is log-uniform over 1/4x-16x the
+    /// history's, beside the history's own posterior.
+    pub vague: f64,
+    /// The budget's t-test: its level and its band in robust sds.
+    pub rescue_alpha: f64,
+    pub band: f64,
+}
+
+impl RobustLevels {
+    pub const CURRENT: RobustLevels = RobustLevels {
+        keep_at: 7.013_115_794_639_964,
+        futile_at: -2.0,
+        powered_for_pct: 3.0,
+        powered_for_sds: 3.0,
+        outlier_share: 0.2,
+        outlier_width: 8.0,
+        modes_share: 0.25,
+        vague: 0.2,
+        rescue_alpha: 0.0001,
+        band: 4.0,
+    };
+}
+
+impl Default for RobustLevels {
+    fn default() -> Self {
+        RobustLevels::CURRENT
+    }
+}
+
+/// What one look read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RobustLook {
+    /// Pairs measured up to it (a warm-up pair set aside included) and read.
+    pub measured: usize,
+    pub used: usize,
+    /// ln(gain / no gain at its best) and ln(gain / no gain, both weighed).
+    pub log_lr: f64,
+    pub log_lr_futility: f64,
+    /// The read pairs' robust mean and robust sd.
+    pub mean: f64,
+    pub sd: f64,
+}
+
+/// The robust ratio on one decision's data: its levels, the budget, the minimum effect, and
+/// the history's sd of a pair with its df (`None`: no history).
+#[derive(Debug, Clone)]
+pub struct RobustRatio {
+    pub levels: RobustLevels,
+    pub max_pairs: usize,
+    /// The minimum effect, ln(1 + min_effect_pct / 100).
+    pub min_mean: f64,
+    pub history: Option<(f64, f64)>,
+    /// Where the history shows a warm-up, the first pair is set aside.
+    pub skip_first: bool,
+}
+
+impl RobustRatio {
+    /// The gain it is powered for, as a mean log-ratio.
+    pub fn mu1(&self) -> f64 {
+        let cap = (self.levels.powered_for_pct / 100.0).ln_1p();
+        match self.history {
+            Some((sd, _)) => (self.levels.powered_for_sds * sd).min(cap).max(self.min_mean),
+            None => cap.max(self.min_mean),
+        }
+    }
+
+    /// The gain side's sds with their prior weights: the history's chi-square posterior around
+    /// its sd (1 - `vague` of the weight) beside a log-uniform share `vague`; without history
+    /// log-uniform over [`VAGUE_SDS`].
+    fn gain_sds(&self) -> Vec<(f64, f64)> {
+        match self.history {
+            Some((sd0, df)) => {
+                let grid: Vec<f64> = (-15..=30).map(|k| sd0 * GAIN_SD_STEP.powi(k)).collect();
+                let ln_post: Vec<f64> = grid.iter().map(|&s| df * (sd0 / s).ln() - df * (sd0 / s).powi(2) / 2.0).collect();
+                let top = log_mix(ln_post.iter().copied());
+                let n = grid.len() as f64;
+                let vague = self.levels.vague;
+                grid.iter().zip(&ln_post).map(|(&s, &l)| (s, (1.0 - vague) * (l - top).exp() + vague / n)).collect()
+            }
+            None => {
+                let grid: Vec<f64> = (0..).map(|k| VAGUE_SDS.0 * GAIN_SD_STEP.powi(k)).take_while(|&s| s <= VAGUE_SDS.1).collect();
+                let n = grid.len() as f64;
+                grid.into_iter().map(|s| (s, 1.0 / n)).collect()
+            }
+        }
+    }
+
+    /// ln density of one pair: its log-ratio `r` off its mean and, where known, its sum's
+    /// contrast `d` with the sums before, both at sd `sd`, from one component of the outlier
+    /// mixture.
+    fn ln_pair(&self, r: f64, d: Option<f64>, sd: f64) -> f64 {
+        let (eps, k) = (self.levels.outlier_share, self.levels.outlier_width);
+        let (clean, wide, cauchy) = match d {
+            None => {
+                let q = r * r / (sd * sd);
+                (
+                    -q / 2.0 - sd.ln() - LN_2PI_HALF,
+                    -q / (2.0 * k * k) - (k * sd).ln() - LN_2PI_HALF,
+                    -(1.0 + q).ln() - sd.ln() - std::f64::consts::PI.ln(),
+                )
+            }
+            Some(d) => {
+                let q = (r / sd) * (r / sd) + (d / sd) * (d / sd);
+                (
+                    -q / 2.0 - sd.ln() - sd.ln() - 2.0 * LN_2PI_HALF,
+                    -q / (2.0 * k * k) - (k * sd).ln() - (k * sd).ln() - 2.0 * LN_2PI_HALF,
+                    -1.5 * (1.0 + q).ln() - sd.ln() - sd.ln() - (2.0 * std::f64::consts::PI).ln(),
+                )
+            }
+        };
+        let tail = log_mix([wide, cauchy].into_iter()) - std::f64::consts::LN_2;
+        log_mix([(1.0 - eps).ln() + clean, eps.ln() + tail].into_iter())
+    }
+
+    /// ln likelihood of no gain at its best: a mean of at most 0 (the pairs' median, or 0), an
+    /// sd on the [`FIT_SD_STEP`] grid, and a share up to `modes_share` of pairs in a second
+    /// mode [`MODE_SDS`] away, whichever fits best.
+    fn no_gain_best(&self, rs: &[f64], ds: &[Option<f64>]) -> f64 {
+        let n = rs.len();
+        let m0 = median(rs).min(0.0);
+        let spread = rs.iter().map(|x| (x - m0).abs()).fold(0.0f64, f64::max).max(1e-6);
+        let q = self.levels.modes_share;
+        let modes: Vec<(f64, f64)> =
+            std::iter::once((0.0, 0.0)).chain([q / 2.0, q].into_iter().flat_map(|q| MODE_SDS.map(|dz| (q, dz)))).collect();
+        let means: &[f64] = if m0 < 0.0 { &[m0, 0.0] } else { &[m0] };
+        let ll = |sd: f64, m: f64, mq: f64, dz: f64| -> f64 {
+            rs.iter()
+                .zip(ds)
+                .map(|(&x, &d)| {
+                    let c = self.ln_pair(x - m, d, sd);
+                    if mq == 0.0 {
+                        return c;
+                    }
+                    let delta = dz * sd;
+                    log_mix(
+                        [
+                            (1.0 - mq).ln() + c,
+                            (mq / 2.0).ln() + self.ln_pair(x - m - delta, d, sd),
+                            (mq / 2.0).ln() + self.ln_pair(x - m + delta, d, sd),
+                        ]
+                        .into_iter(),
+                    )
+                })
+                .sum()
+        };
+        let mut best = f64::NEG_INFINITY;
+        let mut sd = if n >= 3 { (spread / 400.0).max(robust_sd(rs) / 4.0) } else { spread / 400.0 };
+        while sd <= spread * 2.0 {
+            for &m in means {
+                for &(mq, dz) in &modes {
+                    best = best.max(ll(sd, m, mq, dz));
+                }
+            }
+            sd *= FIT_SD_STEP;
+        }
+        best
+    }
+
+    /// Every look over `pairs` (log-ratio, log-sum where known), up to the first stop, and the
+    /// stop if any; `Stop::Budget` once `max_pairs` are read without one (the rescue's verdict
+    /// is [`RobustRatio::rescue_keeps`]'s).
+    pub fn looks(&self, pairs: &[(f64, Option<f64>)]) -> (Vec<RobustLook>, Option<Stop>) {
+        let sds = self.gain_sds();
+        let mu1 = self.mu1();
+        let mut gains = vec![[0.0f64; GAINS.len()]; sds.len()];
+        let mut nones = vec![0.0f64; sds.len()];
+        let (mut rs, mut ss, mut ds): (Vec<f64>, Vec<f64>, Vec<Option<f64>>) = (vec![], vec![], vec![]);
+        let mut looks = vec![];
+        let skip = self.skip_first as usize;
+        for (i, &(r, s)) in pairs.iter().enumerate().take(self.max_pairs) {
+            if i < skip {
+                continue;
+            }
+            let k = rs.len();
+            // The sum's contrast with the median of the sums before it, scaled to a pair's sd
+            // (the median's variance: 1/k of a pair's to 3 values, pi/2k above).
+            let d = match s {
+                Some(s) if k > 0 && ss.len() == k => {
+                    let f = if k <= 2 { 1.0 } else { std::f64::consts::FRAC_PI_2 };
+                    Some((s - median(&ss)) / (1.0 + f / k as f64).sqrt())
+                }
+                _ => None,
+            };
+            for (j, &(sd, _)) in sds.iter().enumerate() {
+                for (g, &(m, _)) in gains[j].iter_mut().zip(&GAINS) {
+                    *g += self.ln_pair(r - m * mu1, d, sd);
+                }
+                nones[j] += self.ln_pair(r, d, sd);
+            }
+            rs.push(r);
+            if let Some(s) = s {
+                ss.push(s);
+            }
+            ds.push(d);
+            if rs.len() < 2 {
+                continue;
+            }
+            let gain =
+                log_mix(sds.iter().zip(&gains).map(|(&(_, w), g)| w.ln() + log_mix(GAINS.iter().zip(g).map(|(&(_, gw), v)| gw.ln() + v))));
+            let none_weighed = log_mix(sds.iter().zip(&nones).map(|(&(_, w), v)| w.ln() + v));
+            let look = RobustLook {
+                measured: i + 1,
+                used: rs.len(),
+                log_lr: gain - self.no_gain_best(&rs, &ds),
+                log_lr_futility: gain - none_weighed,
+                mean: robust_mean(&rs, self.levels.band),
+                sd: robust_sd(&rs),
+            };
+            looks.push(look);
+            if look.log_lr >= self.levels.keep_at && look.mean >= self.min_mean {
+                return (looks, Some(Stop::Keep));
+            }
+            if look.log_lr_futility <= self.levels.futile_at {
+                return (looks, Some(Stop::Futile));
+            }
+        }
+        let read = pairs.len().min(self.max_pairs);
+        (looks, (read == self.max_pairs).then_some(Stop::Budget))
+    }
+
+    /// The budget's t-test: over the pairs within `band` robust sds of their median, one-sided
+    /// at `rescue_alpha`, with a mean of at least the minimum effect. (mean, sd, pairs, p).
+    pub fn rescue(&self, x: &[f64]) -> (f64, f64, usize, f64) {
+        let kept = within_band(x, self.levels.band, 1e-12);
+        let n = kept.len();
+        if n < 3 {
+            return (robust_mean(x, self.levels.band), 0.0, n, 1.0);
+        }
+        let (mean, s) = mean_sd(&kept);
+        let t = mean / (s / (n as f64).sqrt());
+        let p = if t.is_finite() {
+            1.0 - StudentsT::new(0.0, 1.0, (n - 1) as f64).expect("df > 0").cdf(t)
+        } else if t > 0.0 {
+            0.0
+        } else {
+            1.0
+        };
+        (mean, s, n, p)
+    }
+
+    /// Whether the budget's t-test keeps.
+    pub fn rescue_keeps(&self, x: &[f64]) -> bool {
+        let kept = within_band(x, self.levels.band, 1e-12);
+        let n = kept.len();
+        if n < 3 {
+            return false;
+        }
+        let (mean, s) = mean_sd(&kept);
+        mean >= self.min_mean && mean / (s / (n as f64).sqrt()) >= crate::stats::t_quantile(1.0 - self.levels.rescue_alpha, (n - 1) as f64)
+    }
+}
+
+/// The mean of the pairs within `band` robust sds of their median (all of them below 4 pairs).
+fn robust_mean(x: &[f64], band: f64) -> f64 {
+    if x.len() < 4 {
+        return x.iter().sum::<f64>() / x.len() as f64;
+    }
+    let kept = within_band(x, band, 1e-9);
+    kept.iter().sum::<f64>() / kept.len().max(1) as f64
+}
+
+/// The values within `band` robust sds (never under `floor`) of their median.
+fn within_band(x: &[f64], band: f64, floor: f64) -> Vec<f64> {
+    let (m, sd) = (median(x), robust_sd(x));
+    x.iter().copied().filter(|v| (v - m).abs() <= band * sd.max(floor)).collect()
+}
+
+impl Sequential {
+    /// The robust ratio for this decision (`Params::robust`), with the history's scale if any.
+    pub fn robust_ratio(&self, levels: RobustLevels) -> RobustRatio {
+        let b = self.borrowed.as_ref();
+        RobustRatio {
+            levels,
+            max_pairs: self.params.max_total_pairs(),
+            min_mean: (self.params.min_effect_pct / 100.0).ln_1p(),
+            history: b.map(|b| (b.scale.sd, b.scale.df)),
+            skip_first: b.is_some_and(Borrowed::shows_warmup),
+        }
+    }
+
+    /// What the robust ratio does next on the first phase's log-ratios and log-sums.
+    pub(super) fn robust_next(&self, levels: RobustLevels, main: &[f64], main_s: &[f64]) -> Next {
+        let test = self.robust_ratio(levels);
+        let pairs: Vec<(f64, Option<f64>)> = main.iter().enumerate().map(|(i, &r)| (r, main_s.get(i).copied())).collect();
+        let (looks, stop) = test.looks(&pairs);
+        let Some(stop) = stop else {
+            return Next::Measure { phase: Phase::Main, pairs: 1 };
+        };
+        let p = &self.params;
+        let threshold = (-levels.keep_at).exp();
+        let last = looks.last().copied();
+        let read = match (stop, last) {
+            (Stop::Keep | Stop::Futile, Some(l)) => l.measured,
+            _ => main.len().min(test.max_pairs),
+        };
+        let skip = test.skip_first as usize;
+        let used = &main[skip.min(read)..read];
+        // The ratio's p: 1 / its largest ratio over the looks, by Ville's inequality.
+        let pv = looks.iter().map(|l| (-l.log_lr).exp()).fold(1.0, f64::min);
+        let (mean, sd, n) = match stop {
+            Stop::Budget => {
+                let (mean, sd, n, _) = test.rescue(used);
+                (mean, sd, n)
+            }
+            _ => last.map_or((0.0, 0.0, 0), |l| (l.mean, l.sd, l.used)),
+        };
+        let se = sd / (n.max(1) as f64).sqrt();
+        let q = self.tq(1.0 - p.alpha, (n.max(2) - 1) as f64);
+        let ratio = last.map_or(f64::NEG_INFINITY, |l| l.log_lr);
+        let rescued = stop == Stop::Budget && test.rescue_keeps(used);
+        let (verdict, reason) = match stop {
+            Stop::Keep => (
+                Verdict::Keep,
+                format!(
+                    "a gain is {:.0} times as likely as no gain at its best fit after {} pairs (p = {} <= {}), with a robust mean gain {:+.2}% of at least the minimum effect {}%",
+                    ratio.exp(),
+                    n,
+                    fmt_p(pv),
+                    fmt_p(threshold),
+                    pct(mean),
+                    p.min_effect_pct
+                ),
+            ),
+            Stop::Futile => (
+                Verdict::Revert,
+                format!(
+                    "no worthwhile gain: a +{}% gain is at most {:.2} times as likely as no gain after {} pairs (robust mean {:+.2}%)",
+                    (pct(test.mu1()) * 10.0).round() / 10.0,
+                    levels.futile_at.exp(),
+                    n,
+                    pct(mean)
+                ),
+            ),
+            Stop::Budget if rescued => (
+                Verdict::Keep,
+                format!(
+                    "kept at the budget of {} pairs by their t-test (p = {} <= {}, {} pairs over {} robust sds out set aside), mean gain {:+.2}%",
+                    test.max_pairs,
+                    fmt_p(test.rescue(used).3),
+                    fmt_p(levels.rescue_alpha),
+                    used.len() - n,
+                    levels.band,
+                    pct(mean)
+                ),
+            ),
+            Stop::Budget => (
+                Verdict::Inconclusive,
+                format!(
+                    "no clear answer after the budget of {} pairs (p = {} > {}; mean {:+.2}%): a gain of {}% is still plausible; rerun with more pairs to settle it",
+                    test.max_pairs,
+                    fmt_p(pv),
+                    fmt_p(threshold),
+                    pct(mean),
+                    p.min_effect_pct
+                ),
+            ),
+        };
+        let trail = looks
+            .iter()
+            .enumerate()
+            .map(|(k, l)| Look {
+                phase: LookPhase::Decision,
+                look: k + 1,
+                pairs: l.measured,
+                tested: l.used,
+                estimate_pct: pct(l.mean),
+                se_pct: l.sd / (l.used as f64).sqrt() * 100.0,
+                statistic: l.log_lr.is_finite().then_some(l.log_lr),
+                keep_boundary: Some(levels.keep_at),
+                // The revert stop on the statistic's scale: the two ratios differ by the no-gain
+                // fit's gain over the weighed no gain, a term of the pairs alone.
+                revert_boundary: Some(levels.futile_at + l.log_lr - l.log_lr_futility).filter(|x| x.is_finite()),
+                alpha: threshold,
+                df: l.used.saturating_sub(1) as f64,
+                scale: SCALE.to_string(),
+            })
+            .collect();
+        Next::Done(Decision {
+            verdict,
+            procedure: Procedure::RobustRatio,
+            effect_pct: pct(mean),
+            ci_low_pct: pct(mean - q * se),
+            ci_high_pct: pct(mean + q * se),
+            ci_level: 1.0 - 2.0 * p.alpha,
+            p_value: if rescued { test.rescue(used).3 } else { pv },
+            pairs: read,
+            looks: looks.len(),
+            p_threshold: if rescued { levels.rescue_alpha } else { threshold },
+            p_adjusted: if rescued { test.rescue(used).3 } else { pv },
+            scale: SCALE.to_string(),
+            noise_sd_pct: sd * 100.0,
+            excluded: skip.min(read),
+            confirmation: None,
+            rescue: None,
+            reason,
+            trail,
+            borrowed: self.borrowed.as_ref().map(|b| Box::new(b.record())),
+        })
+    }
+}
+
+/// What a robust-ratio decision's `scale` says: the pairs' own robust spread read against the
+/// history's posterior.
+const SCALE: &str = "robust";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ratio(history: Option<(f64, f64)>) -> RobustRatio {
+        RobustRatio { levels: RobustLevels::CURRENT, max_pairs: 30, min_mean: 0.01f64.ln_1p(), history, skip_first: false }
+    }
+
+    /// Deterministic normal-ish noise: a fixed sequence of standard normals by Box-Muller.
+    fn normals(n: usize, seed: u64) -> Vec<f64> {
+        let mut rng = crate::stats::rng::Rng::new(seed);
+        (0..n).map(|_| rng.normal()).collect()
+    }
+
+    fn pairs(gain: f64, sd: f64, z: &[f64]) -> Vec<(f64, Option<f64>)> {
+        z.chunks(2).map(|c| (gain + sd * c[0], Some(sd * c[1]))).collect()
+    }
+
+    #[test]
+    fn keeps_a_clear_gain_and_reverts_none() {
+        let r = ratio(Some((0.01, 60.0)));
+        let (looks, stop) = r.looks(&pairs(0.03f64.ln_1p(), 0.01, &normals(60, 1)));
+        assert_eq!(stop, Some(Stop::Keep));
+        assert!(looks.len() < 15, "+3% at a 1% pair keeps within 15 pairs: {}", looks.len());
+        let (_, stop) = r.looks(&pairs(0.0, 0.01, &normals(60, 2)));
+        assert_eq!(stop, Some(Stop::Futile));
+    }
+
+    #[test]
+    fn two_wild_pairs_cost_only_themselves() {
+        // A 1.6x gain on a loaded machine: 22 of 24 pairs in its favour, one 23x and one 0.08x.
+        let z = normals(48, 3);
+        let mut p = pairs(1.6f64.ln(), 0.1, &z);
+        p[5].0 = 23f64.ln();
+        p[9].0 = 0.08f64.ln();
+        let (_, stop) = ratio(None).looks(&p);
+        assert_eq!(stop, Some(Stop::Keep));
+    }
+
+    #[test]
+    fn stops_nowhere_before_two_pairs_and_at_the_budget() {
+        let r = ratio(Some((0.01, 60.0)));
+        let (looks, stop) = r.looks(&pairs(0.0, 0.01, &normals(2, 4)));
+        assert!(looks.is_empty() && stop.is_none());
+        // A mean of +1.25% at a 2% pair: a gain and no gain fit four pairs alike.
+        let few = RobustRatio { max_pairs: 4, ..ratio(Some((0.02, 30.0))) };
+        let split: Vec<(f64, Option<f64>)> = [0.03, -0.01, 0.02, 0.01].iter().map(|&r| (r, Some(0.0))).collect();
+        let (looks, stop) = few.looks(&split);
+        assert_eq!((looks.len(), stop), (3, Some(Stop::Budget)), "{looks:?}");
+        assert_eq!(few.looks(&split[..3]).1, None, "short of the budget it asks for more");
+    }
+
+    #[test]
+    fn a_warmup_pair_is_set_aside() {
+        let r = RobustRatio { skip_first: true, ..ratio(Some((0.01, 60.0))) };
+        let mut p = pairs(0.0, 0.01, &normals(60, 6));
+        p[0].0 = 5.0;
+        let (looks, _) = r.looks(&p);
+        assert_eq!((looks[0].measured, looks[0].used), (3, 2));
+        assert!(looks[0].mean.abs() < 0.05, "the wild first pair is not read: {}", looks[0].mean);
+    }
+
+    #[test]
+    fn the_rescue_sets_aside_pairs_beyond_its_band() {
+        let r = ratio(None);
+        let mut x: Vec<f64> = normals(30, 7).iter().map(|z| 0.03 + 0.01 * z).collect();
+        assert!(r.rescue_keeps(&x));
+        x[3] = -3.0;
+        let (_, _, n, p) = r.rescue(&x);
+        assert_eq!(n, 29);
+        assert!(p < 1e-4 && r.rescue_keeps(&x));
+        let flat: Vec<f64> = normals(30, 8).iter().map(|z| 0.01 * z).collect();
+        assert!(!r.rescue_keeps(&flat));
+    }
+
+    #[test]
+    fn levels_round_trip_as_numbers() {
+        let json = serde_json::to_string(&RobustLevels::CURRENT).unwrap();
+        assert!(json.contains("\"keep_at\":7.01"), "{json}");
+        let back: RobustLevels = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, RobustLevels::CURRENT);
+    }
+}
