@@ -151,21 +151,22 @@ impl ScoreConfig {
     }
 }
 
-/// How the experiment decides: `sequential` (looks after `min_pairs`, then every `look_every`
-/// pairs up to `max_pairs`, and a confirmation), `fixed` (one test after `max_pairs` pairs),
-/// `likelihood-ratio` (with history: a look after every pair, one phase, up to `rescue_pairs`
-/// pairs; without history as `sequential`) or `auto`, the default (`likelihood-ratio` where the
-/// history saw no gross outlier, `sequential` elsewhere) or `robust-ratio` (one likelihood ratio
-/// whose no-gain fit allows outlier pairs and two modes of runs, with or without history, up to
-/// `rescue_pairs` pairs: `stats::sequential::robust`).
+/// How the experiment decides: `robust-ratio`, the default (one likelihood ratio whose no-gain
+/// fit allows outlier pairs and two modes of runs, with or without history, up to
+/// `rescue_pairs` pairs: `stats::sequential::robust`), or the earlier rule and its parts:
+/// `auto` (`likelihood-ratio` where the history saw no gross outlier, `sequential` elsewhere),
+/// `sequential` (looks after `min_pairs`, then every `look_every` pairs up to `max_pairs`, and a
+/// confirmation), `likelihood-ratio` (with history: a look after every pair, one phase, up to
+/// `rescue_pairs` pairs; without history as `sequential`), `fixed` (one test after `max_pairs`
+/// pairs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum Method {
     Sequential,
     Fixed,
     LikelihoodRatio,
-    RobustRatio,
     #[default]
+    RobustRatio,
     Auto,
 }
 
@@ -243,6 +244,13 @@ impl Default for DecisionConfig {
 }
 
 impl DecisionConfig {
+    /// The earlier rule at its defaults (`method = "auto"`: the likelihood ratio, the two phases
+    /// and the rescue): what replays its rows, the tests of its parts and the lab's probes of it
+    /// read.
+    pub fn earlier() -> DecisionConfig {
+        DecisionConfig { method: Method::Auto, ..DecisionConfig::default() }
+    }
+
     /// The procedure's parameters, with the budget `max_pairs` overridden when given.
     pub fn params(&self, max_pairs: Option<u32>) -> crate::stats::sequential::Params {
         use crate::stats::sequential::{OnePhase, Params};
@@ -268,7 +276,12 @@ impl DecisionConfig {
                     Method::Sequential | Method::Fixed | Method::RobustRatio => OnePhase::Never,
                 },
                 levels: crate::stats::sequential::Levels::current(),
-                robust: (self.method == Method::RobustRatio).then_some(crate::stats::sequential::RobustLevels::CURRENT),
+                // Its budget: `--pairs`, else `rescue_pairs` (else `max_pairs`, where no rescue).
+                robust: (self.method == Method::RobustRatio).then(|| crate::stats::sequential::RobustLevels {
+                    pairs: max_pairs.unwrap_or(if self.rescue_pairs > 0 { self.rescue_pairs } else { self.max_pairs }) as usize,
+                    rescue_alpha: self.rescue_alpha,
+                    ..crate::stats::sequential::RobustLevels::CURRENT
+                }),
             },
         };
         Params { confirm: self.confirm, confirm_pairs: self.confirm_pairs as usize, confirm_alpha: self.confirm_alpha, ..base }
@@ -1056,32 +1069,30 @@ metric = "score"       # score (util x 100 / latency_ms) | latency | tflops; lat
                        # lower, score and tflops higher
 
 [decision]
-# auto: once `ratchet calibrate` (or an earlier experiment) has measured this machine's noise,
-# a likelihood ratio of whole pairs, read after every pair up to rescue_pairs pairs, keeps at
-# odds of e^6.5 (e^5.7 where 60 pairs show its runs in one mode, as the default 61-pair
-# `ratchet calibrate` does) and a gain >= min_effect_pct; where that
-# history saw gross outliers, and on the first experiment without one, the sequential test
-# decides. Sequential: look after min_pairs
-# interleaved pairs, then every look_every pairs up to max_pairs; keep needs significance
-# (alpha spent across looks) AND a gain >= min_effect_pct, then an independent confirmation
-# batch in reversed order. Alone (method = "sequential") it holds false keeps at 0.1% on
-# average over calibrations, not for the user whose calibration came out low (one in 250: up
-# to about 0.3%); auto holds it for that user too (lab/notes/decisions-history.md, "The calibration's own
-# uncertainty"). `ratchet calibrate` suggests min_effect_pct for this machine;
-# docs/decisions.md gives the error rates of these settings, simulated by the project's lab.
-method = "auto"        # auto | sequential | fixed (one test after max_pairs pairs) |
-                       # likelihood-ratio (with history, always; without, as sequential)
+# robust-ratio: after every pair, keep when a gain of at least min_effect_pct is 1111 times as
+# likely as no gain fitted at its best (any noise level, up to a fifth of the pairs wild, up to
+# a quarter in a second mode of runs); revert when a gain is e^2 times less likely than none
+# (or a loss 1111 times as likely);
+# at rescue_pairs pairs, keep if their t-test (pairs over 4 robust sds out set aside) passes at
+# rescue_alpha, else inconclusive. The noise `ratchet calibrate` measured weighs the gain side.
+# At most 0.1% of do-nothing changes kept (docs/decisions.md gives the simulated rates).
+# auto | sequential | likelihood-ratio | fixed: the earlier rule (three procedures) and its
+# parts, which min_pairs, max_pairs, look_every, alpha, spending, futility_beta and confirm_*
+# configure; robust-ratio reads only min_effect_pct, rescue_pairs and rescue_alpha.
+method = "robust-ratio"
+min_effect_pct = 1.0   # smallest gain worth keeping, in percent
+rescue_pairs = 30      # the budget: at most 30 pairs, then their t-test,
+rescue_alpha = 0.0001  # at this level (false keeps <= 1/1111 + rescue_alpha = 0.001)
+# The earlier rule's keys (method = "auto" and its parts):
 min_pairs = 4
 max_pairs = 16
 look_every = 2
 alpha = 0.02           # one-sided, across all looks
-min_effect_pct = 1.0   # smallest gain worth keeping, in percent
 confirm = true
 confirm_pairs = 5
-confirm_alpha = 0.045  # the confirmation's level
-rescue_pairs = 30      # an unconfirmed or inconclusive decision measures on to 30 pairs in all,
-rescue_alpha = 0.0001  # and is kept if their t-test passes at 0.0001 (0: no rescue)
-                       # false keeps <= alpha x confirm_alpha + rescue_alpha = 0.001
+confirm_alpha = 0.045  # the confirmation's level; an unconfirmed or inconclusive decision
+                       # measures on to rescue_pairs and is kept if their t-test passes
+                       # (false keeps <= alpha x confirm_alpha + rescue_alpha = 0.001)
 
 [trace]
 # kernel = "flash_attention"  # regex naming the kernel's module in the trace
@@ -1112,7 +1123,7 @@ mod tests {
         assert_eq!(cfg.benchmark.command, "python3 prepare.py");
         assert_eq!(cfg.benchmark.iters, 20);
         assert_eq!(cfg.decision.max_pairs, 16);
-        assert_eq!(cfg.decision.method, Method::Auto);
+        assert_eq!(cfg.decision.method, Method::RobustRatio);
         assert_eq!(cfg.score.metric, Metric::Score);
         assert_eq!(cfg.score.direction(), Direction::Higher);
         assert_eq!(cfg.hardware(), Some(Hardware { peak_tflops: 197.0, hbm_gbps: 819.0 }));
@@ -1156,6 +1167,18 @@ mod tests {
         assert_eq!(cfg.decision.params(None).likelihood_ratio, OnePhase::UntilOutlier);
         let e = Config::parse(&format!("{head}method = \"likelihood\"\n")).unwrap_err();
         assert!(e.message.contains("likelihood-ratio"), "the error lists the methods: {}", e.message);
+        // The default: the robust ratio alone, its budget rescue_pairs (or --pairs), its t-test at
+        // rescue_alpha, both recorded in its levels.
+        let robust = |p: &crate::stats::sequential::Params| p.robust.expect("the robust ratio decides");
+        let p = Config::parse(head).unwrap().decision.params(None);
+        assert_eq!(robust(&p), crate::stats::sequential::RobustLevels::CURRENT);
+        let cfg = Config::parse(&format!("{head}rescue_pairs = 40\nrescue_alpha = 0.00005\n")).unwrap();
+        let l = robust(&cfg.decision.params(None));
+        assert_eq!((l.pairs, l.rescue_alpha), (40, 0.00005));
+        assert_eq!(robust(&cfg.decision.params(Some(12))).pairs, 12, "--pairs sets the budget");
+        let cfg = Config::parse(&format!("{head}rescue_pairs = 0\nmax_pairs = 20\n")).unwrap();
+        assert_eq!(robust(&cfg.decision.params(None)).pairs, 20, "without a rescue, max_pairs");
+        assert!(DecisionConfig::earlier().params(None).robust.is_none());
     }
 
     #[test]

@@ -195,7 +195,7 @@ pub fn run(ws: &Locked, opts: &Options, exec: &mut dyn Executor, fx: &mut Effect
         params: seq.params.clone(),
         elasticity,
         history: history::describe(&hist, &seq.params),
-        one_phase: seq.likelihood_ratio().map(|(_, t)| t.max_pairs),
+        one_phase: seq.one_phase_budget(),
     });
 
     // The bar's total and the time left: the likely work from past decisions, not the budget.

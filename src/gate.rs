@@ -74,7 +74,12 @@ pub fn run(ws: &Locked, args: &Options, exec: &mut dyn Executor, fx: &mut crate:
     if let Some(pairs) = args.pairs.filter(|&p| !(2..=config::MAX_PAIRS).contains(&p)) {
         return Err(Error::usage(format!("--pairs {pairs}: must be between 2 (a paired test needs two pairs) and {}", config::MAX_PAIRS)));
     }
-    let mut params = cfg.decision.params(args.pairs);
+    // The gate's regression test is the earlier rule's two phases, whose report it speaks.
+    let decision = match cfg.decision.method {
+        config::Method::RobustRatio => config::DecisionConfig { method: config::Method::Auto, ..cfg.decision.clone() },
+        _ => cfg.decision.clone(),
+    };
+    let mut params = decision.params(args.pairs);
     let threshold = args.threshold.unwrap_or(params.min_effect_pct);
     if !(0.0..100.0).contains(&threshold) || !threshold.is_finite() {
         return Err(Error::usage(format!("--threshold {threshold}: must be a percentage in [0, 100)"))

@@ -169,7 +169,7 @@ fn main() {
             .map(|t| {
                 let mine: Vec<_> = jobs.iter().filter(|(i, _, _)| i % threads == t).cloned().collect();
                 sc.spawn(move || {
-                    let seq = Sequential::new(DecisionConfig::default().params(None));
+                    let seq = Sequential::new(DecisionConfig::earlier().params(None));
                     mine.into_iter()
                         .map(|(i, s, e)| {
                             let n = if e == 0.0 { null } else { trials };
@@ -369,7 +369,7 @@ fn family(mu1: f64, sd: f64, alpha: f64, null: usize, paths: usize, seed: u64) {
         let mut s = scenarios().into_iter().find(|s| s.name == top.0.name).expect("the machine's model");
         // The borrowed sd sqrt(2) x 1%, a quiet CV 1% machine's, whatever the machine's own.
         s.calibration_at = 0.01 / s.run_sd();
-        let c = simulate_cell(&Sequential::new(DecisionConfig::default().params(None)), &s, 0.0, null, seed, true);
+        let c = simulate_cell(&Sequential::new(DecisionConfig::earlier().params(None)), &s, 0.0, null, seed, true);
         let true_sd = (s.cv * s.cv + top.1.slowdowns.iter().map(|(p, l)| p * (1.0 - p) * l * l).sum::<f64>()).sqrt();
         println!(
             "\nratchet on {} with the calibration of a quiet CV 1% machine ({:.2}x its own pairs' sd), no gain: {} of {} kept, {:.3}% {}, {:.2} runs",
@@ -388,7 +388,7 @@ fn family(mu1: f64, sd: f64, alpha: f64, null: usize, paths: usize, seed: u64) {
 /// every pair with the noise known to the procedure's own grid, share and calibration, beside the
 /// procedure itself with and without its variance guards and rescue, at CV 1%.
 fn design(sd: f64, trials: usize, seed: u64) {
-    let cfg = DecisionConfig::default();
+    let cfg = DecisionConfig::earlier();
     let b = Borrowed::new(NoiseScale { sd: 0.0, df: 0.0 });
     let every = |k: u32| DecisionConfig { look_every: k, ..cfg.clone() }.params(None);
     let rows: Vec<(&str, TwoPhases)> = vec![

@@ -87,11 +87,11 @@ fn main() {
     let looks = num("looks", 12.0);
     let lower = num("lower", DECISION_LOWER_SHARE);
     // The row's interval is at 1 - 2 alpha: this much miss, in percent, to split.
-    let miss = 2.0 * DecisionConfig::default().alpha * 100.0;
+    let miss = 2.0 * DecisionConfig::earlier().alpha * 100.0;
     let threads = num("threads", 2.0) as usize;
     let config = DecisionConfig {
-        method: kv.get("method").map_or(Ok(DecisionConfig::default().method), |m| m.parse()).unwrap_or_else(|e| panic!("method={e}")),
-        ..DecisionConfig::default()
+        method: kv.get("method").map_or(Ok(DecisionConfig::earlier().method), |m| m.parse()).unwrap_or_else(|e| panic!("method={e}")),
+        ..DecisionConfig::earlier()
     };
     let gains: Vec<f64> = kv
         .get("gains")

@@ -54,7 +54,7 @@ fn main() {
     };
     // The look grid's knobs, `[decision]`'s own: look_every, max_pairs (the spending's horizon).
     let cfg = {
-        let d = DecisionConfig::default();
+        let d = DecisionConfig::earlier();
         DecisionConfig {
             look_every: num("look_every", d.look_every as f64) as u32,
             max_pairs: num("max_pairs", d.max_pairs as f64) as u32,
@@ -181,7 +181,7 @@ fn breakdown(all: &[Scenario], name: &str, template: &Borrowed, trials: usize, s
         None => all.iter().find(|s| s.name == name).expect("scenario").clone(),
     };
     let s = &s;
-    let seq = Sequential::new(DecisionConfig::default().params(None));
+    let seq = Sequential::new(DecisionConfig::earlier().params(None));
     let mut tally: HashMap<String, usize> = HashMap::new();
     for t in 0..trials {
         let mut rng = Rng::new(seed ^ (t as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));

@@ -47,7 +47,7 @@ fn main() {
     }
     let method: Method = kv.get("method").map_or("auto", |s| s.as_str()).parse().unwrap_or_else(|e| panic!("{e}"));
     let (null, seed, show) = (kv.num("null", 100000.0) as usize, kv.num("seed", 20260522.0) as u64, kv.num("show", 20.0) as usize);
-    let mut params = DecisionConfig { method, ..DecisionConfig::default() }.params(None);
+    let mut params = DecisionConfig { method, ..DecisionConfig::earlier() }.params(None);
     if kv.get("rules").is_some_and(|r| r == "streak-five") {
         // As decided before the ratio's first keep waited 6 used pairs where two modes were shown.
         params.levels.ratio_keep_from_two_modes_shown = 0;

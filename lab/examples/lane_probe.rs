@@ -39,7 +39,7 @@ fn main() {
         speculate: num("speculate", "0") != 0,
     };
     println!("queue {} ({}), trials by {:?}, speculating: {}", get("queue", "mix"), queue.describe(), test, night.speculate);
-    let seq = Sequential::new(DecisionConfig::default().params(None));
+    let seq = Sequential::new(DecisionConfig::earlier().params(None));
     let started = std::time::Instant::now();
     print!("{}", table(&seq, &night));
     eprintln!("simulated in {:.1} s", started.elapsed().as_secs_f64());

@@ -407,7 +407,7 @@ fn main() {
     let shipped = kv.num("shipped", 1.0) > 0.0;
     let history = kv.num("history", 1.0) > 0.0;
     let want = kv.get("model").cloned().unwrap_or_default();
-    let cfg = DecisionConfig::default();
+    let cfg = DecisionConfig::earlier();
     let seq = Sequential::new(cfg.params(None));
     let one = One {
         keep_at: kv.num("keep", 1000f64.ln()),

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 fn main() {
     let kv = args::Args::from_env();
     let want = kv.get("model").expect("model=NAME or model=all");
-    let mut params = DecisionConfig::default().params(None);
+    let mut params = DecisionConfig::earlier().params(None);
     if let Some(j) = kv.get("levels") {
         let mut all = serde_json::to_value(params.levels).unwrap();
         let over: serde_json::Value = serde_json::from_str(j).unwrap();

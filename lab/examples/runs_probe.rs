@@ -58,7 +58,7 @@ fn main() {
     let seed = num("seed", 20260522.0) as u64;
     let trials = num("trials", 4000.0) as usize;
     let only = kv.get("only").map_or("cv 1%".to_string(), |s| s.to_lowercase());
-    let seq = Sequential::new(DecisionConfig::default().params(None));
+    let seq = Sequential::new(DecisionConfig::earlier().params(None));
     let models: Vec<Scenario> =
         scenarios().into_iter().filter(|s| only == "all" || only.split('|').any(|o| s.name.to_lowercase() == o.trim())).collect();
     println!("| model | gain | runs | kept | kept at the least (2 + 2 pairs) | a guard switched a look | runs with a switch / without | first-phase looks | confirmation looks |");

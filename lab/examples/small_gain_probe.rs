@@ -29,7 +29,7 @@ fn main() {
         let s = Scenario { cv: cv.parse::<f64>().expect("a CV in percent") / 100.0, ..quiet.clone() };
         for m in list(&kv, "methods", "auto,sequential") {
             let method: Method = m.parse().unwrap_or_else(|e| panic!("{m}: {e}"));
-            let seq = Sequential::new(DecisionConfig { method, ..DecisionConfig::default() }.params(None));
+            let seq = Sequential::new(DecisionConfig { method, ..DecisionConfig::earlier() }.params(None));
             for g in list(&kv, "gains", "0,1.25,1.5,2,3,10") {
                 let gain = g.parse::<f64>().expect("a gain in percent") / 100.0;
                 let n = if gain == 0.0 { null } else { trials };

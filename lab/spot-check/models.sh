@@ -9,8 +9,8 @@
 # with its 95% Clopper-Pearson interval, mean runs per decision, how many 96% intervals (of
 # decisions with 6 pairs or more, as the simulator counts them) cover the truth; beside them
 # `ratchet-lab simulate`'s figures for the same model (SIM_TRIALS per cell, its table's seed).
-# SPOT_METHOD=M: every repo (and the simulator) decides by that [decision] method (default auto,
-# the product's; sequential for the tables of 2026-11-26).
+# SPOT_METHOD=M: every repo (and the simulator) decides by that [decision] method (default
+# robust-ratio, the product's; auto for the earlier rule, sequential for the tables of 2026-11-26).
 # SPOT_CAL_PAIRS=N: calibrate with N pairs in place of 16 (61, `ratchet calibrate`'s default: a
 # history that shows one mode on enough pairs for the ratio's one-mode level); the simulator's
 # figures are then those of `simulate --history-pairs N`.
@@ -54,7 +54,7 @@ preset = "tpu-v5e"
 [score]
 metric = "latency"
 [decision]
-method = "${SPOT_METHOD:-auto}"
+method = "${SPOT_METHOD:-robust-ratio}"
 TOML
     echo "BQ = 1" > kernel.py; echo "BASE_MS=10" > base.env
     git add -A; git commit -qm baseline
@@ -97,7 +97,7 @@ cell() {
 cd "$OUT"
 # The simulator's figures for the same models, from one run of its full table (kept in $OUT,
 # so several runs of this script on one SPOT_OUT, on other models, share it).
-[ -s "$OUT/simulate.md" ] || "$LAB" simulate --defaults --method "${SPOT_METHOD:-auto}" --history-pairs "${SPOT_CAL_PAIRS:-16}" --trials "$SIM_TRIALS" --null-trials "$SIM_TRIALS" > "$OUT/simulate.md"
+[ -s "$OUT/simulate.md" ] || "$LAB" simulate --defaults --method "${SPOT_METHOD:-robust-ratio}" --history-pairs "${SPOT_CAL_PAIRS:-16}" --trials "$SIM_TRIALS" --null-trials "$SIM_TRIALS" > "$OUT/simulate.md"
 # SPOT_REPORT=1: no experiments, only the table from the records already in SPOT_OUT.
 [ -n "$SPOT_REPORT" ] || for model in $MODELS; do
   [ -n "$SPOT_KEEP_CAL" ] && [ -d "$OUT/$model-cal" ] || calibrated "$model"

@@ -418,7 +418,7 @@ mod tests {
     use crate::simulate::scenario;
 
     fn seq() -> Sequential {
-        Sequential::new(ratchet::config::DecisionConfig::default().params(None))
+        Sequential::new(ratchet::config::DecisionConfig::earlier().params(None))
     }
 
     fn plan(slots: usize, hypotheses: usize) -> ParallelPlan {

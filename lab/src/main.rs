@@ -132,6 +132,74 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
     }
     let seq = Sequential::new(params);
     let p = &seq.params;
+    if let Some(l) = p.robust {
+        // The robust ratio reads none of the two phases' keys: its own levels, as recorded.
+        println!("method {:?}: min effect {}%, levels {}", decision.method, p.min_effect_pct, serde_json::to_string(&l).expect("levels"));
+    } else {
+        print_earlier_rule(&decision, p);
+    }
+    if !args.jobs.is_empty() {
+        return run_parallel(&seq, args);
+    }
+    let plan = ratchet_lab::simulate::Plan {
+        trials: args.trials,
+        null_trials: args.null_trials.unwrap_or(args.trials.saturating_mul(25)),
+        seed: args.seed,
+        grid_only: args.grid,
+        only: args.only.clone(),
+        history_pairs: args.history_pairs,
+    };
+    let least = ratchet::stats::history::MIN_DF as usize + 1;
+    if plan.history_pairs < least {
+        return Err(Error::usage(format!(
+            "--history-pairs {}: a history is used from {least} pairs ({} df); give at least {least}",
+            plan.history_pairs,
+            ratchet::stats::history::MIN_DF
+        )));
+    }
+    if plan.null_trials == 0 {
+        return Err(Error::usage("--null-trials 0: give at least one trial per scenario"));
+    }
+    println!(
+        "{} trials per cell with a gain, {} per cell without (keeps of a +0% change are false keeps), seed {}; gains are speed-ups",
+        plan.trials, plan.null_trials, plan.seed
+    );
+    let started = std::time::Instant::now();
+    print!("{}", ratchet_lab::simulate::table(&seq, &plan));
+    println!("\nsimulated in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// `simulate --jobs`: the same queue of hypotheses on 1, 2, 4, ... device slots.
+fn run_parallel(seq: &ratchet::stats::sequential::Sequential, args: &SimulateArgs) -> Result<()> {
+    if args.jobs.contains(&0) || args.hypotheses == 0 {
+        return Err(Error::usage("--jobs and --hypotheses take counts of at least 1").hint("e.g. ratchet-lab simulate --jobs 1,2,4,8"));
+    }
+    println!(
+        "{} hypotheses (true effects {}), each run one time unit, seed {}; every trial on one device, merged through the merge lane's chain, stale winners rechecked by the serial rule",
+        args.hypotheses,
+        args.queue.describe(),
+        args.seed
+    );
+    let cv1 = ratchet_lab::simulate::scenario("cv 1%");
+    let started = std::time::Instant::now();
+    let night = ratchet_lab::chain_sim::Night {
+        slots: &args.jobs,
+        hypotheses: args.hypotheses,
+        queue: args.queue,
+        seed: args.seed,
+        second_device: args.second_device,
+        scenario: &cv1,
+        test: ratchet_lab::parallel::TrialTest::Procedure,
+        speculate: false,
+    };
+    print!("{}", ratchet_lab::chain_sim::table(seq, &night));
+    println!("\nsimulated in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// The earlier rule's plan in one line (`method` auto, sequential, likelihood-ratio, fixed).
+fn print_earlier_rule(decision: &config::DecisionConfig, p: &ratchet::stats::sequential::Params) {
     println!(
         "method {:?}: pairs {}..{} every {}, alpha {} ({:?} spending), min effect {}%, futility beta {:?}, confirm {} ({} pairs at {}){}",
         decision.method,
@@ -164,28 +232,6 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
             String::new()
         }
     );
-    if !args.jobs.is_empty() {
-        return run_parallel(&seq, args);
-    }
-    let plan = ratchet_lab::simulate::Plan {
-        trials: args.trials,
-        null_trials: args.null_trials.unwrap_or(args.trials.saturating_mul(25)),
-        seed: args.seed,
-        grid_only: args.grid,
-        only: args.only.clone(),
-        history_pairs: args.history_pairs,
-    };
-    let least = ratchet::stats::history::MIN_DF as usize + 1;
-    if plan.history_pairs < least {
-        return Err(Error::usage(format!(
-            "--history-pairs {}: a history is used from {least} pairs ({} df); give at least {least}",
-            plan.history_pairs,
-            ratchet::stats::history::MIN_DF
-        )));
-    }
-    if plan.null_trials == 0 {
-        return Err(Error::usage("--null-trials 0: give at least one trial per scenario"));
-    }
     // An unbounded sd: the grid before its scaling to a quiet machine, which the words give.
     let b = ratchet::stats::sequential::Borrowed::new(ratchet::stats::sequential::NoiseScale { sd: f64::INFINITY, df: 0.0 });
     if let Some((_, t)) = Sequential::new(p.clone()).with_history(Some(b.clone())).likelihood_ratio() {
@@ -276,42 +322,6 @@ pub fn run(dir: &Path, args: &SimulateArgs) -> Result<()> {
             p.look_every
         );
     }
-    println!(
-        "{} trials per cell with a gain, {} per cell without (keeps of a +0% change are false keeps), seed {}; gains are speed-ups",
-        plan.trials, plan.null_trials, plan.seed
-    );
-    let started = std::time::Instant::now();
-    print!("{}", ratchet_lab::simulate::table(&seq, &plan));
-    println!("\nsimulated in {:.1} s", started.elapsed().as_secs_f64());
-    Ok(())
-}
-
-/// `simulate --jobs`: the same queue of hypotheses on 1, 2, 4, ... device slots.
-fn run_parallel(seq: &ratchet::stats::sequential::Sequential, args: &SimulateArgs) -> Result<()> {
-    if args.jobs.contains(&0) || args.hypotheses == 0 {
-        return Err(Error::usage("--jobs and --hypotheses take counts of at least 1").hint("e.g. ratchet-lab simulate --jobs 1,2,4,8"));
-    }
-    println!(
-        "{} hypotheses (true effects {}), each run one time unit, seed {}; every trial on one device, merged through the merge lane's chain, stale winners rechecked by the serial rule",
-        args.hypotheses,
-        args.queue.describe(),
-        args.seed
-    );
-    let cv1 = ratchet_lab::simulate::scenario("cv 1%");
-    let started = std::time::Instant::now();
-    let night = ratchet_lab::chain_sim::Night {
-        slots: &args.jobs,
-        hypotheses: args.hypotheses,
-        queue: args.queue,
-        seed: args.seed,
-        second_device: args.second_device,
-        scenario: &cv1,
-        test: ratchet_lab::parallel::TrialTest::Procedure,
-        speculate: false,
-    };
-    print!("{}", ratchet_lab::chain_sim::table(seq, &night));
-    println!("\nsimulated in {:.1} s", started.elapsed().as_secs_f64());
-    Ok(())
 }
 
 #[cfg(test)]

@@ -284,7 +284,7 @@ mod tests {
     use crate::simulate::scenario;
 
     fn seq() -> Sequential {
-        Sequential::new(ratchet::config::DecisionConfig::default().params(None))
+        Sequential::new(ratchet::config::DecisionConfig::earlier().params(None))
     }
 
     fn cv1() -> Scenario {

@@ -1388,7 +1388,7 @@ mod tests {
         // look spent a fifth of its increment, these cells kept 0.13% (2x) and 0.21% (3x): on
         // these seeds 51 and 72 of 40000 (now 27 and 32).
         let all = scenarios();
-        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::earlier().params(None));
         for (name, seed) in [("cv 1%, 2x history", 21), ("cv 1%, 3x history", 22)] {
             let s = all.iter().find(|s| s.name == name).unwrap();
             let c = simulate_cell(&seq, s, 0.0, 40_000, seed, true);
@@ -1402,7 +1402,7 @@ mod tests {
         // first look saw -2.1% of ramp and stopped +3% gains for futility (72% kept of 4000 on the
         // table's seed); balanced at every two pairs, 93%.
         let s = scenario("cv 1% + 10% warm-up ramp");
-        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::earlier().params(None));
         let gain = simulate_cell(&seq, &s, 0.03, 600, 31, true);
         assert!(gain.keep_rate() >= 0.88, "{gain:?}");
         assert!(gain.coverage() >= 0.94, "{gain:?}");
@@ -1429,7 +1429,7 @@ mod tests {
         // 10% of runs 5% slower: the two phases alone kept 49% of +3% gains (4000 on the table's
         // seed), the rescue and the futility stop read twice 86.8%; do-nothing changes stay out.
         let s = scenario("cv 1% bimodal 10% 5% slower");
-        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::earlier().params(None));
         let gain = simulate_cell(&seq, &s, 0.03, 1000, 33, true);
         assert!(gain.keep_rate() >= 0.82, "{gain:?}");
         let null = simulate_cell(&seq, &s, 0.0, 2000, 34, true);
@@ -1462,7 +1462,7 @@ mod tests {
             assert_eq!(s.jump_at_confirm, name.ends_with("at the confirmation"), "{name}");
         }
         // Their do-nothing changes: at most 0.1% kept (0.1% of 10000 is 10).
-        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::earlier().params(None));
         for (i, name) in [
             "t(3) tails, cv 1%, 10x history",
             "cv 1%, 10x history at the confirmation",
@@ -1481,7 +1481,7 @@ mod tests {
         // A 16-pair calibration at 0.54x the true noise (its 0.4th percentile) is a 1.85x jump that
         // every decision of that user carries: 0.035% of 100000 on the table's seed.
         let s = scenario("cv 1%, calibration at 0.54x the truth");
-        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::earlier().params(None));
         let null = simulate_cell(&seq, &s, 0.0, 20_000, 33, true);
         assert!(null.keeps <= 20, "{null:?}");
         assert_eq!(null.with_history, null.trials);
@@ -1556,7 +1556,7 @@ mod tests {
     fn a_machine_that_turned_two_mode_since_its_calibration_is_told_by_the_experiments_after() {
         // The calibration ran on the machine before its slow mode came: it tells one mode on its
         // 61 pairs, and lends the noise within a mode.
-        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::earlier().params(None));
         let base = scenario("cv 0.5% bimodal since a one-mode calibration");
         let positions = cell_positions(&seq);
         let one_mode = |s: &Scenario, seed: u64| {
@@ -1587,7 +1587,7 @@ mod tests {
     fn history_keeps_false_keeps_rare_and_outliers_harmless() {
         let all = scenarios();
         let by = |name: &str| all.iter().find(|s| s.name == name).unwrap().clone();
-        let seq = Sequential::new(ratchet::config::DecisionConfig::default().params(None));
+        let seq = Sequential::new(ratchet::config::DecisionConfig::earlier().params(None));
         let null = simulate_cell(&seq, &by("AR(1) 0.5, cv 1%"), 0.0, 2000, 5, true);
         assert!(null.keeps <= 2 && null.with_history == null.trials, "{null:?}");
         assert!(null.mean_runs() < 9.0, "borrowing the scale saves runs: {null:?}");

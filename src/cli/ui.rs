@@ -529,6 +529,9 @@ fn experiment_header(
         return lines;
     }
     let plan = match one_phase {
+        Some(n) if p.robust.is_some() => format!(
+            "one likelihood ratio after every pair (no gain fitted at its best: any noise, outlier pairs, two modes of runs), up to {n} pairs, then their t-test"
+        ),
         // The likelihood ratio decides: the two phases' plan is only its fallback.
         Some(n) => format!(
             "a likelihood ratio of whole pairs after every pair, up to {n} pairs{}",
@@ -615,13 +618,16 @@ fn experiment_summary(oc: &Outcome, verbose: bool, width: usize) -> Vec<String> 
             };
             lines.push(format!("  {verdict}: {effect}, p = {} over {over}{noisy}", crate::stats::fmt_p(d.p_value)));
             if verbose {
+                // The robust ratio's p holds at every look (Ville's inequality): nothing to adjust.
+                let adjusted = if d.procedure == crate::stats::Procedure::RobustRatio {
+                    format!("valid at each of {} look{}", d.looks, if d.looks == 1 { "" } else { "s" })
+                } else {
+                    format!("{} adjusted for {} look{}", crate::stats::fmt_p(d.p_adjusted), d.looks, if d.looks == 1 { "" } else { "s" })
+                };
                 lines.push(format!(
-                    "  why: {phases}; p = {} (<= {} to count; {} adjusted for {} look{}), {} noise scale ({:.2}% per pair{}): {}",
+                    "  why: {phases}; p = {} (<= {} to count; {adjusted}), {} noise scale ({:.2}% per pair{}): {}",
                     crate::stats::fmt_p(d.p_value),
                     crate::stats::fmt_p(d.p_threshold),
-                    crate::stats::fmt_p(d.p_adjusted),
-                    d.looks,
-                    if d.looks == 1 { "" } else { "s" },
                     d.scale,
                     d.noise_sd_pct,
                     match row.borrowed_sd_pct {

@@ -207,7 +207,7 @@ mod tests {
     fn a_row_without_a_keep_carries_the_small_share_at_both_ends_and_reaches_no_gain() {
         use crate::stats::sequential::{run_pairs_to_decision, Borrowed, NoiseScale, Phase, Sequential};
         use crate::stats::Verdict;
-        let params = crate::config::DecisionConfig::default().params(None);
+        let params = crate::config::DecisionConfig::earlier().params(None);
         let ratio = Sequential::new(params.clone()).with_history(Some(Borrowed::new(NoiseScale { sd: 0.01, df: 15.0 })));
         // Pairs of +0.5% give or take 0.1%: under the 1% minimum effect, so the ratio does not keep,
         // yet every Walsh average is above no gain.

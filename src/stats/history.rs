@@ -470,6 +470,9 @@ pub fn record(state_dir: &Path, command: &str, e: Entry) -> Result<()> {
 /// `[decision] method`'s) reads it.
 pub fn describe(b: &Benchmark, params: &super::sequential::Params) -> String {
     let one_phase = params.likelihood_ratio;
+    if params.robust.is_some() {
+        return describe_robust(b);
+    }
     match borrowed(&b.entries) {
         Some(h) => {
             let (s, used) = (h.scale, pooled_sessions(&b.entries).len());
@@ -551,6 +554,31 @@ pub fn describe(b: &Benchmark, params: &super::sequential::Params) -> String {
     }
 }
 
+/// [`describe`] for the robust ratio: the history weighs the gain side's noise only, so there is
+/// no guard, outlier or mode rule to tell of.
+fn describe_robust(b: &Benchmark) -> String {
+    match borrowed(&b.entries) {
+        Some(h) => {
+            let (s, used) = (h.scale, pooled_sessions(&b.entries).len());
+            format!(
+                "noise scale {:.2}% per pair (one run's CV about {:.2}%, speed-up terms) from {used} session{} ({:.0} df) of history on {}; the robust ratio weighs a gain's noise by it, and fits no gain to the pairs alone",
+                s.sd * 100.0,
+                s.sd / 2f64.sqrt() * 100.0,
+                if used == 1 { "" } else { "s" },
+                s.df,
+                b.host
+            )
+        }
+        None => {
+            let df: f64 = b.entries.iter().map(|e| e.df).sum::<f64>() + 0.0;
+            format!(
+                "noise scale: no usable history yet ({df:.0} of {MIN_DF:.0} df on {}); the robust ratio weighs a gain's noise over 0.05% to 30% a pair, which takes more pairs (run `ratchet calibrate` to build it)",
+                b.host
+            )
+        }
+    }
+}
+
 /// The warm-up the guard reads around, in words (empty where the history shows none).
 fn warmup_note(entries: &[Entry], sums: NoiseScale) -> String {
     let Some(w) = estimate_warmup(entries, sums) else { return String::new() };
@@ -573,7 +601,7 @@ mod tests {
 
     /// The default rule with the likelihood ratio deciding as `one_phase` says.
     fn rule(one_phase: OnePhase) -> Params {
-        Params { likelihood_ratio: one_phase, ..crate::config::DecisionConfig::default().params(None) }
+        Params { likelihood_ratio: one_phase, ..crate::config::DecisionConfig::earlier().params(None) }
     }
 
     #[test]
@@ -623,6 +651,13 @@ mod tests {
         assert!(auto.contains("pool it with their own pairs in a likelihood ratio of whole pairs") && !auto.contains("safety"), "{auto}");
         assert!(text(&entries, OnePhase::Never).contains("decisions borrow it (x1.25 safety)"));
         assert!(text(&seen, OnePhase::UntilOutlier).contains("decisions borrow it (x1.25 safety)"));
+        // The robust ratio, the default: the scale weighs the gain side alone, gross outlier or not.
+        let robust = crate::config::DecisionConfig::default().params(None);
+        let line = |entries: &[Entry]| describe(&Benchmark { host: "h".into(), command: "c".into(), entries: entries.to_vec() }, &robust);
+        assert_eq!(line(&seen), line(&entries));
+        assert!(line(&entries).starts_with("noise scale 1.00% per pair") && line(&entries).contains("60 df"), "{}", line(&entries));
+        assert!(line(&entries).contains("the robust ratio weighs a gain's noise by it"), "{}", line(&entries));
+        assert!(line(&[]).contains("no usable history yet") && line(&[]).contains("ratchet calibrate"), "{}", line(&[]));
         // Sessions that could tell one mode from two: the scale counts those that showed two
         // among the pooled, and says so where the ratio decides.
         let modes = |m: [Option<f64>; 3]| {

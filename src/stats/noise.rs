@@ -63,12 +63,16 @@ pub fn slope(y: &[f64]) -> f64 {
 pub enum Rule {
     TwoPhases,
     LikelihoodRatio,
+    RobustRatio,
 }
 
 /// The smallest true gain (percent) kept with probability about `power` by the rule that
 /// decides: `ratio` where the likelihood ratio does ([`ratio_detectable_pct`]), else the two
 /// phases ([`two_phases_detectable_pct`]).
 pub fn detectable_pct(params: &Params, sd: f64, power: f64, ratio: Option<&WholePairLr>) -> f64 {
+    if let Some(levels) = params.robust {
+        return robust_detectable_pct(params, levels, sd, power);
+    }
     match ratio {
         Some(test) => ratio_detectable_pct(test, sd, power),
         None => two_phases_detectable_pct(params, sd, power),
@@ -78,6 +82,12 @@ pub fn detectable_pct(params: &Params, sd: f64, power: f64, ratio: Option<&Whole
 /// The budget a detectable gain is the budget of, in the words `ratchet calibrate` prints: the
 /// likelihood ratio's where it decides at the keep level `ratio_keep_at`, else the two phases'.
 pub fn budget_words(params: &Params, ratio_keep_at: Option<f64>) -> String {
+    if let Some(l) = params.robust {
+        return format!(
+            "the robust ratio, up to {} pairs, then their t-test at {}, min_effect_pct {}",
+            l.pairs, l.rescue_alpha, params.min_effect_pct
+        );
+    }
     match ratio_keep_at {
         Some(keep_at) => format!(
             "the likelihood ratio of whole pairs, up to {} pairs, keeping at a ratio of e^{keep_at}, min_effect_pct {}",
@@ -140,6 +150,21 @@ pub fn ratio_detectable_pct(test: &WholePairLr, sd: f64, power: f64) -> f64 {
         }
     }
     hi.exp_m1() * 100.0
+}
+
+/// The smallest true gain (percent) the robust ratio keeps with probability about `power` on
+/// pairs of sd `sd`: what its budget's t-test alone keeps (significance at `rescue_alpha` over
+/// all the pairs, and an estimate above the minimum effect), in the normal approximation with t
+/// quantiles. The ratio's looks before the budget only add chances, so this errs on the large
+/// side, and it needs no simulation at an experiment's start.
+pub fn robust_detectable_pct(params: &Params, levels: crate::stats::sequential::RobustLevels, sd: f64, power: f64) -> f64 {
+    let n = levels.pairs as f64;
+    let df = (n - 1.0).max(1.0);
+    let se = sd / n.sqrt();
+    let zb = t_quantile(power, df);
+    let significance = (t_quantile(1.0 - levels.rescue_alpha, df) + zb) * se;
+    let min_effect = (1.0 + params.min_effect_pct / 100.0).ln() + zb * se;
+    significance.max(min_effect).exp_m1() * 100.0
 }
 
 /// The smallest true gain (percent) the two phases keep with probability about `power`, for
@@ -257,7 +282,11 @@ pub fn noise_floor(
         drift_pct_per_run: slope(&logs) * 100.0,
         aa_effect_pct: (dm.exp() - 1.0) * 100.0,
         detectable_pct: detectable_pct(params, deciding, 0.95, ratio.as_ref()),
-        detectable_by: if ratio.is_some() { Rule::LikelihoodRatio } else { Rule::TwoPhases },
+        detectable_by: match (params.robust, &ratio) {
+            (Some(_), _) => Rule::RobustRatio,
+            (None, Some(_)) => Rule::LikelihoodRatio,
+            (None, None) => Rule::TwoPhases,
+        },
         keep_at: ratio.map(|r| r.keep_at),
         suggested_min_effect_pct: (floor * 10.0).ceil() / 10.0,
         deciding_sd_pct: deciding * 100.0,
@@ -343,7 +372,25 @@ mod tests {
     }
 
     fn auto() -> Params {
-        crate::config::DecisionConfig::default().params(None)
+        crate::config::DecisionConfig::earlier().params(None)
+    }
+
+    #[test]
+    fn the_robust_ratios_detectable_gain_is_its_budgets_t_test() {
+        let p = crate::config::DecisionConfig::default().params(None);
+        let l = p.robust.expect("the default is the robust ratio");
+        // At 30 pairs: (t(0.9999, 29) + t(0.95, 29)) sd / sqrt(30), about 1.1 sd.
+        let sd = 0.0141;
+        let want = ((t_quantile(1.0 - l.rescue_alpha, 29.0) + t_quantile(0.95, 29.0)) * sd / 30f64.sqrt()).exp_m1() * 100.0;
+        assert!((detectable_pct(&p, sd, 0.95, None) - want).abs() < 1e-12);
+        assert!((1.5..1.7).contains(&want), "{want}");
+        // A quiet machine: the minimum effect sets it.
+        assert!((detectable_pct(&p, 0.001, 0.95, None) - 1.03).abs() < 0.01);
+        assert!(budget_words(&p, None).starts_with("the robust ratio, up to 30 pairs"), "{}", budget_words(&p, None));
+        // The alarm reads the same figure: quiet at 1% a pair, loud at 5%.
+        assert_eq!(alarm(&p, 0.01, "history", None, "iters"), None);
+        let text = alarm(&p, 0.05, "history", None, "iters").expect("a noisy machine");
+        assert!(text.contains("min_effect_pct = 5.6"), "{text}");
     }
 
     #[test]

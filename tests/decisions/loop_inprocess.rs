@@ -18,11 +18,21 @@ use ratchet::workspace::Workspace;
 use std::path::Path;
 
 /// The benchmark command is never run (the mock answers), so any program passes the preflight.
+/// The earlier rule (`method = "auto"`: without history, the two phases), whose looks and
+/// confirmation most cases here count.
 fn config(max_pairs: u32) -> String {
     format!(
         "[benchmark]\ncommand = \"true\"\ntimeout_s = 20\nkill_grace_s = 0.5\nwarmup = 0\niters = 5\nprofile_iters = 0\n\
-         [hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = {max_pairs}\nconfirm_pairs = 4\n\
+         [hardware]\npreset = \"tpu-v5e\"\n[decision]\nmethod = \"auto\"\nmin_pairs = 4\nmax_pairs = {max_pairs}\nconfirm_pairs = 4\n\
          [score]\nmetric = \"latency\"\n"
+    )
+}
+
+/// The default rule, the robust ratio, with a budget of `pairs`.
+fn robust_config(pairs: u32) -> String {
+    format!(
+        "[benchmark]\ncommand = \"true\"\ntimeout_s = 20\nkill_grace_s = 0.5\nwarmup = 0\niters = 5\nprofile_iters = 0\n\
+         [hardware]\npreset = \"tpu-v5e\"\n[decision]\nrescue_pairs = {pairs}\n[score]\nmetric = \"latency\"\n"
     )
 }
 
@@ -131,6 +141,70 @@ fn a_clear_gain_is_kept_after_the_first_look_and_its_confirmation() {
     assert_eq!(repo.head(), o.row.commit);
     assert_eq!(o.row.incumbent, base);
     assert!(o.discarded_ref.is_none() && o.error().is_none());
+}
+
+#[test]
+fn the_default_rule_keeps_a_clear_gain_in_one_phase_after_two_pairs() {
+    let repo = Repo::with_config(&robust_config(30));
+    let (o, events, exec) = run(&repo, Step::Latency(10.0), Step::Latency(8.0));
+    check_common(&repo, &o, &events, &exec);
+    assert_eq!(o.row.status, Status::Keep);
+    let d = o.decision.as_ref().unwrap();
+    // Looks from the second pair, one phase: without history, 4 pairs (the earlier rule's two
+    // phases took 4 + 4).
+    assert_eq!((d.procedure, d.pairs, d.looks, d.confirmation.is_none()), (ratchet::stats::Procedure::RobustRatio, 4, 3, true));
+    assert_eq!((exec.runs(Side::Incumbent), exec.runs(Side::Candidate)), (4, 4));
+    assert_eq!(o.row.noise_scale, "robust");
+    assert!(d.reason.contains("times as likely as no gain at its best fit after 4 pairs"), "{}", d.reason);
+    assert!((o.row.delta_pct.unwrap() - 25.0).abs() < 2.0, "{:?}", o.row.delta_pct);
+    assert_eq!(repo.head(), o.row.commit);
+}
+
+#[test]
+fn the_default_rule_reverts_a_loss_and_parks_it() {
+    let repo = Repo::with_config(&robust_config(30));
+    let base = repo.head();
+    let (o, events, exec) = run(&repo, Step::Latency(10.0), Step::Latency(12.0));
+    check_common(&repo, &o, &events, &exec);
+    assert_eq!(o.row.status, Status::Revert);
+    let d = o.decision.as_ref().unwrap();
+    assert!(d.procedure == ratchet::stats::Procedure::RobustRatio && d.pairs <= 3, "{d:?}");
+    assert!(d.reason.starts_with("no worthwhile gain"), "{}", d.reason);
+    assert_eq!(repo.head(), base);
+    assert_eq!(repo.git(&["show", "refs/ratchet/discarded/1:kernel.py"]), "BQ = 256");
+}
+
+#[test]
+fn the_default_rule_ends_an_unclear_gain_inconclusive_at_its_budget() {
+    let repo = Repo::with_config(&robust_config(2));
+    // +1.5% in 5% iteration noise: neither clear nor futile at the one look 2 pairs allow.
+    let mut exec = MockExecutor::sides(Step::Latency(10.0), Step::Latency(9.85));
+    exec.cv = 0.05;
+    let (o, events) = repo.experiment(&mut exec, Cancel::new());
+    let o = o.unwrap();
+    check_common(&repo, &o, &events, &exec);
+    assert_eq!(o.row.status, Status::Inconclusive, "{}", o.row.note);
+    assert_eq!(o.row.runs, 4, "the budget of 2 pairs, no more");
+    assert!(o.row.note.contains("no clear answer after the budget of 2 pairs"), "{}", o.row.note);
+}
+
+#[test]
+fn the_text_of_an_experiment_the_default_rule_kept() {
+    let repo = Repo::with_config(&robust_config(30));
+    let (o, events, _) = run(&repo, Step::Latency(10.0), Step::Latency(8.0));
+    let redact = |b: String| {
+        let b = b
+            .replace(&o.row.commit[..8], "[candidate]")
+            .replace(&o.row.incumbent[..8], "[incumbent]")
+            .replace(&repo.path().display().to_string(), "[repo]")
+            .replace(&format!("df on {})", ratchet::stats::history::host()), "df on [host])");
+        regex::Regex::new(r"(\(|processes, )[\d.]+ s\)").unwrap().replace_all(&b, "${1}[wall] s)").into_owned()
+    };
+    let (out, err) = render(&events);
+    insta::assert_snapshot!("robust_kept_stdout", redact(out));
+    assert_eq!(err, "");
+    let (verbose_out, _) = render_at(&events, ratchet::cli::ui::Verbosity::Verbose);
+    insta::assert_snapshot!("robust_kept_stdout_verbose", redact(verbose_out));
 }
 
 #[test]

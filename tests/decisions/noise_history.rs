@@ -9,7 +9,7 @@ use support::TestRepo;
 
 #[test]
 fn calibrate_feeds_the_history_that_experiments_borrow() {
-    let t = TestRepo::new();
+    let t = TestRepo::with_config(&support::earlier_rule(support::DEFAULT_CONFIG));
     t.ratchet().arg("status").assert().success().stdout(predicate::str::contains("noise scale: no usable history yet"));
     // No history: a first experiment decides as before (its own t-test, 4 pairs at least).
     t.write("fake.env", "FAKE_LATENCY_MS=8\n");

@@ -9,9 +9,10 @@ use crate::support;
 use predicates::prelude::*;
 use support::TestRepo;
 
-/// Latency decides (lower is better), 4 to `max` pairs, 4 confirmation pairs.
+/// Latency decides (lower is better), by the earlier rule: 4 to `max` pairs, 4 confirmation pairs.
 fn latency_config(max: u32) -> String {
-    support::DEFAULT_CONFIG.replace("max_pairs = 8", &format!("max_pairs = {max}")) + "[score]\nmetric = \"latency\"\n"
+    support::earlier_rule(&support::DEFAULT_CONFIG.replace("max_pairs = 8", &format!("max_pairs = {max}")))
+        + "[score]\nmetric = \"latency\"\n"
 }
 
 #[test]
@@ -65,7 +66,7 @@ fn calibrate_prints_the_noise_floor_and_records_no_row() {
     let cal: serde_json::Value = serde_json::from_str(&t.read("results/calibration.json")).unwrap();
     assert_eq!(cal["values"].as_array().unwrap().len(), 8);
     assert!(cal["noise"]["pair_cv_pct"].as_f64().unwrap() > 0.0);
-    // 4 pairs are too few to borrow: the next experiment's two phases decide, and the detectable
-    // gain is their budget's.
-    assert_eq!(cal["noise"]["detectable_by"], "two-phases", "{cal}");
+    // The detectable gain is the budget's of the rule that decides next: the default, the robust
+    // ratio, with or without history (4 pairs are too few to borrow).
+    assert_eq!(cal["noise"]["detectable_by"], "robust-ratio", "{cal}");
 }

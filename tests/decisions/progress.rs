@@ -14,8 +14,9 @@ use ratchet::sweep::{self, SweepOptions};
 use ratchet::workspace::Workspace;
 use std::path::Path;
 
+/// The earlier rule (`method = "auto"`), whose confirmation batches the estimates count ahead.
 const CONFIG: &str = "[benchmark]\ncommand = \"true\"\ntimeout_s = 20\nkill_grace_s = 0.5\nwarmup = 0\niters = 5\n\
-    profile_iters = 0\n[hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = 16\nconfirm_pairs = 4\n\
+    profile_iters = 0\n[hardware]\npreset = \"tpu-v5e\"\n[decision]\nmethod = \"auto\"\nmin_pairs = 4\nmax_pairs = 16\nconfirm_pairs = 4\n\
     [score]\nmetric = \"latency\"\n";
 
 fn repo() -> tempfile::TempDir {

@@ -116,8 +116,8 @@ fn robust_ratio_decisions_replay_exactly_from_the_levels_they_record() {
 
 #[test]
 fn auto_hands_a_decision_and_a_history_with_a_gross_outlier_to_the_two_phases_and_all_replay() {
-    // The default method.
-    let config = CONFIG.replace("method = \"sequential\"\n", "");
+    // The earlier rule (`method = "auto"`).
+    let config = CONFIG.replace("method = \"sequential\"\n", "method = \"auto\"\n");
     let dir = support::committed_repo(&[("ratchet.toml", &config), ("kernel.py", "BQ = 0\n")]);
     // Quiet experiments build a history, then one run 3x slow: the session that saw it sets it
     // aside as a gross outlier, and while it is pooled the decisions are the two phases'.
@@ -325,10 +325,10 @@ fn calibrate(dir: &Path, pairs: u32, run: impl FnMut(&ratchet::bench::mock::Call
 #[test]
 fn the_likelihood_ratio_keeps_lower_only_after_a_history_of_one_mode_on_enough_pairs_and_all_replay() {
     use ratchet::stats::sequential::{LR_KEEP_AT, LR_KEEP_AT_ONE_MODE, ONE_MODE_TOLD_PAIRS};
-    // The default method, on two machines: one of a single normal mode (calibrated with 16
+    // The earlier rule (`method = "auto"`), on two machines: one of a single normal mode (calibrated with 16
     // pairs, too few to rule out two modes within its noise, and with 60), one whose processes
     // fall 30% of the time in a mode 4% slower (16 pairs).
-    let config = CONFIG.replace("method = \"sequential\"\n", "");
+    let config = CONFIG.replace("method = \"sequential\"\n", "method = \"auto\"\n");
     for (two_modes, pairs, seed) in [(false, 16, 40u64), (false, ONE_MODE_TOLD_PAIRS as u32, 42), (true, 16, 41)] {
         let dir = support::committed_repo(&[("ratchet.toml", &config), ("kernel.py", "BQ = 0\n")]);
         let mut rng = Rng::new(seed);

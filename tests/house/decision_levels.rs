@@ -15,8 +15,10 @@ fn every_decision_constant_is_in_the_docs_table_with_its_value() {
         }
     }
     let docs = std::fs::read_to_string(root.join("docs/decisions.md")).unwrap();
+    // The section's tables (the robust ratio's, the earlier rule's), up to the next section.
     let start = docs.find("## The levels").expect("the table of levels");
-    let table: Vec<&str> = docs[start..].lines().skip_while(|l| !l.starts_with('|')).take_while(|l| l.starts_with('|')).collect();
+    let end = docs[start + 1..].find("\n## ").map_or(docs.len(), |e| start + 1 + e);
+    let table: Vec<&str> = docs[start..end].lines().filter(|l| l.starts_with('|')).collect();
     // Any literal (1.25, 6.0, 1e-12): a constant the pattern cannot read fails below, not silently.
     let consts = regex::Regex::new(r"(?m)^pub const ([A-Z_0-9]+): ([a-z0-9]+) = ([^;]+);").unwrap();
     let mut seen = 0;

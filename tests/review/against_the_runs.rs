@@ -110,7 +110,10 @@ fn views(repo: &Repo) -> Vec<(&'static str, String)> {
 
 #[test]
 fn a_true_2x_reads_2x_everywhere_despite_two_wild_incumbent_runs() {
+    // The earlier rule, whose decision reads the plain mean the wild runs carry.
     let repo = Repo::new(16);
+    repo.write("ratchet.toml", &config(16).replace("[decision]\n", "[decision]\nmethod = \"auto\"\n"));
+    repo.git(&["commit", "-qam", "the earlier rule"]);
     let o = repo.experiment(1, &mut wild(10.0, 5.0, &[1, 2]));
     assert_eq!(o.row.status, Status::Keep, "{}", o.row.note);
     let (x, _) = report::speedup(&o.row).unwrap();
@@ -359,7 +362,10 @@ fn a_rescue_s_keep_shows_the_estimate_of_the_pairs_it_read() {
 
 #[test]
 fn an_experiments_default_report_is_six_lines_that_fit_the_terminal() {
+    // The earlier rule, which has an unconfirmed end to print.
     let repo = Repo::new(8);
+    repo.write("ratchet.toml", &config(8).replace("[decision]\n", "[decision]\nmethod = \"auto\"\n"));
+    repo.git(&["commit", "-qam", "the earlier rule"]);
     let mut unconfirmed = MockExecutor::new(|c| match (c.side, c.n) {
         // A clear gain in the first phase that the confirmation batch does not repeat.
         (Side::Candidate, n) if n < 4 => Step::Latency(4.0),

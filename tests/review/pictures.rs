@@ -355,7 +355,7 @@ fn the_looks_chart_draws_the_rescue_s_look_after_both_phases_in_its_own_colour()
     use ratchet::stats::sequential::{run_to_decision, Params, Sequential};
     use ratchet::stats::LookPhase;
     // The default rule on a budget of 8 + 4 pairs: its rescue reads 24.
-    let params = Params { max_pairs: 8, confirm_pairs: 4, ..ratchet::config::DecisionConfig::default().params(None) };
+    let params = Params { max_pairs: 8, confirm_pairs: 4, ..ratchet::config::DecisionConfig::earlier().params(None) };
     assert_eq!(params.max_total_pairs(), 24);
     // +3% under wide noise: neither clear nor futile in 8 pairs, clear over 24.
     let noise = [0.04, -0.05, 0.01, -0.03, 0.05, -0.02, 0.03, -0.04, 0.02, -0.01, 0.04, -0.05];

@@ -6,7 +6,7 @@ use crate::support;
 use support::TestRepo;
 
 const CONFIG: &str = "[benchmark]\ncommand = \"sh bench.sh\"\ntimeout_s = 20\nwarmup = 0\niters = 5\nprofile_iters = 0\n\
-[score]\nmetric = \"latency\"\n[decision]\nmin_pairs = 2\nmax_pairs = 4\nconfirm_pairs = 2\n";
+[score]\nmetric = \"latency\"\n[decision]\nmethod = \"auto\"\nmin_pairs = 2\nmax_pairs = 4\nconfirm_pairs = 2\n";
 
 /// The candidate is 20% faster; each run notes what it was told in `seen.log` (outside git).
 const BENCH: &str = r#"echo "$RATCHET_RUN $RATCHET_SIDE ${RATCHET_PHASE-unset} ${RATCHET_PAIR-unset}" >> "$RATCHET_REPO/seen.log"

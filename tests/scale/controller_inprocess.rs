@@ -45,7 +45,9 @@ fn setup(dir: &Path, hyps: &[(&str, usize, f64)]) -> String {
     git_in(dir, &["config", "user.email", "test@example.com"]);
     std::fs::write(
         dir.join("ratchet.toml"),
-        "[benchmark]\ncommand = \"true\"\nwarmup = 0\niters = 5\nprofile_iters = 0\n[decision]\nmin_pairs = 4\nmax_pairs = 8\nconfirm_pairs = 4\n[score]\nmetric = \"latency\"\n",
+        // The earlier rule, whose decisions of 4 pairs and more build a history that trials borrow
+        // within this queue (the default's 2-pair decisions add 1 df each).
+        "[benchmark]\ncommand = \"true\"\nwarmup = 0\niters = 5\nprofile_iters = 0\n[decision]\nmethod = \"auto\"\nmin_pairs = 4\nmax_pairs = 8\nconfirm_pairs = 4\n[score]\nmetric = \"latency\"\n",
     )
     .unwrap();
     std::fs::write(dir.join("factors.env"), "F0=1.0\nF1=1.0\nF2=1.0\n").unwrap();

@@ -28,7 +28,9 @@ fn the_next_sweep_reattaches_to_a_killed_sweeps_jobs() {
     );
     let t = repo(&engine);
     let base = t.head();
-    let mut child = t.spawn(&["sweep"], &[("FAKE_SLEEP_S", "0.4")]);
+    // Runs slow enough that neither job can end before the kill: the default rule decides the
+    // do-nothing change in 2 pairs (4 runs, 4 s here).
+    let mut child = t.spawn(&["sweep"], &[("FAKE_SLEEP_S", "1.0")]);
     let deadline = Instant::now() + Duration::from_secs(45);
     // Both workers run and both handles are journaled (a worker starts before its submit hook
     // returns the token the journal records: a kill in between leaves a job no hook can find).

@@ -215,6 +215,13 @@ pub struct TestRepo {
 pub const DEFAULT_CONFIG: &str = "[benchmark]\ncommand = \"python3 {bench}\"\ntimeout_s = 20\nkill_grace_s = 0.5\n\
 warmup = 0\niters = 5\nprofile_iters = 0\n[hardware]\npreset = \"tpu-v5e\"\n[decision]\nmin_pairs = 4\nmax_pairs = 8\nconfirm_pairs = 4\n";
 
+/// `config` deciding by the earlier rule (`method = "auto"`), for the cases that count its looks,
+/// its confirmation or its rescue.
+pub fn earlier_rule(config: &str) -> String {
+    assert!(config.contains("[decision]\n"), "a config with a [decision] table: {config}");
+    config.replacen("[decision]\n", "[decision]\nmethod = \"auto\"\n", 1)
+}
+
 /// `text` with each run of whitespace as one space: what it says, however the terminal face
 /// wrapped its lines to fit the width.
 pub fn flat(text: &str) -> String {

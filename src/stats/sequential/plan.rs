@@ -287,11 +287,23 @@ impl Sequential {
 
     /// Most pairs a decision can measure, confirmation, replaced outliers and rescue included.
     pub fn max_measured_pairs(&self) -> usize {
+        if let Some(l) = self.params.robust {
+            return l.pairs;
+        }
         let two = self.two_phase_pairs().max(self.rescue_total());
         match self.likelihood_ratio() {
             Some((_, test)) if self.params.likelihood_ratio == OnePhase::UntilOutlier => test.max_pairs.max(two),
             Some((_, test)) => test.max_pairs,
             None => two,
+        }
+    }
+
+    /// The budget of the one-phase test that decides, where one does (the robust ratio, or the
+    /// likelihood ratio with history); `None`: the two phases.
+    pub fn one_phase_budget(&self) -> Option<usize> {
+        match self.params.robust {
+            Some(l) => Some(l.pairs),
+            None => self.likelihood_ratio().map(|(_, t)| t.max_pairs),
         }
     }
 

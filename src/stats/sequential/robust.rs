@@ -7,7 +7,7 @@
 //! - **keep** when a gain of at least the minimum effect is `e^keep_at` times as likely as no gain
 //!   at its best, and the pairs' robust mean is at least the minimum effect;
 //! - **revert** when a gain is `e^-futile_at` times less likely than no gain, both weighed over
-//!   the same noise;
+//!   the same noise, or a loss (the gain side mirrored) `e^keep_at` times as likely as no gain;
 //! - at the budget, **keep** if the t-test of the pairs, those over `band` robust sds from their
 //!   median set aside, passes at `rescue_alpha`, else **inconclusive**.
 //!
@@ -19,16 +19,20 @@
 use super::likelihood::{log_mix, Stop};
 use super::sample::{mean_sd, median, robust_sd};
 use super::{Borrowed, Next, Phase, Sequential};
-use crate::stats::{fmt_p, pct, Decision, Look, LookPhase, Procedure, Verdict};
+use crate::stats::{fmt_p, pct, Decision, Look, LookPhase, Procedure, Rescue, Verdict};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 const LN_2PI_HALF: f64 = 0.918_938_533_204_672_7;
 
 /// The gain side's gains, as multiples of the one it is powered for, with their prior weights:
-/// most on the minimum, the rest spread so that a large gain is not read as noise (15x: a
-/// 1.5x speed-up on a +3% grid).
-const GAINS: [(f64, f64); 5] = [(1.0, 0.65), (2.0, 0.1), (3.0, 0.1), (6.0, 0.1), (15.0, 0.05)];
+/// most on the minimum, the rest spread so that a large gain is not read as noise.
+const GAINS: [(f64, f64); 4] = [(1.0, 0.65), (2.0, 0.1), (3.0, 0.1), (6.0, 0.1)];
+/// ... and beyond them, at weight 0.05 shared evenly, gains from 6.6x in steps of 10% up to a
+/// 100x speed-up: a gain far above the grid (+25%, a 4x speed-up) then has a mean near its own,
+/// where the noise of a quiet machine would read it as no gain's outlier.
+const TAIL: (f64, f64, f64) = (6.6, 0.05, 1.1);
+const TAIL_TOP: f64 = 4.605_170_185_988_091; // ln 100
 /// The no-gain fit's sd grid: a step of 12%, from a quarter of the pairs' robust sd (none
 /// below fits better) to twice their widest distance from the fitted mean.
 const FIT_SD_STEP: f64 = 1.12;
@@ -63,7 +67,9 @@ pub struct RobustLevels {
     /// The share of the gain side's prior on its sd that is log-uniform over 1/4x-16x the
     /// history's, beside the history's own posterior.
     pub vague: f64,
-    /// The budget's t-test: its level and its band in robust sds.
+    /// The budget in pairs (`[decision] rescue_pairs`, or `--pairs`), then its t-test: the
+    /// test's level (`rescue_alpha`) and its band in robust sds.
+    pub pairs: usize,
     pub rescue_alpha: f64,
     pub band: f64,
 }
@@ -78,6 +84,7 @@ impl RobustLevels {
         outlier_width: 8.0,
         modes_share: 0.25,
         vague: 0.2,
+        pairs: 30,
         rescue_alpha: 0.0001,
         band: 4.0,
     };
@@ -124,6 +131,16 @@ impl RobustRatio {
             Some((sd, _)) => (self.levels.powered_for_sds * sd).min(cap).max(self.min_mean),
             None => cap.max(self.min_mean),
         }
+    }
+
+    /// The gain side's means (log-ratios) with their prior weights: [`GAINS`] of the gain it is
+    /// powered for, then [`TAIL`]'s up to a 100x speed-up.
+    pub fn gain_means(&self) -> Vec<(f64, f64)> {
+        let mu1 = self.mu1();
+        let (from, weight, step) = TAIL;
+        let tail: Vec<f64> = (0..).map(|k| from * mu1 * step.powi(k)).take_while(|&m| m <= TAIL_TOP).collect();
+        let share = weight / tail.len().max(1) as f64;
+        GAINS.iter().map(|&(m, w)| (m * mu1, w)).chain(tail.into_iter().map(|m| (m, share))).collect()
     }
 
     /// The gain side's sds with their prior weights: the history's chi-square posterior around
@@ -223,8 +240,9 @@ impl RobustRatio {
     /// is [`RobustRatio::rescue_keeps`]'s).
     pub fn looks(&self, pairs: &[(f64, Option<f64>)]) -> (Vec<RobustLook>, Option<Stop>) {
         let sds = self.gain_sds();
-        let mu1 = self.mu1();
-        let mut gains = vec![[0.0f64; GAINS.len()]; sds.len()];
+        let means = self.gain_means();
+        let mut gains = vec![vec![0.0f64; means.len()]; sds.len()];
+        let mut losses = gains.clone();
         let mut nones = vec![0.0f64; sds.len()];
         let (mut rs, mut ss, mut ds): (Vec<f64>, Vec<f64>, Vec<Option<f64>>) = (vec![], vec![], vec![]);
         let mut looks = vec![];
@@ -244,8 +262,9 @@ impl RobustRatio {
                 _ => None,
             };
             for (j, &(sd, _)) in sds.iter().enumerate() {
-                for (g, &(m, _)) in gains[j].iter_mut().zip(&GAINS) {
-                    *g += self.ln_pair(r - m * mu1, d, sd);
+                for ((g, l), &(m, _)) in gains[j].iter_mut().zip(losses[j].iter_mut()).zip(&means) {
+                    *g += self.ln_pair(r - m, d, sd);
+                    *l += self.ln_pair(r + m, d, sd);
                 }
                 nones[j] += self.ln_pair(r, d, sd);
             }
@@ -258,8 +277,11 @@ impl RobustRatio {
                 continue;
             }
             let gain =
-                log_mix(sds.iter().zip(&gains).map(|(&(_, w), g)| w.ln() + log_mix(GAINS.iter().zip(g).map(|(&(_, gw), v)| gw.ln() + v))));
+                log_mix(sds.iter().zip(&gains).map(|(&(_, w), g)| w.ln() + log_mix(means.iter().zip(g).map(|(&(_, gw), v)| gw.ln() + v))));
             let none_weighed = log_mix(sds.iter().zip(&nones).map(|(&(_, w), v)| w.ln() + v));
+            // The gain side mirrored: the same prior over losses.
+            let loss =
+                log_mix(sds.iter().zip(&losses).map(|(&(_, w), g)| w.ln() + log_mix(means.iter().zip(g).map(|(&(_, gw), v)| gw.ln() + v))));
             let look = RobustLook {
                 measured: i + 1,
                 used: rs.len(),
@@ -272,7 +294,10 @@ impl RobustRatio {
             if look.log_lr >= self.levels.keep_at && look.mean >= self.min_mean {
                 return (looks, Some(Stop::Keep));
             }
-            if look.log_lr_futility <= self.levels.futile_at {
+            // Revert: a gain e^2 times less likely than no gain at the same noise, or a loss as
+            // sure as a keep would be of a gain (a clear loss, whose pairs both sides read as
+            // outliers at the gain side's noise, so the first ratio stays near 1).
+            if look.log_lr_futility <= self.levels.futile_at || loss - none_weighed >= self.levels.keep_at {
                 return (looks, Some(Stop::Futile));
             }
         }
@@ -333,7 +358,7 @@ impl Sequential {
         let b = self.borrowed.as_ref();
         RobustRatio {
             levels,
-            max_pairs: self.params.max_total_pairs(),
+            max_pairs: levels.pairs,
             min_mean: (self.params.min_effect_pct / 100.0).ln_1p(),
             history: b.map(|b| (b.scale.sd, b.scale.df)),
             skip_first: b.is_some_and(Borrowed::shows_warmup),
@@ -437,9 +462,25 @@ impl Sequential {
                 scale: SCALE.to_string(),
             })
             .collect();
+        // The budget's t-test, recorded as the earlier rule's rescue is: the pairs it set aside
+        // (0-based, in the order measured), so the row shows the estimate of those it read.
+        let rescue = (stop == Stop::Budget).then(|| {
+            let (m, sd) = (median(used), robust_sd(used));
+            let set_aside_pairs: Vec<usize> =
+                used.iter().enumerate().filter(|(_, &v)| (v - m).abs() > levels.band * sd.max(1e-12)).map(|(i, _)| i + skip).collect();
+            Rescue {
+                pairs: read,
+                set_aside: set_aside_pairs.len(),
+                set_aside_pairs,
+                p_value: test.rescue(used).3,
+                alpha: levels.rescue_alpha,
+                passed: rescued,
+                before: Verdict::Inconclusive,
+            }
+        });
         Next::Done(Decision {
             verdict,
-            procedure: Procedure::RobustRatio,
+            procedure: if rescued { Procedure::Rescue } else { Procedure::RobustRatio },
             effect_pct: pct(mean),
             ci_low_pct: pct(mean - q * se),
             ci_high_pct: pct(mean + q * se),
@@ -453,7 +494,7 @@ impl Sequential {
             noise_sd_pct: sd * 100.0,
             excluded: skip.min(read),
             confirmation: None,
-            rescue: None,
+            rescue,
             reason,
             trail,
             borrowed: self.borrowed.as_ref().map(|b| Box::new(b.record())),
@@ -491,6 +532,23 @@ mod tests {
         assert!(looks.len() < 15, "+3% at a 1% pair keeps within 15 pairs: {}", looks.len());
         let (_, stop) = r.looks(&pairs(0.0, 0.01, &normals(60, 2)));
         assert_eq!(stop, Some(Stop::Futile));
+    }
+
+    #[test]
+    fn a_large_gain_keeps_and_a_large_loss_reverts_at_once_on_a_quiet_machine() {
+        // A 0.78% pair, as a quiet benchmark's: 4x is far above the +3% grid.
+        let r = ratio(Some((0.0078, 29.0)));
+        let z = normals(60, 9);
+        let (looks, stop) = r.looks(&pairs(4f64.ln(), 0.0078, &z));
+        assert!(stop == Some(Stop::Keep) && looks.last().unwrap().measured <= 5, "{looks:?}");
+        let (looks, stop) = r.looks(&pairs(-(4f64.ln()), 0.0078, &z));
+        assert!(stop == Some(Stop::Futile) && looks.last().unwrap().measured <= 3, "{looks:?}");
+        // The gain side reaches a 100x speed-up, its weights summing to 1 (Ville's bound needs it).
+        let means = r.gain_means();
+        assert!(means.last().unwrap().0 <= 100f64.ln() && means.last().unwrap().0 > 100f64.ln() / 1.1);
+        assert!((means.iter().map(|m| m.1).sum::<f64>() - 1.0).abs() < 1e-12);
+        let sds: f64 = r.gain_sds().iter().map(|s| s.1).sum();
+        assert!((sds - 1.0).abs() < 1e-12 && (ratio(None).gain_sds().iter().map(|s| s.1).sum::<f64>() - 1.0).abs() < 1e-12);
     }
 
     #[test]
