@@ -206,9 +206,11 @@ pub fn alarm(params: &Params, sd: f64, source: &str, ratio: Option<&WholePairLr>
     if d.is_nan() || d <= quiet_at {
         return None;
     }
-    let gains = if d.is_finite() { format!("under {d:.1}%") } else { "under 100x".to_string() };
+    // One figure in both lines: the detectable gain rounded up to the suggestion's tenth.
+    let up = (d * 10.0).ceil() / 10.0;
+    let gains = if d.is_finite() { format!("under {up:.1}%") } else { "under 100x".to_string() };
     let suggest = if d.is_finite() {
-        format!("[decision] min_effect_pct = {:.1}", (d * 10.0).ceil() / 10.0)
+        format!("[decision] min_effect_pct = {up:.1}")
     } else {
         "a larger [decision] min_effect_pct".into()
     };
@@ -339,8 +341,10 @@ mod tests {
         let text = alarm(&p, 0.45, "from 3 sessions of history", None, "profile_iters").unwrap();
         let d = detectable_pct(&p, 0.45, 0.95, None);
         assert!(d > 2.0, "{d}");
-        assert!(text.contains(&format!("gains under {d:.1}%")) && text.contains("quiet the machine"), "{text}");
-        assert!(text.contains(&format!("min_effect_pct = {:.1}", (d * 10.0).ceil() / 10.0)), "{text}");
+        // One figure in both lines, rounded up to the suggestion's tenth.
+        let up = (d * 10.0).ceil() / 10.0;
+        assert!(text.contains(&format!("gains under {up:.1}%")) && text.contains("quiet the machine"), "{text}");
+        assert!(text.contains(&format!("min_effect_pct = {up:.1}")), "{text}");
         // The knob named is the one whose calls make a run's time.
         assert!(text.contains("raise [benchmark] profile_iters,"), "{text}");
     }
@@ -487,7 +491,7 @@ mod tests {
         let text = alarm(&p, 0.2, "history", Some(&test), "iters").unwrap();
         let d = detectable_pct(&p, 0.2, 0.95, Some(&test));
         // The ratio's budget, not the two phases'.
-        assert!(text.contains(&format!("gains under {d:.1}%")), "{text}");
+        assert!(text.contains(&format!("gains under {:.1}%", (d * 10.0).ceil() / 10.0)), "{text}");
         assert!(
             budget_words(&p, Some(5.7)).contains("likelihood ratio of whole pairs, up to 30 pairs, keeping at a ratio of e^5.7")
                 && budget_words(&p, None).contains("max_pairs")
