@@ -715,11 +715,19 @@ fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRec
         Verdict::Unconfirmed => Status::Unconfirmed,
     };
     let verdict = status.as_str();
+    // A ratio's looks (the robust ratio's, `method = "likelihood-ratio"`'s) hold ln LR against
+    // its levels, in one phase; the two phases' hold estimate / se, the confirmation after.
+    let ratio = rec
+        .looks
+        .iter()
+        .any(|l| l.scale == crate::stats::sequential::likelihood::SCALE || l.scale == crate::stats::sequential::robust::SCALE);
     let mut chart = ChartBuilder::on(root)
         .caption(
             format!(
-                "experiment {}: the sequential test's statistic at each look ({verdict}; the test's mean {:+.1}%)",
-                rec.experiment, rec.effect_pct
+                "experiment {}: the {} statistic at each look ({verdict}; the test's mean {:+.1}%)",
+                rec.experiment,
+                if ratio { "likelihood ratio's" } else { "sequential test's" },
+                rec.effect_pct
             ),
             ("sans-serif", 20),
         )
@@ -730,13 +738,8 @@ fn looks_chart<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, rec: &LooksRec
         .map_err(e)?;
     chart
         .configure_mesh()
-        .x_desc("pairs measured (confirmation batch after the first phase)")
-        .y_desc(if rec.looks.iter().any(|l| l.scale == crate::stats::sequential::likelihood::SCALE) {
-            // `method = "likelihood-ratio"`: its looks hold ln LR against its levels.
-            "statistic: ln likelihood ratio, a gain against no gain"
-        } else {
-            "statistic: estimate / standard error"
-        })
+        .x_desc(if ratio { "pairs measured" } else { "pairs measured (confirmation batch after the first phase)" })
+        .y_desc(if ratio { "statistic: ln likelihood ratio, a gain against no gain" } else { "statistic: estimate / standard error" })
         .x_label_formatter(&|x| count_label(*x))
         .label_style(("sans-serif", 14))
         .light_line_style(WHITE.mix(0.0))

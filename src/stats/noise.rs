@@ -209,11 +209,7 @@ pub fn alarm(params: &Params, sd: f64, source: &str, ratio: Option<&WholePairLr>
     // One figure in both lines: the detectable gain rounded up to the suggestion's tenth.
     let up = (d * 10.0).ceil() / 10.0;
     let gains = if d.is_finite() { format!("under {up:.1}%") } else { "under 100x".to_string() };
-    let suggest = if d.is_finite() {
-        format!("[decision] min_effect_pct = {up:.1}")
-    } else {
-        "a larger [decision] min_effect_pct".into()
-    };
+    let suggest = if d.is_finite() { format!("[decision] min_effect_pct = {up:.1}") } else { "a larger [decision] min_effect_pct".into() };
     // Two lines: what it costs, then what to do.
     Some(format!(
         "noisy machine: pairs vary {:.1}% ({source}), so gains {gains} end inconclusive\n\

@@ -504,7 +504,7 @@ impl Sequential {
 
 /// What a robust-ratio decision's `scale` says: the pairs' own robust spread read against the
 /// history's posterior.
-const SCALE: &str = "robust";
+pub const SCALE: &str = "robust";
 
 #[cfg(test)]
 mod tests {
