@@ -487,38 +487,9 @@ impl Sequential {
                     pct(mean)
                 ),
             ),
-            Stop::Budget => (
-                Verdict::Inconclusive,
-                format!(
-                    "no clear answer after the budget of {} pairs (p = {} > {}; mean {:+.2}%): a gain of {}% is still plausible; rerun with more pairs to settle it",
-                    test.max_pairs,
-                    fmt_p(pv),
-                    fmt_p(threshold),
-                    pct(mean),
-                    p.min_effect_pct
-                ),
-            ),
+            Stop::Budget => (Verdict::Inconclusive, budget_reason(test.max_pairs, pv, threshold, mean, p.min_effect_pct)),
         };
-        let trail = looks
-            .iter()
-            .enumerate()
-            .map(|(k, l)| Look {
-                phase: LookPhase::Decision,
-                look: k + 1,
-                pairs: l.measured,
-                tested: l.used,
-                estimate_pct: pct(l.mean),
-                se_pct: l.sd / (l.used as f64).sqrt() * 100.0,
-                statistic: l.log_lr.is_finite().then_some(l.log_lr),
-                keep_boundary: Some(test.keep_at),
-                // The futility stop on the statistic's own scale: its ratio against no gain at the
-                // calibrated sd differs from the statistic by a term of the pairs alone.
-                revert_boundary: Some(test.futile_at + l.log_lr - l.log_lr_futility).filter(|x| x.is_finite()),
-                alpha: threshold,
-                df: test.ratio_df + l.used.saturating_sub(1) as f64,
-                scale: SCALE.to_string(),
-            })
-            .collect();
+        let trail = ratio_trail(&looks, (test.keep_at, test.futile_at), threshold, test.ratio_df, SCALE);
         Ok(Next::Done(Decision {
             verdict,
             procedure: super::Procedure::LikelihoodRatio,
@@ -600,6 +571,43 @@ pub fn ln_normal_cdf(x: f64) -> f64 {
     } else {
         -x * x / 2.0 - (-x).ln() - 0.5 * (2.0 * std::f64::consts::PI).ln() + (1.0 - 1.0 / (x * x)).ln()
     }
+}
+
+/// The reason of a one-phase ratio that ran its budget of `max_pairs` without a stop.
+pub(super) fn budget_reason(max_pairs: usize, pv: f64, threshold: f64, mean: f64, min_effect_pct: f64) -> String {
+    format!(
+        "no clear answer after the budget of {} pairs (p = {} > {}; mean {:+.2}%): a gain of {}% is still plausible; rerun with more pairs to settle it",
+        max_pairs,
+        fmt_p(pv),
+        fmt_p(threshold),
+        pct(mean),
+        min_effect_pct
+    )
+}
+
+/// A one-phase ratio's looks as the decision's trail: ln LR against the keep level of
+/// `(keep_at, futile_at)`, and the revert stop on the same scale (its ratio against the weighed
+/// no gain differs from ln LR by a term of the pairs alone); `df0` is the history's df the
+/// gain side's sd carries.
+pub(super) fn ratio_trail(looks: &[LrLook], (keep_at, futile_at): (f64, f64), threshold: f64, df0: f64, scale: &str) -> Vec<Look> {
+    looks
+        .iter()
+        .enumerate()
+        .map(|(k, l)| Look {
+            phase: LookPhase::Decision,
+            look: k + 1,
+            pairs: l.measured,
+            tested: l.used,
+            estimate_pct: pct(l.mean),
+            se_pct: l.sd / (l.used as f64).sqrt() * 100.0,
+            statistic: l.log_lr.is_finite().then_some(l.log_lr),
+            keep_boundary: Some(keep_at),
+            revert_boundary: Some(futile_at + l.log_lr - l.log_lr_futility).filter(|x| x.is_finite()),
+            alpha: threshold,
+            df: df0 + l.used.saturating_sub(1) as f64,
+            scale: scale.to_string(),
+        })
+        .collect()
 }
 
 /// The pairs a decision read, as its reason says them.

@@ -16,10 +16,10 @@
 //! with probability at most `e^-keep_at` (1/1111 = 0.09%); the rescue adds `rescue_alpha` by the
 //! union bound: 0.1% in all.
 
-use super::likelihood::{log_mix, Stop};
+use super::likelihood::{budget_reason, log_mix, ratio_trail, LrLook, Stop};
 use super::sample::{mean_sd, median, robust_sd};
 use super::{Borrowed, Next, Phase, Sequential};
-use crate::stats::{fmt_p, pct, Decision, Look, LookPhase, Procedure, Rescue, Verdict};
+use crate::stats::{fmt_p, pct, Decision, Procedure, Rescue, Verdict};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
@@ -430,38 +430,18 @@ impl Sequential {
                     pct(mean)
                 ),
             ),
-            Stop::Budget => (
-                Verdict::Inconclusive,
-                format!(
-                    "no clear answer after the budget of {} pairs (p = {} > {}; mean {:+.2}%): a gain of {}% is still plausible; rerun with more pairs to settle it",
-                    test.max_pairs,
-                    fmt_p(pv),
-                    fmt_p(threshold),
-                    pct(mean),
-                    p.min_effect_pct
-                ),
-            ),
+            Stop::Budget => (Verdict::Inconclusive, budget_reason(test.max_pairs, pv, threshold, mean, p.min_effect_pct)),
         };
-        let trail = looks
-            .iter()
-            .enumerate()
-            .map(|(k, l)| Look {
-                phase: LookPhase::Decision,
-                look: k + 1,
-                pairs: l.measured,
-                tested: l.used,
-                estimate_pct: pct(l.mean),
-                se_pct: l.sd / (l.used as f64).sqrt() * 100.0,
-                statistic: l.log_lr.is_finite().then_some(l.log_lr),
-                keep_boundary: Some(levels.keep_at),
-                // The revert stop on the statistic's scale: the two ratios differ by the no-gain
-                // fit's gain over the weighed no gain, a term of the pairs alone.
-                revert_boundary: Some(levels.futile_at + l.log_lr - l.log_lr_futility).filter(|x| x.is_finite()),
-                alpha: threshold,
-                df: l.used.saturating_sub(1) as f64,
-                scale: SCALE.to_string(),
-            })
-            .collect();
+        let as_lr = |l: &RobustLook| LrLook {
+            measured: l.measured,
+            used: l.used,
+            mean: l.mean,
+            sd: l.sd,
+            log_lr: l.log_lr,
+            log_lr_futility: l.log_lr_futility,
+            calibrated_sd: 0.0,
+        };
+        let trail = ratio_trail(&looks.iter().map(as_lr).collect::<Vec<_>>(), (levels.keep_at, levels.futile_at), threshold, 0.0, SCALE);
         // The budget's t-test, recorded as the earlier rule's rescue is: the pairs it set aside
         // (0-based, in the order measured), so the row shows the estimate of those it read.
         let rescue = (stop == Stop::Budget).then(|| {
