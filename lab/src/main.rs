@@ -60,8 +60,8 @@ pub struct SimulateArgs {
     /// Use the built-in [decision] defaults even inside a repo with a ratchet.toml.
     #[arg(long)]
     pub defaults: bool,
-    /// Simulate this [decision] method in place of the config's (sequential, fixed,
-    /// likelihood-ratio, auto).
+    /// Simulate this [decision] method in place of the config's (robust-ratio, the default;
+    /// auto, sequential, likelihood-ratio, fixed: the earlier rule and its parts).
     #[arg(long, value_name = "METHOD", value_parser = parse_method)]
     pub method: Option<ratchet::config::Method>,
     /// Only the noise models whose names contain this (any case; repeat for several; --help
@@ -346,6 +346,8 @@ mod tests {
         let c = Cli::try_parse_from(["ratchet-lab", "simulate", "--method", "auto"]).unwrap();
         assert!(matches!(c.command, Command::Simulate(SimulateArgs { method: Some(ratchet::config::Method::Auto), .. })));
         let e = Cli::try_parse_from(["ratchet-lab", "simulate", "--method", "lr"]).unwrap_err().to_string();
-        assert!(e.contains("one of sequential, fixed, likelihood-ratio, auto"), "{e}");
+        assert!(e.contains("one of sequential, fixed, likelihood-ratio, robust-ratio, auto"), "{e}");
+        let c = Cli::try_parse_from(["ratchet-lab", "simulate", "--method", "robust-ratio"]).unwrap();
+        assert!(matches!(c.command, Command::Simulate(SimulateArgs { method: Some(ratchet::config::Method::RobustRatio), .. })));
     }
 }
