@@ -113,9 +113,10 @@ fn sweep_compounds_kept_gains_and_goes_on_past_failures() {
         assert!(svg.contains("<svg") && svg.trim_end().ends_with("</svg>"), "{name}.svg");
     }
     let html = t.read("report.html");
-    // Staircase, roofline, runs, and the latest experiment's sequential test (its looks).
+    // Staircase, roofline, runs, and the latest experiment's test (its looks: the default rule's
+    // likelihood ratio).
     assert!(html.starts_with("<!DOCTYPE html>") && html.matches("<svg").count() == 4 && html.contains("exp: 5 -&gt; 2.5 ms"));
-    assert!(html.contains("the sequential test&apos;s statistic"));
+    assert!(html.contains("the likelihood ratio&apos;s statistic"));
     for external in ["src=", "<script", "<link", "url("] {
         assert!(!html.contains(external), "the report must be self-contained, found {external}");
     }
