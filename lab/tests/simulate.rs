@@ -79,9 +79,17 @@ fn simulate_tables_the_jump_models_with_clopper_pearson_intervals() {
     // The warming machine, and the same 4x and 6x noisier: three gains each.
     assert_eq!(rows.len(), 9, "{text}");
     assert!(rows.iter().all(|r| r.starts_with("| cv 1% + 10% warm-up ramp")), "{text}");
-    lab().args(["simulate", "--defaults", "--trials", "2", "--null-trials", "2"]).assert().success().stdout(predicate::str::contains(
-        format!("variance guard on the log-ratios and the runs' sums at F level {GUARD} ({CONFIRM_GUARD} in the confirmation"),
-    ));
+    // The header says the rule simulated: the default's levels as recorded, the earlier rule's plan.
+    lab()
+        .args(["simulate", "--defaults", "--trials", "2", "--null-trials", "2", "--only", "=cv 1%"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("method RobustRatio: min effect 1%, levels {\"keep_at\":7.013"));
+    lab().args(["simulate", "--defaults", "--method", "auto", "--trials", "2", "--null-trials", "2"]).assert().success().stdout(
+        predicate::str::contains(format!(
+            "variance guard on the log-ratios and the runs' sums at F level {GUARD} ({CONFIRM_GUARD} in the confirmation"
+        )),
+    );
 }
 
 #[test]
