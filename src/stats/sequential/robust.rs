@@ -384,11 +384,10 @@ impl Sequential {
         let used = &main[skip.min(read)..read];
         // The ratio's p: 1 / its largest ratio over the looks, by Ville's inequality.
         let pv = looks.iter().map(|l| (-l.log_lr).exp()).fold(1.0, f64::min);
+        // The budget's t-test, read once (its figures only where the budget ended the decision).
+        let budget = test.rescue(used);
         let (mean, sd, n) = match stop {
-            Stop::Budget => {
-                let (mean, sd, n, _) = test.rescue(used);
-                (mean, sd, n)
-            }
+            Stop::Budget => (budget.0, budget.1, budget.2),
             _ => last.map_or((0.0, 0.0, 0), |l| (l.mean, l.sd, l.used)),
         };
         let se = sd / (n.max(1) as f64).sqrt();
@@ -423,7 +422,7 @@ impl Sequential {
                 format!(
                     "kept at the budget of {} pairs by their t-test (p = {} <= {}, {} pairs over {} robust sds out set aside), mean gain {:+.2}%",
                     test.max_pairs,
-                    fmt_p(test.rescue(used).3),
+                    fmt_p(budget.3),
                     fmt_p(levels.rescue_alpha),
                     used.len() - n,
                     levels.band,
@@ -452,7 +451,7 @@ impl Sequential {
                 pairs: read,
                 set_aside: set_aside_pairs.len(),
                 set_aside_pairs,
-                p_value: test.rescue(used).3,
+                p_value: budget.3,
                 alpha: levels.rescue_alpha,
                 passed: rescued,
                 before: Verdict::Inconclusive,
@@ -465,11 +464,11 @@ impl Sequential {
             ci_low_pct: pct(mean - q * se),
             ci_high_pct: pct(mean + q * se),
             ci_level: 1.0 - 2.0 * p.alpha,
-            p_value: if rescued { test.rescue(used).3 } else { pv },
+            p_value: if rescued { budget.3 } else { pv },
             pairs: read,
             looks: looks.len(),
             p_threshold: if rescued { levels.rescue_alpha } else { threshold },
-            p_adjusted: if rescued { test.rescue(used).3 } else { pv },
+            p_adjusted: if rescued { budget.3 } else { pv },
             scale: SCALE.to_string(),
             noise_sd_pct: sd * 100.0,
             excluded: skip.min(read),
