@@ -12,8 +12,8 @@
 //! scale), shipped (1: the shipped rule decides the same draws too), keep (ln LR to keep; ln 1000),
 //! futile (-2), min_pairs (0: no least number of pairs to keep), eps (the outlier component's
 //! share, 0.1), k (its shape: a normal k times as wide, 0 a Cauchy of the same scale, -k half
-//! each; 8), sums (1: read the log-sums' contrasts), d_mean (1: contrast each sum with the mean
-//! of those before, not their median), sum_scale (1: the gain side's own scale for the sums),
+//! each; 8), sums (1: read the log-sums' contrasts; under product=1 the product's level, off),
+//! d_mean (1: contrast each sum with the mean of those before, not their median), sum_scale (1: the gain side's own scale for the sums),
 //! df and sum_df (the history's weight, in pairs, in the gain side's scales; -1: the history's
 //! own df; 8 and 4), own_sd (1: the pairs' plain sd in place of their MAD's), rho_max (0; above:
 //! no gain fits a correlation of log-ratio and log-sum up to it) and gain_rho (1: the gain side
@@ -388,8 +388,14 @@ fn within_band(x: &[f64], floor: f64) -> Vec<f64> {
 }
 
 /// The product's robust ratio (`stats::sequential::robust`) on the same pairs: (stop, pairs read).
-fn robust_decide(hist: Option<(f64, f64)>, warm: bool, pair: &dyn Fn(usize) -> (f64, f64)) -> (Stop, usize) {
-    let test = RobustRatio { levels: RobustLevels::CURRENT, max_pairs: 30, min_mean: 0.01f64.ln_1p(), history: hist, skip_first: warm };
+fn robust_decide(hist: Option<(f64, f64)>, warm: bool, sums: bool, pair: &dyn Fn(usize) -> (f64, f64)) -> (Stop, usize) {
+    let test = RobustRatio {
+        levels: RobustLevels { sums, ..RobustLevels::CURRENT },
+        max_pairs: 30,
+        min_mean: 0.01f64.ln_1p(),
+        history: hist,
+        skip_first: warm,
+    };
     let pairs: Vec<(f64, Option<f64>)> = (0..30).map(pair).map(|(r, s)| (r, Some(s))).collect();
     match test.looks(&pairs) {
         (looks, Some(stop @ (Stop::Keep | Stop::Futile))) => (stop, looks.last().map_or(0, |l| l.used)),
@@ -401,6 +407,8 @@ fn robust_decide(hist: Option<(f64, f64)>, warm: bool, pair: &dyn Fn(usize) -> (
 fn main() {
     let kv = args::Args::from_env();
     let product = kv.num("product", 0.0) > 0.0;
+    // The product's own level unless `sums` is given.
+    let product_sums = kv.num("sums", f64::from(u8::from(RobustLevels::CURRENT.sums))) > 0.0;
     let gain = kv.num("gain", 0.03);
     let trials = kv.num("trials", 500.0) as usize;
     let seed = kv.num("seed", 20260522.0) as u64;
@@ -473,7 +481,7 @@ fn main() {
                 };
                 ((inc / cnd).ln(), (inc * cnd).ln())
             };
-            let (stop, pairs) = if product { robust_decide(hist, warm, &pair) } else { one.decide(hist, warm, pair) };
+            let (stop, pairs) = if product { robust_decide(hist, warm, product_sums, &pair) } else { one.decide(hist, warm, pair) };
             keeps += (stop == Stop::Keep) as usize;
             runs += 2 * pairs;
             if shipped {

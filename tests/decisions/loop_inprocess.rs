@@ -150,12 +150,12 @@ fn the_default_rule_keeps_a_clear_gain_in_one_phase_after_two_pairs() {
     check_common(&repo, &o, &events, &exec);
     assert_eq!(o.row.status, Status::Keep);
     let d = o.decision.as_ref().unwrap();
-    // Looks from the second pair, one phase: without history, 4 pairs (the earlier rule's two
+    // Looks from the second pair, one phase: without history, 5 pairs (the earlier rule's two
     // phases took 4 + 4).
-    assert_eq!((d.procedure, d.pairs, d.looks, d.confirmation.is_none()), (ratchet::stats::Procedure::RobustRatio, 4, 3, true));
-    assert_eq!((exec.runs(Side::Incumbent), exec.runs(Side::Candidate)), (4, 4));
+    assert_eq!((d.procedure, d.pairs, d.looks, d.confirmation.is_none()), (ratchet::stats::Procedure::RobustRatio, 5, 4, true));
+    assert_eq!((exec.runs(Side::Incumbent), exec.runs(Side::Candidate)), (5, 5));
     assert_eq!(o.row.noise_scale, "robust");
-    assert!(d.reason.contains("times as likely as no gain at its best fit after 4 pairs"), "{}", d.reason);
+    assert!(d.reason.contains("times as likely as no gain at its best fit after 5 pairs"), "{}", d.reason);
     assert!((o.row.delta_pct.unwrap() - 25.0).abs() < 2.0, "{:?}", o.row.delta_pct);
     assert_eq!(repo.head(), o.row.commit);
 }
@@ -168,7 +168,7 @@ fn the_default_rule_reverts_a_loss_and_parks_it() {
     check_common(&repo, &o, &events, &exec);
     assert_eq!(o.row.status, Status::Revert);
     let d = o.decision.as_ref().unwrap();
-    assert!(d.procedure == ratchet::stats::Procedure::RobustRatio && d.pairs <= 3, "{d:?}");
+    assert!(d.procedure == ratchet::stats::Procedure::RobustRatio && d.pairs <= 4, "{d:?}");
     assert!(d.reason.starts_with("no worthwhile gain"), "{}", d.reason);
     assert_eq!(repo.head(), base);
     assert_eq!(repo.git(&["show", "refs/ratchet/discarded/1:kernel.py"]), "BQ = 256");

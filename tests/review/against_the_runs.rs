@@ -400,9 +400,9 @@ fn an_experiments_default_report_is_six_lines_that_fit_the_terminal() {
 #[test]
 fn a_futility_stop_whose_interval_reaches_the_minimum_effect_is_too_noisy_to_tell() {
     let repo = Repo::new(16);
-    // Same code on both sides, 30% noise per run: the test gives up early on a wide interval.
+    // Same code on both sides, 10% noise per run: the test gives up early on a wide interval.
     let mut noisy = MockExecutor::sides(Step::Latency(4.0), Step::Latency(4.0));
-    noisy.cv = 0.3;
+    noisy.cv = 0.1;
     let o = repo.experiment(1, &mut noisy);
     let d = o.decision.as_ref().unwrap();
     assert_eq!(d.verdict, ratchet::stats::Verdict::Revert, "{}", d.reason);

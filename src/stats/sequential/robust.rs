@@ -72,6 +72,16 @@ pub struct RobustLevels {
     pub pairs: usize,
     pub rescue_alpha: f64,
     pub band: f64,
+    /// Whether each pair's log-sum enters both sides beside its log-ratio. Off: a candidate
+    /// noisier than its incumbent correlates the two, which neither side's family holds (0.15% of
+    /// do-nothing changes kept at 3x), while the log-ratios alone are normal whatever each side's
+    /// noise. Rows written before this level read the sums (absent: on).
+    #[serde(default = "sums_read_before")]
+    pub sums: bool,
+}
+
+fn sums_read_before() -> bool {
+    true
 }
 
 impl RobustLevels {
@@ -87,6 +97,7 @@ impl RobustLevels {
         pairs: 30,
         rescue_alpha: 0.0001,
         band: 4.0,
+        sums: false,
     };
 }
 
@@ -251,6 +262,7 @@ impl RobustRatio {
             if i < skip {
                 continue;
             }
+            let s = s.filter(|_| self.levels.sums);
             let k = rs.len();
             // The sum's contrast with the median of the sums before it, scaled to a pair's sd
             // (the median's variance: 1/k of a pair's to 3 values, pi/2k above).
@@ -578,10 +590,27 @@ mod tests {
     }
 
     #[test]
+    fn the_log_sums_move_nothing_unless_a_row_recorded_them_read() {
+        // A candidate 3x as noisy as its incumbent: each log-ratio correlates with its log-sum.
+        let z = normals(60, 10);
+        let (inc, cand) = (0.01, 0.03);
+        let p: Vec<(f64, Option<f64>)> = z.chunks(2).map(|c| (inc * c[0] - cand * c[1], Some(inc * c[0] + cand * c[1]))).collect();
+        let bare: Vec<(f64, Option<f64>)> = p.iter().map(|&(r, _)| (r, None)).collect();
+        let r = ratio(Some((0.014, 60.0)));
+        assert_eq!(r.looks(&p), r.looks(&bare), "the log-ratios alone decide");
+        let before = RobustRatio { levels: RobustLevels { sums: true, ..RobustLevels::CURRENT }, ..r };
+        assert_ne!(before.looks(&p).0, before.looks(&bare).0, "a row that read the sums replays reading them");
+    }
+
+    #[test]
     fn levels_round_trip_as_numbers() {
         let json = serde_json::to_string(&RobustLevels::CURRENT).unwrap();
         assert!(json.contains("\"keep_at\":7.01"), "{json}");
         let back: RobustLevels = serde_json::from_str(&json).unwrap();
         assert_eq!(back, RobustLevels::CURRENT);
+        // Written before the sums were a level, a row read them.
+        let before = json.replace(",\"sums\":false", "");
+        assert!(!before.contains("sums"), "{before}");
+        assert_eq!(serde_json::from_str::<RobustLevels>(&before).unwrap(), RobustLevels { sums: true, ..RobustLevels::CURRENT });
     }
 }
