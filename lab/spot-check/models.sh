@@ -116,7 +116,7 @@ NAMES = {
     "rising": "cv 1% rising to 3x history", "trend": "cv 1% + throttling trend 0.3%/run",
     "warmup4x": "cv 1% + 10% warm-up ramp, 4x history", "warmup6x": "cv 1% + 10% warm-up ramp, 6x history",
     "period7": "cv 1%, every 7th run 15% slower", "rare": "cv 1%, 1% of runs 2-5x slower",
-    "cand2x": "cv 1%, candidate 2x noisier",
+    "cand2x": "cv 1%, candidate 2x noisier", "cand3x": "cv 1%, candidate 3x noisier",
 }
 
 def binom_cdf(k, n, p):

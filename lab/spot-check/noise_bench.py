@@ -25,12 +25,13 @@ iteration noise. The models are those of
   rare       cv1, 1% of runs 2-5x slower (uniform)
   cand2x     cv1, the candidate's runs twice as noisy as the incumbent's (the calibration's
              runs as the incumbent's)
+  cand3x     the same, three times as noisy
 
 SPOT_STAGE=calibrate marks the calibration's runs (the history's noise)."""
 import importlib.util, math, os, random, sys
 
 JUMPS = {"jump15": 1.5, "jump3": 3.0, "jump10": 10.0, "t3jump3": 3.0, "warmup4x": 4.0, "warmup6x": 6.0}
-MODELS = {"cv1", "cv3", "warmup", "bimodal", "ar05", "ar08", "t3", "rising", "trend", "boundary3", "period7", "rare", "cand2x"}
+MODELS = {"cv1", "cv3", "warmup", "bimodal", "ar05", "ar08", "t3", "rising", "trend", "boundary3", "period7", "rare", "cand2x", "cand3x"}
 MODELS |= set(JUMPS)
 model = os.environ.get("SPOT_MODEL", "cv1")
 if model not in MODELS:
@@ -94,8 +95,8 @@ if model == "period7":
         factor *= 1.15
 if model == "rare" and rng.random() < 0.01:
     factor *= rng.uniform(2.0, 5.0)
-if model == "cand2x" and not calibrating and os.environ.get("RATCHET_SIDE") == "candidate":
-    z *= 2.0
+if model in ("cand2x", "cand3x") and not calibrating and os.environ.get("RATCHET_SIDE") == "candidate":
+    z *= 2.0 if model == "cand2x" else 3.0
 lat = base * factor * math.exp(cv * z)
 os.environ.update(FAKE_LATENCY_MS=repr(lat), FAKE_NOISE_CV="0")
 # fake_bench.py in this process: a second interpreter would double each run's cost.
