@@ -809,17 +809,37 @@ fn calibration_summary(o: &mut impl Write, width: usize, metric: &str, f: &Noise
     if f.suggested_min_effect_pct > params.min_effect_pct {
         say!(
             o, width;
-            "  note: min_effect_pct {} is below what this budget can see; raise it, or raise max_pairs and confirm_pairs",
-            params.min_effect_pct
+            "  note: min_effect_pct {} is below what this budget can see; raise it, or raise {}",
+            params.min_effect_pct,
+            budget_keys(params)
         );
     }
     say!(o, width; "  wrote {}", printable::path(out));
+}
+
+/// The `[decision]` keys that set the rule's budget: the robust ratio reads one, the earlier
+/// rule its two phases'.
+fn budget_keys(params: &Params) -> &'static str {
+    if params.robust.is_some() {
+        "[decision] rescue_pairs"
+    } else {
+        "[decision] max_pairs and confirm_pairs"
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::bench::{RunStatus, Side};
+
+    #[test]
+    fn the_budget_note_names_the_keys_the_rule_in_use_reads() {
+        let robust = crate::config::DecisionConfig::default().params(None);
+        assert!(robust.robust.is_some());
+        assert_eq!(budget_keys(&robust), "[decision] rescue_pairs");
+        let earlier = crate::config::DecisionConfig::earlier().params(None);
+        assert_eq!(budget_keys(&earlier), "[decision] max_pairs and confirm_pairs");
+    }
 
     #[test]
     fn the_sweep_summary_counts_every_status() {
