@@ -13,8 +13,8 @@
 //! futile (-2), min_pairs (0: no least number of pairs to keep), eps (the outlier component's
 //! share, 0.1), k (its shape: a normal k times as wide, 0 a Cauchy of the same scale, -k half
 //! each; 8), sums (1: read the log-sums' contrasts; under product=1 the product's level, off),
-//! d_mean (1: contrast each sum with the mean of those before, not their median), sum_scale (1: the gain side's own scale for the sums),
-//! df and sum_df (the history's weight, in pairs, in the gain side's scales; -1: the history's
+//! d_mean (1: contrast each sum with the mean of those before, not their median), sum_scale (1:
+//! the gain side's own scale for the sums), df and sum_df (the history's weight, in pairs, in the gain side's scales; -1: the history's
 //! own df; 8 and 4), own_sd (1: the pairs' plain sd in place of their MAD's), rho_max (0; above:
 //! no gain fits a correlation of log-ratio and log-sum up to it) and gain_rho (1: the gain side
 //! mixes over correlations too), distrust (0; above: the history's weight falls as the pairs'

@@ -1,7 +1,7 @@
-//! The robust ratio: one likelihood ratio of whole pairs that decides alone, with or without
-//! history (`method = "robust-ratio"`). No gain is fitted at its best over a family wide enough
-//! to hold the noise of real machines (outlier pairs, two modes of runs), so a wild pair costs
-//! its own pair on both sides instead of handing the decision to another test.
+//! The robust ratio: one likelihood ratio of the pairs' log-ratios that decides alone, with or
+//! without history (`method = "robust-ratio"`). No gain is fitted at its best over a family
+//! wide enough to hold the noise of real machines (outlier pairs, two modes of runs), so a wild
+//! pair costs its own pair on both sides instead of handing the decision to another test.
 //!
 //! The rule, after every pair (docs/decisions.md, "The robust ratio"):
 //! - **keep** when a gain of at least the minimum effect is `e^keep_at` times as likely as no gain
