@@ -31,7 +31,8 @@
 //! (1: no sd under a quarter of the pairs' robust sd), sum_fit (1: no gain reads each sum but the
 //! first off the level that fits them best), trace (1: each keep's pairs on stderr), product (1:
 //! the product's robust ratio, `stats::sequential::robust`, decides in place of the probe's own:
-//! the same verdicts as c1's keys on every model, gain 0 and +3%).
+//! the same verdicts as c1's keys on every model, gain 0 and +3%; at its own levels but `sums`,
+//! `outlier_share` and `modes_share` where given).
 //! lab/notes/decisions-history.md, "One procedure in place of three", has what it measured.
 
 #[path = "common/args.rs"]
@@ -388,14 +389,8 @@ fn within_band(x: &[f64], floor: f64) -> Vec<f64> {
 }
 
 /// The product's robust ratio (`stats::sequential::robust`) on the same pairs: (stop, pairs read).
-fn robust_decide(hist: Option<(f64, f64)>, warm: bool, sums: bool, pair: &dyn Fn(usize) -> (f64, f64)) -> (Stop, usize) {
-    let test = RobustRatio {
-        levels: RobustLevels { sums, ..RobustLevels::CURRENT },
-        max_pairs: 30,
-        min_mean: 0.01f64.ln_1p(),
-        history: hist,
-        skip_first: warm,
-    };
+fn robust_decide(hist: Option<(f64, f64)>, warm: bool, levels: RobustLevels, pair: &dyn Fn(usize) -> (f64, f64)) -> (Stop, usize) {
+    let test = RobustRatio { levels, max_pairs: 30, min_mean: 0.01f64.ln_1p(), history: hist, skip_first: warm };
     let pairs: Vec<(f64, Option<f64>)> = (0..30).map(pair).map(|(r, s)| (r, Some(s))).collect();
     match test.looks(&pairs) {
         (looks, Some(stop @ (Stop::Keep | Stop::Futile))) => (stop, looks.last().map_or(0, |l| l.used)),
@@ -408,7 +403,12 @@ fn main() {
     let kv = args::Args::from_env();
     let product = kv.num("product", 0.0) > 0.0;
     // The product's own level unless `sums` is given.
-    let product_sums = kv.num("sums", f64::from(u8::from(RobustLevels::CURRENT.sums))) > 0.0;
+    let product_levels = RobustLevels {
+        sums: kv.num("sums", f64::from(u8::from(RobustLevels::CURRENT.sums))) > 0.0,
+        outlier_share: kv.num("outlier_share", RobustLevels::CURRENT.outlier_share),
+        modes_share: kv.num("modes_share", RobustLevels::CURRENT.modes_share),
+        ..RobustLevels::CURRENT
+    };
     let gain = kv.num("gain", 0.03);
     let trials = kv.num("trials", 500.0) as usize;
     let seed = kv.num("seed", 20260522.0) as u64;
@@ -481,7 +481,7 @@ fn main() {
                 };
                 ((inc / cnd).ln(), (inc * cnd).ln())
             };
-            let (stop, pairs) = if product { robust_decide(hist, warm, product_sums, &pair) } else { one.decide(hist, warm, pair) };
+            let (stop, pairs) = if product { robust_decide(hist, warm, product_levels, &pair) } else { one.decide(hist, warm, pair) };
             keeps += (stop == Stop::Keep) as usize;
             runs += 2 * pairs;
             if shipped {
