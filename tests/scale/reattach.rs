@@ -32,14 +32,17 @@ fn the_next_sweep_reattaches_to_a_killed_sweeps_jobs() {
     // do-nothing change in 2 pairs (4 runs, 4 s here).
     let mut child = t.spawn(&["sweep"], &[("FAKE_SLEEP_S", "1.0")]);
     let deadline = Instant::now() + Duration::from_secs(45);
-    // Both workers run and both handles are journaled (a worker starts before its submit hook
-    // returns the token the journal records: a kill in between leaves a job no hook can find).
+    // Both workers run, both handles are journaled, and both tokens are kept. A worker starts
+    // before its submit hook returns the token, and the journal's handle is the job's name until
+    // then: a kill in between leaves a job that this engine (no find hook) cannot find, which the
+    // next sweep starts again. On a loaded machine that window is wide.
     let journaled = || {
         let text = std::fs::read_to_string(t.path().join(".ratchet/scale.json")).unwrap_or_default();
         let j: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
         j["trials"].as_array().map_or(0, |ts| ts.iter().filter(|x| !x["handle"].is_null()).count())
     };
-    while t.live_workers().len() < 2 || journaled() < 2 {
+    let tokens = || tokens_under(&t.path().join(".ratchet"));
+    while t.live_workers().len() < 2 || journaled() < 2 || tokens() < 2 {
         assert!(Instant::now() < deadline && child.try_wait().unwrap().is_none(), "the workers never started");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -62,6 +65,16 @@ fn the_next_sweep_reattaches_to_a_killed_sweeps_jobs() {
     let trials: std::collections::BTreeSet<String> = t.runs().iter().filter_map(|r| r["trial"].as_str().map(str::to_string)).collect();
     assert!(trials.contains("t1") && trials.contains("t2"), "{trials:?}");
     assert_eq!(t.live_workers(), Vec::<i32>::new());
+}
+
+/// The hook engine's kept tokens (`hook/<handle>.token`) anywhere under `dir`.
+fn tokens_under(dir: &std::path::Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| e.path())
+        .map(|p| if p.is_dir() { tokens_under(&p) } else { usize::from(p.extension().is_some_and(|x| x == "token")) })
+        .sum()
 }
 
 #[test]
