@@ -339,13 +339,15 @@ impl RobustRatio {
 
     /// Whether the budget's t-test keeps.
     pub fn rescue_keeps(&self, x: &[f64]) -> bool {
-        let kept = within_band(x, self.levels.band, 1e-12);
-        let n = kept.len();
-        if n < 3 {
-            return false;
-        }
-        let (mean, s) = mean_sd(&kept);
-        mean >= self.min_mean && mean / (s / (n as f64).sqrt()) >= crate::stats::t_quantile(1.0 - self.levels.rescue_alpha, (n - 1) as f64)
+        self.rescue_passes(self.rescue(x))
+    }
+
+    /// Whether a t-test [`RobustRatio::rescue`] read keeps: at least 3 pairs, a mean of at
+    /// least the minimum effect, t at its level.
+    fn rescue_passes(&self, (mean, s, n, _): (f64, f64, usize, f64)) -> bool {
+        n >= 3
+            && mean >= self.min_mean
+            && mean / (s / (n as f64).sqrt()) >= crate::stats::t_quantile(1.0 - self.levels.rescue_alpha, (n - 1) as f64)
     }
 }
 
@@ -405,7 +407,7 @@ impl Sequential {
         let se = sd / (n.max(1) as f64).sqrt();
         let q = self.tq(1.0 - p.alpha, (n.max(2) - 1) as f64);
         let ratio = last.map_or(f64::NEG_INFINITY, |l| l.log_lr);
-        let rescued = stop == Stop::Budget && test.rescue_keeps(used);
+        let rescued = stop == Stop::Budget && test.rescue_passes(budget);
         let (verdict, reason) = match stop {
             Stop::Keep => (
                 Verdict::Keep,
