@@ -153,7 +153,7 @@ impl ScoreConfig {
 
 /// How the experiment decides: `robust-ratio`, the default (one likelihood ratio whose no-gain
 /// fit allows outlier pairs and two modes of runs, with or without history, up to
-/// `rescue_pairs` pairs: `stats::sequential::robust`), or the earlier rule and its parts:
+/// `pairs` pairs: `stats::sequential::robust`), or the earlier rule and its parts:
 /// `auto` (`likelihood-ratio` where the history saw no gross outlier, `sequential` elsewhere),
 /// `sequential` (looks after `min_pairs`, then every `look_every` pairs up to `max_pairs`, and a
 /// confirmation), `likelihood-ratio` (with history: a look after every pair, one phase, up to
@@ -215,8 +215,13 @@ pub struct DecisionConfig {
     /// One-sided level of the confirmation batch.
     #[serde(default = "defaults::confirm_alpha")]
     pub confirm_alpha: f64,
-    /// An unconfirmed or inconclusive decision measures on to this many pairs in all, then is
-    /// kept if the t-test over all of them passes at `rescue_alpha` (0: no rescue).
+    /// The default rule's budget: at most this many pairs, then their t-test (`--pairs`
+    /// overrides). Absent: `rescue_pairs`, the name the earlier rule gives it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<u32>,
+    /// The earlier rule: an unconfirmed or inconclusive decision measures on to this many pairs
+    /// in all, then is kept if the t-test over all of them passes at `rescue_alpha` (0: no
+    /// rescue).
     #[serde(default = "defaults::rescue_pairs")]
     pub rescue_pairs: u32,
     #[serde(default = "defaults::rescue_alpha")]
@@ -237,6 +242,7 @@ impl Default for DecisionConfig {
             confirm: defaults::confirm(),
             confirm_pairs: defaults::confirm_pairs(),
             confirm_alpha: defaults::confirm_alpha(),
+            pairs: None,
             rescue_pairs: defaults::rescue_pairs(),
             rescue_alpha: defaults::rescue_alpha(),
         }
@@ -249,6 +255,12 @@ impl DecisionConfig {
     /// read.
     pub fn earlier() -> DecisionConfig {
         DecisionConfig { method: Method::Auto, ..DecisionConfig::default() }
+    }
+
+    /// The default rule's budget without `--pairs`: `pairs`, else `rescue_pairs` (else
+    /// `max_pairs`, where that is 0).
+    pub fn budget(&self) -> u32 {
+        self.pairs.unwrap_or(if self.rescue_pairs > 0 { self.rescue_pairs } else { self.max_pairs })
     }
 
     /// The procedure's parameters, with the budget `max_pairs` overridden when given.
@@ -276,9 +288,8 @@ impl DecisionConfig {
                     Method::Sequential | Method::Fixed | Method::RobustRatio => OnePhase::Never,
                 },
                 levels: crate::stats::sequential::Levels::current(),
-                // Its budget: `--pairs`, else `rescue_pairs` (else `max_pairs`, where no rescue).
                 robust: (self.method == Method::RobustRatio).then(|| crate::stats::sequential::RobustLevels {
-                    pairs: max_pairs.unwrap_or(if self.rescue_pairs > 0 { self.rescue_pairs } else { self.max_pairs }) as usize,
+                    pairs: max_pairs.unwrap_or(self.budget()) as usize,
                     rescue_alpha: self.rescue_alpha,
                     ..crate::stats::sequential::RobustLevels::CURRENT
                 }),
@@ -870,6 +881,9 @@ impl Config {
         if !(d.confirm_alpha > 0.0 && d.confirm_alpha < 0.5) {
             return bad("decision", "confirm_alpha", format!("must be in (0, 0.5), got {}", d.confirm_alpha));
         }
+        if let Some(n) = d.pairs.filter(|n| !(2..=MAX_PAIRS).contains(n)) {
+            return bad("decision", "pairs", format!("must be between 2 (its t-test needs two pairs) and {MAX_PAIRS}, got {n}"));
+        }
         if d.rescue_pairs > MAX_PAIRS {
             return bad("decision", "rescue_pairs", format!("must be at most {MAX_PAIRS} (0 = no rescue), got {}", d.rescue_pairs));
         }
@@ -1069,30 +1083,15 @@ metric = "score"       # score (util x 100 / latency_ms) | latency | tflops; lat
                        # lower, score and tflops higher
 
 [decision]
-# robust-ratio: after every pair, keep when a gain of at least min_effect_pct is 1111 times as
-# likely as no gain fitted at its best (any noise level, up to a fifth of the pairs wild, up to
-# a quarter in a second mode of runs); revert when a gain is e^2 times less likely than none
-# (or a loss 1111 times as likely);
-# at rescue_pairs pairs, keep if their t-test (pairs over 4 robust sds out set aside) passes at
-# rescue_alpha, else inconclusive. The noise `ratchet calibrate` measured weighs the gain side.
-# At most 0.1% of do-nothing changes kept (docs/decisions.md gives the simulated rates).
-# auto | sequential | likelihood-ratio | fixed: the earlier rule (three procedures) and its
-# parts, which min_pairs, max_pairs, look_every, alpha, spending, futility_beta and confirm_*
-# configure; robust-ratio reads only min_effect_pct, rescue_pairs and rescue_alpha.
-method = "robust-ratio"
+# After every pair, keep when a gain of at least min_effect_pct is 1111 times as likely as no
+# gain fitted at its best (any noise level, up to a fifth of the pairs wild, up to a quarter in
+# a second mode of runs); revert when a gain is e^2 times less likely than none (or a loss 1111
+# times as likely); at `pairs` pairs, keep if their t-test (pairs over 4 robust sds out set
+# aside) passes at p < 0.0001, else inconclusive. The noise `ratchet calibrate` measured weighs
+# the gain side. At most 0.1% of do-nothing changes kept (docs/decisions.md gives the rates).
+# The earlier rule (method = "auto" and its parts) and its keys: docs/configuration.md.
 min_effect_pct = 1.0   # smallest gain worth keeping, in percent
-rescue_pairs = 30      # the budget: at most 30 pairs, then their t-test,
-rescue_alpha = 0.0001  # at this level (false keeps <= 1/1111 + rescue_alpha = 0.001)
-# The earlier rule's keys (method = "auto" and its parts):
-min_pairs = 4
-max_pairs = 16
-look_every = 2
-alpha = 0.02           # one-sided, across all looks
-confirm = true
-confirm_pairs = 5
-confirm_alpha = 0.045  # the confirmation's level; an unconfirmed or inconclusive decision
-                       # measures on to rescue_pairs and is kept if their t-test passes
-                       # (false keeps <= alpha x confirm_alpha + rescue_alpha = 0.001)
+pairs = 30             # the budget: at most 30 pairs, then their t-test
 
 [trace]
 # kernel = "flash_attention"  # regex naming the kernel's module in the trace
@@ -1153,8 +1152,8 @@ mod tests {
         assert!(e.message.contains("line 6") && e.message.contains("min_pairs"), "{}", e.message);
         let e = Config::parse(&format!("{head}confirm_alpha = 0.9\n")).unwrap_err();
         assert!(e.message.contains("line 6") && e.message.contains("confirm_alpha"), "{}", e.message);
-        let e = Config::parse(&format!("{head}pairs = 4\n")).unwrap_err();
-        assert!(e.message.contains("line 6") && e.message.contains("max_pairs"), "the old key lists the new ones: {}", e.message);
+        let e = Config::parse(&format!("{head}budget = 4\n")).unwrap_err();
+        assert!(e.message.contains("line 6") && e.message.contains("`pairs`"), "an unknown key lists the known ones: {}", e.message);
         let cfg = Config::parse(&format!("{head}method = \"fixed\"\nmax_pairs = 5\nspending = \"o-brien-fleming\"\n")).unwrap();
         let p = cfg.decision.params(None);
         assert_eq!(p.looks(), vec![5]);
@@ -1167,8 +1166,8 @@ mod tests {
         assert_eq!(cfg.decision.params(None).likelihood_ratio, OnePhase::UntilOutlier);
         let e = Config::parse(&format!("{head}method = \"likelihood\"\n")).unwrap_err();
         assert!(e.message.contains("likelihood-ratio"), "the error lists the methods: {}", e.message);
-        // The default: the robust ratio alone, its budget rescue_pairs (or --pairs), its t-test at
-        // rescue_alpha, both recorded in its levels.
+        // The default: the robust ratio alone, its budget `pairs` (absent, rescue_pairs; or
+        // --pairs), its t-test at rescue_alpha, both recorded in its levels.
         let robust = |p: &crate::stats::sequential::Params| p.robust.expect("the robust ratio decides");
         let p = Config::parse(head).unwrap().decision.params(None);
         assert_eq!(robust(&p), crate::stats::sequential::RobustLevels::CURRENT);
@@ -1178,6 +1177,13 @@ mod tests {
         assert_eq!(robust(&cfg.decision.params(Some(12))).pairs, 12, "--pairs sets the budget");
         let cfg = Config::parse(&format!("{head}rescue_pairs = 0\nmax_pairs = 20\n")).unwrap();
         assert_eq!(robust(&cfg.decision.params(None)).pairs, 20, "without a rescue, max_pairs");
+        // `pairs`, the budget's plain name, wins over both, and `--pairs` over it.
+        let cfg = Config::parse(&format!("{head}pairs = 22\nrescue_pairs = 40\n")).unwrap();
+        assert_eq!(robust(&cfg.decision.params(None)).pairs, 22);
+        assert_eq!(robust(&cfg.decision.params(Some(12))).pairs, 12);
+        assert_eq!(cfg.decision.params(None).rescue_pairs, 40, "the earlier rule's rescue keeps its own key");
+        let e = Config::parse(&format!("{head}pairs = 1\n")).unwrap_err();
+        assert!(e.message.contains("[decision] pairs") && e.message.contains("between 2"), "{}", e.message);
         assert!(DecisionConfig::earlier().params(None).robust.is_none());
     }
 
@@ -1249,7 +1255,14 @@ mod tests {
 
     #[test]
     fn template_parses() {
-        let cfg = Config::parse(&template("python3 prepare.py", "tpu-v5e")).unwrap();
+        let text = template("python3 prepare.py", "tpu-v5e");
+        let cfg = Config::parse(&text).unwrap();
         assert_eq!(cfg.benchmark.command, "python3 prepare.py");
+        // Its [decision] sets only what the default rule reads, at the defaults.
+        assert_eq!(cfg.decision.params(None).robust, Some(crate::stats::sequential::RobustLevels::CURRENT));
+        let decision = &text[text.find("[decision]").unwrap()..text.find("[trace]").unwrap()];
+        let keys: Vec<&str> =
+            decision.lines().filter(|l| !l.starts_with('#') && l.contains(" = ")).map(|l| l.split(" = ").next().unwrap().trim()).collect();
+        assert_eq!(keys, ["min_effect_pct", "pairs"], "{decision}");
     }
 }

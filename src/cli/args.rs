@@ -56,7 +56,7 @@ pub struct ExperimentFlags {
     /// Allow a clean working tree: commit an empty hypothesis to re-measure HEAD.
     #[arg(long)]
     pub allow_empty: bool,
-    /// The budget of interleaved incumbent/candidate pairs (overrides [decision] max_pairs).
+    /// The budget of interleaved incumbent/candidate pairs (overrides [decision] pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
     /// JSON lines on stdout (docs/json.md): one `run` event per benchmark run, then the
@@ -188,7 +188,7 @@ pub struct GateArgs {
     /// min_effect_pct).
     #[arg(long, value_name = "PCT")]
     pub threshold: Option<f64>,
-    /// The budget of interleaved pairs (overrides [decision] max_pairs).
+    /// The budget of interleaved pairs (overrides [decision] pairs).
     #[arg(long, value_name = "N")]
     pub pairs: Option<u32>,
     /// Print one JSON object (docs/json.md) instead of the Markdown; the text goes to stderr.

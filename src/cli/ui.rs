@@ -821,7 +821,7 @@ fn calibration_summary(o: &mut impl Write, width: usize, metric: &str, f: &Noise
 /// rule its two phases'.
 fn budget_keys(params: &Params) -> &'static str {
     if params.robust.is_some() {
-        "[decision] rescue_pairs"
+        "[decision] pairs"
     } else {
         "[decision] max_pairs and confirm_pairs"
     }
@@ -836,7 +836,7 @@ mod tests {
     fn the_budget_note_names_the_keys_the_rule_in_use_reads() {
         let robust = crate::config::DecisionConfig::default().params(None);
         assert!(robust.robust.is_some());
-        assert_eq!(budget_keys(&robust), "[decision] rescue_pairs");
+        assert_eq!(budget_keys(&robust), "[decision] pairs");
         let earlier = crate::config::DecisionConfig::earlier().params(None);
         assert_eq!(budget_keys(&earlier), "[decision] max_pairs and confirm_pairs");
     }

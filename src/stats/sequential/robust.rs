@@ -67,7 +67,7 @@ pub struct RobustLevels {
     /// The share of the gain side's prior on its sd that is log-uniform over 1/4x-16x the
     /// history's, beside the history's own posterior.
     pub vague: f64,
-    /// The budget in pairs (`[decision] rescue_pairs`, or `--pairs`), then its t-test: the
+    /// The budget in pairs (`[decision] pairs`, or `--pairs`), then its t-test: the
     /// test's level (`rescue_alpha`) and its band in robust sds.
     pub pairs: usize,
     pub rescue_alpha: f64,
