@@ -1,5 +1,5 @@
 //! The CI gate: measures a head commit against a base commit in two throw-away detached
-//! checkouts, interleaved as an experiment, and asks the experiments' sequential test the
+//! checkouts, interleaved as an experiment, and asks the experiments' decision rule the
 //! mirrored question "is the base faster than the head by at least the threshold?". A yes fails
 //! the build (exit 7, from [`regression_error`]); nothing is committed, reset or recorded on the
 //! user's branch. `cli::gate` is its command-line face.
@@ -74,20 +74,18 @@ pub fn run(ws: &Locked, args: &Options, exec: &mut dyn Executor, fx: &mut crate:
     if let Some(pairs) = args.pairs.filter(|&p| !(2..=config::MAX_PAIRS).contains(&p)) {
         return Err(Error::usage(format!("--pairs {pairs}: must be between 2 (a paired test needs two pairs) and {}", config::MAX_PAIRS)));
     }
-    // The gate's regression test is the earlier rule's two phases, whose report it speaks.
-    let decision = match cfg.decision.method {
-        config::Method::RobustRatio => config::DecisionConfig { method: config::Method::Auto, ..cfg.decision.clone() },
-        _ => cfg.decision.clone(),
-    };
-    let mut params = decision.params(args.pairs);
+    // The experiments' own rule (the config's method, its budget or `--pairs`) asks the
+    // mirrored question.
+    let mut params = cfg.decision.params(args.pairs);
     let threshold = args.threshold.unwrap_or(params.min_effect_pct);
     if !(0.0..100.0).contains(&threshold) || !threshold.is_finite() {
         return Err(Error::usage(format!("--threshold {threshold}: must be a percentage in [0, 100)"))
             .hint("e.g. --threshold 2 fails the build on a significant slowdown of 2% or more"));
     }
     params.min_effect_pct = threshold;
-    // A gate answers within a CI job's minutes and its report speaks of the two phases: an
-    // unsettled answer says so (inconclusive) rather than measuring on to the rescue's pairs.
+    // Under the earlier rule a gate answers within its two phases' pairs: an unsettled answer
+    // says so (inconclusive) rather than measuring on to the rescue's. The robust ratio's budget
+    // t-test is part of its rule and stays.
     params.rescue_pairs = 0;
     let state_dir = repo.state_dir();
     let hist = history::load(&state_dir, &crate::experiment::history_key(&cfg));
@@ -108,11 +106,10 @@ pub fn run(ws: &Locked, args: &Options, exec: &mut dyn Executor, fx: &mut crate:
     }
     let checkouts = Checkouts::new(&repo.repo, &gate_dir, base, head)?;
     eprintln!(
-        "gate: head {} vs base {}; fails on a significant slowdown of at least {threshold}% ({} to {} interleaved pairs; the runs say incumbent for the base, candidate for the head)",
+        "gate: head {} vs base {}; fails on a significant slowdown of at least {threshold}% (up to {} interleaved pairs; the runs say incumbent for the base, candidate for the head)",
         short(&head.to_string()),
         short(&base.to_string()),
-        seq.params.min_pairs,
-        seq.params.max_pairs
+        seq.max_measured_pairs()
     );
     let session = Session {
         cfg: &cfg,
