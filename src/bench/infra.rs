@@ -76,7 +76,7 @@ pub(crate) fn run_vars<'a>(cfg: &'a Config, root: &'a Path, state_dir: Option<&'
 fn check_program(cfg: &Config, cmd: &shell::Simple, root: &Path) -> Result<PathBuf> {
     let program = &cmd.program;
     let command = &cfg.benchmark.command;
-    let kept = "nothing was committed and the hypothesis is still in the work tree";
+    let kept = "nothing was committed or changed, and edits in the work tree are as they were";
     let unset = if cmd.unset.is_empty() {
         String::new()
     } else {
@@ -217,7 +217,7 @@ fn check_space(dir: &Path) -> Result<()> {
             ),
         )
         .hint(
-            "free disk space there, then run the same command again; nothing was committed and the hypothesis is still in the work tree",
+            "free disk space there, then run the same command again; nothing was committed or changed, and edits in the work tree are as they were",
         ));
     }
     Ok(())
@@ -287,7 +287,7 @@ fn check_python(cfg: &Config, exe: &Path, script: Option<&Path>, root: &Path, py
             }
             Err(Error::new(Kind::Infrastructure, format!("the benchmark's interpreter {name} cannot import {missing}")).hint(format!(
                 "install it into that interpreter (e.g. {name} -m pip install {missing}), or point [benchmark] command at a Python that \
-                 has it; nothing was committed and the hypothesis is still in the work tree"
+                 has it; nothing was committed or changed, and edits in the work tree are as they were"
             )))
         }
         other => {

@@ -39,7 +39,8 @@ fn assert_given_back(t: &TestRepo, base: &str, out: &std::process::Output, needl
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(6), "{err}");
     assert!(err.contains(needle), "{err}");
-    assert!(err.contains("hypothesis is") && err.contains("work tree"), "{err}");
+    // It says the edits are kept: before a commit (the preflight) or after one is undone.
+    assert!(err.contains("edits in the work tree are as they were") || err.contains("hypothesis is back in the work tree"), "{err}");
     assert_eq!(t.head(), base, "nothing stays committed");
     assert_eq!(t.read("kernel.py"), "BQ = 512\nBKV = 256\n", "the edit is still in the work tree");
     assert!(t.path().join("notes.txt").exists(), "the new file too");
