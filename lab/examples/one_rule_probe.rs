@@ -32,7 +32,7 @@
 //! first off the level that fits them best), trace (1: each keep's pairs on stderr), product (1:
 //! the product's robust ratio, `stats::sequential::robust`, decides in place of the probe's own:
 //! the same verdicts as c1's keys on every model, gain 0 and +3%; at its own levels but `sums`,
-//! `outlier_share` and `modes_share` where given).
+//! `outlier_share`, `modes_share` and `gain_modes` where given).
 //! lab/notes/decisions-history.md, "One procedure in place of three", has what it measured.
 
 #[path = "common/args.rs"]
@@ -407,6 +407,7 @@ fn main() {
         sums: kv.num("sums", f64::from(u8::from(RobustLevels::CURRENT.sums))) > 0.0,
         outlier_share: kv.num("outlier_share", RobustLevels::CURRENT.outlier_share),
         modes_share: kv.num("modes_share", RobustLevels::CURRENT.modes_share),
+        gain_modes: kv.num("gain_modes", RobustLevels::CURRENT.gain_modes),
         ..RobustLevels::CURRENT
     };
     let gain = kv.num("gain", 0.03);
