@@ -22,6 +22,7 @@ iteration noise. The models are those of
   trend      cv1 x a throttling trend: 0.3% slower per run of the experiment
   period7    cv1, every 7th process on the machine 15% slower (a counter in $SPOT_STATE.period,
              its phase drawn at the first run)
+  throttle7  the same, 8% slower (5.6 pair sds: a second mode rather than an outlier)
   rare       cv1, 1% of runs 2-5x slower (uniform)
   cand2x     cv1, the candidate's runs twice as noisy as the incumbent's (the calibration's
              runs as the incumbent's)
@@ -31,7 +32,7 @@ SPOT_STAGE=calibrate marks the calibration's runs (the history's noise)."""
 import importlib.util, math, os, random, sys
 
 JUMPS = {"jump15": 1.5, "jump3": 3.0, "jump10": 10.0, "t3jump3": 3.0, "warmup4x": 4.0, "warmup6x": 6.0}
-MODELS = {"cv1", "cv3", "warmup", "bimodal", "ar05", "ar08", "t3", "rising", "trend", "boundary3", "period7", "rare", "cand2x", "cand3x"}
+MODELS = {"cv1", "cv3", "warmup", "bimodal", "ar05", "ar08", "t3", "rising", "trend", "boundary3", "period7", "throttle7", "rare", "cand2x", "cand3x"}
 MODELS |= set(JUMPS)
 model = os.environ.get("SPOT_MODEL", "cv1")
 if model not in MODELS:
@@ -84,7 +85,7 @@ if model.startswith("warmup"):
     factor *= 1 + 0.10 * math.exp(-run / 3.0)
 if model == "bimodal" and rng.random() < 0.1:
     factor *= 1.05
-if model == "period7":
+if model in ("period7", "throttle7"):
     # The machine's process count, so the period runs on across the calibration and the
     # experiments, whichever side or phase.
     counter = os.environ["SPOT_STATE"] + ".period"
@@ -92,7 +93,7 @@ if model == "period7":
     with open(counter, "w") as f:
         f.write(str(n + 1))
     if n % 7 == 0:
-        factor *= 1.15
+        factor *= 1.15 if model == "period7" else 1.08
 if model == "rare" and rng.random() < 0.01:
     factor *= rng.uniform(2.0, 5.0)
 if model in ("cand2x", "cand3x") and not calibrating and os.environ.get("RATCHET_SIDE") == "candidate":
