@@ -115,7 +115,8 @@ NAMES = {
     "t3jump3": "t(3) tails, cv 1%, 3x history", "boundary3": "cv 1%, 3x history at the confirmation",
     "rising": "cv 1% rising to 3x history", "trend": "cv 1% + throttling trend 0.3%/run",
     "warmup4x": "cv 1% + 10% warm-up ramp, 4x history", "warmup6x": "cv 1% + 10% warm-up ramp, 6x history",
-    "period7": "cv 1%, every 7th run 15% slower", "rare": "cv 1%, 1% of runs 2-5x slower",
+    "period7": "cv 1%, every 7th run 15% slower", "throttle7": "cv 1% + throttle 1/7",
+    "rare": "cv 1%, 1% of runs 2-5x slower",
     "cand2x": "cv 1%, candidate 2x noisier", "cand3x": "cv 1%, candidate 3x noisier",
 }
 

@@ -1,8 +1,8 @@
 //! The robust ratio: one likelihood ratio of the pairs' log-ratios that decides alone, with or
 //! without history (`method = "robust-ratio"`). No gain is fitted at its best over a family
 //! wide enough to hold the noise of real machines (outlier pairs, two modes of runs); the gain
-//! side weighs the same outliers and modes, so a wild pair or a second mode costs its own pairs
-//! on both sides instead of handing the decision to another test.
+//! side weighs the same outliers and, for the keep, the same modes, so a wild pair or a second
+//! mode costs its own pairs on both sides instead of handing the decision to another test.
 //!
 //! The rule, after every pair (docs/decisions.md, "The robust ratio"):
 //! - **keep** when a gain of at least the minimum effect is `e^keep_at` times as likely as no gain
@@ -79,10 +79,10 @@ pub struct RobustLevels {
     /// noise. Rows written before this level read the sums (absent: on).
     #[serde(default = "sums_read_before")]
     pub sums: bool,
-    /// The gain side's prior weight on a second mode of runs, and the same weight where no gain
-    /// is weighed for the revert: the no-gain fit's shares and distances, evenly. Without it
-    /// only no gain could read a second mode, and a machine with one (a run in seven 8% slow)
-    /// kept +3% 54% of the time. Rows written before this level had none (absent: 0).
+    /// The keep's gain side's prior weight on a second mode of runs: the no-gain fit's shares
+    /// and distances, evenly. Without it only no gain could read a second mode, and a machine
+    /// with one (a run in seven 8% slow) kept +3% 54% of the time. The revert reads neither
+    /// side's modes. Rows written before this level had none (absent: 0).
     #[serde(default)]
     pub gain_modes: f64,
 }
@@ -210,9 +210,9 @@ impl RobustRatio {
         log_mix([(1.0 - eps).ln() + clean, eps.ln() + tail].into_iter())
     }
 
-    /// The second-mode components both weighed sides mix over, (ln prior weight, share, index
-    /// into [`MODE_SDS`]): none at all at `1 - gain_modes`, the rest evenly over the no-gain
-    /// fit's shares and distances.
+    /// The second-mode components the keep's gain side mixes over, (ln prior weight, share,
+    /// index into [`MODE_SDS`]): none at all at `1 - gain_modes`, the rest evenly over the
+    /// no-gain fit's shares and distances.
     fn weighed_modes(&self) -> Vec<(f64, f64, usize)> {
         let w = self.levels.gain_modes;
         if w <= 0.0 {
@@ -299,10 +299,11 @@ impl RobustRatio {
         let sds = self.gain_sds();
         let means = self.gain_means();
         let modes = self.weighed_modes();
-        // ln likelihood so far per sd, mean and mode component.
+        // ln likelihood so far: of a gain per sd, mean and mode component; of a loss per sd and
+        // mean, of no gain per sd, both without the modes (the revert reads them so).
         let mut gains = vec![vec![vec![0.0f64; modes.len()]; means.len()]; sds.len()];
-        let mut losses = gains.clone();
-        let mut nones = vec![vec![0.0f64; modes.len()]; sds.len()];
+        let mut losses = vec![vec![0.0f64; means.len()]; sds.len()];
+        let mut nones = vec![0.0f64; sds.len()];
         let mut one = vec![0.0f64; modes.len()];
         let add = |acc: &mut [f64], one: &[f64]| acc.iter_mut().zip(one).for_each(|(a, o)| *a += o);
         // Over the modes at their prior weights.
@@ -329,11 +330,9 @@ impl RobustRatio {
                 for ((g, l), &(m, _)) in gains[j].iter_mut().zip(losses[j].iter_mut()).zip(&means) {
                     self.ln_pair_modes(r - m, d, sd, &modes, &mut one);
                     add(g, &one);
-                    self.ln_pair_modes(r + m, d, sd, &modes, &mut one);
-                    add(l, &one);
+                    *l += self.ln_pair(r + m, d, sd);
                 }
-                self.ln_pair_modes(r, d, sd, &modes, &mut one);
-                add(&mut nones[j], &one);
+                nones[j] += self.ln_pair(r, d, sd);
             }
             rs.push(r);
             if let Some(s) = s {
@@ -343,19 +342,28 @@ impl RobustRatio {
             if rs.len() < 2 {
                 continue;
             }
-            let gain = log_mix(
-                sds.iter().zip(&gains).map(|(&(_, w), g)| w.ln() + log_mix(means.iter().zip(g).map(|(&(_, gw), v)| gw.ln() + mix(v)))),
-            );
-            let none_weighed = log_mix(sds.iter().zip(&nones).map(|(&(_, w), v)| w.ln() + mix(v)));
+            // The gain side over its sds and means, with the modes (the keep) or without (the
+            // first component alone: the revert).
+            let weigh = |m: &dyn Fn(&[f64]) -> f64| {
+                log_mix(
+                    sds.iter().zip(&gains).map(|(&(_, w), g)| w.ln() + log_mix(means.iter().zip(g).map(|(&(_, gw), v)| gw.ln() + m(v)))),
+                )
+            };
+            let gain = weigh(&mix);
+            // The revert weighs both sides without the modes: where a second mode holds the
+            // wild pairs, both sides read them at a wider sd, at which no gain is told from +3%
+            // more slowly (a do-nothing change on a machine calibrated with every 7th run 15%
+            // slow took 21 runs to revert with them, 6 without).
+            let gain_plain = weigh(&|v: &[f64]| v[0]);
+            let none_weighed = log_mix(sds.iter().zip(&nones).map(|(&(_, w), v)| w.ln() + v));
             // The gain side mirrored: the same prior over losses.
-            let loss = log_mix(
-                sds.iter().zip(&losses).map(|(&(_, w), g)| w.ln() + log_mix(means.iter().zip(g).map(|(&(_, gw), v)| gw.ln() + mix(v)))),
-            );
+            let loss =
+                log_mix(sds.iter().zip(&losses).map(|(&(_, w), g)| w.ln() + log_mix(means.iter().zip(g).map(|(&(_, gw), v)| gw.ln() + v))));
             let look = RobustLook {
                 measured: i + 1,
                 used: rs.len(),
                 log_lr: gain - self.no_gain_best(&rs, &ds),
-                log_lr_futility: gain - none_weighed,
+                log_lr_futility: gain_plain - none_weighed,
                 mean: robust_mean(&rs, self.levels.band),
                 sd: robust_sd(&rs),
             };
