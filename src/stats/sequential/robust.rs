@@ -350,10 +350,9 @@ impl RobustRatio {
                 )
             };
             let gain = weigh(&mix);
-            // The revert weighs both sides without the modes: where a second mode holds the
-            // wild pairs, both sides read them at a wider sd, at which no gain is told from +3%
-            // more slowly (a do-nothing change on a machine calibrated with every 7th run 15%
-            // slow took 21 runs to revert with them, 6 without).
+            // The revert weighs both sides without the modes, as before the level: reverts stay
+            // as they were (the modes there too moved no +3% cell on the probe), at a third of
+            // the arithmetic.
             let gain_plain = weigh(&|v: &[f64]| v[0]);
             let none_weighed = log_mix(sds.iter().zip(&nones).map(|(&(_, w), v)| w.ln() + v));
             // The gain side mirrored: the same prior over losses.
